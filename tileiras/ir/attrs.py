@@ -1,0 +1,94 @@
+"""Tile IR attribute values.
+
+Self-contained (tagged) attributes of the bytecode map one-to-one to the classes
+here.  Inline op attributes (enums, integers, strings, dense i32/bool arrays) are
+stored directly as Python values on the operation: an ``enum.IntEnum`` member,
+``int``, ``str``, ``tuple[int, ...]`` or ``tuple[bool, ...]``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from .types import Type
+
+
+class Attribute:
+    """Base of self-contained attributes."""
+
+
+@dataclass(frozen=True)
+class IntegerAttr(Attribute):
+    type: Type
+    value: int  # stored zero-extended to the type's width, as in the bytecode
+
+
+@dataclass(frozen=True)
+class FloatAttr(Attribute):
+    type: Type
+    bits: int  # the raw bit pattern of the value in ``type``
+
+
+@dataclass(frozen=True)
+class BoolAttr(Attribute):
+    value: bool
+
+
+@dataclass(frozen=True)
+class TypeAttr(Attribute):
+    value: Type
+
+
+@dataclass(frozen=True)
+class StringAttr(Attribute):
+    value: str
+
+
+@dataclass(frozen=True)
+class ArrayAttr(Attribute):
+    elements: tuple[Attribute, ...]
+
+
+@dataclass(frozen=True)
+class DenseElementsAttr(Attribute):
+    """Dense constant: raw little-endian element bytes (numeric) or strings."""
+
+    type: Type
+    data: Union[bytes, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class DivByAttr(Attribute):
+    divisor: int
+    unsigned_int: bool = False
+    every: Optional[int] = None
+    along: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class SameElementsAttr(Attribute):
+    values: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class DictAttr(Attribute):
+    entries: tuple[tuple[str, Attribute], ...]
+
+    def get(self, key: str) -> Optional[Attribute]:
+        for k, v in self.entries:
+            if k == key:
+                return v
+        return None
+
+
+@dataclass(frozen=True)
+class OptimizationHintsAttr(Attribute):
+    """Per-architecture hint dictionaries: (("sm_90", DictAttr(...)), ...)."""
+
+    entries: tuple[tuple[str, DictAttr], ...]
+
+
+@dataclass(frozen=True)
+class BoundedAttr(Attribute):
+    lower: Optional[int]
+    upper: Optional[int]

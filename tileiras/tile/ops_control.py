@@ -1,0 +1,86 @@
+"""control ops."""
+from __future__ import annotations
+
+from ..ir.core import Operation
+from ..ir.version import V13_2, V13_3, V13_4, V13_5  # noqa: F401
+from .enums import RoundingMode  # noqa: F401
+from .registry import Attr, AttrKind, Operand, Optional_, RegionDef, Result, Variadic, tile_op  # noqa: F401
+
+
+@tile_op("assert")
+class AssertOp(Operation):
+    condition = Operand()
+    message = Attr(AttrKind.STRING)
+
+
+@tile_op("assume")
+class AssumeOp(Operation):
+    result = Result()
+    value = Operand()
+    predicate = Attr(AttrKind.TAGGED)
+
+
+@tile_op("break", sized_results=True)
+class BreakOp(Operation):
+    operands = Variadic()
+
+
+@tile_op("continue", sized_results=True)
+class ContinueOp(Operation):
+    operands = Variadic()
+
+
+@tile_op("for", sized_results=True)
+class ForOp(Operation):
+    results = Result(variadic=True)
+    lowerBound = Operand()
+    upperBound = Operand()
+    step = Operand()
+    initValues = Variadic()
+    unsignedCmp = Attr(AttrKind.UNIT, since=V13_2)
+    body = RegionDef()
+
+
+@tile_op("gdc_launch_dependents_tko")
+class GdcLaunchDependentsTkoOp(Operation):
+    result_token = Result()
+    token = Optional_()
+
+
+@tile_op("gdc_wait_tko")
+class GdcWaitTkoOp(Operation):
+    result_token = Result()
+    token = Optional_()
+
+
+@tile_op("if", sized_results=True)
+class IfOp(Operation):
+    results = Result(variadic=True)
+    condition = Operand()
+    then_region = RegionDef()
+    else_region = RegionDef()
+
+
+@tile_op("loop", sized_results=True)
+class LoopOp(Operation):
+    results = Result(variadic=True)
+    initValues = Variadic()
+    body = RegionDef()
+
+
+@tile_op("print_tko", sized_results=True)
+class PrintTkoOp(Operation):
+    result_token = Result(since=V13_2)
+    args = Variadic()
+    token = Optional_(V13_2)
+    str = Attr(AttrKind.STRING)
+
+
+@tile_op("return", sized_results=True)
+class ReturnOp(Operation):
+    operands = Variadic()
+
+
+@tile_op("yield", sized_results=True)
+class YieldOp(Operation):
+    operands = Variadic()

@@ -1,0 +1,204 @@
+"""core ops."""
+from __future__ import annotations
+
+from ..ir.core import Operation
+from ..ir.version import V13_2, V13_3, V13_4, V13_5  # noqa: F401
+from .enums import IntegerOverflow, RoundingMode, Signedness, SymbolVisibility  # noqa: F401
+from .registry import Attr, AttrKind, Operand, Optional_, RegionDef, Result, Variadic, tile_op  # noqa: F401
+
+
+@tile_op("bitcast")
+class BitcastOp(Operation):
+    result = Result()
+    source = Operand()
+
+
+@tile_op("broadcast")
+class BroadcastOp(Operation):
+    result = Result()
+    source = Operand()
+
+
+@tile_op("cat")
+class CatOp(Operation):
+    result = Result()
+    lhs = Operand()
+    rhs = Operand()
+    dim = Attr(AttrKind.INT)
+
+
+@tile_op("constant")
+class ConstantOp(Operation):
+    result = Result()
+    value = Attr(AttrKind.DENSE)
+
+
+@tile_op("exti")
+class ExtIOp(Operation):
+    result = Result()
+    from_ = Operand(name="from")
+    signedness = Attr(AttrKind.ENUM, enum=Signedness)
+
+
+@tile_op("extract", sized_results=True)
+class ExtractOp(Operation):
+    result = Result()
+    source = Operand()
+    indices = Variadic()
+
+
+@tile_op("ftof")
+class FToFOp(Operation):
+    result = Result()
+    from_ = Operand(name="from")
+    rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode)
+
+
+@tile_op("ftoi")
+class FToIOp(Operation):
+    result = Result()
+    from_ = Operand(name="from")
+    signedness = Attr(AttrKind.ENUM, enum=Signedness)
+    rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode)
+    saturating = Attr(AttrKind.UNIT, since=V13_4)
+
+
+@tile_op("get_global")
+class GetGlobalOp(Operation):
+    result = Result()
+    name = Attr(AttrKind.STRING)
+
+
+@tile_op("get_num_tile_blocks")
+class GetNumTileBlocksOp(Operation):
+    gridSize_x = Result()
+    gridSize_y = Result()
+    gridSize_z = Result()
+
+
+@tile_op("get_tile_block_id")
+class GetTileBlockIdOp(Operation):
+    blockId_x = Result()
+    blockId_y = Result()
+    blockId_z = Result()
+
+
+@tile_op("global")
+class GlobalOp(Operation):
+    sym_name = Attr(AttrKind.STRING)
+    value = Attr(AttrKind.DENSE)
+    alignment = Attr(AttrKind.INT)
+    constant = Attr(AttrKind.UNIT, since=V13_3)
+    symbol_visibility = Attr(AttrKind.ENUM, enum=SymbolVisibility, since=V13_3)
+
+
+@tile_op("itof")
+class IToFOp(Operation):
+    result = Result()
+    from_ = Operand(name="from")
+    signedness = Attr(AttrKind.ENUM, enum=Signedness)
+    rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode)
+
+
+@tile_op("insert", sized_results=True)
+class InsertOp(Operation):
+    result = Result()
+    source = Operand()
+    destination = Operand()
+    indices = Variadic()
+
+
+@tile_op("int_to_ptr")
+class IntToPtrOp(Operation):
+    result = Result()
+    source = Operand()
+
+
+@tile_op("iota")
+class IotaOp(Operation):
+    result = Result()
+
+
+@tile_op("module")
+class ModuleOp(Operation):
+    sym_name = Attr(AttrKind.STRING)
+    producer = Attr(AttrKind.STRING, optional=True, since=V13_3)
+    body = RegionDef()
+
+
+@tile_op("offset")
+class OffsetOp(Operation):
+    result = Result()
+    ptr = Operand()
+    offset = Operand()
+
+
+@tile_op("pack")
+class PackOp(Operation):
+    result = Result()
+    source = Operand()
+
+
+@tile_op("permute")
+class PermuteOp(Operation):
+    result = Result()
+    source = Operand()
+    permutation = Attr(AttrKind.I32_ARRAY)
+
+
+@tile_op("ptr_to_int")
+class PtrToIntOp(Operation):
+    result = Result()
+    source = Operand()
+
+
+@tile_op("ptr_to_ptr")
+class PtrToPtrOp(Operation):
+    result = Result()
+    source = Operand()
+
+
+@tile_op("reduce", sized_results=True)
+class ReduceOp(Operation):
+    results = Result(variadic=True)
+    operands = Variadic()
+    dim = Attr(AttrKind.INT)
+    identities = Attr(AttrKind.ARRAY)
+    body = RegionDef()
+
+
+@tile_op("reshape")
+class ReshapeOp(Operation):
+    result = Result()
+    source = Operand()
+
+
+@tile_op("scan", sized_results=True)
+class ScanOp(Operation):
+    results = Result(variadic=True)
+    operands = Variadic()
+    dim = Attr(AttrKind.INT)
+    reverse = Attr(AttrKind.BOOL)
+    identities = Attr(AttrKind.ARRAY)
+    body = RegionDef()
+
+
+@tile_op("select")
+class SelectOp(Operation):
+    result = Result()
+    cond = Operand()
+    val_if_true = Operand()
+    val_if_false = Operand()
+
+
+@tile_op("trunci")
+class TruncIOp(Operation):
+    result = Result()
+    from_ = Operand(name="from")
+    overflow = Attr(AttrKind.ENUM, enum=IntegerOverflow)
+
+
+@tile_op("unpack")
+class UnpackOp(Operation):
+    result = Result()
+    source = Operand()

@@ -1,0 +1,198 @@
+"""memory ops."""
+from __future__ import annotations
+
+from ..ir.core import Operation
+from ..ir.version import V13_2, V13_3, V13_4, V13_5  # noqa: F401
+from .enums import AtomicRMWMode, MemoryOrderingSemantics, MemoryScope, MultimemReductionKind  # noqa: F401
+from .registry import Attr, AttrKind, Operand, Optional_, RegionDef, Result, Variadic, tile_op  # noqa: F401
+
+
+@tile_op("alloca")
+class AllocaOp(Operation):
+    result = Result()
+    num_elem = Attr(AttrKind.INT)
+    alignment = Attr(AttrKind.INT)
+    global_ = Attr(AttrKind.UNIT, name="global")
+
+
+@tile_op("atomic_cas_tko")
+class AtomicCASTkoOp(Operation):
+    result = Result()
+    result_token = Result()
+    pointers = Operand()
+    cmp = Operand()
+    val = Operand()
+    mask = Optional_()
+    token = Optional_()
+    memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
+    memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope)
+
+
+@tile_op("atomic_rmw_tko")
+class AtomicRMWTkoOp(Operation):
+    result = Result()
+    result_token = Result()
+    pointers = Operand()
+    arg = Operand()
+    mask = Optional_()
+    token = Optional_()
+    memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
+    memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope)
+    mode = Attr(AttrKind.ENUM, enum=AtomicRMWMode)
+
+
+@tile_op("atomic_red_view_tko", sized_results=True)
+class AtomicRedViewTkoOp(Operation):
+    result_token = Result()
+    view = Operand()
+    index = Variadic()
+    value = Operand()
+    token = Optional_()
+    memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
+    memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope)
+    mode = Attr(AttrKind.ENUM, enum=AtomicRMWMode)
+    inbounds = Attr(AttrKind.BOOL_ARRAY, since=V13_5)
+
+
+@tile_op("get_index_space_shape", sized_results=True)
+class GetIndexSpaceShapeOp(Operation):
+    results = Result(variadic=True)
+    src = Operand()
+
+
+@tile_op("get_tensor_shape", sized_results=True)
+class GetTensorShapeOp(Operation):
+    results = Result(variadic=True)
+    src = Operand()
+
+
+@tile_op("join_tokens", sized_results=True)
+class JoinTokensOp(Operation):
+    result = Result()
+    tokens = Variadic()
+
+
+@tile_op("load_ptr_tko")
+class LoadPtrTkoOp(Operation):
+    result = Result()
+    result_token = Result()
+    source = Operand()
+    mask = Optional_()
+    paddingValue = Optional_()
+    token = Optional_()
+    memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
+    memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
+    optimization_hints = Attr(AttrKind.HINTS, optional=True)
+
+
+@tile_op("load_view_tko", sized_results=True)
+class LoadViewTkoOp(Operation):
+    tile = Result()
+    result_token = Result()
+    view = Operand()
+    index = Variadic()
+    token = Optional_()
+    memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
+    memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
+    optimization_hints = Attr(AttrKind.HINTS, optional=True)
+    inbounds = Attr(AttrKind.BOOL_ARRAY, since=V13_4)
+
+
+@tile_op("make_gather_scatter_view")
+class MakeGatherScatterViewOp(Operation):
+    result = Result()
+    tensor_view = Operand()
+
+
+@tile_op("make_partition_view")
+class MakePartitionViewOp(Operation):
+    result = Result()
+    tensor_view = Operand()
+
+
+@tile_op("make_strided_view")
+class MakeStridedViewOp(Operation):
+    result = Result()
+    tensor_view = Operand()
+
+
+@tile_op("make_tensor_view", sized_results=True)
+class MakeTensorViewOp(Operation):
+    result = Result()
+    base = Operand()
+    dynamicShape = Variadic()
+    dynamicStrides = Variadic()
+
+
+@tile_op("make_token")
+class MakeTokenOp(Operation):
+    result = Result()
+
+
+@tile_op("memory_fence_alias_tko")
+class MemoryFenceAliasTkoOp(Operation):
+    result_token = Result()
+    token = Operand()
+
+
+@tile_op("multimem_load_reduce_view_tko", sized_results=True)
+class MultimemLoadReduceViewTkoOp(Operation):
+    reduced_values = Result()
+    result_token = Result()
+    view = Operand()
+    index = Variadic()
+    token = Optional_()
+    memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
+    memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
+    reduction = Attr(AttrKind.ENUM, enum=MultimemReductionKind)
+    inbounds = Attr(AttrKind.BOOL_ARRAY)
+
+
+@tile_op("multimem_reduce_view_tko", sized_results=True)
+class MultimemReduceViewTkoOp(Operation):
+    result_token = Result()
+    view = Operand()
+    tile = Operand()
+    index = Variadic()
+    token = Optional_()
+    memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
+    memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope)
+    reduction = Attr(AttrKind.ENUM, enum=MultimemReductionKind)
+    inbounds = Attr(AttrKind.BOOL_ARRAY)
+
+
+@tile_op("multimem_store_view_tko", sized_results=True)
+class MultimemStoreViewTkoOp(Operation):
+    result_token = Result()
+    view = Operand()
+    tile = Operand()
+    index = Variadic()
+    token = Optional_()
+    memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
+    memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
+    inbounds = Attr(AttrKind.BOOL_ARRAY)
+
+
+@tile_op("store_ptr_tko")
+class StorePtrTkoOp(Operation):
+    result_token = Result()
+    destination = Operand()
+    value = Operand()
+    mask = Optional_()
+    token = Optional_()
+    memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
+    memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
+    optimization_hints = Attr(AttrKind.HINTS, optional=True)
+
+
+@tile_op("store_view_tko", sized_results=True)
+class StoreViewTkoOp(Operation):
+    result_token = Result()
+    tile = Operand()
+    view = Operand()
+    index = Variadic()
+    token = Optional_()
+    memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
+    memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
+    optimization_hints = Attr(AttrKind.HINTS, optional=True)
+    inbounds = Attr(AttrKind.BOOL_ARRAY, since=V13_4)
