@@ -60,7 +60,6 @@ class DenseElementsAttr(Attribute):
 @dataclass(frozen=True)
 class DivByAttr(Attribute):
     divisor: int
-    unsigned_int: bool = False
     every: Optional[int] = None
     along: Optional[int] = None
 

@@ -150,6 +150,8 @@ class OpDef:
         raise KeyError(name)
 
 
+_RESERVED = frozenset(Operation.__slots__) | {"name", "definition", "walk", "operand_group"}
+
 #: Every registered op, by mnemonic and by opcode.
 OPS_BY_NAME: dict[str, OpDef] = {}
 OPS_BY_OPCODE: dict[int, OpDef] = {}
@@ -215,14 +217,16 @@ def tile_op(name: str, *, sized_results: bool = False,
             operands=tuple(operands), attrs=tuple(attrs), results=tuple(results),
             regions=tuple(regions), sized_results=sized_results, operand_encoding=encoding,
             syntax=cls.__dict__.get("syntax"), traits=frozenset(traits))
-        for i, o in enumerate(definition.operands):
-            setattr(cls, o.name, _operand_accessor(i, o))
-        for a in definition.attrs:
-            setattr(cls, a.name, _attr_accessor(a.name))
-        for i, r in enumerate(definition.results):
-            setattr(cls, r.name, _result_accessor(i, r, definition.results))
-        for i, g in enumerate(definition.regions):
-            setattr(cls, g.name, property(lambda op, i=i: op.regions[i]))
+        accessors = [(o.name, _operand_accessor(i, o)) for i, o in enumerate(definition.operands)]
+        accessors += [(a.name, _attr_accessor(a.name)) for a in definition.attrs]
+        accessors += [(r.name, _result_accessor(i, r, definition.results))
+                      for i, r in enumerate(definition.results)]
+        accessors += [(g.name, property(lambda op, i=i: op.regions[i])) for i, g in enumerate(definition.regions)]
+        for key, accessor in accessors:
+            # A field named like a generic slot (``operands`` of return/yield, the
+            # variadic ``results`` of for/if) is that whole list already.
+            if key not in _RESERVED:
+                setattr(cls, key, accessor)
         cls.definition = definition
         if name in OPS_BY_NAME or opcode in OPS_BY_OPCODE:
             raise RuntimeError(f"op {name} (opcode {opcode:#x}) registered twice")
