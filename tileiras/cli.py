@@ -1,0 +1,236 @@
+"""Command-line plumbing shared by ``tileiras`` and ``tileirdisasm``.
+
+NVIDIA's tools parse their arguments with LLVM's ``cl`` library; ours use click as the
+parser and translate click's exceptions into LLVM's wording (``<prog>: for the -O option:
+requires a value!``), so scripts that read stderr (cuTile does) see the same lines.
+
+Everything a command does runs inside ``run_guarded``: a ``TileIRError`` becomes its
+one-line message and exit code; any other exception is a bug, reported as
+``error: internal error: <repr>`` with exit code 5 (traceback only with TILEIRAS_DEBUG=1).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Optional, Sequence
+
+import click
+
+from .errors import EXIT_COMPILE, EXIT_USAGE, TileIRError, UsageError
+from .knobs import knobs
+
+#: The version banner of NVIDIA's tools (cuTile keys its disk cache on this text);
+#: the first line names the tool.
+VERSION_BANNER_TAIL = (
+    "Copyright (c) 2005-2026 NVIDIA Corporation",
+    "Built on Mon_Oct_12_19:27:40_PDT_2026",
+    "Cuda compilation tools, release 13.5, V13.5.37",
+    "Build local.local.39125733_",
+)
+
+
+def format_version(title: str) -> str:
+    return "\n".join((title, *VERSION_BANNER_TAIL)) + "\n"
+
+
+#: Column where LLVM's ``--help`` puts the `` - description`` text.
+_HELP_COLUMN = 35
+
+
+class CommandLineError(UsageError):
+    """An argument the parser rejects; printed as ``<prog>: <line>`` lines, exit code 1."""
+
+    def __init__(self, prog: str, *lines: str):
+        super().__init__(lines[0])
+        self.prog = prog
+        self.lines = lines
+
+    def __str__(self) -> str:
+        # LLVM prefixes every line with the program name except the "See: ..." follow-up.
+        return "\n".join(line if line.startswith("Can specify") else f"{self.prog}: {line}"
+                         for line in self.lines)
+
+
+class InputFileError(TileIRError):
+    """The input file cannot be read (missing, a directory, no permission)."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class OutputFileError(TileIRError):
+    """The output file cannot be written."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class HelpEntry:
+    name: str
+    text: str
+    indent: int = 2
+
+
+def format_help(overview: str, usage: str, entries: Sequence[HelpEntry]) -> str:
+    """LLVM-style ``--help-list`` text."""
+    lines = [f"OVERVIEW: {overview}", "", f"USAGE: {usage}", "", "OPTIONS:"]
+    for e in entries:
+        head = " " * e.indent + e.name
+        lines.append(f"{head.ljust(_HELP_COLUMN - 2)} - {e.text}")
+    return "\n".join(lines) + "\n"
+
+
+def program_name(default: str) -> str:
+    """``argv[0]`` as LLVM prints it in ``Try: '<argv0> --help'``."""
+    return sys.argv[0] if sys.argv and sys.argv[0] else default
+
+
+def normalize_argv(argv: Sequence[str], long_names: Iterable[str]) -> list[str]:
+    """Accept LLVM's single-dash spelling of long options (``-gpu-name=sm_90``, ``-version``)."""
+    names = set(long_names)
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            out.extend(argv[i:])
+            break
+        if arg.startswith("-") and not arg.startswith("--") and len(arg) > 2:
+            if arg[1:].split("=", 1)[0] in names:
+                arg = "-" + arg
+        out.append(arg)
+    return out
+
+
+def find_immediate_flag(argv: Sequence[str], flags: Iterable[str]) -> Optional[int]:
+    """Index of the first flag that acts as soon as LLVM parses it (``--version``...)."""
+    wanted = set(flags)
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            return None
+        if arg in wanted:
+            return i
+    return None
+
+
+def parse_with_click(command: click.Command, prog: str, argv: Sequence[str]) -> dict:
+    """Parse ``argv`` with ``command``'s params; click errors become LLVM-worded errors.
+
+    ``prog`` is the tool's name (the prefix of every message); ``argv[0]`` appears in
+    the "Try: '<argv0> --help'" hints, as LLVM prints it.
+    """
+    try:
+        ctx = command.make_context(prog, list(argv), resilient_parsing=False)
+    except click.NoSuchOption as e:
+        lines = [f"Unknown command line argument '{e.option_name}'.  "
+                 f"Try: '{program_name(prog)} --help'"]
+        if e.possibilities:
+            lines.append(f"Did you mean '{sorted(e.possibilities)[0]}'?")
+        raise CommandLineError(prog, *lines) from None
+    except click.BadOptionUsage as e:
+        raise CommandLineError(prog, f"for the {e.option_name} option: requires a value!") from None
+    except click.BadParameter as e:
+        name = e.param_hint if isinstance(e.param_hint, str) else (e.param.opts[0] if e.param else "?")
+        raise CommandLineError(prog, f"for the {name.strip(chr(39) + chr(34))} option: {e.message}") from None
+    except click.UsageError as e:
+        raise CommandLineError(prog, e.message) from None
+    return dict(ctx.params)
+
+
+PREVIEW_FEATURES = ("simt",)
+
+
+def parse_preview(prog: str, values: Iterable[str]) -> tuple[str, ...]:
+    """``--preview=a,b`` (repeatable) -> the named features, checked against PREVIEW_FEATURES."""
+    features: list[str] = []
+    for value in values:
+        for feature in value.split(","):
+            if feature not in PREVIEW_FEATURES:
+                raise CommandLineError(
+                    prog, f"for the --preview option: unknown preview feature '{feature}'; "
+                    f"supported features: {', '.join(PREVIEW_FEATURES)}")
+            if feature not in features:
+                features.append(feature)
+    return tuple(features)
+
+
+def too_many_positionals(prog: str) -> CommandLineError:
+    return CommandLineError(prog, "Too many positional arguments specified!",
+                            "Can specify at most 1 positional arguments: "
+                            f"See: {program_name(prog)} --help")
+
+
+def read_input_file(path: str, exit_code: int = EXIT_USAGE) -> bytes:
+    """Read the whole input; failures use the real tools' wording (stdin is not supported)."""
+    if path == "-":
+        raise InputFileError("unable to read input file '-': No such file or directory", exit_code)
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        reason = os.strerror(e.errno) if e.errno else str(e)
+        raise InputFileError(f"unable to read input file '{path}': {reason}", exit_code) from None
+
+
+def write_output(path: str, data: bytes, exit_code: int) -> None:
+    """Write ``data`` to ``path`` (``-`` = stdout) atomically: all or nothing, never partial."""
+    if path == "-":
+        stream = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else None
+        if stream is None:
+            sys.stdout.write(data.decode("utf-8", errors="surrogateescape"))
+        else:
+            sys.stdout.flush()
+            stream.write(data)
+            stream.flush()
+        return
+    target = Path(path)
+    tmp_name: Optional[str] = None
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                        dir=str(target.parent) or ".")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp_name, 0o666 & ~_current_umask())
+        os.replace(tmp_name, target)
+        tmp_name = None
+    except OSError as e:
+        reason = os.strerror(e.errno) if e.errno else str(e)
+        raise OutputFileError(f"unable to write output file '{path}': {reason}", exit_code) from None
+    finally:
+        if tmp_name is not None and os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def print_error(err: TileIRError) -> None:
+    sys.stdout.flush()
+    print(str(err), file=sys.stderr)
+
+
+def run_guarded(body: Callable[[], int]) -> int:
+    """Run a command body; map every exception to (message, exit code). Never a traceback."""
+    try:
+        return body()
+    except TileIRError as err:
+        print_error(err)
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # noqa: BLE001 - the last line of defence
+        sys.stdout.flush()
+        if knobs.debug:
+            traceback.print_exc()
+        print(f"error: internal error: {exc!r}", file=sys.stderr)
+        return EXIT_COMPILE

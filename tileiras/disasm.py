@@ -1,0 +1,99 @@
+"""``tileirdisasm``: print Tile IR bytecode as MLIR text, like NVIDIA's tool.
+
+    tileirdisasm [-g|--print-debug-info] [--preview=F] FILE
+
+Exit codes (as NVIDIA's): 0 ok, 1 bad command line, 2 no/unreadable input, 3 bad bytecode.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Optional, Sequence
+
+import click
+
+from . import cli
+from .errors import EXIT_BAD_OPTION, TileIRError
+
+PROG = "tileirdisasm"
+TITLE = "tileirdisasm: NVIDIA (R) Cuda Tile IR disassembler"
+USAGE = "tileirdisasm [options] <tile bytecode file>"
+
+HELP_ENTRIES = (
+    cli.HelpEntry("-g", "Alias for --print-debug-info"),
+    cli.HelpEntry("--help", "Display available options (--help-hidden for more)"),
+    cli.HelpEntry("--preview=<feature[,feature...]>", "Enable one or more named preview features"),
+    cli.HelpEntry("--print-debug-info", "Annotate disassembly with debugging information, if present."),
+    cli.HelpEntry("--version", "Display the version of this program"),
+)
+
+LONG_NAMES = ("help", "help-list", "version", "preview", "print-debug-info")
+IMMEDIATE_FLAGS = ("--help", "--help-list", "--version")
+
+
+class NoInputError(TileIRError):
+    exit_code = EXIT_BAD_OPTION
+
+    def __str__(self) -> str:
+        return "error: no input file provided\n"
+
+
+@click.command(PROG, add_help_option=False)
+@click.argument("inputs", nargs=-1)
+@click.option("-g", "--print-debug-info", "debug_info", is_flag=True,
+              help="Annotate disassembly with debugging information, if present.")
+@click.option("--preview", "preview", multiple=True, help="Enable one or more named preview features")
+def command(inputs: tuple[str, ...], debug_info: bool, preview: tuple[str, ...]) -> int:
+    """Disassemble one bytecode file to stdout."""
+    cli.parse_preview(PROG, preview)
+    if len(inputs) > 1:
+        raise cli.too_many_positionals(PROG)
+    if not inputs:
+        sys.stdout.write(help_text())
+        raise NoInputError("no input file provided")
+    text = disassemble_file(inputs[0], debug_info=debug_info)
+    sys.stdout.write(text)
+    return 0
+
+
+def disassemble_file(path: str, *, debug_info: bool = False) -> str:
+    """Read ``path`` and return its MLIR text (what the tool prints)."""
+    try:
+        data = cli.read_input_file(path, exit_code=EXIT_BAD_OPTION)
+    except cli.InputFileError as err:
+        # NVIDIA's disassembler doubles the prefix and adds an empty line.
+        raise cli.InputFileError(f"{err}\n", exit_code=EXIT_BAD_OPTION) from None
+    from .reader import read_bytecode
+    from .text.printer import print_module
+
+    module = read_bytecode(data, filename=path)
+    return print_module(module, debug_info=debug_info)
+
+
+def help_text() -> str:
+    return cli.format_help(TITLE, USAGE, HELP_ENTRIES)
+
+
+def run(argv: Sequence[str]) -> int:
+    argv = cli.normalize_argv(argv, LONG_NAMES)
+    stop = cli.find_immediate_flag(argv, IMMEDIATE_FLAGS)
+    if stop is not None:
+        try:
+            cli.parse_with_click(command, PROG, argv[:stop])
+        except cli.CommandLineError as err:
+            cli.print_error(err)
+        sys.stdout.write(cli.format_version(TITLE) if argv[stop] == "--version" else help_text())
+        return 0
+
+    def body() -> int:
+        params = cli.parse_with_click(command, PROG, argv)
+        return command.callback(**params)  # type: ignore[misc]
+
+    return cli.run_guarded(body)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    return run(list(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

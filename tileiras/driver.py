@@ -1,0 +1,289 @@
+"""``tileiras``: the compiler driver, a drop-in for NVIDIA's command line.
+
+    tileiras [options] FILE --gpu-name sm_XX [-o out.cubin] [-O0..3] [--lineinfo | -g]
+    tileiras FILE --emit=mlir|bytecode [--bytecode-version=13.x] [-o OUT]
+
+Checks run in the real tool's order: option parse (exit 1) -> read file (1) -> parse
+bytecode (3) -> ``--gpu-name`` (2) -> ``-O`` (2) -> ``-g`` (2) -> compile (5) -> write output.
+Messages and exit codes follow NVIDIA's tileiras 13.5 (see shared/reference, section 4).
+``--emit`` is ours: it stops after reading and prints the module as MLIR text or re-encodes
+it as bytecode (optionally at another version), without needing ``--gpu-name``.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from enum import Enum
+from typing import Optional, Sequence
+
+import click
+
+from . import cli
+from .errors import EXIT_BAD_OPTION, CompileError, OptionError, UsageError
+from .ir.version import SUPPORTED_VERSIONS, Version, is_supported
+
+PROG = "tileiras"
+TITLE = "tileiras: NVIDIA (R) Cuda Tile IR optimizing assembler"
+USAGE = "tileiras [options] <tile bytecode file>"
+DEFAULT_OUTPUT = "elf.o"
+
+GPU_NAMES = ("sm_80", "sm_86", "sm_87", "sm_88", "sm_89", "sm_90", "sm_100", "sm_103",
+             "sm_107", "sm_110", "sm_120", "sm_121")
+HOST_ARCHS = ("x86_64", "aarch64")
+HOST_OSES = ("linux", "windows")
+REMARK_CATEGORIES = ("none", "all", "memory", "tensorcore")
+REMARK_FORMATS = ("command-line", "yaml")
+SANITIZERS = ("memcheck",)
+OPT_LEVELS = range(0, 4)
+
+
+class Emit(Enum):
+    MLIR = "mlir"
+    BYTECODE = "bytecode"
+
+
+HELP_ENTRIES = (
+    cli.HelpEntry("-O", "Alias for --opt-level"),
+    cli.HelpEntry("--apply-controls=<path>", "Composite ACF file forwarded to libNVVM and PTXAS."),
+    cli.HelpEntry("--arch", "Alias for --gpu-name"),
+    cli.HelpEntry("--bytecode-version=<M.m>", "With --emit=bytecode: the version to write"),
+    cli.HelpEntry("--device-debug", "Generate debug information (if present in the input bytecode)"),
+    cli.HelpEntry("--emit=<value>", "Stop after reading and print the module (not in NVIDIA's tool)"),
+    cli.HelpEntry("=mlir", "-   MLIR text, as tileirdisasm prints it", 4),
+    cli.HelpEntry("=bytecode", "-   Tile IR bytecode", 4),
+    cli.HelpEntry("-g", "Alias for --device-debug"),
+    cli.HelpEntry("--gpu-name=<value>", "Specify name of NVIDIA GPU to generate code for."),
+    *(cli.HelpEntry(f"={n}", f"-   SM {n[3:]}", 4) for n in GPU_NAMES),
+    cli.HelpEntry("--help", "Display available options (--help-hidden for more)"),
+    cli.HelpEntry("--host-arch=<value>", "Specify the architecture for the generated host code."),
+    cli.HelpEntry("--host-os=<value>", "Specify the operating system for the generated host code."),
+    cli.HelpEntry("-l <path>", "Tile libraries to load. Requires the SIMT preview."),
+    cli.HelpEntry("--lineinfo", "Generate line-number information (if present in the input bytecode)"),
+    cli.HelpEntry("--list-versions", "List all supported bytecode versions and exit"),
+    cli.HelpEntry("-o", "Alias for --output-file"),
+    cli.HelpEntry("--opt-level=<N>", "Specify optimization level. Default Value: 3."),
+    cli.HelpEntry("--output-file=<file>", "Specify name of output file."),
+    cli.HelpEntry("--preview=<feature[,feature...]>", "Enable one or more named preview features"),
+    cli.HelpEntry("--remark-format=<value>", "Specify the format for remark output"),
+    cli.HelpEntry("--remarks=<value>", "Enable all remark types for the specified category"),
+    cli.HelpEntry("--remarks-output-file=<string>", "Output file for YAML remark format."),
+    cli.HelpEntry("--sanitize=<value>", "Enable compiler instrumentation for the sanitizer tool."),
+    cli.HelpEntry("--version", "Display the version of this program"),
+)
+
+LONG_NAMES = ("help", "help-list", "version", "list-versions", "gpu-name", "arch", "output-file",
+              "opt-level", "lineinfo", "device-debug", "host-arch", "host-os", "remarks",
+              "remarks-analysis", "remarks-failed", "remarks-missed", "remarks-passed",
+              "remark-format", "remarks-output-file", "preview", "sanitize", "apply-controls",
+              "emit", "bytecode-version")
+IMMEDIATE_FLAGS = ("--help", "--help-list", "--version", "--list-versions")
+REMARK_OPTIONS = ("remarks", "remarks_analysis", "remarks_failed", "remarks_missed", "remarks_passed")
+
+
+@dataclass(frozen=True)
+class DriverOptions:
+    """The command line after parse-time checks (range checks come later, as in NVIDIA's)."""
+
+    input: str
+    output_file: Optional[str]
+    gpu_name: Optional[str]
+    opt_level: int
+    lineinfo: bool
+    device_debug: bool
+    host_arch: str
+    host_os: str
+    preview: tuple[str, ...]
+    libraries: tuple[str, ...]
+    sanitize: Optional[str]
+    apply_controls: Optional[str]
+    remark_format: str
+    remarks: tuple[tuple[str, str], ...]
+    remarks_output_file: str
+    emit: Optional[Emit]
+    bytecode_version: Optional[Version]
+
+
+@click.command(PROG, add_help_option=False)
+@click.argument("inputs", nargs=-1)
+@click.option("-o", "--output-file", "output_file", default=None)
+@click.option("--gpu-name", "--arch", "gpu_name", default=None)
+@click.option("-O", "--opt-level", "opt_level", default="3")
+@click.option("--lineinfo", is_flag=True)
+@click.option("-g", "--device-debug", "device_debug", is_flag=True)
+@click.option("--host-arch", default="x86_64")
+@click.option("--host-os", default="linux")
+@click.option("--preview", multiple=True)
+@click.option("-l", "libraries", multiple=True)
+@click.option("--sanitize", default=None)
+@click.option("--apply-controls", default=None)
+@click.option("--remark-format", default="command-line")
+@click.option("--remarks", default=None)
+@click.option("--remarks-analysis", default=None)
+@click.option("--remarks-failed", default=None)
+@click.option("--remarks-missed", default=None)
+@click.option("--remarks-passed", default=None)
+@click.option("--remarks-output-file", default="tileir_remarks.yaml")
+@click.option("--emit", default=None)
+@click.option("--bytecode-version", default=None)
+def command(**params: object) -> int:
+    """Compile one Tile IR bytecode file."""
+    options = parse_options(params)
+    return compile_file(options)
+
+
+def parse_options(params: dict) -> DriverOptions:
+    """Parse-time checks: everything NVIDIA's parser rejects with exit code 1."""
+    def choice(option: str, value: Optional[str], allowed: Sequence[str]) -> Optional[str]:
+        if value is not None and value not in allowed:
+            raise cli.CommandLineError(PROG, f"for the {option} option: Cannot find option named '{value}'!")
+        return value
+
+    inputs = params["inputs"]
+    if len(inputs) > 1:
+        raise cli.too_many_positionals(PROG)
+    if not inputs:
+        raise _NoInput()
+    choice("--gpu-name", params["gpu_name"], GPU_NAMES)
+    choice("--host-arch", params["host_arch"], HOST_ARCHS)
+    choice("--host-os", params["host_os"], HOST_OSES)
+    choice("--sanitize", params["sanitize"], SANITIZERS)
+    choice("--remark-format", params["remark_format"], REMARK_FORMATS)
+    for name in REMARK_OPTIONS:
+        choice("--" + name.replace("_", "-"), params[name], REMARK_CATEGORIES)
+    preview = cli.parse_preview(PROG, params["preview"])
+    if params["libraries"] and "simt" not in preview:
+        raise cli.CommandLineError(PROG, "for the -l option: requires the SIMT preview (--preview=simt)")
+    emit = Emit(choice("--emit", params["emit"], [e.value for e in Emit])) if params["emit"] else None
+    return DriverOptions(
+        input=inputs[0], output_file=params["output_file"], gpu_name=params["gpu_name"],
+        opt_level=_parse_int("--opt-level", params["opt_level"]),
+        lineinfo=params["lineinfo"], device_debug=params["device_debug"],
+        host_arch=params["host_arch"], host_os=params["host_os"], preview=preview,
+        libraries=tuple(params["libraries"]), sanitize=params["sanitize"],
+        apply_controls=params["apply_controls"], remark_format=params["remark_format"],
+        remarks=tuple((n, params[n]) for n in REMARK_OPTIONS if params[n] is not None),
+        remarks_output_file=params["remarks_output_file"], emit=emit,
+        bytecode_version=_parse_bytecode_version(params["bytecode_version"], emit))
+
+
+def _parse_int(option: str, text: str) -> int:
+    try:
+        return int(text, 10)
+    except ValueError:
+        raise cli.CommandLineError(
+            PROG, f"for the {option} option: '{text}' value invalid for integer argument!") from None
+
+
+def _parse_bytecode_version(text: Optional[str], emit: Optional[Emit]) -> Optional[Version]:
+    if text is None:
+        return None
+    if emit is not Emit.BYTECODE:
+        raise cli.CommandLineError(PROG, "for the --bytecode-version option: requires --emit=bytecode")
+    supported = ", ".join(str(v) for v in SUPPORTED_VERSIONS)
+    try:
+        version = Version.parse(text)
+    except ValueError:
+        version = None
+    if version is None or not is_supported(version):
+        raise cli.CommandLineError(
+            PROG, f"for the --bytecode-version option: unsupported bytecode version '{text}'; "
+            f"supported versions: {supported}")
+    return version
+
+
+class _NoInput(UsageError):
+    def __str__(self) -> str:
+        return "error: no input file provided\n"
+
+    def __init__(self) -> None:
+        super().__init__("no input file provided")
+
+
+def compile_file(options: DriverOptions) -> int:
+    data = cli.read_input_file(options.input)
+    from .reader import read_bytecode
+
+    module = read_bytecode(data, filename=options.input)
+    if options.emit is not None:
+        output = emit_module(module, options)
+        cli.write_output(options.output_file or "-", output, EXIT_BAD_OPTION)
+        return 0
+    check_codegen_options(options, module.version)
+    raise CompileError("code generation is not implemented yet")
+
+
+def emit_module(module: object, options: DriverOptions) -> bytes:
+    if options.emit is Emit.MLIR:
+        from .text.printer import print_module
+
+        return print_module(module, debug_info=options.device_debug).encode("utf-8")
+    from .writer import write_bytecode
+
+    return write_bytecode(module, version=options.bytecode_version)
+
+
+def check_codegen_options(options: DriverOptions, file_version: Version) -> None:
+    """The checks NVIDIA's tool makes after parsing the bytecode (exit code 2)."""
+    if options.gpu_name is None:
+        raise OptionError(
+            "GPU architecture sm_0 is not supported by this version of tileiras. You may need a "
+            "newer toolchain that supports this architecture "
+            f"(bytecode in file is version {file_version}).")
+    if options.opt_level not in OPT_LEVELS:
+        raise OptionError(f"invalid optimization level: {options.opt_level}")
+    if options.device_debug and options.opt_level != 0:
+        raise OptionError("optimized debugging is currently not supported, change the "
+                          "optimization level to 0 or disable full debug info")
+
+
+def help_text() -> str:
+    return cli.format_help(TITLE, USAGE, HELP_ENTRIES)
+
+
+def immediate_output(flag: str) -> str:
+    if flag == "--version":
+        return cli.format_version(TITLE)
+    if flag == "--list-versions":
+        return "".join(f"{v}\n" for v in SUPPORTED_VERSIONS)
+    return help_text()
+
+
+def run(argv: Sequence[str]) -> int:
+    argv = cli.normalize_argv(argv, LONG_NAMES)
+    stop = cli.find_immediate_flag(argv, IMMEDIATE_FLAGS)
+    if stop is not None:
+        # NVIDIA's parser acts on these as soon as it meets them: earlier arguments are
+        # still diagnosed, later ones are never looked at, and the exit code is 0.
+        try:
+            _parse_argv(argv[:stop])
+        except cli.CommandLineError as err:
+            cli.print_error(err)
+        sys.stdout.write(immediate_output(argv[stop]))
+        return 0
+
+    def body() -> int:
+        params = _parse_argv(argv)
+        try:
+            return command.callback(**params)  # type: ignore[misc]
+        except _NoInput:
+            sys.stdout.write(help_text())
+            raise
+
+    return cli.run_guarded(body)
+
+
+def _parse_argv(argv: Sequence[str]) -> dict:
+    for arg in argv:
+        if arg == "--":
+            break
+        if arg == "-O":  # -O takes its value attached (-O3), never the next argument
+            raise cli.CommandLineError(PROG, "for the -O option: requires a value!")
+    return cli.parse_with_click(command, PROG, argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    return run(list(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
