@@ -56,8 +56,13 @@ class BodyReader:
         attributes = self._attributes(r, defn, present, result_types)
         operands, segments = self._operands(r, defn, present)
         regions = self._regions(r, defn)
+        live = len(result_types)
+        # results newer than the file (e.g. print_tko's token before 13.2) exist in
+        # the IR but take no value number in this file
+        result_types += [res.default_type for res in defn.results
+                         if res.since > self.version and res.default_type is not None]
         op = defn.cls(operands, attributes, result_types, regions, segments=segments)
-        self.values.extend(op.results)
+        self.values.extend(op.results[:live])
         self.order[slot] = op
         return op
 
@@ -77,6 +82,8 @@ class BodyReader:
         out: dict[str, Any] = {}
         for a in defn.attrs:
             if a.since > self.version:
+                if a.default is not None:
+                    out[a.name] = a.default
                 continue
             if a.kind is AttrKind.UNIT:
                 if a.name in present:

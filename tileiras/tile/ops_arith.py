@@ -115,7 +115,7 @@ class Exp2Op(Operation):
 class ExpOp(Operation):
     result = Result()
     source = Operand()
-    rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode, since=V13_3)
+    rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode, since=V13_3, default=RoundingMode.FULL)
 
 
 @tile_op("fpowf")
@@ -257,7 +257,7 @@ class NegFOp(Operation):
 class NegIOp(Operation):
     result = Result()
     source = Operand()
-    overflow = Attr(AttrKind.ENUM, enum=IntegerOverflow, since=V13_2)
+    overflow = Attr(AttrKind.ENUM, enum=IntegerOverflow, since=V13_2, default=IntegerOverflow.NONE)
 
 
 @tile_op("ori")
@@ -346,7 +346,7 @@ class SubIOp(Operation):
 class TanHOp(Operation):
     result = Result()
     source = Operand()
-    rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode, since=V13_2)
+    rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode, since=V13_2, default=RoundingMode.FULL)
 
 
 @tile_op("tan")

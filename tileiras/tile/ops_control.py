@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..ir.core import Operation
+from ..ir.types import TOKEN
 from ..ir.version import V13_2, V13_3, V13_4, V13_5  # noqa: F401
 from .enums import RoundingMode  # noqa: F401
 from .registry import Attr, AttrKind, Operand, Optional_, RegionDef, Result, Variadic, tile_op  # noqa: F401
@@ -70,7 +71,7 @@ class LoopOp(Operation):
 
 @tile_op("print_tko", sized_results=True)
 class PrintTkoOp(Operation):
-    result_token = Result(since=V13_2)
+    result_token = Result(since=V13_2, default_type=TOKEN)
     args = Variadic()
     token = Optional_(V13_2)
     str = Attr(AttrKind.STRING)

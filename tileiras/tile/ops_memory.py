@@ -51,7 +51,7 @@ class AtomicRedViewTkoOp(Operation):
     memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope)
     mode = Attr(AttrKind.ENUM, enum=AtomicRMWMode)
-    inbounds = Attr(AttrKind.BOOL_ARRAY, since=V13_5)
+    inbounds = Attr(AttrKind.BOOL_ARRAY, since=V13_5, length_of="index")
 
 
 @tile_op("get_index_space_shape", sized_results=True)
@@ -95,7 +95,7 @@ class LoadViewTkoOp(Operation):
     memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
     optimization_hints = Attr(AttrKind.HINTS, optional=True)
-    inbounds = Attr(AttrKind.BOOL_ARRAY, since=V13_4)
+    inbounds = Attr(AttrKind.BOOL_ARRAY, since=V13_4, length_of="index")
 
 
 @tile_op("make_gather_scatter_view")
@@ -195,4 +195,4 @@ class StoreViewTkoOp(Operation):
     memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
     optimization_hints = Attr(AttrKind.HINTS, optional=True)
-    inbounds = Attr(AttrKind.BOOL_ARRAY, since=V13_4)
+    inbounds = Attr(AttrKind.BOOL_ARRAY, since=V13_4, length_of="index")

@@ -74,6 +74,9 @@ class Attr:
     since: Version = V13_1
     #: Value a reader assumes when the file predates the attribute.
     default: Any = None
+    #: For BOOL_ARRAY: the operand group whose length the array must have
+    #: (absent means all false).
+    length_of: str = ""
     name: str = ""
 
     @property
@@ -85,6 +88,8 @@ class Attr:
 class Result:
     variadic: bool = False
     since: Version = V13_1
+    #: Type of the result when reading a file that predates it (the reader adds it).
+    default_type: Any = None
     name: str = ""
 
 

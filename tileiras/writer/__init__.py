@@ -124,7 +124,7 @@ class FunctionEncoder:
         enc.require(defn.since, f"operation '{defn.full_name}'")
         self.debug_ids.append(enc.debug.ref(op.loc))
         varint(defn.opcode, buf)
-        self._results(op, buf)
+        live_results = self._results(op, buf)
         fields = defn.flag_fields(enc.version)
         present = {a.name for a in defn.attrs if a.in_flags and _is_set(op.attributes.get(a.name))}
         if defn.operand_encoding is OperandEncoding.FIELDS:
@@ -142,15 +142,11 @@ class FunctionEncoder:
             varint(len(op.regions), buf)
             for region in op.regions:
                 self._region(region, buf)
-        for r in op.results[:self._num_results(op)]:
+        for r in op.results[:live_results]:
             self._define(r)
 
-    def _num_results(self, op: Operation) -> int:
-        defn = op.definition
-        dropped = [i for i, r in enumerate(defn.results) if r.since > self.enc.version]
-        return len(op.results) - len(dropped)
-
-    def _results(self, op: Operation, buf: bytearray) -> None:
+    def _results(self, op: Operation, buf: bytearray) -> int:
+        """Write the result types that exist at the target version; return their count."""
         defn = op.definition
         keep = []
         for i, res in enumerate(op.results):
@@ -165,6 +161,7 @@ class FunctionEncoder:
             varint(len(keep), buf)
         for res in keep:
             self.enc.type(res.type, buf)
+        return len(keep)
 
     def _attr(self, op: Operation, a: Any, present: set[str], buf: bytearray) -> None:
         value = op.attributes.get(a.name)
@@ -176,8 +173,9 @@ class FunctionEncoder:
         if a.kind is AttrKind.UNIT or (a.optional and a.name not in present):
             return
         if value is None:
-            if a.kind is AttrKind.BOOL_ARRAY:
-                value = ()
+            if a.kind is AttrKind.BOOL_ARRAY:  # absent (e.g. read from an older file): all false
+                group = op.operand_group(op.definition.operand_index(a.length_of)) if a.length_of else ()
+                value = (False,) * len(group)
             else:
                 raise WriteError(f"'{op.definition.full_name}' is missing attribute '{a.name}'")
         _INLINE_ENCODERS[a.kind](self.enc, value, buf)
