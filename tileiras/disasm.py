@@ -12,7 +12,8 @@ from typing import Optional, Sequence
 import click
 
 from . import cli
-from .errors import EXIT_BAD_OPTION, TileIRError
+from .errors import EXIT_BAD_OPTION, BytecodeError, TileIRError, VersionError
+from .ir.version import SUPPORTED_VERSIONS
 
 PROG = "tileirdisasm"
 TITLE = "tileirdisasm: NVIDIA (R) Cuda Tile IR disassembler"
@@ -26,6 +27,7 @@ HELP_ENTRIES = (
     cli.HelpEntry("--version", "Display the version of this program"),
 )
 
+HEADER_SIZE = 12  # magic (8), major, minor, tag (u16)
 LONG_NAMES = ("help", "help-list", "version", "preview", "print-debug-info")
 IMMEDIATE_FLAGS = ("--help", "--help-list", "--version")
 
@@ -63,10 +65,24 @@ def disassemble_file(path: str, *, debug_info: bool = False) -> str:
         # NVIDIA's disassembler doubles the prefix and adds an empty line.
         raise cli.InputFileError(f"{err}\n", exit_code=EXIT_BAD_OPTION) from None
     from .reader import read_bytecode
+
+    try:
+        module = read_bytecode(data, filename=None)  # NVIDIA's messages name no file
+    except VersionError as err:
+        raise reword_version_error(err, data) from None
     from .text.printer import print_module
 
-    module = read_bytecode(data, filename=path)
     return print_module(module, debug_info=debug_info)
+
+
+def reword_version_error(err: VersionError, data: bytes) -> BytecodeError:
+    """tileirdisasm words version errors differently from tileiras (same reader underneath)."""
+    if len(data) < HEADER_SIZE:
+        return BytecodeError("failed to parse bytecode header", offset=len(data))
+    major, minor, tag = data[8], data[9], int.from_bytes(data[10:12], "little")
+    supported = f"[{SUPPORTED_VERSIONS[0]} - {SUPPORTED_VERSIONS[-1]}]"
+    return VersionError(f"unsupported Tile version {major}.{minor}.{tag}, this reader supports "
+                        f"versions {supported}", offset=HEADER_SIZE)
 
 
 def help_text() -> str:

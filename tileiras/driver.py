@@ -203,7 +203,7 @@ def compile_file(options: DriverOptions) -> int:
     data = cli.read_input_file(options.input)
     from .reader import read_bytecode
 
-    module = read_bytecode(data, filename=options.input)
+    module = read_bytecode(data, filename=None)  # NVIDIA's messages name no file
     if options.emit is not None:
         output = emit_module(module, options)
         cli.write_output(options.output_file or "-", output, EXIT_BAD_OPTION)

@@ -1,0 +1,168 @@
+"""Shared fixtures: real Tile IR bytecode exported by cuTile from our own kernels.
+
+Every kernel in ``test/kernels`` is exported with ``cuda.tile.compilation.export_kernel``
+for each architecture in ARCHS and each bytecode version in VERSIONS (13.1 and the newest
+that cuTile writes).  No GPU is needed.  A combination is skipped only when cuTile itself
+refuses it (``TileUnsupportedFeatureError``: an op that needs a later version, a dtype the
+architecture lacks); any other export failure is a test failure.
+
+Tests take the ``tileir_file`` fixture (a ``TileIRFile``) and are parametrized over every
+combination automatically; ids read ``<kernel>.<arch>.<version>``.
+"""
+from __future__ import annotations
+
+import io
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+ARCHS = ("sm_80", "sm_90", "sm_100", "sm_120")
+OLDEST_VERSION = "13.1"
+
+
+def newest_cutile_version() -> str:
+    """The newest bytecode version cuTile writes (13.4 for cuda-tile 1.7)."""
+    try:
+        from cuda.tile._compile import _SUPPORTED_VERSIONS
+
+        return max(_SUPPORTED_VERSIONS).as_string()
+    except Exception:  # noqa: BLE001 - private API; fall back to what 1.7 writes
+        return "13.4"
+
+
+def load_cases() -> tuple:
+    try:
+        from kernels import ALL_CASES
+    except ImportError:  # cuda-tile not installed: the bytecode tests are skipped
+        return ()
+    return ALL_CASES
+
+
+CASES = load_cases()
+VERSIONS = tuple(dict.fromkeys((OLDEST_VERSION, newest_cutile_version()))) if CASES else ()
+
+
+@dataclass(frozen=True)
+class TileIRFile:
+    kernel: str
+    arch: str
+    version: str
+    path: Path
+
+    @property
+    def id(self) -> str:
+        return f"{self.kernel}.{self.arch}.{self.version}"
+
+    def read_bytes(self) -> bytes:
+        return self.path.read_bytes()
+
+
+@dataclass(frozen=True)
+class Combination:
+    kernel: str
+    arch: str
+    version: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.kernel}.{self.arch}.{self.version}"
+
+
+COMBINATIONS = tuple(Combination(c.name, a, v) for c in CASES for a in ARCHS for v in VERSIONS)
+
+
+class TileIRStore:
+    """Exports every combination once per session into a temporary folder."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._files: dict[str, TileIRFile] = {}
+        self._refused: dict[str, str] = {}
+        self._exported = False
+
+    def export_all(self) -> None:
+        if self._exported:
+            return
+        import cuda.tile as ct
+        from cuda.tile.compilation import export_kernel
+
+        by_name = {c.name: c for c in CASES}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "num_worker_warps is ignored at 13.1"
+            for combo in COMBINATIONS:
+                case = by_name[combo.kernel]
+                buf = io.BytesIO()
+                try:
+                    export_kernel(case.kernel, case.signatures(), buf, gpu_code=combo.arch,
+                                  output_format="tileir_bytecode", bytecode_version=combo.version)
+                except ct.TileUnsupportedFeatureError as e:
+                    self._refused[combo.id] = str(e).splitlines()[0]
+                    continue
+                path = self.root / f"{combo.id}.tileir"
+                path.write_bytes(buf.getvalue())
+                self._files[combo.id] = TileIRFile(combo.kernel, combo.arch, combo.version, path)
+        self._exported = True
+
+    def get(self, combo_id: str) -> Optional[TileIRFile]:
+        """The file, or None if cuTile refused the combination (see ``refusal``)."""
+        self.export_all()
+        return self._files.get(combo_id)
+
+    def refusal(self, combo_id: str) -> str:
+        return self._refused.get(combo_id, "not exported")
+
+    def all_files(self) -> list[TileIRFile]:
+        self.export_all()
+        return [self._files[c.id] for c in COMBINATIONS if c.id in self._files]
+
+
+@pytest.fixture(scope="session")
+def tileir_store(tmp_path_factory: pytest.TempPathFactory) -> TileIRStore:
+    return TileIRStore(tmp_path_factory.mktemp("tileir"))
+
+
+@pytest.fixture(scope="session")
+def tileir_files(tileir_store: TileIRStore) -> list[TileIRFile]:
+    """Every exported file (for tests that sample from all of them)."""
+    files = tileir_store.all_files()
+    if not files:
+        pytest.skip("cuda-tile is not installed: no bytecode to test with")
+    return files
+
+
+@pytest.fixture
+def tileir_file(request: pytest.FixtureRequest, tileir_store: TileIRStore) -> TileIRFile:
+    combo_id = request.param
+    found = tileir_store.get(combo_id)
+    if found is None:
+        pytest.skip(f"cuTile refuses {combo_id}: {tileir_store.refusal(combo_id)}")
+    return found
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "tileir_file" in metafunc.fixturenames:
+        ids = [c.id for c in COMBINATIONS]
+        metafunc.parametrize("tileir_file", ids, ids=ids, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def real_tileirdisasm() -> str:
+    from tileiras.tools import find_tileirdisasm
+
+    path = find_tileirdisasm()
+    if path is None:
+        pytest.skip("NVIDIA's tileirdisasm is not installed (pip install nvidia-cuda-tileiras)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def real_tileiras() -> str:
+    from tileiras.tools import find_tileiras
+
+    path = find_tileiras()
+    if path is None:
+        pytest.skip("NVIDIA's tileiras is not installed (pip install nvidia-cuda-tileiras)")
+    return path

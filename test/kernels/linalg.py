@@ -1,0 +1,83 @@
+"""Matrix multiply: mma with K loops, matmul, mixed precision, batched, fp8, int8."""
+from __future__ import annotations
+
+import cuda.tile as ct
+
+from ._case import KernelCase, arr
+
+ConstInt = ct.Constant[int]
+
+
+@ct.kernel
+def gemm(a, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
+    pid_m = ct.bid(0)
+    pid_n = ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(pid_m, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(k, pid_n), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(pid_m, pid_n), tile=ct.astype(acc, c.dtype))
+
+
+@ct.kernel
+def gemm_epilogue(a, b, bias, c):
+    pid_m = ct.bid(0)
+    pid_n = ct.bid(1)
+    ta = ct.load(a, index=(pid_m, 0), shape=(64, 32))
+    tb = ct.load(b, index=(0, pid_n), shape=(32, 64))
+    r = ct.matmul(ta, tb)
+    bv = ct.load(bias, index=(pid_n,), shape=(64,))
+    r = ct.astype(r, ct.float32) + ct.reshape(ct.astype(bv, ct.float32), (1, 64))
+    r = ct.maximum(r, 0.0)
+    ct.store(c, index=(pid_m, pid_n), tile=ct.astype(r, c.dtype))
+
+
+@ct.kernel
+def batched_gemm(a, b, c):
+    z = ct.bid(2)
+    pid_m = ct.bid(0)
+    pid_n = ct.bid(1)
+    ta = ct.load(a, index=(z, pid_m, 0), shape=(1, 32, 16))
+    tb = ct.load(b, index=(z, 0, pid_n), shape=(1, 16, 32))
+    acc = ct.mma(ta, tb, ct.zeros((1, 32, 32), dtype=ct.float32))
+    ct.store(c, index=(z, pid_m, pid_n), tile=acc)
+
+
+@ct.kernel
+def int8_gemm(a, b, c):
+    pid_m = ct.bid(0)
+    ta = ct.load(a, index=(pid_m, 0), shape=(32, 32))
+    tb = ct.load(b, index=(0, 0), shape=(32, 32))
+    acc = ct.mma(ta, tb, ct.zeros((32, 32), dtype=ct.int32))
+    ct.store(c, index=(pid_m, 0), tile=acc)
+
+
+@ct.kernel
+def fp8_gemm(a, b, c):
+    pid_m = ct.bid(0)
+    ta = ct.load(a, index=(pid_m, 0), shape=(64, 64))
+    tb = ct.load(b, index=(0, 0), shape=(64, 64))
+    acc = ct.mma(ta, tb, ct.zeros((64, 64), dtype=ct.float32), use_fast_acc=True)
+    ct.store(c, index=(pid_m, 0), tile=ct.astype(acc, ct.float16))
+
+
+@ct.kernel
+def tf32_gemm(a, b, c):
+    ta = ct.astype(ct.load(a, index=(ct.bid(0), 0), shape=(32, 32)), ct.tfloat32)
+    tb = ct.astype(ct.load(b, index=(0, 0), shape=(32, 32)), ct.tfloat32)
+    acc = ct.mma(ta, tb, ct.zeros((32, 32), dtype=ct.float32))
+    ct.store(c, index=(ct.bid(0), 0), tile=acc)
+
+
+F16, BF16, F32 = ct.float16, ct.bfloat16, ct.float32
+
+CASES = [
+    KernelCase("gemm", gemm, [[arr(F16, 2), arr(F16, 2), arr(F16, 2), 64, 64, 32],
+                              [arr(BF16, 2), arr(BF16, 2), arr(F32, 2), 32, 32, 16]]),
+    KernelCase("gemm_epilogue", gemm_epilogue, [[arr(F16, 2), arr(F16, 2), arr(F16), arr(F16, 2)]]),
+    KernelCase("batched_gemm", batched_gemm, [[arr(F16, 3), arr(F16, 3), arr(F32, 3)]]),
+    KernelCase("int8_gemm", int8_gemm, [[arr(ct.int8, 2), arr(ct.uint8, 2), arr(ct.int32, 2)]]),
+    KernelCase("fp8_gemm", fp8_gemm, [[arr(ct.float8_e4m3fn, 2), arr(ct.float8_e4m3fn, 2), arr(F16, 2)]]),
+    KernelCase("tf32_gemm", tf32_gemm, [[arr(F32, 2), arr(F32, 2), arr(F32, 2)]]),
+]
