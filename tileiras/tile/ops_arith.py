@@ -11,12 +11,14 @@ from .registry import Attr, AttrKind, Operand, Optional_, RegionDef, Result, Var
 class AbsFOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($result)"
 
 
 @tile_op("absi")
 class AbsIOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($result)"
 
 
 @tile_op("addf")
@@ -26,6 +28,7 @@ class AddFOp(Operation):
     rhs = Operand()
     rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode)
     flush_to_zero = Attr(AttrKind.UNIT)
+    syntax = "$lhs `,` $rhs ` ` (`rounding` `<` $rounding_mode^=nearest_even `>`)? (`flush_to_zero` $flush_to_zero^)? attr-dict `:` type($result)"
 
 
 @tile_op("addi")
@@ -34,6 +37,7 @@ class AddIOp(Operation):
     lhs = Operand()
     rhs = Operand()
     overflow = Attr(AttrKind.ENUM, enum=IntegerOverflow)
+    syntax = "$lhs `,` $rhs (`overflow` `<` $overflow^=none `>`)? attr-dict `:` type($result)"
 
 
 @tile_op("andi")
@@ -41,6 +45,7 @@ class AndIOp(Operation):
     result = Result()
     lhs = Operand()
     rhs = Operand()
+    syntax = "$lhs `,` $rhs attr-dict `:` type($result)"
 
 
 @tile_op("atan2")
@@ -48,12 +53,14 @@ class Atan2Op(Operation):
     result = Result()
     x = Operand()
     y = Operand()
+    syntax = "$x `,` $y attr-dict `:` type($result)"
 
 
 @tile_op("ceil")
 class CeilOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($result)"
 
 
 @tile_op("cmpf")
@@ -63,6 +70,7 @@ class CmpFOp(Operation):
     rhs = Operand()
     comparison_predicate = Attr(AttrKind.ENUM, enum=ComparisonPredicate)
     comparison_ordering = Attr(AttrKind.ENUM, enum=ComparisonOrdering)
+    syntax = "$comparison_predicate $comparison_ordering $lhs `,` $rhs attr-dict `:` type($lhs) `->` type($result)"
 
 
 @tile_op("cmpi")
@@ -72,18 +80,21 @@ class CmpIOp(Operation):
     rhs = Operand()
     comparison_predicate = Attr(AttrKind.ENUM, enum=ComparisonPredicate)
     signedness = Attr(AttrKind.ENUM, enum=Signedness)
+    syntax = "$comparison_predicate $lhs `,` $rhs `,` $signedness attr-dict `:` type($lhs) `->` type($result)"
 
 
 @tile_op("cosh")
 class CosHOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($result)"
 
 
 @tile_op("cos")
 class CosOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($result)"
 
 
 @tile_op("divf")
@@ -93,6 +104,7 @@ class DivFOp(Operation):
     rhs = Operand()
     rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode)
     flush_to_zero = Attr(AttrKind.UNIT)
+    syntax = "$lhs `,` $rhs ` ` (`rounding` `<` $rounding_mode^=nearest_even `>`)? (`flush_to_zero` $flush_to_zero^)? attr-dict `:` type($result)"
 
 
 @tile_op("divi")
@@ -102,6 +114,7 @@ class DivIOp(Operation):
     rhs = Operand()
     signedness = Attr(AttrKind.ENUM, enum=Signedness)
     rounding = Attr(AttrKind.ENUM, enum=RoundingMode)
+    syntax = "$lhs `,` $rhs $signedness (`rounding` `<` $rounding^=zero `>`)? attr-dict `:` type($result)"
 
 
 @tile_op("exp2")
@@ -109,6 +122,7 @@ class Exp2Op(Operation):
     result = Result()
     source = Operand()
     flush_to_zero = Attr(AttrKind.UNIT)
+    syntax = "$source (`flush_to_zero` $flush_to_zero^)? attr-dict `:` type($result)"
 
 
 @tile_op("exp")
@@ -116,6 +130,7 @@ class ExpOp(Operation):
     result = Result()
     source = Operand()
     rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode, since=V13_3, default=RoundingMode.FULL)
+    syntax = "$source ` ` (`rounding` `<` $rounding_mode^=full `>`)? attr-dict `:` type($result)"
 
 
 @tile_op("fpowf")
@@ -123,6 +138,7 @@ class FPowFOp(Operation):
     result = Result()
     source = Operand()
     exponent = Operand()
+    syntax = "$source `,` $exponent attr-dict `:` type($result)"
 
 
 @tile_op("fpowi")
@@ -130,12 +146,14 @@ class FPowIOp(Operation):
     result = Result()
     source = Operand()
     exponent = Operand()
+    syntax = "$source `,` $exponent attr-dict `:` type($source) `,` type($exponent)"
 
 
 @tile_op("floor")
 class FloorOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($result)"
 
 
 @tile_op("fma")
@@ -146,18 +164,21 @@ class FmaOp(Operation):
     acc = Operand()
     rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode)
     flush_to_zero = Attr(AttrKind.UNIT)
+    syntax = "$lhs `,` $rhs `,` $acc ` ` (`rounding` `<` $rounding_mode^=nearest_even `>`)? (`flush_to_zero` $flush_to_zero^)? attr-dict `:` type($result)"
 
 
 @tile_op("log2")
 class Log2Op(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($result)"
 
 
 @tile_op("log")
 class LogOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($result)"
 
 
 @tile_op("maxf")
@@ -167,6 +188,7 @@ class MaxFOp(Operation):
     rhs = Operand()
     propagate_nan = Attr(AttrKind.UNIT)
     flush_to_zero = Attr(AttrKind.UNIT)
+    syntax = "$lhs `,` $rhs (`flush_to_zero` $flush_to_zero^)? (`propagate_nan` $propagate_nan^)? attr-dict `:` type($result)"
 
 
 @tile_op("maxi")
@@ -175,6 +197,7 @@ class MaxIOp(Operation):
     lhs = Operand()
     rhs = Operand()
     signedness = Attr(AttrKind.ENUM, enum=Signedness)
+    syntax = "$lhs `,` $rhs $signedness attr-dict `:` type($result)"
 
 
 @tile_op("minf")
@@ -184,6 +207,7 @@ class MinFOp(Operation):
     rhs = Operand()
     propagate_nan = Attr(AttrKind.UNIT)
     flush_to_zero = Attr(AttrKind.UNIT)
+    syntax = "$lhs `,` $rhs (`flush_to_zero` $flush_to_zero^)? (`propagate_nan` $propagate_nan^)? attr-dict `:` type($result)"
 
 
 @tile_op("mini")
@@ -192,6 +216,7 @@ class MinIOp(Operation):
     lhs = Operand()
     rhs = Operand()
     signedness = Attr(AttrKind.ENUM, enum=Signedness)
+    syntax = "$lhs `,` $rhs $signedness attr-dict `:` type($result)"
 
 
 @tile_op("mmaf")
@@ -201,6 +226,7 @@ class MmaFOp(Operation):
     rhs = Operand()
     acc = Operand()
     fast_acc = Attr(AttrKind.UNIT, since=V13_3)
+    syntax = "$lhs `,` $rhs `,` $acc (`fast_acc` $fast_acc^)? attr-dict `:` type($lhs) `,` type($rhs) `,` type($acc)"
 
 
 @tile_op("mmaf_scaled")
@@ -211,6 +237,7 @@ class MmaFScaledOp(Operation):
     acc = Operand()
     lhs_scale = Operand()
     rhs_scale = Operand()
+    syntax = "$lhs `,` $rhs `,` $acc `,` $lhs_scale `,` $rhs_scale attr-dict `:` type($lhs) `,` type($rhs) `,` type($acc) `,` type($lhs_scale) `,` type($rhs_scale)"
 
 
 @tile_op("mmai")
@@ -221,6 +248,7 @@ class MmaIOp(Operation):
     acc = Operand()
     signedness_lhs = Attr(AttrKind.ENUM, enum=Signedness)
     signedness_rhs = Attr(AttrKind.ENUM, enum=Signedness)
+    syntax = "$lhs `,` $rhs `,` $acc $signedness_lhs $signedness_rhs attr-dict `:` type($lhs) `,` type($rhs) `,` type($acc)"
 
 
 @tile_op("mulf")
@@ -230,6 +258,7 @@ class MulFOp(Operation):
     rhs = Operand()
     rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode)
     flush_to_zero = Attr(AttrKind.UNIT)
+    syntax = "$lhs `,` $rhs ` ` (`rounding` `<` $rounding_mode^=nearest_even `>`)? (`flush_to_zero` $flush_to_zero^)? attr-dict `:` type($result)"
 
 
 @tile_op("muli")
@@ -238,6 +267,7 @@ class MulIOp(Operation):
     lhs = Operand()
     rhs = Operand()
     overflow = Attr(AttrKind.ENUM, enum=IntegerOverflow)
+    syntax = "$lhs `,` $rhs (`overflow` `<` $overflow^=none `>`)? attr-dict `:` type($result)"
 
 
 @tile_op("mulhii")
@@ -245,12 +275,14 @@ class MulhiIOp(Operation):
     result = Result()
     x = Operand()
     y = Operand()
+    syntax = "$x `,` $y attr-dict `:` type($result)"
 
 
 @tile_op("negf")
 class NegFOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($result)"
 
 
 @tile_op("negi")
@@ -258,6 +290,7 @@ class NegIOp(Operation):
     result = Result()
     source = Operand()
     overflow = Attr(AttrKind.ENUM, enum=IntegerOverflow, since=V13_2, default=IntegerOverflow.NONE)
+    syntax = "$source (`overflow` `<` $overflow^=none `>`)? attr-dict `:` type($result)"
 
 
 @tile_op("ori")
@@ -265,6 +298,7 @@ class OrIOp(Operation):
     result = Result()
     lhs = Operand()
     rhs = Operand()
+    syntax = "$lhs `,` $rhs attr-dict `:` type($result)"
 
 
 @tile_op("remf")
@@ -272,6 +306,7 @@ class RemFOp(Operation):
     result = Result()
     lhs = Operand()
     rhs = Operand()
+    syntax = "$lhs `,` $rhs attr-dict `:` type($result)"
 
 
 @tile_op("remi")
@@ -280,6 +315,7 @@ class RemIOp(Operation):
     lhs = Operand()
     rhs = Operand()
     signedness = Attr(AttrKind.ENUM, enum=Signedness)
+    syntax = "$lhs `,` $rhs $signedness attr-dict `:` type($result)"
 
 
 @tile_op("rsqrt")
@@ -287,6 +323,7 @@ class RsqrtOp(Operation):
     result = Result()
     source = Operand()
     flush_to_zero = Attr(AttrKind.UNIT)
+    syntax = "$source (`flush_to_zero` $flush_to_zero^)? attr-dict `:` type($result)"
 
 
 @tile_op("shli")
@@ -295,6 +332,7 @@ class ShLIOp(Operation):
     lhs = Operand()
     rhs = Operand()
     overflow = Attr(AttrKind.ENUM, enum=IntegerOverflow)
+    syntax = "$lhs `,` $rhs (`overflow` `<` $overflow^=none `>`)? attr-dict `:` type($result)"
 
 
 @tile_op("shri")
@@ -303,18 +341,21 @@ class ShRIOp(Operation):
     lhs = Operand()
     rhs = Operand()
     signedness = Attr(AttrKind.ENUM, enum=Signedness)
+    syntax = "$lhs `,` $rhs $signedness attr-dict `:` type($result)"
 
 
 @tile_op("sinh")
 class SinHOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($result)"
 
 
 @tile_op("sin")
 class SinOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($result)"
 
 
 @tile_op("sqrt")
@@ -323,6 +364,7 @@ class SqrtOp(Operation):
     source = Operand()
     rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode)
     flush_to_zero = Attr(AttrKind.UNIT)
+    syntax = "$source ` ` (`rounding` `<` $rounding_mode^=nearest_even `>`)? (`flush_to_zero` $flush_to_zero^)? attr-dict `:` type($result)"
 
 
 @tile_op("subf")
@@ -332,6 +374,7 @@ class SubFOp(Operation):
     rhs = Operand()
     rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode)
     flush_to_zero = Attr(AttrKind.UNIT)
+    syntax = "$lhs `,` $rhs ` ` (`rounding` `<` $rounding_mode^=nearest_even `>`)? (`flush_to_zero` $flush_to_zero^)? attr-dict `:` type($result)"
 
 
 @tile_op("subi")
@@ -340,6 +383,7 @@ class SubIOp(Operation):
     lhs = Operand()
     rhs = Operand()
     overflow = Attr(AttrKind.ENUM, enum=IntegerOverflow)
+    syntax = "$lhs `,` $rhs (`overflow` `<` $overflow^=none `>`)? attr-dict `:` type($result)"
 
 
 @tile_op("tanh")
@@ -347,12 +391,14 @@ class TanHOp(Operation):
     result = Result()
     source = Operand()
     rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode, since=V13_2, default=RoundingMode.FULL)
+    syntax = "$source ` ` (`rounding` `<` $rounding_mode^=full `>`)? attr-dict `:` type($result)"
 
 
 @tile_op("tan")
 class TanOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($result)"
 
 
 @tile_op("xori")
@@ -360,3 +406,4 @@ class XOrIOp(Operation):
     result = Result()
     lhs = Operand()
     rhs = Operand()
+    syntax = "$lhs `,` $rhs attr-dict `:` type($result)"

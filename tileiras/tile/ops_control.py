@@ -12,6 +12,7 @@ from .registry import Attr, AttrKind, Operand, Optional_, RegionDef, Result, Var
 class AssertOp(Operation):
     condition = Operand()
     message = Attr(AttrKind.STRING)
+    syntax = "$condition `,` $message attr-dict `:` type($condition)"
 
 
 @tile_op("assume")
@@ -19,16 +20,19 @@ class AssumeOp(Operation):
     result = Result()
     value = Operand()
     predicate = Attr(AttrKind.TAGGED)
+    syntax = "custom<AssumePredicate>($predicate) `,` $value attr-dict `:` type($value)"
 
 
 @tile_op("break", sized_results=True)
 class BreakOp(Operation):
     operands = Variadic()
+    syntax = "attr-dict ($operands^ `:` type($operands))?"
 
 
 @tile_op("continue", sized_results=True)
 class ContinueOp(Operation):
     operands = Variadic()
+    syntax = "attr-dict ($operands^ `:` type($operands))?"
 
 
 @tile_op("for", sized_results=True)
@@ -46,12 +50,14 @@ class ForOp(Operation):
 class GdcLaunchDependentsTkoOp(Operation):
     result_token = Result()
     token = Optional_()
+    syntax = "(`token` `=` $token^)? attr-dict `->` type($result_token)"
 
 
 @tile_op("gdc_wait_tko")
 class GdcWaitTkoOp(Operation):
     result_token = Result()
     token = Optional_()
+    syntax = "(`token` `=` $token^)? attr-dict `->` type($result_token)"
 
 
 @tile_op("if", sized_results=True)
@@ -60,6 +66,7 @@ class IfOp(Operation):
     condition = Operand()
     then_region = RegionDef()
     else_region = RegionDef()
+    syntax = "$condition (`->` `(` type($results)^ `)`)? custom<IfRegion>($then_region) (`else` custom<IfRegion>($else_region)^)? attr-dict"
 
 
 @tile_op("loop", sized_results=True)
@@ -75,13 +82,16 @@ class PrintTkoOp(Operation):
     args = Variadic()
     token = Optional_(V13_2)
     str = Attr(AttrKind.STRING)
+    syntax = "$str (`,` $args^)? (`token` `` `=` `` $token^)? attr-dict (`:` type($args)^)? `->` type($result_token)"
 
 
 @tile_op("return", sized_results=True)
 class ReturnOp(Operation):
     operands = Variadic()
+    syntax = "attr-dict ($operands^ `:` type($operands))?"
 
 
 @tile_op("yield", sized_results=True)
 class YieldOp(Operation):
     operands = Variadic()
+    syntax = "attr-dict ($operands^ `:` type($operands))?"

@@ -11,12 +11,14 @@ from .registry import Attr, AttrKind, Operand, Optional_, RegionDef, Result, Var
 class BitcastOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($source) `->` type($result)"
 
 
 @tile_op("broadcast")
 class BroadcastOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($source) `->` type($result)"
 
 
 @tile_op("cat")
@@ -25,12 +27,14 @@ class CatOp(Operation):
     lhs = Operand()
     rhs = Operand()
     dim = Attr(AttrKind.INT)
+    syntax = "$lhs `,` $rhs `dim` `=` $dim attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
 
 
 @tile_op("constant")
 class ConstantOp(Operation):
     result = Result()
     value = Attr(AttrKind.DENSE)
+    syntax = "custom<DenseConstant>($value, type($result)) attr-dict"
 
 
 @tile_op("exti")
@@ -38,6 +42,7 @@ class ExtIOp(Operation):
     result = Result()
     from_ = Operand(name="from")
     signedness = Attr(AttrKind.ENUM, enum=Signedness)
+    syntax = "$from $signedness attr-dict `:` type($from) `->` type($result)"
 
 
 @tile_op("extract", sized_results=True)
@@ -45,6 +50,7 @@ class ExtractOp(Operation):
     result = Result()
     source = Operand()
     indices = Variadic()
+    syntax = "$source `[` $indices `]` attr-dict `:` type($source) `->` type($result)"
 
 
 @tile_op("ftof")
@@ -52,6 +58,7 @@ class FToFOp(Operation):
     result = Result()
     from_ = Operand(name="from")
     rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode)
+    syntax = "$from ` ` (`rounding` `<` $rounding_mode^=nearest_even `>`)? attr-dict `:` type($from) `->` type($result)"
 
 
 @tile_op("ftoi")
@@ -61,12 +68,14 @@ class FToIOp(Operation):
     signedness = Attr(AttrKind.ENUM, enum=Signedness)
     rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode)
     saturating = Attr(AttrKind.UNIT, since=V13_4)
+    syntax = "$from $signedness ` ` (`rounding` `<` $rounding_mode^=nearest_int_to_zero `>`)? (`saturating` $saturating^)? attr-dict `:` type($from) `->` type($result)"
 
 
 @tile_op("get_global")
 class GetGlobalOp(Operation):
     result = Result()
     name = Attr(AttrKind.STRING)
+    syntax = "custom<SymbolRef>($name) attr-dict `:` type($result)"
 
 
 @tile_op("get_num_tile_blocks")
@@ -74,6 +83,7 @@ class GetNumTileBlocksOp(Operation):
     gridSize_x = Result()
     gridSize_y = Result()
     gridSize_z = Result()
+    syntax = "attr-dict `:` type($gridSize_x)"
 
 
 @tile_op("get_tile_block_id")
@@ -81,6 +91,7 @@ class GetTileBlockIdOp(Operation):
     blockId_x = Result()
     blockId_y = Result()
     blockId_z = Result()
+    syntax = "attr-dict `:` type($blockId_x)"
 
 
 @tile_op("global")
@@ -90,6 +101,7 @@ class GlobalOp(Operation):
     alignment = Attr(AttrKind.INT)
     constant = Attr(AttrKind.UNIT, since=V13_3)
     symbol_visibility = Attr(AttrKind.ENUM, enum=SymbolVisibility, since=V13_3)
+    syntax = "custom<SymbolVisibility>($symbol_visibility) (`constant` $constant^)? custom<SymbolRef>($sym_name) (`alignment` `=` $alignment^=0)? attr-dict custom<DenseConstant>($value)"
 
 
 @tile_op("itof")
@@ -98,6 +110,7 @@ class IToFOp(Operation):
     from_ = Operand(name="from")
     signedness = Attr(AttrKind.ENUM, enum=Signedness)
     rounding_mode = Attr(AttrKind.ENUM, enum=RoundingMode)
+    syntax = "$from $signedness ` ` (`rounding` `<` $rounding_mode^=nearest_even `>`)? attr-dict `:` type($from) `->` type($result)"
 
 
 @tile_op("insert", sized_results=True)
@@ -106,17 +119,20 @@ class InsertOp(Operation):
     source = Operand()
     destination = Operand()
     indices = Variadic()
+    syntax = "$source `,` $destination `[` $indices `]` attr-dict `:` type($source) `,` type($destination)"
 
 
 @tile_op("int_to_ptr")
 class IntToPtrOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($source) `->` type($result)"
 
 
 @tile_op("iota")
 class IotaOp(Operation):
     result = Result()
+    syntax = "attr-dict `:` type($result)"
 
 
 @tile_op("module")
@@ -131,12 +147,14 @@ class OffsetOp(Operation):
     result = Result()
     ptr = Operand()
     offset = Operand()
+    syntax = "$ptr `,` $offset attr-dict `:` type($ptr) `,` type($offset) `->` type($result)"
 
 
 @tile_op("pack")
 class PackOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($source) `->` type($result)"
 
 
 @tile_op("permute")
@@ -144,18 +162,21 @@ class PermuteOp(Operation):
     result = Result()
     source = Operand()
     permutation = Attr(AttrKind.I32_ARRAY)
+    syntax = "$source $permutation attr-dict `:` type($source) `->` type($result)"
 
 
 @tile_op("ptr_to_int")
 class PtrToIntOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($source) `->` type($result)"
 
 
 @tile_op("ptr_to_ptr")
 class PtrToPtrOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($source) `->` type($result)"
 
 
 @tile_op("reduce", sized_results=True)
@@ -165,12 +186,14 @@ class ReduceOp(Operation):
     dim = Attr(AttrKind.INT)
     identities = Attr(AttrKind.ARRAY)
     body = RegionDef()
+    syntax = "$operands attr-dict ` ` `dim` `` `=` `` $dim `identities` `` `=` `` $identities `:` type($operands) `->` type($results) custom<ArgumentRegion>($body)"
 
 
 @tile_op("reshape")
 class ReshapeOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($source) `->` type($result)"
 
 
 @tile_op("scan", sized_results=True)
@@ -181,6 +204,7 @@ class ScanOp(Operation):
     reverse = Attr(AttrKind.BOOL)
     identities = Attr(AttrKind.ARRAY)
     body = RegionDef()
+    syntax = "$operands attr-dict ` ` `dim` `` `=` `` $dim `reverse` `` `=` `` $reverse `identities` `` `=` `` $identities `:` type($operands) `->` type($results) custom<ArgumentRegion>($body)"
 
 
 @tile_op("select")
@@ -189,6 +213,7 @@ class SelectOp(Operation):
     cond = Operand()
     val_if_true = Operand()
     val_if_false = Operand()
+    syntax = "$cond `,` $val_if_true `,` $val_if_false attr-dict `:` type($cond) `,` type($result)"
 
 
 @tile_op("trunci")
@@ -196,9 +221,11 @@ class TruncIOp(Operation):
     result = Result()
     from_ = Operand(name="from")
     overflow = Attr(AttrKind.ENUM, enum=IntegerOverflow)
+    syntax = "$from (`overflow` `<` $overflow^=none `>`)? attr-dict `:` type($from) `->` type($result)"
 
 
 @tile_op("unpack")
 class UnpackOp(Operation):
     result = Result()
     source = Operand()
+    syntax = "$source attr-dict `:` type($source) `->` type($result)"

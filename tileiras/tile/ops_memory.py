@@ -13,6 +13,7 @@ class AllocaOp(Operation):
     num_elem = Attr(AttrKind.INT)
     alignment = Attr(AttrKind.INT)
     global_ = Attr(AttrKind.UNIT, name="global")
+    syntax = "`num_elem` `=` $num_elem `,` `alignment` `=` $alignment (`global` $global^)? attr-dict `:` type($result)"
 
 
 @tile_op("atomic_cas_tko")
@@ -26,6 +27,7 @@ class AtomicCASTkoOp(Operation):
     token = Optional_()
     memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope)
+    syntax = "$memory_ordering_semantics $memory_scope $pointers `,` $cmp `,` $val (`,` $mask^)? (`token` `` `=` `` $token^)? attr-dict `:` type($pointers) `,` type($val) (`,` type($mask)^)? `->` type($result) `,` type($result_token)"
 
 
 @tile_op("atomic_rmw_tko")
@@ -39,6 +41,7 @@ class AtomicRMWTkoOp(Operation):
     memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope)
     mode = Attr(AttrKind.ENUM, enum=AtomicRMWMode)
+    syntax = "$memory_ordering_semantics $memory_scope $pointers `,` $mode `,` $arg (`,` $mask^)? (`token` `` `=` `` $token^)? attr-dict `:` type($pointers) `,` type($arg) (`,` type($mask)^)? `->` type($result) `,` type($result_token)"
 
 
 @tile_op("atomic_red_view_tko", sized_results=True)
@@ -52,24 +55,28 @@ class AtomicRedViewTkoOp(Operation):
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope)
     mode = Attr(AttrKind.ENUM, enum=AtomicRMWMode)
     inbounds = Attr(AttrKind.BOOL_ARRAY, since=V13_5, length_of="index")
+    syntax = "$memory_ordering_semantics ($memory_scope^)? $view `[` $index `]` `,` $mode `,` $value (`token` `=` $token^)? attr-dict `:` type($value) `,` type($view) custom<IndexTypes>($index) `->` type($result_token)"
 
 
 @tile_op("get_index_space_shape", sized_results=True)
 class GetIndexSpaceShapeOp(Operation):
     results = Result(variadic=True)
     src = Operand()
+    syntax = "$src attr-dict `:` type($src) `->` custom<FirstType>($results)"
 
 
 @tile_op("get_tensor_shape", sized_results=True)
 class GetTensorShapeOp(Operation):
     results = Result(variadic=True)
     src = Operand()
+    syntax = "$src attr-dict `:` type($src) `->` custom<FirstType>($results)"
 
 
 @tile_op("join_tokens", sized_results=True)
 class JoinTokensOp(Operation):
     result = Result()
     tokens = Variadic()
+    syntax = "$tokens attr-dict `:` type($result)"
 
 
 @tile_op("load_ptr_tko")
@@ -83,6 +90,7 @@ class LoadPtrTkoOp(Operation):
     memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
     optimization_hints = Attr(AttrKind.HINTS, optional=True)
+    syntax = "$memory_ordering_semantics ($memory_scope^)? $source (`,` $mask^)? (`,` $paddingValue^)? (`token` `` `=` `` $token^)? (`optimization_hints` `=` $optimization_hints^)? attr-dict `:` type($source) (`,` type($mask)^)? (`,` type($paddingValue)^)? `->` type($result) `,` type($result_token)"
 
 
 @tile_op("load_view_tko", sized_results=True)
@@ -96,24 +104,28 @@ class LoadViewTkoOp(Operation):
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
     optimization_hints = Attr(AttrKind.HINTS, optional=True)
     inbounds = Attr(AttrKind.BOOL_ARRAY, since=V13_4, length_of="index")
+    syntax = "$memory_ordering_semantics ($memory_scope^)? $view `[` $index `]` (`token` `=` $token^)? (`optimization_hints` `=` $optimization_hints^)? attr-dict `:` type($view) custom<IndexTypes>($index) `->` type($tile) `,` type($result_token)"
 
 
 @tile_op("make_gather_scatter_view")
 class MakeGatherScatterViewOp(Operation):
     result = Result()
     tensor_view = Operand()
+    syntax = "$tensor_view attr-dict `:` type($result)"
 
 
 @tile_op("make_partition_view")
 class MakePartitionViewOp(Operation):
     result = Result()
     tensor_view = Operand()
+    syntax = "$tensor_view attr-dict `:` type($result)"
 
 
 @tile_op("make_strided_view")
 class MakeStridedViewOp(Operation):
     result = Result()
     tensor_view = Operand()
+    syntax = "$tensor_view attr-dict `:` type($result)"
 
 
 @tile_op("make_tensor_view", sized_results=True)
@@ -122,11 +134,13 @@ class MakeTensorViewOp(Operation):
     base = Operand()
     dynamicShape = Variadic()
     dynamicStrides = Variadic()
+    syntax = "$base `,` `shape` `=` `[` custom<MixedShape>($dynamicShape) `]` `,` `strides` `=` `[` custom<MixedStrides>($dynamicStrides) `]` attr-dict `:` (custom<DynamicIndexType>($dynamicShape, $dynamicStrides)^ `->`)? type($result)"
 
 
 @tile_op("make_token")
 class MakeTokenOp(Operation):
     result = Result()
+    syntax = "attr-dict `:` type($result)"
 
 
 @tile_op("memory_fence_alias_tko")
@@ -183,6 +197,7 @@ class StorePtrTkoOp(Operation):
     memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
     optimization_hints = Attr(AttrKind.HINTS, optional=True)
+    syntax = "$memory_ordering_semantics ($memory_scope^)? $destination `,` $value (`,` $mask^)? (`token` `` `=` `` $token^)? (`optimization_hints` `=` $optimization_hints^)? attr-dict `:` type($destination) `,` type($value) (`,` type($mask)^)? `->` type($result_token)"
 
 
 @tile_op("store_view_tko", sized_results=True)
@@ -196,3 +211,4 @@ class StoreViewTkoOp(Operation):
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
     optimization_hints = Attr(AttrKind.HINTS, optional=True)
     inbounds = Attr(AttrKind.BOOL_ARRAY, since=V13_4, length_of="index")
+    syntax = "$memory_ordering_semantics ($memory_scope^)? $tile `,` $view `[` $index `]` (`token` `=` $token^)? (`optimization_hints` `=` $optimization_hints^)? attr-dict `:` type($tile) `,` type($view) custom<IndexTypes>($index) `->` type($result_token)"
