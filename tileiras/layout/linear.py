@@ -1,0 +1,214 @@
+"""Linear layouts: which thread/register holds which tile element.
+
+A ``LinearLayout`` maps named input dimensions (``reg``, ``lane``, ``warp`` for
+registers; ``offset`` for shared memory) to tile coordinates.  Every input
+dimension has a list of *bases*, one per bit of its index: the coordinates of the
+element selected when only that bit is set.  The image of an index is the XOR of
+the bases of its set bits (linear algebra over GF(2)), as in Triton's
+LinearLayout.  Tile dimensions are powers of two, so every blocked, sliced,
+broadcast, reshaped or transposed distribution is such a map.
+
+A base of all zeros means that bit does not change the element: those threads
+(or registers) hold copies of the same element (a broadcast).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+REG, LANE, WARP = "reg", "lane", "warp"
+
+
+def log2(n: int) -> int:
+    if n <= 0 or n & (n - 1):
+        raise ValueError(f"{n} is not a power of two")
+    return n.bit_length() - 1
+
+
+@dataclass(frozen=True)
+class LinearLayout:
+    #: (input dim name, bases); each base is a tuple with one coordinate per output dim.
+    ins: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...]
+    #: output (tile) dimension sizes.
+    shape: tuple[int, ...]
+
+    # -- queries ------------------------------------------------------------------
+    def bases(self, name: str) -> tuple[tuple[int, ...], ...]:
+        for n, b in self.ins:
+            if n == name:
+                return b
+        return ()
+
+    def size(self, name: str) -> int:
+        return 1 << len(self.bases(name))
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def apply(self, **index: int) -> tuple[int, ...]:
+        """Coordinates of the element at the given input indices (missing ones are 0)."""
+        out = [0] * self.rank
+        for name, bases in self.ins:
+            i = index.get(name, 0)
+            for bit, base in enumerate(bases):
+                if i >> bit & 1:
+                    for d, c in enumerate(base):
+                        out[d] ^= c
+        return tuple(out)
+
+    def is_surjective(self) -> bool:
+        """Does every element of the tile appear somewhere?"""
+        seen = {self.apply(**dict(zip(self.names, idx))) for idx in _index_space(self)}
+        n = 1
+        for s in self.shape:
+            n *= s
+        return len(seen) == n
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.ins)
+
+    def broadcast_mask(self, name: str) -> int:
+        """Bits of input ``name`` whose bases are zero (copies of the same element)."""
+        return sum(1 << i for i, b in enumerate(self.bases(name)) if not any(b))
+
+    # -- transformations ----------------------------------------------------------
+    def with_bases(self, name: str, bases: Sequence[tuple[int, ...]]) -> "LinearLayout":
+        ins = tuple((n, tuple(bases) if n == name else b) for n, b in self.ins)
+        if name not in self.names:
+            ins += ((name, tuple(bases)),)
+        return LinearLayout(ins, self.shape)
+
+    def map_coords(self, fn, shape: tuple[int, ...]) -> "LinearLayout":
+        """Apply a linear coordinate transform to every base (reshape, permute, slice)."""
+        return LinearLayout(tuple((n, tuple(fn(b) for b in bases)) for n, bases in self.ins), shape)
+
+    def permute(self, perm: Sequence[int]) -> "LinearLayout":
+        """Result dim i is input dim perm[i] (the cuda_tile.permute convention)."""
+        return self.map_coords(lambda b: tuple(b[p] for p in perm), tuple(self.shape[p] for p in perm))
+
+    def reshape(self, shape: Sequence[int]) -> "LinearLayout":
+        """Same elements in row-major order, new shape."""
+        shape = tuple(shape)
+
+        def remap(b: tuple[int, ...]) -> tuple[int, ...]:
+            return unflatten(flatten(b, self.shape), shape)
+        return self.map_coords(remap, shape)
+
+    def drop_dim(self, dim: int) -> "LinearLayout":
+        """Remove tile dimension ``dim`` (the result layout of a reduction along it).
+
+        Register bases that only moved along ``dim`` become zero and are removed;
+        lane and warp bases that become zero stay, as broadcast bits."""
+        shape = self.shape[:dim] + self.shape[dim + 1:]
+        out = self.map_coords(lambda b: b[:dim] + b[dim + 1:], shape)
+        regs = tuple(b for b in out.bases(REG) if any(b))
+        return out.with_bases(REG, regs)
+
+    def expand_dim(self, dim: int, size: int) -> "LinearLayout":
+        """Insert tile dimension ``dim``; existing bases have coordinate 0 along it."""
+        shape = self.shape[:dim] + (size,) + self.shape[dim:]
+        return self.map_coords(lambda b: b[:dim] + (0,) + b[dim:], shape)
+
+    def squash(self, dims: Iterable[int]) -> "LinearLayout":
+        """Zero the coordinates along ``dims`` and set their size to 1: the layout of
+        a broadcast's input that makes the broadcast a register copy."""
+        dims = set(dims)
+        shape = tuple(1 if d in dims else s for d, s in enumerate(self.shape))
+        out = self.map_coords(lambda b: tuple(0 if d in dims else c for d, c in enumerate(b)), shape)
+        return out.with_bases(REG, tuple(b for b in out.bases(REG) if any(b)))
+
+
+def flatten(coords: Sequence[int], shape: Sequence[int]) -> int:
+    i = 0
+    for c, s in zip(coords, shape):
+        i = i * s + c
+    return i
+
+
+def unflatten(index: int, shape: Sequence[int]) -> tuple[int, ...]:
+    out = []
+    for s in reversed(shape):
+        out.append(index % s)
+        index //= s
+    return tuple(reversed(out))
+
+
+def _index_space(layout: LinearLayout):
+    sizes = [layout.size(n) for n in layout.names]
+
+    def rec(i: int, prefix: tuple[int, ...]):
+        if i == len(sizes):
+            yield prefix
+            return
+        for v in range(sizes[i]):
+            yield from rec(i + 1, prefix + (v,))
+    yield from rec(0, ())
+
+
+def _unit(rank: int, dim: int, value: int) -> tuple[int, ...]:
+    return tuple(value if d == dim else 0 for d in range(rank))
+
+
+def blocked(shape: Sequence[int], size_per_thread: Sequence[int], threads_per_warp: Sequence[int],
+            warps_per_cta: Sequence[int], order: Sequence[int]) -> LinearLayout:
+    """Triton's blocked distribution over a tile of ``shape``.
+
+    ``order`` lists dims fastest first.  Each thread holds a ``size_per_thread``
+    block; lanes then warps tile the shape along ``order``; a shape larger than one
+    pass wraps around in extra registers; a smaller one leaves broadcast bits."""
+    shape = tuple(shape)
+    rank = len(shape)
+    regs: list[tuple[int, ...]] = []
+    lanes: list[tuple[int, ...]] = []
+    warps: list[tuple[int, ...]] = []
+    covered = [1] * rank
+
+    def put(dest: list, count: int, dim: int) -> None:
+        for _ in range(log2(count)):
+            step = covered[dim]
+            dest.append(_unit(rank, dim, step) if step < shape[dim] else _unit(rank, dim, 0))
+            covered[dim] *= 2
+
+    for d in order:
+        put(regs, size_per_thread[d], d)
+    for d in order:
+        put(lanes, threads_per_warp[d], d)
+    for d in order:
+        put(warps, warps_per_cta[d], d)
+    for d in order:  # wrap: shapes bigger than one pass take more registers
+        while covered[d] < shape[d]:
+            regs.append(_unit(rank, d, covered[d]))
+            covered[d] *= 2
+    return LinearLayout(((REG, tuple(regs)), (LANE, tuple(lanes)), (WARP, tuple(warps))), shape)
+
+
+def default_blocked(shape: Sequence[int], num_warps: int, vector: int = 1) -> LinearLayout:
+    """The canonical layout of a tile: ``vector`` contiguous elements per thread
+    along the last dim, lanes then warps filling dims fastest-first."""
+    shape = tuple(shape)
+    rank = len(shape)
+    if rank == 0:
+        return LinearLayout(((REG, ()), (LANE, tuple(() for _ in range(5))),
+                             (WARP, tuple(() for _ in range(log2(num_warps))))), ())
+    order = list(reversed(range(rank)))
+    spt = [1] * rank
+    spt[-1] = min(vector, shape[-1])
+    tpw, wpc = [1] * rank, [1] * rank
+    lanes_left, warps_left = 32, num_warps
+    room = [s for s in shape]
+    room[-1] //= spt[-1]
+    for d in order:
+        take = min(lanes_left, room[d])
+        tpw[d] = take
+        lanes_left //= take
+        room[d] //= take
+    tpw[order[-1]] *= lanes_left  # leftover lanes broadcast along the slowest dim
+    for d in order:
+        take = min(warps_left, max(room[d], 1))
+        wpc[d] = take
+        warps_left //= take
+        room[d] = max(room[d] // take, 1)
+    wpc[order[-1]] *= warps_left
+    return blocked(shape, spt, tpw, wpc, order)
