@@ -7,21 +7,21 @@ from .enums import ComparisonOrdering, ComparisonPredicate, IntegerOverflow, Rou
 from .registry import Attr, AttrKind, Operand, Optional_, RegionDef, Result, Variadic, tile_op  # noqa: F401
 
 
-@tile_op("absf")
+@tile_op("absf", traits=("pure",))
 class AbsFOp(Operation):
     result = Result()
     source = Operand()
     syntax = "$source attr-dict `:` type($result)"
 
 
-@tile_op("absi")
+@tile_op("absi", traits=("pure",))
 class AbsIOp(Operation):
     result = Result()
     source = Operand()
     syntax = "$source attr-dict `:` type($result)"
 
 
-@tile_op("addf")
+@tile_op("addf", traits=("pure",))
 class AddFOp(Operation):
     result = Result()
     lhs = Operand()
@@ -31,7 +31,7 @@ class AddFOp(Operation):
     syntax = "$lhs `,` $rhs ` ` (`rounding` `<` $rounding_mode^=nearest_even `>`)? (`flush_to_zero` $flush_to_zero^)? attr-dict `:` type($result)"
 
 
-@tile_op("addi")
+@tile_op("addi", traits=("pure",))
 class AddIOp(Operation):
     result = Result()
     lhs = Operand()
@@ -40,7 +40,7 @@ class AddIOp(Operation):
     syntax = "$lhs `,` $rhs (`overflow` `<` $overflow^=none `>`)? attr-dict `:` type($result)"
 
 
-@tile_op("andi")
+@tile_op("andi", traits=("pure",))
 class AndIOp(Operation):
     result = Result()
     lhs = Operand()
@@ -48,7 +48,7 @@ class AndIOp(Operation):
     syntax = "$lhs `,` $rhs attr-dict `:` type($result)"
 
 
-@tile_op("atan2")
+@tile_op("atan2", traits=("pure",))
 class Atan2Op(Operation):
     result = Result()
     x = Operand()
@@ -56,14 +56,14 @@ class Atan2Op(Operation):
     syntax = "$x `,` $y attr-dict `:` type($result)"
 
 
-@tile_op("ceil")
+@tile_op("ceil", traits=("pure",))
 class CeilOp(Operation):
     result = Result()
     source = Operand()
     syntax = "$source attr-dict `:` type($result)"
 
 
-@tile_op("cmpf")
+@tile_op("cmpf", traits=("pure",))
 class CmpFOp(Operation):
     result = Result()
     lhs = Operand()
@@ -73,7 +73,7 @@ class CmpFOp(Operation):
     syntax = "$comparison_predicate $comparison_ordering $lhs `,` $rhs attr-dict `:` type($lhs) `->` type($result)"
 
 
-@tile_op("cmpi")
+@tile_op("cmpi", traits=("pure",))
 class CmpIOp(Operation):
     result = Result()
     lhs = Operand()
@@ -83,21 +83,21 @@ class CmpIOp(Operation):
     syntax = "$comparison_predicate $lhs `,` $rhs `,` $signedness attr-dict `:` type($lhs) `->` type($result)"
 
 
-@tile_op("cosh")
+@tile_op("cosh", traits=("pure",))
 class CosHOp(Operation):
     result = Result()
     source = Operand()
     syntax = "$source attr-dict `:` type($result)"
 
 
-@tile_op("cos")
+@tile_op("cos", traits=("pure",))
 class CosOp(Operation):
     result = Result()
     source = Operand()
     syntax = "$source attr-dict `:` type($result)"
 
 
-@tile_op("divf")
+@tile_op("divf", traits=("pure",))
 class DivFOp(Operation):
     result = Result()
     lhs = Operand()
@@ -117,7 +117,7 @@ class DivIOp(Operation):
     syntax = "$lhs `,` $rhs $signedness (`rounding` `<` $rounding^=zero `>`)? attr-dict `:` type($result)"
 
 
-@tile_op("exp2")
+@tile_op("exp2", traits=("pure",))
 class Exp2Op(Operation):
     result = Result()
     source = Operand()
@@ -125,7 +125,7 @@ class Exp2Op(Operation):
     syntax = "$source (`flush_to_zero` $flush_to_zero^)? attr-dict `:` type($result)"
 
 
-@tile_op("exp")
+@tile_op("exp", traits=("pure",))
 class ExpOp(Operation):
     result = Result()
     source = Operand()
@@ -133,7 +133,7 @@ class ExpOp(Operation):
     syntax = "$source ` ` (`rounding` `<` $rounding_mode^=full `>`)? attr-dict `:` type($result)"
 
 
-@tile_op("fpowf")
+@tile_op("fpowf", traits=("pure",))
 class FPowFOp(Operation):
     result = Result()
     source = Operand()
@@ -141,7 +141,7 @@ class FPowFOp(Operation):
     syntax = "$source `,` $exponent attr-dict `:` type($result)"
 
 
-@tile_op("fpowi")
+@tile_op("fpowi", traits=("pure",))
 class FPowIOp(Operation):
     result = Result()
     source = Operand()
@@ -149,14 +149,14 @@ class FPowIOp(Operation):
     syntax = "$source `,` $exponent attr-dict `:` type($source) `,` type($exponent)"
 
 
-@tile_op("floor")
+@tile_op("floor", traits=("pure",))
 class FloorOp(Operation):
     result = Result()
     source = Operand()
     syntax = "$source attr-dict `:` type($result)"
 
 
-@tile_op("fma")
+@tile_op("fma", traits=("pure",))
 class FmaOp(Operation):
     result = Result()
     lhs = Operand()
@@ -167,21 +167,21 @@ class FmaOp(Operation):
     syntax = "$lhs `,` $rhs `,` $acc ` ` (`rounding` `<` $rounding_mode^=nearest_even `>`)? (`flush_to_zero` $flush_to_zero^)? attr-dict `:` type($result)"
 
 
-@tile_op("log2")
+@tile_op("log2", traits=("pure",))
 class Log2Op(Operation):
     result = Result()
     source = Operand()
     syntax = "$source attr-dict `:` type($result)"
 
 
-@tile_op("log")
+@tile_op("log", traits=("pure",))
 class LogOp(Operation):
     result = Result()
     source = Operand()
     syntax = "$source attr-dict `:` type($result)"
 
 
-@tile_op("maxf")
+@tile_op("maxf", traits=("pure",))
 class MaxFOp(Operation):
     result = Result()
     lhs = Operand()
@@ -191,7 +191,7 @@ class MaxFOp(Operation):
     syntax = "$lhs `,` $rhs (`flush_to_zero` $flush_to_zero^)? (`propagate_nan` $propagate_nan^)? attr-dict `:` type($result)"
 
 
-@tile_op("maxi")
+@tile_op("maxi", traits=("pure",))
 class MaxIOp(Operation):
     result = Result()
     lhs = Operand()
@@ -200,7 +200,7 @@ class MaxIOp(Operation):
     syntax = "$lhs `,` $rhs $signedness attr-dict `:` type($result)"
 
 
-@tile_op("minf")
+@tile_op("minf", traits=("pure",))
 class MinFOp(Operation):
     result = Result()
     lhs = Operand()
@@ -210,7 +210,7 @@ class MinFOp(Operation):
     syntax = "$lhs `,` $rhs (`flush_to_zero` $flush_to_zero^)? (`propagate_nan` $propagate_nan^)? attr-dict `:` type($result)"
 
 
-@tile_op("mini")
+@tile_op("mini", traits=("pure",))
 class MinIOp(Operation):
     result = Result()
     lhs = Operand()
@@ -219,7 +219,7 @@ class MinIOp(Operation):
     syntax = "$lhs `,` $rhs $signedness attr-dict `:` type($result)"
 
 
-@tile_op("mmaf")
+@tile_op("mmaf", traits=("pure",))
 class MmaFOp(Operation):
     result = Result()
     lhs = Operand()
@@ -229,7 +229,7 @@ class MmaFOp(Operation):
     syntax = "$lhs `,` $rhs `,` $acc (`fast_acc` $fast_acc^)? attr-dict `:` type($lhs) `,` type($rhs) `,` type($acc)"
 
 
-@tile_op("mmaf_scaled")
+@tile_op("mmaf_scaled", traits=("pure",))
 class MmaFScaledOp(Operation):
     result = Result()
     lhs = Operand()
@@ -240,7 +240,7 @@ class MmaFScaledOp(Operation):
     syntax = "$lhs `,` $rhs `,` $acc `,` $lhs_scale `,` $rhs_scale attr-dict `:` type($lhs) `,` type($rhs) `,` type($acc) `,` type($lhs_scale) `,` type($rhs_scale)"
 
 
-@tile_op("mmai")
+@tile_op("mmai", traits=("pure",))
 class MmaIOp(Operation):
     result = Result()
     lhs = Operand()
@@ -251,7 +251,7 @@ class MmaIOp(Operation):
     syntax = "$lhs `,` $rhs `,` $acc $signedness_lhs $signedness_rhs attr-dict `:` type($lhs) `,` type($rhs) `,` type($acc)"
 
 
-@tile_op("mulf")
+@tile_op("mulf", traits=("pure",))
 class MulFOp(Operation):
     result = Result()
     lhs = Operand()
@@ -261,7 +261,7 @@ class MulFOp(Operation):
     syntax = "$lhs `,` $rhs ` ` (`rounding` `<` $rounding_mode^=nearest_even `>`)? (`flush_to_zero` $flush_to_zero^)? attr-dict `:` type($result)"
 
 
-@tile_op("muli")
+@tile_op("muli", traits=("pure",))
 class MulIOp(Operation):
     result = Result()
     lhs = Operand()
@@ -270,7 +270,7 @@ class MulIOp(Operation):
     syntax = "$lhs `,` $rhs (`overflow` `<` $overflow^=none `>`)? attr-dict `:` type($result)"
 
 
-@tile_op("mulhii")
+@tile_op("mulhii", traits=("pure",))
 class MulhiIOp(Operation):
     result = Result()
     x = Operand()
@@ -278,14 +278,14 @@ class MulhiIOp(Operation):
     syntax = "$x `,` $y attr-dict `:` type($result)"
 
 
-@tile_op("negf")
+@tile_op("negf", traits=("pure",))
 class NegFOp(Operation):
     result = Result()
     source = Operand()
     syntax = "$source attr-dict `:` type($result)"
 
 
-@tile_op("negi")
+@tile_op("negi", traits=("pure",))
 class NegIOp(Operation):
     result = Result()
     source = Operand()
@@ -293,7 +293,7 @@ class NegIOp(Operation):
     syntax = "$source (`overflow` `<` $overflow^=none `>`)? attr-dict `:` type($result)"
 
 
-@tile_op("ori")
+@tile_op("ori", traits=("pure",))
 class OrIOp(Operation):
     result = Result()
     lhs = Operand()
@@ -301,7 +301,7 @@ class OrIOp(Operation):
     syntax = "$lhs `,` $rhs attr-dict `:` type($result)"
 
 
-@tile_op("remf")
+@tile_op("remf", traits=("pure",))
 class RemFOp(Operation):
     result = Result()
     lhs = Operand()
@@ -309,7 +309,7 @@ class RemFOp(Operation):
     syntax = "$lhs `,` $rhs attr-dict `:` type($result)"
 
 
-@tile_op("remi")
+@tile_op("remi", traits=("pure",))
 class RemIOp(Operation):
     result = Result()
     lhs = Operand()
@@ -318,7 +318,7 @@ class RemIOp(Operation):
     syntax = "$lhs `,` $rhs $signedness attr-dict `:` type($result)"
 
 
-@tile_op("rsqrt")
+@tile_op("rsqrt", traits=("pure",))
 class RsqrtOp(Operation):
     result = Result()
     source = Operand()
@@ -326,7 +326,7 @@ class RsqrtOp(Operation):
     syntax = "$source (`flush_to_zero` $flush_to_zero^)? attr-dict `:` type($result)"
 
 
-@tile_op("shli")
+@tile_op("shli", traits=("pure",))
 class ShLIOp(Operation):
     result = Result()
     lhs = Operand()
@@ -335,7 +335,7 @@ class ShLIOp(Operation):
     syntax = "$lhs `,` $rhs (`overflow` `<` $overflow^=none `>`)? attr-dict `:` type($result)"
 
 
-@tile_op("shri")
+@tile_op("shri", traits=("pure",))
 class ShRIOp(Operation):
     result = Result()
     lhs = Operand()
@@ -344,21 +344,21 @@ class ShRIOp(Operation):
     syntax = "$lhs `,` $rhs $signedness attr-dict `:` type($result)"
 
 
-@tile_op("sinh")
+@tile_op("sinh", traits=("pure",))
 class SinHOp(Operation):
     result = Result()
     source = Operand()
     syntax = "$source attr-dict `:` type($result)"
 
 
-@tile_op("sin")
+@tile_op("sin", traits=("pure",))
 class SinOp(Operation):
     result = Result()
     source = Operand()
     syntax = "$source attr-dict `:` type($result)"
 
 
-@tile_op("sqrt")
+@tile_op("sqrt", traits=("pure",))
 class SqrtOp(Operation):
     result = Result()
     source = Operand()
@@ -367,7 +367,7 @@ class SqrtOp(Operation):
     syntax = "$source ` ` (`rounding` `<` $rounding_mode^=nearest_even `>`)? (`flush_to_zero` $flush_to_zero^)? attr-dict `:` type($result)"
 
 
-@tile_op("subf")
+@tile_op("subf", traits=("pure",))
 class SubFOp(Operation):
     result = Result()
     lhs = Operand()
@@ -377,7 +377,7 @@ class SubFOp(Operation):
     syntax = "$lhs `,` $rhs ` ` (`rounding` `<` $rounding_mode^=nearest_even `>`)? (`flush_to_zero` $flush_to_zero^)? attr-dict `:` type($result)"
 
 
-@tile_op("subi")
+@tile_op("subi", traits=("pure",))
 class SubIOp(Operation):
     result = Result()
     lhs = Operand()
@@ -386,7 +386,7 @@ class SubIOp(Operation):
     syntax = "$lhs `,` $rhs (`overflow` `<` $overflow^=none `>`)? attr-dict `:` type($result)"
 
 
-@tile_op("tanh")
+@tile_op("tanh", traits=("pure",))
 class TanHOp(Operation):
     result = Result()
     source = Operand()
@@ -394,14 +394,14 @@ class TanHOp(Operation):
     syntax = "$source ` ` (`rounding` `<` $rounding_mode^=full `>`)? attr-dict `:` type($result)"
 
 
-@tile_op("tan")
+@tile_op("tan", traits=("pure",))
 class TanOp(Operation):
     result = Result()
     source = Operand()
     syntax = "$source attr-dict `:` type($result)"
 
 
-@tile_op("xori")
+@tile_op("xori", traits=("pure",))
 class XOrIOp(Operation):
     result = Result()
     lhs = Operand()

@@ -23,13 +23,13 @@ class AssumeOp(Operation):
     syntax = "custom<AssumePredicate>($predicate) `,` $value attr-dict `:` type($value)"
 
 
-@tile_op("break", sized_results=True)
+@tile_op("break", sized_results=True, traits=("terminator",))
 class BreakOp(Operation):
     operands = Variadic()
     syntax = "attr-dict ($operands^ `:` type($operands))?"
 
 
-@tile_op("continue", sized_results=True)
+@tile_op("continue", sized_results=True, traits=("terminator",))
 class ContinueOp(Operation):
     operands = Variadic()
     syntax = "attr-dict ($operands^ `:` type($operands))?"
@@ -85,13 +85,13 @@ class PrintTkoOp(Operation):
     syntax = "$str (`,` $args^)? (`token` `` `=` `` $token^)? attr-dict (`:` type($args)^)? `->` type($result_token)"
 
 
-@tile_op("return", sized_results=True)
+@tile_op("return", sized_results=True, traits=("terminator",))
 class ReturnOp(Operation):
     operands = Variadic()
     syntax = "attr-dict ($operands^ `:` type($operands))?"
 
 
-@tile_op("yield", sized_results=True)
+@tile_op("yield", sized_results=True, traits=("pure", "terminator",))
 class YieldOp(Operation):
     operands = Variadic()
     syntax = "attr-dict ($operands^ `:` type($operands))?"

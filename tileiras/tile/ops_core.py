@@ -7,21 +7,21 @@ from .enums import IntegerOverflow, RoundingMode, Signedness, SymbolVisibility  
 from .registry import Attr, AttrKind, Operand, Optional_, RegionDef, Result, Variadic, tile_op  # noqa: F401
 
 
-@tile_op("bitcast")
+@tile_op("bitcast", traits=("pure",))
 class BitcastOp(Operation):
     result = Result()
     source = Operand()
     syntax = "$source attr-dict `:` type($source) `->` type($result)"
 
 
-@tile_op("broadcast")
+@tile_op("broadcast", traits=("pure",))
 class BroadcastOp(Operation):
     result = Result()
     source = Operand()
     syntax = "$source attr-dict `:` type($source) `->` type($result)"
 
 
-@tile_op("cat")
+@tile_op("cat", traits=("pure",))
 class CatOp(Operation):
     result = Result()
     lhs = Operand()
@@ -30,14 +30,14 @@ class CatOp(Operation):
     syntax = "$lhs `,` $rhs `dim` `=` $dim attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
 
 
-@tile_op("constant")
+@tile_op("constant", traits=("pure",))
 class ConstantOp(Operation):
     result = Result()
     value = Attr(AttrKind.DENSE)
     syntax = "custom<DenseConstant>($value, type($result)) attr-dict"
 
 
-@tile_op("exti")
+@tile_op("exti", traits=("pure",))
 class ExtIOp(Operation):
     result = Result()
     from_ = Operand(name="from")
@@ -45,7 +45,7 @@ class ExtIOp(Operation):
     syntax = "$from $signedness attr-dict `:` type($from) `->` type($result)"
 
 
-@tile_op("extract", sized_results=True)
+@tile_op("extract", sized_results=True, traits=("pure",))
 class ExtractOp(Operation):
     result = Result()
     source = Operand()
@@ -53,7 +53,7 @@ class ExtractOp(Operation):
     syntax = "$source `[` $indices `]` attr-dict `:` type($source) `->` type($result)"
 
 
-@tile_op("ftof")
+@tile_op("ftof", traits=("pure",))
 class FToFOp(Operation):
     result = Result()
     from_ = Operand(name="from")
@@ -61,7 +61,7 @@ class FToFOp(Operation):
     syntax = "$from ` ` (`rounding` `<` $rounding_mode^=nearest_even `>`)? attr-dict `:` type($from) `->` type($result)"
 
 
-@tile_op("ftoi")
+@tile_op("ftoi", traits=("pure",))
 class FToIOp(Operation):
     result = Result()
     from_ = Operand(name="from")
@@ -71,14 +71,14 @@ class FToIOp(Operation):
     syntax = "$from $signedness ` ` (`rounding` `<` $rounding_mode^=nearest_int_to_zero `>`)? (`saturating` $saturating^)? attr-dict `:` type($from) `->` type($result)"
 
 
-@tile_op("get_global")
+@tile_op("get_global", traits=("pure",))
 class GetGlobalOp(Operation):
     result = Result()
     name = Attr(AttrKind.STRING)
     syntax = "custom<SymbolRef>($name) attr-dict `:` type($result)"
 
 
-@tile_op("get_num_tile_blocks")
+@tile_op("get_num_tile_blocks", traits=("pure",))
 class GetNumTileBlocksOp(Operation):
     gridSize_x = Result()
     gridSize_y = Result()
@@ -86,7 +86,7 @@ class GetNumTileBlocksOp(Operation):
     syntax = "attr-dict `:` type($gridSize_x)"
 
 
-@tile_op("get_tile_block_id")
+@tile_op("get_tile_block_id", traits=("pure",))
 class GetTileBlockIdOp(Operation):
     blockId_x = Result()
     blockId_y = Result()
@@ -104,7 +104,7 @@ class GlobalOp(Operation):
     syntax = "custom<SymbolVisibility>($symbol_visibility) (`constant` $constant^)? custom<SymbolRef>($sym_name) (`alignment` `=` $alignment^=0)? attr-dict custom<DenseConstant>($value)"
 
 
-@tile_op("itof")
+@tile_op("itof", traits=("pure",))
 class IToFOp(Operation):
     result = Result()
     from_ = Operand(name="from")
@@ -113,7 +113,7 @@ class IToFOp(Operation):
     syntax = "$from $signedness ` ` (`rounding` `<` $rounding_mode^=nearest_even `>`)? attr-dict `:` type($from) `->` type($result)"
 
 
-@tile_op("insert", sized_results=True)
+@tile_op("insert", sized_results=True, traits=("pure",))
 class InsertOp(Operation):
     result = Result()
     source = Operand()
@@ -122,14 +122,14 @@ class InsertOp(Operation):
     syntax = "$source `,` $destination `[` $indices `]` attr-dict `:` type($source) `,` type($destination)"
 
 
-@tile_op("int_to_ptr")
+@tile_op("int_to_ptr", traits=("pure",))
 class IntToPtrOp(Operation):
     result = Result()
     source = Operand()
     syntax = "$source attr-dict `:` type($source) `->` type($result)"
 
 
-@tile_op("iota")
+@tile_op("iota", traits=("pure",))
 class IotaOp(Operation):
     result = Result()
     syntax = "attr-dict `:` type($result)"
@@ -142,7 +142,7 @@ class ModuleOp(Operation):
     body = RegionDef()
 
 
-@tile_op("offset")
+@tile_op("offset", traits=("pure",))
 class OffsetOp(Operation):
     result = Result()
     ptr = Operand()
@@ -150,14 +150,14 @@ class OffsetOp(Operation):
     syntax = "$ptr `,` $offset attr-dict `:` type($ptr) `,` type($offset) `->` type($result)"
 
 
-@tile_op("pack")
+@tile_op("pack", traits=("pure",))
 class PackOp(Operation):
     result = Result()
     source = Operand()
     syntax = "$source attr-dict `:` type($source) `->` type($result)"
 
 
-@tile_op("permute")
+@tile_op("permute", traits=("pure",))
 class PermuteOp(Operation):
     result = Result()
     source = Operand()
@@ -165,14 +165,14 @@ class PermuteOp(Operation):
     syntax = "$source $permutation attr-dict `:` type($source) `->` type($result)"
 
 
-@tile_op("ptr_to_int")
+@tile_op("ptr_to_int", traits=("pure",))
 class PtrToIntOp(Operation):
     result = Result()
     source = Operand()
     syntax = "$source attr-dict `:` type($source) `->` type($result)"
 
 
-@tile_op("ptr_to_ptr")
+@tile_op("ptr_to_ptr", traits=("pure",))
 class PtrToPtrOp(Operation):
     result = Result()
     source = Operand()
@@ -189,7 +189,7 @@ class ReduceOp(Operation):
     syntax = "$operands attr-dict ` ` `dim` `` `=` `` $dim `identities` `` `=` `` $identities `:` type($operands) `->` type($results) custom<ArgumentRegion>($body)"
 
 
-@tile_op("reshape")
+@tile_op("reshape", traits=("pure",))
 class ReshapeOp(Operation):
     result = Result()
     source = Operand()
@@ -207,7 +207,7 @@ class ScanOp(Operation):
     syntax = "$operands attr-dict ` ` `dim` `` `=` `` $dim `reverse` `` `=` `` $reverse `identities` `` `=` `` $identities `:` type($operands) `->` type($results) custom<ArgumentRegion>($body)"
 
 
-@tile_op("select")
+@tile_op("select", traits=("pure",))
 class SelectOp(Operation):
     result = Result()
     cond = Operand()
@@ -216,7 +216,7 @@ class SelectOp(Operation):
     syntax = "$cond `,` $val_if_true `,` $val_if_false attr-dict `:` type($cond) `,` type($result)"
 
 
-@tile_op("trunci")
+@tile_op("trunci", traits=("pure",))
 class TruncIOp(Operation):
     result = Result()
     from_ = Operand(name="from")
@@ -224,7 +224,7 @@ class TruncIOp(Operation):
     syntax = "$from (`overflow` `<` $overflow^=none `>`)? attr-dict `:` type($from) `->` type($result)"
 
 
-@tile_op("unpack")
+@tile_op("unpack", traits=("pure",))
 class UnpackOp(Operation):
     result = Result()
     source = Operand()

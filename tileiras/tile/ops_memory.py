@@ -72,7 +72,7 @@ class GetTensorShapeOp(Operation):
     syntax = "$src attr-dict `:` type($src) `->` custom<FirstType>($results)"
 
 
-@tile_op("join_tokens", sized_results=True)
+@tile_op("join_tokens", sized_results=True, traits=("pure",))
 class JoinTokensOp(Operation):
     result = Result()
     tokens = Variadic()
@@ -107,21 +107,21 @@ class LoadViewTkoOp(Operation):
     syntax = "$memory_ordering_semantics ($memory_scope^)? $view `[` $index `]` (`token` `=` $token^)? (`optimization_hints` `=` $optimization_hints^)? attr-dict `:` type($view) custom<IndexTypes>($index) `->` type($tile) `,` type($result_token)"
 
 
-@tile_op("make_gather_scatter_view")
+@tile_op("make_gather_scatter_view", traits=("pure",))
 class MakeGatherScatterViewOp(Operation):
     result = Result()
     tensor_view = Operand()
     syntax = "$tensor_view attr-dict `:` type($result)"
 
 
-@tile_op("make_partition_view")
+@tile_op("make_partition_view", traits=("pure",))
 class MakePartitionViewOp(Operation):
     result = Result()
     tensor_view = Operand()
     syntax = "$tensor_view attr-dict `:` type($result)"
 
 
-@tile_op("make_strided_view")
+@tile_op("make_strided_view", traits=("pure",))
 class MakeStridedViewOp(Operation):
     result = Result()
     tensor_view = Operand()
@@ -137,7 +137,7 @@ class MakeTensorViewOp(Operation):
     syntax = "$base `,` `shape` `=` `[` custom<MixedShape>($dynamicShape) `]` `,` `strides` `=` `[` custom<MixedStrides>($dynamicStrides) `]` attr-dict `:` (custom<DynamicIndexType>($dynamicShape, $dynamicStrides)^ `->`)? type($result)"
 
 
-@tile_op("make_token")
+@tile_op("make_token", traits=("pure",))
 class MakeTokenOp(Operation):
     result = Result()
     syntax = "attr-dict `:` type($result)"
