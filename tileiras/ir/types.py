@@ -94,7 +94,7 @@ class PointerType(Type):
     def __str__(self) -> str:
         if self.ptr_attr is None:
             return f"ptr<{self.pointee}>"
-        return f"ptr<{self.pointee}, {self.ptr_attr.keyword}>"
+        return f"ptr<{self.pointee}, <{self.ptr_attr.keyword}>>"
 
 
 def format_dims(dims: tuple[int, ...]) -> str:
@@ -140,7 +140,7 @@ class TensorViewType(Type):
         if self.shape:
             head += ", strides=[" + ",".join("?" if s == DYNAMIC else str(s) for s in self.strides) + "]"
         if self.ptr_attr is not None:
-            head += f", {self.ptr_attr.keyword}"
+            head += f", #cuda_tile.ptr_attr<{self.ptr_attr.keyword}>"
         return f"tensor_view<{head}>"
 
 

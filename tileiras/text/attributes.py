@@ -24,9 +24,9 @@ def escape_string(text: str | bytes) -> str:
     out = ['"']
     for b in data:
         ch = chr(b)
-        if ch == '"' or ch == "\\":
-            out.append("\\" + ch)
-        elif 0x20 <= b < 0x7F:
+        if ch == "\\":
+            out.append("\\\\")
+        elif 0x20 <= b < 0x7F and ch != '"':
             out.append(ch)
         else:
             out.append("\\" + format(b, "02X"))

@@ -9,11 +9,11 @@ for the ops whose text depends on block arguments (``for``, ``loop``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..ir.attrs import DenseElementsAttr
 from ..ir.core import Function, Operation
-from ..ir.types import DYNAMIC, TensorViewType
+from ..ir.types import DYNAMIC, PointerType, TensorViewType, TileType
 from ..tile import ops_control
 from ..tile.enums import SymbolVisibility
 from .attributes import dense_typed, print_hints, print_predicate, print_type, symbol_ref
@@ -27,6 +27,9 @@ if TYPE_CHECKING:  # pragma: no cover
 class Directive:
     print: Callable[["OpPrinter", Operation, tuple[Element, ...]], None]
     glued: bool = False
+    #: Whether the directive, used as an optional-group anchor, has anything to
+    #: print; by default, whether any of its field arguments is present.
+    present: Optional[Callable[["OpPrinter", Operation, tuple[Element, ...]], bool]] = None
 
 
 def _name(arg: Element) -> str:
@@ -78,12 +81,24 @@ def _mixed_strides(p: "OpPrinter", op: Operation, args: tuple[Element, ...]) -> 
     p.write(", ".join(str(x) if isinstance(x, int) else p.value(x) for x in items))
 
 
-def _dynamic_index_type(p: "OpPrinter", op: Operation, args: tuple[Element, ...]) -> None:
-    for arg in args:
+def _view_operand_types(p: "OpPrinter", op: Operation, args: tuple[Element, ...]) -> list[str]:
+    """make_tensor_view's operand types: the base's when its pointer carries a
+    classification, then the (single) type of the dynamic sizes and strides."""
+    types = []
+    base = p.field_values(op, _name(args[0]))[0].type
+    pointer = base.element if isinstance(base, TileType) else base
+    if isinstance(pointer, PointerType) and pointer.ptr_attr is not None:
+        types.append(print_type(base))
+    for arg in args[1:]:
         values = p.field_values(op, _name(arg))
         if values:
-            p.write(print_type(values[0].type))
-            return
+            types.append(print_type(values[0].type))
+            break
+    return types
+
+
+def _print_view_operand_types(p: "OpPrinter", op: Operation, args: tuple[Element, ...]) -> None:
+    p.write(", ".join(_view_operand_types(p, op, args)))
 
 
 def _if_region(p: "OpPrinter", op: Operation, args: tuple[Element, ...]) -> None:
@@ -121,7 +136,8 @@ DIRECTIVES: dict[str, Directive] = {
     "IndexTypes": Directive(_index_types, glued=True),
     "MixedShape": Directive(_mixed_shape),
     "MixedStrides": Directive(_mixed_strides),
-    "DynamicIndexType": Directive(_dynamic_index_type),
+    "TensorViewOperandTypes": Directive(_print_view_operand_types,
+                                        present=lambda p, op, args: bool(_view_operand_types(p, op, args))),
     "IfRegion": Directive(_if_region),
     "ArgumentRegion": Directive(_argument_region),
     "SymbolRef": Directive(_symbol_ref),

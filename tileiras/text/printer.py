@@ -153,6 +153,9 @@ class OpPrinter:
 
     def is_present(self, op: Operation, anchor: Element) -> bool:
         if isinstance(anchor, Custom):
+            present = directives.DIRECTIVES[anchor.name].present
+            if present is not None:
+                return present(self, op, anchor.args)
             return any(self.is_present(op, a) for a in anchor.args
                        if isinstance(a, (FieldRef, TypeOf)))
         assert isinstance(anchor, (FieldRef, TypeOf))
@@ -161,6 +164,8 @@ class OpPrinter:
             value = op.attributes.get(spec.name)
             if value is None or value is False or value == ():
                 return False
+            if spec.kind is AttrKind.BOOL_ARRAY and not any(value):
+                return False  # all-false in-bounds flags are the default
             default = anchor.default if isinstance(anchor, FieldRef) else None
             return default is None or getattr(value, "keyword", str(value)) != default
         if isinstance(spec, RegionDef):

@@ -104,7 +104,7 @@ class LoadViewTkoOp(Operation):
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
     optimization_hints = Attr(AttrKind.HINTS, optional=True)
     inbounds = Attr(AttrKind.BOOL_ARRAY, since=V13_4, length_of="index")
-    syntax = "$memory_ordering_semantics ($memory_scope^)? $view `[` $index `]` (`token` `=` $token^)? (`optimization_hints` `=` $optimization_hints^)? attr-dict `:` type($view) custom<IndexTypes>($index) `->` type($tile) `,` type($result_token)"
+    syntax = "$memory_ordering_semantics ($memory_scope^)? $view `[` $index `]` (`token` `=` $token^)? (`optimization_hints` `=` $optimization_hints^)? (`inbounds` `=` $inbounds^)? attr-dict `:` type($view) custom<IndexTypes>($index) `->` type($tile) `,` type($result_token)"
 
 
 @tile_op("make_gather_scatter_view", traits=("pure",))
@@ -134,7 +134,7 @@ class MakeTensorViewOp(Operation):
     base = Operand()
     dynamicShape = Variadic()
     dynamicStrides = Variadic()
-    syntax = "$base `,` `shape` `=` `[` custom<MixedShape>($dynamicShape) `]` `,` `strides` `=` `[` custom<MixedStrides>($dynamicStrides) `]` attr-dict `:` (custom<DynamicIndexType>($dynamicShape, $dynamicStrides)^ `->`)? type($result)"
+    syntax = "$base `,` `shape` `=` `[` custom<MixedShape>($dynamicShape) `]` `,` `strides` `=` `[` custom<MixedStrides>($dynamicStrides) `]` attr-dict `:` (custom<TensorViewOperandTypes>($base, $dynamicShape, $dynamicStrides)^ `->`)? type($result)"
 
 
 @tile_op("make_token", traits=("pure",))
@@ -147,6 +147,7 @@ class MakeTokenOp(Operation):
 class MemoryFenceAliasTkoOp(Operation):
     result_token = Result()
     token = Operand()
+    syntax = "$token attr-dict"
 
 
 @tile_op("multimem_load_reduce_view_tko", sized_results=True)
@@ -211,4 +212,4 @@ class StoreViewTkoOp(Operation):
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
     optimization_hints = Attr(AttrKind.HINTS, optional=True)
     inbounds = Attr(AttrKind.BOOL_ARRAY, since=V13_4, length_of="index")
-    syntax = "$memory_ordering_semantics ($memory_scope^)? $tile `,` $view `[` $index `]` (`token` `=` $token^)? (`optimization_hints` `=` $optimization_hints^)? attr-dict `:` type($tile) `,` type($view) custom<IndexTypes>($index) `->` type($result_token)"
+    syntax = "$memory_ordering_semantics ($memory_scope^)? $tile `,` $view `[` $index `]` (`token` `=` $token^)? (`optimization_hints` `=` $optimization_hints^)? (`inbounds` `=` $inbounds^)? attr-dict `:` type($tile) `,` type($view) custom<IndexTypes>($index) `->` type($result_token)"
