@@ -206,7 +206,10 @@ def tile_op(name: str, *, sized_results: bool = False,
 
     def register(cls: type) -> type:
         operands, attrs, results, regions = [], [], [], []
+        python_names: dict[str, str] = {}  # field name -> class attribute (``from`` -> ``from_``)
         for key, spec in list(cls.__dict__.items()):
+            if isinstance(spec, (Operand, Attr, Result, RegionDef)):
+                python_names[spec.name or key] = key
             if isinstance(spec, Operand):
                 operands.append(_named(spec, key))
             elif isinstance(spec, Attr):
@@ -227,9 +230,10 @@ def tile_op(name: str, *, sized_results: bool = False,
         accessors += [(r.name, _result_accessor(i, r, definition.results))
                       for i, r in enumerate(definition.results)]
         accessors += [(g.name, property(lambda op, i=i: op.regions[i])) for i, g in enumerate(definition.regions)]
-        for key, accessor in accessors:
+        for field_name, accessor in accessors:
             # A field named like a generic slot (``operands`` of return/yield, the
             # variadic ``results`` of for/if) is that whole list already.
+            key = python_names[field_name]
             if key not in _RESERVED:
                 setattr(cls, key, accessor)
         cls.definition = definition
