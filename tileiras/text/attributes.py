@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from typing import Any
 
 from ..ir.attrs import (ArrayAttr, Attribute, BoolAttr, BoundedAttr, DenseElementsAttr, DictAttr,
@@ -78,6 +79,15 @@ def print_inline_value(value: Any) -> str:
     if isinstance(value, Attribute):
         return print_attr(value)
     raise TypeError(f"cannot print attribute value {value!r}")
+
+
+def print_attr_value(value: Any) -> str:
+    """An inline attribute as a full MLIR attribute (inside an attribute
+    dictionary): enums become ``#cuda_tile.<enum_name><keyword>``."""
+    if isinstance(value, enum.Enum):
+        snake = re.sub(r"(?<!^)(?=[A-Z])", "_", type(value).__name__).lower()
+        return f"#cuda_tile.{snake}<{value.keyword}>"  # type: ignore[attr-defined]
+    return print_inline_value(value)
 
 
 def print_attr(a: Attribute, *, elide_type: bool = False) -> str:

@@ -123,6 +123,14 @@ def _symbol_visibility(p: "OpPrinter", op: Operation, args: tuple[Element, ...])
         p.write(vis.keyword + " ")
 
 
+def _inbounds(p: "OpPrinter", op: Operation, args: tuple[Element, ...]) -> None:
+    """``inbounds = [...]`` unless every flag is false (then nothing, but the
+    space before the directive stays, as in NVIDIA's printer)."""
+    flags = op.attributes.get(_name(args[0]))
+    if flags and any(flags):
+        p.write("inbounds = [" + ", ".join("true" if f else "false" for f in flags) + "]")
+
+
 def _first_type(p: "OpPrinter", op: Operation, args: tuple[Element, ...]) -> None:
     values = p.field_values(op, _name(args[0]))
     if values:
@@ -131,6 +139,7 @@ def _first_type(p: "OpPrinter", op: Operation, args: tuple[Element, ...]) -> Non
 
 DIRECTIVES: dict[str, Directive] = {
     "FirstType": Directive(_first_type),
+    "Inbounds": Directive(_inbounds),
     "DenseConstant": Directive(_dense_constant),
     "AssumePredicate": Directive(_assume_predicate),
     "IndexTypes": Directive(_index_types, glued=True),

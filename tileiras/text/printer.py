@@ -18,7 +18,7 @@ from ..ir.types import Type
 from ..tile.ops_core import GlobalOp
 from ..tile.registry import Attr, AttrKind, Operand, RegionDef, Result
 from . import directives
-from .attributes import print_attr, print_inline_value, print_type, symbol_ref
+from .attributes import print_attr, print_attr_value, print_inline_value, print_type, symbol_ref
 from .locations import LocationTable
 from .names import NameTable
 from .syntax import (AttrDict, Custom, Element, FieldRef, Literal, OptionalGroup, SpacingState, TypeOf,
@@ -92,6 +92,8 @@ class OpPrinter:
                 elif emit and e.text == "\n":
                     self.newline()
             elif isinstance(e, AttrDict):
+                if emit and e.keyword:
+                    self._attr_dict(op, e)
                 state.last_was_punct = False
             elif isinstance(e, OptionalGroup):
                 present = emit and self.is_present(op, e.anchor)
@@ -105,6 +107,12 @@ class OpPrinter:
                     if space:
                         self.write(" ")
                     self._element(op, e)
+
+    def _attr_dict(self, op: Operation, e: AttrDict) -> None:
+        entries = [f"{f.name} = {print_attr_value(op.attributes[f.name])}"
+                   for f in e.fields if self.is_present(op, f)]
+        if entries:
+            self.write(" attributes {" + ", ".join(entries) + "}")
 
     def _element(self, op: Operation, e: Element) -> None:
         if isinstance(e, FieldRef):

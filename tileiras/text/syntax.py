@@ -21,6 +21,9 @@ Elements
     The op's discardable attributes.  Tile IR ops have none, so this prints
     nothing; it is kept so formats read like NVIDIA's and mark where a parser
     accepts ``{...}``.
+``attr-dict-with-keyword($a^=default, ...)``
+    Prints `` attributes {a = ...}`` for the listed attributes that are set and
+    differ from their default (nothing when none is).
 ``custom<Name>(args)``
     An irregular piece printed and parsed by the hooks registered under
     ``Name`` (see ``tileiras.text.directives``).
@@ -66,7 +69,12 @@ class TypeOf:
 
 @dataclass(frozen=True)
 class AttrDict:
-    pass
+    """``attr-dict`` / ``attr-dict-with-keyword(fields)``: ``fields`` are the
+    op attributes printed in the dictionary (``$reduction^=add`` drops the
+    entry when it has its default value)."""
+
+    keyword: bool = False
+    fields: tuple[FieldRef, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,8 @@ class Format:
             for e in elements:
                 if isinstance(e, (FieldRef, TypeOf)):
                     names.add(e.name)
+                elif isinstance(e, AttrDict):
+                    names.update(f.name for f in e.fields)
                 elif isinstance(e, Custom):
                     visit(e.args)
                 elif isinstance(e, OptionalGroup):
@@ -197,6 +207,15 @@ def _parse_element(lx: _Lexer) -> Element:
     word = lx.ident()
     if word == "attr-dict":
         return AttrDict()
+    if word == "attr-dict-with-keyword":
+        fields: tuple[Element, ...] = ()
+        if lx.peek("("):
+            lx.take("(")
+            fields = _parse_elements(lx, ")")
+            lx.take(")")
+        if not all(isinstance(f, FieldRef) for f in fields):
+            raise FormatError(f"attr-dict-with-keyword takes only $fields in syntax {text!r}")
+        return AttrDict(True, fields)  # type: ignore[arg-type]
     if word == "type":
         lx.take("(")
         lx.take("$")

@@ -55,7 +55,7 @@ class AtomicRedViewTkoOp(Operation):
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope)
     mode = Attr(AttrKind.ENUM, enum=AtomicRMWMode)
     inbounds = Attr(AttrKind.BOOL_ARRAY, since=V13_5, length_of="index")
-    syntax = "$memory_ordering_semantics ($memory_scope^)? $view `[` $index `]` `,` $mode `,` $value (`token` `=` $token^)? attr-dict `:` type($value) `,` type($view) custom<IndexTypes>($index) `->` type($result_token)"
+    syntax = "$memory_ordering_semantics ($memory_scope^)? $view `[` $index `]` `,` $mode `,` $value (`token` `=` $token^)? (`inbounds` `=` $inbounds^)? attr-dict `:` type($value) `,` type($view) custom<IndexTypes>($index) `->` type($result_token)"
 
 
 @tile_op("get_index_space_shape", sized_results=True)
@@ -161,6 +161,9 @@ class MultimemLoadReduceViewTkoOp(Operation):
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
     reduction = Attr(AttrKind.ENUM, enum=MultimemReductionKind)
     inbounds = Attr(AttrKind.BOOL_ARRAY)
+    syntax = ("$memory_ordering_semantics ($memory_scope^)? $view `[` $index `]` (`token` `=` $token^)? "
+              "custom<Inbounds>($inbounds) attr-dict-with-keyword($reduction^=add) `:` type($view) "
+              "custom<IndexTypes>($index) (`,` type($token)^)? `->` type($reduced_values) `,` type($result_token)")
 
 
 @tile_op("multimem_reduce_view_tko", sized_results=True)
@@ -174,6 +177,9 @@ class MultimemReduceViewTkoOp(Operation):
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope)
     reduction = Attr(AttrKind.ENUM, enum=MultimemReductionKind)
     inbounds = Attr(AttrKind.BOOL_ARRAY)
+    syntax = ("$memory_ordering_semantics ($memory_scope^)? $view `,` $tile `[` $index `]` (`token` `=` $token^)? "
+              "custom<Inbounds>($inbounds) attr-dict-with-keyword($reduction^=add) `:` type($view) `,` type($tile) "
+              "custom<IndexTypes>($index) (`,` type($token)^)? `->` type($result_token)")
 
 
 @tile_op("multimem_store_view_tko", sized_results=True)
@@ -186,6 +192,9 @@ class MultimemStoreViewTkoOp(Operation):
     memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
     inbounds = Attr(AttrKind.BOOL_ARRAY)
+    syntax = ("$memory_ordering_semantics ($memory_scope^)? $view `,` $tile `[` $index `]` (`token` `=` $token^)? "
+              "custom<Inbounds>($inbounds) attr-dict `:` type($view) `,` type($tile) "
+              "custom<IndexTypes>($index) (`,` type($token)^)? `->` type($result_token)")
 
 
 @tile_op("store_ptr_tko")
