@@ -1,1 +1,309 @@
-"""placeholder"""
+"""Core op rules: shape manipulation, conversions, reduce/scan combiners, iota, select."""
+from __future__ import annotations
+
+from ..ir import attrs as At
+from ..ir import types as T
+from ..ir.core import Operation
+from ..tile import ops_control as C
+from ..tile import ops_core as K
+from ..tile.enums import RoundingMode
+from .context import Context, verifies
+from .diagnostic import quoted
+from .structure import type_list
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return ", ".join(str(d) for d in shape)
+
+
+@verifies(K.BitcastOp)
+def check_bitcast(ctx: Context, op: Operation) -> None:
+    src, res = op.source.type, op.result.type
+    if src.element.bitwidth != res.element.bitwidth:
+        ctx.op_error(op, f"types must be equal width, cannot convert {quoted(src)} of width {src.element.bitwidth} "
+                         f"to type {quoted(res)} of width {res.element.bitwidth}")
+
+
+@verifies(K.BroadcastOp)
+def check_broadcast(ctx: Context, op: Operation) -> None:
+    src, res = op.source.type.shape, op.result.type.shape
+    if any(s != r and s != 1 for s, r in zip(src, res)):
+        ctx.op_error(op, "expects the shape of source tile to be compatible with that of the result tile, "
+                         f"but got: {_shape(src)} and {_shape(res)}")
+
+
+@verifies(K.CatOp)
+def check_cat(ctx: Context, op: Operation) -> None:
+    dim = op.dim
+    lhs, rhs, res = op.lhs.type.shape, op.rhs.type.shape, op.result.type.shape
+    if not 0 <= dim < len(lhs):
+        ctx.op_error(op, f"expect dim to be [0, {len(lhs)}), but got: {dim}")
+        return
+    if lhs[dim] + rhs[dim] != res[dim]:
+        ctx.op_error(op, f"invalid concat at position {dim}, expected: {lhs[dim] + rhs[dim]} but got: {res[dim]}")
+        return
+    for i in range(len(lhs)):
+        if i == dim:
+            continue
+        if lhs[i] != rhs[i]:
+            ctx.op_error(op, f"expect lhs and rhs shapes to match at non-concat position {i}, "
+                             f"expected: {lhs[i]} but got: {rhs[i]}")
+            return
+        if lhs[i] != res[i]:
+            ctx.op_error(op, f"expect lhs and result shapes to match at non-concat position {i}, "
+                             f"expected: {lhs[i]} but got: {res[i]}")
+            return
+
+
+@verifies(K.ConstantOp)
+def check_constant(ctx: Context, op: Operation) -> None:
+    value = op.value
+    if isinstance(value, At.DenseElementsAttr) and value.type != op.result.type:
+        ctx.op_error(op, "failed to verify that all of {value, result} have same type")
+
+
+@verifies(K.ExtractOp)
+def check_extract(ctx: Context, op: Operation) -> None:
+    src, res = op.source.type, op.result.type
+    if src.element != res.element:
+        ctx.op_error(op, "source and result element type do not match")
+        return
+    for i, (s, r) in enumerate(zip(src.shape, res.shape)):
+        if s % r:
+            ctx.op_error(op, f"source dimension {i} size ({s}) must be evenly divisible by result dimension {i} "
+                             f"size ({r})")
+            return
+    if len(op.indices) != src.rank:
+        ctx.op_error(op, f"expected {src.rank} indices, but got {len(op.indices)}")
+
+
+@verifies(K.InsertOp)
+def check_insert(ctx: Context, op: Operation) -> None:
+    src, dst = op.source.type, op.destination.type
+    if src.element != dst.element:
+        ctx.op_error(op, "source and destination element type do not match")
+        return
+    for i, (s, d) in enumerate(zip(src.shape, dst.shape)):
+        if d % s:
+            ctx.op_error(op, f"destination dimension {i} size ({d}) must be evenly divisible by source dimension "
+                             f"{i} size ({s})")
+            return
+    if len(op.indices) != dst.rank:
+        ctx.op_error(op, f"expected {dst.rank} indices, but got {len(op.indices)}")
+
+
+@verifies(K.ExtIOp)
+def check_exti(ctx: Context, op: Operation) -> None:
+    src = op.operands[0].type.element
+    if op.result.type.element.bitwidth <= src.bitwidth:
+        ctx.op_error(op, "extending to smaller or identical integer")
+
+
+@verifies(K.TruncIOp)
+def check_trunci(ctx: Context, op: Operation) -> None:
+    if op.result.type.element.bitwidth >= op.operands[0].type.element.bitwidth:
+        ctx.op_error(op, "truncating to larger or identical integer")
+
+
+#: Narrowing float conversions to standard types accept only these modes; f64 -> f32
+#: accepts every IEEE mode (measured against tileiras 13.5).
+_NARROWING_MODES = (RoundingMode.NEAREST_EVEN, RoundingMode.ZERO)
+_IEEE = (RoundingMode.NEAREST_EVEN, RoundingMode.ZERO, RoundingMode.NEGATIVE_INF, RoundingMode.POSITIVE_INF)
+_STANDARD = ("f16", "bf16", "f32", "tf32", "f64")
+
+
+@verifies(K.FToFOp)
+def check_ftof(ctx: Context, op: Operation) -> None:
+    src, dst = op.operands[0].type.element, op.result.type.element
+    if op.operands[0].type == op.result.type:
+        ctx.op_error(op, "converting tiles must not be a no-op")
+        return
+    mode = op.rounding_mode
+    if mode is None:
+        return
+    if dst == T.F8E8M0FNU:
+        if mode not in (RoundingMode.ZERO, RoundingMode.POSITIVE_INF):
+            ctx.op_error(op, "invalid rounding mode specified for conversion to f8E8M0FNU. Only 'zero' and "
+                             "'positive_inf' are supported")
+    elif (str(dst) in _STANDARD and dst.bitwidth < src.bitwidth and (src, dst) != (T.F64, T.F32)
+          and mode not in _NARROWING_MODES):
+        ctx.op_error(op, "invalid rounding mode specified. Only 'nearest_even' and 'zero' are supported for "
+                         "narrowing conversions to standard types")
+    elif mode not in _IEEE:
+        ctx.op_error(op, "invalid rounding mode specified. Only 'nearest_even' is supported")
+
+
+@verifies(K.FToIOp)
+def check_ftoi(ctx: Context, op: Operation) -> None:
+    if op.rounding_mode not in (None, RoundingMode.NEAREST_INT_TO_ZERO):
+        ctx.op_error(op, "invalid rounding mode specified. Only 'nearest_int_to_zero' is supported")
+
+
+@verifies(K.IToFOp)
+def check_itof(ctx: Context, op: Operation) -> None:
+    if op.result.type.element == T.F8E8M0FNU:
+        ctx.op_error(op, "integer to f8E8M0FNU conversion is not supported, please first convert to another "
+                         "float type")
+    elif op.rounding_mode not in (None, RoundingMode.NEAREST_EVEN):
+        ctx.op_error(op, "invalid rounding mode specified. Only 'nearest_even' is supported")
+
+
+@verifies(K.IotaOp)
+def check_iota(ctx: Context, op: Operation) -> None:
+    t = op.result.type
+    if t.rank != 1:
+        ctx.op_error(op, "expects result type to be 1-d tile")
+    elif t.element.bitwidth < 64 and t.shape[0] > (1 << t.element.bitwidth):
+        ctx.op_error(op, f"the number of elements {t.shape[0]} exceeds the maximum value of element type "
+                         f"{quoted(t.element)}")
+
+
+@verifies(K.PermuteOp)
+def check_permute(ctx: Context, op: Operation) -> None:
+    src = op.source.type.shape
+    perm = tuple(op.permutation or ())
+    rank = len(src)
+    if rank < 2:
+        ctx.op_error(op, f"expects at least rank 2, but got: {rank}")
+    elif len(perm) != rank:
+        ctx.op_error(op, f"expect permutation size ({len(perm)}) to equal the rank of the source ({rank})")
+    elif len(set(perm)) != len(perm):
+        ctx.op_error(op, "expect permutation elements to be unique")
+    else:
+        for i, p in enumerate(perm):
+            if not 0 <= p < rank:
+                ctx.op_error(op, f"permutation element at index {i} ({p}) is out of bound [0, {rank})")
+                return
+        res = op.result.type.shape
+        for i, p in enumerate(perm):
+            if res[i] != src[p]:
+                ctx.op_error(op, f"result shape invalid at index {i}, expected: {src[p]}, but got: {res[i]}")
+                return
+
+
+@verifies(K.ReshapeOp)
+def check_reshape(ctx: Context, op: Operation) -> None:
+    if op.source.type.num_elements != op.result.type.num_elements:
+        ctx.op_error(op, "expected source tile and result tile to have the same number of elements")
+
+
+@verifies(K.SelectOp)
+def check_select(ctx: Context, op: Operation) -> None:
+    if op.result.type.element == T.F4E2M1FN:
+        ctx.op_error(op, "cannot operate on sub-byte type F4E2M1FN")
+
+
+def _packed_bits(t: T.TileType) -> int:
+    return t.num_elements * t.element.bitwidth
+
+
+@verifies(K.PackOp, K.UnpackOp)
+def check_pack(ctx: Context, op: Operation) -> None:
+    src, res = op.source.type, op.result.type
+    if _packed_bits(src) != _packed_bits(res):
+        ctx.op_error(op, f"expects source and result to have the same size in bits, but got {_packed_bits(src)} "
+                         f"and {_packed_bits(res)}")
+
+
+# -- reduce / scan -------------------------------------------------------------------------
+def _identity_type(a: object) -> T.Type | None:
+    return getattr(a, "type", None)
+
+
+def _check_aggregate(ctx: Context, op: Operation, matching_results: bool) -> bool:
+    operands = op.operands
+    results = op.results
+    if not operands:
+        ctx.op_error(op, "expect at least 1 operand")
+        return False
+    if len(operands) != len(results):
+        ctx.op_error(op, "expect same number of operands and results")
+        return False
+    identities = op.identities.elements if isinstance(op.identities, At.ArrayAttr) else op.identities
+    if identities is not None:
+        if len(identities) != len(operands):
+            ctx.op_error(op, f"expect identities to match the number of operands but got: {len(operands)} operands "
+                             f"and {len(identities)} identities")
+            return False
+        for i, (v, ident) in enumerate(zip(operands, identities)):
+            element, it = v.type.element, _identity_type(ident)
+            if {str(element), str(it)} == {"f16", "bf16"}:
+                continue
+            if it is not None and element != it:
+                ctx.op_error(op, f"expect same type for operand at index: {i} and identity at index: {i} "
+                                 f"but got: {quoted(element)} and {quoted(it)}")
+                return False
+    rank = operands[0].type.rank
+    if not 0 <= op.dim < rank:
+        ctx.op_error(op, f"dimension ({op.dim}) is out of bound [0, {rank})")
+        return False
+    if matching_results:
+        for i, (v, r) in enumerate(zip(operands, results)):
+            if v.type != r.type:
+                ctx.op_error(op, f"expect same type for operand at index: {i} and result at index: {i}")
+                return False
+    else:
+        inferred = [T.TileType(v.type.element, v.type.shape[:op.dim] + v.type.shape[op.dim + 1:]) for v in operands]
+        actual = [r.type for r in results]
+        if inferred != actual:
+            ctx.op_error(op, f"inferred type(s) {type_list(inferred)} are incompatible with return type(s) of "
+                             f"operation {type_list(actual)}")
+            return False
+    return True
+
+
+def _check_combiner(ctx: Context, op: Operation) -> None:
+    n = len(op.operands)
+    if len(op.regions) != 1 or len(op.regions[0].blocks) != 1:
+        return
+    block = op.regions[0].blocks[0]
+    if not block.ops:
+        ctx.op_error(op, "expect non-empty block")
+        return
+    args = [a.type for a in block.args]
+    if len(args) != 2 * n:
+        ctx.op_error(op, f"expect {2 * n} block arguments but got: {len(args)}")
+        return
+    for i, t in enumerate(args):
+        if not (isinstance(t, T.TileType) and t.rank == 0):
+            ctx.op_error(op, f"expect 0-rank tile type at index: {i} but got: {quoted(t)}")
+            return
+    for i in range(0, 2 * n, 2):
+        a, b = args[i].element, args[i + 1].element
+        if a != b:
+            ctx.op_error(op, f"expect same element type for block argument at index: {i} and {i + 1} but got: "
+                             f"{quoted(a)} and {quoted(b)}")
+            return
+    for i, v in enumerate(op.operands):
+        if v.type.element != args[2 * i].element:
+            ctx.op_error(op, f"expect same type for operand at index: {i} and block argument at index: {2 * i} "
+                             f"but got: {quoted(v.type.element)} and {quoted(args[2 * i].element)}")
+            return
+    term = block.ops[-1]
+    if isinstance(term, C.YieldOp):
+        if len(term.operands) != n:
+            ctx.op_error(op, f"expect number of terminators operands ({len(term.operands)}) to match number of "
+                             f"operands ({n})")
+            return
+        for i, (v, y) in enumerate(zip(op.operands, term.operands)):
+            ye = T.element_type(y.type)
+            if v.type.element != ye:
+                ctx.op_error(op, f"expect same type for operand at index: {i} and terminator argument at index: "
+                                 f"{i} but got: {quoted(v.type.element)} and {quoted(ye)}")
+                return
+    for inner in block.ops[:-1]:
+        if "pure" not in inner.definition.traits:
+            ctx.op_error(inner, f"only pure operations are allowed inside '{op.definition.full_name}'")
+
+
+@verifies(K.ReduceOp)
+def check_reduce(ctx: Context, op: Operation) -> None:
+    if _check_aggregate(ctx, op, matching_results=False):
+        _check_combiner(ctx, op)
+
+
+@verifies(K.ScanOp)
+def check_scan(ctx: Context, op: Operation) -> None:
+    if _check_aggregate(ctx, op, matching_results=True):
+        _check_combiner(ctx, op)
+
