@@ -44,6 +44,10 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 
+class FormatError(ValueError):
+    """A malformed ``syntax`` string (a bug in an op definition)."""
+
+
 @dataclass(frozen=True)
 class Literal:
     text: str
@@ -93,7 +97,7 @@ class OptionalGroup:
         for e in self.elements:
             if isinstance(e, (FieldRef, TypeOf, Custom)) and e.anchor:
                 return e
-        raise AssertionError("optional group without anchor")
+        raise FormatError(f"optional group without an anchor (^): {self.elements}")
 
 
 Element = Union[Literal, Whitespace, FieldRef, TypeOf, AttrDict, Custom, OptionalGroup]
@@ -119,10 +123,6 @@ class Format:
                     visit(e.elements)
         visit(self.elements)
         return names
-
-
-class FormatError(ValueError):
-    """A malformed ``syntax`` string (a bug in an op definition)."""
 
 
 class _Lexer:
