@@ -1,1 +1,228 @@
-"""placeholder"""
+"""Memory op rules: memory model (ordering/scope), view indexing, tensor views, atomics."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..ir import types as T
+from ..ir.core import Operation
+from ..tile import ops_memory as M
+from ..tile.enums import AtomicRMWMode, MemoryOrderingSemantics
+from .context import Context, verifies
+from .diagnostic import quoted
+
+O = MemoryOrderingSemantics
+_LOAD_ORDERINGS = (O.WEAK, O.RELAXED, O.ACQUIRE)
+_STORE_ORDERINGS = (O.WEAK, O.RELAXED, O.RELEASE)
+_ATOMIC_ORDERINGS = (O.RELAXED, O.ACQUIRE, O.RELEASE, O.ACQ_REL)
+
+
+def _one_of(orderings: tuple[O, ...]) -> str:
+    names = [o.keyword for o in orderings]
+    return ", ".join(names[:-1]) + ", or " + names[-1]
+
+
+def _check_memory_model(ctx: Context, op: Operation, allowed: tuple[O, ...], what: str) -> None:
+    ordering = op.memory_ordering_semantics
+    if ordering is None:
+        return
+    if ordering not in allowed:
+        ctx.op_error(op, f"expect one of: {_one_of(allowed)}, but got: {ordering.keyword}")
+        return
+    scope = op.attributes.get("memory_scope")
+    if ordering is O.WEAK and scope is not None:
+        ctx.op_error(op, f"weak {what} must not have memory scope")
+    elif ordering is not O.WEAK and scope is None:
+        ctx.op_error(op, f"memory scope is required for {ordering.keyword} {what}")
+
+
+@verifies(M.LoadPtrTkoOp)
+def check_load_ptr(ctx: Context, op: Operation) -> None:
+    _check_memory_model(ctx, op, _LOAD_ORDERINGS, "load")
+
+
+@verifies(M.StorePtrTkoOp)
+def check_store_ptr(ctx: Context, op: Operation) -> None:
+    _check_memory_model(ctx, op, _STORE_ORDERINGS, "store")
+
+
+# -- views ---------------------------------------------------------------------------------
+def view_tile_type(view: T.Type) -> Optional[T.TileType]:
+    if isinstance(view, T.ViewType):
+        return T.TileType(view.tensor_view.element, tuple(view.tile_shape))
+    return None
+
+
+def _check_view_indices(ctx: Context, op: Operation, tile: Optional[T.Type]) -> bool:
+    view = op.view.type
+    rank = len(view.tile_shape)
+    indices = list(op.index)
+    if len(indices) != rank:
+        ctx.op_error(op, f"expected {rank} index operands (based on view type), got {len(indices)}")
+        return False
+    expected = view_tile_type(view)
+    if tile is not None and tile != expected:
+        ctx.op_error(op, f"expected tile type to be {quoted(expected)} (based on view type), got {quoted(tile)}")
+        return False
+    gather = isinstance(view, T.GatherScatterViewType)
+    base: Optional[T.Type] = None
+    for i, v in enumerate(indices):
+        t = v.type
+        if gather and i == view.sparse_dim and isinstance(t, T.TileType) and t.rank == 1:
+            continue
+        if not isinstance(t, T.TileType) or t.rank != 0:
+            ctx.op_error(op, f"expected index type to be a scalar tile, got {quoted(t)}")
+            return False
+        if base is None:
+            base = t
+        elif t != base:
+            ctx.op_error(op, f"expected index type {i} to be the same as other index types ({quoted(base)}), "
+                             f"got {quoted(t)}")
+            return False
+    return True
+
+
+@verifies(M.LoadViewTkoOp)
+def check_load_view(ctx: Context, op: Operation) -> None:
+    if _check_view_indices(ctx, op, op.results[0].type):
+        _check_memory_model(ctx, op, _LOAD_ORDERINGS, "load")
+
+
+@verifies(M.StoreViewTkoOp)
+def check_store_view(ctx: Context, op: Operation) -> None:
+    if _check_view_indices(ctx, op, op.tile.type):
+        _check_memory_model(ctx, op, _STORE_ORDERINGS, "store")
+
+
+@verifies(M.MultimemLoadReduceViewTkoOp)
+def check_multimem_load(ctx: Context, op: Operation) -> None:
+    _check_view_indices(ctx, op, op.results[0].type)
+
+
+@verifies(M.MultimemReduceViewTkoOp, M.MultimemStoreViewTkoOp)
+def check_multimem_store(ctx: Context, op: Operation) -> None:
+    _check_view_indices(ctx, op, op.tile.type)
+
+
+@verifies(M.MakeTensorViewOp)
+def check_make_tensor_view(ctx: Context, op: Operation) -> None:
+    view = op.result.type
+    pointee = op.base.type.element.pointee
+    if view.element != pointee:
+        ctx.op_error(op, f"expected pointer to {quoted(view.element)} to build tensor_view of this type, "
+                         f"got {quoted(pointee)}")
+        return
+    for what, values, dims in (("shape", op.dynamicShape, view.shape), ("stride", op.dynamicStrides, view.strides)):
+        want = sum(d == T.DYNAMIC for d in dims)
+        if want != len(values):
+            ctx.op_error(op, f"expected {want} dynamic {what} operands, got {len(values)}")
+            return
+    values = list(op.dynamicShape) + list(op.dynamicStrides)
+    for i, v in enumerate(values):
+        if v.type != values[0].type:
+            what = "shape" if i < len(op.dynamicShape) else "stride"
+            k = i if i < len(op.dynamicShape) else i - len(op.dynamicShape)
+            ctx.op_error(op, f"expected dynamic {what} index {k} to be of the same type as the other dynamic "
+                             f"values ({quoted(values[0].type)}), got {quoted(v.type)}")
+            return
+
+
+@verifies(M.MakePartitionViewOp, M.MakeStridedViewOp, M.MakeGatherScatterViewOp)
+def check_make_view(ctx: Context, op: Operation) -> None:
+    given, wanted = op.tensor_view.type, op.result.type.tensor_view
+    if given != wanted:
+        ctx.op_error(op, f"expected the type of the provided tensor_view value ({quoted(given)}) to be the same as "
+                         f"the view's tensor_view type ({quoted(wanted)})")
+
+
+@verifies(M.GetTensorShapeOp)
+def check_get_tensor_shape(ctx: Context, op: Operation) -> None:
+    rank = op.src.type.rank
+    if len(op.results) != rank:
+        ctx.op_error(op, f"expected {rank} results due to tensor rank, but got {len(op.results)}")
+
+
+@verifies(M.GetIndexSpaceShapeOp)
+def check_get_index_space_shape(ctx: Context, op: Operation) -> None:
+    rank = len(op.src.type.tile_shape)
+    if len(op.results) != rank:
+        ctx.op_error(op, f"expected {rank} results due to view index space rank, but got {len(op.results)}")
+
+
+@verifies(M.JoinTokensOp)
+def check_join_tokens(ctx: Context, op: Operation) -> None:
+    if len(op.tokens) < 2:
+        ctx.op_error(op, "expect two or more tokens")
+
+
+# -- atomics ---------------------------------------------------------------------------------
+_FLOAT_MODES = (AtomicRMWMode.ADDF,)
+_ANY_MODES = (AtomicRMWMode.XCHG,)
+
+
+def _check_rmw_mode(ctx: Context, op: Operation, element: T.Type) -> None:
+    mode = op.mode
+    if mode is None or mode in _ANY_MODES:
+        return
+    is_float = isinstance(element, T.ScalarType) and element.is_float
+    if mode in _FLOAT_MODES and not is_float:
+        ctx.op_error(op, f"atomic mode '{mode.keyword}' requires a floating-point element type, got {quoted(element)}")
+    elif mode not in _FLOAT_MODES and is_float:
+        ctx.op_error(op, f"atomic mode '{mode.keyword}' requires an integer element type, got {quoted(element)}")
+
+
+def _check_atomic_ordering(ctx: Context, op: Operation, allowed: tuple[O, ...]) -> None:
+    ordering = op.memory_ordering_semantics
+    if ordering is not None and ordering not in allowed:
+        ctx.op_error(op, f"expect one of: {_one_of(allowed)}, but got: {ordering.keyword}")
+
+
+@verifies(M.AtomicRMWTkoOp)
+def check_atomic_rmw(ctx: Context, op: Operation) -> None:
+    pointee = op.pointers.type.element.pointee
+    element = op.arg.type.element
+    if pointee != element:
+        ctx.op_error(op, f"expected pointee type ({pointee}) to match element type of 'arg' ({element})")
+        return
+    if op.mask is not None and op.mask.type.shape != op.arg.type.shape:
+        ctx.op_error(op, "failed to verify that all of {pointers, arg, mask} have same shape")
+        return
+    _check_rmw_mode(ctx, op, element)
+    _check_atomic_ordering(ctx, op, _ATOMIC_ORDERINGS)
+
+
+@verifies(M.AtomicCASTkoOp)
+def check_atomic_cas(ctx: Context, op: Operation) -> None:
+    pointee = op.pointers.type.element.pointee
+    element = op.val.type.element
+    if pointee != element:
+        ctx.op_error(op, f"expected pointee type ({pointee}) to match element type of 'val' ({element})")
+        return
+    if op.mask is not None and op.mask.type.shape != op.val.type.shape:
+        ctx.op_error(op, "failed to verify that all of {pointers, cmp, val, mask} have same shape")
+        return
+    _check_atomic_ordering(ctx, op, _ATOMIC_ORDERINGS)
+
+
+@verifies(M.AtomicRedViewTkoOp)
+def check_atomic_red_view(ctx: Context, op: Operation) -> None:
+    view = op.view.type
+    if isinstance(view, T.GatherScatterViewType):
+        ctx.op_error(op, "gather_scatter_view is not supported; use partition_view instead")
+        return
+    if view.padding_value is not None:
+        ctx.op_error(op, "views with padding_value are not supported for atomic reductions")
+        return
+    element = op.value.type.element
+    if view.tensor_view.element != element:
+        ctx.op_error(op, f"view element type ({view.tensor_view.element}) must match value element type ({element})")
+        return
+    tile = tuple(view.tile_shape)
+    if tile != op.value.type.shape:
+        ctx.op_error(op, f"view tile shape {', '.join(map(str, tile))} must match value shape "
+                         f"{', '.join(map(str, op.value.type.shape))} for element-wise atomic operations")
+        return
+    if len(op.index) != len(tile):
+        ctx.op_error(op, f"expected {len(tile)} index operands (based on view type), got {len(op.index)}")
+        return
+    _check_rmw_mode(ctx, op, element)
+    _check_atomic_ordering(ctx, op, (O.RELAXED,))
