@@ -1,0 +1,262 @@
+"""The kernel ABI of NVIDIA's tileiras: what a Tile IR entry becomes in PTX and in the cubin.
+
+Pure functions and one frozen dataclass, ``KernelInfo``, which describes an entry to the
+back end (``codegen.ptx`` patches the PTX from it, ``codegen.host`` builds the host object).
+Every rule here was measured on tileiras 13.5.37 (see the tests for the observed values):
+
+* parameters: one PTX ``.param`` per entry argument, ``<entry>_param_<i>``;
+* threads per CTA: 128, or ``num_worker_warps_per_cta * 32`` for a power-of-two warp count;
+* ``occupancy=k`` becomes ``.maxnreg``: 65536 registers shared by k CTAs, rounded down to a
+  multiple of 8, with a per-CTA-size floor (``maxnreg_for_occupancy``);
+* ``num_cta_in_cga=c > 1`` becomes a cluster of c CTAs, on sm_90 and newer only;
+* hints: the ``default`` dictionary, overridden key by key by the one for the target.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import CompileError
+from ..ir.attrs import Attribute, DictAttr, IntegerAttr, OptimizationHintsAttr
+from ..ir.types import PointerType, ScalarType, TileType, Type
+
+#: The PTX ISA version the real tool writes (``.language`` needs 9.2 or newer).
+PTX_VERSION = "9.5"
+#: EIATTR_LANGUAGE value of Tile IR kernels (``.language 7``).
+LANGUAGE_TILEIR = 7
+#: The 64-byte global every non-empty module declares (used by the driver, never by code).
+LAUNCH_METADATA_NAME = "___NV_TILE_LAUNCH_META_DATA___"
+LAUNCH_METADATA_DECL = f".visible .global .align 8 .b8 {LAUNCH_METADATA_NAME}[64];"
+
+DEFAULT_THREADS_PER_CTA = 128
+WARP_SIZE = 32
+MAX_WARPS_PER_CTA = 32
+REGISTERS_PER_SM = 65536
+REGISTER_GRANULE = 8
+
+HINT_NUM_CTA_IN_CGA = "num_cta_in_cga"
+HINT_OCCUPANCY = "occupancy"
+HINT_NUM_WORKER_WARPS = "num_worker_warps_per_cta"
+DEFAULT_HINTS_KEY = "default"
+
+_GPU_NAME = re.compile(r"sm_(\d+)$")
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """One kernel entry as the back end sees it.
+
+    ``param_types`` are the Tile IR argument types (``tile<ptr<f32>>``, ``tile<i32>``...: a
+    rank-0 tile stands for its element); ``arch`` is the ``--gpu-name`` (``sm_90``).
+    """
+
+    name: str
+    param_types: tuple[Type, ...]
+    threads_per_cta: int = DEFAULT_THREADS_PER_CTA
+    maxnreg: Optional[int] = None
+    num_cta_in_cga: int = 1
+    arch: str = "sm_90"
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(param_name(self.name, i) for i in range(len(self.param_types)))
+
+    @property
+    def is_cluster(self) -> bool:
+        return self.num_cta_in_cga > 1 and has_clusters(self.arch)
+
+
+# --------------------------------------------------------------------------- architectures
+
+def sm_number(gpu_name: str) -> int:
+    """``sm_90`` -> 90."""
+    m = _GPU_NAME.match(gpu_name)
+    if m is None:
+        raise ValueError(f"not a GPU name: {gpu_name!r}")
+    return int(m.group(1))
+
+
+def is_arch_specific(gpu_name: str) -> bool:
+    """sm_90 and newer compile for the arch-specific ``sm_XXa`` variant."""
+    return sm_number(gpu_name) >= 90
+
+
+def ptx_target(gpu_name: str) -> str:
+    """The ``.target`` / ``ptxas -arch`` name: ``sm_90a`` for sm_90+, ``sm_86`` below."""
+    return f"{gpu_name}a" if is_arch_specific(gpu_name) else gpu_name
+
+
+def has_clusters(gpu_name: str) -> bool:
+    return sm_number(gpu_name) >= 90
+
+
+def param_cbank_base(gpu_name: str) -> int:
+    """Offset of the first kernel parameter in constant bank 0 (the driver area before it)."""
+    sm = sm_number(gpu_name)
+    if sm >= 100:
+        return 0x380
+    if sm >= 90:
+        return 0x210
+    return 0x160
+
+
+def host_param_offset_base(gpu_name: str) -> int:
+    """Where the host object's parameter-offset computation starts (0x218 on sm_90, else 8)."""
+    return 0x218 if sm_number(gpu_name) == 90 else 0x8
+
+
+# --------------------------------------------------------------------------- parameters
+
+def param_name(kernel: str, index: int) -> str:
+    return f"{kernel}_param_{index}"
+
+
+def param_scalar_type(t: Type) -> Type:
+    """The type a kernel argument is passed as: a rank-0 tile passes its element."""
+    if isinstance(t, TileType) and not t.shape:
+        return t.element
+    return t
+
+
+#: PTX ``.param`` spelling of each scalar argument type, as the real tool writes it.
+_SCALAR_PARAM = {
+    "i1": ".u8", "i8": ".u8", "i16": ".u16", "i32": ".u32", "i64": ".u64",
+    "f32": ".f32", "f64": ".f64",
+}
+#: Types passed as an aligned byte array (``.param .align 2 .b8 NAME[2]``).
+_BYTE_ARRAY_PARAM = {"f16": 2, "bf16": 2}
+#: (size, alignment) in the parameter buffer.
+_SCALAR_LAYOUT = {
+    "i1": (1, 1), "i8": (1, 1), "i16": (2, 2), "f16": (2, 2), "bf16": (2, 2),
+    "i32": (4, 4), "f32": (4, 4), "i64": (8, 8), "f64": (8, 8),
+}
+
+
+def _unsupported(t: Type) -> CompileError:
+    return CompileError(f"unsupported kernel parameter type '{t}'")
+
+
+def param_decl(t: Type, name: str) -> str:
+    """The PTX declaration of one entry parameter, without the leading tab or comma."""
+    t = param_scalar_type(t)
+    if isinstance(t, PointerType):
+        return f".param .u64 .ptr .global .align 1 {name}"
+    if isinstance(t, ScalarType):
+        if t.name in _SCALAR_PARAM:
+            return f".param {_SCALAR_PARAM[t.name]} {name}"
+        if t.name in _BYTE_ARRAY_PARAM:
+            size = _BYTE_ARRAY_PARAM[t.name]
+            return f".param .align {size} .b8 {name}[{size}]"
+    raise _unsupported(t)
+
+
+def param_layout(t: Type) -> tuple[int, int]:
+    """(size, alignment) of one argument in the kernel parameter buffer."""
+    t = param_scalar_type(t)
+    if isinstance(t, PointerType):
+        return (8, 8)
+    if isinstance(t, ScalarType) and t.name in _SCALAR_LAYOUT:
+        return _SCALAR_LAYOUT[t.name]
+    raise _unsupported(t)
+
+
+def param_offsets(param_types: tuple[Type, ...]) -> tuple[int, ...]:
+    """Offset of each argument from the start of the parameter buffer (natural alignment)."""
+    offsets, offset = [], 0
+    for t in param_types:
+        size, align = param_layout(t)
+        offset = (offset + align - 1) // align * align
+        offsets.append(offset)
+        offset += size
+    return tuple(offsets)
+
+
+# --------------------------------------------------------------------------- launch shape
+
+def threads_per_cta(num_worker_warps: Optional[int] = None) -> int:
+    """128 threads, or 32 per worker warp when the hint asks for a power of two up to 32.
+
+    Observed: 1, 2, 4, 8, 16, 32 warps give 32...1024 threads; 3, 6 and 12 give 128.
+    """
+    w = num_worker_warps
+    if w is None or w < 1 or w > MAX_WARPS_PER_CTA or w & (w - 1):
+        return DEFAULT_THREADS_PER_CTA
+    return w * WARP_SIZE
+
+
+def maxnreg_floor(threads: int) -> int:
+    """The smallest ``.maxnreg`` an occupancy hint yields: 64, 48, 40 for 128, 256, 512 threads."""
+    return 32 + 4096 // max(threads, DEFAULT_THREADS_PER_CTA)
+
+
+def maxnreg_for_occupancy(occupancy: Optional[int], threads: int) -> Optional[int]:
+    """``.maxnreg`` for ``occupancy`` CTAs per SM of ``threads`` threads, None for no limit.
+
+    ``floor8(65536 / (k * max(threads, 128)))``, raised to ``maxnreg_floor``.  No limit for
+    k <= 1 or for 1024-thread CTAs (the register file holds only one of those anyway).
+    Reproduces every value measured on tileiras 13.5 (k = 2..32, 32..1024 threads).
+    """
+    if occupancy is None or occupancy <= 1 or threads >= 1024:
+        return None
+    per_cta = REGISTERS_PER_SM // (occupancy * max(threads, DEFAULT_THREADS_PER_CTA))
+    regs = per_cta // REGISTER_GRANULE * REGISTER_GRANULE
+    return max(regs, maxnreg_floor(threads))
+
+
+# --------------------------------------------------------------------------- hints
+
+def _int_value(a: Attribute) -> Optional[int]:
+    if isinstance(a, IntegerAttr):
+        return a.value
+    return None
+
+
+def hints_for_arch(hints: Optional[OptimizationHintsAttr], gpu_name: str) -> dict[str, int]:
+    """The integer hints that apply to ``gpu_name``: ``default``, then the target's own keys.
+
+    Measured: ``<default = {occupancy = 4}, sm_90 = {num_worker_warps_per_cta = 8}>`` gives
+    both on sm_90; keys given for another architecture are ignored.
+    """
+    merged: dict[str, int] = {}
+    if hints is None:
+        return merged
+    for key in (DEFAULT_HINTS_KEY, gpu_name):
+        for arch, d in hints.entries:
+            if arch == key and isinstance(d, DictAttr):
+                for name, value in d.entries:
+                    v = _int_value(value)
+                    if v is not None:
+                        merged[name] = v
+    return merged
+
+
+def kernel_info_from_function(fn, gpu_name: str, threads: Optional[int] = None) -> KernelInfo:
+    """The ``KernelInfo`` of entry ``fn`` (a ``tileiras.ir.core.Function``) on ``gpu_name``.
+
+    ``threads`` overrides the hint-derived CTA size when the lowering picks its own (the real
+    tool adds producer warps to some warp-specialized kernels); ``.maxnreg`` follows it.
+    """
+    hints = hints_for_arch(fn.hints, gpu_name)
+    if threads is None:
+        threads = threads_per_cta(hints.get(HINT_NUM_WORKER_WARPS))
+    cga = hints.get(HINT_NUM_CTA_IN_CGA, 1) if has_clusters(gpu_name) else 1
+    return KernelInfo(
+        name=fn.name,
+        param_types=tuple(param_scalar_type(t) for t in fn.type.inputs),
+        threads_per_cta=threads,
+        maxnreg=maxnreg_for_occupancy(hints.get(HINT_OCCUPANCY), threads),
+        num_cta_in_cga=max(cga, 1),
+        arch=gpu_name,
+    )
+
+
+def entry_directives(info: KernelInfo) -> list[str]:
+    """The performance directives after an entry's parameter list, in the real tool's order."""
+    lines = [f".reqntid {info.threads_per_cta}", ".minnctapersm 1"]
+    if info.maxnreg is not None:
+        lines.append(f".maxnreg {info.maxnreg}")
+    if info.is_cluster:
+        lines += [f".reqnctapercluster {info.num_cta_in_cga}", ".blocksareclusters"]
+    lines.append(f".language {LANGUAGE_TILEIR}")
+    return lines

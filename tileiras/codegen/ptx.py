@@ -1,0 +1,120 @@
+"""Patch the PTX that LLVM's NVPTX back end prints into the form NVIDIA's tileiras hands ptxas.
+
+One named function per concern, each a pure ``str -> str`` rewrite:
+
+* ``set_ptx_version``      ``.version 9.5`` (``.language`` needs 9.2+; LLVM prints older ones);
+* ``set_target``           ``.target sm_XXa`` on sm_90+, ``sm_8x`` below;
+* ``declare_launch_metadata``  the 64-byte ``___NV_TILE_LAUNCH_META_DATA___`` global;
+* ``set_entry_params``     parameter declarations exactly as the real tool spells them;
+* ``set_entry_directives`` ``.reqntid``, ``.minnctapersm 1``, ``.maxnreg``, cluster, ``.language 7``.
+
+``finalize_ptx`` applies them all.  The rewrites are idempotent: finalizing twice changes nothing.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+from ..errors import CompileError
+from .abi import (LAUNCH_METADATA_DECL, LAUNCH_METADATA_NAME, PTX_VERSION, KernelInfo,
+                  entry_directives, param_decl, ptx_target)
+
+_VERSION = re.compile(r"^([ \t]*\.version[ \t]+)\d+\.\d+", re.MULTILINE)
+_TARGET = re.compile(r"^([ \t]*\.target[ \t]+)sm_\w+", re.MULTILINE)
+_ENTRY_LINE = r"[ \t]*(?:\.visible[ \t]+|\.weak[ \t]+)?\.entry\b"
+#: The first entry, or the ``// .globl`` comment LLVM prints above it (blank lines between).
+_FIRST_ENTRY = re.compile(rf"^(?:[ \t]*// \.globl[^\n]*\n(?=(?:[ \t]*\n)*{_ENTRY_LINE})|(?={_ENTRY_LINE}))",
+                          re.MULTILINE)
+
+
+def set_ptx_version(ptx: str, version: str = PTX_VERSION) -> str:
+    """Replace the ``.version`` directive (LLVM writes the version of its ``+ptxNN`` feature)."""
+    out, n = _VERSION.subn(lambda m: m.group(1) + version, ptx, count=1)
+    if n == 0:
+        raise CompileError("malformed PTX: no .version directive")
+    return out
+
+
+def set_target(ptx: str, gpu_name: str) -> str:
+    """Point ``.target`` at the architecture ptxas is run for, keeping ``, debug`` if present."""
+    out, n = _TARGET.subn(lambda m: m.group(1) + ptx_target(gpu_name), ptx, count=1)
+    if n == 0:
+        raise CompileError("malformed PTX: no .target directive")
+    return out
+
+
+def declare_launch_metadata(ptx: str) -> str:
+    """Declare ``___NV_TILE_LAUNCH_META_DATA___`` before the first entry (after its ``.globl``
+    comment, where the real tool's LLVM prints it), unless the module already declares it."""
+    if re.search(rf"\b{LAUNCH_METADATA_NAME}\b", ptx):
+        return ptx
+    m = _FIRST_ENTRY.search(ptx)
+    if m is None:
+        raise CompileError("malformed PTX: no .entry to declare the launch metadata before")
+    if m.group(0):  # after the comment: "// .globl k", META, blank line, ".entry k("
+        return f"{ptx[:m.end()]}{LAUNCH_METADATA_DECL}\n{ptx[m.end():]}"
+    return f"{ptx[:m.end()]}{LAUNCH_METADATA_DECL}\n\n{ptx[m.end():]}"
+
+
+def _entry_match(ptx: str, name: str) -> re.Match:
+    pattern = re.compile(rf"(\.entry[ \t]+{re.escape(name)}[ \t]*\()([^)]*)(\))([^{{]*)(\{{)")
+    m = pattern.search(ptx)
+    if m is None:
+        raise CompileError(f"malformed PTX: no .entry named '{name}'")
+    return m
+
+
+def _split_params(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def set_entry_params(ptx: str, info: KernelInfo) -> str:
+    """Rewrite the declarations of the entry's user parameters from their Tile IR types.
+
+    The names stay LLVM's (``<entry>_param_<i>``, the real tool's convention too), so the body
+    is untouched.  Parameters after the user ones (hidden tensor-map slots) are kept as printed.
+    """
+    m = _entry_match(ptx, info.name)
+    printed = _split_params(m.group(2))
+    if len(printed) < len(info.param_types):
+        raise CompileError(f"malformed PTX: entry '{info.name}' has {len(printed)} parameters, "
+                           f"expected {len(info.param_types)}")
+    decls = [param_decl(t, n) for t, n in zip(info.param_types, info.param_names)]
+    decls += printed[len(decls):]
+    body = "".join(f"\n\t{d}{',' if i + 1 < len(decls) else ''}" for i, d in enumerate(decls))
+    params = f"{body}\n" if decls else ""
+    return f"{ptx[:m.start(2)]}{params}{ptx[m.end(2):]}"
+
+
+def set_entry_directives(ptx: str, info: KernelInfo) -> str:
+    """Replace whatever LLVM printed between ``)`` and ``{`` with the real tool's directives."""
+    m = _entry_match(ptx, info.name)
+    directives = "".join(f"{d}\n" for d in entry_directives(info))
+    return f"{ptx[:m.start(4)]}\n{directives}{ptx[m.end(4):]}"
+
+
+def _gpu_name(options: Any, kernels: Sequence[KernelInfo]) -> str:
+    if isinstance(options, str):
+        return options
+    for attr in ("gpu_name", "name"):
+        value = getattr(options, attr, None)
+        if isinstance(value, str) and value.startswith("sm_"):
+            return value
+    if kernels:
+        return kernels[0].arch
+    raise CompileError("no target architecture given")
+
+
+def finalize_ptx(ptx: str, kernels: Sequence[KernelInfo], options: Any) -> str:
+    """LLVM's PTX for ``kernels`` in the form the real tileiras passes to ptxas.
+
+    ``options`` names the target: a ``--gpu-name`` string or any object with a ``gpu_name``
+    (the driver's options) or ``name`` (``sm_90``) attribute.
+    """
+    gpu_name = _gpu_name(options, kernels)
+    ptx = set_target(set_ptx_version(ptx), gpu_name)
+    if kernels:
+        ptx = declare_launch_metadata(ptx)
+    for info in kernels:
+        ptx = set_entry_directives(set_entry_params(ptx, info), info)
+    return ptx
