@@ -1,0 +1,132 @@
+"""Conversions: bitcast, integer extension/truncation, float<->float, float<->int,
+pointer<->int, pack/unpack.
+
+* ``ftof`` rounds once with the op's mode; f8/f4 targets saturate to +-MAX (inf too),
+  e4m3 turns NaN into +MAX, e5m2 keeps NaN (spec 5.1.3); f8E8M0FNU: see ``floats.to_e8m0``.
+* ``ftoi`` truncates toward zero and saturates to the target range, NaN -> 0 (what PTX's
+  ``cvt.rzi`` does; out-of-range input is undefined in the spec unless ``saturating``).
+* ``itof`` rounds to nearest (or the given mode); integers beyond 2^53 round exactly.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from ..ir import types as T
+from ..tile import ops_core as C
+from ..tile.enums import Signedness
+from . import floats as F
+from .core import impl
+from .errors import InterpError
+from .values import (UINT_OF_BITS, bitcast_array, bits_of, dtype_of, from_int, scalar_of,
+                     to_signed, to_unsigned)
+
+
+def _result_elem(op) -> T.ScalarType:
+    e = scalar_of(op.results[0].type)
+    assert isinstance(e, T.ScalarType)
+    return e
+
+
+@impl(C.BitcastOp)
+def _bitcast(frame, op, x):
+    return (bitcast_array(x, dtype_of(op.results[0].type)),)
+
+
+@impl(C.ExtIOp)
+def _exti(frame, op, x):
+    src_bits, dst_bits = bits_of(op.from_.type), _result_elem(op).bitwidth
+    if op.signedness is Signedness.SIGNED:
+        return (from_int(to_signed(x, src_bits), dst_bits),)
+    return (from_int(to_unsigned(x), dst_bits),)
+
+
+@impl(C.TruncIOp)
+def _trunci(frame, op, x):
+    return (from_int(to_unsigned(x), _result_elem(op).bitwidth),)
+
+
+@impl(C.FToFOp)
+def _ftof(frame, op, x):
+    dst = _result_elem(op).name
+    return (F.to_format(np.asarray(x).astype(np.float64), dst, op.rounding_mode),)
+
+
+@impl(C.FToIOp)
+def _ftoi(frame, op, x):
+    bits = _result_elem(op).bitwidth
+    t = np.trunc(np.asarray(x).astype(np.float64))
+    nan = np.isnan(t)
+    t = np.where(nan, 0.0, t)
+    if op.signedness is Signedness.SIGNED:
+        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        inside = np.clip(t, -2.0 ** 63, 9223372036854774784.0).astype(np.int64)
+        r = np.where(t >= 2.0 ** (bits - 1), np.int64(hi), np.where(t < -2.0 ** (bits - 1), np.int64(lo), inside))
+        return (from_int(r, bits),)
+    hi = (1 << bits) - 1
+    inside = np.clip(t, 0.0, 18446744073709549568.0).astype(np.uint64)
+    big = t >= 2.0 ** bits
+    r = np.where(big, np.uint64(hi), np.where(t < 0, np.uint64(0), inside))
+    return (from_int(r, bits),)
+
+
+@impl(C.IToFOp)
+def _itof(frame, op, x):
+    bits = bits_of(op.from_.type)
+    dst = _result_elem(op).name
+    v = to_signed(x, bits) if op.signedness is Signedness.SIGNED else to_unsigned(x)
+    f = v.astype(np.float64)
+    big = np.abs(f) >= 2.0 ** 53
+    if dst == "f8E8M0FNU":
+        return (F.to_e8m0(f, op.rounding_mode),)
+    fmt = F.FORMATS[dst]
+    out = F.round_f64(f, fmt, op.rounding_mode)
+    for i in zip(*np.nonzero(big)) if big.ndim else ([()] if big else []):
+        out[i] = F.round_fraction(Fraction(int(v[i])), fmt, op.rounding_mode)
+    return (out.astype(fmt.dtype),)
+
+
+@impl(C.IntToPtrOp)
+def _int_to_ptr(frame, op, x):
+    return (to_unsigned(x),)
+
+
+@impl(C.PtrToIntOp)
+def _ptr_to_int(frame, op, x):
+    return (from_int(np.asarray(x, dtype=np.uint64), _result_elem(op).bitwidth),)
+
+
+@impl(C.PtrToPtrOp)
+def _ptr_to_ptr(frame, op, x):
+    return (np.asarray(x, dtype=np.uint64).copy(),)
+
+
+def _to_bytes(x: np.ndarray, elem: T.ScalarType) -> np.ndarray:
+    if elem.bitwidth == 4:
+        nib = bitcast_array(x, np.dtype(np.uint8)) & np.uint8(0xF) if elem.is_float else \
+            np.asarray(x, np.uint8) & np.uint8(0xF)
+        return (nib[0::2] | (nib[1::2] << np.uint8(4))).astype(np.uint8)
+    if elem.bitwidth < 8:
+        raise InterpError(f"pack of {elem} is not supported")
+    return np.ascontiguousarray(x).view(np.uint8).copy()
+
+
+def _from_bytes(b: np.ndarray, elem: T.ScalarType) -> np.ndarray:
+    b = np.ascontiguousarray(b, dtype=np.uint8)
+    if elem.bitwidth == 4:
+        nib = np.stack([b & np.uint8(0xF), b >> np.uint8(4)], axis=-1).reshape(-1)
+        return nib.view(dtype_of(elem)) if elem.is_float else nib
+    width = 4 if elem.name == "tf32" else elem.bitwidth // 8
+    raw = b.view(UINT_OF_BITS[width * 8])
+    return raw.view(dtype_of(elem)) if elem.is_float else raw.astype(dtype_of(elem))
+
+
+@impl(C.PackOp)
+def _pack(frame, op, x):
+    return (_to_bytes(x, scalar_of(op.source.type)),)
+
+
+@impl(C.UnpackOp)
+def _unpack(frame, op, x):
+    return (_from_bytes(x, _result_elem(op)),)

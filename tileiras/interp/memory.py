@@ -1,0 +1,286 @@
+"""The memory model and pointer-based memory ops.
+
+Global memory is a set of byte buffers at distinct 64-bit addresses: every array argument,
+every module global and every ``alloca`` gets its own buffer (256-byte aligned, with a 256-byte
+gap after it so an access just past the end hits no buffer).  A pointer is its ``uint64`` byte
+address, so ``offset``, ``ptr_to_int`` and ``int_to_ptr`` are plain integer arithmetic.  An
+unmasked access that falls outside every buffer, or is misaligned for its element type, raises
+``InterpError``.
+
+Accesses are applied at once, in row-major element order (a repeated address in one store
+keeps the last element's value); atomics are applied one element at a time in row-major order.
+Tile blocks run one after another, so token and memory-ordering attributes need no modelling.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from ..ir import types as T
+from ..tile import ops_core as C
+from ..tile import ops_memory as M
+from ..tile.enums import AtomicRMWMode
+from .core import impl
+from .errors import InterpError
+from .values import (TOKEN_VALUE, UINT_OF_BITS, bits_of, dtype_of, from_int, scalar_of,
+                     storage_bytes, to_signed, to_unsigned)
+
+FIRST_ADDRESS = 1 << 32
+ALIGNMENT = 256
+
+
+@dataclass
+class Buffer:
+    base: int
+    data: np.ndarray   # writable uint8 view of the memory
+    name: str
+
+    @property
+    def end(self) -> int:
+        return self.base + self.data.size
+
+
+class Memory:
+    def __init__(self) -> None:
+        self.buffers: list[Buffer] = []
+        self._next = FIRST_ADDRESS
+
+    def add(self, array: np.ndarray, name: str, alignment: int = ALIGNMENT) -> int:
+        """Map ``array`` (C-contiguous, writable) into memory; returns its address."""
+        if not array.flags.c_contiguous:
+            raise InterpError(f"{name}: memory arrays must be C-contiguous")
+        data = array.reshape(-1).view(np.uint8)
+        align = max(alignment, ALIGNMENT)
+        base = -(-self._next // align) * align
+        self.buffers.append(Buffer(base, data, name))
+        self._next = base + data.size + ALIGNMENT
+        return base
+
+    def allocate(self, nbytes: int, name: str, alignment: int = ALIGNMENT) -> int:
+        return self.add(np.zeros(nbytes, dtype=np.uint8), name, alignment)
+
+    def _locate(self, addrs: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Buffer index and byte offset of each address (raises if any is outside)."""
+        bases = np.array([b.base for b in self.buffers], dtype=np.uint64)
+        ends = np.array([b.end for b in self.buffers], dtype=np.uint64)
+        which = np.searchsorted(bases, addrs, side="right").astype(np.int64) - 1
+        bad = which < 0
+        safe = np.where(bad, 0, which)
+        if len(self.buffers):
+            bad |= addrs + np.uint64(size) > ends[safe]
+        if bad.any():
+            a = int(addrs[bad][0])
+            raise InterpError(f"access of {size} bytes at address {a:#x} is outside every buffer "
+                              f"({self.describe()})")
+        misaligned = addrs % np.uint64(size) != 0
+        if misaligned.any():
+            raise InterpError(f"misaligned {size}-byte access at address {int(addrs[misaligned][0]):#x}")
+        return safe, (addrs - bases[safe]).astype(np.int64)
+
+    def describe(self) -> str:
+        return ", ".join(f"{b.name}=[{b.base:#x}, {b.end:#x})" for b in self.buffers) or "no buffers"
+
+    def read_bytes(self, addrs: np.ndarray, size: int) -> np.ndarray:
+        out = np.zeros((addrs.size, size), dtype=np.uint8)
+        if addrs.size == 0:
+            return out
+        which, offs = self._locate(addrs, size)
+        span = np.arange(size)
+        for b in np.unique(which):
+            rows = which == b
+            out[rows] = self.buffers[b].data[offs[rows][:, None] + span]
+        return out
+
+    def write_bytes(self, addrs: np.ndarray, raw: np.ndarray) -> None:
+        if addrs.size == 0:
+            return
+        size = raw.shape[1]
+        which, offs = self._locate(addrs, size)
+        span = np.arange(size)
+        for b in np.unique(which):
+            rows = which == b
+            self.buffers[b].data[offs[rows][:, None] + span] = raw[rows]
+
+    # -- typed access --------------------------------------------------------------------
+    def load(self, addrs: np.ndarray, elem: T.Type, mask: Optional[np.ndarray] = None) -> np.ndarray:
+        """Elements of type ``elem`` at ``addrs``; masked-off elements read as zero."""
+        addrs = np.asarray(addrs, dtype=np.uint64)
+        size = storage_bytes(elem)
+        flat = addrs.reshape(-1)
+        active = np.ones(flat.shape, bool) if mask is None else \
+            np.broadcast_to(np.asarray(mask, bool), addrs.shape).reshape(-1)
+        raw = np.zeros((flat.size, size), dtype=np.uint8)
+        raw[active] = self.read_bytes(flat[active], size)
+        return decode_elements(raw, elem).reshape(addrs.shape)
+
+    def store(self, addrs: np.ndarray, values: np.ndarray, elem: T.Type,
+              mask: Optional[np.ndarray] = None) -> None:
+        addrs = np.asarray(addrs, dtype=np.uint64)
+        values = np.broadcast_to(np.asarray(values), addrs.shape)
+        flat = addrs.reshape(-1)
+        active = np.ones(flat.shape, bool) if mask is None else \
+            np.broadcast_to(np.asarray(mask, bool), addrs.shape).reshape(-1)
+        raw = encode_elements(values.reshape(-1), elem)
+        self.write_bytes(flat[active], raw[active])
+
+
+def decode_elements(raw: np.ndarray, elem: T.Type) -> np.ndarray:
+    """(n, size) bytes -> n elements of ``elem`` (i1: any non-zero byte is true)."""
+    size = raw.shape[1]
+    words = np.ascontiguousarray(raw).view(UINT_OF_BITS[size * 8]).reshape(-1)
+    e = scalar_of(elem)
+    if isinstance(e, T.PointerType):
+        return words.astype(np.uint64)
+    assert isinstance(e, T.ScalarType)
+    if e.name == "i1":
+        return words != 0
+    if e.is_int:
+        return words.astype(dtype_of(e))
+    return words.view(dtype_of(e))
+
+
+def encode_elements(values: np.ndarray, elem: T.Type) -> np.ndarray:
+    size = storage_bytes(elem)
+    e = scalar_of(elem)
+    v = np.ascontiguousarray(values)
+    if isinstance(e, T.ScalarType) and e.is_int:
+        words = to_unsigned(v).astype(UINT_OF_BITS[size * 8])
+    elif isinstance(e, T.PointerType):
+        words = v.astype(np.uint64)
+    else:
+        words = v.view(UINT_OF_BITS[size * 8])
+    return np.ascontiguousarray(words).view(np.uint8).reshape(-1, size)
+
+
+def pointee(t: T.Type) -> T.Type:
+    e = scalar_of(t)
+    if not isinstance(e, T.PointerType):
+        raise InterpError(f"expected a pointer type, got {t}")
+    return e.pointee
+
+
+# -- ops ---------------------------------------------------------------------------------
+
+@impl(C.OffsetOp)
+def _offset(frame, op, ptr, offset):
+    step = storage_bytes(pointee(op.ptr.type))
+    off = to_signed(offset, bits_of(op.offset.type))
+    return ((to_unsigned(ptr) + off.view(np.uint64) * np.uint64(step)),)
+
+
+@impl(M.LoadPtrTkoOp)
+def _load_ptr(frame, op, *operands):
+    ptrs = frame.get(op.source)
+    mask = frame.get(op.mask) if op.mask is not None else None
+    elem = pointee(op.source.type)
+    out = frame.machine.memory.load(ptrs, elem, mask)
+    if mask is not None and op.paddingValue is not None:
+        pad = np.broadcast_to(frame.get(op.paddingValue), out.shape)
+        out = np.where(np.broadcast_to(np.asarray(mask, bool), out.shape), out, pad).astype(out.dtype)
+    return out, TOKEN_VALUE
+
+
+@impl(M.StorePtrTkoOp)
+def _store_ptr(frame, op, *operands):
+    mask = frame.get(op.mask) if op.mask is not None else None
+    frame.machine.memory.store(frame.get(op.destination), frame.get(op.value),
+                               pointee(op.destination.type), mask)
+    return (TOKEN_VALUE,)
+
+
+def apply_rmw(mode: AtomicRMWMode, old: np.ndarray, arg: np.ndarray, elem: T.ScalarType) -> np.ndarray:
+    """``mode(old, arg)`` for one or more elements of ``elem``."""
+    if mode is AtomicRMWMode.XCHG:
+        return np.asarray(arg).astype(old.dtype)
+    if mode is AtomicRMWMode.ADDF:
+        from .floatarith import float_op
+        return float_op("add", [old, np.asarray(arg).astype(old.dtype)], elem.name, None)
+    bits = elem.bitwidth
+    if mode in (AtomicRMWMode.MAX, AtomicRMWMode.MIN):
+        x, y = to_signed(old, bits), to_signed(arg, bits)
+        return from_int(np.maximum(x, y) if mode is AtomicRMWMode.MAX else np.minimum(x, y), bits)
+    x, y = to_unsigned(old), to_unsigned(arg)
+    fn = {AtomicRMWMode.AND: np.bitwise_and, AtomicRMWMode.OR: np.bitwise_or,
+          AtomicRMWMode.XOR: np.bitwise_xor, AtomicRMWMode.ADD: np.add,
+          AtomicRMWMode.UMAX: np.maximum, AtomicRMWMode.UMIN: np.minimum}[mode]
+    return from_int(fn(x, y), bits)
+
+
+def atomic_update(memory: Memory, addrs: np.ndarray, elem: T.ScalarType, update,
+                  active: np.ndarray) -> np.ndarray:
+    """Apply ``update(old_element) -> new_element`` at each active address in row-major
+    order, one element at a time; returns the old values (zero where inactive)."""
+    flat = np.asarray(addrs, np.uint64).reshape(-1)
+    act = np.broadcast_to(active, np.shape(addrs)).reshape(-1)
+    olds = np.zeros(flat.shape, dtype=dtype_of(elem))
+    for i in np.nonzero(act)[0]:
+        a = flat[i:i + 1]
+        old = memory.load(a, elem)
+        olds[i] = old[0]
+        new = update(i, old)
+        if new is not None:
+            memory.store(a, new, elem)
+    return olds.reshape(np.shape(addrs))
+
+
+@impl(M.AtomicRMWTkoOp)
+def _atomic_rmw(frame, op, *operands):
+    elem = pointee(op.pointers.type)
+    ptrs = frame.get(op.pointers)
+    arg = np.broadcast_to(frame.get(op.arg), np.shape(ptrs)).reshape(-1)
+    active = frame.get(op.mask) if op.mask is not None else np.ones(np.shape(ptrs), bool)
+    olds = atomic_update(frame.machine.memory, ptrs, elem,
+                         lambda i, old: apply_rmw(op.mode, old, arg[i:i + 1], elem), active)
+    return olds, TOKEN_VALUE
+
+
+@impl(M.AtomicCASTkoOp)
+def _atomic_cas(frame, op, *operands):
+    elem = pointee(op.pointers.type)
+    ptrs = frame.get(op.pointers)
+    shape = np.shape(ptrs)
+    cmp = np.broadcast_to(frame.get(op.cmp), shape).reshape(-1)
+    val = np.broadcast_to(frame.get(op.val), shape).reshape(-1)
+    active = frame.get(op.mask) if op.mask is not None else np.ones(shape, bool)
+    size = storage_bytes(elem)
+
+    def update(i, old):
+        same = encode_elements(old, elem).tobytes() == encode_elements(cmp[i:i + 1], elem).tobytes()
+        return val[i:i + 1] if same else None
+    olds = atomic_update(frame.machine.memory, ptrs, elem, update, active)
+    del size
+    olds = np.where(np.broadcast_to(active, shape), olds, cmp.reshape(shape)).astype(olds.dtype)
+    return olds, TOKEN_VALUE
+
+
+@impl(C.GetGlobalOp)
+def _get_global(frame, op):
+    try:
+        return (np.array(frame.machine.globals[op.attributes["name"]], dtype=np.uint64),)
+    except KeyError:
+        raise InterpError(f"no global named @{op.attributes['name']}", op) from None
+
+
+@impl(M.AllocaOp)
+def _alloca(frame, op):
+    elem = pointee(op.result.type)
+    nbytes = int(op.num_elem) * storage_bytes(elem)
+    addr = frame.machine.memory.allocate(nbytes, f"alloca#{id(op) & 0xFFFF:x}", int(op.alignment or 1))
+    return (np.array(addr, dtype=np.uint64),)
+
+
+@impl(M.MakeTokenOp)
+def _make_token(frame, op):
+    return (TOKEN_VALUE,)
+
+
+@impl(M.JoinTokensOp)
+def _join_tokens(frame, op, *tokens):
+    return (TOKEN_VALUE,)
+
+
+@impl(M.MemoryFenceAliasTkoOp)
+def _fence(frame, op, token):
+    return (TOKEN_VALUE,)
