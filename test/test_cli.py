@@ -407,3 +407,21 @@ def test_same_errors_as_nvidia(run, mutated, mutation, real_tileiras, real_tilei
     ours_d = run([path], tool=disasm)
     assert ours_d.rc == real_d.returncode
     assert ours_d.err.splitlines()[0] == real_d.stderr.decode().splitlines()[0]
+
+
+def test_rejects_what_nvidia_rejects(run, tmp_path, real_tileirdisasm):
+    """cuTile can export modules NVIDIA's verifier refuses; so must ours (exit code 3)."""
+    pytest.importorskip("cuda.tile")
+    from cuda.tile.compilation import export_kernel
+    from kernels.rejected import REJECTED
+
+    for case, message in REJECTED:
+        path = tmp_path / f"{case.name}.tileir"
+        export_kernel(case.kernel, case.signatures(), str(path), gpu_code="sm_90",
+                      output_format="tileir_bytecode", bytecode_version="13.1")
+        real = subprocess.run([real_tileirdisasm, str(path)], capture_output=True, timeout=60)
+        assert real.returncode == 3 and message in real.stderr.decode()
+        for tool, extra in ((disasm, []), (driver, ["--gpu-name", "sm_90"]), (driver, ["--emit=mlir"])):
+            r = run([path, *extra], tool=tool)
+            assert (r.rc, r.out) == (3, ""), r.err
+            assert message in r.err, r.err

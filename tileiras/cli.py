@@ -16,12 +16,15 @@ import tempfile
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
 
 import click
 
 from .errors import EXIT_COMPILE, EXIT_USAGE, TileIRError, UsageError
 from .knobs import knobs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .ir.core import Module
 
 #: The version banner of NVIDIA's tools (cuTile keys its disk cache on this text);
 #: the first line names the tool.
@@ -210,6 +213,16 @@ def _current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def read_module(data: bytes) -> "Module":
+    """Decode and verify bytecode, as NVIDIA's tools do before anything else (exit code 3)."""
+    from .reader import read_bytecode
+    from .verify import check_module
+
+    module = read_bytecode(data, filename=None)  # NVIDIA's messages name no file
+    check_module(module)
+    return module
 
 
 def print_error(err: TileIRError) -> None:

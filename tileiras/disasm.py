@@ -64,10 +64,8 @@ def disassemble_file(path: str, *, debug_info: bool = False) -> str:
     except cli.InputFileError as err:
         # NVIDIA's disassembler doubles the prefix and adds an empty line.
         raise cli.InputFileError(f"{err}\n", exit_code=EXIT_BAD_OPTION) from None
-    from .reader import read_bytecode
-
     try:
-        module = read_bytecode(data, filename=None)  # NVIDIA's messages name no file
+        module = cli.read_module(data)
     except VersionError as err:
         raise reword_version_error(err, data) from None
     from .text.printer import print_module

@@ -201,14 +201,13 @@ class _NoInput(UsageError):
 
 def compile_file(options: DriverOptions) -> int:
     data = cli.read_input_file(options.input)
-    from .reader import read_bytecode
-
-    module = read_bytecode(data, filename=None)  # NVIDIA's messages name no file
+    module = cli.read_module(data)
     if options.emit is not None:
         output = emit_module(module, options)
         cli.write_output(options.output_file or "-", output, EXIT_BAD_OPTION)
         return 0
     check_codegen_options(options, module.version)
+    check_target(module, options.gpu_name)
     raise CompileError("code generation is not implemented yet")
 
 
@@ -234,6 +233,23 @@ def check_codegen_options(options: DriverOptions, file_version: Version) -> None
     if options.device_debug and options.opt_level != 0:
         raise OptionError("optimized debugging is currently not supported, change the "
                           "optimization level to 0 or disable full debug info")
+
+
+class TargetError(CompileError):
+    """The module uses something the target architecture lacks (NVIDIA: exit code 5)."""
+
+    def __str__(self) -> str:
+        return f"{self.message}\nerror: failed to compile Tile IR program"
+
+
+def check_target(module: object, gpu_name: Optional[str]) -> None:
+    """Architecture-specific verification; the rest was verified when the module was read."""
+    from .verify import VerifyError, check_module
+
+    try:
+        check_module(module, gpu_name=gpu_name)
+    except VerifyError as err:
+        raise TargetError(str(err)) from None
 
 
 def help_text() -> str:
