@@ -425,3 +425,16 @@ def test_rejects_what_nvidia_rejects(run, tmp_path, real_tileirdisasm):
             r = run([path, *extra], tool=tool)
             assert (r.rc, r.out) == (3, ""), r.err
             assert message in r.err, r.err
+
+
+def test_arch_incompatibility_is_a_compile_error(run, tileir_store):
+    """fp8 on sm_80: NVIDIA fails the compile (exit 5), after the option checks."""
+    found = tileir_store.get("fp8_convert.sm_90.13.1")
+    if found is None:
+        pytest.skip("cuTile cannot export the fp8 kernel")
+    r = run([found.path, "--gpu-name", "sm_80"])
+    assert r.rc == 5
+    assert "error: Incompatibility with architecture 'sm_80': unsupported type 'f8E4M3FN'" in r.err
+    assert r.err.endswith("\nerror: failed to compile Tile IR program\n")
+    assert run([found.path, "--gpu-name", "sm_80", "-O7"]).rc == 2
+    assert run([found.path, "--gpu-name", "sm_90"]).err == "error: code generation is not implemented yet\n"
