@@ -159,16 +159,29 @@ def print_predicate(a: Attribute) -> str:
 
 
 def dense_elements(a: DenseElementsAttr) -> list[int]:
+    """Element bit patterns of numeric dense data.  i1 data is packed eight
+    elements a byte (least significant bit first); one byte for more than eight
+    elements is a splat; i4/f4 data is packed two a byte."""
     elem = a.type.element if isinstance(a.type, TileType) else a.type
+    shape = a.type.shape if isinstance(a.type, TileType) else ()
     assert isinstance(elem, ScalarType)
     data = a.data
     assert isinstance(data, bytes)
+    count = 1
+    for d in shape:
+        count *= d
+    if elem.bitwidth == 1:
+        if len(data) == (count + 7) // 8:
+            return [(data[i // 8] >> (i % 8)) & 1 for i in range(count)]
+        if len(data) == 1:
+            return [int(data[0] != 0)] * count
+        return [b & 1 for b in data]
     if elem.bitwidth == 4:
         out: list[int] = []
         for b in data:
             out += [b & 0xF, b >> 4]
         return out
-    width = max(elem.bitwidth // 8, 1)
+    width = elem.bitwidth // 8
     return [int.from_bytes(data[i:i + width], "little") for i in range(0, len(data), width)]
 
 

@@ -14,6 +14,7 @@ from typing import Callable, Optional
 from ..ir.core import Block, Function, Operation, Region, Value
 from ..tile import ops_control, ops_core, ops_memory
 from ..ir.types import ScalarType, TileType
+from .attributes import dense_elements
 from .floats import float_name_part
 
 ResultNames = list[tuple[int, str]]
@@ -48,19 +49,8 @@ def _constant_name(op: Operation) -> ResultNames:
 
 
 def constant_scalars(op: Operation) -> list[int]:
-    """Raw element bit patterns of a numeric constant (little-endian data)."""
-    t = op.results[0].type
-    elem = t.element if isinstance(t, TileType) else t
-    data = op.attributes["value"].data
-    width = max(elem.bitwidth, 8) // 8
-    if elem.bitwidth == 1:
-        width = 1
-    if elem.bitwidth == 4:  # packed two per byte
-        out = []
-        for b in data:
-            out += [b & 0xF, b >> 4]
-        return out
-    return [int.from_bytes(data[i:i + width], "little") for i in range(0, len(data), width)]
+    """Raw element bit patterns of a numeric constant."""
+    return dense_elements(op.attributes["value"])
 
 
 def _fixed(name: str) -> Callable[[Operation], ResultNames]:
@@ -305,3 +295,10 @@ class NameTable:
 
 def function_names(function: Function) -> NameTable:
     return NameTable(function.body)
+
+
+def detached_op_names(op: Operation) -> NameTable:
+    """Names for an op that belongs to no block (for debugging dumps)."""
+    block = Block()
+    block.ops.append(op)  # not Block.append: the op keeps its (absent) parent
+    return NameTable(Region([block]))

@@ -20,7 +20,7 @@ from ..tile.registry import Attr, AttrKind, Operand, RegionDef, Result
 from . import directives
 from .attributes import print_attr, print_attr_value, print_inline_value, print_type, symbol_ref
 from .locations import LocationTable
-from .names import NameTable
+from .names import NameTable, detached_op_names
 from .syntax import (AttrDict, Custom, Element, FieldRef, Literal, OptionalGroup, SpacingState, TypeOf,
                      Whitespace, parse_format)
 
@@ -249,7 +249,7 @@ def print_op(op: Operation, names: Optional[NameTable] = None) -> str:
     """One op on its own (for debugging): values are named within the op's
     function when ``op`` is attached to one, else numbered locally."""
     if names is None:
-        names = NameTable(_root_region(op))
+        names = NameTable(_root_region(op)) if op.parent is not None else detached_op_names(op)
     p = OpPrinter(names)
     p.print_op(op)
     return p.text()
@@ -260,8 +260,7 @@ def _root_region(op: Operation) -> Region:
     region = block.parent if block is not None else None
     while region is not None and region.parent is not None and region.parent.parent is not None:
         region = region.parent.parent.parent
-    if region is None:
-        region = Region()
+    assert region is not None
     return region
 
 
