@@ -1,0 +1,184 @@
+"""The host object ptxas embeds as ``.nv.host``: the ``__CUDA_TILEIR_*`` callback table.
+
+NVIDIA's tileiras compiles a small LLVM module (``LLVMDialectModule``) for the host, large
+code model, position independent, and passes the object to ``ptxas --nv-host``.  The CUDA
+driver reads it when it loads a Tile IR cubin.  Its contents (reference ABI notes, section 2a):
+
+* ``__CUDA_TILEIR_FUNC_NAME_i``: kernel i's symbol name, NUL-terminated (``.lrodata``);
+* ``__CUDA_TILEIR_FUNC_ON_ARGUMENTS_CHANGE_i(?, ?, ?, param_buf) -> i32``: fills hidden
+  parameters (tensor maps) from the user arguments; returns 0.  Kernels without hidden
+  parameters have nothing to fill, so here it is ``return 0``;
+* ``__CUDA_TILEIR_FUNC_CALLBACKS``: 64 bytes per kernel, name at +0, callback at +0x28;
+* ``__CUDA_TILEIR_CALLBACKS`` (global): ``{2, 0, 0, 0, 64, &FUNC_CALLBACKS, #kernels, 2,
+  &ON_PRE_LOAD}``;
+* ``__CUDA_TILEIR_ON_PRE_LOAD(tbl, h, ver, out) -> i32`` (global): 1 for ``ver == 0``;
+  for ``ver < 2`` first asks the driver ``(*(tbl + 0x30))(h, 16, &int)``; then copies
+  CALLBACKS into ``__CUDA_TILEIR_CALLBACKS_ON_PRE_LOAD`` (``.lbss``) with slot 2 zeroed,
+  stores its address to ``*out`` and returns 0.
+
+The module is written as LLVM IR text and compiled with llvmlite's X86 back end; the same
+input gives the same bytes.  ``--host-os=windows`` keeps ELF but uses the Microsoft x64
+calling convention.  ``--host-arch=aarch64`` needs an LLVM with the AArch64 target.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from llvmlite import binding as llvm
+
+from ..errors import CompileError
+from .abi import KernelInfo
+
+MODULE_NAME = "LLVMDialectModule"
+CALLBACK_TABLE_VERSION = 2
+FUNC_CALLBACKS_ENTRY_SIZE = 64
+PRE_LOAD_VERSION = 2
+DEVICE_ATTRIBUTE_QUERY = 16  # passed to the driver callback at tbl+0x30 (likely the SM count)
+
+HOST_ARCHS = ("x86_64", "aarch64")
+HOST_OSES = ("linux", "windows")
+
+
+@dataclass(frozen=True)
+class HostTarget:
+    """Where the host object runs: ``--host-arch`` and ``--host-os``."""
+
+    arch: str = "x86_64"
+    os: str = "linux"
+
+    @property
+    def triple(self) -> str:
+        if self.os == "windows":
+            return f"{self.arch}-pc-windows-elf"
+        return f"{self.arch}-unknown-linux-gnu"
+
+    @property
+    def code_model(self) -> str:
+        # The real x86-64 objects use .ltext/.lrodata/.lbss; the AArch64 ones .text/.rodata/.bss.
+        return "large" if self.arch == "x86_64" else "small"
+
+    @property
+    def calling_convention(self) -> str:
+        return "win64cc " if self.os == "windows" and self.arch == "x86_64" else ""
+
+
+def _c_string(name: str) -> tuple[str, int]:
+    """LLVM ``c"..."`` body and byte length (with the NUL) of ``name``."""
+    data = name.encode("utf-8") + b"\0"
+    body = "".join(chr(b) if 0x20 <= b < 0x7F and b not in (0x22, 0x5C) else f"\\{b:02X}"
+                   for b in data)
+    return body, len(data)
+
+
+_TYPES = """\
+%CallbackTable = type { i64, i64, i64, i64, i64, ptr, i64, i64, ptr }
+%FuncCallbacks = type { ptr, i64, i64, i64, i64, ptr, i64, i64 }
+"""
+
+
+def _globals_ir(kernels: Sequence[KernelInfo]) -> str:
+    lines = ["@__CUDA_TILEIR_CALLBACKS_ON_PRE_LOAD = internal global %CallbackTable zeroinitializer"]
+    for i, k in enumerate(kernels):
+        body, size = _c_string(k.name)
+        lines.append(f'@__CUDA_TILEIR_FUNC_NAME_{i} = internal constant [{size} x i8] c"{body}"')
+    entries = ", ".join(
+        f"%FuncCallbacks {{ ptr @__CUDA_TILEIR_FUNC_NAME_{i}, i64 0, i64 0, i64 0, i64 0, "
+        f"ptr @__CUDA_TILEIR_FUNC_ON_ARGUMENTS_CHANGE_{i}, i64 0, i64 0 }}"
+        for i in range(len(kernels)))
+    lines.append(f"@__CUDA_TILEIR_FUNC_CALLBACKS = internal constant "
+                 f"[{len(kernels)} x %FuncCallbacks] [{entries}]")
+    lines.append(
+        f"@__CUDA_TILEIR_CALLBACKS = constant %CallbackTable {{ i64 {CALLBACK_TABLE_VERSION}, "
+        f"i64 0, i64 0, i64 0, i64 {FUNC_CALLBACKS_ENTRY_SIZE}, ptr @__CUDA_TILEIR_FUNC_CALLBACKS, "
+        f"i64 {len(kernels)}, i64 {PRE_LOAD_VERSION}, ptr @__CUDA_TILEIR_ON_PRE_LOAD }}")
+    return "\n".join(lines) + "\n"
+
+
+def _on_arguments_change_ir(index: int, cc: str) -> str:
+    # Emitted last kernel first, as the real tool does (its symbols come out in that order).
+    return (f"define internal {cc}i32 @__CUDA_TILEIR_FUNC_ON_ARGUMENTS_CHANGE_{index}"
+            f"(ptr %0, ptr %1, ptr %2, ptr %param_buf) {{\n  ret i32 0\n}}\n")
+
+
+def _publish_ir(label: str) -> str:
+    """Copy CALLBACKS (slot 2 zeroed) to the static copy and hand out its address."""
+    return f"""\
+{label}:
+  %callbacks.{label} = load %CallbackTable, ptr @__CUDA_TILEIR_CALLBACKS, align 16
+  %copy.{label} = insertvalue %CallbackTable %callbacks.{label}, i64 0, 2
+  store %CallbackTable %copy.{label}, ptr @__CUDA_TILEIR_CALLBACKS_ON_PRE_LOAD, align 16
+  store ptr @__CUDA_TILEIR_CALLBACKS_ON_PRE_LOAD, ptr %out, align 8
+  ret i32 0
+"""
+
+
+def _on_pre_load_ir(cc: str) -> str:
+    # The copy is written out on both paths, as in the real object (two copies, 5 relocations).
+    return f"""\
+define {cc}i32 @__CUDA_TILEIR_ON_PRE_LOAD(ptr %table, ptr %handle, i32 %version, ptr %out) {{
+entry:
+  %value = alloca i32, align 4
+  %unsupported = icmp eq i32 %version, 0
+  br i1 %unsupported, label %refuse, label %check
+check:
+  %old = icmp slt i32 %version, {PRE_LOAD_VERSION}
+  br i1 %old, label %query, label %current
+{_publish_ir("current")}refuse:
+  ret i32 1
+query:
+  %slot = getelementptr inbounds i8, ptr %table, i64 48
+  %query_fn = load ptr, ptr %slot, align 8
+  %ignored = call {cc}i32 %query_fn(ptr %handle, i32 {DEVICE_ATTRIBUTE_QUERY}, ptr %value)
+  br label %queried
+{_publish_ir("queried")}}}
+"""
+
+
+def host_module_ir(kernels: Sequence[KernelInfo], target: HostTarget = HostTarget()) -> str:
+    """The LLVM IR text of the host module for ``kernels`` (in entry order)."""
+    cc = target.calling_convention
+    parts = [f"; ModuleID = '{MODULE_NAME}'\n", f'source_filename = "{MODULE_NAME}"\n',
+             f'target triple = "{target.triple}"\n\n', _TYPES, "\n", _globals_ir(kernels), "\n"]
+    parts += [_on_arguments_change_ir(i, cc) + "\n" for i in reversed(range(len(kernels)))]
+    parts.append(_on_pre_load_ir(cc))
+    return "".join(parts)
+
+
+_initialized = False
+
+
+def _init_llvm() -> None:
+    global _initialized
+    if not _initialized:
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+        _initialized = True
+
+
+def _target_machine(target: HostTarget) -> "llvm.TargetMachine":
+    _init_llvm()
+    try:
+        llvm_target = llvm.Target.from_triple(target.triple)
+    except RuntimeError:
+        raise CompileError(f"host architecture '{target.arch}' is not supported: this LLVM "
+                           f"(llvmlite) lacks its back end") from None
+    return llvm_target.create_target_machine(opt=2, reloc="pic", codemodel=target.code_model)
+
+
+def check_host_target(arch: str, os: str) -> HostTarget:
+    if arch not in HOST_ARCHS:
+        raise CompileError(f"unsupported host architecture '{arch}'")
+    if os not in HOST_OSES:
+        raise CompileError(f"unsupported host OS '{os}'")
+    return HostTarget(arch, os)
+
+
+def build_host_object(kernels: Sequence[KernelInfo], target: HostTarget = HostTarget()) -> bytes:
+    """The ELF relocatable ptxas embeds as ``.nv.host`` (only for modules with kernels)."""
+    tm = _target_machine(target)
+    module = llvm.parse_assembly(host_module_ir(kernels, target))
+    module.triple = target.triple
+    module.data_layout = str(tm.target_data)
+    module.verify()
+    return tm.emit_object(module)
