@@ -14,11 +14,10 @@ from typing import Optional
 from .. import tile  # noqa: F401  (registers every op)
 from ..ir.attrs import DenseElementsAttr
 from ..ir.core import Function, Global, Module, Operation, Region, Value
-from ..ir.types import Type
 from ..tile.ops_core import GlobalOp
 from ..tile.registry import Attr, AttrKind, Operand, RegionDef, Result
 from . import directives
-from .attributes import print_attr, print_attr_value, print_inline_value, print_type, symbol_ref
+from .attributes import print_attr, print_attr_value, print_inline_value, print_type
 from .locations import LocationTable
 from .names import NameTable, detached_op_names
 from .syntax import (AttrDict, Custom, Element, FieldRef, Literal, OptionalGroup, SpacingState, TypeOf,
@@ -262,7 +261,3 @@ def _root_region(op: Operation) -> Region:
         region = region.parent.parent.parent
     assert region is not None
     return region
-
-
-def print_value_type(t: Type) -> str:
-    return print_type(t)
