@@ -136,7 +136,9 @@ def parse_with_click(command: click.Command, prog: str, argv: Sequence[str]) -> 
             lines.append(f"Did you mean '{sorted(e.possibilities)[0]}'?")
         raise CommandLineError(prog, *lines) from None
     except click.BadOptionUsage as e:
-        raise CommandLineError(prog, f"for the {e.option_name} option: requires a value!") from None
+        if "requires an argument" in e.message:
+            raise CommandLineError(prog, f"for the {e.option_name} option: requires a value!") from None
+        raise CommandLineError(prog, f"for the {e.option_name} option: {e.message}") from None
     except click.BadParameter as e:
         name = e.param_hint if isinstance(e.param_hint, str) else (e.param.opts[0] if e.param else "?")
         raise CommandLineError(prog, f"for the {name.strip(chr(39) + chr(34))} option: {e.message}") from None
