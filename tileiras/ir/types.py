@@ -58,7 +58,9 @@ F8E4M3FN, F8E5M2, F8E8M0FNU, F4E2M1FN, FNV8E5M3FNU = (
 class PtrAttr(enum.IntEnum):
     """Pointer classification carried by ptr and tensor_view types (13.4+)."""
 
-    MULTICAST = 0
+    NONE = 0
+    UNICAST = 1
+    MULTICAST = 2
 
     @property
     def keyword(self) -> str:

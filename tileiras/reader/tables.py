@@ -212,6 +212,8 @@ def dense_payload_ok(t: T.Type, data: bytes) -> bool:
     """Is ``data`` a valid raw buffer (full or splat) for tile type ``t``?"""
     if not isinstance(t, T.TileType) or not isinstance(t.element, T.ScalarType):
         return False
+    if t.element.bitwidth == 1:  # i1 elements are packed eight to a byte
+        return len(data) in ((t.num_elements + 7) // 8, 1)
     elem_bytes = max(1, t.element.bitwidth // 8) if t.element.name != "tf32" else 4
     return len(data) in (elem_bytes * t.num_elements, elem_bytes)
 
