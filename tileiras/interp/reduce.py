@@ -19,7 +19,7 @@ from .values import decode_scalar_attr, scalar_of
 
 def _identities(op) -> list[np.ndarray]:
     return [decode_scalar_attr(a, scalar_of(v.type))
-            for a, v in zip(op.identities.elements, op.operand_group(0))]
+            for a, v in zip(getattr(op.identities, "elements", op.identities), op.operand_group(0))]
 
 
 def _combine(frame, op, elements: list[np.ndarray], accs: list[np.ndarray]) -> list[np.ndarray]:
@@ -39,7 +39,7 @@ def _reduce(frame, op, *tiles):
     accs = [np.broadcast_to(i, out_shape).astype(t.dtype) for i, t in zip(_identities(op), tiles)]
     for j in range(tiles[0].shape[dim]):
         accs = _combine(frame, op, [np.take(t, j, axis=dim) for t in tiles], accs)
-    return tuple(np.ascontiguousarray(a) for a in accs)
+    return tuple(np.array(a, copy=True) for a in accs)
 
 
 @impl(C.ScanOp)

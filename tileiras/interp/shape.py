@@ -39,7 +39,7 @@ def _reshape(frame, op, x):
 
 @impl(C.PermuteOp)
 def _permute(frame, op, x):
-    return (np.ascontiguousarray(np.transpose(x, tuple(op.permutation))),)
+    return (np.array(np.transpose(x, tuple(op.permutation)), copy=True, order="C"),)
 
 
 @impl(C.CatOp)
@@ -54,7 +54,7 @@ def _slices(indices, sub_shape: tuple[int, ...]) -> tuple[slice, ...]:
 
 @impl(C.ExtractOp)
 def _extract(frame, op, source, *indices):
-    return (np.ascontiguousarray(source[_slices(indices, _shape(op.result))]).copy(),)
+    return (np.array(source[_slices(indices, _shape(op.result))], copy=True, order="C"),)
 
 
 @impl(C.InsertOp)

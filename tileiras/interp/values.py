@@ -154,9 +154,10 @@ def decode_scalar_attr(attr: A.Attribute, elem: T.Type) -> np.ndarray:
 
 def bitcast_array(x: np.ndarray, dst: np.dtype) -> np.ndarray:
     """Reinterpret the bits of equal-width elements (handles the bool container of i1)."""
-    x = np.ascontiguousarray(x)
+    x = np.array(x, copy=True, order="C")
+    shape = x.shape
     if x.dtype == np.bool_:
         x = x.astype(np.uint8)
     if dst == np.bool_:
-        return x.view(np.uint8) != 0
-    return x.view(dst)
+        return (x.view(np.uint8) != 0).reshape(shape)
+    return x.view(dst).reshape(shape)
