@@ -1,0 +1,563 @@
+"""Element-wise ops: integer and float arithmetic, math, comparisons, conversions.
+
+Each emitter maps a scalar function over the registers of its operands (all in
+the same layout, TileAS saw to that).  Default IEEE rounding uses plain LLVM
+instructions; other rounding modes and flush-to-zero are spelled in PTX through
+``intrinsics``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from llvmlite import ir
+
+from ..errors import CompileError
+from ..ir import types as T
+from ..ir.core import Operation
+from ..tile import ops_arith as AR
+from ..tile import ops_control as CF
+from ..tile import ops_core as CO
+from ..tile.enums import ComparisonOrdering, ComparisonPredicate, RoundingMode, Signedness
+from . import intrinsics as X
+from .nvvm import KernelEmitter, emits
+from .values import BF16, TileVal, llvm_type
+
+F32 = ir.FloatType()
+
+
+def map_regs(em: KernelEmitter, op: Operation, fn: Callable[..., ir.Value], operands: int | None = None) -> None:
+    n = len(op.operands) if operands is None else operands
+    tiles = [em.tile(op, i) for i in range(n)]
+    layout = em.result_layout(op.results[0])
+    count = len(tiles[0].regs)
+    em.put(op.results[0], TileVal(layout, [fn(*(t.regs[r] for t in tiles)) for r in range(count)]))
+
+
+def elem(op: Operation, i: int = 0) -> T.ScalarType:
+    e = T.element_type(op.operands[i].type)
+    assert isinstance(e, T.ScalarType)
+    return e
+
+
+def ptx_float(t: ir.Type) -> str:
+    if isinstance(t, ir.HalfType):
+        return "f16"
+    if isinstance(t, ir.DoubleType):
+        return "f64"
+    if t == BF16:
+        return "bf16"
+    return "f32"
+
+
+_ROUND = {RoundingMode.NEAREST_EVEN: "rn", RoundingMode.ZERO: "rz", RoundingMode.NEGATIVE_INF: "rm",
+          RoundingMode.POSITIVE_INF: "rp"}
+
+
+def _float_binary(llvm_op: str, ptx_op: str) -> Callable[[KernelEmitter, Operation], None]:
+    def emit(em: KernelEmitter, op: Operation) -> None:
+        b = em.b
+        mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
+        ftz = bool(op.attributes.get("flush_to_zero"))
+
+        def one(x: ir.Value, y: ir.Value) -> ir.Value:
+            if mode == RoundingMode.NEAREST_EVEN and not ftz:
+                return getattr(b, llvm_op)(x, y)
+            if x.type == BF16 or isinstance(x.type, ir.HalfType):
+                return _via_f32(b, lambda u, v: X.fp_asm_binary(b, f"{ptx_op}.{_mode(mode)}{'.ftz' if ftz else ''}.f32", u, v), x, y)
+            return X.fp_asm_binary(b, f"{ptx_op}.{_mode(mode)}{'.ftz' if ftz and ptx_float(x.type) == 'f32' else ''}.{ptx_float(x.type)}", x, y)
+        map_regs(em, op, one)
+    return emit
+
+
+def _mode(mode: RoundingMode) -> str:
+    if mode in _ROUND:
+        return _ROUND[mode]
+    if mode == RoundingMode.APPROX:
+        return "approx"
+    if mode == RoundingMode.FULL:
+        return "full"
+    raise CompileError(f"rounding mode '{mode.keyword}' is not valid here")
+
+
+def _via_f32(b: ir.IRBuilder, fn: Callable[..., ir.Value], *xs: ir.Value) -> ir.Value:
+    t = xs[0].type
+    wide = [b.fpext(x, F32) for x in xs]
+    return b.fptrunc(fn(*wide), t)
+
+
+emits(AR.AddFOp)(_float_binary("fadd", "add"))
+emits(AR.SubFOp)(_float_binary("fsub", "sub"))
+emits(AR.MulFOp)(_float_binary("fmul", "mul"))
+
+
+@emits(AR.DivFOp)
+def _divf(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    mode = op.rounding_mode
+    ftz = ".ftz" if op.flush_to_zero else ""
+
+    def one(x: ir.Value, y: ir.Value) -> ir.Value:
+        if mode == RoundingMode.NEAREST_EVEN and not ftz:
+            return b.fdiv(x, y)
+        if ptx_float(x.type) in ("f16", "bf16"):
+            return _via_f32(b, lambda u, v: X.fp_asm_binary(b, f"div.{_mode(mode)}{ftz}.f32", u, v), x, y)
+        if ptx_float(x.type) == "f64":
+            return X.fp_asm_binary(b, f"div.{_ROUND.get(mode, 'rn')}.f64", x, y)
+        return X.fp_asm_binary(b, f"div.{_mode(mode)}{ftz}.f32", x, y)
+    map_regs(em, op, one)
+
+
+@emits(AR.FmaOp)
+def _fma(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    mode = op.rounding_mode
+    ftz = ".ftz" if op.flush_to_zero else ""
+
+    def one(x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+        if mode == RoundingMode.NEAREST_EVEN and not ftz:
+            return X.math_call(b, f"llvm.fma.{_intrinsic_suffix(x.type)}", [x, y, z])
+        if ptx_float(x.type) in ("f16", "bf16"):
+            return _via_f32(b, lambda u, v, w: X.fp_asm_ternary(b, f"fma.{_mode(mode)}{ftz}.f32", u, v, w), x, y, z)
+        return X.fp_asm_ternary(b, f"fma.{_mode(mode)}{ftz if ptx_float(x.type) == 'f32' else ''}.{ptx_float(x.type)}", x, y, z)
+    map_regs(em, op, one)
+
+
+def _intrinsic_suffix(t: ir.Type) -> str:
+    return {"f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64"}[ptx_float(t)]
+
+
+@emits(AR.NegFOp)
+def _negf(em: KernelEmitter, op: Operation) -> None:
+    map_regs(em, op, lambda x: em.b.fneg(x))
+
+
+@emits(AR.AbsFOp)
+def _absf(em: KernelEmitter, op: Operation) -> None:
+    map_regs(em, op, lambda x: X.math_call(em.b, f"llvm.fabs.{_intrinsic_suffix(x.type)}", [x]))
+
+
+def _float_unary_intrinsic(name: str) -> Callable[[KernelEmitter, Operation], None]:
+    def emit(em: KernelEmitter, op: Operation) -> None:
+        map_regs(em, op, lambda x: X.math_call(em.b, f"llvm.{name}.{_intrinsic_suffix(x.type)}", [x]))
+    return emit
+
+
+emits(AR.FloorOp)(_float_unary_intrinsic("floor"))
+emits(AR.CeilOp)(_float_unary_intrinsic("ceil"))
+
+
+@emits(AR.SqrtOp)
+def _sqrt(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
+    ftz = ".ftz" if op.flush_to_zero else ""
+
+    def one(x: ir.Value) -> ir.Value:
+        if mode == RoundingMode.NEAREST_EVEN and not ftz:
+            return X.math_call(b, f"llvm.sqrt.{_intrinsic_suffix(x.type)}", [x])
+        kind = ptx_float(x.type)
+        if kind in ("f16", "bf16"):
+            return _via_f32(b, lambda u: X.fp_asm_unary(b, f"sqrt.{_mode(mode)}{ftz}.f32", u), x)
+        return X.fp_asm_unary(b, f"sqrt.{_mode(mode)}{ftz if kind == 'f32' else ''}.{kind}", x)
+    map_regs(em, op, one)
+
+
+def _approx_f32(inst: str) -> Callable[[ir.IRBuilder, ir.Value], ir.Value]:
+    """An approximate f32 instruction, applied in f32 to narrower floats."""
+    def apply(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        kind = ptx_float(x.type)
+        if kind == "f32":
+            return X.fp_asm_unary(b, inst, x)
+        if kind == "f64":
+            return b.fpext(X.fp_asm_unary(b, inst, b.fptrunc(x, F32)), x.type)
+        return _via_f32(b, lambda u: X.fp_asm_unary(b, inst, u), x)
+    return apply
+
+
+ex2 = _approx_f32("ex2.approx.f32")
+lg2 = _approx_f32("lg2.approx.f32")
+sin_approx = _approx_f32("sin.approx.f32")
+cos_approx = _approx_f32("cos.approx.f32")
+rsqrt_approx = _approx_f32("rsqrt.approx.f32")
+
+
+def _const(t: ir.Type, v: float) -> ir.Constant:
+    return ir.Constant(t, v)
+
+
+def _scaled(b: ir.IRBuilder, fn: Callable, x: ir.Value, pre: float = 1.0, post: float = 1.0) -> ir.Value:
+    if pre != 1.0:
+        x = b.fmul(x, _const(x.type, pre))
+    y = fn(b, x)
+    if post != 1.0:
+        y = b.fmul(y, _const(y.type, post))
+    return y
+
+
+def _math(fn: Callable[[ir.IRBuilder, ir.Value], ir.Value]) -> Callable[[KernelEmitter, Operation], None]:
+    def emit(em: KernelEmitter, op: Operation) -> None:
+        map_regs(em, op, lambda x: fn(em.b, x))
+    return emit
+
+
+emits(AR.ExpOp)(_math(lambda b, x: _scaled(b, ex2, x, pre=math.log2(math.e))))
+emits(AR.Exp2Op)(_math(ex2))
+emits(AR.LogOp)(_math(lambda b, x: _scaled(b, lg2, x, post=math.log(2.0))))
+emits(AR.Log2Op)(_math(lg2))
+emits(AR.SinOp)(_math(sin_approx))
+emits(AR.CosOp)(_math(cos_approx))
+emits(AR.RsqrtOp)(_math(rsqrt_approx))
+
+
+def _tan(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return b.fdiv(sin_approx(b, x), cos_approx(b, x))
+
+
+def _exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return _scaled(b, ex2, x, pre=math.log2(math.e))
+
+
+def _sinh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return b.fmul(b.fsub(_exp(b, x), _exp(b, b.fneg(x))), _const(x.type, 0.5))
+
+
+def _cosh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return b.fmul(b.fadd(_exp(b, x), _exp(b, b.fneg(x))), _const(x.type, 0.5))
+
+
+def _tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    # tanh(x) = sign(x) * (1 - 2 / (exp(2|x|) + 1)), exact at 0 and saturating at +-1
+    ax = X.math_call(b, f"llvm.fabs.{_intrinsic_suffix(x.type)}", [x])
+    e = _exp(b, b.fmul(ax, _const(x.type, 2.0)))
+    t = b.fsub(_const(x.type, 1.0), b.fdiv(_const(x.type, 2.0), b.fadd(e, _const(x.type, 1.0))))
+    return X.math_call(b, f"llvm.copysign.{_intrinsic_suffix(x.type)}", [t, x])
+
+
+emits(AR.TanOp)(_math(_tan))
+emits(AR.SinHOp)(_math(_sinh))
+emits(AR.CosHOp)(_math(_cosh))
+emits(AR.TanHOp)(_math(_tanh))
+
+
+def _pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """|x|^y via exp2(y * log2|x|); negative bases with integral exponents keep
+    the sign of odd powers, with other exponents give NaN."""
+    sfx = _intrinsic_suffix(x.type)
+    ax = X.math_call(b, f"llvm.fabs.{sfx}", [x])
+    mag = ex2(b, b.fmul(y, lg2(b, ax)))
+    mag = b.select(b.fcmp_ordered("==", y, _const(y.type, 0.0)), _const(x.type, 1.0), mag)
+    y_int = b.fcmp_ordered("==", X.math_call(b, f"llvm.trunc.{sfx}", [y]), y)
+    half = b.fmul(y, _const(y.type, 0.5))
+    odd = b.fcmp_ordered("!=", X.math_call(b, f"llvm.trunc.{sfx}", [half]), half)
+    neg = b.fcmp_ordered("<", x, _const(x.type, 0.0))
+    signed = b.select(b.and_(neg, b.and_(y_int, odd)), b.fneg(mag), mag)
+    return b.select(b.and_(neg, b.not_(y_int)), _const(x.type, float("nan")), signed)
+
+
+@emits(AR.FPowFOp)
+def _powf(em: KernelEmitter, op: Operation) -> None:
+    map_regs(em, op, lambda x, y: _pow(em.b, x, y))
+
+
+@emits(AR.FPowIOp)
+def _powi(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+
+    def one(x: ir.Value, n: ir.Value) -> ir.Value:
+        return _pow(b, x, b.sitofp(n, x.type))
+    map_regs(em, op, one)
+
+
+@emits(AR.Atan2Op)
+def _atan2(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+
+    def one(y: ir.Value, x: ir.Value) -> ir.Value:
+        t = y.type
+        ax = X.math_call(b, f"llvm.fabs.{_intrinsic_suffix(t)}", [x])
+        ay = X.math_call(b, f"llvm.fabs.{_intrinsic_suffix(t)}", [y])
+        mx = X.math_call(b, f"llvm.maxnum.{_intrinsic_suffix(t)}", [ax, ay])
+        mn = X.math_call(b, f"llvm.minnum.{_intrinsic_suffix(t)}", [ax, ay])
+        a = b.fdiv(mn, mx)
+        s = b.fmul(a, a)
+        # minimax polynomial for atan on [0, 1] (max error ~1e-5 rad)
+        coeffs = [-0.0464964749, 0.15931422, -0.327622764, 1.0]
+        p = _const(t, coeffs[0])
+        for c in coeffs[1:]:
+            p = b.fadd(b.fmul(p, s), _const(t, c))
+        r = b.fmul(p, a)
+        r = b.select(b.fcmp_ordered(">", ay, ax), b.fsub(_const(t, math.pi / 2), r), r)
+        r = b.select(b.fcmp_ordered("<", x, _const(t, 0.0)), b.fsub(_const(t, math.pi), r), r)
+        r = b.select(b.fcmp_ordered("==", mx, _const(t, 0.0)), _const(t, 0.0), r)
+        return X.math_call(b, f"llvm.copysign.{_intrinsic_suffix(t)}", [r, y])
+    map_regs(em, op, one)
+
+
+@emits(AR.MaxFOp, AR.MinFOp)
+def _minmaxf(em: KernelEmitter, op: Operation) -> None:
+    which = "max" if isinstance(op, AR.MaxFOp) else "min"
+    name = f"{which}imum" if op.attributes.get("propagate_nan") else f"{which}num"
+    map_regs(em, op, lambda x, y: X.math_call(em.b, f"llvm.{name}.{_intrinsic_suffix(x.type)}", [x, y]))
+
+
+@emits(AR.RemFOp)
+def _remf(em: KernelEmitter, op: Operation) -> None:
+    map_regs(em, op, lambda x, y: em.b.frem(x, y))
+
+
+# -- integers -----------------------------------------------------------------------
+def _int_binary(fn: Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value]):
+    def emit(em: KernelEmitter, op: Operation) -> None:
+        map_regs(em, op, lambda x, y: fn(em.b, x, y))
+    return emit
+
+
+emits(AR.AddIOp)(_int_binary(lambda b, x, y: b.add(x, y)))
+emits(AR.SubIOp)(_int_binary(lambda b, x, y: b.sub(x, y)))
+emits(AR.MulIOp)(_int_binary(lambda b, x, y: b.mul(x, y)))
+emits(AR.AndIOp)(_int_binary(lambda b, x, y: b.and_(x, y)))
+emits(AR.OrIOp)(_int_binary(lambda b, x, y: b.or_(x, y)))
+emits(AR.XOrIOp)(_int_binary(lambda b, x, y: b.xor(x, y)))
+
+
+def _signed(op: Operation) -> bool:
+    return op.attributes.get("signedness", Signedness.SIGNED) == Signedness.SIGNED
+
+
+@emits(AR.ShLIOp)
+def _shl(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+
+    def one(x: ir.Value, n: ir.Value) -> ir.Value:
+        big = b.icmp_unsigned(">=", n, ir.Constant(n.type, x.type.width))
+        return b.select(big, ir.Constant(x.type, 0), b.shl(x, n))
+    map_regs(em, op, one)
+
+
+@emits(AR.ShRIOp)
+def _shr(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    signed = _signed(op)
+
+    def one(x: ir.Value, n: ir.Value) -> ir.Value:
+        width = ir.Constant(n.type, x.type.width - 1)
+        big = b.icmp_unsigned(">", n, width)
+        if signed:  # shifting past the width fills with the sign bit
+            return b.ashr(x, b.select(big, width, n))
+        return b.select(big, ir.Constant(x.type, 0), b.lshr(x, n))
+    map_regs(em, op, one)
+
+
+@emits(AR.DivIOp)
+def _divi(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    signed = _signed(op)
+    mode = op.attributes.get("rounding", RoundingMode.ZERO)
+
+    def one(x: ir.Value, y: ir.Value) -> ir.Value:
+        q = b.sdiv(x, y) if signed else b.udiv(x, y)
+        if mode == RoundingMode.ZERO:
+            return q
+        r = b.srem(x, y) if signed else b.urem(x, y)
+        zero = ir.Constant(x.type, 0)
+        inexact = b.icmp_unsigned("!=", r, zero)
+        if signed:
+            same_sign = b.icmp_signed(">=", b.xor(x, y), zero)
+        else:
+            same_sign = ir.Constant(ir.IntType(1), 1)
+        if mode == RoundingMode.POSITIVE_INF:
+            return b.select(b.and_(inexact, same_sign), b.add(q, ir.Constant(x.type, 1)), q)
+        if mode == RoundingMode.NEGATIVE_INF:
+            return b.select(b.and_(inexact, b.not_(same_sign)), b.sub(q, ir.Constant(x.type, 1)), q)
+        raise CompileError(f"divi rounding '{mode.keyword}' is not supported")
+    map_regs(em, op, one)
+
+
+@emits(AR.RemIOp)
+def _remi(em: KernelEmitter, op: Operation) -> None:
+    signed = _signed(op)
+    map_regs(em, op, lambda x, y: em.b.srem(x, y) if signed else em.b.urem(x, y))
+
+
+@emits(AR.MaxIOp, AR.MinIOp)
+def _minmaxi(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    signed = _signed(op)
+    cmp = ">" if isinstance(op, AR.MaxIOp) else "<"
+
+    def one(x: ir.Value, y: ir.Value) -> ir.Value:
+        c = b.icmp_signed(cmp, x, y) if signed else b.icmp_unsigned(cmp, x, y)
+        return b.select(c, x, y)
+    map_regs(em, op, one)
+
+
+@emits(AR.AbsIOp)
+def _absi(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    map_regs(em, op, lambda x: b.select(b.icmp_signed("<", x, ir.Constant(x.type, 0)), b.neg(x), x))
+
+
+@emits(AR.NegIOp)
+def _negi(em: KernelEmitter, op: Operation) -> None:
+    map_regs(em, op, lambda x: em.b.neg(x))
+
+
+@emits(AR.MulhiIOp)
+def _mulhi(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+
+    def one(x: ir.Value, y: ir.Value) -> ir.Value:
+        w = x.type.width
+        wide = ir.IntType(2 * w)
+        p = b.mul(b.zext(x, wide), b.zext(y, wide))
+        return b.trunc(b.lshr(p, ir.Constant(wide, w)), x.type)
+    map_regs(em, op, one)
+
+
+# -- comparisons and select ------------------------------------------------------------
+_PRED = {ComparisonPredicate.EQUAL: "==", ComparisonPredicate.NOT_EQUAL: "!=",
+         ComparisonPredicate.LESS_THAN: "<", ComparisonPredicate.LESS_THAN_OR_EQUAL: "<=",
+         ComparisonPredicate.GREATER_THAN: ">", ComparisonPredicate.GREATER_THAN_OR_EQUAL: ">="}
+
+
+@emits(AR.CmpIOp)
+def _cmpi(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    pred = _PRED[op.comparison_predicate]
+    signed = _signed(op)
+    map_regs(em, op, lambda x, y: b.icmp_signed(pred, x, y) if signed else b.icmp_unsigned(pred, x, y))
+
+
+@emits(AR.CmpFOp)
+def _cmpf(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    pred = _PRED[op.comparison_predicate]
+    ordered = op.comparison_ordering == ComparisonOrdering.ORDERED
+    map_regs(em, op, lambda x, y: b.fcmp_ordered(pred, x, y) if ordered else b.fcmp_unordered(pred, x, y))
+
+
+@emits(CO.SelectOp)
+def _select(em: KernelEmitter, op: Operation) -> None:
+    map_regs(em, op, lambda c, x, y: em.b.select(c, x, y))
+
+
+@emits(CF.AssumeOp)
+def _assume(em: KernelEmitter, op: Operation) -> None:
+    em.put(op.result, em.values[op.value])
+
+
+# -- conversions ---------------------------------------------------------------------
+@emits(CO.ExtIOp)
+def _exti(em: KernelEmitter, op: Operation) -> None:
+    to = llvm_type(op.result.type)
+    signed = _signed(op)
+    map_regs(em, op, lambda x: em.b.sext(x, to) if signed else em.b.zext(x, to))
+
+
+@emits(CO.TruncIOp)
+def _trunci(em: KernelEmitter, op: Operation) -> None:
+    to = llvm_type(op.result.type)
+    map_regs(em, op, lambda x: em.b.trunc(x, to))
+
+
+@emits(CO.IToFOp)
+def _itof(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    to = llvm_type(op.result.type)
+    signed = _signed(op)
+    mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
+    dst = T.element_type(op.result.type)
+    if not isinstance(to, (ir.HalfType, ir.FloatType, ir.DoubleType)) and to != BF16:
+        raise CompileError(f"itof to {dst} is not supported yet")
+
+    def one(x: ir.Value) -> ir.Value:
+        if mode == RoundingMode.NEAREST_EVEN:
+            return b.sitofp(x, to) if signed else b.uitofp(x, to)
+        src = f"{'s' if signed else 'u'}{x.type.width}"
+        return X.cvt_asm(b, f"cvt.{_ROUND[mode]}.{ptx_float(to)}.{src}", x, to)
+    map_regs(em, op, one)
+
+
+@emits(CO.FToIOp)
+def _ftoi(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    to = llvm_type(op.result.type)
+    signed = _signed(op)
+    mode = op.attributes.get("rounding_mode", RoundingMode.ZERO)
+    rnd = {RoundingMode.ZERO: "rzi", RoundingMode.NEAREST_EVEN: "rni", RoundingMode.NEGATIVE_INF: "rmi",
+           RoundingMode.POSITIVE_INF: "rpi", RoundingMode.NEAREST_INT_TO_ZERO: "rzi"}.get(mode, "rzi")
+
+    def one(x: ir.Value) -> ir.Value:
+        # PTX cvt saturates out-of-range values and maps NaN to 0
+        width = max(16, to.width)
+        kind = ptx_float(x.type)
+        src = x if kind != "bf16" else b.fpext(x, F32)
+        r = X.cvt_asm(b, f"cvt.{rnd}.{'s' if signed else 'u'}{width}.{'f32' if kind == 'bf16' else kind}",
+                      src, ir.IntType(width))
+        return b.trunc(r, to) if width != to.width else r
+    map_regs(em, op, one)
+
+
+@emits(CO.FToFOp)
+def _ftof(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    src_t, dst_t = T.element_type(op.from_.type), T.element_type(op.result.type)
+    to = llvm_type(op.result.type)
+    if src_t.bitwidth < 16 or dst_t.bitwidth < 16 or src_t.name == "tf32" or dst_t.name == "tf32":
+        raise CompileError(f"ftof from {src_t} to {dst_t} is not supported yet")
+    mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
+
+    def one(x: ir.Value) -> ir.Value:
+        if dst_t.bitwidth > src_t.bitwidth or (dst_t.bitwidth == src_t.bitwidth and dst_t.name == "f32"):
+            return b.fpext(x, to) if dst_t.bitwidth > src_t.bitwidth else x
+        if x.type == BF16 and isinstance(to, ir.HalfType) or isinstance(x.type, ir.HalfType) and to == BF16:
+            return b.fptrunc(b.fpext(x, F32), to)
+        if mode == RoundingMode.NEAREST_EVEN:
+            return b.fptrunc(x, to)
+        return X.cvt_asm(b, f"cvt.{_ROUND[mode]}.{ptx_float(to)}.{ptx_float(x.type)}", x, to)
+    map_regs(em, op, one)
+
+
+@emits(CO.BitcastOp)
+def _bitcast(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    to = llvm_type(op.result.type)
+
+    def one(x: ir.Value) -> ir.Value:
+        if isinstance(x.type, ir.PointerType):
+            return b.ptrtoint(x, to)
+        if isinstance(to, ir.PointerType):
+            return b.inttoptr(x, to)
+        return b.bitcast(x, to)
+    map_regs(em, op, one)
+
+
+@emits(CO.PtrToIntOp)
+def _ptr_to_int(em: KernelEmitter, op: Operation) -> None:
+    to = llvm_type(op.result.type)
+    map_regs(em, op, lambda x: em.b.ptrtoint(x, to))
+
+
+@emits(CO.IntToPtrOp)
+def _int_to_ptr(em: KernelEmitter, op: Operation) -> None:
+    to = llvm_type(op.result.type)
+    map_regs(em, op, lambda x: em.b.inttoptr(x, to))
+
+
+@emits(CO.PtrToPtrOp)
+def _ptr_to_ptr(em: KernelEmitter, op: Operation) -> None:
+    map_regs(em, op, lambda x: x)
+
+
+@emits(CO.OffsetOp)
+def _offset(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    pointee = T.element_type(op.ptr.type)
+    assert isinstance(pointee, T.PointerType)
+    size = max(1, pointee.pointee.bitwidth // 8) if isinstance(pointee.pointee, T.ScalarType) else 8
+
+    def one(p: ir.Value, off: ir.Value) -> ir.Value:
+        o = b.sext(off, ir.IntType(64)) if off.type.width < 64 else off
+        return b.gep(p, [b.mul(o, ir.Constant(ir.IntType(64), size))], source_etype=ir.IntType(8))
+    map_regs(em, op, one)

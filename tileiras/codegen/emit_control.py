@@ -1,0 +1,377 @@
+"""Structured control flow (if/for/loop with yield/continue/break/return), tile
+block ids, tokens, print and assert.
+
+Loop-carried tiles and if results are in their canonical layout (TileAS), so
+each register becomes one LLVM phi.  Phis of merge and exit blocks are built
+once every edge into them has been emitted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from llvmlite import ir
+
+from ..errors import CompileError
+from ..ir import types as T
+from ..ir.core import Operation, Value
+from ..lower.tileas import element_bytes
+from ..tile import ops_control as CF
+from ..tile import ops_core as CO
+from ..tile import ops_memory as MEM
+from . import intrinsics as X
+from .nvvm import I32, I64, KernelEmitter, emits
+from .values import TileVal, byte_gep
+
+Incoming = tuple[ir.Block, list[list[ir.Value]]]
+
+
+@dataclass
+class Frame:
+    """One enclosing structured op: where yield/continue/break go."""
+
+    op: Operation
+    merge: Optional[ir.Block] = None                  # if: after both branches; loop: exit
+    header: Optional[ir.Block] = None                 # loops: the header with the phis
+    header_phis: list[list[ir.PhiInstr]] = field(default_factory=list)
+    exits: list[Incoming] = field(default_factory=list)
+    iv_next: Optional[ir.Value] = None                # for: the induction step
+
+
+def _regs_of(em: KernelEmitter, op: Operation) -> list[list[ir.Value]]:
+    return [em.tile(op, i).regs for i in range(len(op.operands))]
+
+
+def _bind_phis(em: KernelEmitter, block: ir.Block, results: list[Value], incoming: list[Incoming]) -> None:
+    """At the top of ``block``: one phi per register of each result."""
+    em.b.position_at_start(block)
+    for k, r in enumerate(results):
+        layout = em.result_layout(r) if r in em.tas.layouts else None
+        if layout is None:
+            em.put(r, None)
+            continue
+        regs = []
+        for j in range(layout.size("reg")):
+            first = incoming[0][1][k][j]
+            if all(inc[1][k][j] is first for inc in incoming):
+                regs.append(first)
+                continue
+            phi = em.b.phi(first.type)
+            for blk, vals in incoming:
+                phi.add_incoming(vals[k][j], blk)
+            regs.append(phi)
+        em.put(r, TileVal(layout, regs))
+    em.b.position_at_end(block)
+
+
+def _tile_results(results: list[Value]) -> list[Value]:
+    return [r for r in results if not isinstance(r.type, T.TokenType)]
+
+
+@emits(CF.IfOp)
+def _if(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    cond = em.scalar(op, 0)
+    then_bb = em.llfn.append_basic_block("if.then")
+    else_bb = em.llfn.append_basic_block("if.else")
+    merge = em.llfn.append_basic_block("if.end")
+    b.cbranch(cond, then_bb, else_bb)
+    frame = Frame(op, merge=merge)
+    em.frames.append(frame)
+    for region, bb in zip(op.regions, (then_bb, else_bb)):
+        b.position_at_end(bb)
+        if region.blocks:
+            em.emit_block(region.blocks[0])
+        if not b.block.is_terminated:  # an empty else region yields nothing
+            frame.exits.append((b.block, []))
+            b.branch(merge)
+    em.frames.pop()
+    b.position_at_end(merge)
+    if not frame.exits:
+        b.unreachable()
+        return
+    _bind_results(em, op, frame.exits, merge)
+
+
+def _bind_results(em: KernelEmitter, op: Operation, exits: list[Incoming], block: ir.Block) -> None:
+    results = list(op.results)
+    full = [(blk, vals) for blk, vals in exits if len(vals) == len(results)]
+    if results and len(full) != len(exits):
+        raise CompileError(f"'{op.name}' region ends without yielding its results")
+    # tokens carry no registers: give them empty lists
+    norm = [(blk, [v if v is not None else [] for v in vals]) for blk, vals in full]
+    if results:
+        _bind_phis(em, block, results, norm)
+
+
+def _token_or_regs(em: KernelEmitter, op: Operation) -> list:
+    out = []
+    for i, v in enumerate(op.operands):
+        out.append(None if isinstance(v.type, T.TokenType) or v not in em.tas.layouts and not
+                   isinstance(em.values.get(v), TileVal) else em.tile(op, i).regs)
+    return out
+
+
+@emits(CF.YieldOp)
+def _yield(em: KernelEmitter, op: Operation) -> None:
+    frame = _enclosing(em, (CF.IfOp,), op)
+    frame.exits.append((em.b.block, _token_or_regs(em, op)))
+    em.b.branch(frame.merge)
+
+
+@emits(CF.ContinueOp)
+def _continue(em: KernelEmitter, op: Operation) -> None:
+    frame = _enclosing(em, (CF.ForOp, CF.LoopOp), op)
+    vals = _token_or_regs(em, op)
+    block = em.b.block
+    if isinstance(frame.op, CF.ForOp):
+        iv = frame.header_phis[0][0]
+        step = frame.iv_next
+        next_iv = em.b.add(iv, step)
+        frame.header_phis[0][0].add_incoming(next_iv, em.b.block)
+        carried = frame.header_phis[1:]
+    else:
+        carried = frame.header_phis
+    for phis, regs in zip(carried, vals):
+        for phi, v in zip(phis, regs or []):
+            phi.add_incoming(v, block)
+    em.b.branch(frame.header)
+
+
+@emits(CF.BreakOp)
+def _break(em: KernelEmitter, op: Operation) -> None:
+    frame = _enclosing(em, (CF.LoopOp,), op)
+    frame.exits.append((em.b.block, _token_or_regs(em, op)))
+    em.b.branch(frame.merge)
+
+
+def _enclosing(em: KernelEmitter, kinds: tuple[type, ...], op: Operation) -> Frame:
+    for frame in reversed(em.frames):
+        if isinstance(frame.op, kinds):
+            return frame
+    raise CompileError(f"'{op.name}' outside of an enclosing {'/'.join(k.definition.name for k in kinds)}")
+
+
+def _loop_header(em: KernelEmitter, frame: Frame, inits: list, carried: list[Value], header: ir.Block,
+                 entry: ir.Block) -> None:
+    """Create the header phis with their entry incoming; bind the block arguments."""
+    em.b.position_at_end(header)
+    for arg, init in zip(carried, inits):
+        if init is None:
+            frame.header_phis.append([])
+            em.put(arg, None)
+            continue
+        phis = []
+        for v in init:
+            phi = em.b.phi(v.type)
+            phi.add_incoming(v, entry)
+            phis.append(phi)
+        frame.header_phis.append(phis)
+        em.put(arg, TileVal(em.result_layout(arg), list(phis)))
+
+
+@emits(CF.ForOp)
+def _for(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    lb, ub, step = (em.scalar(op, i) for i in range(3))
+    inits = _token_or_regs(em, op)[3:]
+    entry = b.block
+    header = em.llfn.append_basic_block("for.header")
+    body = em.llfn.append_basic_block("for.body")
+    exit_bb = em.llfn.append_basic_block("for.end")
+    b.branch(header)
+    block = op.regions[0].blocks[0]
+    frame = Frame(op, merge=exit_bb, header=header, iv_next=step)
+    b.position_at_end(header)
+    iv = b.phi(lb.type, name="iv")
+    iv.add_incoming(lb, entry)
+    frame.header_phis.append([iv])
+    em.put(block.args[0], TileVal(em.result_layout(block.args[0]), [iv]))
+    _loop_header(em, frame, inits, list(block.args[1:]), header, entry)
+    unsigned = bool(op.attributes.get("unsignedCmp"))
+    more = b.icmp_unsigned("<", iv, ub) if unsigned else b.icmp_signed("<", iv, ub)
+    b.cbranch(more, body, exit_bb)
+    em.frames.append(frame)
+    b.position_at_end(body)
+    em.emit_block(block)
+    if not b.block.is_terminated:
+        raise CompileError("'for' body must end with 'continue'")
+    em.frames.pop()
+    # results: the carried values as the header saw them when the loop ended
+    b.position_at_end(exit_bb)
+    for r, phis, arg in zip(op.results, frame.header_phis[1:], block.args[1:]):
+        em.put(r, TileVal(em.result_layout(r), list(phis)) if phis else None)
+
+
+@emits(CF.LoopOp)
+def _loop(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    inits = _token_or_regs(em, op)
+    entry = b.block
+    header = em.llfn.append_basic_block("loop.header")
+    exit_bb = em.llfn.append_basic_block("loop.end")
+    b.branch(header)
+    block = op.regions[0].blocks[0]
+    frame = Frame(op, merge=exit_bb, header=header)
+    _loop_header(em, frame, inits, list(block.args), header, entry)
+    em.frames.append(frame)
+    em.emit_block(block)
+    if not b.block.is_terminated:
+        raise CompileError("'loop' body must end with 'continue' or 'break'")
+    em.frames.pop()
+    b.position_at_end(exit_bb)
+    if not frame.exits:
+        b.unreachable()
+        return
+    _bind_results(em, op, frame.exits, exit_bb)
+
+
+@emits(CF.ReturnOp)
+def _return(em: KernelEmitter, op: Operation) -> None:
+    em.b.ret_void()
+
+
+# -- ids, tokens -------------------------------------------------------------------------
+def _block_ids(em: KernelEmitter, op: Operation, kind: str) -> None:
+    names = {"id": ("clusterid" if em.target.uses_clusters else "ctaid"),
+             "count": ("nclusterid" if em.target.uses_clusters else "nctaid")}[kind]
+    for r, axis in zip(op.results, "xyz"):
+        em.put(r, TileVal(em.result_layout(r), [X.sreg(em.b, f"{names}.{axis}")]))
+
+
+@emits(CO.GetTileBlockIdOp)
+def _tile_block_id(em: KernelEmitter, op: Operation) -> None:
+    _block_ids(em, op, "id")
+
+
+@emits(CO.GetNumTileBlocksOp)
+def _num_tile_blocks(em: KernelEmitter, op: Operation) -> None:
+    _block_ids(em, op, "count")
+
+
+@emits(MEM.MakeTokenOp, MEM.JoinTokensOp)
+def _token(em: KernelEmitter, op: Operation) -> None:
+    em.put(op.result, None)
+
+
+# -- print and assert --------------------------------------------------------------------
+def _gather_all(em: KernelEmitter, tv: TileVal, ty: T.Type) -> list[ir.Value]:
+    """Every element of a tile, in row-major order, in every thread (through smem)."""
+    if tv.layout.rank == 0:
+        return [tv.regs[0]]
+    from .nvvm import _from_smem, _smem_type, _to_smem  # noqa: PLC0415 - shared helpers
+    esize = element_bytes(ty)
+    st = _smem_type(tv.regs[0].type)
+    X.barrier(em.b)
+    for reg in em.unique_regs(tv.layout):
+        slot = em.smem_slot(em.flat_index(em.coords(tv.layout, reg), tv.layout.shape), esize)
+        em.b.store(_to_smem(em.b, tv.regs[reg], st), slot)
+    X.barrier(em.b)
+    n = 1
+    for s in tv.layout.shape:
+        n *= s
+    out = [_from_smem(em.b, em.b.load(em.smem_slot(ir.Constant(I32, i), esize), typ=st), tv.regs[0].type)
+           for i in range(n)]
+    X.barrier(em.b)
+    return out
+
+
+def _printf_args(b: ir.IRBuilder, values: list[ir.Value]) -> tuple[list[ir.Value], list[str]]:
+    """C varargs promotion: floats to double, small ints to i32."""
+    out = []
+    for v in values:
+        t = v.type
+        if isinstance(t, (ir.FloatType, ir.HalfType)) or str(t) == "bfloat":
+            out.append(b.fpext(v, ir.DoubleType()))
+        elif isinstance(t, ir.IntType) and t.width < 32:
+            out.append(b.sext(v, I32) if t.width > 1 else b.zext(v, I32))
+        elif isinstance(t, ir.PointerType):
+            out.append(b.ptrtoint(v, I64))
+        else:
+            out.append(v)
+    return out, []
+
+
+def _expand_format(fmt: str, shapes: list[tuple[int, ...]]) -> str:
+    """Each conversion of a tile argument prints the whole tile: ``[a, b, ...]``."""
+    out, i, arg = [], 0, 0
+    while i < len(fmt):
+        ch = fmt[i]
+        if ch != "%" or i + 1 < len(fmt) and fmt[i + 1] == "%":
+            out.append(fmt[i:i + 2] if ch == "%" else ch)
+            i += 2 if ch == "%" else 1
+            continue
+        j = i + 1
+        while j < len(fmt) and fmt[j] not in "diouxXeEfgGcsp":
+            j += 1
+        spec = fmt[i:j + 1]
+        shape = shapes[arg] if arg < len(shapes) else ()
+        out.append(_nested(spec, shape))
+        arg += 1
+        i = j + 1
+    return "".join(out)
+
+
+def _nested(spec: str, shape: tuple[int, ...]) -> str:
+    if not shape:
+        return spec
+    inner = _nested(spec, shape[1:])
+    return "[" + ", ".join([inner] * shape[0]) + "]"
+
+
+@emits(CF.PrintTkoOp)
+def _print(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    args, shapes = [], []
+    for i, v in enumerate(op.args):
+        tv = em.tile(op, i)
+        args += _gather_all(em, tv, v.type)
+        shapes.append(tuple(v.type.shape))
+    fmt = _expand_format(op.str, shapes)
+    leader = b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))
+    with b.if_then(leader):
+        _vprintf(em, fmt, args)
+    if op.results:
+        em.put(op.results[0], None)
+
+
+def _vprintf(em: KernelEmitter, fmt: str, args: list[ir.Value]) -> None:
+    b = em.b
+    data = bytearray(fmt.encode()) + b"\0"
+    name = f"printfFormat_{len([g for g in em.module.global_values if g.name.startswith('printfFormat_')])}"
+    g = ir.GlobalVariable(em.module, ir.ArrayType(ir.IntType(8), len(data)), name=name, addrspace=1)
+    g.global_constant = True
+    g.linkage = "internal"
+    g.initializer = ir.Constant(ir.ArrayType(ir.IntType(8), len(data)), data)
+    fmt_ptr = b.addrspacecast(g, ir.PointerType())
+    vals, _ = _printf_args(b, args)
+    if vals:
+        # the argument buffer: each value at its natural alignment, like a C struct
+        offsets, size = [], 0
+        for v in vals:
+            width = 8 if isinstance(v.type, ir.DoubleType) or getattr(v.type, "width", 0) == 64 else 4
+            size += -size % width
+            offsets.append(size)
+            size += width
+        slot = b.alloca(ir.ArrayType(ir.IntType(8), size + -size % 8))
+        slot.align = 8
+        base = b.bitcast(slot, ir.PointerType())
+        base.type = ir.PointerType()
+        for off, v in zip(offsets, vals):
+            b.store(v, byte_gep(b, base, ir.Constant(I64, off)))
+        buf = base
+    else:
+        buf = ir.Constant(ir.PointerType(), None)
+    X.vprintf(b, fmt_ptr, buf)
+
+
+@emits(CF.AssertOp)
+def _assert(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
+    tv = em.tile(op, 0)
+    ok = tv.regs[0]
+    for r in tv.regs[1:]:
+        ok = b.and_(ok, r)
+    with b.if_then(b.not_(ok), likely=False):
+        _vprintf(em, f"assertion failed: {op.message}\n", [])
+        X.trap(b)

@@ -1,0 +1,411 @@
+"""Views, loads and stores through views and pointer tiles, atomics.
+
+Each thread computes the tensor coordinates of the elements it holds (through
+the layout), masks those outside the tensor, and issues one predicated access
+per element.  Copies of an element held by several threads (broadcast bits of
+the layout) are stored once.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Optional, Sequence, Union
+
+from llvmlite import ir
+
+from ..errors import CompileError
+from ..ir import types as T
+from ..ir.core import Operation
+from ..tile import ops_core as CO
+from ..tile import ops_memory as MEM
+from ..tile.enums import AtomicRMWMode, MemoryOrderingSemantics, MemoryScope
+from . import intrinsics as X
+from .nvvm import I32, I64, KernelEmitter, emits
+from .values import TensorViewVal, TiledViewVal, TileVal, llvm_type
+
+Dim = Union[int, ir.Value]
+
+
+def _i64(em: KernelEmitter, v: Dim) -> ir.Value:
+    if isinstance(v, int):
+        return ir.Constant(I64, v)
+    if v.type.width < 64:
+        return em.b.sext(v, I64)
+    return v
+
+
+@emits(MEM.MakeTensorViewOp)
+def _make_tensor_view(em: KernelEmitter, op: Operation) -> None:
+    t = op.result.type
+    dyn_shape = iter(em.values[v].scalar for v in op.dynamicShape)
+    dyn_strides = iter(em.values[v].scalar for v in op.dynamicStrides)
+    shape = [next(dyn_shape) if d == T.DYNAMIC else d for d in t.shape]
+    strides = [next(dyn_strides) if s == T.DYNAMIC else s for s in t.strides]
+    base = em.values[op.base].scalar
+    em.put(op.result, TensorViewVal(base, t.element, shape, strides))
+
+
+@emits(MEM.MakePartitionViewOp, MEM.MakeStridedViewOp, MEM.MakeGatherScatterViewOp)
+def _make_tiled_view(em: KernelEmitter, op: Operation) -> None:
+    t = op.result.type
+    tv = em.values[op.tensor_view]
+    assert isinstance(tv, TensorViewVal)
+    dim_map = getattr(t, "dim_map", tuple(range(len(t.tile_shape))))
+    em.put(op.result, TiledViewVal(tv, t, t.tile_shape, dim_map,
+                                   traversal=getattr(t, "traversal_strides", None),
+                                   sparse_dim=getattr(t, "sparse_dim", None), padding=t.padding_value))
+
+
+@emits(MEM.GetTensorShapeOp)
+def _tensor_shape(em: KernelEmitter, op: Operation) -> None:
+    v = em.values[op.src]
+    tv = v.tensor if isinstance(v, TiledViewVal) else v
+    for r, d in zip(op.results, tv.shape):
+        to = llvm_type(r.type)
+        val = ir.Constant(to, d) if isinstance(d, int) else _resize(em, d, to)
+        em.put(r, TileVal(em.result_layout(r), [val]))
+
+
+@emits(MEM.GetIndexSpaceShapeOp)
+def _index_space(em: KernelEmitter, op: Operation) -> None:
+    view = em.values[op.src]
+    assert isinstance(view, TiledViewVal)
+    b = em.b
+    for k, r in enumerate(op.results):
+        d = view.dim_map[k]
+        extent = _i64(em, view.tensor.shape[d])
+        step = view.traversal[k] if view.traversal else view.tile_shape[k]
+        n = b.udiv(b.add(extent, ir.Constant(I64, step - 1)), ir.Constant(I64, step))
+        em.put(r, TileVal(em.result_layout(r), [_resize(em, n, llvm_type(r.type))]))
+
+
+def _resize(em: KernelEmitter, v: ir.Value, to: ir.Type) -> ir.Value:
+    if v.type.width == to.width:
+        return v
+    return em.b.trunc(v, to) if v.type.width > to.width else em.b.sext(v, to)
+
+
+# -- addressing ------------------------------------------------------------------------------
+class Access:
+    """Per-register addresses and in-bounds predicates of a view access."""
+
+    def __init__(self, em: KernelEmitter, view: TiledViewVal, layout, indices: Sequence[ir.Value],
+                 gather: Optional[list[ir.Value]] = None):
+        self.em, self.view, self.layout = em, view, layout
+        b = em.b
+        tv = view.tensor
+        esize = max(1, view.tensor.element.bitwidth // 8) if isinstance(view.tensor.element, T.ScalarType) else 8
+        self.addresses: list[ir.Value] = []
+        self.masks: list[ir.Value] = []
+        rank = len(view.tile_shape)
+        starts = []
+        for k in range(rank):
+            if view.sparse_dim == k:
+                starts.append(None)
+                continue
+            step = view.traversal[k] if view.traversal else view.tile_shape[k]
+            starts.append(b.mul(_i64(em, indices[k]), ir.Constant(I64, step)))
+        for reg in range(layout.size("reg")):
+            c = em.coords(layout, reg)
+            offset: ir.Value = ir.Constant(I64, 0)
+            ok: Optional[ir.Value] = None
+            for k in range(rank):
+                d = view.dim_map[k]
+                if view.sparse_dim == k:
+                    t = _i64(em, gather[reg])
+                else:
+                    t = b.add(starts[k], b.zext(c[k], I64))
+                inb = b.icmp_unsigned("<", t, _i64(em, tv.shape[d]))
+                ok = inb if ok is None else b.and_(ok, inb)
+                offset = b.add(offset, b.mul(t, _i64(em, tv.strides[d])))
+            self.addresses.append(b.gep(tv.base, [b.mul(offset, ir.Constant(I64, esize))],
+                                        source_etype=ir.IntType(8)))
+            self.masks.append(ok if ok is not None else ir.Constant(ir.IntType(1), 1))
+
+
+def _qualifiers(op: Operation, space: str = "global", store: bool = False) -> str:
+    sem = op.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK)
+    if sem == MemoryOrderingSemantics.WEAK:
+        return space
+    scope = {MemoryScope.TL_BLK: "cta", MemoryScope.DEVICE: "gpu", MemoryScope.SYS: "sys"}[
+        op.attributes.get("memory_scope", MemoryScope.DEVICE)]
+    name = {MemoryOrderingSemantics.RELAXED: "relaxed", MemoryOrderingSemantics.ACQUIRE: "acquire",
+            MemoryOrderingSemantics.RELEASE: "release", MemoryOrderingSemantics.ACQ_REL: "acq_rel"}[sem]
+    if name == "acq_rel":
+        name = "release" if store else "acquire"
+    return f"{name}.{scope}.{space}"
+
+
+def padding_constant(t: ir.Type, padding: Optional[T.PaddingValue]) -> ir.Constant:
+    if isinstance(t, (ir.FloatType, ir.DoubleType, ir.HalfType)) or str(t) == "bfloat":
+        value = {None: 0.0, T.PaddingValue.ZERO: 0.0, T.PaddingValue.NEG_ZERO: -0.0,
+                 T.PaddingValue.NAN: float("nan"), T.PaddingValue.POS_INF: float("inf"),
+                 T.PaddingValue.NEG_INF: float("-inf")}[padding]
+        return ir.Constant(t, value)
+    if isinstance(t, ir.PointerType):
+        return ir.Constant(t, None)
+    return ir.Constant(t, 0)
+
+
+def _barrier_if_ordered(em: KernelEmitter, op: Operation) -> None:
+    """Token-ordered after a write: other threads' writes must be visible."""
+    if em.tas.aa.needs_barrier(op):
+        X.barrier(em.b)
+
+
+def _load_bits(em: KernelEmitter, ty: ir.Type, address: ir.Value, mask: ir.Value, fallback: ir.Value,
+               qualifiers: str) -> ir.Value:
+    """Predicated scalar load; floats travel as same-width integers through the asm."""
+    b = em.b
+    if isinstance(ty, ir.PointerType):
+        raw = X.predicated_load(b, I64, 1, address, mask, [b.ptrtoint(fallback, I64)], qualifiers)[0]
+        return b.inttoptr(raw, ty)
+    if isinstance(ty, ir.IntType) and ty.width == 1:
+        raw = X.predicated_load(b, ir.IntType(8), 1, address, mask, [b.zext(fallback, ir.IntType(8))], qualifiers)[0]
+        return b.icmp_unsigned("!=", raw, ir.Constant(ir.IntType(8), 0))
+    width = _bits(ty)
+    it = ir.IntType(width)
+    fb = b.bitcast(fallback, it) if not isinstance(ty, ir.IntType) else fallback
+    raw = X.predicated_load(b, it, 1, address, mask, [fb], qualifiers)[0]
+    return b.bitcast(raw, ty) if not isinstance(ty, ir.IntType) else raw
+
+
+def _store_bits(em: KernelEmitter, value: ir.Value, address: ir.Value, mask: ir.Value, qualifiers: str) -> None:
+    b = em.b
+    ty = value.type
+    if isinstance(ty, ir.PointerType):
+        value = b.ptrtoint(value, I64)
+    elif isinstance(ty, ir.IntType) and ty.width == 1:
+        value = b.zext(value, ir.IntType(8))
+    elif not isinstance(ty, ir.IntType):
+        value = b.bitcast(value, ir.IntType(_bits(ty)))
+    X.predicated_store(b, [value], address, mask, qualifiers)
+
+
+def _bits(t: ir.Type) -> int:
+    if isinstance(t, ir.IntType):
+        return t.width
+    if isinstance(t, ir.HalfType) or str(t) == "bfloat":
+        return 16
+    if isinstance(t, ir.FloatType):
+        return 32
+    if isinstance(t, (ir.DoubleType, ir.PointerType)):
+        return 64
+    raise CompileError(f"no memory width for {t}")
+
+
+def _gather_indices(em: KernelEmitter, op: Operation, view: TiledViewVal, layout, index_ops: Sequence) -> Optional[list[ir.Value]]:
+    """For gather/scatter views: the sparse-dim index of every register's element."""
+    if view.sparse_dim is None:
+        return None
+    k = view.sparse_dim
+    pos = list(op.operands).index(index_ops[k])
+    idx = em.tile(op, pos)
+    from .emit_shape import lookup_by_coord  # noqa: PLC0415
+    return lookup_by_coord(em, idx, op.operands[pos].type, layout, [k])
+
+
+@emits(MEM.LoadViewTkoOp)
+def _load_view(em: KernelEmitter, op: Operation) -> None:
+    view = em.values[op.view]
+    assert isinstance(view, TiledViewVal)
+    _barrier_if_ordered(em, op)
+    layout = em.result_layout(op.results[0])
+    indices = [em.values[v].scalar if em.values[v].layout.rank == 0 else None for v in op.index]
+    gather = _gather_indices(em, op, view, layout, op.index)
+    acc = Access(em, view, layout, indices, gather)
+    ty = llvm_type(op.results[0].type)
+    pad = padding_constant(ty, view.padding)
+    q = _qualifiers(op)
+    regs = [_load_bits(em, ty, a, m, pad, q) for a, m in zip(acc.addresses, acc.masks)]
+    em.put(op.results[0], TileVal(layout, regs))
+    em.put(op.results[1], None)
+
+
+@emits(MEM.StoreViewTkoOp)
+def _store_view(em: KernelEmitter, op: Operation) -> None:
+    view = em.values[op.view]
+    assert isinstance(view, TiledViewVal)
+    _barrier_if_ordered(em, op)
+    tile = em.tile(op, 0)
+    layout = tile.layout
+    indices = [em.values[v].scalar if em.values[v].layout.rank == 0 else None for v in op.index]
+    gather = _gather_indices(em, op, view, layout, op.index)
+    acc = Access(em, view, layout, indices, gather)
+    owner = em.owner_predicate(layout)
+    q = _qualifiers(op, store=True)
+    for reg in em.unique_regs(layout):
+        mask = acc.masks[reg] if owner is None else em.b.and_(acc.masks[reg], owner)
+        _store_bits(em, tile.regs[reg], acc.addresses[reg], mask, q)
+    em.put(op.results[0], None)
+
+
+@emits(MEM.LoadPtrTkoOp)
+def _load_ptr(em: KernelEmitter, op: Operation) -> None:
+    _barrier_if_ordered(em, op)
+    ptrs = em.tile(op, 0)
+    n = len(op.operands)
+    segs = op.segments
+    mask = em.tile(op, 1) if segs[1] else None
+    pad_pos = 1 + segs[1]
+    pad = em.tile(op, pad_pos) if segs[2] else None
+    ty = llvm_type(op.results[0].type)
+    q = _qualifiers(op)
+    regs = []
+    for r, p in enumerate(ptrs.regs):
+        m = mask.regs[r] if mask else ir.Constant(ir.IntType(1), 1)
+        fb = pad.regs[r] if pad else padding_constant(ty, None)
+        regs.append(_load_bits(em, ty, p, m, fb, q))
+    del n
+    em.put(op.results[0], TileVal(ptrs.layout, regs))
+    em.put(op.results[1], None)
+
+
+@emits(MEM.StorePtrTkoOp)
+def _store_ptr(em: KernelEmitter, op: Operation) -> None:
+    _barrier_if_ordered(em, op)
+    ptrs = em.tile(op, 0)
+    vals = em.tile(op, 1)
+    mask = em.tile(op, 2) if op.segments[2] else None
+    owner = em.owner_predicate(ptrs.layout)
+    q = _qualifiers(op, store=True)
+    for reg in em.unique_regs(ptrs.layout):
+        m = mask.regs[reg] if mask else ir.Constant(ir.IntType(1), 1)
+        if owner is not None:
+            m = em.b.and_(m, owner)
+        _store_bits(em, vals.regs[reg], ptrs.regs[reg], m, q)
+    em.put(op.results[0], None)
+
+
+# -- atomics -----------------------------------------------------------------------------------
+def _atom_type(mode: AtomicRMWMode, ty: ir.Type) -> tuple[str, str]:
+    bits = _bits(ty)
+    is_float = not isinstance(ty, ir.IntType)
+    if mode == AtomicRMWMode.ADDF or (mode == AtomicRMWMode.ADD and is_float):
+        name = {16: "noftz.f16" if isinstance(ty, ir.HalfType) else "noftz.bf16", 32: "f32", 64: "f64"}[bits]
+        return "add", name
+    if mode == AtomicRMWMode.ADD:
+        return "add", f"u{bits}"
+    if mode in (AtomicRMWMode.AND, AtomicRMWMode.OR, AtomicRMWMode.XOR):
+        return mode.keyword, f"b{bits}"
+    if mode == AtomicRMWMode.XCHG:
+        return "exch", f"b{bits}"
+    if mode in (AtomicRMWMode.MAX, AtomicRMWMode.MIN):
+        return mode.keyword, (f"f{bits}" if is_float else f"s{bits}")
+    return mode.keyword[1:], f"u{bits}"  # umax/umin
+
+
+def _atom_qualifiers(op: Operation) -> str:
+    sem = op.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.RELAXED)
+    scope = {MemoryScope.TL_BLK: ".cta", MemoryScope.DEVICE: ".gpu", MemoryScope.SYS: ".sys"}[
+        op.attributes.get("memory_scope", MemoryScope.DEVICE)]
+    name = {MemoryOrderingSemantics.WEAK: "relaxed", MemoryOrderingSemantics.RELAXED: "relaxed",
+            MemoryOrderingSemantics.ACQUIRE: "acquire", MemoryOrderingSemantics.RELEASE: "release",
+            MemoryOrderingSemantics.ACQ_REL: "acq_rel"}[sem]
+    return f".{name}{scope}"
+
+
+def _atomic(em: KernelEmitter, inst: str, ty: ir.Type, address: ir.Value, args: list[ir.Value],
+            pred: ir.Value) -> ir.Value:
+    b = em.b
+    if str(ty) == "bfloat" or isinstance(ty, ir.HalfType):  # 16-bit floats travel as b16
+        raw = _atomic(em, inst, ir.IntType(16), address, [b.bitcast(a, ir.IntType(16)) for a in args], pred)
+        return b.bitcast(raw, ty)
+    letter, _ = X.reg_class(ty)
+    ins = ", ".join(f"${i + 3}" for i in range(len(args)))
+    text = f"mov.b{_bits(ty)} $0, 0; @$2 {inst} $0, [$1], {ins};"
+    cons = f"={letter},l,b," + ",".join(letter for _ in args) + ",~{memory}"
+    return X.asm(b, ty, text, cons, [address, pred, *args], side_effect=True)
+
+
+def _share_from_owner(em: KernelEmitter, layout, regs: list[ir.Value], ty: T.Type) -> list[ir.Value]:
+    """Threads holding copies get the value their element's owner computed."""
+    if em.owner_predicate(layout) is None and not layout.broadcast_mask("reg"):
+        return regs
+    from .emit_shape import redistribute_owned  # noqa: PLC0415
+    return redistribute_owned(em, layout, regs, ty)
+
+
+@emits(MEM.AtomicRMWTkoOp)
+def _atomic_rmw(em: KernelEmitter, op: Operation) -> None:
+    _barrier_if_ordered(em, op)
+    ptrs, args = em.tile(op, 0), em.tile(op, 1)
+    mask = em.tile(op, 2) if op.segments[2] else None
+    ty = llvm_type(op.results[0].type)
+    name, suffix = _atom_type(op.mode, ty)
+    inst = f"atom{_atom_qualifiers(op)}.global.{name}.{suffix}"
+    owner = em.owner_predicate(ptrs.layout)
+    regs = []
+    unique = set(em.unique_regs(ptrs.layout))
+    for r in range(len(ptrs.regs)):
+        m = mask.regs[r] if mask else ir.Constant(ir.IntType(1), 1)
+        if owner is not None:
+            m = em.b.and_(m, owner)
+        if r not in unique:
+            m = ir.Constant(ir.IntType(1), 0)
+        regs.append(_atomic(em, inst, ty, ptrs.regs[r], [args.regs[r]], m))
+    em.put(op.results[0], TileVal(ptrs.layout, _share_from_owner(em, ptrs.layout, regs, op.results[0].type)))
+    em.put(op.results[1], None)
+
+
+@emits(MEM.AtomicCASTkoOp)
+def _atomic_cas(em: KernelEmitter, op: Operation) -> None:
+    _barrier_if_ordered(em, op)
+    ptrs, cmp, val = em.tile(op, 0), em.tile(op, 1), em.tile(op, 2)
+    mask = em.tile(op, 3) if op.segments[3] else None
+    ty = llvm_type(op.results[0].type)
+    inst = f"atom{_atom_qualifiers(op)}.global.cas.b{_bits(ty)}"
+    owner = em.owner_predicate(ptrs.layout)
+    unique = set(em.unique_regs(ptrs.layout))
+    regs = []
+    for r in range(len(ptrs.regs)):
+        m = mask.regs[r] if mask else ir.Constant(ir.IntType(1), 1)
+        if owner is not None:
+            m = em.b.and_(m, owner)
+        if r not in unique:
+            m = ir.Constant(ir.IntType(1), 0)
+        c, v = cmp.regs[r], val.regs[r]
+        if not isinstance(ty, ir.IntType):
+            it = ir.IntType(_bits(ty))
+            old = _atomic(em, inst, it, ptrs.regs[r], [em.b.bitcast(c, it), em.b.bitcast(v, it)], m)
+            regs.append(em.b.bitcast(old, ty))
+        else:
+            regs.append(_atomic(em, inst, ty, ptrs.regs[r], [c, v], m))
+    em.put(op.results[0], TileVal(ptrs.layout, _share_from_owner(em, ptrs.layout, regs, op.results[0].type)))
+    em.put(op.results[1], None)
+
+
+@emits(MEM.AtomicRedViewTkoOp)
+def _atomic_red_view(em: KernelEmitter, op: Operation) -> None:
+    view = em.values[op.view]
+    assert isinstance(view, TiledViewVal)
+    _barrier_if_ordered(em, op)
+    value_pos = 1 + len(op.index)
+    tile = em.tile(op, value_pos)
+    layout = tile.layout
+    indices = [em.values[v].scalar if em.values[v].layout.rank == 0 else None for v in op.index]
+    gather = _gather_indices(em, op, view, layout, op.index)
+    acc = Access(em, view, layout, indices, gather)
+    ty = llvm_type(op.value.type)
+    name, suffix = _atom_type(op.mode, ty)
+    inst = f"atom{_atom_qualifiers(op)}.global.{name}.{suffix}"
+    owner = em.owner_predicate(layout)
+    for reg in em.unique_regs(layout):
+        m = acc.masks[reg] if owner is None else em.b.and_(acc.masks[reg], owner)
+        _atomic(em, inst, ty, acc.addresses[reg], [tile.regs[reg]], m)
+    em.put(op.results[0], None)
+
+
+# -- globals -----------------------------------------------------------------------------------
+@emits(CO.GetGlobalOp)
+def _get_global(em: KernelEmitter, op: Operation) -> None:
+    g = em.module.globals.get(op.name)
+    if g is None:
+        gl = next((x for x in em.module_ir_globals if x.name == op.name), None) if hasattr(em, "module_ir_globals") else None
+        if gl is None:
+            raise CompileError(f"unknown global '@{op.name}'")
+    em.put(op.result, TileVal(em.result_layout(op.result), [g]))
+
+
+def float_bits(value: float, t: ir.Type) -> int:
+    fmt = {"half": "<e", "float": "<f", "double": "<d"}[str(t)]
+    return int.from_bytes(struct.pack(fmt, value), "little")

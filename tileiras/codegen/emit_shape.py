@@ -1,0 +1,424 @@
+"""Tile-shaped ops: constants, iota, broadcast, reshape, permute, reduce, scan,
+cat, extract, insert.
+
+Reductions combine in three steps, each in a fixed order (ascending coordinate
+along the reduced dim): registers within a thread, lanes of a warp with
+butterfly shuffles, then warps through shared memory.  Scans and the ops that
+move elements between arbitrary positions go through shared memory.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Callable, Optional, Sequence
+
+from llvmlite import ir
+
+from ..errors import CompileError
+from ..ir import attrs as A
+from ..ir import types as T
+from ..ir.core import Block, Operation, Value
+from ..layout.linear import LANE, REG, WARP, LinearLayout
+from ..lower.tileas import element_bytes
+from ..tile import ops_core as CO
+from . import intrinsics as X
+from .nvvm import I32, I64, KernelEmitter, _from_smem, _smem_type, _to_smem, emits
+from .values import BF16, TileVal, llvm_type
+
+
+# -- constants ---------------------------------------------------------------------------
+def decode_elements(attr: A.DenseElementsAttr, t: T.TileType) -> list:
+    """Python values (ints, or float values) of every element, row-major."""
+    e = t.element
+    n = t.num_elements
+    data = attr.data
+    assert isinstance(data, bytes)
+    if e.bitwidth == 1:
+        if len(data) == 1 and data[0] in (0, 0xFF):  # MLIR's i1 splat: all bits equal
+            return [data[0] & 1] * n
+        return [(data[i // 8] >> (i % 8)) & 1 for i in range(n)]
+    width = max(1, e.bitwidth // 8) if e.name != "tf32" else 4
+    fmt = {"f16": "<e", "f32": "<f", "tf32": "<f", "f64": "<d"}.get(e.name)
+    items = [data[i:i + width] for i in range(0, len(data), width)]
+    if fmt:
+        vals = [struct.unpack(fmt, x)[0] for x in items]
+    elif e.name == "bf16":
+        vals = [struct.unpack("<f", b"\0\0" + x)[0] for x in items]
+    else:
+        vals = [int.from_bytes(x, "little", signed=e.is_int) for x in items]
+    return vals * n if len(vals) == 1 else vals
+
+
+def llvm_constant(t: ir.Type, v) -> ir.Constant:
+    if isinstance(t, ir.IntType):
+        return ir.Constant(t, int(v) & ((1 << t.width) - 1))
+    return ir.Constant(t, float(v))
+
+
+@emits(CO.ConstantOp)
+def _constant(em: KernelEmitter, op: Operation) -> None:
+    t = op.result.type
+    layout = em.result_layout(op.result)
+    ty = llvm_type(t)
+    vals = decode_elements(op.value, t)
+    if all(v == vals[0] or (v != v and vals[0] != vals[0]) for v in vals):
+        c = llvm_constant(ty, vals[0])
+        em.put(op.result, TileVal(layout, [c] * layout.size(REG)))
+        return
+    # a non-uniform constant: read it from a constant array by coordinate
+    arr_t = ir.ArrayType(ty if not isinstance(ty, ir.IntType) or ty.width > 1 else ir.IntType(8), len(vals))
+    g = ir.GlobalVariable(em.module, arr_t, name=f"tile_constant_{len(em.module.global_values)}", addrspace=1)
+    g.global_constant = True
+    g.linkage = "internal"
+    g.initializer = ir.Constant(arr_t, [llvm_constant(arr_t.element, v) for v in vals])
+    regs = []
+    for reg in range(layout.size(REG)):
+        idx = em.flat_index(em.coords(layout, reg), layout.shape)
+        p = em.b.gep(g, [ir.Constant(I32, 0), idx], source_etype=arr_t)
+        v = em.b.load(p, typ=arr_t.element)
+        regs.append(em.b.trunc(v, ty) if v.type != ty else v)
+    em.put(op.result, TileVal(layout, regs))
+
+
+@emits(CO.IotaOp)
+def _iota(em: KernelEmitter, op: Operation) -> None:
+    layout = em.result_layout(op.result)
+    ty = llvm_type(op.result.type)
+    regs = []
+    for reg in range(layout.size(REG)):
+        c = em.coords(layout, reg)[0]
+        regs.append(c if ty.width == 32 else (em.b.zext(c, ty) if ty.width > 32 else em.b.trunc(c, ty)))
+    em.put(op.result, TileVal(layout, regs))
+
+
+# -- relabelling ----------------------------------------------------------------------------
+@emits(CO.ReshapeOp, CO.PermuteOp)
+def _relabel(em: KernelEmitter, op: Operation) -> None:
+    src = em.tile(op, 0)
+    em.put(op.result, TileVal(em.result_layout(op.result), src.regs))
+
+
+@emits(CO.BroadcastOp)
+def _broadcast(em: KernelEmitter, op: Operation) -> None:
+    src = em.tile(op, 0)
+    out = em.result_layout(op.result)
+    # the source holds the output's registers with the broadcast dims squashed:
+    # output register bit i is source bit j when its base survives the squash
+    dims = [d for d, (a, b) in enumerate(zip(op.source.type.shape, op.result.type.shape)) if a != b]
+    bit_map: list[Optional[int]] = []
+    j = 0
+    for base in out.bases(REG):
+        if any(c for d, c in enumerate(base) if d not in dims):
+            bit_map.append(j)
+            j += 1
+        else:
+            bit_map.append(None)
+    regs = []
+    for r in range(out.size(REG)):
+        s = sum(1 << bit for i, bit in enumerate(bit_map) if bit is not None and r >> i & 1)
+        regs.append(src.regs[s] if src.layout.rank else src.regs[0])
+    em.put(op.result, TileVal(out, regs))
+
+
+# -- regions as scalar functions ------------------------------------------------------------
+def inline_combiner(em: KernelEmitter, block: Block, args: Sequence[ir.Value]) -> list[ir.Value]:
+    """Emit a reduce/scan body on scalars; return what its ``yield`` yields."""
+    for a, v in zip(block.args, args):
+        em.put(a, TileVal(em.result_layout(a), [v]))
+    for body_op in block.ops[:-1]:
+        emitter = _emitter(body_op)
+        emitter(em, body_op)
+    term = block.ops[-1]
+    return [em.values[v].scalar for v in term.operands]
+
+
+def _emitter(op: Operation) -> Callable:
+    from .nvvm import EMITTERS  # noqa: PLC0415
+    fn = EMITTERS.get(type(op))
+    if fn is None:
+        raise CompileError(f"code generation for '{op.definition.full_name}' is not supported yet")
+    return fn
+
+
+def _combine(em: KernelEmitter, block: Block, lhs: Sequence[ir.Value], rhs: Sequence[ir.Value]) -> list[ir.Value]:
+    args = [x for pair in zip(lhs, rhs) for x in pair]  # (lhs0, rhs0, lhs1, rhs1, ...)
+    return inline_combiner(em, block, args)
+
+
+def _shuffle(em: KernelEmitter, v: ir.Value, mask: int) -> ir.Value:
+    """Butterfly shuffle of any scalar of at most 64 bits."""
+    b = em.b
+    t = v.type
+    bits = t.width if isinstance(t, ir.IntType) else {"half": 16, "bfloat": 16, "float": 32, "double": 64}[str(t)]
+    it = ir.IntType(bits)
+    raw = v if isinstance(t, ir.IntType) else b.bitcast(v, it)
+    if bits <= 32:
+        wide = b.zext(raw, I32) if bits < 32 else raw
+        got = X.shfl_bfly(b, wide, mask)
+        back = b.trunc(got, it) if bits < 32 else got
+    else:
+        lo = X.shfl_bfly(b, b.trunc(raw, I32), mask)
+        hi = X.shfl_bfly(b, b.trunc(b.lshr(raw, ir.Constant(I64, 32)), I32), mask)
+        back = b.or_(b.zext(lo, I64), b.shl(b.zext(hi, I64), ir.Constant(I64, 32)))
+    return back if isinstance(t, ir.IntType) else b.bitcast(back, t)
+
+
+@emits(CO.ReduceOp)
+def _reduce(em: KernelEmitter, op: Operation) -> None:
+    dim = op.dim
+    srcs = [em.tile(op, i) for i in range(len(op.operands))]
+    src_layout = srcs[0].layout
+    out = em.result_layout(op.results[0])
+    block = op.regions[0].blocks[0]
+    for name in (REG, LANE, WARP):
+        for base in src_layout.bases(name):
+            if base[dim] and any(c for d, c in enumerate(base) if d != dim):
+                raise CompileError("reduction over a layout that mixes the reduced dim with others")
+    # 1. registers: fold the registers that differ only along ``dim``
+    kept = [i for i, base in enumerate(src_layout.bases(REG)) if any(c for d, c in enumerate(base) if d != dim)]
+    along = [i for i, base in enumerate(src_layout.bases(REG)) if base[dim]]
+    along.sort(key=lambda i: src_layout.bases(REG)[i][dim])
+    partial: list[list[ir.Value]] = []
+    for q in range(out.size(REG)):
+        base_reg = sum(1 << bit for k, bit in enumerate(kept) if q >> k & 1)
+        acc: Optional[list[ir.Value]] = None
+        for step in range(1 << len(along)):
+            r = base_reg | sum(1 << bit for k, bit in enumerate(along) if step >> k & 1)
+            vals = [s.regs[r] for s in srcs]
+            acc = vals if acc is None else _combine(em, block, acc, vals)
+        partial.append(acc)
+    # 2. lanes: butterfly over the lane bits that move along ``dim``
+    lane_bases = src_layout.bases(LANE)
+    for bit in sorted((i for i, base in enumerate(lane_bases) if base[dim]), key=lambda i: lane_bases[i][dim]):
+        upper = em.b.icmp_unsigned("!=", em.b.and_(em.lane, ir.Constant(I32, 1 << bit)), ir.Constant(I32, 0))
+        for q, acc in enumerate(partial):
+            other = [_shuffle(em, v, 1 << bit) for v in acc]
+            lo = [em.b.select(upper, o, a) for a, o in zip(acc, other)]
+            hi = [em.b.select(upper, a, o) for a, o in zip(acc, other)]
+            partial[q] = _combine(em, block, lo, hi)
+    # 3. warps: through shared memory, in warp order along ``dim``
+    warp_bases = src_layout.bases(WARP)
+    warp_bits = sorted((i for i, base in enumerate(warp_bases) if base[dim]), key=lambda i: warp_bases[i][dim])
+    if warp_bits:
+        partial = _reduce_warps(em, op, out, partial, warp_bits, block)
+    for k, r in enumerate(op.results):
+        em.put(r, TileVal(out, [p[k] for p in partial]))
+
+
+def _reduce_warps(em: KernelEmitter, op: Operation, out: LinearLayout, partial: list[list[ir.Value]],
+                  warp_bits: list[int], block: Block) -> list[list[ir.Value]]:
+    b = em.b
+    n = max(1, _count(out.shape))
+    groups = 1 << len(warp_bits)
+    sizes = [element_bytes(r.type) for r in op.results]
+    offsets = [sum(groups * n * s for s in sizes[:k]) for k in range(len(sizes))]
+    # this warp's position along the reduced dim
+    wd: ir.Value = ir.Constant(I32, 0)
+    for k, bit in enumerate(warp_bits):
+        part = b.and_(b.lshr(em.warp, ir.Constant(I32, bit)), ir.Constant(I32, 1))
+        wd = b.or_(wd, b.shl(part, ir.Constant(I32, k)))
+    X.barrier(b)
+    for q, vals in enumerate(partial):
+        flat = em.flat_index(em.coords(out, q), out.shape) if out.rank else ir.Constant(I32, 0)
+        slot_index = b.add(b.mul(wd, ir.Constant(I32, n)), flat)
+        for k, v in enumerate(vals):
+            st = _smem_type(v.type)
+            b.store(_to_smem(b, v, st), em.smem_slot(slot_index, sizes[k], offsets[k]))
+    X.barrier(b)
+    result = []
+    for q, vals in enumerate(partial):
+        flat = em.flat_index(em.coords(out, q), out.shape) if out.rank else ir.Constant(I32, 0)
+        acc: Optional[list[ir.Value]] = None
+        for g in range(groups):
+            idx = b.add(ir.Constant(I32, g * n), flat)
+            got = [_from_smem(b, b.load(em.smem_slot(idx, sizes[k], offsets[k]), typ=_smem_type(v.type)), v.type)
+                   for k, v in enumerate(vals)]
+            acc = got if acc is None else _combine(em, block, acc, got)
+        result.append(acc)
+    return result
+
+
+def _count(shape: Sequence[int]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+# -- through shared memory -------------------------------------------------------------------
+def _spill(em: KernelEmitter, tv: TileVal, ty: T.Type, offset: int = 0,
+           place: Optional[Callable[[list[ir.Value]], ir.Value]] = None) -> None:
+    """Every thread writes the (unique) elements it holds at their row-major index."""
+    esize = element_bytes(ty)
+    st = _smem_type(tv.regs[0].type)
+    for reg in em.unique_regs(tv.layout):
+        c = em.coords(tv.layout, reg)
+        idx = place(c) if place else em.flat_index(c, tv.layout.shape)
+        em.b.store(_to_smem(em.b, tv.regs[reg], st), em.smem_slot(idx, esize, offset))
+
+
+def _fill(em: KernelEmitter, layout: LinearLayout, ty: T.Type, elem_type: ir.Type, offset: int = 0,
+          place: Optional[Callable[[list[ir.Value]], ir.Value]] = None) -> list[ir.Value]:
+    esize = element_bytes(ty)
+    st = _smem_type(elem_type)
+    regs = []
+    for reg in range(layout.size(REG)):
+        c = em.coords(layout, reg)
+        idx = place(c) if place else em.flat_index(c, layout.shape)
+        regs.append(_from_smem(em.b, em.b.load(em.smem_slot(idx, esize, offset), typ=st), elem_type))
+    return regs
+
+
+def lookup_by_coord(em: KernelEmitter, tv: TileVal, ty: T.Type, layout: LinearLayout,
+                    dims: Sequence[int]) -> list[ir.Value]:
+    """For each register of ``layout``: the element of ``tv`` whose coordinates are
+    that register's coordinates along ``dims`` (e.g. gather indices per row)."""
+    X.barrier(em.b)
+    _spill(em, tv, ty)
+    X.barrier(em.b)
+    return _fill(em, layout, ty, tv.regs[0].type,
+                 place=lambda c: em.flat_index([c[d] for d in dims], tv.layout.shape))
+
+
+def redistribute_owned(em: KernelEmitter, layout: LinearLayout, regs: list[ir.Value], ty: T.Type) -> list[ir.Value]:
+    """Copies of an element take the value computed by its owner thread/register."""
+    X.barrier(em.b)
+    owner = em.owner_predicate(layout)
+    esize = element_bytes(ty)
+    st = _smem_type(regs[0].type)
+    for reg in em.unique_regs(layout):
+        idx = em.flat_index(em.coords(layout, reg), layout.shape)
+        slot = em.smem_slot(idx, esize)
+        if owner is None:
+            em.b.store(_to_smem(em.b, regs[reg], st), slot)
+        else:
+            with em.b.if_then(owner):
+                em.b.store(_to_smem(em.b, regs[reg], st), slot)
+    X.barrier(em.b)
+    return _fill(em, layout, ty, regs[0].type)
+
+
+@emits(CO.CatOp)
+def _cat(em: KernelEmitter, op: Operation) -> None:
+    lhs, rhs = em.tile(op, 0), em.tile(op, 1)
+    out = em.result_layout(op.result)
+    shape = op.result.type.shape
+    d = op.dim
+    shift = op.lhs.type.shape[d]
+    X.barrier(em.b)
+    _spill(em, lhs, op.lhs.type, place=lambda c: em.flat_index(c, shape))
+    _spill(em, rhs, op.rhs.type, place=lambda c: em.flat_index(
+        [em.b.add(x, ir.Constant(I32, shift)) if k == d else x for k, x in enumerate(c)], shape))
+    X.barrier(em.b)
+    em.put(op.result, TileVal(out, _fill(em, out, op.result.type, lhs.regs[0].type)))
+
+
+def _slice_origin(em: KernelEmitter, op: Operation, first_index: int, part_shape: Sequence[int]) -> list[ir.Value]:
+    b = em.b
+    out = []
+    for k, s in enumerate(part_shape):
+        idx = em.scalar(op, first_index + k)
+        idx = b.trunc(idx, I32) if idx.type.width > 32 else (b.zext(idx, I32) if idx.type.width < 32 else idx)
+        out.append(b.mul(idx, ir.Constant(I32, s)))
+    return out
+
+
+@emits(CO.ExtractOp)
+def _extract(em: KernelEmitter, op: Operation) -> None:
+    src = em.tile(op, 0)
+    out = em.result_layout(op.result)
+    part = op.result.type.shape
+    origin = _slice_origin(em, op, 1, part)
+    X.barrier(em.b)
+    _spill(em, src, op.source.type)
+    X.barrier(em.b)
+    shape = op.source.type.shape
+    regs = _fill(em, out, op.result.type, src.regs[0].type,
+                 place=lambda c: em.flat_index([em.b.add(o, x) for o, x in zip(origin, c)], shape))
+    em.put(op.result, TileVal(out, regs))
+
+
+@emits(CO.InsertOp)
+def _insert(em: KernelEmitter, op: Operation) -> None:
+    src, dst = em.tile(op, 0), em.tile(op, 1)
+    out = em.result_layout(op.result)
+    shape = op.result.type.shape
+    origin = _slice_origin(em, op, 2, op.source.type.shape)
+    X.barrier(em.b)
+    _spill(em, dst, op.destination.type)
+    X.barrier(em.b)
+    _spill(em, src, op.source.type,
+           place=lambda c: em.flat_index([em.b.add(o, x) for o, x in zip(origin, c)], shape))
+    X.barrier(em.b)
+    em.put(op.result, TileVal(out, _fill(em, out, op.result.type, dst.regs[0].type)))
+
+
+@emits(CO.ScanOp)
+def _scan(em: KernelEmitter, op: Operation) -> None:
+    """Sequential scan of each line along ``dim`` in shared memory, lines spread over threads."""
+    b = em.b
+    srcs = [em.tile(op, i) for i in range(len(op.operands))]
+    layout = srcs[0].layout
+    shape = op.results[0].type.shape
+    d = op.dim
+    n = _count(shape)
+    inner = _count(shape[d + 1:])
+    length = shape[d]
+    lines = n // length
+    block = op.regions[0].blocks[0]
+    sizes = [element_bytes(v.type) for v in op.operands]
+    offsets = [sum(n * s for s in sizes[:k]) for k in range(len(sizes))]
+    X.barrier(b)
+    for k, (tv, v) in enumerate(zip(srcs, op.operands)):
+        _spill(em, tv, v.type, offsets[k])
+    X.barrier(b)
+    threads = em.tas.num_threads
+    for j in range((lines + threads - 1) // threads):
+        line = b.add(em.tid, ir.Constant(I32, j * threads))
+        with b.if_then(b.icmp_unsigned("<", line, ir.Constant(I32, lines))):
+            start = b.add(b.mul(b.udiv(line, ir.Constant(I32, inner)), ir.Constant(I32, length * inner)),
+                          b.urem(line, ir.Constant(I32, inner)))
+            _scan_line(em, op, block, srcs, start, inner, length, sizes, offsets)
+    X.barrier(b)
+    for k, r in enumerate(op.results):
+        em.put(r, TileVal(layout, _fill(em, layout, r.type, srcs[k].regs[0].type, offsets[k])))
+
+
+def _scan_line(em: KernelEmitter, op: Operation, block: Block, srcs: list[TileVal], start: ir.Value,
+               stride: int, length: int, sizes: list[int], offsets: list[int]) -> None:
+    b = em.b
+    types = [s.regs[0].type for s in srcs]
+    reverse = bool(op.attributes.get("reverse"))
+
+    def slot(k: int, i: ir.Value) -> ir.Value:
+        pos = i if not reverse else b.sub(ir.Constant(I32, length - 1), i)
+        return em.smem_slot(b.add(start, b.mul(pos, ir.Constant(I32, stride))), sizes[k], offsets[k])
+
+    first = [_from_smem(b, b.load(slot(k, ir.Constant(I32, 0)), typ=_smem_type(t)), t) for k, t in enumerate(types)]
+    if length == 1:
+        return
+    pre = b.block
+    loop = em.llfn.append_basic_block("scan.loop")
+    done = em.llfn.append_basic_block("scan.done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    i = b.phi(I32)
+    i.add_incoming(ir.Constant(I32, 1), pre)
+    accs = []
+    for v in first:
+        phi = b.phi(v.type)
+        phi.add_incoming(v, pre)
+        accs.append(phi)
+    cur = [_from_smem(b, b.load(slot(k, i), typ=_smem_type(t)), t) for k, t in enumerate(types)]
+    new = _combine(em, block, accs, cur)
+    for k, v in enumerate(new):
+        b.store(_to_smem(b, v, _smem_type(types[k])), slot(k, i))
+    nxt = b.add(i, ir.Constant(I32, 1))
+    tail = b.block
+    i.add_incoming(nxt, tail)
+    for phi, v in zip(accs, new):
+        phi.add_incoming(v, tail)
+    b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(I32, length)), loop, done)
+    b.position_at_end(done)
+
+
+__all__ = ["decode_elements", "lookup_by_coord", "redistribute_owned", "inline_combiner", "BF16", "Value"]

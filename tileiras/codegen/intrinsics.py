@@ -1,0 +1,147 @@
+"""Every NVVM intrinsic name and inline-PTX string the code generator uses.
+
+Each helper takes an llvmlite ``IRBuilder`` and returns LLVM values.  Keeping
+them here keeps the emitters free of PTX spelling.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from llvmlite import ir
+
+I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+F16, BF16, F32, F64 = ir.HalfType(), ir.IntType(16), ir.FloatType(), ir.DoubleType()
+GLOBAL, SHARED = 1, 3
+GPTR = ir.PointerType(addrspace=GLOBAL) if hasattr(ir, "PointerType") else None
+SPTR = ir.PointerType(addrspace=SHARED)
+
+
+def _declare(module: ir.Module, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ret, list(args)), name=name)
+    return fn
+
+
+def sreg(b: ir.IRBuilder, name: str) -> ir.Value:
+    """Read a special register, e.g. ``tid.x``, ``ctaid.x``, ``clusterid.x``."""
+    fn = _declare(b.module, f"llvm.nvvm.read.ptx.sreg.{name}", I32, [])
+    return b.call(fn, [])
+
+
+def barrier(b: ir.IRBuilder) -> None:
+    """bar.sync 0 (all threads of the CTA; also orders their memory accesses)."""
+    b.asm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "~{memory}", [], side_effect=True)
+
+
+def shfl_bfly(b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
+    """shfl.sync.bfly.b32 over the full warp (32-bit payload)."""
+    fn = _declare(b.module, "llvm.nvvm.shfl.sync.bfly.i32", I32, [I32, I32, I32, I32])
+    return b.call(fn, [ir.Constant(I32, 0xFFFFFFFF), value, ir.Constant(I32, lane_mask), ir.Constant(I32, 0x1F)])
+
+
+def asm(b: ir.IRBuilder, ret: ir.Type, text: str, constraints: str, args: Sequence[ir.Value],
+        side_effect: bool = False) -> ir.Value:
+    return b.asm(ir.FunctionType(ret, [a.type for a in args]), text, constraints, list(args), side_effect)
+
+
+# -- register classes for inline asm --------------------------------------------------
+def reg_class(t: ir.Type) -> tuple[str, str]:
+    """(constraint letter, PTX bit type) of a scalar LLVM type."""
+    if isinstance(t, ir.IntType):
+        return {1: ("b", "pred"), 8: ("c", "b8"), 16: ("h", "b16"), 32: ("r", "b32"), 64: ("l", "b64")}[t.width]
+    if isinstance(t, ir.HalfType):
+        return "h", "b16"
+    if isinstance(t, ir.FloatType):
+        return "f", "b32"
+    if isinstance(t, ir.DoubleType):
+        return "d", "b64"
+    if isinstance(t, ir.PointerType):
+        return "l", "b64"
+    raise TypeError(f"no register class for {t}")
+
+
+def predicated_load(b: ir.IRBuilder, ty: ir.Type, count: int, address: ir.Value, pred: ir.Value,
+                    fallback: Sequence[ir.Value], qualifiers: str = "global") -> list[ir.Value]:
+    """``count`` consecutive elements at ``address`` when ``pred``, else ``fallback``.
+
+    One ``ld.<qualifiers>[.vN].bXX`` guarded by a predicate: no branch per element.
+    8-bit elements travel in 16-bit registers (PTX has no 8-bit registers)."""
+    letter, bits = reg_class(ty)
+    wide = ty
+    if bits == "b8":
+        letter, wide = "h", I16
+    outs = ",".join(f"={letter}" for _ in range(count))
+    ins = ",".join(letter for _ in range(count))
+    dst = ", ".join(f"${i}" for i in range(count))
+    movs = " ".join(f"mov.{'b16' if bits == 'b8' else bits} ${i}, ${count + 2 + i};" for i in range(count))
+    vec = f".v{count}" if count > 1 else ""
+    dst_text = f"{{{dst}}}" if count > 1 else dst
+    text = f"{movs} @${count + 1} ld.{qualifiers}{vec}.{bits} {dst_text}, [${count}];"
+    ret = ir.LiteralStructType([wide] * count) if count > 1 else wide
+    fb = [b.zext(v, I16) if wide is not ty else v for v in fallback]
+    res = asm(b, ret, text, f"{outs},l,b,{ins}", [address, pred, *fb], side_effect=True)
+    vals = [b.extract_value(res, i) for i in range(count)] if count > 1 else [res]
+    return [b.trunc(v, ty) if wide is not ty else v for v in vals]
+
+
+def predicated_store(b: ir.IRBuilder, values: Sequence[ir.Value], address: ir.Value, pred: ir.Value,
+                     qualifiers: str = "global") -> None:
+    ty = values[0].type
+    letter, bits = reg_class(ty)
+    vals = list(values)
+    if bits == "b8":
+        letter = "h"
+        vals = [b.zext(v, I16) for v in vals]
+    n = len(vals)
+    src = ", ".join(f"${i + 2}" for i in range(n))
+    src_text = f"{{{src}}}" if n > 1 else src
+    vec = f".v{n}" if n > 1 else ""
+    text = f"@$1 st.{qualifiers}{vec}.{bits} [$0], {src_text};"
+    ins = ",".join(letter for _ in range(n))
+    asm(b, ir.VoidType(), text, f"l,b,{ins},~{{memory}}", [address, pred, *vals], side_effect=True)
+
+
+def fp_asm_unary(b: ir.IRBuilder, inst: str, x: ir.Value) -> ir.Value:
+    """A one-operand float instruction spelled in PTX, e.g. ``sqrt.rz.f32``."""
+    letter, _ = reg_class(x.type)
+    return asm(b, x.type, f"{inst} $0, $1;", f"={letter},{letter}", [x])
+
+
+def fp_asm_binary(b: ir.IRBuilder, inst: str, x: ir.Value, y: ir.Value) -> ir.Value:
+    letter, _ = reg_class(x.type)
+    return asm(b, x.type, f"{inst} $0, $1, $2;", f"={letter},{letter},{letter}", [x, y])
+
+
+def fp_asm_ternary(b: ir.IRBuilder, inst: str, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+    letter, _ = reg_class(x.type)
+    return asm(b, x.type, f"{inst} $0, $1, $2, $3;", f"={letter},{letter},{letter},{letter}", [x, y, z])
+
+
+def cvt_asm(b: ir.IRBuilder, inst: str, x: ir.Value, ret: ir.Type) -> ir.Value:
+    """A conversion spelled in PTX, e.g. ``cvt.rz.s32.f32``."""
+    if str(x.type) == "bfloat":  # 16-bit floats cross the asm boundary as b16
+        x = b.bitcast(x, I16)
+    if str(ret) == "bfloat":
+        return b.bitcast(cvt_asm(b, inst, x, I16), ret)
+    li, _ = reg_class(x.type)
+    lo, _ = reg_class(ret)
+    if lo == "c":
+        lo = "h"
+    return asm(b, ret, f"{inst} $0, $1;", f"={lo},{li}", [x])
+
+
+def vprintf(b: ir.IRBuilder, fmt: ir.Value, args: ir.Value) -> None:
+    fn = _declare(b.module, "vprintf", I32, [ir.PointerType(), ir.PointerType()])
+    b.call(fn, [fmt, args])
+
+
+def trap(b: ir.IRBuilder) -> None:
+    fn = _declare(b.module, "llvm.trap", ir.VoidType(), [])
+    b.call(fn, [])
+
+
+def math_call(b: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> ir.Value:
+    """An LLVM or NVVM math intrinsic, e.g. ``llvm.sqrt.f32``, ``llvm.nvvm.ex2.approx.f``."""
+    fn = _declare(b.module, name, args[0].type, [a.type for a in args])
+    return b.call(fn, list(args))

@@ -1,0 +1,280 @@
+"""TileAS -> NVVM LLVM IR (llvmlite) -> PTX.
+
+``KernelEmitter`` walks one entry function.  Every tile is a ``TileVal``: the
+LLVM values of the elements this thread holds, in the order of its layout's
+register index.  One emitter per op class (``@emits(AddFOp)``) lives in the
+``emit_*`` modules; this module holds what they share: value bookkeeping,
+the single "apply layout" emitter (``coords``), layout conversion through
+shared memory, and PTX generation with LLVM's NVPTX back end.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+from llvmlite import binding as llvm
+from llvmlite import ir
+
+from ..errors import CompileError
+from ..ir import types as T
+from ..ir.core import Block, Function, Module, Operation, Value
+from ..layout.linear import LANE, REG, WARP, LinearLayout, flatten
+from ..lower.tileas import TileAS, element_bytes
+from . import intrinsics as X
+from .values import GPTR, Emitted, TileVal, byte_gep, llvm_type
+
+I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
+
+EmitFn = Callable[["KernelEmitter", Operation], None]
+EMITTERS: dict[type, EmitFn] = {}
+
+
+def emits(*classes: type) -> Callable[[EmitFn], EmitFn]:
+    def register(fn: EmitFn) -> EmitFn:
+        for c in classes:
+            EMITTERS[c] = fn
+        return fn
+    return register
+
+
+@dataclass(frozen=True)
+class Target:
+    arch: int                    # 80, 90, 100, 120...
+
+    @property
+    def name(self) -> str:
+        return f"sm_{self.arch}"
+
+    @property
+    def uses_clusters(self) -> bool:
+        return self.arch >= 90
+
+
+class KernelEmitter:
+    def __init__(self, module: ir.Module, fn: Function, tas: TileAS, target: Target):
+        self.module, self.fn, self.tas, self.target = module, fn, tas, target
+        params = [llvm_type(a.type) for a in fn.entry_block.args]
+        self.llfn = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name=fn.name)
+        module.add_named_metadata("nvvm.annotations", [self.llfn, "kernel", ir.Constant(I32, 1)])
+        # values that depend only on the thread index are computed once, in the
+        # prologue block, so that they dominate every use
+        self.pb = ir.IRBuilder(self.llfn.append_basic_block("entry"))
+        self.b = ir.IRBuilder(self.llfn.append_basic_block("body"))
+        self.values: dict[Value, Emitted] = {}
+        self._coord_cache: dict[LinearLayout, list[ir.Value]] = {}
+        self._owner_cache: dict[LinearLayout, Optional[ir.Value]] = {}
+        self._smem: Optional[ir.GlobalVariable] = None
+        self.frames: list = []    # control-flow frames (emit_control)
+        self.tid = X.sreg(self.pb, "tid.x")
+        self.lane = self.pb.and_(self.tid, ir.Constant(I32, 31), name="lane")
+        self.warp = self.pb.lshr(self.tid, ir.Constant(I32, 5), name="warp")
+        for arg, llarg, v in zip(fn.entry_block.args, self.llfn.args, fn.entry_block.args):
+            llarg.name = f"arg{arg.index}"
+            self.values[v] = TileVal(tas.layouts[v], [llarg]) if v in tas.layouts else None
+
+    # -- driving -------------------------------------------------------------------
+    def run(self) -> None:
+        body = self.b.block
+        self.emit_block(self.fn.entry_block)
+        if not self.b.block.is_terminated:
+            self.b.ret_void()
+        self.pb.branch(body)
+
+    def emit_block(self, block: Block) -> None:
+        for op in block.ops:
+            if self.b.block.is_terminated:
+                break  # code after break/continue/return is unreachable
+            emitter = EMITTERS.get(type(op))
+            if emitter is None:
+                raise CompileError(f"code generation for '{op.definition.full_name}' is not supported yet")
+            emitter(self, op)
+
+    # -- values ----------------------------------------------------------------------
+    def put(self, v: Value, e: Emitted) -> None:
+        self.values[v] = e
+
+    def tile(self, op: Operation, i: int) -> TileVal:
+        """Operand ``i`` of ``op`` in the layout TileAS chose for that use."""
+        v = op.operands[i]
+        tv = self.values[v]
+        if not isinstance(tv, TileVal):
+            raise CompileError(f"operand {i} of '{op.name}' is not a tile")
+        want = self.tas.converts.get((op, i))
+        if want is not None and want != tv.layout:
+            tv = self.convert(tv, want, v.type)
+        return tv
+
+    def scalar(self, op: Operation, i: int) -> ir.Value:
+        return self.tile(op, i).scalar
+
+    def view(self, v: Value) -> Emitted:
+        return self.values[v]
+
+    def result_layout(self, r: Value) -> LinearLayout:
+        return self.tas.layouts[r]
+
+    # -- layouts ---------------------------------------------------------------------
+    def runtime_coords(self, layout: LinearLayout) -> list[ir.Value]:
+        """Per tile dim, the coordinate part contributed by this thread's lane and warp."""
+        if layout in self._coord_cache:
+            return self._coord_cache[layout]
+        b = self.pb
+        out = []
+        for d in range(layout.rank):
+            acc: ir.Value = ir.Constant(I32, 0)
+            for src, bases in ((self.lane, layout.bases(LANE)), (self.warp, layout.bases(WARP))):
+                acc = _xor_bits(b, acc, src, [base[d] for base in bases])
+            out.append(acc)
+        self._coord_cache[layout] = out
+        return out
+
+    def coords(self, layout: LinearLayout, reg: int) -> list[ir.Value]:
+        """Tile coordinates (i32 per dim) of register ``reg`` of this thread."""
+        const = layout.apply(reg=reg)
+        runtime = self.runtime_coords(layout)
+        return [r if c == 0 else self.pb.xor(r, ir.Constant(I32, c)) for r, c in zip(runtime, const)]
+
+    def owner_predicate(self, layout: LinearLayout) -> Optional[ir.Value]:
+        """True in exactly one of the threads holding copies of the same element
+        (lane and warp bits with zero bases must be 0); None if no copies."""
+        if layout in self._owner_cache:
+            return self._owner_cache[layout]
+        b = self.pb
+        conds = []
+        for src, name in ((self.lane, LANE), (self.warp, WARP)):
+            mask = layout.broadcast_mask(name)
+            if mask:
+                conds.append(b.icmp_unsigned("==", b.and_(src, ir.Constant(I32, mask)), ir.Constant(I32, 0)))
+        acc = conds[0] if conds else None
+        for c in conds[1:]:
+            acc = b.and_(acc, c)
+        self._owner_cache[layout] = acc
+        return acc
+
+    def unique_regs(self, layout: LinearLayout) -> list[int]:
+        """Register indices that are not copies of a lower register index."""
+        dup = layout.broadcast_mask(REG)
+        return [r for r in range(layout.size(REG)) if not r & dup]
+
+    # -- shared memory -----------------------------------------------------------------
+    def smem(self) -> ir.Value:
+        if self._smem is None:
+            size = max(self.tas.smem_bytes, 16)
+            g = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), size), name="tileas_scratch", addrspace=3)
+            g.align = 16
+            g.linkage = "internal"
+            g.initializer = ir.Constant(ir.ArrayType(ir.IntType(8), size), None)
+            self._smem = g
+        return self._smem
+
+    def smem_slot(self, index: ir.Value, elem_bytes: int, base: int = 0) -> ir.Value:
+        """Address of element ``index`` (i32) of an array of ``elem_bytes`` at ``base``."""
+        b = self.b
+        off = b.add(b.mul(b.zext(index, I64), ir.Constant(I64, elem_bytes)), ir.Constant(I64, base))
+        return byte_gep(b, self.smem(), off)
+
+    def flat_index(self, coords: Sequence[ir.Value], shape: Sequence[int]) -> ir.Value:
+        b = self.b
+        idx: ir.Value = ir.Constant(I32, 0)
+        for c, s in zip(coords, shape):
+            idx = b.add(b.mul(idx, ir.Constant(I32, s)), c)
+        return idx
+
+    def convert(self, tv: TileVal, dst: LinearLayout, ty: T.Type) -> TileVal:
+        """Redistribute through shared memory: every thread writes what it holds,
+        then reads what ``dst`` says it holds."""
+        if tv.layout == dst:
+            return tv
+        if tv.layout.rank == 0:  # every thread already holds the scalar
+            return TileVal(dst, [tv.regs[0]] * dst.size(REG))
+        esize = element_bytes(ty)
+        store_ty = _smem_type(tv.regs[0].type)
+        X.barrier(self.b)
+        for reg in self.unique_regs(tv.layout):
+            slot = self.smem_slot(self.flat_index(self.coords(tv.layout, reg), tv.layout.shape), esize)
+            self.b.store(_to_smem(self.b, tv.regs[reg], store_ty), slot)
+        X.barrier(self.b)
+        regs = []
+        for reg in range(dst.size(REG)):
+            slot = self.smem_slot(self.flat_index(self.coords(dst, reg), dst.shape), esize)
+            regs.append(_from_smem(self.b, self.b.load(slot, typ=store_ty), tv.regs[0].type))
+        return TileVal(dst, regs)
+
+
+def _xor_bits(b: ir.IRBuilder, acc: ir.Value, src: ir.Value, coeffs: list[int]) -> ir.Value:
+    """acc ^ XOR over bits k of ``src`` of coeffs[k]; runs of bits whose coefficients
+    are consecutive powers of two become one shift-and-mask."""
+    k = 0
+    while k < len(coeffs):
+        c = coeffs[k]
+        if c == 0:
+            k += 1
+            continue
+        run = 1
+        if c & (c - 1) == 0:
+            while k + run < len(coeffs) and coeffs[k + run] == c << run:
+                run += 1
+            part = b.and_(b.lshr(src, ir.Constant(I32, k)), ir.Constant(I32, (1 << run) - 1))
+            shift = c.bit_length() - 1
+            if shift:
+                part = b.shl(part, ir.Constant(I32, shift))
+        else:
+            bit = b.and_(b.lshr(src, ir.Constant(I32, k)), ir.Constant(I32, 1))
+            part = b.mul(bit, ir.Constant(I32, c))
+        acc = part if isinstance(acc, ir.Constant) and acc.constant == 0 else b.xor(acc, part)
+        k += run
+    return acc
+
+
+def _smem_type(t: ir.Type) -> ir.Type:
+    if isinstance(t, ir.IntType) and t.width == 1:
+        return ir.IntType(8)
+    return t
+
+
+def _to_smem(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:
+    return b.zext(v, t) if v.type != t else v
+
+
+def _from_smem(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:
+    return b.trunc(v, t) if v.type != t else v
+
+
+# -- PTX ------------------------------------------------------------------------------
+_initialized = False
+
+
+def _init_llvm() -> None:
+    global _initialized
+    if not _initialized:
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+        _initialized = True
+
+
+def llvm_to_ptx(module: ir.Module, target: Target, opt_level: int = 3) -> str:
+    """Optimize with LLVM's pipeline and print PTX with the NVPTX back end."""
+    _init_llvm()
+    module.triple = "nvptx64-nvidia-cuda"
+    module.data_layout = "e-p:64:64:64-p3:32:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+    tm = llvm.Target.from_triple(module.triple).create_target_machine(
+        cpu=f"sm_{target.arch}{'a' if target.arch >= 90 else ''}", features="+ptx85", opt=min(opt_level, 3))
+    parsed = llvm.parse_assembly(str(module))
+    parsed.verify()
+    if opt_level > 0:
+        pto = llvm.create_pipeline_tuning_options(speed_level=min(opt_level, 3))
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(parsed, pb)
+    return tm.emit_assembly(parsed)
+
+
+def emit_module(module: Module, analyses: dict[str, TileAS], target: Target) -> ir.Module:
+    """LLVM IR for every entry function of ``module``."""
+    from . import emit_arith, emit_control, emit_memory, emit_shape  # noqa: F401  (register emitters)
+
+    llmod = ir.Module(name="tileiras")
+    for fn in module.functions:
+        if fn.is_entry:
+            em = KernelEmitter(llmod, fn, analyses[fn.name], target)
+            em.run()
+    return llmod

@@ -1,0 +1,276 @@
+"""TileAA -> TileAS: decide how every tile is distributed over the CTA.
+
+This pass only decides; ``codegen.nvvm`` applies the decisions.  For each tile
+value it records a ``LinearLayout`` (which thread and register hold which
+element); for each operand that must be redistributed, the layout it is
+converted to (through shared memory); for each op, the shared-memory scratch it
+needs.  Ops run one after another, so all scratch users share one region,
+guarded by barriers: the CTA's static shared memory is the largest need.
+
+Layout rules (``@layout_rule(OpClass)``):
+
+* loads, constants, iota, control-flow results and loop-carried values use the
+  *canonical* layout of their shape (``default_blocked``);
+* element-wise ops take their first tile operand's layout and convert the rest;
+* reshape and permute relabel coordinates: the layout moves along for free;
+* a reduction's result keeps the surviving dims of its input's layout;
+* broadcast wants its input in the output's layout with the broadcast dims
+  squashed, which makes it a register copy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from ..ir import types as T
+from ..ir.core import Block, Operation, Value
+from ..layout.linear import LinearLayout, default_blocked
+from ..tile import ops_arith as AR
+from ..tile import ops_control as CF
+from ..tile import ops_core as CO
+from ..tile import ops_memory as MEM
+from .tileaa import TileAA
+
+DEFAULT_WARPS = 4
+
+
+@dataclass
+class TileAS:
+    aa: TileAA
+    num_warps: int
+    layouts: dict[Value, LinearLayout] = field(default_factory=dict)
+    converts: dict[tuple[Operation, int], LinearLayout] = field(default_factory=dict)
+    scratch: dict[Operation, int] = field(default_factory=dict)
+
+    @property
+    def num_threads(self) -> int:
+        return 32 * self.num_warps
+
+    @property
+    def smem_bytes(self) -> int:
+        return max(self.scratch.values(), default=0)
+
+    def canonical(self, shape: tuple[int, ...]) -> LinearLayout:
+        return default_blocked(shape, self.num_warps)
+
+    def layout(self, v: Value) -> LinearLayout:
+        return self.layouts[v]
+
+    def operand_layout(self, op: Operation, i: int) -> Optional[LinearLayout]:
+        """The layout operand ``i`` of ``op`` is used in (after any conversion)."""
+        return self.converts.get((op, i), self.layouts.get(op.operands[i]))
+
+
+def is_tile(v: Value) -> bool:
+    return isinstance(v.type, T.TileType)
+
+
+def element_bytes(t: T.Type) -> int:
+    """Bytes one element of tile type ``t`` takes in shared memory."""
+    e = t.element if isinstance(t, T.TileType) else t
+    if isinstance(e, T.PointerType):
+        return 8
+    return max(1, e.bitwidth // 8) if e.name != "tf32" else 4
+
+
+def choose_num_warps(aa: TileAA, hint: Optional[int]) -> int:
+    if hint:
+        return hint
+    biggest = max((r.type.num_elements for op in aa.function.walk() for r in op.results if is_tile(r)), default=1)
+    return 1 if biggest <= 1 else DEFAULT_WARPS
+
+
+def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None) -> TileAS:
+    tas = TileAS(aa, choose_num_warps(aa, num_warps_hint))
+    for a in aa.function.entry_block.args:
+        if is_tile(a):
+            tas.layouts[a] = tas.canonical(a.type.shape)
+    _assign_block(tas, aa.function.entry_block)
+    return tas
+
+
+def _assign_block(tas: TileAS, block: Block) -> None:
+    for op in block.ops:
+        rule = _RULES.get(type(op), _canonical_results)
+        rule(tas, op)
+
+
+# -- rules ------------------------------------------------------------------------
+Rule = Callable[[TileAS, Operation], None]
+_RULES: dict[type, Rule] = {}
+
+
+def layout_rule(*classes: type) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        for c in classes:
+            _RULES[c] = fn
+        return fn
+    return register
+
+
+def _want(tas: TileAS, op: Operation, i: int, layout: LinearLayout) -> None:
+    """Operand ``i`` must be in ``layout``; record a conversion if it is not."""
+    v = op.operands[i]
+    if is_tile(v) and tas.layouts.get(v) != layout:
+        tas.converts[(op, i)] = layout
+        need = v.type.num_elements * element_bytes(v.type)
+        tas.scratch[op] = max(tas.scratch.get(op, 0), need)
+
+
+def _canonical_results(tas: TileAS, op: Operation) -> None:
+    for r in op.results:
+        if is_tile(r):
+            tas.layouts[r] = tas.canonical(r.type.shape)
+    for region in op.regions:
+        for block in region.blocks:
+            for a in block.args:
+                if is_tile(a):
+                    tas.layouts[a] = tas.canonical(a.type.shape)
+            _assign_block(tas, block)
+
+
+#: Ops computing each result element from the same-position operand elements.
+ELEMENTWISE: tuple[type, ...] = tuple(
+    cls for cls in vars(AR).values() if isinstance(cls, type) and hasattr(cls, "definition")
+    and cls.definition.name not in ("mmaf", "mmai", "mmaf_scaled")) + (
+    CO.SelectOp, CO.BitcastOp, CO.ExtIOp, CO.TruncIOp, CO.FToFOp, CO.FToIOp, CO.IToFOp,
+    CO.IntToPtrOp, CO.PtrToIntOp, CO.PtrToPtrOp, CO.OffsetOp, CF.AssumeOp)
+
+
+def _elementwise(tas: TileAS, op: Operation) -> None:
+    tiles = [i for i, v in enumerate(op.operands) if is_tile(v) and v.type.shape == op.results[0].type.shape]
+    if not tiles:
+        return _canonical_results(tas, op)
+    layout = tas.layouts[op.operands[tiles[0]]]
+    for i in tiles[1:]:
+        _want(tas, op, i, layout)
+    for r in op.results:
+        tas.layouts[r] = layout
+
+
+@layout_rule(CO.ReshapeOp)
+def _reshape(tas: TileAS, op: Operation) -> None:
+    tas.layouts[op.result] = tas.layouts[op.source].reshape(op.result.type.shape)
+
+
+@layout_rule(CO.PermuteOp)
+def _permute(tas: TileAS, op: Operation) -> None:
+    tas.layouts[op.result] = tas.layouts[op.source].permute(op.permutation)
+
+
+@layout_rule(CO.BroadcastOp)
+def _broadcast(tas: TileAS, op: Operation) -> None:
+    out = tas.canonical(op.result.type.shape)
+    dims = [d for d, (a, b) in enumerate(zip(op.source.type.shape, op.result.type.shape)) if a != b]
+    _want(tas, op, 0, out.squash(dims))
+    tas.layouts[op.result] = out
+
+
+@layout_rule(CO.ReduceOp)
+def _reduce(tas: TileAS, op: Operation) -> None:
+    src = tas.layouts[op.operands[0]]
+    for i in range(1, len(op.operands)):
+        _want(tas, op, i, src)
+    result = src.drop_dim(op.dim)
+    for r in op.results:
+        tas.layouts[r] = result
+    warps_along = sum(1 for b in src.bases("warp") if b[op.dim])
+    if warps_along:
+        n = op.results[0].type.num_elements
+        tas.scratch[op] = max(tas.scratch.get(op, 0),
+                              (1 << warps_along) * n * sum(element_bytes(r.type) for r in op.results))
+    _combiner_block(tas, op)
+
+
+@layout_rule(CO.ScanOp)
+def _scan(tas: TileAS, op: Operation) -> None:
+    src = tas.layouts[op.operands[0]]
+    for i in range(1, len(op.operands)):
+        _want(tas, op, i, src)
+    for r in op.results:
+        tas.layouts[r] = src
+    n = op.results[0].type.num_elements
+    tas.scratch[op] = max(tas.scratch.get(op, 0), n * sum(element_bytes(r.type) for r in op.results))
+    _combiner_block(tas, op)
+
+
+def _combiner_block(tas: TileAS, op: Operation) -> None:
+    block = op.regions[0].blocks[0]
+    for a in block.args:
+        tas.layouts[a] = tas.canonical(())
+    _assign_block(tas, block)
+
+
+@layout_rule(CO.CatOp, CO.ExtractOp, CO.InsertOp)
+def _through_smem(tas: TileAS, op: Operation) -> None:
+    tiles = [v for v in op.operands if is_tile(v) and v.type.rank > 0]
+    need = sum(v.type.num_elements * element_bytes(v.type) for v in tiles)
+    tas.scratch[op] = max(tas.scratch.get(op, 0), need, op.result.type.num_elements * element_bytes(op.result.type))
+    _canonical_results(tas, op)
+
+
+@layout_rule(MEM.LoadPtrTkoOp)
+def _load_ptr(tas: TileAS, op: Operation) -> None:
+    layout = tas.layouts[op.source]
+    for i, v in enumerate(op.operands[1:], 1):
+        if is_tile(v) and v.type.shape == op.source.type.shape:
+            _want(tas, op, i, layout)
+    tas.layouts[op.result] = layout
+
+
+@layout_rule(MEM.StorePtrTkoOp, MEM.AtomicRMWTkoOp, MEM.AtomicCASTkoOp)
+def _pointer_tile_op(tas: TileAS, op: Operation) -> None:
+    layout = tas.layouts[op.operands[0]]
+    for i, v in enumerate(op.operands[1:], 1):
+        if is_tile(v) and v.type.shape == op.operands[0].type.shape:
+            _want(tas, op, i, layout)
+    for r in op.results:
+        if is_tile(r):
+            tas.layouts[r] = layout
+
+
+@layout_rule(MEM.StoreViewTkoOp, MEM.AtomicRedViewTkoOp, CF.PrintTkoOp, CF.AssertOp)
+def _any_layout(tas: TileAS, op: Operation) -> None:
+    """Consumers that work in whatever layout their operands have."""
+
+
+def _to_canonical(tas: TileAS, op: Operation) -> None:
+    for i, v in enumerate(op.operands):
+        if is_tile(v):
+            _want(tas, op, i, tas.canonical(v.type.shape))
+
+
+@layout_rule(CF.YieldOp, CF.ContinueOp, CF.BreakOp, CF.ReturnOp)
+def _terminator(tas: TileAS, op: Operation) -> None:
+    parent = op.parent.parent.parent if op.parent and op.parent.parent else None
+    if isinstance(parent, (CO.ReduceOp, CO.ScanOp)):
+        return
+    _to_canonical(tas, op)
+
+
+@layout_rule(CF.ForOp, CF.LoopOp, CF.IfOp)
+def _region_op(tas: TileAS, op: Operation) -> None:
+    _to_canonical(tas, op)
+    _canonical_results(tas, op)
+
+
+for _cls in ELEMENTWISE:
+    _RULES.setdefault(_cls, _elementwise)
+
+
+def format_tileas(tas: TileAS) -> str:
+    """The TileAA dump plus, per tile value, its layout (``--emit=tileas``)."""
+    from ..layout.format import format_layout
+
+    lines = [f"tileas.func @{tas.aa.function.name} warps={tas.num_warps} smem={tas.smem_bytes} {{"]
+    for op in tas.aa.function.walk():
+        for r in op.results:
+            if r in tas.layouts:
+                lines.append(f"  {op.name} #{r.index}: {r.type} {format_layout(tas.layouts[r])}")
+        for (cop, i), lay in tas.converts.items():
+            if cop is op:
+                lines.append(f"  {op.name} operand {i} -> convert {format_layout(lay)}")
+        if op in tas.scratch:
+            lines.append(f"  {op.name} scratch {tas.scratch[op]} bytes")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
