@@ -55,8 +55,9 @@ class HostTarget:
 
     @property
     def code_model(self) -> str:
-        # The real x86-64 objects use .ltext/.lrodata/.lbss; the AArch64 ones .text/.rodata/.bss.
-        return "large" if self.arch == "x86_64" else "small"
+        # Large on both: x86-64 puts everything in .ltext/.lrodata/.lbss; AArch64 keeps the
+        # usual section names but writes 8-byte .eh_frame pointers (R_AARCH64_PREL64).
+        return "large"
 
     @property
     def calling_convention(self) -> str:
@@ -122,8 +123,8 @@ entry:
   %unsupported = icmp eq i32 %version, 0
   br i1 %unsupported, label %refuse, label %check
 check:
-  %old = icmp slt i32 %version, {PRE_LOAD_VERSION}
-  br i1 %old, label %query, label %current
+  %current_version = icmp sgt i32 %version, {PRE_LOAD_VERSION - 1}
+  br i1 %current_version, label %current, label %query
 {_publish_ir("current")}refuse:
   ret i32 1
 query:

@@ -26,6 +26,9 @@ _ENTRY_LINE = r"[ \t]*(?:\.visible[ \t]+|\.weak[ \t]+)?\.entry\b"
 _FIRST_ENTRY = re.compile(rf"^(?:[ \t]*// \.globl[^\n]*\n(?=(?:[ \t]*\n)*{_ENTRY_LINE})|(?={_ENTRY_LINE}))",
                           re.MULTILINE)
 
+#: A module-scope variable that LLVM linked in from libdevice (``__cudart_sin_cos_coeffs``...).
+_LIBDEVICE_GLOBAL = re.compile(r"^\.(?:global|const)\b[^\n;]*\b__(?:cudart|nv)_\w*", re.MULTILINE)
+
 
 def set_ptx_version(ptx: str, version: str = PTX_VERSION) -> str:
     """Replace the ``.version`` directive (LLVM writes the version of its ``+ptxNN`` feature)."""
@@ -44,13 +47,19 @@ def set_target(ptx: str, gpu_name: str) -> str:
 
 
 def declare_launch_metadata(ptx: str) -> str:
-    """Declare ``___NV_TILE_LAUNCH_META_DATA___`` before the first entry (after its ``.globl``
-    comment, where the real tool's LLVM prints it), unless the module already declares it."""
+    """Declare ``___NV_TILE_LAUNCH_META_DATA___`` unless the module already does.
+
+    The real tool's LLVM prints it after the module's own globals: before the first entry
+    (after its ``// .globl`` comment), or before globals linked from libdevice.  Best is for
+    the LLVM module to define it (``LAUNCH_METADATA_NAME``); then this leaves it in place."""
     if re.search(rf"\b{LAUNCH_METADATA_NAME}\b", ptx):
         return ptx
     m = _FIRST_ENTRY.search(ptx)
     if m is None:
         raise CompileError("malformed PTX: no .entry to declare the launch metadata before")
+    lib = _LIBDEVICE_GLOBAL.search(ptx, 0, m.start())
+    if lib is not None:  # the module's own globals, META, then those linked from libdevice
+        return f"{ptx[:lib.start()]}{LAUNCH_METADATA_DECL}\n{ptx[lib.start():]}"
     if m.group(0):  # after the comment: "// .globl k", META, blank line, ".entry k("
         return f"{ptx[:m.end()]}{LAUNCH_METADATA_DECL}\n{ptx[m.end():]}"
     return f"{ptx[:m.end()]}{LAUNCH_METADATA_DECL}\n\n{ptx[m.end():]}"

@@ -196,7 +196,7 @@ def nv_host_section(cubin: bytes) -> Optional[bytes]:
 EIATTR_REGCOUNT = 0x2F
 EIATTR_REQNTID = 0x10
 EIATTR_LANGUAGE = 0x66
-_EIFMT_SVAL, _EIFMT_HVAL, _EIFMT_BVAL, _EIFMT_NVAL = 4, 3, 2, 1
+_EIFMT_SVAL = 4  # u16 size + payload; the other formats are 4-byte records
 
 
 @dataclass(frozen=True)
@@ -272,9 +272,9 @@ def nv_info_attributes(cubin: bytes, sections: Optional[Sequence[ElfSection]] = 
                 size, = struct.unpack_from("<H", cubin, pos + 2)
                 data = cubin[pos + 4:pos + 4 + size]
                 pos += 4 + size
-            else:
-                data = cubin[pos + 2:pos + 4] if fmt in (_EIFMT_HVAL, _EIFMT_NVAL) else cubin[pos + 2:pos + 3]
-                pos += 4 if fmt != _EIFMT_BVAL else 3
+            else:  # NVAL / BVAL / HVAL: the value sits in the record's second half-word
+                data = cubin[pos + 2:pos + 4]
+                pos += 4
             kernel, value = owner, int.from_bytes(data[:4], "little") if data else 0
             if owner is None and len(data) == 8:  # (symbol index, value)
                 sym, value = struct.unpack("<II", data)
