@@ -92,7 +92,7 @@ def _read_header(r: ByteReader) -> tuple[Version, int]:
         r.fail("public-preview bytecode requires at least one enabled preview feature, "
                "and this reader supports none")
     if tag:
-        r.fail(f"unknown bytecode version tag {tag} for version {version}", 10)
+        r.fail(f"header has unrecognized version tag bits ({tag:#x});", 12)
     return version, tag
 
 
