@@ -8,7 +8,8 @@ The real tool writes the PTX and the host object to temporary files and runs
 then copies ``k.bin`` to the output unchanged (``--nv-host`` is left out for a module
 without functions).  ``invoke_ptxas`` does the same in a temporary directory and returns the
 cubin with per-kernel statistics read from it; ``-v`` is only added on request because
-ptxas records it in the cubin's ``.note.nv.tkinfo``.
+ptxas records it in the cubin's ``.note.nv.tkinfo``.  ``build_cubin`` is the whole back end:
+LLVM's PTX and the kernels' ``KernelInfo`` in, the real tool's cubin out.
 """
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ from typing import Optional, Sequence
 from ..errors import CompileError
 from ..knobs import knobs
 from ..tools import find_ptxas
-from .abi import ptx_target
+from .abi import KernelInfo, ptx_target
+from .host import HostTarget, build_host_object
+from .ptx import finalize_ptx
 
 COMPILE_FAILED = "failed to compile Tile IR program"
 SANITIZE_FLAGS = {"memcheck": ("-sanitize=memcheck", "-g-tmem-access-check")}
@@ -122,6 +125,16 @@ def run_ptxas(ptx: str, gpu_name: str, opt_level: int = 3, host_object: Optional
               **kwargs) -> bytes:
     """``invoke_ptxas`` for callers that only want the cubin."""
     return invoke_ptxas(ptx, gpu_name, opt_level, host_object, **kwargs).cubin
+
+
+def build_cubin(ptx: str, kernels: Sequence[KernelInfo], gpu_name: str, opt_level: int = 3, *,
+                host: HostTarget = HostTarget(), sanitize: Optional[str] = None,
+                verbose: bool = False) -> PtxasResult:
+    """LLVM's PTX for ``kernels`` to the cubin the real tool makes: ``finalize_ptx``, the
+    host object (none for a module without kernels), then ptxas."""
+    host_object = build_host_object(kernels, host) if kernels else None
+    return invoke_ptxas(finalize_ptx(ptx, kernels, gpu_name), gpu_name, opt_level, host_object,
+                        sanitize=sanitize, verbose=verbose)
 
 
 def _remove_tree(path: Path) -> None:
