@@ -44,8 +44,8 @@ def test_run_writes_outputs(tmp_path, kernel_file, capsys):
 def test_failed_assert_exits_nonzero(tmp_path, kernel_file, capsys):
     for name in ("x", "y", "out"):
         np.save(tmp_path / f"{name}.npy", np.full(16, 500, np.float32))
-    rc = main([str(kernel_file), "--cutile", "--arg", str(tmp_path / "x.npy"), "--arg", str(tmp_path / "y.npy"),
-               "--arg", str(tmp_path / "out.npy"), "--arg", "3"])
+    rc = main([str(kernel_file), "--cutile", "--arg", str(tmp_path / "x.npy"),
+               "--arg", str(tmp_path / "y.npy"), "--arg", str(tmp_path / "out.npy"), "--arg", "3"])
     assert rc == 1
     assert "too big" in capsys.readouterr().err
 

@@ -88,7 +88,8 @@ def test_sign_and_zero_extension_and_truncation():
 
 @ct.kernel
 def int_pow(x, e, out):
-    ct.store(out, index=(0,), tile=ct.pow(ct.load(x, index=(0,), shape=(8,)), ct.load(e, index=(0,), shape=(8,))))
+    base, exponent = ct.load(x, index=(0,), shape=(8,)), ct.load(e, index=(0,), shape=(8,))
+    ct.store(out, index=(0,), tile=ct.pow(base, exponent))
 
 
 def test_power_with_integer_exponent():

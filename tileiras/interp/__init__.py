@@ -86,7 +86,8 @@ def _bind_argument(machine: Machine, t: T.Type, arg: Any, index: int,
     if isinstance(elem, T.PointerType):
         if isinstance(arg, np.ndarray):
             if id(arg) not in mapped:
-                target = arg if arg.flags.c_contiguous and arg.flags.writeable else np.ascontiguousarray(arg).copy()
+                usable = arg.flags.c_contiguous and arg.flags.writeable
+                target = arg if usable else np.array(arg, copy=True, order="C")
                 if target is not arg:
                     copies.append((arg, target))
                 mapped[id(arg)] = machine.memory.add(target, f"arg{index}")

@@ -62,7 +62,8 @@ def _ftoi(frame, op, x):
     if op.signedness is Signedness.SIGNED:
         lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
         inside = np.clip(t, -2.0 ** 63, 9223372036854774784.0).astype(np.int64)
-        r = np.where(t >= 2.0 ** (bits - 1), np.int64(hi), np.where(t < -2.0 ** (bits - 1), np.int64(lo), inside))
+        r = np.where(t >= 2.0 ** (bits - 1), np.int64(hi),
+                     np.where(t < -2.0 ** (bits - 1), np.int64(lo), inside))
         return (from_int(r, bits),)
     hi = (1 << bits) - 1
     inside = np.clip(t, 0.0, 18446744073709549568.0).astype(np.uint64)

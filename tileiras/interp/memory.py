@@ -244,13 +244,11 @@ def _atomic_cas(frame, op, *operands):
     cmp = np.broadcast_to(frame.get(op.cmp), shape).reshape(-1)
     val = np.broadcast_to(frame.get(op.val), shape).reshape(-1)
     active = frame.get(op.mask) if op.mask is not None else np.ones(shape, bool)
-    size = storage_bytes(elem)
 
     def update(i, old):
         same = encode_elements(old, elem).tobytes() == encode_elements(cmp[i:i + 1], elem).tobytes()
         return val[i:i + 1] if same else None
     olds = atomic_update(frame.machine.memory, ptrs, elem, update, active)
-    del size
     olds = np.where(np.broadcast_to(active, shape), olds, cmp.reshape(shape)).astype(olds.dtype)
     return olds, TOKEN_VALUE
 
