@@ -1,0 +1,222 @@
+"""Execution of a batch of CTAs: per-thread registers as numpy arrays over every thread of
+the batch, and the scheduler.
+
+Scheduling (divergence and reconvergence).  Every thread has its own PC and a status
+(running, waiting at a barrier, exited).  While all running threads share one PC and none
+waits, the batch is *uniform*: each step executes that instruction for all of them.
+Otherwise each step picks, **per warp**, the lowest PC among the warp's running threads and
+executes it for the threads of that warp that are at it; different warps may execute
+different instructions in the same step.  Lowest-PC-first makes threads of a warp that
+split at a forward branch reconverge at the join point (the join has the higher PC), and
+threads that leave a loop early wait at the exit until the rest of the warp leaves (loop
+bodies have lower PCs than their exits).  Because warps advance independently, a warp or
+CTA spinning on a flag written by another (mutexes, mbarrier waits) does not starve it.
+
+Barriers: a thread that executes ``bar.sync b`` waits; when the waiting and arrived threads
+of its CTA reach the expected count (every non-exited thread of the CTA, or the explicit
+count), they are released.  If no thread can run and some are waiting, that is a deadlock.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from .memory import GlobalMemory
+from .program import Program
+from .ptxtypes import RAW_DTYPES
+
+RUNNING, WAITING, EXITED = 0, 1, 2
+NO_PC = np.iinfo(np.int64).max
+
+
+class Deadlock(RuntimeError):
+    pass
+
+
+class StepLimit(RuntimeError):
+    pass
+
+
+class KernelTrap(RuntimeError):
+    """``trap``, a failed ``__assertfail`` or a memory fault: ends the launch."""
+
+    def __init__(self, kind: str, message: str, detail: Optional[dict] = None):
+        super().__init__(message)
+        self.kind = kind
+        self.detail = detail or {}
+
+
+class Batch:
+    """All threads of ``len(cta_ids)`` CTAs (whole clusters), executed together."""
+
+    def __init__(self, prog: Program, launch, cta_ids: np.ndarray):
+        self.prog = prog
+        self.launch = launch
+        self.gmem: GlobalMemory = launch.gmem
+        self.params: np.ndarray = launch.params
+        bx, by, bz = launch.block
+        self.nthreads = bx * by * bz
+        self.ncta = len(cta_ids)
+        self.n = self.ncta * self.nthreads
+        self.cta_ids = cta_ids
+        n = self.n
+        self.regs: list = [None] * len(prog.reg_bits)
+        self.pc = np.zeros(n, np.int64)
+        self.status = np.zeros(n, np.int8)
+        self.wait_bar = np.zeros(n, np.int16)
+        self.cc: Optional[np.ndarray] = None
+        self.cta_of = np.repeat(np.arange(self.ncta, dtype=np.int64), self.nthreads)
+        self.linear_tid = np.tile(np.arange(self.nthreads, dtype=np.int64), self.ncta)
+        warps_per_cta = -(-self.nthreads // 32)
+        starts = np.arange(warps_per_cta, dtype=np.int64) * 32
+        self.warp_starts = (np.arange(self.ncta, dtype=np.int64)[:, None] * self.nthreads
+                            + starts[None, :]).reshape(-1)
+        self.warp_sizes = np.diff(np.append(self.warp_starts, n))
+        self.warp_base = self.linear_tid - (self.linear_tid % 32) + self.cta_of * self.nthreads
+        self.smem_size = max(launch.smem_size, 1)
+        self.shared = np.zeros(self.ncta * self.smem_size, np.uint8)
+        self.local_size = max(prog.local.size, 1)
+        self.local = np.zeros(n * self.local_size, np.uint8)
+        self.callparam_size = max(prog.call_params.size, 1)
+        self.callparams = np.zeros(n * self.callparam_size, np.uint8)
+        self.bar_expected = np.zeros((self.ncta, 16), np.int64)
+        self.bar_arrived = np.zeros((self.ncta, 16), np.int64)
+        self.issued = np.zeros(len(prog.code), np.int64)
+        self.steps = 0
+        self.specials: dict = {}
+        self.async_groups: dict = {}
+
+    # -- registers
+    def reg(self, slot: int) -> np.ndarray:
+        r = self.regs[slot]
+        if r is None:
+            r = self.regs[slot] = np.zeros(self.n, RAW_DTYPES[self.prog.reg_bits[slot]])
+        return r
+
+    def set_reg(self, slot: int, idx, value) -> None:
+        r = self.regs[slot]
+        if r is None:
+            r = self.regs[slot] = np.zeros(self.n, RAW_DTYPES[self.prog.reg_bits[slot]])
+        r[idx] = value
+
+    def carry(self) -> np.ndarray:
+        if self.cc is None:
+            self.cc = np.zeros(self.n, np.uint64)
+        return self.cc
+
+    # -- special registers
+    def special(self, key: str, idx) -> np.ndarray:
+        arr = self.specials.get(key)
+        if arr is None:
+            arr = self.launch.special_values(self, key)
+            if not key.startswith(("clock", "globaltimer")):
+                self.specials[key] = arr
+        if arr.ndim == 0:
+            return arr
+        return arr[idx]
+
+    # -- scheduling
+    def run(self, max_steps: int) -> None:
+        code, control = self.prog.code, self.prog.control
+        uniform, upc, live = True, 0, slice(None)
+        nlive = self.n
+        while True:
+            self.steps += 1
+            if self.steps > max_steps:
+                raise StepLimit(f"no completion after {max_steps} steps (infinite loop?)")
+            if uniform:
+                fn = code[upc]
+                self.issued[upc] += nlive
+                if not control[upc]:
+                    fn(self, live)
+                    upc += 1
+                    continue
+                self.pc[live] = upc
+                fn(self, np.arange(self.n) if isinstance(live, slice) else live)
+            else:
+                self.divergent_step(code, control)
+            state = self.reconverge()
+            if state is None:
+                return
+            uniform, upc, live, nlive = state
+
+    def reconverge(self):
+        """(uniform, pc, live, nlive), or None when every thread has exited."""
+        running = self.status == RUNNING
+        if not running.any():
+            if (self.status == WAITING).any():
+                self.raise_deadlock()
+            return None
+        pcs = self.pc[running]
+        lo = pcs.min()
+        if lo == pcs.max() and not (self.status == WAITING).any():
+            if running.all():
+                return True, int(lo), slice(None), self.n
+            live = np.flatnonzero(running)
+            return True, int(lo), live, len(live)
+        return False, 0, None, 0
+
+    def divergent_step(self, code, control) -> None:
+        running = self.status == RUNNING
+        pcs = np.where(running, self.pc, NO_PC)
+        wmin = np.minimum.reduceat(pcs, self.warp_starts)
+        chosen = np.flatnonzero((pcs == np.repeat(wmin, self.warp_sizes)) & running)
+        if not chosen.size:
+            return
+        at = self.pc[chosen]
+        order = np.argsort(at, kind="stable")
+        chosen = chosen[order]
+        at = at[order]
+        cuts = np.flatnonzero(np.diff(at)) + 1
+        for group in np.split(chosen, cuts):
+            pc = int(self.pc[group[0]])
+            self.issued[pc] += len(group)
+            code[pc](self, group)
+            if not control[pc]:
+                self.pc[group] += 1
+
+    def raise_deadlock(self) -> None:
+        waiting = np.flatnonzero(self.status == WAITING)
+        lines = sorted({self.prog.instructions[max(int(p) - 1, 0)].line for p in self.pc[waiting]})
+        raise Deadlock(f"deadlock: {len(waiting)} threads wait at barriers (PTX lines {lines}) "
+                       f"that the other threads of their CTA never reach")
+
+    # -- barriers
+    def arrive(self, idx: np.ndarray, bar: np.ndarray, expected: Optional[np.ndarray],
+               wait: bool) -> None:
+        """Threads ``idx`` arrive at barrier ``bar`` (per thread); waiting ones block."""
+        ctas = self.cta_of[idx]
+        if expected is not None:
+            self.bar_expected[ctas, bar] = expected
+        if wait:
+            self.status[idx] = WAITING
+            self.wait_bar[idx] = bar
+        else:
+            np.add.at(self.bar_arrived, (ctas, bar), 1)
+        self.release_barriers()
+
+    def release_barriers(self) -> None:
+        waiting = self.status == WAITING
+        if not waiting.any():
+            return
+        live = np.bincount(self.cta_of[self.status != EXITED], minlength=self.ncta)
+        w = np.flatnonzero(waiting)
+        keys = self.cta_of[w] * 16 + self.wait_bar[w]
+        counts = np.bincount(keys, minlength=self.ncta * 16).reshape(self.ncta, 16)
+        counts = counts + self.bar_arrived
+        expected = np.where(self.bar_expected > 0, self.bar_expected, live[:, None])
+        done = (counts >= expected) & (counts > 0)
+        done &= np.bincount(keys, minlength=self.ncta * 16).reshape(self.ncta, 16) > 0
+        if not done.any():
+            return
+        release = done.reshape(-1)[keys]
+        rel = w[release]
+        self.status[rel] = RUNNING
+        cta_bar = done.nonzero()
+        self.bar_arrived[cta_bar] = 0
+        self.bar_expected[cta_bar] = 0
+
+    def exit_threads(self, idx) -> None:
+        self.status[idx] = EXITED
+        self.release_barriers()

@@ -1,0 +1,2 @@
+"""Instruction semantics, one module per family; importing registers every handler."""
+from . import control, convert, data, floating, integer, memory, warp  # noqa: F401

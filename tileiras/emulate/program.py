@@ -1,0 +1,200 @@
+"""Compile one ``.entry`` of a parsed module into a ``Program``: register slots, memory
+layouts of every state space and one ``Exec`` closure per instruction."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+from .memory import GLOBAL_BASE
+from .parser import Function, Instruction, Module, Variable
+from .ptxtypes import TYPES
+from .registry import HANDLERS, UnsupportedInstruction
+
+REG_BITS = {"pred": 1}
+
+
+def register_bits(type_name: str) -> int:
+    if type_name == "pred":
+        return 1
+    bits = TYPES[type_name].bits
+    return 16 if bits < 16 else bits
+
+
+def align_up(value: int, align: int) -> int:
+    return -(-value // max(align, 1)) * max(align, 1)
+
+
+@dataclass
+class Layout:
+    """Byte offsets of named variables inside one state space."""
+    offsets: dict = field(default_factory=dict)
+    variables: dict = field(default_factory=dict)
+    size: int = 0
+
+    def place(self, var: Variable, align: Optional[int] = None) -> int:
+        off = align_up(self.size, align or var.align)
+        self.offsets[var.name] = off
+        self.variables[var.name] = var
+        self.size = off + var.size
+        return off
+
+
+@dataclass
+class Program:
+    module: Module
+    function: Function
+    code: list = field(default_factory=list)          # Exec per instruction (+ final exit)
+    control: list = field(default_factory=list)       # bool per instruction
+    instructions: list = field(default_factory=list)  # Instruction per code slot
+    reg_slots: dict = field(default_factory=dict)     # name -> (slot, bits)
+    reg_bits: list = field(default_factory=list)
+    globals: Layout = field(default_factory=Layout)   # offsets from GLOBAL_BASE
+    shared: Layout = field(default_factory=Layout)
+    dynamic_shared: list = field(default_factory=list)
+    local: Layout = field(default_factory=Layout)
+    params: Layout = field(default_factory=Layout)
+    call_params: Layout = field(default_factory=Layout)
+    labels: dict = field(default_factory=dict)
+    unsupported: list = field(default_factory=list)   # (line, opcode, reason)
+
+    @property
+    def reqntid(self) -> Optional[tuple]:
+        return self.function.directives.get("reqntid")
+
+    @property
+    def cluster_dims(self) -> Optional[tuple]:
+        return self.function.directives.get("reqnctapercluster")
+
+
+class CompileContext:
+    """What handlers ask while compiling: register slots, symbol addresses, labels."""
+
+    def __init__(self, program: Program):
+        self.program = program
+
+    def register(self, name: str) -> tuple[int, int]:
+        try:
+            return self.program.reg_slots[name]
+        except KeyError:
+            raise UnsupportedInstruction(f"undeclared register '{name}'") from None
+
+    def symbol_space(self, name: str) -> str:
+        p = self.program
+        for space, layout in (("param", p.params), ("shared", p.shared), ("local", p.local),
+                              ("global", p.globals), ("callparam", p.call_params)):
+            if name in layout.offsets:
+                var = layout.variables[name]
+                return "const" if space == "global" and var.space == "const" else space
+        if name in p.labels:
+            return "label"
+        if name in p.module.functions:
+            return "function"
+        raise UnsupportedInstruction(f"unknown symbol '{name}'")
+
+    def symbol_value(self, name: str) -> int:
+        """The address of a variable in its own state space (``mov %rd, var``)."""
+        p = self.program
+        space = self.symbol_space(name)
+        if space in ("global", "const"):
+            return GLOBAL_BASE + p.globals.offsets[name]
+        layout = {"param": p.params, "shared": p.shared, "local": p.local,
+                  "callparam": p.call_params}.get(space)
+        if layout is None:
+            raise UnsupportedInstruction(f"'{name}' ({space}) has no address")
+        return layout.offsets[name]
+
+    def label(self, name: str, scope_path: tuple = ()) -> int:
+        labels = self.program.labels
+        for sid in reversed(scope_path):
+            if f"{name}@{sid}" in labels:
+                return labels[f"{name}@{sid}"]
+        try:
+            return labels[name]
+        except KeyError:
+            raise UnsupportedInstruction(f"unknown label '{name}'") from None
+
+
+def compile_program(module: Module, kernel: Optional[str] = None) -> Program:
+    fn = module.entry(kernel)
+    prog = Program(module, fn)
+    for name, type_name in fn.regs.items():
+        bits = register_bits(type_name)
+        prog.reg_slots[name] = (len(prog.reg_bits), bits)
+        prog.reg_bits.append(bits)
+    for var in module.variables:
+        if var.space in ("global", "const"):
+            prog.globals.place(var, max(var.align, 256 if var.size >= 256 else var.align))
+        elif var.space == "shared":
+            if var.extern and var.size == 0:
+                prog.dynamic_shared.append(var)
+            else:
+                prog.shared.place(var)
+    for var in fn.variables:
+        if var.space == "local":
+            prog.local.place(var)
+    for var in fn.params:
+        natural = max(TYPES[var.type_name].bits // 8, 1)
+        prog.params.place(var, max(natural, var.align if var.type_name == "b8" else natural))
+    for name, size in fn.call_params.items():
+        prog.call_params.place(Variable("param", name, "b8", size, 8))
+    prog.labels = dict(fn.labels)
+    ctx = CompileContext(prog)
+    body = list(fn.body) + [Instruction("exit", ["exit"], [], None, 0, "exit (end of body)")]
+    for ins in body:
+        exec_fn, control = compile_instruction(ctx, ins, prog)
+        prog.code.append(exec_fn)
+        prog.control.append(control)
+        prog.instructions.append(ins)
+    return prog
+
+
+def compile_instruction(ctx: CompileContext, ins: Instruction, prog: Program) -> tuple[Callable, bool]:
+    handler = HANDLERS.get(ins.parts[0])
+    try:
+        if handler is None:
+            raise UnsupportedInstruction(f"no semantics for '{ins.parts[0]}'")
+        fn = handler.compile(ctx, ins)
+    except (UnsupportedInstruction, KeyError, ValueError, IndexError) as e:
+        reason = f"line {ins.line}: '{ins.opcode}': {e}"
+        prog.unsupported.append((ins.line, ins.opcode, str(e)))
+        return make_unsupported(reason), True
+    if handler.control:
+        return fn, True
+    if ins.guard is not None:
+        fn = guarded(ctx, ins.guard, fn)
+    return fn, False
+
+
+def make_unsupported(reason: str) -> Callable:
+    def run(m, idx):
+        raise UnsupportedInstruction(reason)
+    return run
+
+
+def guarded(ctx: CompileContext, guard, fn: Callable) -> Callable:
+    slot, _ = ctx.register(guard.name)
+    negate = guard.negate
+
+    def run(m, idx):
+        g = m.reg(slot)[idx]
+        if negate:
+            g = ~g
+        if g.all():
+            return fn(m, idx)
+        sub = np.flatnonzero(g) if isinstance(idx, slice) else idx[g]
+        if sub.size:
+            return fn(m, sub)
+        return None
+    return run
+
+
+def guard_mask(ctx: CompileContext, guard) -> Callable:
+    """For control handlers: ``(m, idx) -> bool array`` of threads whose guard holds."""
+    if guard is None:
+        return lambda m, idx: None
+    slot, _ = ctx.register(guard.name)
+    if guard.negate:
+        return lambda m, idx: ~m.reg(slot)[idx]
+    return lambda m, idx: m.reg(slot)[idx]
