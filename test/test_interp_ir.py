@@ -15,7 +15,8 @@ from tileiras.tile import ops_arith as A
 from tileiras.tile import ops_control as K
 from tileiras.tile import ops_core as C
 from tileiras.tile import ops_memory as M
-from tileiras.tile.enums import (ComparisonOrdering, ComparisonPredicate, MemoryOrderingSemantics,
+from tileiras.tile.enums import (ComparisonOrdering, ComparisonPredicate, IntegerOverflow,
+                                 MemoryOrderingSemantics,
                                  RoundingMode, Signedness)
 
 WEAK = MemoryOrderingSemantics.WEAK
@@ -224,3 +225,26 @@ def test_loop_with_break_and_alloca_scratch():
     out = np.zeros(2, np.int32)
     run(b.module(), None, 1, [out])
     np.testing.assert_array_equal(out, [5, 25])
+
+
+@pytest.mark.parametrize("flag,values,raises", [
+    (IntegerOverflow.NONE, [2**31 - 1, 1], False),
+    (IntegerOverflow.NO_SIGNED_WRAP, [2**31 - 1, 1], True),
+    (IntegerOverflow.NO_UNSIGNED_WRAP, [2**31 - 1, 1], False),
+    (IntegerOverflow.NO_UNSIGNED_WRAP, [-1, 1], True),
+    (IntegerOverflow.NO_SIGNED_WRAP, [-1, 1], False),
+])
+def test_overflow_flags_in_strict_mode(flag, values, raises):
+    b = Builder(ptr(T.I32))
+    x = constant(b, tile(T.I32), np.array(values[0], np.int64).astype(np.int32))
+    y = constant(b, tile(T.I32), np.array(values[1], np.int32))
+    b.store(b.args[0], b.op(A.AddIOp, [x, y], [tile(T.I32)], overflow=flag))
+    module = b.module()
+    out = np.zeros(1, np.int32)
+    run(module, None, 1, [out])      # default: wraps
+    assert out[0] == np.int32(np.int64(values[0] + values[1]).astype(np.int32))
+    if raises:
+        with pytest.raises(InterpError, match="wrap violated"):
+            run(module, None, 1, [out], strict=True)
+    else:
+        run(module, None, 1, [out], strict=True)

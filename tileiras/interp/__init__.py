@@ -101,15 +101,17 @@ def _bind_argument(machine: Machine, t: T.Type, arg: Any, index: int,
 
 
 def launch(module_or_path: Union[Module, str, Path, bytes], entry: Optional[str] = None,
-           grid: Grid = 1, args: Sequence[Any] = (), *, printed: Optional[list] = None) -> Launch:
-    """Run ``entry`` over ``grid``; returns the arguments, printed lines and assert failures."""
+           grid: Grid = 1, args: Sequence[Any] = (), *, printed: Optional[list] = None,
+           strict: bool = False) -> Launch:
+    """Run ``entry`` over ``grid``; returns the arguments, printed lines and assert failures.
+    ``strict`` makes integer ops whose overflow flags are violated raise ``InterpError``."""
     module = load_module(module_or_path)
     fn = find_entry(module, entry)
     params = fn.type.inputs
     if len(args) != len(params):
         raise InterpError(f"@{fn.name} takes {len(params)} arguments "
                           f"({', '.join(str(p) for p in params)}), got {len(args)}")
-    machine = Machine(module, normalize_grid(grid), Memory())
+    machine = Machine(module, normalize_grid(grid), Memory(), strict=strict)
     for g in module.globals:
         data = np.frombuffer(bytes(g.data), dtype=np.uint8).copy()
         machine.globals[g.name] = machine.memory.add(data, f"@{g.name}", max(int(g.alignment or 0), 1))
@@ -130,11 +132,12 @@ def launch(module_or_path: Union[Module, str, Path, bytes], entry: Optional[str]
 
 
 def run(module_or_path: Union[Module, str, Path, bytes], entry: Optional[str] = None,
-        grid: Grid = 1, args: Sequence[Any] = (), *, printed: Optional[list] = None) -> list[Any]:
+        grid: Grid = 1, args: Sequence[Any] = (), *, printed: Optional[list] = None,
+        strict: bool = False) -> list[Any]:
     """Run ``entry`` over ``grid`` and return ``args`` (arrays updated in place).
     Printed text goes to ``printed`` if given, else to stdout; assert failures raise
     ``TileAssertionError``."""
-    result = launch(module_or_path, entry, grid, args, printed=printed)
+    result = launch(module_or_path, entry, grid, args, printed=printed, strict=strict)
     if printed is None and result.printed:
         sys.stdout.write("".join(result.printed))
     if result.failures:

@@ -44,7 +44,10 @@ def _exti(frame, op, x):
 
 @impl(C.TruncIOp)
 def _trunci(frame, op, x):
-    return (from_int(to_unsigned(x), _result_elem(op).bitwidth),)
+    from .intarith import check_overflow
+    bits = _result_elem(op).bitwidth
+    check_overflow(frame, op, lambda v: v, [x], bits, operand_bits=bits_of(op.from_.type))
+    return (from_int(to_unsigned(x), bits),)
 
 
 @impl(C.FToFOp)

@@ -59,7 +59,7 @@ class Machine:
     globals: dict[str, int] = field(default_factory=dict)   # global name -> address
     output: list[str] = field(default_factory=list)        # print_tko output, in order
     failures: list = field(default_factory=list)           # assert failures
-    stop_on_assert: bool = True
+    strict: bool = False                                   # raise on overflow-flag violations
 
 
 class Frame:

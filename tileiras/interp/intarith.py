@@ -3,7 +3,8 @@
 Integers are signless: each op reads its operands as signed or unsigned as its attributes
 say, and results wrap to the type's width (two's complement).  Overflow flags
 (``no_signed_wrap``...) only promise that no wrap happens; where one does, the interpreter
-still returns the wrapped value.  Where the spec leaves a result undefined the interpreter
+returns the wrapped value, or, in a ``strict`` launch, raises ``InterpError`` (the result
+is undefined).  Where the spec leaves a result undefined the interpreter
 picks the value PTX gives: division by zero -> all ones (remainder: the dividend), signed
 ``MIN / -1`` -> ``MIN`` (remainder 0), shifts by >= the width -> 0 (``shri signed``: the sign).
 """
@@ -12,8 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..tile import ops_arith as O
-from ..tile.enums import ComparisonPredicate, RoundingMode, Signedness
+from ..tile.enums import ComparisonPredicate, IntegerOverflow, RoundingMode, Signedness
 from .core import impl
+from .errors import InterpError
 from .values import bits_of, from_int, to_signed, to_unsigned
 
 
@@ -25,24 +27,42 @@ def _operand(x: np.ndarray, bits: int, signedness: Signedness) -> np.ndarray:
     return to_signed(x, bits) if signedness is Signedness.SIGNED else to_unsigned(x)
 
 
-@impl(O.AddIOp)
-def _addi(frame, op, a, b):
-    return (from_int(to_unsigned(a) + to_unsigned(b), _width(op)),)
+def _exact(x: np.ndarray, bits: int, signed: bool) -> np.ndarray:
+    """Python-int (object) values, so exact results never wrap."""
+    return np.asarray(to_signed(x, bits) if signed else to_unsigned(x)).astype(object)
 
 
-@impl(O.SubIOp)
-def _subi(frame, op, a, b):
-    return (from_int(to_unsigned(a) - to_unsigned(b), _width(op)),)
+def check_overflow(frame, op, fn, operands: list, bits: int, operand_bits: int = 0) -> None:
+    """In a strict launch, raise if ``fn`` applied to the exact signed (unsigned) operand
+    values leaves the signed (unsigned) range while the op's flags promise it does not."""
+    flags = op.overflow
+    if not frame.machine.strict or flags in (None, IntegerOverflow.NONE):
+        return
+    checks = []
+    if flags in (IntegerOverflow.NO_SIGNED_WRAP, IntegerOverflow.NO_WRAP):
+        checks.append((True, -(1 << (bits - 1)), (1 << (bits - 1)) - 1, "no_signed_wrap"))
+    if flags in (IntegerOverflow.NO_UNSIGNED_WRAP, IntegerOverflow.NO_WRAP):
+        checks.append((False, 0, (1 << bits) - 1, "no_unsigned_wrap"))
+    for signed, lo, hi, name in checks:
+        exact = np.asarray(fn(*[_exact(x, operand_bits or bits, signed) for x in operands]), dtype=object)
+        bad = (exact < lo) | (exact > hi)
+        if np.any(bad):
+            raise InterpError(f"{name} violated: exact result {exact[bad].reshape(-1)[0]} "
+                              f"does not fit i{bits}", op)
 
 
-@impl(O.MulIOp)
-def _muli(frame, op, a, b):
-    return (from_int(to_unsigned(a) * to_unsigned(b), _width(op)),)
+def _wrapping(fn):
+    def run(frame, op, *operands):
+        bits = _width(op)
+        check_overflow(frame, op, fn, list(operands), bits)
+        return (from_int(fn(*[to_unsigned(x) for x in operands]), bits),)
+    return run
 
 
-@impl(O.NegIOp)
-def _negi(frame, op, a):
-    return (from_int(np.uint64(0) - to_unsigned(a), _width(op)),)
+impl(O.AddIOp)(_wrapping(lambda a, b: a + b))
+impl(O.SubIOp)(_wrapping(lambda a, b: a - b))
+impl(O.MulIOp)(_wrapping(lambda a, b: a * b))
+impl(O.NegIOp)(_wrapping(lambda a: 0 - a))
 
 
 @impl(O.AbsIOp)
@@ -139,6 +159,8 @@ def _mulhii(frame, op, a, b):
 def _shli(frame, op, a, b):
     bits = _width(op)
     n = to_unsigned(b)
+    if np.all(n < np.uint64(bits)):
+        check_overflow(frame, op, lambda x, _: x * (1 << np.asarray(n).astype(object)), [a, b], bits)
     big = n >= np.uint64(bits)
     r = to_unsigned(a) << np.where(big, np.uint64(0), n)
     return (from_int(np.where(big, np.uint64(0), r), bits),)
