@@ -279,7 +279,8 @@ def launch(ptx: str, kernel: Optional[str], grid: Any, args: Sequence[Any], *,
             run.batch_coords = coords[start:start + step]
             batch = Batch(prog, run, np.arange(start, min(start + step, len(coords))))
             try:
-                batch.run(max_steps)
+                with np.errstate(all="ignore"):
+                    batch.run(max_steps)
             finally:
                 issued += batch.issued
                 result.steps += batch.steps

@@ -11,6 +11,9 @@ split at a forward branch reconverge at the join point (the join has the higher 
 threads that leave a loop early wait at the exit until the rest of the warp leaves (loop
 bodies have lower PCs than their exits).  Because warps advance independently, a warp or
 CTA spinning on a flag written by another (mutexes, mbarrier waits) does not starve it.
+Calls to ``.func`` bodies push the return PC on a per-thread stack; threads inside calls are
+scheduled before their callers (the key is PC minus depth times the code size), so a warp
+reconverges at the return point.
 
 Barriers: a thread that executes ``bar.sync b`` waits; when the waiting and arrived threads
 of its CTA reach the expected count (every non-exited thread of the CTA, or the explicit
@@ -66,6 +69,7 @@ class Batch:
         self.status = np.zeros(n, np.int8)
         self.wait_bar = np.zeros(n, np.int16)
         self.cc: Optional[np.ndarray] = None
+        self.depth: Optional[np.ndarray] = None
         self.cta_of = np.repeat(np.arange(self.ncta, dtype=np.int64), self.nthreads)
         self.linear_tid = np.tile(np.arange(self.nthreads, dtype=np.int64), self.ncta)
         warps_per_cta = -(-self.nthreads // 32)
@@ -99,6 +103,13 @@ class Batch:
         if r is None:
             r = self.regs[slot] = np.zeros(self.n, RAW_DTYPES[self.prog.reg_bits[slot]])
         r[idx] = value
+
+    def call_stack(self) -> tuple[np.ndarray, np.ndarray]:
+        """(return PCs (threads x depth), current depth per thread), created on first call."""
+        if self.depth is None:
+            self.stack = np.zeros((self.n, 16), np.int64)
+            self.depth = np.zeros(self.n, np.int64)
+        return self.stack, self.depth
 
     def carry(self) -> np.ndarray:
         if self.cc is None:
@@ -159,7 +170,11 @@ class Batch:
 
     def divergent_step(self, code, control) -> None:
         running = self.status == RUNNING
-        pcs = np.where(running, self.pc, NO_PC)
+        key = self.pc
+        if self.depth is not None and self.depth.any():
+            # threads inside calls go first, so callers reconverge at the return point
+            key = self.pc - self.depth * (len(code) + 1)
+        pcs = np.where(running, key, NO_PC)
         wmin = np.minimum.reduceat(pcs, self.warp_starts)
         chosen = np.flatnonzero((pcs == np.repeat(wmin, self.warp_sizes)) & running)
         if not chosen.size:

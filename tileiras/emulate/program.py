@@ -56,7 +56,9 @@ class Program:
     local: Layout = field(default_factory=Layout)
     params: Layout = field(default_factory=Layout)
     call_params: Layout = field(default_factory=Layout)
-    labels: dict = field(default_factory=dict)
+    function_entry: dict = field(default_factory=dict)  # .func name -> first code slot
+    function_of: list = field(default_factory=list)     # Function per code slot
+    call_sites: dict = field(default_factory=dict)      # return pc -> [(src, dst, size)]
     unsupported: list = field(default_factory=list)   # (line, opcode, reason)
 
     @property
@@ -69,14 +71,20 @@ class Program:
 
 
 class CompileContext:
-    """What handlers ask while compiling: register slots, symbol addresses, labels."""
+    """What handlers ask while compiling: register slots, symbol addresses, labels.
+    ``fn`` is the function being compiled; registers and labels of a ``.func`` are
+    namespaced by its name."""
 
-    def __init__(self, program: Program):
+    def __init__(self, program: Program, fn: Function, base: int = 0):
         self.program = program
+        self.fn = fn
+        self.base = base
+        self.prefix = "" if fn.is_entry else f"{fn.name}::"
+        self.callees: list = []
 
     def register(self, name: str) -> tuple[int, int]:
         try:
-            return self.program.reg_slots[name]
+            return self.program.reg_slots[self.prefix + name]
         except KeyError:
             raise UnsupportedInstruction(f"undeclared register '{name}'") from None
 
@@ -87,7 +95,7 @@ class CompileContext:
             if name in layout.offsets:
                 var = layout.variables[name]
                 return "const" if space == "global" and var.space == "const" else space
-        if name in p.labels:
+        if name in self.fn.labels:
             return "label"
         if name in p.module.functions:
             return "function"
@@ -106,23 +114,33 @@ class CompileContext:
         return layout.offsets[name]
 
     def label(self, name: str, scope_path: tuple = ()) -> int:
-        labels = self.program.labels
+        labels = self.fn.labels
         for sid in reversed(scope_path):
             if f"{name}@{sid}" in labels:
-                return labels[f"{name}@{sid}"]
+                return self.base + labels[f"{name}@{sid}"]
         try:
-            return labels[name]
+            return self.base + labels[name]
         except KeyError:
             raise UnsupportedInstruction(f"unknown label '{name}'") from None
+
+    def request_function(self, name: str) -> Function:
+        fn = self.program.module.functions.get(name)
+        if fn is None or not fn.has_body:
+            raise UnsupportedInstruction(f"call to '{name}', which has no body in this module")
+        self.callees.append(fn)
+        place_func_params(self.program, fn)
+        return fn
+
+
+def place_func_params(prog: Program, fn: Function) -> None:
+    for var in fn.params + fn.returns:
+        if var.name not in prog.call_params.offsets:
+            prog.call_params.place(var, 16)
 
 
 def compile_program(module: Module, kernel: Optional[str] = None) -> Program:
     fn = module.entry(kernel)
     prog = Program(module, fn)
-    for name, type_name in fn.regs.items():
-        bits = register_bits(type_name)
-        prog.reg_slots[name] = (len(prog.reg_bits), bits)
-        prog.reg_bits.append(bits)
     for var in module.variables:
         if var.space in ("global", "const"):
             prog.globals.place(var, max(var.align, 256 if var.size >= 256 else var.align))
@@ -131,23 +149,46 @@ def compile_program(module: Module, kernel: Optional[str] = None) -> Program:
                 prog.dynamic_shared.append(var)
             else:
                 prog.shared.place(var)
-    for var in fn.variables:
-        if var.space == "local":
-            prog.local.place(var)
     for var in fn.params:
         natural = max(TYPES[var.type_name].bits // 8, 1)
         prog.params.place(var, max(natural, var.align if var.type_name == "b8" else natural))
+    pending = [fn]
+    while pending:
+        current = pending.pop(0)
+        if current.name in prog.function_entry:
+            continue
+        pending.extend(compile_function(prog, current))
+    return prog
+
+
+def compile_function(prog: Program, fn: Function) -> list:
+    """Append ``fn``'s code to the program; returns the functions it calls."""
+    prefix = "" if fn.is_entry else f"{fn.name}::"
+    for name, type_name in fn.regs.items():
+        bits = register_bits(type_name)
+        prog.reg_slots[prefix + name] = (len(prog.reg_bits), bits)
+        prog.reg_bits.append(bits)
+    for var in fn.variables:
+        if var.space == "local":
+            prog.local.place(var)
     for name, size in fn.call_params.items():
-        prog.call_params.place(Variable("param", name, "b8", size, 8))
-    prog.labels = dict(fn.labels)
-    ctx = CompileContext(prog)
-    body = list(fn.body) + [Instruction("exit", ["exit"], [], None, 0, "exit (end of body)")]
-    for ins in body:
+        if name not in prog.call_params.offsets:
+            prog.call_params.place(Variable("param", name, "b8", size, 16))
+    if not fn.is_entry:
+        place_func_params(prog, fn)
+    base = len(prog.code)
+    prog.function_entry[fn.name] = base
+    ctx = CompileContext(prog, fn, base)
+    last = Instruction("exit" if fn.is_entry else "ret", ["exit" if fn.is_entry else "ret"], [],
+                       None, 0, "end of body")
+    for ins in list(fn.body) + [last]:
+        ctx.pc = len(prog.code)
         exec_fn, control = compile_instruction(ctx, ins, prog)
         prog.code.append(exec_fn)
         prog.control.append(control)
         prog.instructions.append(ins)
-    return prog
+        prog.function_of.append(fn)
+    return ctx.callees
 
 
 def compile_instruction(ctx: CompileContext, ins: Instruction, prog: Program) -> tuple[Callable, bool]:

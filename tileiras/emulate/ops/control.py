@@ -42,9 +42,9 @@ def compile_bra(ctx, ins):
 
 @handles("ret", "exit", control=True)
 def compile_exit(ctx, ins):
-    if ins.parts[0] == "ret" and not ctx.program.function.is_entry:
-        raise UnsupportedInstruction("ret from a .func")
     gm = guard_mask(ctx, ins.guard)
+    if ins.parts[0] == "ret" and not ctx.fn.is_entry:
+        return make_return(ctx.program, gm)
 
     def run(m, idx):
         taken, rest = taken_split(m, idx, gm(m, idx))
@@ -130,7 +130,63 @@ def compile_call(ctx, ins):
     if name in ("__assertfail", "__assert_fail", "_wassert"):
         readers = [param_reader(ctx, a, U64 if k != 2 else U32) for k, a in enumerate(args)]
         return make_assert(gm, readers, ins.line)
-    raise UnsupportedInstruction(f"call to '{name}' (only vprintf and __assertfail are emulated)")
+    return make_call(ctx, gm, rets, name, args)
+
+
+def make_call(ctx, gm, rets, name, args):
+    """A call to a ``.func`` of the module: arguments are copied into the callee's
+    ``.param`` variables, the return PC is pushed on the thread's call stack, and the
+    callee's ``ret`` copies its return variables into the caller's."""
+    callee = ctx.request_function(name)
+    prog = ctx.program
+    layout = prog.call_params
+    if len(args) != len(callee.params) or len(rets) > len(callee.returns):
+        raise UnsupportedInstruction(f"call to '{name}' with a mismatched parameter list")
+    copies = []
+    for op, var in zip(args, callee.params):
+        if not isinstance(op, Sym):
+            raise UnsupportedInstruction("call arguments that are not .param variables")
+        copies.append((layout.offsets[op.name] + op.offset, layout.offsets[var.name], var.size))
+    return_pc = ctx.pc + 1
+    prog.call_sites[return_pc] = [(layout.offsets[var.name], layout.offsets[op.name], var.size)
+                                  for op, var in zip(rets, callee.returns)]
+
+    def run(m, idx):
+        taken, rest = taken_split(m, idx, gm(m, idx))
+        m.pc[rest] += 1
+        if not taken.size:
+            return
+        copy_params(m, taken, copies)
+        stack, depth = m.call_stack()
+        if depth[taken].max() >= stack.shape[1]:
+            raise UnsupportedInstruction(f"call depth over {stack.shape[1]} (recursion?)")
+        stack[taken, depth[taken]] = return_pc
+        depth[taken] += 1
+        m.pc[taken] = prog.function_entry[name]
+    return run
+
+
+def copy_params(m, tids, copies) -> None:
+    base = tids.astype(np.int64) * m.callparam_size
+    for src, dst, size in copies:
+        span = np.arange(size, dtype=np.int64)
+        m.callparams[(base + dst)[:, None] + span] = m.callparams[(base + src)[:, None] + span]
+
+
+def make_return(prog, gm):
+    def run(m, idx):
+        taken, rest = taken_split(m, idx, gm(m, idx))
+        m.pc[rest] += 1
+        if not taken.size:
+            return
+        stack, depth = m.call_stack()
+        depth[taken] -= 1
+        target = stack[taken, depth[taken]]
+        for rpc in np.unique(target):
+            group = taken[target == rpc]
+            copy_params(m, group, prog.call_sites[int(rpc)])
+        m.pc[taken] = target
+    return run
 
 
 def make_printf(gm, fmt_r, buf_r):
