@@ -158,11 +158,14 @@ def test_option_errors_come_before_reading(run, tmp_path):
     assert run([bad]).rc == 3  # the bytecode is checked before --gpu-name
 
 
-def test_llvm_spellings_accepted(run, sample):
+def test_llvm_spellings_accepted(run, sample, tmp_path):
+    out = tmp_path / "out.cubin"
     for args in (["--gpu-name=sm_90"], ["--gpu-name", "sm_90"], ["--arch", "sm_90"],
                  ["-gpu-name=sm_90"], ["--arch=sm_80", "--gpu-name", "sm_120"], ["-O0", "-g", "--arch=sm_90"]):
-        r = run([sample, *args])
-        assert r.err == "error: code generation is not implemented yet\n", (args, r.err)
+        r = run([sample, *args, "-o", out])
+        assert (r.rc, r.err) == (0, ""), (args, r.err)
+        assert out.read_bytes()[:4] == b"\x7fELF"
+        out.unlink()
 
 
 # -- checks after the bytecode is read (exit code 2) -----------------------------------------
@@ -188,11 +191,32 @@ def test_debug_needs_O0(run, sample):
                      "level to 0 or disable full debug info\n")
 
 
-def test_codegen_not_implemented_is_honest(run, sample, tmp_path):
+def test_compiles_to_cubin(run, sample, tmp_path):
     out = tmp_path / "out.cubin"
     r = run([sample, "--gpu-name", "sm_90", "-O3", "--lineinfo", "-o", out])
-    assert (r.rc, r.out, r.err) == (5, "", "error: code generation is not implemented yet\n")
-    assert not out.exists()
+    assert (r.rc, r.out, r.err) == (0, "", "")
+    cubin = out.read_bytes()
+    assert cubin[:4] == b"\x7fELF" and b".nv.host" in cubin and b"___NV_TILE_LAUNCH_META_DATA___" in cubin
+
+
+def test_default_output_is_elf_o(run, sample, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert run([sample, "--gpu-name", "sm_80"]).rc == 0
+    assert (tmp_path / "elf.o").read_bytes()[:4] == b"\x7fELF"
+
+
+def test_compile_is_deterministic(run, sample, tmp_path):
+    a, b = tmp_path / "a.cubin", tmp_path / "b.cubin"
+    assert run([sample, "--gpu-name", "sm_100", "-o", a]).rc == 0
+    assert run([sample, "--gpu-name", "sm_100", "-o", b]).rc == 0
+    assert a.read_bytes() == b.read_bytes()
+
+
+@pytest.mark.parametrize("stage, marker", [("tileaa", "tileaa.func @"), ("tileas", "tileas.func @"),
+                                           ("llvm", "define"), ("ptx", ".language 7")])
+def test_emit_stages(run, sample, stage, marker):
+    r = run([sample, "--gpu-name", "sm_90", f"--emit={stage}"])
+    assert r.rc == 0 and marker in r.out, r.err
 
 
 # -- --version, --list-versions, --help ------------------------------------------------------
@@ -295,7 +319,7 @@ def test_emit_bytecode_other_version(run, sample, tmp_path):
 
 
 @pytest.mark.parametrize("args", [["--bytecode-version=13.4"], ["--emit=bytecode", "--bytecode-version=13.9"],
-                                  ["--emit=bytecode", "--bytecode-version=x"], ["--emit=ptx"]])
+                                  ["--emit=bytecode", "--bytecode-version=x"], ["--emit=sass"]])
 def test_emit_option_errors(run, sample, args):
     r = run([sample, *args])
     assert r.rc == 1 and r.err.startswith("tileiras: for the --"), r.err
@@ -437,4 +461,4 @@ def test_arch_incompatibility_is_a_compile_error(run, tileir_store):
     assert "error: Incompatibility with architecture 'sm_80': unsupported type 'f8E4M3FN'" in r.err
     assert r.err.endswith("\nerror: failed to compile Tile IR program\n")
     assert run([found.path, "--gpu-name", "sm_80", "-O7"]).rc == 2
-    assert run([found.path, "--gpu-name", "sm_90"]).err == "error: code generation is not implemented yet\n"
+    assert run([found.path, "--gpu-name", "sm_90", "--emit=llvm"]).rc == 0

@@ -21,6 +21,7 @@ import click
 from . import cli
 from .errors import EXIT_BAD_OPTION, CompileError, OptionError, UsageError
 from .ir.version import SUPPORTED_VERSIONS, Version, is_supported
+from .pipeline import CompileOptions, compile_module
 
 PROG = "tileiras"
 TITLE = "tileiras: NVIDIA (R) Cuda Tile IR optimizing assembler"
@@ -40,6 +41,15 @@ OPT_LEVELS = range(0, 4)
 class Emit(Enum):
     MLIR = "mlir"
     BYTECODE = "bytecode"
+    TILEAA = "tileaa"
+    TILEAS = "tileas"
+    LLVM = "llvm"
+    PTX = "ptx"
+    CUBIN = "cubin"
+
+    @property
+    def needs_target(self) -> bool:
+        return self not in (Emit.MLIR, Emit.BYTECODE)
 
 
 HELP_ENTRIES = (
@@ -51,6 +61,11 @@ HELP_ENTRIES = (
     cli.HelpEntry("--emit=<value>", "Stop after reading and print the module (not in NVIDIA's tool)"),
     cli.HelpEntry("=mlir", "-   MLIR text, as tileirdisasm prints it", 4),
     cli.HelpEntry("=bytecode", "-   Tile IR bytecode", 4),
+    cli.HelpEntry("=tileaa", "-   alias-aware IR: memory dependences and value facts", 4),
+    cli.HelpEntry("=tileas", "-   scheduled IR: the layout of every tile", 4),
+    cli.HelpEntry("=llvm", "-   NVVM LLVM IR", 4),
+    cli.HelpEntry("=ptx", "-   PTX, as passed to ptxas", 4),
+    cli.HelpEntry("=cubin", "-   the cubin (the default)", 4),
     cli.HelpEntry("-g", "Alias for --device-debug"),
     cli.HelpEntry("--gpu-name=<value>", "Specify name of NVIDIA GPU to generate code for."),
     *(cli.HelpEntry(f"={n}", f"-   SM {n[3:]}", 4) for n in GPU_NAMES),
@@ -202,13 +217,20 @@ class _NoInput(UsageError):
 def compile_file(options: DriverOptions) -> int:
     data = cli.read_input_file(options.input)
     module = cli.read_module(data)
-    if options.emit is not None:
+    if options.emit is not None and not options.emit.needs_target:
         output = emit_module(module, options)
         cli.write_output(options.output_file or "-", output, EXIT_BAD_OPTION)
         return 0
     check_codegen_options(options, module.version)
     check_target(module, options.gpu_name)
-    raise CompileError("code generation is not implemented yet")
+    stage = options.emit.value if options.emit else "cubin"
+    result = compile_module(module, CompileOptions(
+        gpu_name=options.gpu_name, opt_level=options.opt_level, lineinfo=options.lineinfo,
+        device_debug=options.device_debug, host_arch=options.host_arch, host_os=options.host_os), stage)
+    output = result if isinstance(result, bytes) else result.encode("utf-8")
+    default = DEFAULT_OUTPUT if options.emit in (None, Emit.CUBIN) else "-"
+    cli.write_output(options.output_file or default, output, EXIT_BAD_OPTION)
+    return 0
 
 
 def emit_module(module: object, options: DriverOptions) -> bytes:

@@ -504,6 +504,9 @@ def _ftof(em: KernelEmitter, op: Operation) -> None:
     b = em.b
     src_t, dst_t = T.element_type(op.from_.type), T.element_type(op.result.type)
     to = llvm_type(op.result.type)
+    if src_t.name in _F8 or dst_t.name in _F8:
+        map_regs(em, op, lambda x: _f8_convert(b, x, src_t, dst_t, to))
+        return
     if src_t.bitwidth < 16 or dst_t.bitwidth < 16 or src_t.name == "tf32" or dst_t.name == "tf32":
         raise CompileError(f"ftof from {src_t} to {dst_t} is not supported yet")
     mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
@@ -517,6 +520,29 @@ def _ftof(em: KernelEmitter, op: Operation) -> None:
             return b.fptrunc(x, to)
         return X.cvt_asm(b, f"cvt.{_ROUND[mode]}.{ptx_float(to)}.{ptx_float(x.type)}", x, to)
     map_regs(em, op, one)
+
+
+_F8 = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
+
+
+def _f8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarType, to: ir.Type) -> ir.Value:
+    """fp8 <-> wider floats with the sm_89+ paired conversions (satfinite when narrowing)."""
+    i16 = ir.IntType(16)
+    if src.name in _F8 and dst.name in _F8:
+        return _f8_convert(b, _f8_convert(b, x, src, T.F32, F32), T.F32, dst, to)
+    if dst.name in _F8:
+        wide = x if isinstance(x.type, ir.FloatType) else (
+            b.fpext(x, F32) if not isinstance(x.type, ir.DoubleType) else b.fptrunc(x, F32))
+        pair = X.asm(b, i16, f"cvt.rn.satfinite.{_F8[dst.name]}x2.f32 $0, $2, $1;", "=h,f,f",
+                     [wide, ir.Constant(F32, 0.0)])
+        return b.trunc(pair, ir.IntType(8))
+    pair = X.asm(b, ir.IntType(32), f"cvt.rn.f16x2.{_F8[src.name]}x2 $0, $1;", "=r,h", [b.zext(x, i16)])
+    half = b.bitcast(b.trunc(pair, i16), ir.HalfType())
+    if isinstance(to, ir.HalfType):
+        return half
+    if to == BF16:
+        return b.fptrunc(b.fpext(half, F32), to)
+    return b.fpext(half, to)
 
 
 @emits(CO.BitcastOp)

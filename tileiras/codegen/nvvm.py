@@ -258,7 +258,7 @@ def llvm_to_ptx(module: ir.Module, target: Target, opt_level: int = 3) -> str:
     module.triple = "nvptx64-nvidia-cuda"
     module.data_layout = "e-p:64:64:64-p3:32:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
     tm = llvm.Target.from_triple(module.triple).create_target_machine(
-        cpu=f"sm_{target.arch}{'a' if target.arch >= 90 else ''}", features="+ptx85", opt=min(opt_level, 3))
+        cpu=f"sm_{target.arch}{'a' if target.arch >= 90 else ''}", opt=min(opt_level, 3))
     parsed = llvm.parse_assembly(str(module))
     parsed.verify()
     if opt_level > 0:

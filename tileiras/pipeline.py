@@ -1,0 +1,147 @@
+"""The compilation pipeline: an ordered list of stages, each dumpable.
+
+    bytecode -> verify -> tileaa -> tileas -> llvm (.ll) -> ptx -> cubin
+
+``compile_module(module, options, stop_after=EXT)`` runs the stages in order and
+returns the artifact of the last one it ran (text for dumps, bytes for the
+cubin), so every stage can be inspected and tested on its own
+(``tileiras --emit=tileaa|tileas|llvm|ptx|cubin``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from .errors import CompileError
+from .ir.core import Module
+
+ENTRY_ONLY = "non-entry functions need the SIMT preview (--preview=simt), which is not supported"
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    gpu_name: str
+    opt_level: int = 3
+    lineinfo: bool = False
+    device_debug: bool = False
+    host_arch: str = "x86_64"
+    host_os: str = "linux"
+
+    @property
+    def arch(self) -> int:
+        return int(self.gpu_name[3:])
+
+    def key(self) -> tuple:
+        """Everything that can change the output (for caches)."""
+        return (self.gpu_name, self.opt_level, self.lineinfo, self.device_debug, self.host_arch, self.host_os)
+
+
+@dataclass
+class Compilation:
+    """What the stages produce, one field per stage."""
+
+    module: Module
+    options: CompileOptions
+    aa: dict[str, Any] = field(default_factory=dict)      # entry name -> TileAA
+    tas: dict[str, Any] = field(default_factory=dict)     # entry name -> TileAS
+    llvm: Any = None                                      # llvmlite ir.Module
+    ptx: str = ""
+    kernels: list = field(default_factory=list)           # KernelInfo per entry
+    cubin: bytes = b""
+
+
+@dataclass(frozen=True)
+class Stage:
+    ext: str
+    run: Callable[[Compilation], None]
+    dump: Callable[[Compilation], Any]
+
+
+def _tileaa(c: Compilation) -> None:
+    from .lower.tileaa import analyze
+
+    for fn in c.module.functions:
+        if not fn.is_entry:
+            raise CompileError(ENTRY_ONLY)
+        c.aa[fn.name] = analyze(fn)
+
+
+def _tileas(c: Compilation) -> None:
+    from .codegen.abi import HINT_NUM_WORKER_WARPS, hints_for_arch
+    from .lower.tileas import assign_layouts
+
+    for fn in c.module.functions:
+        warps = hints_for_arch(fn.hints, c.options.gpu_name).get(HINT_NUM_WORKER_WARPS)
+        c.tas[fn.name] = assign_layouts(c.aa[fn.name], warps)
+
+
+def _llvm(c: Compilation) -> None:
+    from .codegen.nvvm import Target, emit_module
+
+    c.llvm = emit_module(c.module, c.tas, Target(c.options.arch))
+
+
+def _ptx(c: Compilation) -> None:
+    from .codegen.abi import kernel_info_from_function
+    from .codegen.isolate import run_isolated
+    from .codegen.nvvm import Target, llvm_to_ptx
+    from .codegen.ptx import finalize_ptx
+
+    raw = run_isolated(llvm_to_ptx, c.llvm, Target(c.options.arch), c.options.opt_level)
+    c.kernels = [kernel_info_from_function(fn, c.options.gpu_name, c.tas[fn.name].num_threads)
+                 for fn in c.module.functions]
+    c.ptx = finalize_ptx(raw, c.kernels, c.options.gpu_name)
+
+
+def _cubin(c: Compilation) -> None:
+    from .codegen.host import build_host_object, check_host_target
+    from .codegen.ptxas import run_ptxas
+
+    host = None
+    if c.kernels:
+        host = build_host_object(c.kernels, check_host_target(c.options.host_arch, c.options.host_os))
+    c.cubin = run_ptxas(c.ptx, c.options.gpu_name, c.options.opt_level, host)
+
+
+def _dump_tileaa(c: Compilation) -> str:
+    from .lower.tileaa import format_tileaa
+
+    return "".join(format_tileaa(aa) for aa in c.aa.values())
+
+
+def _dump_tileas(c: Compilation) -> str:
+    from .lower.tileas import format_tileas
+
+    return "".join(format_tileas(t) for t in c.tas.values())
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("tileaa", _tileaa, _dump_tileaa),
+    Stage("tileas", _tileas, _dump_tileas),
+    Stage("llvm", _llvm, lambda c: str(c.llvm)),
+    Stage("ptx", _ptx, lambda c: c.ptx),
+    Stage("cubin", _cubin, lambda c: c.cubin),
+)
+STAGE_NAMES = tuple(s.ext for s in STAGES)
+
+
+def compile_module(module: Module, options: CompileOptions, stop_after: str = "cubin") -> Any:
+    """Run the stages up to ``stop_after``; return that stage's dump."""
+    if stop_after not in STAGE_NAMES:
+        raise ValueError(f"unknown stage '{stop_after}' (stages: {', '.join(STAGE_NAMES)})")
+    c = Compilation(module, options)
+    for stage in STAGES:
+        stage.run(c)
+        if stage.ext == stop_after:
+            return stage.dump(c)
+    raise AssertionError("unreachable")
+
+
+def run_stages(module: Module, options: CompileOptions, stop_after: Optional[str] = None) -> Compilation:
+    """Like ``compile_module`` but hands back every stage's result (for tests and tools)."""
+    c = Compilation(module, options)
+    for stage in STAGES:
+        stage.run(c)
+        if stage.ext == stop_after:
+            break
+    return c
