@@ -31,6 +31,7 @@ from .ptxtypes import RAW_DTYPES
 
 RUNNING, WAITING, EXITED = 0, 1, 2
 NO_PC = np.iinfo(np.int64).max
+CLUSTER_BARRIER = 16             # wait_bar value of barrier.cluster.wait
 
 
 class Deadlock(RuntimeError):
@@ -70,6 +71,7 @@ class Batch:
         self.wait_bar = np.zeros(n, np.int16)
         self.cc: Optional[np.ndarray] = None
         self.depth: Optional[np.ndarray] = None
+        self.cluster_phase: Optional[np.ndarray] = None
         self.cta_of = np.repeat(np.arange(self.ncta, dtype=np.int64), self.nthreads)
         self.linear_tid = np.tile(np.arange(self.nthreads, dtype=np.int64), self.ncta)
         warps_per_cta = -(-self.nthreads // 32)
@@ -211,8 +213,31 @@ class Batch:
             np.add.at(self.bar_arrived, (ctas, bar), 1)
         self.release_barriers()
 
+    def cluster_arrive(self, idx: np.ndarray) -> None:
+        if self.cluster_phase is None:
+            self.cluster_phase = np.zeros(self.n, np.int64)
+        self.cluster_phase[idx] += 1
+
+    def cluster_wait(self, idx: np.ndarray) -> None:
+        """Wait until every live thread of the cluster has arrived as often as this one."""
+        self.status[idx] = WAITING
+        self.wait_bar[idx] = CLUSTER_BARRIER
+        self.release_barriers()
+
+    def release_cluster_waits(self) -> None:
+        waiting = np.flatnonzero((self.status == WAITING) & (self.wait_bar == CLUSTER_BARRIER))
+        if not waiting.size:
+            return
+        phase = self.cluster_phase if self.cluster_phase is not None else np.zeros(self.n, np.int64)
+        per = self.nthreads * self.launch.cta_per_cluster
+        live_phase = np.where(self.status != EXITED, phase, np.iinfo(np.int64).max)
+        low = live_phase.reshape(-1, per).min(axis=1)
+        ok = phase[waiting] <= low[waiting // per]
+        self.status[waiting[ok]] = RUNNING
+
     def release_barriers(self) -> None:
-        waiting = self.status == WAITING
+        self.release_cluster_waits()
+        waiting = (self.status == WAITING) & (self.wait_bar < CLUSTER_BARRIER)
         if not waiting.any():
             return
         live = np.bincount(self.cta_of[self.status != EXITED], minlength=self.ncta)

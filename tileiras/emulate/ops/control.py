@@ -75,6 +75,8 @@ def compile_bar(ctx, ins):
     mods = modifiers(ins.parts)
     if "warp" in mods:                         # bar.warp.sync: the warp is already together
         return lambda m, idx: m.pc.__setitem__(idx, m.pc[idx] + 1)
+    if "cluster" in mods:
+        return make_cluster_barrier(ctx, ins, mods)
     wait = not ({"arrive"} & mods)
     if {"red"} & mods:
         raise UnsupportedInstruction("bar.red")
@@ -92,6 +94,22 @@ def compile_bar(ctx, ins):
             if count_r is not None:
                 count = np.broadcast_to(np.asarray(count_r(m, taken)).astype(np.int64), taken.shape)
             m.arrive(taken, bar & 15, count, wait)
+    return run
+
+
+def make_cluster_barrier(ctx, ins, mods):
+    """barrier.cluster.arrive / .wait (arrive counts a phase; wait blocks until every live
+    thread of the cluster has arrived as often)."""
+    gm = guard_mask(ctx, ins.guard)
+    arrive, wait = "arrive" in mods, "wait" in mods
+
+    def run(m, idx):
+        taken, rest = taken_split(m, idx, gm(m, idx))
+        m.pc[idx] += 1
+        if taken.size and arrive:
+            m.cluster_arrive(taken)
+        if taken.size and wait:
+            m.cluster_wait(taken)
     return run
 
 
