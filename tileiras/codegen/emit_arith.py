@@ -507,7 +507,10 @@ def _ftof(em: KernelEmitter, op: Operation) -> None:
     if src_t.name in _F8 or dst_t.name in _F8:
         map_regs(em, op, lambda x: _f8_convert(b, x, src_t, dst_t, to))
         return
-    if src_t.bitwidth < 16 or dst_t.bitwidth < 16 or src_t.name == "tf32" or dst_t.name == "tf32":
+    if dst_t.name == "tf32" or src_t.name == "tf32":
+        map_regs(em, op, lambda x: _tf32_convert(b, x, src_t, dst_t, to))
+        return
+    if src_t.bitwidth < 16 or dst_t.bitwidth < 16:
         raise CompileError(f"ftof from {src_t} to {dst_t} is not supported yet")
     mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
 
@@ -523,6 +526,22 @@ def _ftof(em: KernelEmitter, op: Operation) -> None:
 
 
 _F8 = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
+
+
+def _tf32_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarType, to: ir.Type) -> ir.Value:
+    """tf32 values live in f32 registers with the low 13 mantissa bits zero; narrowing
+    rounds to nearest even in integer arithmetic (NaN and infinity pass through)."""
+    if src.name == "tf32":
+        return x if isinstance(to, ir.FloatType) else (
+            b.fpext(x, to) if isinstance(to, ir.DoubleType) else b.fptrunc(x, to))
+    wide = x if isinstance(x.type, ir.FloatType) else (
+        b.fptrunc(x, F32) if isinstance(x.type, ir.DoubleType) else b.fpext(x, F32))
+    i32 = ir.IntType(32)
+    bits = b.bitcast(wide, i32)
+    lsb = b.and_(b.lshr(bits, ir.Constant(i32, 13)), ir.Constant(i32, 1))
+    rounded = b.and_(b.add(bits, b.add(ir.Constant(i32, 0xFFF), lsb)), ir.Constant(i32, 0xFFFFE000))
+    special = b.icmp_unsigned("==", b.and_(bits, ir.Constant(i32, 0x7F800000)), ir.Constant(i32, 0x7F800000))
+    return b.bitcast(b.select(special, bits, rounded), F32)
 
 
 def _f8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarType, to: ir.Type) -> ir.Value:

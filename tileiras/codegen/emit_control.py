@@ -375,3 +375,27 @@ def _assert(em: KernelEmitter, op: Operation) -> None:
     with b.if_then(b.not_(ok), likely=False):
         _vprintf(em, f"assertion failed: {op.message}\n", [])
         X.trap(b)
+
+
+# -- programmatic dependent launch and fences ------------------------------------------------
+@emits(CF.GdcWaitTkoOp)
+def _gdc_wait(em: KernelEmitter, op: Operation) -> None:
+    """Wait for the grids this one depends on (no-op before sm_90)."""
+    if em.target.arch >= 90:
+        X.asm(em.b, ir.VoidType(), "griddepcontrol.wait;", "~{memory}", [], side_effect=True)
+    em.put(op.result_token, None)
+
+
+@emits(CF.GdcLaunchDependentsTkoOp)
+def _gdc_launch(em: KernelEmitter, op: Operation) -> None:
+    if em.target.arch >= 90:
+        X.asm(em.b, ir.VoidType(), "griddepcontrol.launch_dependents;", "~{memory}", [], side_effect=True)
+    em.put(op.result_token, None)
+
+
+@emits(MEM.MemoryFenceAliasTkoOp)
+def _fence_alias(em: KernelEmitter, op: Operation) -> None:
+    """Accesses through aliasing views are ordered: all threads' earlier accesses
+    complete before any later one (a CTA barrier orders global memory too)."""
+    X.barrier(em.b)
+    em.put(op.results[0], None)

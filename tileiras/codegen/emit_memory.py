@@ -398,12 +398,23 @@ def _atomic_red_view(em: KernelEmitter, op: Operation) -> None:
 # -- globals -----------------------------------------------------------------------------------
 @emits(CO.GetGlobalOp)
 def _get_global(em: KernelEmitter, op: Operation) -> None:
-    g = em.module.globals.get(op.name)
+    name = op.attributes["name"]
+    g = em.module.globals.get(name)
     if g is None:
-        gl = next((x for x in em.module_ir_globals if x.name == op.name), None) if hasattr(em, "module_ir_globals") else None
-        if gl is None:
-            raise CompileError(f"unknown global '@{op.name}'")
+        raise CompileError(f"unknown global '@{name}'")
     em.put(op.result, TileVal(em.result_layout(op.result), [g]))
+
+
+def define_globals(llmod: ir.Module, globals_: Sequence) -> None:
+    """Module-level ``global``s as initialized device globals (bytes, as in the bytecode)."""
+    for g in globals_:
+        arr = ir.ArrayType(ir.IntType(8), len(g.data))
+        var = ir.GlobalVariable(llmod, arr, name=g.name, addrspace=1)
+        var.initializer = ir.Constant(arr, bytearray(g.data))
+        var.align = max(g.alignment, 1)
+        var.global_constant = bool(g.constant)
+        var.linkage = "internal"
+        var.type = ir.PointerType(addrspace=1)
 
 
 def float_bits(value: float, t: ir.Type) -> int:

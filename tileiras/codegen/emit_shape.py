@@ -422,3 +422,19 @@ def _scan_line(em: KernelEmitter, op: Operation, block: Block, srcs: list[TileVa
 
 
 __all__ = ["decode_elements", "lookup_by_coord", "redistribute_owned", "inline_combiner", "BF16", "Value"]
+
+
+@emits(CO.PackOp, CO.UnpackOp)
+def _repack(em: KernelEmitter, op: Operation) -> None:
+    """Reinterpret a rank-1 tile as bytes (pack) or bytes as elements (unpack),
+    through shared memory in the tile's byte order."""
+    src_t, dst_t = op.source.type, op.result.type
+    for t in (src_t, dst_t):
+        if T.element_type(t).bitwidth < 8:
+            raise CompileError(f"'{op.name}' of sub-byte element type {T.element_type(t)} is not supported yet")
+    src = em.tile(op, 0)
+    out = em.result_layout(op.result)
+    X.barrier(em.b)
+    _spill(em, src, src_t)
+    X.barrier(em.b)
+    em.put(op.result, TileVal(out, _fill(em, out, dst_t, llvm_type(dst_t))))

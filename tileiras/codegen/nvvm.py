@@ -273,6 +273,7 @@ def emit_module(module: Module, analyses: dict[str, TileAS], target: Target) -> 
     from . import emit_arith, emit_control, emit_memory, emit_shape  # noqa: F401  (register emitters)
 
     llmod = ir.Module(name="tileiras")
+    emit_memory.define_globals(llmod, module.globals)
     for fn in module.functions:
         if fn.is_entry:
             em = KernelEmitter(llmod, fn, analyses[fn.name], target)

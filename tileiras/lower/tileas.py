@@ -201,7 +201,7 @@ def _combiner_block(tas: TileAS, op: Operation) -> None:
     _assign_block(tas, block)
 
 
-@layout_rule(CO.CatOp, CO.ExtractOp, CO.InsertOp)
+@layout_rule(CO.CatOp, CO.ExtractOp, CO.InsertOp, CO.PackOp, CO.UnpackOp)
 def _through_smem(tas: TileAS, op: Operation) -> None:
     tiles = [v for v in op.operands if is_tile(v) and v.type.rank > 0]
     need = sum(v.type.num_elements * element_bytes(v.type) for v in tiles)

@@ -236,6 +236,8 @@ def tile_op(name: str, *, sized_results: bool = False,
             key = python_names[field_name]
             if key not in _RESERVED:
                 setattr(cls, key, accessor)
+            elif key in cls.__dict__:
+                delattr(cls, key)  # let the generic slot show through (get_global's ``name``)
         cls.definition = definition
         if name in OPS_BY_NAME or opcode in OPS_BY_OPCODE:
             raise RuntimeError(f"op {name} (opcode {opcode:#x}) registered twice")
