@@ -280,13 +280,15 @@ def _atan2(em: KernelEmitter, op: Operation) -> None:
         mx = X.math_call(b, f"llvm.maxnum.{_intrinsic_suffix(t)}", [ax, ay])
         mn = X.math_call(b, f"llvm.minnum.{_intrinsic_suffix(t)}", [ax, ay])
         a = b.fdiv(mn, mx)
-        s = b.fmul(a, a)
-        # minimax polynomial for atan on [0, 1] (max error ~1e-5 rad)
-        coeffs = [-0.0464964749, 0.15931422, -0.327622764, 1.0]
-        p = _const(t, coeffs[0])
-        for c in coeffs[1:]:
-            p = b.fadd(b.fmul(p, s), _const(t, c))
-        r = b.fmul(p, a)
+        # Cephes atanf: reduce [tan(pi/8), 1] to [-tan(pi/8), tan(pi/8)] via pi/4 + atan((a-1)/(a+1))
+        big = b.fcmp_ordered(">", a, _const(t, 0.41421356237309503))
+        red = b.select(big, b.fdiv(b.fsub(a, _const(t, 1.0)), b.fadd(a, _const(t, 1.0))), a)
+        z = b.fmul(red, red)
+        p = _const(t, 8.05374449538e-2)
+        for c in (-1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1):
+            p = b.fadd(b.fmul(p, z), _const(t, c))
+        r = b.fadd(b.fmul(b.fmul(p, z), red), red)
+        r = b.select(big, b.fadd(r, _const(t, math.pi / 4)), r)
         r = b.select(b.fcmp_ordered(">", ay, ax), b.fsub(_const(t, math.pi / 2), r), r)
         r = b.select(b.fcmp_ordered("<", x, _const(t, 0.0)), b.fsub(_const(t, math.pi), r), r)
         r = b.select(b.fcmp_ordered("==", mx, _const(t, 0.0)), _const(t, 0.0), r)

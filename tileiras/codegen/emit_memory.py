@@ -102,6 +102,9 @@ class Access:
             if view.sparse_dim == k:
                 starts.append(None)
                 continue
+            if view.sparse_dim is not None:  # gather/scatter: the other indices are element offsets
+                starts.append(_i64(em, indices[k]))
+                continue
             step = view.traversal[k] if view.traversal else view.tile_shape[k]
             starts.append(b.mul(_i64(em, indices[k]), ir.Constant(I64, step)))
         for reg in range(layout.size("reg")):

@@ -19,7 +19,9 @@ from ..ir import types as T
 from ..ir.core import Block, Operation, Value
 from ..layout.linear import LANE, REG, WARP, LinearLayout
 from ..lower.tileas import element_bytes
+from ..tile import ops_arith as AR
 from ..tile import ops_core as CO
+from ..tile.enums import Signedness
 from . import intrinsics as X
 from .nvvm import I32, I64, KernelEmitter, _from_smem, _smem_type, _to_smem, emits
 from .values import BF16, TileVal, llvm_type
@@ -438,3 +440,72 @@ def _repack(em: KernelEmitter, op: Operation) -> None:
     _spill(em, src, src_t)
     X.barrier(em.b)
     em.put(op.result, TileVal(out, _fill(em, out, dst_t, llvm_type(dst_t))))
+
+
+# -- matrix multiply (SIMT: every thread computes its accumulator elements) -----------------
+def _to_acc(b: ir.IRBuilder, v: ir.Value, src: T.ScalarType, acc: ir.Type, signed: bool = True) -> ir.Value:
+    if isinstance(acc, ir.IntType):
+        return b.sext(v, acc) if signed else b.zext(v, acc)
+    if src.name in ("f8E4M3FN", "f8E5M2"):
+        from .emit_arith import _f8_convert  # noqa: PLC0415
+        return _f8_convert(b, v, src, T.F32, acc)
+    if v.type == acc:
+        return v
+    return b.fpext(v, acc) if not isinstance(v.type, ir.DoubleType) else b.fptrunc(v, acc)
+
+
+@emits(AR.MmaFOp, AR.MmaIOp)
+def _mma(em: KernelEmitter, op: Operation) -> None:
+    """C += A @ B (optionally batched), through shared memory: each thread walks K for
+    the accumulator elements it holds, multiplying and adding in the accumulator type."""
+    b = em.b
+    a_t, b_t, c_t = (v.type for v in op.operands[:3])
+    lhs, rhs, acc = (em.tile(op, i) for i in range(3))
+    rank = c_t.rank
+    kdim = a_t.shape[-1]
+    a_bytes = element_bytes(a_t) * a_t.num_elements
+    X.barrier(b)
+    _spill(em, lhs, a_t)
+    _spill(em, rhs, b_t, offset=a_bytes)
+    X.barrier(b)
+    out_ty = acc.regs[0].type
+    # sums run in f32 (f64 for f64, i32 for integers) and round once to the result type
+    acc_ty = out_ty if isinstance(out_ty, (ir.IntType, ir.DoubleType)) else ir.FloatType()
+    a_elem, b_elem = T.element_type(a_t), T.element_type(b_t)
+    signed = (op.attributes.get("signedness_lhs", Signedness.SIGNED) == Signedness.SIGNED,
+              op.attributes.get("signedness_rhs", Signedness.SIGNED) == Signedness.SIGNED)
+    coords = [em.coords(acc.layout, r) for r in range(len(acc.regs))]
+    widened = [v if v.type == acc_ty else b.fpext(v, acc_ty) for v in acc.regs]
+    pre = b.block
+    loop = em.llfn.append_basic_block("mma.k")
+    done = em.llfn.append_basic_block("mma.done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    k = b.phi(I32)
+    k.add_incoming(ir.Constant(I32, 0), pre)
+    phis = []
+    for v in widened:
+        phi = b.phi(acc_ty)
+        phi.add_incoming(v, pre)
+        phis.append(phi)
+    new = []
+    for c, phi in zip(coords, phis):
+        batch = c[:rank - 2]
+        m, n = c[rank - 2], c[rank - 1]
+        a_idx = em.flat_index([*batch, m, k], a_t.shape)
+        b_idx = em.flat_index([*batch, k, n], b_t.shape)
+        av = _to_acc(b, b.load(em.smem_slot(a_idx, element_bytes(a_t)), typ=llvm_type(a_t)), a_elem, acc_ty, signed[0])
+        bv = _to_acc(b, b.load(em.smem_slot(b_idx, element_bytes(b_t), a_bytes), typ=llvm_type(b_t)), b_elem,
+                     acc_ty, signed[1])
+        if isinstance(acc_ty, ir.IntType):
+            new.append(b.add(phi, b.mul(av, bv)))
+        else:
+            new.append(X.math_call(b, f"llvm.fma.{'f64' if isinstance(acc_ty, ir.DoubleType) else 'f32' if isinstance(acc_ty, ir.FloatType) else 'f16'}", [av, bv, phi]))
+    nxt = b.add(k, ir.Constant(I32, 1))
+    tail = b.block
+    k.add_incoming(nxt, tail)
+    for phi, v in zip(phis, new):
+        phi.add_incoming(v, tail)
+    b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(I32, kdim)), loop, done)
+    b.position_at_end(done)
+    em.put(op.result, TileVal(acc.layout, [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in new]))

@@ -160,7 +160,7 @@ class KernelEmitter:
     def smem(self) -> ir.Value:
         if self._smem is None:
             size = max(self.tas.smem_bytes, 16)
-            g = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), size), name="tileas_scratch", addrspace=3)
+            g = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), size), name=f"global_smem_{self.fn.name}", addrspace=3)
             g.align = 16
             g.linkage = "internal"
             g.initializer = ir.Constant(ir.ArrayType(ir.IntType(8), size), None)

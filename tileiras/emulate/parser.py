@@ -537,6 +537,11 @@ class Parser:
                 return
             self.expect(",")
 
+    @staticmethod
+    def is_register(scopes: list[dict], name: str) -> bool:
+        """Registers declared in a ``{ .reg .b32 tmp; ... }`` scope need no ``%``."""
+        return any(name in scope for scope in scopes)
+
     def declare(self, fn: Function, scopes: list[dict], name: str, type_name: str) -> None:
         scope = scopes[-1]
         unique = name if len(scopes) == 1 else f"{name}@{scope['@id']}"
@@ -606,7 +611,7 @@ class Parser:
             self.next()
             if t.text == "_":
                 return None
-            if t.text.startswith("%"):
+            if t.text.startswith("%") or self.is_register(scopes, t.text):
                 reg = Reg(self.resolve(scopes, t.text))
                 if self.accept("|"):
                     nxt = self.next().text
@@ -648,7 +653,8 @@ class Parser:
         t = self.peek()
         if t.kind == "ident":
             self.next()
-            base = Reg(self.resolve(scopes, t.text)) if t.text.startswith("%") else Sym(t.text)
+            base = (Reg(self.resolve(scopes, t.text)) if t.text.startswith("%") or self.is_register(scopes, t.text)
+                    else Sym(t.text))
         else:
             off = self.parse_offset()
         while self.peek().text in ("+", "-"):

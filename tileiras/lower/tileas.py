@@ -227,9 +227,43 @@ def _pointer_tile_op(tas: TileAS, op: Operation) -> None:
     for r in op.results:
         if is_tile(r):
             tas.layouts[r] = layout
+            # copies of an element receive the owner's atomic result through smem
+            _need_scratch(tas, op, r.type.num_elements * element_bytes(r.type))
 
 
-@layout_rule(MEM.StoreViewTkoOp, MEM.AtomicRedViewTkoOp, CF.PrintTkoOp, CF.AssertOp)
+def _need_scratch(tas: TileAS, op: Operation, nbytes: int) -> None:
+    tas.scratch[op] = max(tas.scratch.get(op, 0), nbytes)
+
+
+@layout_rule(MEM.LoadViewTkoOp, MEM.StoreViewTkoOp, MEM.AtomicRedViewTkoOp)
+def _view_access(tas: TileAS, op: Operation) -> None:
+    """Gather/scatter index tiles are looked up by coordinate through smem."""
+    for v in op.index:
+        if is_tile(v) and v.type.rank > 0:
+            _need_scratch(tas, op, v.type.num_elements * element_bytes(v.type))
+    for r in op.results:
+        if is_tile(r):
+            tas.layouts[r] = tas.canonical(r.type.shape)
+
+
+@layout_rule(CF.PrintTkoOp)
+def _print(tas: TileAS, op: Operation) -> None:
+    """Every element of each printed tile is gathered in every thread through smem."""
+    for v in op.args:
+        if is_tile(v) and v.type.rank > 0:
+            _need_scratch(tas, op, v.type.num_elements * element_bytes(v.type))
+
+
+@layout_rule(AR.MmaFOp, AR.MmaIOp)
+def _mma(tas: TileAS, op: Operation) -> None:
+    """SIMT matrix multiply: the result takes the accumulator's layout; A and B are
+    staged in shared memory."""
+    a, b, c = op.operands[:3]
+    tas.layouts[op.result] = tas.layouts[c]
+    _need_scratch(tas, op, sum(v.type.num_elements * element_bytes(v.type) for v in (a, b)))
+
+
+@layout_rule(CF.AssertOp)
 def _any_layout(tas: TileAS, op: Operation) -> None:
     """Consumers that work in whatever layout their operands have."""
 
