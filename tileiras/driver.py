@@ -216,7 +216,7 @@ class _NoInput(UsageError):
 
 def compile_file(options: DriverOptions) -> int:
     data = cli.read_input_file(options.input)
-    module = cli.read_module(data)
+    module = read_input_module(data, options.input, options.bytecode_version, text_ok=options.emit is not None)
     if options.emit is not None and not options.emit.needs_target:
         output = emit_module(module, options)
         cli.write_output(options.output_file or "-", output, EXIT_BAD_OPTION)
@@ -231,6 +231,28 @@ def compile_file(options: DriverOptions) -> int:
     default = DEFAULT_OUTPUT if options.emit in (None, Emit.CUBIN) else "-"
     cli.write_output(options.output_file or default, output, EXIT_BAD_OPTION)
     return 0
+
+
+def read_input_module(data: bytes, filename: str, version: Optional[Version], text_ok: bool) -> object:
+    """Bytecode (recognized by its magic) or, with ``--emit`` (ours, not NVIDIA's),
+    Tile IR text, read and verified.
+
+    Text is parsed with every op located at its line, so verifier errors read
+    ``loc("in.mlir":LINE:COL): error: ...`` (exit code 3); the module targets
+    ``version`` (the newest by default).  Without ``--emit`` the tool stays
+    NVIDIA's: anything but bytecode is "not Tile IR bytecode"."""
+    from .tile.codes import MAGIC
+
+    if data.startswith(MAGIC) or not text_ok or not _looks_like_text(data):
+        return cli.read_module(data)
+    from .ir.version import NEWEST
+    from .text.parser import parse_text_input
+
+    return parse_text_input(data, filename, version or NEWEST)
+
+
+def _looks_like_text(data: bytes) -> bool:
+    return bool(data.strip()) and b"\x00" not in data and not data.startswith(b"\x7f")
 
 
 def emit_module(module: object, options: DriverOptions) -> bytes:

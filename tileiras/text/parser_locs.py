@@ -1,0 +1,282 @@
+"""Locations in Tile IR text: ``loc(...)`` suffixes, ``#alias = ...`` definitions
+and the debug-info attributes (``#cuda_tile.di_loc<...>``...).
+
+Text locations become the IR's debug records (``tileiras.ir.debug``).  A plain
+``loc("f.py":3:4)``, and the position of every op written without a location,
+becomes a ``TextLoc``: a ``DILoc`` without scope, which the verifier reports
+errors at and which, as in MLIR's bytecode writer, is written as an unknown
+location (``strip_text_locations``).  Location aliases may be used before they
+are defined (tileirdisasm prints them after the last function), so uses are
+resolved once the whole text is read.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ..ir import debug as D
+from ..ir.core import Module
+from .locations import FileLineCol
+from .parser_scan import ParseError, Scanner
+
+
+@dataclass(frozen=True)
+class TextLoc(D.DILoc):
+    """MLIR's FileLineColLoc on an op or function: ``scope`` is always None."""
+
+
+@dataclass(frozen=True)
+class UnsupportedLoc:
+    """A location kind the bytecode cannot carry (``fused[...]``, ``"name"(...)``)."""
+
+    kind: str  # MLIR's class name: FusedLoc, NameLoc, OpaqueLoc
+    where: Optional[TextLoc] = None  # the op it was found on, for the error
+
+
+@dataclass(frozen=True)
+class _Alias:
+    name: str
+    pos: int
+
+
+class Locations:
+    """Alias definitions and the objects (ops, functions) whose location is an alias."""
+
+    def __init__(self) -> None:
+        self.aliases: dict[str, Any] = {}
+        self.used: set[str] = set()
+        self.pending: list[tuple[Any, _Alias, Scanner, TextLoc]] = []
+
+    # -- op and function suffixes ---------------------------------------------------------
+    def attach(self, sc: Scanner, obj: Any, start: int) -> None:
+        """Set ``obj.loc`` from a ``loc(...)`` suffix, or to ``obj``'s text position."""
+        p = sc.position(start)
+        here = TextLoc(None, p.filename, p.line, p.column)
+        if sc.accept_keyword("loc"):
+            value = self.loc_body(sc)
+            if isinstance(value, _Alias):
+                self.pending.append((obj, value, sc, here))
+                obj.loc = here
+                return
+            obj.loc = to_op_loc(value, here)
+            return
+        obj.loc = here
+
+    def resolve(self) -> None:
+        for obj, alias, sc, here in self.pending:
+            if alias.name not in self.aliases:
+                raise sc.error(f"undefined symbol alias id '{alias.name}'", alias.pos)
+            obj.loc = to_op_loc(self.aliases[alias.name], here)
+        self.pending.clear()
+
+    def unused(self) -> list[Any]:
+        """Values of aliases nothing referenced, in definition order: in printed
+        text, the locations of the terminators the printer elided."""
+        return [v for k, v in self.aliases.items() if k not in self.used
+                and (v is None or isinstance(v, (D.DILoc, D.DICallSite)))]
+
+    # -- loc(...) -------------------------------------------------------------------------
+    def loc_body(self, sc: Scanner) -> Any:
+        sc.expect("(")
+        value = self.loc_inner(sc)
+        sc.expect(")")
+        return value
+
+    def loc_inner(self, sc: Scanner) -> Any:
+        start = sc.here()
+        if sc.peek("#"):
+            name = sc.sigil_name("#")
+            assert name is not None
+            self.used.add(name)
+            if name in self.aliases:
+                return self.aliases[name]
+            return _Alias(name, start)
+        if sc.accept_keyword("unknown"):
+            return None
+        if sc.accept_keyword("callsite"):
+            sc.expect("(")
+            callee = self.loc_inner(sc)
+            sc.expect("at")
+            caller = self.loc_inner(sc)
+            sc.expect(")")
+            if isinstance(callee, UnsupportedLoc) or isinstance(caller, UnsupportedLoc):
+                return callee if isinstance(callee, UnsupportedLoc) else caller
+            return D.DICallSite(to_op_loc(callee), to_op_loc(caller))
+        if sc.accept_keyword("fused"):
+            if sc.peek("<"):
+                PA_skip_angle(sc)
+            sc.expect("[")
+            while not sc.accept("]"):
+                self.loc_inner(sc)
+                sc.accept(",")
+            return UnsupportedLoc("FusedLoc")
+        if sc.peek_string():
+            name = sc.string()
+            if sc.accept("("):
+                self.loc_inner(sc)
+                sc.expect(")")
+                return UnsupportedLoc("NameLoc")
+            if not sc.accept(":"):
+                return UnsupportedLoc("NameLoc")
+            line = sc.integer()
+            sc.expect(":")
+            col = sc.integer()
+            return FileLineCol(name, line, col)
+        if sc.peek("#"):
+            return self.attribute(sc)
+        raise sc.error("expected location instance")
+
+    # -- alias definitions and debug-info attributes ------------------------------------------
+    def define_alias(self, sc: Scanner) -> None:
+        pos = sc.here()
+        name = sc.sigil_name("#")
+        if name is None:
+            raise sc.error("expected attribute alias")
+        sc.expect("=")
+        if name in self.aliases:
+            raise sc.error(f"redefinition of Attribute id '{name}'", pos)
+        if sc.accept_keyword("loc"):
+            value = self.loc_body(sc)
+        else:
+            value = self.attribute(sc)
+        self.aliases[name] = value
+
+    def ref(self, sc: Scanner) -> Any:
+        """An attribute reference inside a debug attribute: an alias or an inline value."""
+        if sc.peek("#"):
+            save = sc.pos
+            sc.skip()
+            if not sc.text.startswith("#cuda_tile.", sc.pos):
+                name = sc.sigil_name("#")
+                self.used.add(name or "")
+                if name not in self.aliases:
+                    raise sc.error(f"undefined symbol alias id '{name}'", save)
+                return self.aliases[name]
+            return self.attribute(sc)
+        if sc.accept_keyword("loc"):
+            return self.loc_body(sc)
+        if sc.peek("<"):  # an inline di_file body: <"name" in "dir">
+            return self._di_file_body(sc)
+        raise sc.error("expected debug info attribute")
+
+    def attribute(self, sc: Scanner) -> Any:
+        start = sc.here()
+        sc.expect("#")
+        name = sc.ident("attribute name")
+        parser = _DI_PARSERS.get(name.removeprefix("cuda_tile."))
+        if parser is None:
+            raise sc.error(f"unknown debug attribute '#{name}'", start)
+        return parser(self, sc)
+
+    def _di_file_body(self, sc: Scanner) -> D.DIFile:
+        sc.expect("<")
+        name = sc.string()
+        sc.expect("in")
+        directory = sc.string()
+        sc.expect(">")
+        return D.DIFile(name, directory)
+
+    def _params(self, sc: Scanner, keys: dict[str, str]) -> dict[str, Any]:
+        """``<key = value, ...>`` where ``keys`` maps each key to ref/int/str."""
+        sc.expect("<")
+        out: dict[str, Any] = {}
+        while True:
+            pos = sc.here()
+            key = sc.ident("parameter name")
+            if key not in keys:
+                raise sc.error(f"unknown parameter '{key}'", pos)
+            sc.expect("=")
+            kind = keys[key]
+            out[key] = (self.ref(sc) if kind == "ref" else sc.integer() if kind == "int" else sc.string())
+            if not sc.accept(","):
+                break
+        sc.expect(">")
+        return out
+
+    def _di_compile_unit(self, sc: Scanner) -> D.DICompileUnit:
+        p = self._params(sc, {"file": "ref"})
+        return D.DICompileUnit(_need(sc, p, "file"))
+
+    def _di_subprogram(self, sc: Scanner) -> D.DISubprogram:
+        p = self._params(sc, {"file": "ref", "line": "int", "name": "str", "linkageName": "str",
+                              "compileUnit": "ref", "scopeLine": "int", "flags": "int"})
+        return D.DISubprogram(_need(sc, p, "file"), p.get("line", 0), p.get("name", ""),
+                              p.get("linkageName", ""), _need(sc, p, "compileUnit"), p.get("scopeLine", 0),
+                              p.get("flags"))
+
+    def _di_lexical_block(self, sc: Scanner) -> D.DILexicalBlock:
+        p = self._params(sc, {"scope": "ref", "file": "ref", "line": "int", "column": "int"})
+        return D.DILexicalBlock(_need(sc, p, "scope"), _need(sc, p, "file"), p.get("line", 0), p.get("column", 0))
+
+    def _di_loc(self, sc: Scanner) -> D.DILoc:
+        sc.expect("<")
+        pos = sc.here()
+        where = self.ref(sc)
+        if not isinstance(where, FileLineCol):
+            raise sc.error("expected a file:line:col location", pos)
+        sc.expect("in")
+        scope = self.ref(sc)
+        sc.expect(">")
+        return D.DILoc(scope, where.filename, where.line, where.column)
+
+
+def PA_skip_angle(sc: Scanner) -> None:  # noqa: N802 - fused<metadata>: skipped
+    depth = 0
+    while sc.pos < len(sc.text):
+        ch = sc.text[sc.pos]
+        sc.pos += 1
+        depth += {"<": 1, ">": -1}.get(ch, 0)
+        if depth == 0:
+            return
+
+
+def _need(sc: Scanner, params: dict[str, Any], key: str) -> Any:
+    if key not in params:
+        raise sc.error(f"struct is missing required parameter: {key}")
+    return params[key]
+
+
+_DI_PARSERS = {
+    "di_file": lambda self, sc: self._di_file_body(sc),
+    "di_compile_unit": Locations._di_compile_unit,
+    "di_subprogram": Locations._di_subprogram,
+    "di_lexical_block": Locations._di_lexical_block,
+    "di_loc": Locations._di_loc,
+}
+
+
+def to_op_loc(value: Any, here: Optional[TextLoc] = None) -> Any:
+    """What an op's ``loc`` holds for a parsed location value (``here``: the op's
+    text position, kept by locations the bytecode cannot carry for their error)."""
+    if isinstance(value, FileLineCol):
+        return TextLoc(None, value.filename, value.line, value.column)
+    if isinstance(value, UnsupportedLoc) and here is not None:
+        return UnsupportedLoc(value.kind, here)
+    if isinstance(value, D.DICallSite) and here is not None:
+        return D.DICallSite(to_op_loc(value.callee, here), to_op_loc(value.caller, here))
+    return value
+
+
+def is_text_loc(loc: Optional[object]) -> bool:
+    return isinstance(loc, TextLoc)
+
+
+def strip_text_locations(module: Module) -> None:
+    """Replace text positions by unknown locations (what MLIR writes for them);
+    reject locations the bytecode cannot carry, with MLIR's message."""
+    for fn in module.functions:
+        fn.loc = _stripped(fn.loc, fn)
+        for op in fn.walk():
+            op.loc = _stripped(op.loc, op)
+
+
+def _stripped(loc: Any, owner: Any) -> Any:
+    if isinstance(loc, UnsupportedLoc):
+        where = loc.where or TextLoc(None, "<input>", 0, 0)
+        raise ParseError(f"unsupported location, got {loc.kind}, expected DILocAttr or CallSiteLoc",
+                         where.filename, where.line, where.column)
+    if isinstance(loc, TextLoc):
+        return None
+    if isinstance(loc, D.DICallSite):
+        return D.DICallSite(_stripped(loc.callee, owner), _stripped(loc.caller, owner))
+    return loc

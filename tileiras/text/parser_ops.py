@@ -1,0 +1,560 @@
+"""Parsing one op: the inverse of ``OpPrinter.print_format``.
+
+``OpSyntax.walk`` reads the text of an op by walking the element tree of its
+``syntax`` string, collecting operand references, types, attributes and
+regions by field name.  ``custom<...>`` directives are parsed by the functions
+in ``PARSE_DIRECTIVES`` (same names as the printer's), and the ops the printer
+prints with hooks (``for``, ``loop``) are parsed by ``OP_PARSE_HOOKS``.
+
+Operand and result types the text leaves out are inferred afterwards
+(``tileiras.text.parser_infer``), then every operand is resolved against its
+expected type as MLIR does (``use of value '%x' expects different type...``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from ..ir import attrs as A
+from ..ir import types as T
+from ..ir.core import Operation, Region
+from ..tile import ops_control
+from ..tile.enums import SymbolVisibility
+from ..tile.registry import Attr, AttrKind, Multiplicity, OpDef, Operand, RegionDef, Result
+from . import parser_attrs as PA
+from .syntax import AttrDict, Custom, Element, FieldRef, Literal, OptionalGroup, TypeOf, Whitespace, parse_format
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .parser_body import BodyParser
+
+
+@dataclass
+class Ref:
+    """A use of an SSA value in the text: ``%name`` or ``%name#index``."""
+
+    name: str
+    index: int
+    pos: int
+
+
+@dataclass
+class OpSyntax:
+    """What the text of one op says, by field name."""
+
+    body: "BodyParser"
+    definition: OpDef
+    bound: int  # number of result names bound before ``=``
+    start: int
+    operands: dict[str, list[Ref]] = field(default_factory=dict)
+    types: dict[str, list[T.Type]] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict)
+    regions: dict[str, Region] = field(default_factory=dict)
+
+    @property
+    def sc(self):  # noqa: ANN201 - the body's scanner
+        return self.body.sc
+
+    # -- fields ---------------------------------------------------------------------------
+    def spec(self, name: str) -> Operand | Attr | Result | RegionDef:
+        d = self.definition
+        for group in (d.operands, d.attrs, d.results, d.regions):
+            for s in group:
+                if s.name == name:
+                    return s
+        raise KeyError(f"{d.full_name} has no field '{name}'")
+
+    # -- the walk -------------------------------------------------------------------------
+    def walk(self, elements: tuple[Element, ...]) -> None:
+        for e in elements:
+            if isinstance(e, Whitespace):
+                continue
+            if isinstance(e, Literal):
+                self.sc.expect(e.text)
+            elif isinstance(e, AttrDict):
+                self.attr_dict(e)
+            elif isinstance(e, OptionalGroup):
+                self.optional(e)
+            elif isinstance(e, FieldRef):
+                self.field(e.name)
+            elif isinstance(e, TypeOf):
+                self.type_of(e.name)
+            elif isinstance(e, Custom):
+                PARSE_DIRECTIVES[e.name](self, e.args)
+
+    def field(self, name: str) -> None:
+        spec = self.spec(name)
+        if isinstance(spec, Operand):
+            if spec.multiplicity is Multiplicity.VARIADIC:
+                self.operands[name] = self.body.value_list()
+            else:
+                self.operands[name] = [self.body.value_ref()]
+        elif isinstance(spec, Attr):
+            self.attrs[name] = True if spec.kind is AttrKind.UNIT else inline_attr(self.sc, spec)
+        elif isinstance(spec, RegionDef):
+            self.regions[name] = self.body.parse_region([])
+
+    def type_of(self, name: str) -> None:
+        spec = self.spec(name)
+        if isinstance(spec, Operand) and name in self.operands:
+            n = len(self.operands[name])
+            types = [PA.parse_type(self.sc)] if n else []
+            for _ in range(n - 1):
+                self.sc.expect(",")
+                types.append(PA.parse_type(self.sc))
+        elif isinstance(spec, Result) and not spec.variadic:
+            types = [PA.parse_type(self.sc)]
+        else:
+            types = variadic_types(self.sc)
+        self.types[name] = types
+
+    def optional(self, group: OptionalGroup) -> None:
+        if self.is_present(group):
+            self.walk(group.elements)
+            return
+        for e in group.elements:
+            if isinstance(e, FieldRef) and e.default is not None:
+                spec = self.spec(e.name)
+                assert isinstance(spec, Attr)
+                self.attrs[e.name] = (spec.enum.from_keyword(e.default) if spec.enum is not None
+                                      else int(e.default))
+
+    def is_present(self, group: OptionalGroup) -> bool:
+        first = next(e for e in group.elements if not isinstance(e, Whitespace))
+        sc = self.sc
+        if isinstance(first, Literal):
+            if first.text[0].isalpha():
+                return sc.peek_ident() == first.text
+            return sc.peek(first.text) and not (first.text == "-" and sc.peek("->"))
+        if isinstance(first, FieldRef):
+            spec = self.spec(first.name)
+            if isinstance(spec, Operand):
+                return sc.peek("%")
+            if isinstance(spec, Attr) and spec.kind is AttrKind.ENUM:
+                return sc.peek_ident() in {m.keyword for m in spec.enum}  # type: ignore[union-attr]
+        return self.try_walk(group.elements)
+
+    def try_walk(self, elements: tuple[Element, ...]) -> bool:
+        """Parse ``elements`` if they are there; leave everything as it was if not."""
+        from .parser_scan import ParseError
+
+        saved = (self.sc.pos, dict(self.operands), dict(self.types), dict(self.attrs), dict(self.regions))
+        try:
+            self.walk(elements)
+        except ParseError:
+            self.sc.pos, self.operands, self.types, self.attrs, self.regions = saved
+            return False
+        self.sc.pos, self.operands, self.types, self.attrs, self.regions = saved
+        return True
+
+    def attr_dict(self, e: AttrDict) -> None:
+        sc = self.sc
+        if e.keyword:
+            if not sc.accept_keyword("attributes"):
+                return
+        elif not sc.peek("{"):
+            return
+        self.attributes_from_dict(sc)
+
+    def attributes_from_dict(self, sc: Any) -> None:
+        """``{name = value, ...}``: inherent attributes given in dictionary form."""
+        sc.expect("{")
+        if not sc.peek("}"):
+            while True:
+                key = sc.string() if sc.peek_string() else sc.ident("attribute name")
+                spec = next((a for a in self.definition.attrs if a.name == key), None)
+                if not sc.accept("="):
+                    self.attrs[key] = True
+                elif spec is not None:
+                    self.attrs[key] = dict_attr(sc, spec)
+                elif key == "operandSegmentSizes":
+                    self.attrs[key] = dense_i32_array(sc)
+                else:
+                    self.attrs[key] = PA.parse_attribute(sc)
+                if not sc.accept(","):
+                    break
+        sc.expect("}")
+
+
+def variadic_types(sc: Any) -> list[T.Type]:
+    """A comma-separated type list of unknown length (possibly empty)."""
+    if not PA.is_type_start(sc):
+        return []
+    types = [PA.parse_type(sc)]
+    while True:
+        save = sc.pos
+        if not sc.accept(","):
+            break
+        if not PA.is_type_start(sc):
+            sc.pos = save
+            break
+        types.append(PA.parse_type(sc))
+    return types
+
+
+# ---------------------------------------------------------------------------
+# inline attribute values
+
+
+def enum_value(sc: Any, spec: Attr) -> Any:
+    start = sc.here()
+    word = sc.ident(f"{spec.enum.__name__} keyword") if sc.peek_ident() else None  # type: ignore[union-attr]
+    for member in spec.enum:  # type: ignore[union-attr]
+        if member.keyword == word:
+            return member
+    names = ", ".join(m.keyword for m in spec.enum)  # type: ignore[union-attr]
+    raise sc.error(f"expected {spec.name} to be one of: {names}", start)
+
+
+def inline_attr(sc: Any, spec: Attr) -> Any:
+    """An op attribute in custom syntax, by its storage kind."""
+    kind = spec.kind
+    if kind is AttrKind.ENUM:
+        if sc.peek("#"):
+            return dict_attr(sc, spec)
+        return enum_value(sc, spec)
+    if kind is AttrKind.INT:
+        return sc.integer()
+    if kind is AttrKind.BOOL:
+        if sc.accept_keyword("true"):
+            return True
+        if sc.accept_keyword("false"):
+            return False
+        raise sc.error("expected 'true' or 'false'")
+    if kind is AttrKind.STRING:
+        return sc.string()
+    if kind is AttrKind.TYPE:
+        return PA.parse_type(sc)
+    if kind in (AttrKind.I32_ARRAY, AttrKind.BOOL_ARRAY):
+        if sc.accept_keyword("array"):
+            return dense_array_body(sc, kind)
+        sc.expect("[")
+        items: list = []
+        if not sc.peek("]"):
+            while True:
+                items.append(_array_item(sc, kind))
+                if not sc.accept(","):
+                    break
+        sc.expect("]")
+        return tuple(items)
+    if kind is AttrKind.ARRAY:
+        attr = PA.parse_attribute(sc)
+        if not isinstance(attr, A.ArrayAttr):
+            raise sc.error("expected array attribute")
+        return attr.elements
+    if kind is AttrKind.HINTS:
+        return PA.parse_hints(sc) if sc.peek("<") else PA.parse_tile_attr(sc)
+    if kind is AttrKind.TAGGED:
+        if sc.peek("#"):
+            return PA.parse_tile_attr(sc)
+        return PA.parse_attribute(sc)
+    raise sc.error(f"cannot parse attribute '{spec.name}'")
+
+
+def _array_item(sc: Any, kind: AttrKind) -> Any:
+    if kind is AttrKind.BOOL_ARRAY:
+        if sc.accept_keyword("true"):
+            return True
+        if sc.accept_keyword("false"):
+            return False
+        raise sc.error("expected 'true' or 'false'")
+    return sc.integer()
+
+
+def dense_array_body(sc: Any, kind: AttrKind) -> tuple:
+    """``array<i32: 1, 2>`` after the ``array`` keyword."""
+    sc.expect("<")
+    PA.parse_type(sc)
+    items: list = []
+    if sc.accept(":"):
+        while True:
+            items.append(_array_item(sc, kind))
+            if not sc.accept(","):
+                break
+    sc.expect(">")
+    return tuple(items)
+
+
+def dense_i32_array(sc: Any) -> tuple:
+    sc.expect("array")
+    return dense_array_body(sc, AttrKind.I32_ARRAY)
+
+
+def dict_attr(sc: Any, spec: Attr) -> Any:
+    """An inherent attribute written as a full MLIR attribute (generic form or
+    ``attributes {...}``): enums as ``#cuda_tile.<enum><keyword>`` or ``N : i32``."""
+    if spec.kind is AttrKind.ENUM:
+        if sc.accept("#"):
+            sc.ident("enum attribute name")
+            sc.expect("<")
+            value = enum_value(sc, spec)
+            sc.expect(">")
+            return value
+        start = sc.here()
+        n = sc.integer()
+        if sc.accept(":"):
+            PA.parse_type(sc)
+        try:
+            return spec.enum(n)  # type: ignore[misc]
+        except ValueError:
+            raise sc.error(f"invalid value {n} for {spec.name}", start) from None
+    if spec.kind is AttrKind.INT:
+        n = sc.integer()
+        if sc.accept(":"):
+            PA.parse_type(sc)
+        return n
+    if spec.kind is AttrKind.STRING:
+        return sc.string()
+    if spec.kind is AttrKind.BOOL:
+        return bool(getattr(PA.parse_attribute(sc), "value", False))
+    if spec.kind is AttrKind.UNIT:
+        sc.expect("unit")
+        return True
+    if spec.kind is AttrKind.DENSE:
+        return PA.parse_attribute(sc)
+    return inline_attr(sc, spec)
+
+
+# ---------------------------------------------------------------------------
+# custom<...> directives (the printer's ``DIRECTIVES``, in reverse)
+
+
+def _name(arg: Element) -> str:
+    assert isinstance(arg, (FieldRef, TypeOf))
+    return arg.name
+
+
+def _dense_constant(p: OpSyntax, args: tuple[Element, ...]) -> None:
+    sc = p.sc
+    start = sc.here()
+    sc.expect("<")
+    element = PA.parse_type(sc)
+    sc.expect(":")
+    body_start = sc.here()
+    depth = 1
+    while depth:  # the body is parsed once the type (and so the shape) is known
+        if sc.pos >= len(sc.text):
+            raise sc.error("expected '>'")
+        ch = sc.text[sc.pos]
+        if ch == '"':
+            sc.string()
+            continue
+        depth += {"<": 1, ">": -1}.get(ch, 0)
+        sc.pos += 1
+    body_end = sc.pos - 1
+    sc.expect(":")
+    t = PA.parse_type(sc)
+    if len(args) > 1:
+        p.types[_name(args[1])] = [t]
+    if not isinstance(element, T.ScalarType):
+        raise sc.error("expected integer or float element type", start)
+    shape = t.shape if isinstance(t, T.TileType) else ()
+    end = sc.pos
+    sc.pos = body_start
+    sub_text = sc.text
+    try:
+        sc.text = sub_text[:body_end]
+        data = PA.dense_values(sc, element, shape)
+        if not sc.at_end():
+            raise sc.error("expected '>'")
+    finally:
+        sc.text = sub_text
+    sc.pos = end
+    dense_type = T.TileType(element, shape) if isinstance(t, T.TileType) else t
+    p.attrs[_name(args[0])] = A.DenseElementsAttr(dense_type, data)
+
+
+def _assume_predicate(p: OpSyntax, args: tuple[Element, ...]) -> None:
+    p.attrs[_name(args[0])] = PA.parse_predicate(p.sc)
+
+
+def _index_types(p: OpSyntax, args: tuple[Element, ...]) -> None:
+    """``, T`` (one type for every index) or ``, T1, T2...``."""
+    name = _name(args[0])
+    n = len(p.operands.get(name, []))
+    types: list[T.Type] = []
+    sc = p.sc
+    while n and len(types) < n:
+        save = sc.pos
+        if not sc.accept(","):
+            break
+        if not (sc.peek("tile") or sc.peek("!cuda_tile.tile")):
+            sc.pos = save
+            break
+        types.append(PA.parse_type(sc))
+    if len(types) == 1:
+        types *= n
+    p.types[name] = types
+
+
+def _mixed_list(p: OpSyntax, name: str, close: str) -> list:
+    """Integers, ``?`` and ``%values`` up to ``close``; the values become operands."""
+    sc = p.sc
+    items: list = []
+    refs: list[Ref] = []
+    if not sc.peek(close):
+        while True:
+            if sc.peek("%"):
+                refs.append(p.body.value_ref())
+                items.append(None)
+            elif sc.accept("?"):
+                items.append(T.DYNAMIC)
+            else:
+                items.append(sc.integer())
+            if not sc.accept(","):
+                break
+    p.operands[name] = refs
+    return items
+
+
+def _mixed_shape(p: OpSyntax, args: tuple[Element, ...]) -> None:
+    _mixed_list(p, _name(args[0]), "]")
+
+
+def _view_operand_types(p: OpSyntax, args: tuple[Element, ...]) -> None:
+    types = variadic_types(p.sc)
+    base = _name(args[0])
+    if types and isinstance(types[0], T.TileType) and isinstance(types[0].element, T.PointerType):
+        p.types[base] = [types.pop(0)]
+    if types:
+        for arg in args[1:]:
+            n = len(p.operands.get(_name(arg), []))
+            p.types[_name(arg)] = [types[0]] * n
+
+
+def _if_region(p: OpSyntax, args: tuple[Element, ...]) -> None:
+    p.regions[_name(args[0])] = p.body.parse_region([], implicit=ops_control.YieldOp)
+
+
+def _argument_region(p: OpSyntax, args: tuple[Element, ...]) -> None:
+    p.regions[_name(args[0])] = p.body.parse_region(p.body.argument_list())
+
+
+def _symbol_ref(p: OpSyntax, args: tuple[Element, ...]) -> None:
+    p.attrs[_name(args[0])] = p.body.symbol_name()
+
+
+def _symbol_visibility(p: OpSyntax, args: tuple[Element, ...]) -> None:
+    sc = p.sc
+    value = SymbolVisibility.PUBLIC
+    for member in SymbolVisibility:
+        if sc.accept_keyword(member.keyword):
+            value = member
+    p.attrs[_name(args[0])] = value
+
+
+def _inbounds(p: OpSyntax, args: tuple[Element, ...]) -> None:
+    if p.sc.accept_keyword("inbounds"):
+        p.sc.expect("=")
+        p.attrs[_name(args[0])] = inline_attr(p.sc, p.spec(_name(args[0])))  # type: ignore[arg-type]
+
+
+def _first_type(p: OpSyntax, args: tuple[Element, ...]) -> None:
+    t = PA.parse_type(p.sc)
+    p.types[_name(args[0])] = [t] * max(p.bound, 1)
+
+
+PARSE_DIRECTIVES: dict[str, Callable[[OpSyntax, tuple[Element, ...]], None]] = {
+    "FirstType": _first_type,
+    "Inbounds": _inbounds,
+    "DenseConstant": _dense_constant,
+    "AssumePredicate": _assume_predicate,
+    "IndexTypes": _index_types,
+    "MixedShape": _mixed_shape,
+    "MixedStrides": _mixed_shape,
+    "TensorViewOperandTypes": _view_operand_types,
+    "IfRegion": _if_region,
+    "ArgumentRegion": _argument_region,
+    "SymbolRef": _symbol_ref,
+    "SymbolVisibility": _symbol_visibility,
+}
+
+
+# ---------------------------------------------------------------------------
+# op hooks: for and loop
+
+
+def _iter_values(p: OpSyntax) -> tuple[list[tuple[str, int]], list[Ref]]:
+    sc = p.sc
+    inner: list[tuple[str, int]] = []
+    outer: list[Ref] = []
+    sc.expect("(")
+    if not sc.peek(")"):
+        while True:
+            inner.append(p.body.def_name())
+            sc.expect("=")
+            outer.append(p.body.value_ref())
+            if not sc.accept(","):
+                break
+    sc.expect(")")
+    return inner, outer
+
+
+def _parse_for(p: OpSyntax) -> None:
+    sc = p.sc
+    if sc.accept_keyword("unsigned"):
+        p.attrs["unsignedCmp"] = True
+    iv = p.body.def_name()
+    sc.expect("in")
+    sc.expect("(")
+    p.operands["lowerBound"] = [p.body.value_ref()]
+    sc.expect("to")
+    p.operands["upperBound"] = [p.body.value_ref()]
+    sc.expect(",")
+    sc.expect("step")
+    p.operands["step"] = [p.body.value_ref()]
+    sc.expect(")")
+    sc.expect(":")
+    iv_type = PA.parse_type(sc)
+    p.types["lowerBound"] = p.types["upperBound"] = p.types["step"] = [iv_type]
+    inner: list[tuple[str, int]] = []
+    p.operands["initValues"] = []
+    p.types["initValues"] = []
+    if sc.accept_keyword("iter_values"):
+        inner, p.operands["initValues"] = _iter_values(p)
+        sc.expect("->")
+        sc.expect("(")
+        p.types["initValues"] = PA.type_list(sc) if not sc.peek(")") else []
+        sc.expect(")")
+    p.types["results"] = list(p.types["initValues"])
+    args = [(iv[0], iv_type, iv[1])] + [(n, t, pos) for (n, pos), t in zip(inner, p.types["initValues"])]
+    p.regions["body"] = p.body.parse_region(args, implicit=ops_control.ContinueOp)
+
+
+def _parse_loop(p: OpSyntax) -> None:
+    sc = p.sc
+    inner: list[tuple[str, int]] = []
+    p.operands["initValues"] = []
+    if sc.accept_keyword("iter_values"):
+        inner, p.operands["initValues"] = _iter_values(p)
+    first: list[T.Type] = []
+    second: list[T.Type] = []
+    if sc.accept(":"):
+        first = PA.type_list(sc)
+        if sc.accept("->"):
+            second = PA.type_list(sc)
+    if inner:
+        init_types, result_types = first, second
+    else:
+        init_types, result_types = [], first
+    p.types["initValues"] = init_types
+    p.types["results"] = result_types
+    args = [(n, t, pos) for (n, pos), t in zip(inner, init_types)]
+    p.regions["body"] = p.body.parse_region(args, implicit=ops_control.ContinueOp)
+
+
+OP_PARSE_HOOKS: dict[type, Callable[[OpSyntax], None]] = {
+    ops_control.ForOp: _parse_for,
+    ops_control.LoopOp: _parse_loop,
+}
+
+
+def parse_custom(p: OpSyntax) -> None:
+    """The op's text after its name, by hook or by walking its syntax tree."""
+    hook = OP_PARSE_HOOKS.get(p.definition.cls)
+    if hook is not None:
+        hook(p)
+        return
+    syntax = p.definition.syntax
+    if syntax is None:
+        raise p.sc.error(f"custom op '{p.definition.full_name}' has no custom assembly form")
+    p.walk(parse_format(syntax).elements)
