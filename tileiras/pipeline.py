@@ -48,6 +48,7 @@ class Compilation:
     ptx: str = ""
     kernels: list = field(default_factory=list)           # KernelInfo per entry
     cubin: bytes = b""
+    tile_text: str = ""                                   # the module as Tile IR text (line info)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,12 @@ def _tileas(c: Compilation) -> None:
 def _llvm(c: Compilation) -> None:
     from .codegen.nvvm import Target, emit_module
 
-    c.llvm = emit_module(c.module, c.tas, Target(c.options.arch))
+    lineinfo = c.options.lineinfo or c.options.device_debug
+    if lineinfo:
+        from .text.printer import print_module_with_positions
+
+        c.tile_text, positions = print_module_with_positions(c.module)
+    c.llvm = emit_module(c.module, c.tas, Target(c.options.arch, lineinfo), positions if lineinfo else None)
 
 
 def _ptx(c: Compilation) -> None:
@@ -91,6 +97,11 @@ def _ptx(c: Compilation) -> None:
     c.kernels = [kernel_info_from_function(fn, c.options.gpu_name, c.tas[fn.name].num_threads)
                  for fn in c.module.functions]
     c.ptx = finalize_ptx(raw, c.kernels, c.options.gpu_name)
+    info = getattr(c.llvm, "_tileiras_lineinfo", None)
+    if info is not None:
+        from .codegen.ptx import attach_intermediate_source
+
+        c.ptx = attach_intermediate_source(c.ptx, c.tile_text, info.sources)
 
 
 def _cubin(c: Compilation) -> None:

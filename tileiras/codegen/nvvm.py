@@ -21,6 +21,7 @@ from ..ir.core import Block, Function, Module, Operation, Value
 from ..layout.linear import LANE, REG, WARP, LinearLayout, flatten
 from ..lower.tileas import TileAS, element_bytes
 from . import intrinsics as X
+from .debuginfo import LineInfo
 from .values import GPTR, Emitted, TileVal, byte_gep, llvm_type
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
@@ -40,6 +41,7 @@ def emits(*classes: type) -> Callable[[EmitFn], EmitFn]:
 @dataclass(frozen=True)
 class Target:
     arch: int                    # 80, 90, 100, 120...
+    lineinfo: bool = False       # attach source locations (.loc) to instructions
 
     @property
     def name(self) -> str:
@@ -65,6 +67,11 @@ class KernelEmitter:
         self._owner_cache: dict[LinearLayout, Optional[ir.Value]] = {}
         self._smem: Optional[ir.GlobalVariable] = None
         self.frames: list = []    # control-flow frames (emit_control)
+        self.lineinfo: Optional[LineInfo] = None
+        self.scope = None
+        if target.lineinfo:
+            self.lineinfo = line_info(module)
+            self.scope = self.lineinfo.subprogram(fn, self.llfn)
         self.tid = X.sreg(self.pb, "tid.x")
         self.lane = self.pb.and_(self.tid, ir.Constant(I32, 31), name="lane")
         self.warp = self.pb.lshr(self.tid, ir.Constant(I32, 5), name="warp")
@@ -87,6 +94,8 @@ class KernelEmitter:
             emitter = EMITTERS.get(type(op))
             if emitter is None:
                 raise CompileError(f"code generation for '{op.definition.full_name}' is not supported yet")
+            if self.scope is not None:
+                self.b.debug_metadata = self.lineinfo.location(op, self.scope)
             emitter(self, op)
 
     # -- values ----------------------------------------------------------------------
@@ -268,11 +277,18 @@ def llvm_to_ptx(module: ir.Module, target: Target, opt_level: int = 3) -> str:
     return tm.emit_assembly(parsed)
 
 
-def emit_module(module: Module, analyses: dict[str, TileAS], target: Target) -> ir.Module:
+def line_info(module: ir.Module) -> LineInfo:
+    return module._tileiras_lineinfo
+
+
+def emit_module(module: Module, analyses: dict[str, TileAS], target: Target,
+                positions: Optional[dict] = None) -> ir.Module:
     """LLVM IR for every entry function of ``module``."""
     from . import emit_arith, emit_control, emit_memory, emit_shape  # noqa: F401  (register emitters)
 
     llmod = ir.Module(name="tileiras")
+    if target.lineinfo:
+        llmod._tileiras_lineinfo = LineInfo(llmod, positions)
     emit_memory.define_globals(llmod, module.globals)
     for fn in module.functions:
         if fn.is_entry:

@@ -12,6 +12,7 @@ One named function per concern, each a pure ``str -> str`` rewrite:
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any, Sequence
 
@@ -127,3 +128,47 @@ def finalize_ptx(ptx: str, kernels: Sequence[KernelInfo], options: Any) -> str:
     for info in kernels:
         ptx = set_entry_directives(set_entry_params(ptx, info), info)
     return ptx
+
+
+# --------------------------------------------------------------------------- line info
+_LOC = re.compile(r"^(\s*)\.loc\s+(\d+)\s+(\d+)\s+(\d+)(.*)$")
+_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"(.*)$')
+
+
+def attach_intermediate_source(ptx: str, tile_text: str,
+                               sources: dict[tuple[int, int], tuple[str, int, int]]) -> str:
+    """Source ``.loc``s plus ``.loc_intermediate``s, and the Tile IR text section.
+
+    LLVM's ``.loc`` lines point into the Tile IR text (file ``tile ir``); each
+    becomes ``.loc SRC line col`` for the user's source followed by
+    ``.loc_intermediate N line col`` for the Tile IR text, which is appended as
+    ``.nv_intermediate_source_section`` (ptxas turns it into
+    ``.nv.tileir.debug_txt.*`` and ``.nv.tileir.debug_line``).
+    """
+    from .debuginfo import TILE_IR_FILE
+
+    llvm_files = {int(m.group(1)): m.group(2) for m in map(_FILE.match, ptx.splitlines()) if m}
+    tile_ids = {k for k, name in llvm_files.items() if name.endswith(TILE_IR_FILE)}
+    paths = list(dict.fromkeys(path for path, _, _ in sources.values()))  # first-seen order
+    number = {path: i + 1 for i, path in enumerate(paths)}
+    tile_number = len(paths) + 1
+    digest = hashlib.md5(tile_text.encode()).hexdigest()
+    out = []
+    for line in ptx.splitlines():
+        if _FILE.match(line):
+            continue
+        m = _LOC.match(line)
+        if m and int(m.group(2)) in tile_ids:
+            pad, tl, tc = m.group(1), int(m.group(3)), int(m.group(4))
+            src = sources.get((tl, tc))
+            if src is not None:
+                out.append(f"{pad}.loc\t{number[src[0]]} {src[1]} {src[2]}")
+            out.append(f"{pad}.loc_intermediate\t{tile_number} {tl} {tc}")
+            continue
+        out.append(line)
+    text = "\n".join(out).rstrip("\n") + "\n"
+    files = "".join(f'\t.file\t{number[p]} "{p}"\n' for p in paths)
+    files += f'\t.file\t{tile_number} "./{digest}"\n'
+    section = (".nv_intermediate_source_section {\n  .code_block {\n    .ir_name: \"tile ir\"\n"
+               f"    .sourceFileName: {tile_number}\n    .source_begin\n{tile_text}.source_end\n  }}\n}}\n")
+    return text + files + section

@@ -36,6 +36,9 @@ class OpPrinter:
         self.locations = locations
         self.out: list[str] = []
         self.depth = 0
+        self.line = 0   # 0-based line of the current position
+        #: op -> (0-based line, indentation depth) of where it was printed
+        self.positions: dict[Operation, tuple[int, int]] = {}
 
     # -- low-level output -----------------------------------------------
     def write(self, text: str) -> None:
@@ -43,6 +46,7 @@ class OpPrinter:
 
     def newline(self) -> None:
         self.out.append("\n" + INDENT * self.depth)
+        self.line += 1
 
     def value(self, v: Value) -> str:
         return self.names.ref(v)
@@ -60,6 +64,7 @@ class OpPrinter:
     # -- ops ------------------------------------------------------------
     def print_op(self, op: Operation) -> None:
         """One op (with nested regions), starting at the current position."""
+        self.positions[op] = (self.line, self.depth)
         if op.results:
             self.write(self.names.result_list(op) + " = ")
         self.write(op.definition.name)
@@ -208,7 +213,8 @@ class OpPrinter:
 # functions, globals, modules
 
 
-def _print_function(function: Function, locations: Optional[LocationTable]) -> str:
+def _print_function(function: Function, locations: Optional[LocationTable],
+                    positions: Optional[dict] = None, first_line: int = 0) -> str:
     names = NameTable(function.body)
     p = OpPrinter(names, locations)
     directives.print_function_header(p, function)
@@ -216,7 +222,23 @@ def _print_function(function: Function, locations: Optional[LocationTable]) -> s
     p.print_region(function.body)
     if locations is not None:
         p.write(" " + locations.ref(function.loc))
+    if positions is not None:
+        positions.update({op: (first_line + line, depth) for op, (line, depth) in p.positions.items()})
+        positions[("function", function.name)] = (first_line, 0)
     return p.text()
+
+
+def print_module_with_positions(module: Module) -> tuple[str, dict]:
+    """The module's text (as ``print_module``) and, for every function and op, the
+    0-based line it starts on and its nesting depth (for ``.loc_intermediate``)."""
+    positions: dict = {}
+    parts = [_print_global(g, None) + "\n" for g in module.globals]
+    line = len(parts)
+    for f in module.functions:
+        text = _print_function(f, None, positions, line) + "\n"
+        parts.append(text)
+        line += text.count("\n")
+    return "".join(parts), positions
 
 
 def global_as_op(g: Global) -> GlobalOp:

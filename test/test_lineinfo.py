@@ -1,0 +1,46 @@
+"""--lineinfo: source .loc lines, Tile IR .loc_intermediate lines and the Tile IR text
+section, as NVIDIA's tileiras emits them (ptxas turns them into line tables)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tileiras import driver
+from tileiras.reader import read_bytecode
+from tileiras.text.printer import print_module
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "vadd.tileir"
+
+
+def _ptx(capsys, *flags: str) -> str:
+    assert driver.main([str(EXAMPLE), "--gpu-name=sm_90", "--emit=ptx", *flags]) == 0
+    return capsys.readouterr().out
+
+
+def test_lineinfo_ptx(capsys):
+    ptx = _ptx(capsys, "--lineinfo")
+    files = dict(re.findall(r'\.file\s+(\d+)\s+"([^"]+)"', ptx))
+    assert files["1"].endswith("vadd.py") and re.fullmatch(r"\./[0-9a-f]{32}", files["2"])
+    src_lines = {int(m) for m in re.findall(r"\.loc\s+1\s+(\d+)\s+\d+", ptx)}
+    assert {20, 21, 22, 23} <= src_lines  # the loads, the add and the store of examples/vadd.py
+    text = print_module(read_bytecode(EXAMPLE.read_bytes()))
+    lines = text.splitlines()
+    for line in {int(m) for m in re.findall(r"\.loc_intermediate\s+2\s+(\d+)\s+\d+", ptx)}:
+        assert 1 <= line <= len(lines)
+    assert any("load_view_tko" in lines[int(m) - 1] for m in re.findall(r"\.loc_intermediate\s+2\s+(\d+)", ptx))
+    assert ".nv_intermediate_source_section {" in ptx and text in ptx
+
+
+def test_no_lineinfo_without_flag(capsys):
+    ptx = _ptx(capsys)
+    assert ".loc" not in ptx and ".file" not in ptx and "nv_intermediate_source_section" not in ptx
+
+
+def test_lineinfo_cubin_sections(tmp_path):
+    from tileiras.codegen.ptxas import read_sections
+
+    out = tmp_path / "l.cubin"
+    assert driver.main([str(EXAMPLE), "--gpu-name=sm_90", "--lineinfo", "-o", str(out)]) == 0
+    names = {s.name for s in read_sections(out.read_bytes())}
+    assert {".debug_line", ".nv_debug_ptx_txt", ".nv.tileir.debug_line"} <= names
+    assert any(n.startswith(".nv.tileir.debug_txt.") for n in names)
