@@ -106,6 +106,29 @@ def run_compiled(c: Case, gpu_name: str = "sm_90") -> Outcome:
     return Outcome([a for a in arrays if isinstance(a, np.ndarray)], failed, result.output)
 
 
+def run_real_ptx(c: Case, real_tileiras: str, workdir: str, gpu_name: str = "sm_90") -> Outcome:
+    """NVIDIA's tileiras compiles the case (its PTX from the cubin's ``.nv_debug_ptx_txt``);
+    the emulator runs that PTX: a third opinion next to the interpreter and our code."""
+    import os
+    import subprocess
+
+    from tileiras.emulate.cubin import ptx_from_cubin
+
+    src = os.path.join(workdir, "case.tileir")
+    out = os.path.join(workdir, "case.cubin")
+    with open(src, "wb") as f:
+        f.write(c.bytecode)
+    subprocess.run([real_tileiras, f"--gpu-name={gpu_name}", "--lineinfo", src, "-o", out], check=True,
+                   capture_output=True)
+    with open(out, "rb") as f:
+        ptx = ptx_from_cubin(f.read())
+    arrays = [a.copy() if isinstance(a, np.ndarray) else a for a in c.arrays]
+    result = launch(ptx, c.entry, c.grid, c.args(arrays))
+    if result.trap is not None and result.trap.kind not in ("trap", "assert"):
+        raise AssertionError(f"NVIDIA's PTX faulted in the emulator: {result.trap}")
+    return Outcome([a for a in arrays if isinstance(a, np.ndarray)], result.trap is not None, result.output)
+
+
 def compare(expected: Outcome, got: Outcome, *, rtol: float = 1e-4, atol: float = 1e-5) -> Optional[str]:
     """None when equal within tolerance (integers exactly), else a description."""
     if expected.failed != got.failed:
