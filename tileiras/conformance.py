@@ -1,0 +1,275 @@
+"""Run NVIDIA's cuda-tile dialect tests against our parser, verifier and writer.
+
+    python -m tileiras.conformance SUITE_DIR [--min-pass-rate X] [--min-round-trip-rate Y] [-v]
+
+The suite is cuda-tile's ``test/`` layout: ``*.mlir`` files with ``// RUN:``
+lines, ``// -----`` split inputs and ``// expected-error @below {{...}}``
+annotations.  Each file is classified by its RUN lines:
+
+* ``-verify-diagnostics``: every chunk is parsed and verified; each
+  ``expected-error`` passes when an error on its line contains its text
+  (MLIR's rule: substring of the message, same line).
+* files with no ``not`` and no ``-verify-diagnostics`` (``%round_trip_test``,
+  ``cuda-tile-opt %s | cuda-tile-opt``...): every chunk must parse and verify
+  clean, print(parse(print(m))) must equal print(m), and writing then reading
+  bytecode must print the same text.
+* the rest (``not cuda-tile-translate ... | FileCheck``, pass pipelines) are
+  listed as not run.
+
+The table gives, per file, the expected errors matched and the round trips
+passed; the exit code is 1 when a rate is under its minimum.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .errors import TileIRError
+from .ir.version import NEWEST
+
+_EXPECTED = re.compile(r"expected-(error|warning|note|remark)\s*(?:@\s*(below|above|unknown|[+-]\d+))?\s*\{\{(.*?)\}\}")
+
+
+@dataclass(frozen=True)
+class Expected:
+    severity: str
+    line: Optional[int]  # 1-based line in the file; None for @unknown
+    text: str
+    comment_line: int
+
+
+@dataclass(frozen=True)
+class Produced:
+    severity: str
+    line: Optional[int]
+    message: str
+
+
+@dataclass
+class FileResult:
+    path: str
+    kind: str  # "diagnostics", "round-trip", "not run"
+    expected: int = 0
+    matched: int = 0
+    round_trips: int = 0
+    round_trips_ok: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------
+# expectations
+
+
+def expectations(text: str, line_offset: int) -> list[Expected]:
+    """``expected-*`` annotations of a chunk, with the file line each refers to."""
+    lines = text.split("\n")
+    out: list[Expected] = []
+    for i, line in enumerate(lines):
+        for m in _EXPECTED.finditer(line):
+            severity, where, message = m.group(1), m.group(2), m.group(3)
+            target: Optional[int]
+            if where is None:
+                target = i
+            elif where == "unknown":
+                target = None
+            elif where == "below":
+                target = i + 1
+                while target < len(lines) and _EXPECTED.search(lines[target]) and "//" in lines[target].lstrip()[:2]:
+                    target += 1
+            elif where == "above":
+                target = i - 1
+                while target > 0 and _EXPECTED.search(lines[target]) and lines[target].lstrip().startswith("//"):
+                    target -= 1
+            else:
+                target = i + int(where)
+            out.append(Expected(severity, None if target is None else target + 1 + line_offset, message,
+                                i + 1 + line_offset))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# running one chunk
+
+
+def diagnose(text: str, filename: str, line_offset: int) -> list[Produced]:
+    """Parse and verify a chunk; return every error/warning with its line."""
+    from .text.parser import parse_chunk
+    from .text.parser_locs import TextLoc
+    from .text.parser_scan import ParseError
+    from .verify import verify_module
+
+    try:
+        parsed = parse_chunk(text, filename, line_offset=line_offset)
+    except ParseError as e:
+        return [Produced("error", e.line, e.message)]
+    except TileIRError as e:
+        return [Produced("error", None, e.message)]
+    out = []
+    for d in verify_module(parsed.module):
+        line = d.loc.line if isinstance(d.loc, TextLoc) and d.loc.filename == filename else None
+        if line is None and d.loc is not None and hasattr(d.loc, "line"):
+            line = None
+        out.append(Produced(d.severity.value, line, d.message))
+    return out
+
+
+def round_trip(text: str, filename: str, line_offset: int) -> Optional[str]:
+    """None when the chunk parses, verifies and round-trips; else what went wrong."""
+    from .reader import read_bytecode
+    from .text.parser import parse_chunk, parse_module, strip_text_locations
+    from .text.printer import print_module
+    from .verify import verify_module
+    from .writer import write_bytecode
+
+    try:
+        parsed = parse_chunk(text, filename, line_offset=line_offset)
+        if parsed.loose_ops:
+            return f"op '{parsed.loose_ops[0].definition.name}' outside a function"
+        errors = [d for d in verify_module(parsed.module) if d.is_error]
+        if errors:
+            return f"verifier: {errors[0]}"
+        module = parsed.module
+        strip_text_locations(module)
+        printed = print_module(module, debug_info=True)
+        again = print_module(parse_module(printed, filename), debug_info=True)
+        if again != printed:
+            return "print(parse(print(m))) != print(m)"
+        data = write_bytecode(module, version=NEWEST)
+        if print_module(read_bytecode(data), debug_info=True) != printed:
+            return "bytecode round trip prints differently"
+    except TileIRError as e:
+        return str(e)
+    except Exception as e:  # noqa: BLE001 - a crash is a failure to report, not to raise
+        return f"internal error: {e!r}"
+    return None
+
+
+# ---------------------------------------------------------------------------
+# files
+
+
+def run_lines(text: str) -> list[str]:
+    return [m.group(1) for m in re.finditer(r"//\s*RUN:\s*(.*)", text)]
+
+
+def classify(runs: list[str]) -> str:
+    joined = " ".join(runs)
+    if "-verify-diagnostics" in joined:
+        return "diagnostics"
+    if not runs or any(r.lstrip().startswith("not ") for r in runs) or "--list-versions" in joined:
+        return "not run"
+    if "pass-pipeline" in joined or "--canonicalize" in joined or "cudatilebc-to-mlir %S" in joined:
+        return "not run"
+    return "round-trip"
+
+
+def run_file(path: Path, root: Path) -> FileResult:
+    from .text.parser import split_input
+
+    text = path.read_text()
+    runs = run_lines(text)
+    kind = classify(runs)
+    result = FileResult(str(path.relative_to(root)), kind)
+    if kind == "not run":
+        return result
+    split = any("split-input-file" in r for r in runs)
+    chunks = split_input(text) if split else [(text, 0)]
+    for chunk, offset in chunks:
+        if kind == "diagnostics":
+            _check_diagnostics(result, chunk, path.name, offset)
+        elif chunk.strip() and not _only_comments(chunk):
+            result.round_trips += 1
+            problem = round_trip(chunk, path.name, offset)
+            if problem is None:
+                result.round_trips_ok += 1
+            else:
+                result.failures.append(f"chunk at line {offset + 1}: {problem}")
+    return result
+
+
+def _only_comments(chunk: str) -> bool:
+    return all(not line.strip() or line.strip().startswith("//") for line in chunk.splitlines())
+
+
+def _check_diagnostics(result: FileResult, chunk: str, filename: str, offset: int) -> None:
+    wanted = [e for e in expectations(chunk, offset) if e.severity == "error"]
+    if not wanted:
+        return
+    produced = diagnose(chunk, filename, offset)
+    for e in wanted:
+        result.expected += 1
+        if any(p.severity == "error" and p.line == e.line and e.text in p.message for p in produced):
+            result.matched += 1
+        else:
+            got = [f"{p.line}: {p.message}" for p in produced if p.severity == "error"][:2]
+            result.failures.append(f"line {e.line}: expected '{e.text}', got {got or 'no error'}")
+
+
+def run_suite(root: Path) -> list[FileResult]:
+    files = sorted(p for p in root.rglob("*.mlir") if "Inputs" not in p.parts)
+    return [run_file(p, root) for p in files]
+
+
+@dataclass(frozen=True)
+class Rates:
+    expected: int
+    matched: int
+    round_trips: int
+    round_trips_ok: int
+
+    @property
+    def error_rate(self) -> float:
+        return self.matched / self.expected if self.expected else 1.0
+
+    @property
+    def round_trip_rate(self) -> float:
+        return self.round_trips_ok / self.round_trips if self.round_trips else 1.0
+
+
+def rates(results: list[FileResult]) -> Rates:
+    return Rates(sum(r.expected for r in results), sum(r.matched for r in results),
+                 sum(r.round_trips for r in results), sum(r.round_trips_ok for r in results))
+
+
+def table(results: list[FileResult], verbose: bool = False) -> str:
+    width = max(len(r.path) for r in results) if results else 10
+    lines = [f"{'file'.ljust(width)}  {'kind':<12} {'expected errors':>16} {'round trips':>12}"]
+    for r in results:
+        errs = f"{r.matched}/{r.expected} {_pct(r.matched, r.expected)}" if r.expected else "-"
+        trips = f"{r.round_trips_ok}/{r.round_trips}" if r.round_trips else "-"
+        lines.append(f"{r.path.ljust(width)}  {r.kind:<12} {errs:>16} {trips:>12}")
+        if verbose:
+            lines += [f"    {f}" for f in r.failures]
+    total = rates(results)
+    lines.append(f"{'TOTAL'.ljust(width)}  {'':<12} "
+                 f"{f'{total.matched}/{total.expected} {_pct(total.matched, total.expected)}':>16} "
+                 f"{f'{total.round_trips_ok}/{total.round_trips}':>12}")
+    return "\n".join(lines) + "\n"
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{100.0 * a / b:5.1f}%" if b else "  -  "
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tileiras.conformance", description=__doc__.splitlines()[0])
+    ap.add_argument("suite", type=Path)
+    ap.add_argument("--min-pass-rate", type=float, default=0.0,
+                    help="minimum fraction of expected errors matched (0-1)")
+    ap.add_argument("--min-round-trip-rate", type=float, default=0.0,
+                    help="minimum fraction of positive chunks that round-trip (0-1)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="list every failure")
+    args = ap.parse_args(argv)
+    results = run_suite(args.suite)
+    sys.stdout.write(table(results, args.verbose))
+    total = rates(results)
+    ok = total.error_rate >= args.min_pass_rate and total.round_trip_rate >= args.min_round_trip_rate
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
