@@ -142,6 +142,12 @@ def tileir_file(request: pytest.FixtureRequest, tileir_store: TileIRStore) -> Ti
     return found
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-goldens", action="store_true", default=False,
+                     help="rewrite test/golden_ptx/*.ptx from the current compiler instead of "
+                          "diffing against them")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "tileir_file" in metafunc.fixturenames:
         ids = [c.id for c in COMBINATIONS]
