@@ -32,6 +32,8 @@ from ..tile import ops_memory as MEM
 from .tileaa import TileAA
 
 DEFAULT_WARPS = 4
+#: Consecutive last-dim elements per thread in canonical layouts (16 bytes of f32).
+CONTIGUOUS = 4
 
 
 @dataclass
@@ -51,7 +53,14 @@ class TileAS:
         return max(self.scratch.values(), default=0)
 
     def canonical(self, shape: tuple[int, ...]) -> LinearLayout:
-        return default_blocked(shape, self.num_warps)
+        """Each thread holds up to ``CONTIGUOUS`` consecutive elements of the last dim
+        (fewer when the tile has fewer elements than threads times that): reductions
+        along it start in registers, and global accesses can be vectorized."""
+        n = 1
+        for d in shape:
+            n *= d
+        vector = min(CONTIGUOUS, shape[-1], max(1, n // self.num_threads)) if shape else 1
+        return default_blocked(shape, self.num_warps, vector)
 
     def layout(self, v: Value) -> LinearLayout:
         return self.layouts[v]
