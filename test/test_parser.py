@@ -125,7 +125,7 @@ def test_split_input_keeps_line_numbers():
     chunk, offset = split_input(bad)[1]
     with pytest.raises(ParseError) as err:
         parse_chunk(chunk, "s.mlir", line_offset=offset)
-    assert str(err.value) == "loc(\"s.mlir\":5:17): error: expected '<'"
+    assert str(err.value) == "loc(\"s.mlir\":5:17): error: custom op 'cuda_tile.constant' expected '<'"
 
 
 def test_locations_become_debug_records():
@@ -163,8 +163,18 @@ def test_types_with_and_without_prefix():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("entry @k() {\n  %0 = constant \"foo\" : tile<i8>\n}\n", "2:17): error: expected '<'"),
-    ("entry @k() {\n  %0 = constant <i8: true> : tile<i8>\n}\n", "2:22): error: expected integer value"),
+    ("entry @k() {\n  %0 = constant \"foo\" : tile<i8>\n}\n",
+     "2:17): error: custom op 'cuda_tile.constant' expected '<'"),
+    ("entry @k() {\n  %0 = constant <i8: true> : tile<i8>\n}\n",
+     "2:22): error: custom op 'cuda_tile.constant' expected integer value"),
+    ("entry @k() {\n  %0 = constant <i8: [1, 2]> : tile<4xi8>\n}\n",
+     "2:22): error: custom op 'cuda_tile.constant' inferred shape of elements literal ([2]) does not match "
+     "type ([4])"),
+    ("entry @k() {\n  %0 = constant <i8: 300> : tile<i8>\n}\n",
+     "2:22): error: custom op 'cuda_tile.constant' integer constant out of range for type"),
+    ("entry @k() {\n  %0 = divi %a, %a : tile<i8>\n}\n",
+     "2:20): error: custom op 'cuda_tile.divi' expected valid keyword\n"
+     "loc(\"bad.mlir\":2:20): error: expected signedness to be one of: {'signed', 'unsigned'}"),
     ("entry @k() {\n  %0 = frobnicate : tile<i8>\n}\n", "2:8): error: custom op 'frobnicate' is unknown"),
     ("entry @k() {\n  %0 = addi %x, %x : tile<i8>\n}\n", "2:13): error: use of undeclared SSA value name"),
     ("testing$func @k(%a: tile<2xi32>, %b: tile<4xi32>) {\n  %0 = addi %a, %b : tile<2xi32>\n}\n",

@@ -105,11 +105,20 @@ def diagnose(text: str, filename: str, line_offset: int) -> list[Produced]:
     try:
         parsed = parse_chunk(text, filename, line_offset=line_offset)
     except ParseError as e:
-        return [Produced("error", e.line, e.message)]
+        return [Produced("error", e.line, m) for m in e.messages]
     except TileIRError as e:
         return [Produced("error", None, e.message)]
+    module = parsed.module
+    if parsed.loose_ops:  # ops written outside any function: verify them in a function of their own
+        from .ir.core import Block, Function, Region
+        from .ir.types import FunctionType
+
+        block = Block()
+        for op in parsed.loose_ops:
+            block.append(op)
+        module.functions.append(Function("", FunctionType((), ()), Region([block])))
     out = []
-    for d in verify_module(parsed.module):
+    for d in verify_module(module):
         line = d.loc.line if isinstance(d.loc, TextLoc) and d.loc.filename == filename else None
         if line is None and d.loc is not None and hasattr(d.loc, "line"):
             line = None

@@ -319,7 +319,7 @@ def float_bits(sc: Scanner, text: str, element: T.ScalarType, start: int) -> int
     if body.startswith("0x"):
         bits = int(body, 16)
         if bits >> fmt.width:
-            raise sc.error(f"hexadecimal float constant out of range for type", start)
+            raise sc.error("float constant out of range for type", start)
         return bits
     negative, magnitude = _parse_decimal(text)
     bits = encode(Fraction(magnitude), negative, fmt)
@@ -332,10 +332,10 @@ def int_bits(sc: Scanner, value: int, element: T.ScalarType, start: int) -> int:
     width = element.bitwidth
     if element.name == "i1":
         if value not in (0, 1, -1):
-            raise sc.error("integer constant out of range for attribute", start)
+            raise sc.error("integer constant out of range for type", start)
         return value & 1
     if value >= 1 << width or value < -(1 << (width - 1)):
-        raise sc.error("integer constant out of range for attribute", start)
+        raise sc.error("integer constant out of range for type", start)
     return value & ((1 << width) - 1)
 
 
@@ -354,6 +354,9 @@ def scalar_bits(sc: Scanner, element: T.ScalarType) -> int:
     if sc.peek_ident() in ("true", "false"):
         raise sc.error("expected floating point literal", start)
     text = sc.number_text("floating point literal")
+    body = text.lstrip("+-").lower()
+    if not body.startswith("0x") and "." not in body and "e" not in body:
+        raise sc.error("unexpected decimal integer literal for a floating point value", start)
     return float_bits(sc, text, element, start)
 
 
@@ -372,7 +375,8 @@ def pack_elements(values: list[int], element: T.ScalarType) -> bytes:
 
 
 def dense_values(sc: Scanner, element: T.ScalarType, shape: tuple[int, ...]) -> bytes:
-    """The body of a dense constant: a splat, nested lists or a ``"0x..."`` blob."""
+    """The body of a dense constant: a splat, nested lists or a ``"0x..."`` blob,
+    checked against ``shape`` with MLIR's messages."""
     count = 1
     for d in shape:
         count *= d
@@ -385,30 +389,59 @@ def dense_values(sc: Scanner, element: T.ScalarType, shape: tuple[int, ...]) -> 
     if not sc.peek("["):
         value = scalar_bits(sc, element)
         return pack_elements([value] * count, element)
+    tree = _literal(sc)
+    inferred = _literal_shape(sc, tree, start)
+    if inferred != shape:
+        raise sc.error(f"inferred shape of elements literal ({_dims(inferred)}) does not match type "
+                       f"({_dims(shape)})", start)
     flat: list[int] = []
-    _nested(sc, element, shape, flat, start)
-    if len(flat) != count:
-        raise sc.error(f"inferred shape of elements literal does not match type", start)
+    _leaf_values(sc, tree, element, flat)
     return pack_elements(flat, element)
 
 
-def _nested(sc: Scanner, element: T.ScalarType, shape: tuple[int, ...], out: list[int], start: int) -> None:
-    sc.expect("[")
-    n = 0
+def _dims(shape: tuple[int, ...]) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def _literal(sc: Scanner) -> object:
+    """A nested list literal: lists of sub-literals, leaves as their start positions."""
+    if not sc.accept("["):
+        pos = sc.here()
+        if sc.accept_keyword("true") or sc.accept_keyword("false"):
+            return pos
+        sc.number_text("integer value")
+        return pos
+    items: list[object] = []
     if not sc.peek("]"):
         while True:
-            if sc.peek("["):
-                _nested(sc, element, shape[1:], out, start)
-            else:
-                if len(shape) > 1:
-                    raise sc.error("expected '['")
-                out.append(scalar_bits(sc, element))
-            n += 1
+            items.append(_literal(sc))
             if not sc.accept(","):
                 break
     sc.expect("]")
-    if shape and n != shape[0]:
-        raise sc.error("inferred shape of elements literal does not match type", start)
+    return items
+
+
+def _literal_shape(sc: Scanner, tree: object, start: int) -> tuple[int, ...]:
+    if not isinstance(tree, list):
+        return ()
+    shapes = [_literal_shape(sc, t, start) for t in tree]
+    if any(len(s) != len(shapes[0]) for s in shapes):
+        raise sc.error("tensor literal is invalid; ranks are not consistent between elements", start)
+    if any(s != shapes[0] for s in shapes):
+        raise sc.error("tensor literal is invalid; dimensions are not consistent between elements", start)
+    return (len(tree),) + (shapes[0] if shapes else ())
+
+
+def _leaf_values(sc: Scanner, tree: object, element: T.ScalarType, out: list[int]) -> None:
+    if isinstance(tree, list):
+        for t in tree:
+            _leaf_values(sc, t, element, out)
+        return
+    assert isinstance(tree, int)
+    save = sc.pos
+    sc.pos = tree
+    out.append(scalar_bits(sc, element))
+    sc.pos = save
 
 
 # ---------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from . import parser_attrs as PA
 from .parser_attrs import quoted
 from .parser_infer import infer_types
 from .parser_ops import OpSyntax, Ref, parse_custom
-from .parser_scan import Scanner
+from .parser_scan import ParseError, Scanner
 
 if TYPE_CHECKING:  # pragma: no cover
     from .parser_locs import Locations
@@ -207,7 +207,12 @@ class BodyParser:
             if definition is None or short in ("module", "global"):
                 raise sc.error(f"custom op '{name}' is unknown", op_start)
             p = OpSyntax(self, definition, bound, op_start)
-            parse_custom(p)
+            try:
+                parse_custom(p)
+            except ParseError as e:
+                if not e.message.startswith("custom op '"):  # MLIR names the op being parsed
+                    e.message = f"custom op '{definition.full_name}' {e.message}"
+                raise
             op = self.build(p)
         self.locations.attach(sc, op, start)
         if bindings:

@@ -18,14 +18,17 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Operation, Region
-from ..tile import ops_control
-from ..tile.enums import SymbolVisibility
+from ..tile import ops_arith, ops_control, ops_core, ops_memory
+from ..tile.enums import ComparisonOrdering, Signedness, SymbolVisibility
 from ..tile.registry import Attr, AttrKind, Multiplicity, OpDef, Operand, RegionDef, Result
 from . import parser_attrs as PA
 from .syntax import AttrDict, Custom, Element, FieldRef, Literal, OptionalGroup, TypeOf, Whitespace, parse_format
 
 if TYPE_CHECKING:  # pragma: no cover
     from .parser_body import BodyParser
+
+
+_IEEE = ("nearest_even", "zero", "negative_inf", "positive_inf")
 
 
 @dataclass
@@ -89,7 +92,7 @@ class OpSyntax:
             else:
                 self.operands[name] = [self.body.value_ref()]
         elif isinstance(spec, Attr):
-            self.attrs[name] = True if spec.kind is AttrKind.UNIT else inline_attr(self.sc, spec)
+            self.attrs[name] = True if spec.kind is AttrKind.UNIT else inline_attr(self.sc, spec, self.definition.cls)
         elif isinstance(spec, RegionDef):
             self.regions[name] = self.body.parse_region([])
 
@@ -111,6 +114,11 @@ class OpSyntax:
         if self.is_present(group):
             self.walk(group.elements)
             return
+        first = next(e for e in group.elements if not isinstance(e, Whitespace))
+        if isinstance(first, FieldRef) and self.sc.peek_ident():
+            spec = self.spec(first.name)
+            if isinstance(spec, Attr) and spec.kind is AttrKind.ENUM:  # a keyword, but not one of these
+                enum_value(self.sc, spec, self.definition.cls)
         for e in group.elements:
             if isinstance(e, FieldRef) and e.default is not None:
                 spec = self.spec(e.name)
@@ -195,23 +203,62 @@ def variadic_types(sc: Any) -> list[T.Type]:
 # inline attribute values
 
 
-def enum_value(sc: Any, spec: Attr) -> Any:
+#: Keyword order in NVIDIA's "one of" messages where it differs from the enum's numbering.
+_KEYWORD_ORDER = {Signedness: ("signed", "unsigned"), ComparisonOrdering: ("ordered", "unordered")}
+#: Rounding modes each op's custom parser accepts (others: any).
+_ROUNDING_CHOICES: dict[type, tuple[str, ...]] = {
+    **{cls: _IEEE for cls in (ops_arith.AddFOp, ops_arith.SubFOp, ops_arith.MulFOp, ops_arith.FmaOp, ops_core.IToFOp)},
+    ops_arith.DivFOp: _IEEE + ("approx", "full"),
+    ops_arith.SqrtOp: _IEEE + ("approx",),
+    ops_core.FToIOp: ("nearest_int_to_zero",),
+}
+#: Ops whose memory attributes have a custom parser with its own wording.
+_MEMORY_SPEC_OPS = (ops_memory.LoadViewTkoOp, ops_memory.StoreViewTkoOp)
+
+
+def _keywords(spec: Attr) -> tuple[str, ...]:
+    return _KEYWORD_ORDER.get(spec.enum, tuple(m.keyword for m in spec.enum))  # type: ignore[arg-type,union-attr]
+
+
+def _enum_error(sc: Any, spec: Attr, op: Optional[type], word: Optional[str], start: int) -> Exception:
+    """The message NVIDIA's parser gives for a missing or unknown keyword."""
+    names = _keywords(spec)
+    if spec.name in ("rounding_mode", "rounding"):
+        allowed = _ROUNDING_CHOICES.get(op, names)  # type: ignore[arg-type]
+        got = f", got: '{word}'" if word else ""
+        return sc.error("expected rounding mode to be one of: " + ", ".join(f"'{n}'" for n in allowed) + got, start)
+    if spec.name in ("memory_ordering_semantics", "memory_scope", "mode"):
+        if op in _MEMORY_SPEC_OPS and word:
+            return sc.error(f'invalid {spec.name} attribute specification. Got "{word}" but expect one of: '
+                            + ", ".join(names), start)
+        return sc.error("expected string or keyword containing one of the following enum values for attribute "
+                        f"'{spec.name}' [{', '.join(names)}]", start)
+    label = spec.name if spec.name == "signedness" else f"'{spec.name}'"
+    choices = f"expected {label} to be one of: {{" + ", ".join(f"'{n}'" for n in names) + "}"
+    if word is None:
+        return sc.error("expected valid keyword", start, also=(choices,))
+    return sc.error(choices, start)
+
+
+def enum_value(sc: Any, spec: Attr, op: Optional[type] = None) -> Any:
     start = sc.here()
-    word = sc.ident(f"{spec.enum.__name__} keyword") if sc.peek_ident() else None  # type: ignore[union-attr]
+    word = sc.ident() if sc.peek_ident() else None
     for member in spec.enum:  # type: ignore[union-attr]
         if member.keyword == word:
+            allowed = _ROUNDING_CHOICES.get(op) if spec.name in ("rounding_mode", "rounding") else None  # type: ignore[arg-type]
+            if allowed is not None and word not in allowed:
+                break
             return member
-    names = ", ".join(m.keyword for m in spec.enum)  # type: ignore[union-attr]
-    raise sc.error(f"expected {spec.name} to be one of: {names}", start)
+    raise _enum_error(sc, spec, op, word, start)
 
 
-def inline_attr(sc: Any, spec: Attr) -> Any:
+def inline_attr(sc: Any, spec: Attr, op: Optional[type] = None) -> Any:
     """An op attribute in custom syntax, by its storage kind."""
     kind = spec.kind
     if kind is AttrKind.ENUM:
         if sc.peek("#"):
             return dict_attr(sc, spec)
-        return enum_value(sc, spec)
+        return enum_value(sc, spec, op)
     if kind is AttrKind.INT:
         return sc.integer()
     if kind is AttrKind.BOOL:
@@ -327,7 +374,7 @@ def _dense_constant(p: OpSyntax, args: tuple[Element, ...]) -> None:
     sc = p.sc
     start = sc.here()
     sc.expect("<")
-    element = PA.parse_type(sc)
+    element = _constant_element(p)
     sc.expect(":")
     body_start = sc.here()
     depth = 1
@@ -345,8 +392,9 @@ def _dense_constant(p: OpSyntax, args: tuple[Element, ...]) -> None:
     t = PA.parse_type(sc)
     if len(args) > 1:
         p.types[_name(args[1])] = [t]
-    if not isinstance(element, T.ScalarType):
-        raise sc.error("expected integer or float element type", start)
+    if isinstance(t, T.TileType) and t.element != element:
+        raise sc.error(f"mismatch between the element type: '{element}' and the tile element type "
+                       f"'{t.element}'", start)
     shape = t.shape if isinstance(t, T.TileType) else ()
     end = sc.pos
     sc.pos = body_start
@@ -361,6 +409,26 @@ def _dense_constant(p: OpSyntax, args: tuple[Element, ...]) -> None:
     sc.pos = end
     dense_type = T.TileType(element, shape) if isinstance(t, T.TileType) else t
     p.attrs[_name(args[0])] = A.DenseElementsAttr(dense_type, data)
+
+
+_CONSTANT_ELEMENTS = ("i1", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64", "tf32", "f8E4M3FN",
+                      "f8E5M2", "f8E8M0FNU", "f4E2M1FN")
+
+
+def _constant_element(p: OpSyntax) -> T.ScalarType:
+    """The element type in ``<f32: ...>``, with NVIDIA's messages for anything else."""
+    sc = p.sc
+    start = sc.here()
+    expect = ("expect element type to be one of " + " or ".join(_CONSTANT_ELEMENTS) + " values, but got ")
+    word = sc.peek_ident()
+    if word is not None and not PA.is_type_start(sc):
+        sc.ident()
+        raise sc.error(f"'{p.definition.full_name}' unknown type: {word}", start,
+                       also=(expect + "'<<NULL TYPE>>'",))
+    element = PA.parse_type(sc)
+    if not isinstance(element, T.ScalarType) or element.name not in _CONSTANT_ELEMENTS:
+        raise sc.error(expect + PA.quoted(element).replace("!cuda_tile.", "", 1), start)
+    return element
 
 
 def _assume_predicate(p: OpSyntax, args: tuple[Element, ...]) -> None:

@@ -22,14 +22,21 @@ _NUMBER = re.compile(r"[-+]?(0x[0-9A-Fa-f]+|[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?)
 class ParseError(TileIRError):
     """Malformed text, located by file, line and column (1-based)."""
 
-    def __init__(self, message: str, filename: str, line: int, column: int):
+    def __init__(self, message: str, filename: str, line: int, column: int, also: tuple[str, ...] = ()):
         super().__init__(message)
         self.filename = filename
         self.line = line
         self.column = column
+        #: Further errors MLIR reports at the same place (``expected valid keyword`` + the choices).
+        self.also = also
+
+    @property
+    def messages(self) -> tuple[str, ...]:
+        return (self.message, *self.also)
 
     def __str__(self) -> str:
-        return f'loc("{self.filename}":{self.line}:{self.column}): error: {self.message}'
+        where = f'loc("{self.filename}":{self.line}:{self.column})'
+        return "\n".join(f"{where}: error: {m}" for m in self.messages)
 
 
 @dataclass(frozen=True)
@@ -61,12 +68,12 @@ class Scanner:
                 hi = mid - 1
         return Position(self.filename, lo + 1 + self.line_offset, pos - self._line_starts[lo] + 1)
 
-    def error(self, message: str, pos: Optional[int] = None) -> ParseError:
+    def error(self, message: str, pos: Optional[int] = None, also: tuple[str, ...] = ()) -> ParseError:
         if pos is None:
             self.skip()
             pos = self.pos
         p = self.position(pos)
-        return ParseError(message, p.filename, p.line, p.column)
+        return ParseError(message, p.filename, p.line, p.column, also)
 
     def here(self) -> int:
         """The position of the next item (after whitespace and comments)."""
