@@ -145,7 +145,7 @@ def _int_binary(names: tuple[str, str] = ("lhs", "rhs")) -> Signature:
     return sig(same("type", a, b, "result"), **{a: INT_TILE, b: INT_TILE, "result": INT_TILE})
 
 
-_CMP = custom("failed to verify that Result type has i1 element type and same shape as operands",
+_CMP = custom("Result type has i1 element type and same shape as operands",
               _i1_same_shape, "lhs", "result")
 
 SIGNATURES: dict[type, Signature] = {
