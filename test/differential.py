@@ -13,8 +13,8 @@ from typing import Any, Optional, Sequence
 import ml_dtypes
 import numpy as np
 
-from tileiras import interp
-from tileiras.emulate import launch
+from tileiras import diffcheck, interp
+from tileiras.diffcheck import Outcome, compare  # noqa: F401  (re-exported for the tests)
 from tileiras.pipeline import CompileOptions, compile_module
 from tileiras.reader import read_bytecode
 
@@ -31,18 +31,7 @@ def numpy_dtype(ct_dtype: Any) -> Any:
     return _NUMPY[name]
 
 
-def random_array(rng: np.random.Generator, dtype: Any, shape: tuple[int, ...]) -> np.ndarray:
-    dt = np.dtype(dtype)
-    if dt.kind == "f" or dtype in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2):
-        return rng.uniform(-4, 4, shape).astype(dtype)
-    if dt.kind == "b":
-        return rng.integers(0, 2, shape).astype(dtype)
-    # distinct values (gather/scatter indices must not repeat), a quarter of them negative
-    n = int(np.prod(shape))
-    values = rng.permutation(n) - n // 4
-    if dt.kind == "u" or np.iinfo(dt).max < n:
-        values = values % min(np.iinfo(dt).max, 100)
-    return values.reshape(shape).astype(dtype)
+random_array = diffcheck.random_array
 
 
 @dataclass
@@ -80,30 +69,14 @@ def make_inputs(params: Sequence[Any], rng: np.random.Generator, extent: int) ->
     return values
 
 
-@dataclass
-class Outcome:
-    arrays: list[np.ndarray]
-    failed: bool      # an assert fired / a trap happened
-    printed: str
-
-
 def run_interpreter(c: Case) -> Outcome:
-    arrays = [a.copy() if isinstance(a, np.ndarray) else a for a in c.arrays]
-    printed: list[str] = []
-    result = interp.launch(c.bytecode, c.entry, c.grid, c.args(arrays), printed=printed)
-    return Outcome([a for a in arrays if isinstance(a, np.ndarray)], bool(result.failures), "".join(printed))
+    return diffcheck.run_interpreter(c.bytecode, c.entry, c.grid, c.args(c.arrays))
 
 
 def run_compiled(c: Case, gpu_name: str = "sm_90") -> Outcome:
     module = read_bytecode(c.bytecode)
     ptx = compile_module(module, CompileOptions(gpu_name=gpu_name), "ptx")
-    name = c.entry
-    arrays = [a.copy() if isinstance(a, np.ndarray) else a for a in c.arrays]
-    result = launch(ptx, name, c.grid, c.args(arrays))
-    failed = result.trap is not None
-    if result.trap is not None and result.trap.kind not in ("trap", "assert"):
-        raise AssertionError(f"emulated PTX faulted: {result.trap}")
-    return Outcome([a for a in arrays if isinstance(a, np.ndarray)], failed, result.output)
+    return diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays))
 
 
 def run_real_ptx(c: Case, real_tileiras: str, workdir: str, gpu_name: str = "sm_90") -> Outcome:
@@ -122,32 +95,4 @@ def run_real_ptx(c: Case, real_tileiras: str, workdir: str, gpu_name: str = "sm_
                    capture_output=True)
     with open(out, "rb") as f:
         ptx = ptx_from_cubin(f.read())
-    arrays = [a.copy() if isinstance(a, np.ndarray) else a for a in c.arrays]
-    result = launch(ptx, c.entry, c.grid, c.args(arrays))
-    if result.trap is not None and result.trap.kind not in ("trap", "assert"):
-        raise AssertionError(f"NVIDIA's PTX faulted in the emulator: {result.trap}")
-    return Outcome([a for a in arrays if isinstance(a, np.ndarray)], result.trap is not None, result.output)
-
-
-def compare(expected: Outcome, got: Outcome, *, rtol: float = 1e-4, atol: float = 1e-5) -> Optional[str]:
-    """None when equal within tolerance (integers exactly), else a description."""
-    if expected.failed != got.failed:
-        return f"assert outcome differs: interpreter {expected.failed}, compiled {got.failed}"
-    if expected.failed:  # memory after a failed assert is unspecified
-        return None
-    for i, (e, g) in enumerate(zip(expected.arrays, got.arrays)):
-        kind = np.dtype(e.dtype).kind
-        if kind in "iub":
-            bad = np.flatnonzero(e.ravel() != g.ravel())
-        else:
-            ef, gf = e.astype(np.float64).ravel(), g.astype(np.float64).ravel()
-            tol = atol + rtol * np.abs(ef)
-            if e.dtype in (np.float16, ml_dtypes.bfloat16):
-                tol = 1e-2 + 1e-2 * np.abs(ef)
-            same_nan = np.isnan(ef) & np.isnan(gf)
-            bad = np.flatnonzero(~same_nan & ~(np.abs(ef - gf) <= tol))
-        if bad.size:
-            k = bad[0]
-            return (f"array {i} differs at {bad.size} of {e.size} elements; first at flat index {k}: "
-                    f"interpreter {e.ravel()[k]!r}, compiled {g.ravel()[k]!r}")
-    return None
+    return diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), who="NVIDIA's")

@@ -1,0 +1,219 @@
+"""Check a kernel without a GPU: the reference interpreter against our compiled PTX.
+
+    tileiras-diffcheck FILE.tileir [--gpu-name sm_90] [--extent 100] [--grid 2,2,1]
+
+For every entry of FILE, inputs are synthesized from the IR: a pointer argument that
+``make_tensor_view`` turns into a view gets an array whose shape and strides feed the
+view's dynamic shape/stride arguments (``--extent`` elements along each dynamic dim);
+other integer arguments get small values, floats 1.5.  The Tile IR interpreter
+(``tileiras.interp``) gives the expected result; our pipeline compiles the module to
+PTX and the PTX emulator (``tileiras.emulate``) runs it.  Integer results must match
+exactly, floats within a tolerance (approximate PTX math against exactly rounded
+reference math); asserts must fire in both or neither.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import ml_dtypes
+import numpy as np
+
+from .ir import types as T
+from .ir.core import Function, Module, Value
+from .tile import ops_control as CF
+from .tile import ops_memory as MEM
+
+_DTYPES = {
+    "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
+    "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "tf32": np.float32, "f64": np.float64,
+    "f8E4M3FN": ml_dtypes.float8_e4m3fn, "f8E5M2": ml_dtypes.float8_e5m2,
+}
+
+
+def numpy_dtype(t: T.Type) -> Any:
+    e = T.element_type(t)
+    if isinstance(e, T.PointerType):
+        e = e.pointee
+    return _DTYPES.get(getattr(e, "name", ""), np.float32)
+
+
+def random_array(rng: np.random.Generator, dtype: Any, shape: tuple[int, ...], order: str = "C") -> np.ndarray:
+    """Floats uniform in [-4, 4); integers distinct (gather/scatter indices must not
+    repeat), a quarter of them negative."""
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        out = rng.integers(0, 2, shape).astype(dtype)
+    elif dt.kind in "iu":
+        n = int(np.prod(shape))
+        values = rng.permutation(n) - n // 4
+        if dt.kind == "u" or np.iinfo(dt).max < n:
+            values = values % min(np.iinfo(dt).max, 100)
+        out = values.reshape(shape).astype(dtype)
+    else:
+        out = rng.uniform(-4, 4, shape).astype(dtype)
+    return np.asfortranarray(out) if order == "F" else out
+
+
+def _through_assumes(fn: Function) -> dict[Value, Value]:
+    """value -> the function argument it is an ``assume`` of."""
+    origin: dict[Value, Value] = {a: a for a in fn.entry_block.args}
+    for op in fn.walk():
+        if isinstance(op, CF.AssumeOp) and op.value in origin:
+            origin[op.result] = origin[op.value]
+    return origin
+
+
+def synthesize_args(fn: Function, rng: np.random.Generator, extent: int = 100) -> list[Any]:
+    """Arguments for ``fn`` (arrays for pointers, numbers for scalars)."""
+    origin = _through_assumes(fn)
+    args: dict[Value, Any] = {}
+    for op in fn.walk():
+        if not isinstance(op, MEM.MakeTensorViewOp) or origin.get(op.base) is None:
+            continue
+        base = origin[op.base]
+        t = op.result.type
+        shape = tuple(extent if d == T.DYNAMIC else d for d in t.shape)
+        order = "F" if t.rank > 1 and t.strides[0] == 1 and t.strides[-1] != 1 else "C"
+        arr = args.get(base)
+        if not isinstance(arr, np.ndarray) or arr.shape != shape:
+            arr = random_array(rng, numpy_dtype(t), shape, order)
+            args[base] = arr
+        dyn_shape = iter(op.dynamicShape)
+        for d, s in zip(shape, t.shape):
+            if s == T.DYNAMIC:
+                args.setdefault(origin.get(next(dyn_shape)), d)
+        dyn_strides = iter(op.dynamicStrides)
+        for st, s in zip((x // arr.itemsize for x in arr.strides), t.strides):
+            if s == T.DYNAMIC:
+                args.setdefault(origin.get(next(dyn_strides)), int(st))
+    out = []
+    for a in fn.entry_block.args:
+        if a in args:
+            out.append(args[a])
+        elif isinstance(T.element_type(a.type), T.PointerType):
+            out.append(random_array(rng, numpy_dtype(a.type), (extent * extent,)))
+        else:
+            dt = numpy_dtype(a.type)
+            out.append(dt(1.5) if np.dtype(dt).kind == "f" else dt(3))
+    return out
+
+
+@dataclass
+class Outcome:
+    arrays: list[np.ndarray]
+    failed: bool      # an assert fired / the kernel trapped
+    printed: str = ""
+
+
+def run_interpreter(module: Any, entry: str, grid: tuple, args: Sequence[Any]) -> Outcome:
+    from . import interp
+
+    copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    printed: list[str] = []
+    result = interp.launch(module, entry, grid, copies, printed=printed)
+    return Outcome([a for a in copies if isinstance(a, np.ndarray)], bool(result.failures), "".join(printed))
+
+
+def run_ptx(ptx: str, entry: str, grid: tuple, args: Sequence[Any], who: str = "compiled") -> Outcome:
+    from .emulate import launch
+
+    copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    result = launch(ptx, entry, grid, copies)
+    if result.trap is not None and result.trap.kind not in ("trap", "assert"):
+        raise AssertionError(f"{who} PTX faulted in the emulator: {result.trap}")
+    return Outcome([a for a in copies if isinstance(a, np.ndarray)], result.trap is not None, result.output)
+
+
+def compile_ptx(module: Module, gpu_name: str) -> str:
+    from .pipeline import CompileOptions, compile_module
+
+    return compile_module(module, CompileOptions(gpu_name=gpu_name), "ptx")
+
+
+def compare(expected: Outcome, got: Outcome, *, rtol: float = 1e-4, atol: float = 1e-5) -> Optional[str]:
+    """None when equal within tolerance (integers exactly), else a description."""
+    if expected.failed != got.failed:
+        return f"assert outcome differs: interpreter {expected.failed}, compiled {got.failed}"
+    if expected.failed:  # memory after a failed assert is unspecified
+        return None
+    for i, (e, g) in enumerate(zip(expected.arrays, got.arrays)):
+        if np.dtype(e.dtype).kind in "iub":
+            bad = np.flatnonzero(e.ravel(order="K") != g.ravel(order="K"))
+        else:
+            ef, gf = e.astype(np.float64).ravel(order="K"), g.astype(np.float64).ravel(order="K")
+            tol = atol + rtol * np.abs(ef)
+            if e.dtype in (np.float16, ml_dtypes.bfloat16):
+                tol = 1e-2 + 1e-2 * np.abs(ef)
+            with np.errstate(invalid="ignore"):
+                close = (ef == gf) | (np.isnan(ef) & np.isnan(gf)) | (np.abs(ef - gf) <= tol)
+            bad = np.flatnonzero(~close)
+        if bad.size:
+            k = bad[0]
+            return (f"array {i} differs at {bad.size} of {e.size} elements; first at flat index {k}: "
+                    f"interpreter {e.ravel(order='K')[k]!r}, compiled {g.ravel(order='K')[k]!r}")
+    return None
+
+
+@dataclass
+class EntryReport:
+    entry: str
+    problem: Optional[str]
+    detail: dict = field(default_factory=dict)
+
+
+def check_module(module: Module, gpu_name: str = "sm_90", grid: tuple = (2, 2, 1), extent: int = 100,
+                 seed: int = 1) -> list[EntryReport]:
+    ptx = compile_ptx(module, gpu_name)
+    reports = []
+    for fn in module.functions:
+        if not fn.is_entry:
+            continue
+        args = synthesize_args(fn, np.random.default_rng(seed), extent)
+        try:
+            expected = run_interpreter(module, fn.name, grid, args)
+            got = run_ptx(ptx, fn.name, grid, args)
+            reports.append(EntryReport(fn.name, compare(expected, got)))
+        except Exception as err:  # noqa: BLE001 - reported per entry
+            reports.append(EntryReport(fn.name, f"{type(err).__name__}: {err}"))
+    return reports
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    import click
+
+    @click.command("tileiras-diffcheck")
+    @click.argument("files", nargs=-1, required=True)
+    @click.option("--gpu-name", default="sm_90")
+    @click.option("--extent", default=100, type=int, help="elements along each dynamic dim")
+    @click.option("--grid", default="2,2,1", help="X[,Y,Z] tile blocks")
+    def command(files: tuple[str, ...], gpu_name: str, extent: int, grid: str) -> int:
+        from .errors import TileIRError
+        from .reader import read_bytecode
+
+        g = tuple(int(x) for x in grid.split(",")) + (1, 1)
+        bad = 0
+        for path in files:
+            try:
+                with open(path, "rb") as f:
+                    module = read_bytecode(f.read(), path)
+                reports = check_module(module, gpu_name, g[:3], extent)
+            except TileIRError as err:
+                print(f"{path}: {err}")
+                bad += 1
+                continue
+            for r in reports:
+                print(f"{path} @{r.entry}: {'agree' if r.problem is None else r.problem}")
+                bad += r.problem is not None
+        return 1 if bad else 0
+
+    try:
+        return command.main(args=list(sys.argv[1:] if argv is None else argv), standalone_mode=False) or 0
+    except click.ClickException as err:
+        err.show()
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
