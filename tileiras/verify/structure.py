@@ -66,9 +66,9 @@ def check_get_global(ctx: Context, op: Operation) -> None:
 def check_function(ctx: Context, fn: Function) -> None:
     prefix = f"'{ENTRY}' op "
     loc = fn.loc
-    if fn.type.results:
+    if fn.type.results and fn.is_entry:
         ctx.emit(loc, prefix + "entry op must not return values")
-    for t in fn.type.inputs:
+    for t in (fn.type.inputs if fn.is_entry else ()):
         if isinstance(t, T.TileType) and t.rank != 0:
             ctx.emit(loc, prefix + "entry op must have scalar types (rank 0 !cuda_tile.tile)")
             break
@@ -194,8 +194,13 @@ def check_return(ctx: Context, op: Operation) -> None:
     if len(op.operands) != results:
         ctx.op_error(op, f"has {len(op.operands)} operands, but enclosing function (@{fn.name if fn else '?'}) "
                          f"returns {results}")
-    elif op.operands:
+    elif op.operands and fn is not None and fn.is_entry:
         ctx.op_error(op, f"has {len(op.operands)} operands, but entry function must return 0 operands")
+    else:
+        for i, (v, t) in enumerate(zip(op.operands, fn.type.results if fn is not None else ())):
+            if v.type != t:
+                ctx.op_error(op, f"type of return operand {i} ({quoted(v.type)}) doesn't match function result "
+                                 f"type ({quoted(t)}) in function @{fn.name}")
 
 
 @verifies(C.IfOp)
