@@ -323,8 +323,11 @@ def float_bits(sc: Scanner, text: str, element: T.ScalarType, start: int) -> int
         return bits
     negative, magnitude = _parse_decimal(text)
     bits = encode(Fraction(magnitude), negative, fmt)
+    if bits is None and fmt.has_inf:  # APFloat rounds an overflowing decimal to infinity
+        sign = int(negative) << (fmt.width - 1) if fmt.signed else 0
+        bits = sign | (((1 << fmt.exp_bits) - 1) << fmt.man_bits)
     if bits is None:
-        raise sc.error(f"floating point value too large for attribute", start)
+        raise sc.error("floating point value too large for attribute", start)
     return bits
 
 
