@@ -44,3 +44,17 @@ def test_lineinfo_cubin_sections(tmp_path):
     names = {s.name for s in read_sections(out.read_bytes())}
     assert {".debug_line", ".nv_debug_ptx_txt", ".nv.tileir.debug_line"} <= names
     assert any(n.startswith(".nv.tileir.debug_txt.") for n in names)
+
+
+def test_device_debug_emits_dwarf(tmp_path, capsys):
+    """-g (with -O0) targets ``sm_XX, debug`` and carries DWARF, as NVIDIA's tool does."""
+    from tileiras.codegen.ptxas import read_sections
+
+    assert driver.main([str(EXAMPLE), "--gpu-name=sm_90", "-O0", "-g", "--emit=ptx"]) == 0
+    ptx = capsys.readouterr().out
+    assert ".target sm_90a, debug" in ptx and ".section\t.debug_info" in ptx
+    out = tmp_path / "g.cubin"
+    assert driver.main([str(EXAMPLE), "--gpu-name=sm_90", "-O0", "-g", "-o", str(out)]) == 0
+    names = {s.name for s in read_sections(out.read_bytes())}
+    assert {".debug_info", ".debug_abbrev", ".nv_debug_info_reg_sass", ".nv.tileir.debug_line"} <= names
+    assert ".debug_pubnames" not in names

@@ -84,7 +84,8 @@ def _llvm(c: Compilation) -> None:
         from .text.printer import print_module_with_positions
 
         c.tile_text, positions = print_module_with_positions(c.module)
-    c.llvm = emit_module(c.module, c.tas, Target(c.options.arch, lineinfo), positions if lineinfo else None)
+    target = Target(c.options.arch, lineinfo, c.options.device_debug)
+    c.llvm = emit_module(c.module, c.tas, target, positions if lineinfo else None)
 
 
 def _ptx(c: Compilation) -> None:

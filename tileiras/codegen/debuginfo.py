@@ -27,8 +27,10 @@ TILE_IR_FILE = "tile ir"
 
 
 class LineInfo:
-    def __init__(self, module: ir.Module, positions: Optional[dict] = None):
+    def __init__(self, module: ir.Module, positions: Optional[dict] = None, full: bool = False):
         self.module = module
+        #: ``-g``: full DWARF (LLVM then targets ``sm_XX, debug``), else line tables only
+        self.full = full
         #: op -> (0-based line, depth) in the printed Tile IR text
         self.positions = positions or {}
         #: (tile line, tile column) -> (source path, line, column)
@@ -52,7 +54,9 @@ class LineInfo:
             self._cu = self.module.add_debug_info("DICompileUnit", {
                 "language": ir.DIToken("DW_LANG_C_plus_plus"), "file": self.file(path),
                 "producer": "tileiras", "isOptimized": True,
-                "emissionKind": ir.DIToken("DebugDirectivesOnly")}, is_distinct=True)
+                "emissionKind": ir.DIToken("FullDebug" if self.full else "DebugDirectivesOnly"),
+                "nameTableKind": ir.DIToken("None")},
+                is_distinct=True)
             self.module.add_named_metadata("llvm.dbg.cu", self._cu)
         return self._cu
 

@@ -42,6 +42,7 @@ def emits(*classes: type) -> Callable[[EmitFn], EmitFn]:
 class Target:
     arch: int                    # 80, 90, 100, 120...
     lineinfo: bool = False       # attach source locations (.loc) to instructions
+    debug: bool = False          # -g: full debug information
 
     @property
     def name(self) -> str:
@@ -288,7 +289,7 @@ def emit_module(module: Module, analyses: dict[str, TileAS], target: Target,
 
     llmod = ir.Module(name="tileiras")
     if target.lineinfo:
-        llmod._tileiras_lineinfo = LineInfo(llmod, positions)
+        llmod._tileiras_lineinfo = LineInfo(llmod, positions, full=target.debug)
     emit_memory.define_globals(llmod, module.globals)
     for fn in module.functions:
         if fn.is_entry:
