@@ -230,7 +230,20 @@ def compile_file(options: DriverOptions) -> int:
     output = result if isinstance(result, bytes) else result.encode("utf-8")
     default = DEFAULT_OUTPUT if options.emit in (None, Emit.CUBIN) else "-"
     cli.write_output(options.output_file or default, output, EXIT_BAD_OPTION)
+    if options.remarks:
+        emit_remarks(module, options)
     return 0
+
+
+def emit_remarks(module: object, options: DriverOptions) -> None:
+    """``--remarks*``: YAML to ``--remarks-output-file`` or text on stdout."""
+    from . import remarks
+
+    chosen = remarks.selected(remarks.collect(module), remarks.enabled_from_options(options.remarks))
+    if options.remark_format == "yaml":
+        cli.write_output(options.remarks_output_file, remarks.to_yaml(chosen).encode(), EXIT_BAD_OPTION)
+    elif chosen:
+        sys.stdout.write(remarks.to_command_line(chosen))
 
 
 def read_input_module(data: bytes, filename: str, version: Optional[Version], text_ok: bool) -> object:

@@ -1,0 +1,174 @@
+"""Optimization remarks: what the compiler did with each memory and tensor-core op.
+
+``--remarks=all|memory|tensorcore`` (and ``--remarks-passed/missed/failed/analysis``)
+select remarks by category and kind; ``--remark-format=command-line`` prints them as
+NVIDIA's tool does, ``yaml`` writes LLVM's remark YAML to ``--remarks-output-file``
+(cuTile reads that file).  The remarks describe this compiler's decisions, with the
+names NVIDIA's tool uses where the decision is the same kind.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Iterable, Optional
+
+from .ir import debug as D
+from .ir.core import Function, Module, Operation
+from .tile import ops_arith as AR
+from .tile import ops_memory as MEM
+
+
+class Kind(enum.Enum):
+    PASSED = ("Passed", "passed")
+    MISSED = ("Missed", "missed")
+    FAILED = ("Failure", "failed")
+    ANALYSIS = ("Analysis", "analysis")
+
+    @property
+    def yaml_tag(self) -> str:
+        return self.value[0]
+
+    @property
+    def word(self) -> str:
+        return self.value[1]
+
+
+class Category(enum.Enum):
+    MEMORY = ("memory", "Memory")
+    TENSORCORE = ("tensorcore", "TensorCore")
+
+    @property
+    def option(self) -> str:
+        return self.value[0]
+
+    @property
+    def pass_name(self) -> str:
+        return self.value[1]
+
+
+@dataclass
+class Remark:
+    kind: Kind
+    category: Category
+    name: str
+    message: str
+    function: str
+    loc: Optional[D.DebugAttr]
+    args: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _loc_of(loc: Optional[D.DebugAttr]) -> Optional[tuple[str, int, int]]:
+    while isinstance(loc, D.DICallSite):
+        loc = loc.callee
+    if isinstance(loc, D.DILoc):
+        return loc.filename, loc.line, loc.column
+    return None
+
+
+LOADS = (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp)
+STORES = (MEM.StoreViewTkoOp, MEM.StorePtrTkoOp)
+
+
+def collect(module: Module) -> list[Remark]:
+    """The remarks for every entry of ``module``, in op order; remarks of the same name
+    at the same source location are merged (their arguments kept, as NVIDIA's are)."""
+    out: list[Remark] = []
+    seen: dict[tuple, Remark] = {}
+    for fn in module.functions:
+        for op in fn.walk():
+            for r in _op_remarks(fn, op):
+                key = (r.function, r.name, _loc_of(r.loc) or id(op))
+                if key in seen:
+                    seen[key].args += [a for a in r.args if a[0] == "Reason"]
+                    continue
+                seen[key] = r
+                out.append(r)
+    return out
+
+
+def _op_remarks(fn: Function, op: Operation) -> Iterable[Remark]:
+    name = fn.name
+    if isinstance(op, LOADS + STORES):
+        what = "load" if isinstance(op, LOADS) else "store"
+        yield Remark(Kind.PASSED, Category.MEMORY, f"RemarkMemory{what.title()}InstructionSelected",
+                     f"{what.title()} instruction selected", name, op.loc,
+                     [("Instruction", f"Global-memory {what} instruction")])
+        if isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)):
+            yield Remark(Kind.FAILED, Category.MEMORY, f"RemarkMemoryTma{what.title()}Failed",
+                         f"Failed to select TMA {what} instruction", name, op.loc,
+                         [("Reason", "TMA copies are not implemented by this compiler yet")])
+    elif isinstance(op, MEM.MakeTensorViewOp):
+        yield Remark(Kind.MISSED, Category.MEMORY, "RemarkTensorViewIndexTypeNarrowing",
+                     "Could not narrow tensor_view indexing to i32: index computations use 64 bits",
+                     name, op.loc)
+    elif isinstance(op, (AR.MmaFOp, AR.MmaIOp)):
+        yield Remark(Kind.MISSED, Category.TENSORCORE, "RemarkTensorCoreNotUsed",
+                     "Matrix multiply lowered to fused multiply-adds on CUDA cores: tensor cores are not used yet",
+                     name, op.loc)
+
+
+def selected(remarks: Iterable[Remark], enabled: dict[Kind, set[Category]]) -> list[Remark]:
+    return [r for r in remarks if r.category in enabled.get(r.kind, set())]
+
+
+def enabled_from_options(options: Iterable[tuple[str, str]]) -> dict[Kind, set[Category]]:
+    """``(option, category)`` pairs, e.g. ``("remarks", "all")``, ``("remarks_missed", "memory")``."""
+    enabled: dict[Kind, set[Category]] = {k: set() for k in Kind}
+    for option, value in options:
+        cats = set(Category) if value == "all" else {c for c in Category if c.option == value}
+        kinds = list(Kind) if option == "remarks" else [k for k in Kind if option == f"remarks_{k.word}" or
+                                                      (k is Kind.FAILED and option == "remarks_failed")]
+        for k in kinds:
+            enabled[k] = set() if value == "none" else enabled[k] | cats
+    return enabled
+
+
+def _yaml_str(s: str) -> str:
+    needs_quotes = any(c in s for c in ":#'\"{}[],&*!|>%@`") or s != s.strip()
+    return "'" + s.replace("'", "''") + "'" if needs_quotes else s
+
+
+def to_yaml(remarks: list[Remark]) -> str:
+    parts = []
+    for i, r in enumerate(remarks, 1):
+        lines = [f"--- !{r.kind.yaml_tag}", f"Pass:            {r.category.pass_name}",
+                 f"Name:            {r.name}"]
+        loc = _loc_of(r.loc)
+        if loc:
+            file = "'" + loc[0].replace("'", "''") + "'"
+            lines.append(f"DebugLoc:        {{ File: {file}, Line: {loc[1]}, Column: {loc[2]} }}")
+        lines.append(f"Function:        {r.function}")
+        lines.append("Args:")
+        lines.append(f"  - RemarkId:    {i}")
+        lines.append(f"  - Remark:      {_yaml_str(r.message)}")
+        for key, value in r.args:
+            lines.append(f"  - {key}: {' ' * max(1, 11 - len(key))}{_yaml_str(value)}")
+        lines.append("...")
+        parts.append("\n".join(lines) + "\n")
+    return "".join(parts)
+
+
+def to_command_line(remarks: list[Remark]) -> str:
+    out = []
+    by_function: dict[str, list[Remark]] = {}
+    for r in remarks:
+        by_function.setdefault(r.function, []).append(r)
+    for function, rs in by_function.items():
+        out.append(f"in function: {function}:\n")
+        by_cat: dict[Category, list[Remark]] = {}
+        for r in rs:
+            by_cat.setdefault(r.category, []).append(r)
+        for cat, group in by_cat.items():
+            out.append(f"\n  category: {cat.pass_name}\n")
+            for r in group:
+                out.append(f"    remark[{r.kind.word}]: {r.message}\n")
+                loc = _loc_of(r.loc)
+                if loc:
+                    out.append(f'      --> "{loc[0]}":{loc[1]}:{loc[2]}\n')
+                out.append("       |\n")
+                out.append(f"       = name: {r.name}\n")
+                for key, value in r.args:
+                    label = "reason" if key == "Reason" else "note"
+                    out.append(f"       = {label}: {value if label == 'reason' else f'{key} = {value}'}\n")
+                out.append("\n")
+    return "".join(out)
