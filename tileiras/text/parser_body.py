@@ -131,7 +131,7 @@ class BodyParser:
         sc = self.sc
         sc.skip()
         if not sc.accept("@"):
-            raise sc.error("expected symbol name")
+            raise sc.error("expected valid '@'-identifier for symbol name")
         if sc.peek_string():
             return sc.string()
         return sc.ident("symbol name")

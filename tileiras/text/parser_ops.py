@@ -432,7 +432,10 @@ def _constant_element(p: OpSyntax) -> T.ScalarType:
 
 
 def _assume_predicate(p: OpSyntax, args: tuple[Element, ...]) -> None:
-    p.attrs[_name(args[0])] = PA.parse_predicate(p.sc)
+    sc = p.sc
+    if not (sc.peek("#") or sc.peek_ident() in ("div_by", "bounded", "same_elements")):
+        raise sc.error("expected assume predicate attribute")
+    p.attrs[_name(args[0])] = PA.parse_predicate(sc)
 
 
 def _index_types(p: OpSyntax, args: tuple[Element, ...]) -> None:
@@ -517,8 +520,16 @@ def _inbounds(p: OpSyntax, args: tuple[Element, ...]) -> None:
 
 
 def _first_type(p: OpSyntax, args: tuple[Element, ...]) -> None:
+    """One type for every result; as many results as the source's rank."""
     t = PA.parse_type(p.sc)
-    p.types[_name(args[0])] = [t] * max(p.bound, 1)
+    src = p.types.get("src", [None])[0]
+    if isinstance(src, T.TensorViewType):
+        count = src.rank
+    elif isinstance(src, (T.PartitionViewType, T.StridedViewType)):
+        count = len(src.tile_shape)
+    else:
+        count = max(p.bound, 1)
+    p.types[_name(args[0])] = [t] * count
 
 
 PARSE_DIRECTIVES: dict[str, Callable[[OpSyntax, tuple[Element, ...]], None]] = {
