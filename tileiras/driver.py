@@ -226,7 +226,8 @@ def compile_file(options: DriverOptions) -> int:
     stage = options.emit.value if options.emit else "cubin"
     result = compile_module(module, CompileOptions(
         gpu_name=options.gpu_name, opt_level=options.opt_level, lineinfo=options.lineinfo,
-        device_debug=options.device_debug, host_arch=options.host_arch, host_os=options.host_os), stage)
+        device_debug=options.device_debug, host_arch=options.host_arch, host_os=options.host_os,
+        sanitize=options.sanitize), stage)
     output = result if isinstance(result, bytes) else result.encode("utf-8")
     default = DEFAULT_OUTPUT if options.emit in (None, Emit.CUBIN) else "-"
     cli.write_output(options.output_file or default, output, EXIT_BAD_OPTION)

@@ -26,6 +26,7 @@ class CompileOptions:
     device_debug: bool = False
     host_arch: str = "x86_64"
     host_os: str = "linux"
+    sanitize: Optional[str] = None   # --sanitize=memcheck: passed on to ptxas
 
     @property
     def arch(self) -> int:
@@ -33,7 +34,8 @@ class CompileOptions:
 
     def key(self) -> tuple:
         """Everything that can change the output (for caches)."""
-        return (self.gpu_name, self.opt_level, self.lineinfo, self.device_debug, self.host_arch, self.host_os)
+        return (self.gpu_name, self.opt_level, self.lineinfo, self.device_debug, self.host_arch, self.host_os,
+                self.sanitize)
 
 
 @dataclass
@@ -112,7 +114,7 @@ def _cubin(c: Compilation) -> None:
     host = None
     if c.kernels:
         host = build_host_object(c.kernels, check_host_target(c.options.host_arch, c.options.host_os))
-    c.cubin = run_ptxas(c.ptx, c.options.gpu_name, c.options.opt_level, host)
+    c.cubin = run_ptxas(c.ptx, c.options.gpu_name, c.options.opt_level, host, sanitize=c.options.sanitize)
 
 
 def _dump_tileaa(c: Compilation) -> str:
