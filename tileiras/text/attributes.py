@@ -161,7 +161,7 @@ def print_predicate(a: Attribute) -> str:
 def dense_elements(a: DenseElementsAttr) -> list[int]:
     """Element bit patterns of numeric dense data.  i1 data is packed eight
     elements a byte (least significant bit first); one byte for more than eight
-    elements is a splat; i4/f4 data is packed two a byte."""
+    elements is a splat; i4/f4 data takes one byte an element."""
     elem = a.type.element if isinstance(a.type, TileType) else a.type
     shape = a.type.shape if isinstance(a.type, TileType) else ()
     assert isinstance(elem, ScalarType)
@@ -176,11 +176,8 @@ def dense_elements(a: DenseElementsAttr) -> list[int]:
         if len(data) == 1:
             return [int(data[0] != 0)] * count
         return [b & 1 for b in data]
-    if elem.bitwidth == 4:
-        out: list[int] = []
-        for b in data:
-            out += [b & 0xF, b >> 4]
-        return out
+    if elem.bitwidth == 4:  # one element a byte (MLIR's storage; tileirdisasm 13.5 reads it so)
+        return [b & 0xF for b in data]
     width = elem.bitwidth // 8
     return [int.from_bytes(data[i:i + width], "little") for i in range(0, len(data), width)]
 

@@ -364,16 +364,16 @@ def scalar_bits(sc: Scanner, element: T.ScalarType) -> int:
 
 
 def pack_elements(values: list[int], element: T.ScalarType) -> bytes:
-    """Raw little-endian dense data, as the reader produces it."""
+    """Raw little-endian dense data, as the reader produces it: i1 packed eight a
+    byte, i4/f4 one element a byte."""
     width = element.bitwidth
     if width == 1:
         out = bytearray((len(values) + 7) // 8)
         for i, v in enumerate(values):
             out[i // 8] |= (v & 1) << (i % 8)
         return bytes(out)
-    if width == 4:
-        padded = values + [0] * (len(values) % 2)
-        return bytes(padded[i] | (padded[i + 1] << 4) for i in range(0, len(padded), 2))
+    if width == 4:  # one byte per element, as MLIR stores sub-byte floats (checked with tileirdisasm 13.5)
+        return bytes(v & 0xF for v in values)
     return b"".join(v.to_bytes(width // 8, "little") for v in values)
 
 
