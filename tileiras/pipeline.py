@@ -75,7 +75,7 @@ def _tileas(c: Compilation) -> None:
 
     for fn in c.module.functions:
         warps = hints_for_arch(fn.hints, c.options.gpu_name).get(HINT_NUM_WORKER_WARPS)
-        c.tas[fn.name] = assign_layouts(c.aa[fn.name], warps)
+        c.tas[fn.name] = assign_layouts(c.aa[fn.name], warps, c.options.arch)
 
 
 def _llvm(c: Compilation) -> None:

@@ -76,6 +76,12 @@ class KernelEmitter:
         self.tid = X.sreg(self.pb, "tid.x")
         self.lane = self.pb.and_(self.tid, ir.Constant(I32, 31), name="lane")
         self.warp = self.pb.lshr(self.tid, ir.Constant(I32, 5), name="warp")
+        # warps beyond the layouts' (extra warps in the CTA) mirror the first ones and
+        # never own an element
+        self.extra = None
+        if tas.extra_warps:
+            self.extra = self.pb.icmp_unsigned(">=", self.warp, ir.Constant(I32, tas.num_warps))
+            self.warp = self.pb.and_(self.warp, ir.Constant(I32, tas.num_warps - 1), name="warp")
         for arg, llarg, v in zip(fn.entry_block.args, self.llfn.args, fn.entry_block.args):
             llarg.name = f"arg{arg.index}"
             self.values[v] = TileVal(tas.layouts[v], [llarg]) if v in tas.layouts else None
@@ -146,7 +152,8 @@ class KernelEmitter:
 
     def owner_predicate(self, layout: LinearLayout) -> Optional[ir.Value]:
         """True in exactly one of the threads holding copies of the same element
-        (lane and warp bits with zero bases must be 0); None if no copies."""
+        (lane and warp bits with zero bases must be 0, and not an extra warp);
+        None if no thread holds a copy."""
         if layout in self._owner_cache:
             return self._owner_cache[layout]
         b = self.pb
@@ -155,6 +162,8 @@ class KernelEmitter:
             mask = layout.broadcast_mask(name)
             if mask:
                 conds.append(b.icmp_unsigned("==", b.and_(src, ir.Constant(I32, mask)), ir.Constant(I32, 0)))
+        if self.extra is not None:
+            conds.append(b.not_(self.extra))
         acc = conds[0] if conds else None
         for c in conds[1:]:
             acc = b.and_(acc, c)

@@ -39,13 +39,19 @@ CONTIGUOUS = 4
 @dataclass
 class TileAS:
     aa: TileAA
-    num_warps: int
+    num_warps: int                   # warps the layouts distribute tiles over (a power of two)
+    extra_warps: int = 0             # more warps in the CTA that hold copies (ABI: CTA size)
     layouts: dict[Value, LinearLayout] = field(default_factory=dict)
     converts: dict[tuple[Operation, int], LinearLayout] = field(default_factory=dict)
     scratch: dict[Operation, int] = field(default_factory=dict)
 
     @property
     def num_threads(self) -> int:
+        """Threads per CTA (``.reqntid``)."""
+        return 32 * (self.num_warps + self.extra_warps)
+
+    @property
+    def layout_threads(self) -> int:
         return 32 * self.num_warps
 
     @property
@@ -59,7 +65,7 @@ class TileAS:
         n = 1
         for d in shape:
             n *= d
-        vector = min(CONTIGUOUS, shape[-1], max(1, n // self.num_threads)) if shape else 1
+        vector = min(CONTIGUOUS, shape[-1], max(1, n // self.layout_threads)) if shape else 1
         return default_blocked(shape, self.num_warps, vector)
 
     def layout(self, v: Value) -> LinearLayout:
@@ -82,15 +88,38 @@ def element_bytes(t: T.Type) -> int:
     return max(1, e.bitwidth // 8) if e.name != "tf32" else 4
 
 
-def choose_num_warps(aa: TileAA, hint: Optional[int]) -> int:
+#: Architectures whose matrix-multiply kernels get a warp group beside the workers
+#: (NVIDIA's tileiras launches them with 4 extra warps; the CTA size is kernel ABI).
+EXTRA_MMA_WARPS = {100: 4, 103: 4, 110: 4}
+MMA_OPS = (AR.MmaFOp, AR.MmaFScaledOp)
+
+
+def _is_tcgen05_sized(op: Operation) -> bool:
+    """A float matrix multiply of at least 64x64 (the real tool's warp-specialized
+    kernels on sm_100; smaller ones, and integer ones, keep the plain CTA size)."""
+    if not isinstance(op, MMA_OPS):
+        return False
+    shape = op.results[0].type.shape
+    return shape[-2] >= 64 and shape[-1] >= 64
+
+
+def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[int, int]:
+    """(warps the layouts use, extra warps in the CTA).  Layouts need a power of two;
+    warps beyond it (a non-power-of-two hint, the MMA warp group) hold copies."""
     if hint:
-        return hint
-    biggest = max((r.type.num_elements for op in aa.function.walk() for r in op.results if is_tile(r)), default=1)
-    return 1 if biggest <= 1 else DEFAULT_WARPS
+        warps = hint
+    else:
+        biggest = max((r.type.num_elements for op in aa.function.walk() for r in op.results if is_tile(r)),
+                      default=1)
+        warps = 1 if biggest <= 1 else DEFAULT_WARPS
+    if arch in EXTRA_MMA_WARPS and any(_is_tcgen05_sized(op) for op in aa.function.walk()):
+        warps += EXTRA_MMA_WARPS[arch]
+    layout_warps = 1 << (warps.bit_length() - 1)
+    return layout_warps, warps - layout_warps
 
 
-def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None) -> TileAS:
-    tas = TileAS(aa, choose_num_warps(aa, num_warps_hint))
+def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int = 0) -> TileAS:
+    tas = TileAS(aa, *choose_num_warps(aa, num_warps_hint, arch))
     for a in aa.function.entry_block.args:
         if is_tile(a):
             tas.layouts[a] = tas.canonical(a.type.shape)
