@@ -253,3 +253,14 @@ SIGNATURES: dict[type, Signature] = {
                          destination=PTR_TILE, value=TILE, mask=I1_TILE, token=TOKEN, result_token=TOKEN),
     M.StoreViewTkoOp: sig(tile=TILE, view=TILE_VIEW, index=INT_TILE, token=TOKEN, result_token=TOKEN),
 }
+
+
+#: Integer attributes NVIDIA confines (``ConfinedAttr<I64Attr, [IntMinValue<0>]>``...):
+#: op class -> attribute -> (lowest value, ODS summary).
+_I64_MIN_0 = (0, "64-bit signless integer attribute whose minimum value is 0")
+_I32_NON_NEGATIVE = (0, "32-bit signless integer attribute whose value is non-negative")
+ATTR_MINIMUMS: dict[type, dict[str, tuple[int, str]]] = {
+    M.AllocaOp: {"num_elem": _I64_MIN_0, "alignment": _I64_MIN_0},
+    K.ReduceOp: {"dim": _I32_NON_NEGATIVE},
+    K.ScanOp: {"dim": _I32_NON_NEGATIVE},
+}

@@ -13,7 +13,7 @@ from typing import Iterator
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..tile.registry import Attr, AttrKind, Multiplicity, OpDef
-from .constraints import SIGNATURES, Match, Signature
+from .constraints import ATTR_MINIMUMS, SIGNATURES, Match, Signature
 from .context import Context
 from .diagnostic import quoted
 
@@ -64,11 +64,14 @@ def _expected_count(expected: int, found: int, what: str) -> str:
 # -- attributes -------------------------------------------------------------------------
 def _check_attrs(ctx: Context, op: Operation) -> bool:
     ok = True
+    minimums = ATTR_MINIMUMS.get(type(op), {})
     for a in op.definition.attrs:
         value = op.attributes.get(a.name)
         if value is None:
             continue
         problem = _attr_problem(a, value)
+        if not problem and a.name in minimums and isinstance(value, int) and value < minimums[a.name][0]:
+            problem = minimums[a.name][1]
         if problem:
             ctx.op_error(op, f"attribute '{a.name}' failed to satisfy constraint: {problem}")
             ok = False

@@ -194,15 +194,25 @@ def check_select(ctx: Context, op: Operation) -> None:
 
 
 def _packed_bits(t: T.TileType) -> int:
-    return t.num_elements * t.element.bitwidth
+    e = t.element
+    width = 1 if e == T.I1 else 32 if e == T.TF32 else e.bitwidth
+    return t.num_elements * width
 
 
 @verifies(K.PackOp, K.UnpackOp)
 def check_pack(ctx: Context, op: Operation) -> None:
     src, res = op.source.type, op.result.type
-    if _packed_bits(src) != _packed_bits(res):
-        ctx.op_error(op, f"expects source and result to have the same size in bits, but got {_packed_bits(src)} "
-                         f"and {_packed_bits(res)}")
+    if src.rank != 1:
+        ctx.op_error(op, "expects source and result to be rank-1 tiles")
+    elif src.element.bitwidth == res.element.bitwidth:
+        ctx.op_error(op, "expects source and result to have different element type widths")
+    elif _packed_bits(src) % 8:
+        ctx.op_error(op, "expects source tile to be byte-aligned")
+    elif _packed_bits(res) % 8:
+        ctx.op_error(op, "expects result tile to be byte-aligned")
+    elif _packed_bits(src) != _packed_bits(res):
+        ctx.op_error(op, f"expects source and result to have the same size in bytes, but got source tile size "
+                         f"{_packed_bits(src) // 8} bytes and result tile size {_packed_bits(res) // 8} bytes")
 
 
 # -- reduce / scan -------------------------------------------------------------------------
@@ -307,3 +317,30 @@ def check_scan(ctx: Context, op: Operation) -> None:
     if _check_aggregate(ctx, op, matching_results=True):
         _check_combiner(ctx, op)
 
+
+
+# -- print ---------------------------------------------------------------------------------
+#: Characters that end a printf conversion (``%S`` is CUDA's wide string).
+_CONVERSIONS = "diuoxXeEfFgGaAcsSpn%"
+
+
+@verifies(C.PrintTkoOp)
+def check_print(ctx: Context, op: Operation) -> None:
+    text = op.attributes.get("str", "")
+    expected = 0
+    pos = 0
+    while pos < len(text):
+        if text[pos] != "%":
+            pos += 1
+            continue
+        end = next((i for i in range(pos + 1, len(text)) if text[i] in _CONVERSIONS), None)
+        if end is None:
+            ctx.op_error(op, "found unterminated format expression")
+            return
+        if end == pos + 1 and text[end] == "%":  # an escaped '%'
+            pos += 2
+            continue
+        expected += 1
+        pos += 1
+    if expected != len(op.args):
+        ctx.op_error(op, f"incorrect number of operands: expected {expected}, found {len(op.args)}")

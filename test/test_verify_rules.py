@@ -1,0 +1,99 @@
+"""Op rules checked on parsed text, each with NVIDIA's exact message (the wording
+tileiras 13.5 prints for the same IR as bytecode, or cuda-tile's parser for text)."""
+from __future__ import annotations
+
+import pytest
+
+from tileiras.conformance import diagnose
+
+
+def errors(src: str) -> list[str]:
+    return [d.message for d in diagnose(src, "t.mlir", 0) if d.severity == "error"]
+
+
+def func(args: str, body: str) -> str:
+    return f"testing$func @f({args}) {{\n{body}\n}}\n"
+
+
+def rmw(mode: str, t: str) -> str:
+    return func(f"%a: tile<2xptr<{t}>>, %b: tile<2x{t}>",
+                f"  %0, %t = atomic_rmw_tko relaxed device %a, {mode}, %b : tile<2xptr<{t}>>, tile<2x{t}> "
+                f"-> tile<2x{t}>, token")
+
+
+def red_view(mode: str = "add", t: str = "i32", ordering: str = "relaxed", scope: str = "device",
+             index: str = "%c0, %c0", index_type: str = "tile<i32>") -> str:
+    view = f"partition_view<tile=(2x2), tensor_view<2x2x{t}, strides=[2, 1]>>"
+    return func(f"%v: {view}, %x: tile<2x2x{t}>, %i: tile<1xi32>",
+                f"  %c0 = constant <i32: 0> : tile<i32>\n"
+                f"  %t = atomic_red_view_tko {ordering} {scope} %v[{index}], {mode}, %x : tile<2x2x{t}>, {view}, "
+                f"{index_type} -> token")
+
+
+CASES = [
+    # atomics
+    (rmw("addf", "i32"), "'cuda_tile.atomic_rmw_tko' op 'addf' works only with floats f16, bf16, f32, and f64"),
+    (rmw("addf", "tf32"), "'addf' works only with floats f16, bf16, f32, and f64"),
+    (rmw("add", "f32"), "'cuda_tile.atomic_rmw_tko' op 'add' works only with integers i32 and i64"),
+    (rmw("umin", "i16"), "'umin' works only with integers i32 and i64"),
+    (rmw("xchg", "f16"), "'xchg' works only with integers or float of 32 or 64 bitwidth"),
+    (rmw("xchg", "tf32"), "'xchg' works only with integers or float of 32 or 64 bitwidth"),
+    (rmw("add", "i32").replace("relaxed device", "weak device"),
+     "memory ordering semantics must be one of: relaxed, acquire, release, acq_rel"),
+    (func("%a: tile<2xptr<f32>>, %b: tile<2xi32>",
+          "  %0, %t = atomic_rmw_tko relaxed device %a, add, %b : tile<2xptr<f32>>, tile<2xi32> -> tile<2xi32>, token"),
+     "expected pointee type ('f32') to match element type of 'arg' ('i32')"),
+    (func("%a: tile<2xptr<i16>>, %b: tile<2xi16>",
+          "  %0, %t = atomic_cas_tko relaxed device %a, %b, %b : tile<2xptr<i16>>, tile<2xi16> -> tile<2xi16>, token"),
+     "'cuda_tile.atomic_cas_tko' op expect only float or integer types with 32 or 64 bit"),
+    (red_view(mode="xchg"), "atomic_red_view_tko op cannot use xchg operation"),
+    (red_view(mode="add", t="f32"), "'add' works only with integers i32 and i64"),
+    (red_view(ordering="weak", scope=""), "only 'relaxed' memory ordering is supported for view-based atomic "
+                                          "reductions"),
+    (red_view(scope="sys"), "memory scope 'sys' is not supported for view-based atomic reductions; use 'tl_blk' or "
+                            "'device' for TMA compatibility"),
+    (red_view(index="%c0"), "expected 2 index operand(s) for view with tile rank 2, got 1"),
+    (red_view(index="%i, %i", index_type="tile<1xi32>"),
+     "index operand 0 must be a scalar tile (rank 0), got shape 1"),
+    # pack / unpack
+    (func("%a: tile<2x4xf16>", "  %0 = pack %a : tile<2x4xf16> -> tile<2x8xi8>"),
+     "'cuda_tile.pack' op expects source and result to be rank-1 tiles"),
+    (func("%a: tile<8xi8>", "  %0 = pack %a : tile<8xi8> -> tile<8xi8>"),
+     "expects source and result to have different element type widths"),
+    (func("%a: tile<32xf16>", "  %0 = pack %a : tile<32xf16> -> tile<32xi8>"),
+     "expects source and result to have the same size in bytes, but got source tile size 64 bytes and result "
+     "tile size 32 bytes"),
+    (func("%a: tile<64xi8>", "  %0 = unpack %a : tile<64xi8> -> tile<64xf16>"),
+     "'cuda_tile.unpack' op expects source and result to have the same size in bytes, but got source tile size "
+     "64 bytes and result tile size 128 bytes"),
+    # alloca and confined integer attributes
+    ("entry @k() {\n  %0 = alloca num_elem = 64, alignment = 3 : tile<ptr<f32>>\n}\n",
+     "'cuda_tile.alloca' op 'alignment' must be power of two"),
+    ("entry @k() {\n  %0 = alloca num_elem = 64, alignment = 2 : tile<ptr<f32>>\n}\n",
+     "'alignment' (2) must be at least the natural size (4 bytes) for element type 'f32'"),
+    ("entry @k() {\n  %0 = alloca num_elem = 64, alignment = 2 : tile<ptr<tf32>>\n}\n",
+     "'alignment' (2) must be at least the natural size (3 bytes) for element type 'tf32'"),
+    ("entry @k() {\n  %0 = alloca num_elem = -10, alignment = 16 : tile<ptr<f32>>\n}\n",
+     "'cuda_tile.alloca' op attribute 'num_elem' failed to satisfy constraint: 64-bit signless integer attribute "
+     "whose minimum value is 0"),
+    # print
+    ("entry @k() {\n  %c = constant <i32: 0> : tile<i32>\n  %t = print_tko \"%d %d\", %c : tile<i32> -> token\n}\n",
+     "'cuda_tile.print_tko' op incorrect number of operands: expected 2, found 1"),
+    ("entry @k() {\n  %t = print_tko \"100%% and %5\" -> token\n}\n", "found unterminated format expression"),
+]
+
+
+@pytest.mark.parametrize("src, message", CASES, ids=range(len(CASES)))
+def test_rule(src: str, message: str) -> None:
+    found = errors(src)
+    assert any(message in m for m in found), found
+
+
+def test_valid_counterparts_are_clean() -> None:
+    assert errors(rmw("addf", "bf16")) == []
+    assert errors(rmw("xchg", "f64")) == []
+    assert errors(red_view()) == []
+    assert errors(func("%a: tile<32xf16>", "  %0 = pack %a : tile<32xf16> -> tile<64xi8>")) == []
+    assert errors("entry @k() {\n  %0 = alloca num_elem = 0, alignment = 1 : tile<ptr<i1>>\n}\n") == []
+    assert errors("entry @k() {\n  %c = constant <f32: 0.0> : tile<f32>\n"
+                  "  %t = print_tko \"100%% %5.2f\", %c : tile<f32> -> token\n}\n") == []
