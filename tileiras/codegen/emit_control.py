@@ -233,8 +233,11 @@ def _return(em: KernelEmitter, op: Operation) -> None:
 
 # -- ids, tokens -------------------------------------------------------------------------
 def _block_ids(em: KernelEmitter, op: Operation, kind: str) -> None:
+    """A tile block is a cluster on sm_90+ (one CTA per cluster unless the kernel asks
+    for more, when the grid counts clusters), a CTA before."""
+    clustered = em.target.uses_clusters and em.cluster_size > 1
     names = {"id": ("clusterid" if em.target.uses_clusters else "ctaid"),
-             "count": ("nclusterid" if em.target.uses_clusters else "nctaid")}[kind]
+             "count": ("nclusterid" if clustered else "nctaid")}[kind]
     for r, axis in zip(op.results, "xyz"):
         em.put(r, TileVal(em.result_layout(r), [X.sreg(em.b, f"{names}.{axis}")]))
 

@@ -54,8 +54,9 @@ class Target:
 
 
 class KernelEmitter:
-    def __init__(self, module: ir.Module, fn: Function, tas: TileAS, target: Target):
+    def __init__(self, module: ir.Module, fn: Function, tas: TileAS, target: Target, cluster_size: int = 1):
         self.module, self.fn, self.tas, self.target = module, fn, tas, target
+        self.cluster_size = cluster_size if target.uses_clusters else 1
         params = [llvm_type(a.type) for a in fn.entry_block.args]
         self.llfn = ir.Function(module, ir.FunctionType(ir.VoidType(), params), name=fn.name)
         module.add_named_metadata("nvvm.annotations", [self.llfn, "kernel", ir.Constant(I32, 1)])
@@ -89,6 +90,16 @@ class KernelEmitter:
     # -- driving -------------------------------------------------------------------
     def run(self) -> None:
         body = self.b.block
+        if self.cluster_size > 1:
+            # the tile block's work runs in the cluster's first CTA; the others stay idle
+            # (they exist because the launch shape is kernel ABI)
+            rest = self.llfn.append_basic_block("cluster.leader")
+            first = self.b.icmp_unsigned("==", X.sreg(self.b, "cluster.ctaid.x"), ir.Constant(I32, 0))
+            idle = self.llfn.append_basic_block("cluster.idle")
+            self.b.cbranch(first, rest, idle)
+            self.b.position_at_end(idle)
+            self.b.ret_void()
+            self.b.position_at_end(rest)
         self.emit_block(self.fn.entry_block)
         if not self.b.block.is_terminated:
             self.b.ret_void()
@@ -300,8 +311,11 @@ def emit_module(module: Module, analyses: dict[str, TileAS], target: Target,
     if target.lineinfo:
         llmod._tileiras_lineinfo = LineInfo(llmod, positions, full=target.debug)
     emit_memory.define_globals(llmod, module.globals)
+    from .abi import HINT_NUM_CTA_IN_CGA, hints_for_arch
+
     for fn in module.functions:
         if fn.is_entry:
-            em = KernelEmitter(llmod, fn, analyses[fn.name], target)
+            cga = hints_for_arch(fn.hints, target.name).get(HINT_NUM_CTA_IN_CGA, 1)
+            em = KernelEmitter(llmod, fn, analyses[fn.name], target, max(cga, 1))
             em.run()
     return llmod
