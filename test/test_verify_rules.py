@@ -83,6 +83,72 @@ CASES = [
 ]
 
 
+def assume(predicate: str, t: str) -> str:
+    return func(f"%a: {t}", f"  %0 = assume {predicate}, %a : {t}")
+
+
+def mmaf_scaled(element: str, scale: str, k: int, lhs_scale: str, rhs_scale: str, m: int = 128) -> str:
+    types = (f"tile<{m}x{k}x{element}>, tile<{k}x128x{element}>, tile<{m}x128xf32>, tile<{lhs_scale}x{scale}>, "
+             f"tile<{rhs_scale}x{scale}>")
+    args = ", ".join(f"%{n}: {t}" for n, t in zip("abcde", types.split(", ")))
+    return func(args, f"  %0 = mmaf_scaled %a, %b, %c, %d, %e : {types}")
+
+
+CASES += [
+    # assume predicates
+    (assume("div_by<16>", "tile<f32>"),
+     "'cuda_tile.assume' op 'cuda_tile.div_by' is valid only for tile of integer/pointer or tensor_view values"),
+    (assume("div_by<9223372036854775808>", "tile<i8>"), "'cuda_tile.div_by' divisor is too large"),
+    (assume("div_by<12>", "tile<i8>"), "'cuda_tile.div_by' divisor must be a power of 2"),
+    (assume("div_by<1, every 8 along 0>", "tile<ptr<f16>>"),
+     "'cuda_tile.div_by' 'every'/'along' cannot be used if the constrained value is a 0D tile"),
+    (assume("div_by<1, every 8 along 0>", "tensor_view<8xf32, strides=[1]>"),
+     "'cuda_tile.div_by' 'every'/'along' cannot be used if the constrained value is a tensor_view"),
+    (assume("div_by<1, every 32 along 0>", "tile<16xi32>"),
+     "expected 'cuda_tile.div_by' every_dim to be within 0 and the size of the respective dimension (16)"),
+    (assume("div_by<1, every 8 along 1>", "tile<16xi32>"),
+     "'cuda_tile.div_by' every_dim (1) must be >= 0 and < tile rank (1)"),
+    (assume("same_elements<[1]>", "tile<i32>"),
+     "expected number of values in 'cuda_tile.same_elements' (1) to match rank of constrained tile (0)"),
+    (assume("same_elements<[1]>", "tile<4xf32>"),
+     "'cuda_tile.same_elements' is valid only for tile of integer/pointer values"),
+    (assume("same_elements<[32]>", "tile<16xi32>"),
+     "expected 'cuda_tile.same_elements' value 0 to be within 0 and the size of the respective dimension (16)"),
+    (assume("bounded<0, 1>", "tile<f32>"), "'cuda_tile.bounded' is valid only for tile of integer values"),
+    (assume("bounded<0, 128>", "tile<i8>"), "'cuda_tile.bounded' expects upper bound to be within [-128, 127]"),
+    (assume("bounded<-129, ?>", "tile<i8>"), "'cuda_tile.bounded' expects lower bound to be within [-128, 127]"),
+    (assume("bounded<5, 4>", "tile<i8>"),
+     "'cuda_tile.bounded' expects lower bound to be less than or equal to upper bound"),
+    # mmaf_scaled
+    (mmaf_scaled("f8E5M2", "f8E4M3FN", 128, "128x4", "4x128"),
+     "'cuda_tile.mmaf_scaled' op unsupported combination of element types. Scale type 'f8E4M3FN' expects lhs and "
+     "rhs element types to be 'f4E2M1FN', but got 'f8E5M2'"),
+    (mmaf_scaled("f4E2M1FN", "f8E8M0FNU", 128, "64x4", "4x128"),
+     "shape error: dim 0 of lhs (128) and dim 0 of lhs_scale (64) must match, but got lhs shape (128, 128) and "
+     "lhs_scale shape (64, 4)"),
+    (mmaf_scaled("f4E2M1FN", "f8E8M0FNU", 128, "128x8", "4x128"),
+     "shape error: dim 1 of lhs_scale (8) and dim 0 of rhs_scale (4) must match, but got lhs_scale shape (128, 8) "
+     "and rhs_scale shape (4, 128)"),
+    (mmaf_scaled("f8E4M3FN", "f8E8M0FNU", 128, "128x8", "8x128"),
+     "shape error: f8 element type requires block scale factor of lhs_scale and rhs_scale to be 32, but got 16"),
+    (mmaf_scaled("f4E2M1FN", "f8E8M0FNU", 128, "128x16", "16x128"),
+     "shape error: f4E2M1FN element type with f8E8M0FNU scales requires block scale factor of lhs_scale and "
+     "rhs_scale to be 16 or 32, but got 8"),
+    (mmaf_scaled("f4E2M1FN", "f8E4M3FN", 128, "128x16", "16x128"),
+     "shape error: f4E2M1FN element type with f8E4M3FN scales requires block scale factor of lhs_scale and "
+     "rhs_scale to be 16, but got 8"),
+]
+
+
+def test_valid_assume_and_mmaf_scaled_are_clean() -> None:
+    assert errors(assume("div_by<16, every 4 along 0>", "tile<16xi32>")) == []
+    assert errors(assume("div_by<16>", "tensor_view<8xf32, strides=[1]>")) == []
+    assert errors(assume("same_elements<[16]>", "tile<16xptr<f32>>")) == []
+    assert errors(assume("bounded<-1, 0>", "tile<i1>")) == []
+    assert errors(mmaf_scaled("f4E2M1FN", "f8E8M0FNU", 128, "128x4", "4x128")) == []
+    assert errors(mmaf_scaled("f8E4M3FN", "f8E8M0FNU", 128, "128x4", "4x128")) == []
+
+
 @pytest.mark.parametrize("src, message", CASES, ids=range(len(CASES)))
 def test_rule(src: str, message: str) -> None:
     found = errors(src)

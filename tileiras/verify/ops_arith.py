@@ -135,6 +135,58 @@ def check_mmaf(ctx: Context, op: Operation) -> None:
                          f"accumulator/result type to be one of {{{names}}}, but got {quoted(acc)}")
 
 
-@verifies(A.MmaIOp, A.MmaFScaledOp)
+@verifies(A.MmaIOp)
 def check_mma_shapes(ctx: Context, op: Operation) -> None:
     _check_mma_shapes(ctx, op)
+
+
+def _dim_mismatch(a: tuple[str, T.TileType, int], b: tuple[str, T.TileType, int]) -> str:
+    (an, at, ad), (bn, bt, bd) = a, b
+    if at.shape[ad] == bt.shape[bd]:
+        return ""
+    return (f"shape error: dim {ad} of {an} ({at.shape[ad]}) and dim {bd} of {bn} ({bt.shape[bd]}) must match, "
+            f"but got {an} shape ({_shape(at)}) and {bn} shape ({_shape(bt)})")
+
+
+def _scaled_problem(op: Operation) -> str:
+    lhs, rhs, ls, rs = op.lhs.type, op.rhs.type, op.lhs_scale.type, op.rhs_scale.type
+    b = int(lhs.rank == 3)
+    row, col = b, b + 1
+    pairs = [(("lhs", lhs, 0), ("lhs_scale", ls, 0)), (("rhs", rhs, 0), ("rhs_scale", rs, 0))] if b else []
+    pairs += [(("lhs", lhs, row), ("lhs_scale", ls, row)), (("rhs", rhs, col), ("rhs_scale", rs, col)),
+              (("lhs_scale", ls, col), ("rhs_scale", rs, row))]
+    for x, y in pairs:
+        problem = _dim_mismatch(x, y)
+        if problem:
+            return problem
+    element, scale = str(lhs.element), str(ls.element)
+    if scale == "f8E4M3FN" and element != "f4E2M1FN":
+        return (f"unsupported combination of element types. Scale type 'f8E4M3FN' expects lhs and rhs element "
+                f"types to be 'f4E2M1FN', but got {quoted(lhs.element)}")
+    if scale == "f8E8M0FNU" and element not in ("f8E4M3FN", "f8E5M2", "f4E2M1FN"):
+        return (f"unsupported combination of element types. Scale type 'f8E8M0FNU' expects lhs and rhs element "
+                f"types to be one of {{'f8E4M3FN', 'f8E5M2', 'f4E2M1FN'}}, but got {quoted(lhs.element)}")
+    k, scale_k = lhs.shape[col], ls.shape[col]
+    if k % scale_k:
+        return (f"shape error: dim {col} of lhs_scale ({scale_k}) must be a divisor of dim {col} of lhs ({k}), "
+                f"but got lhs_scale shape ({_shape(ls)}) and lhs shape ({_shape(lhs)})")
+    block = k // scale_k
+    if element in ("f8E4M3FN", "f8E5M2") and block != 32:
+        return ("shape error: f8 element type requires block scale factor of lhs_scale and rhs_scale to be 32, "
+                f"but got {block}")
+    if element == "f4E2M1FN" and scale == "f8E4M3FN" and block != 16:
+        return ("shape error: f4E2M1FN element type with f8E4M3FN scales requires block scale factor of lhs_scale "
+                f"and rhs_scale to be 16, but got {block}")
+    if element == "f4E2M1FN" and scale == "f8E8M0FNU" and block not in (16, 32):
+        return ("shape error: f4E2M1FN element type with f8E8M0FNU scales requires block scale factor of "
+                f"lhs_scale and rhs_scale to be 16 or 32, but got {block}")
+    return ""
+
+
+@verifies(A.MmaFScaledOp)
+def check_mmaf_scaled(ctx: Context, op: Operation) -> None:
+    if not _check_mma_shapes(ctx, op):
+        return
+    problem = _scaled_problem(op)
+    if problem:
+        ctx.op_error(op, problem)

@@ -344,3 +344,79 @@ def check_print(ctx: Context, op: Operation) -> None:
         pos += 1
     if expected != len(op.args):
         ctx.op_error(op, f"incorrect number of operands: expected {expected}, found {len(op.args)}")
+
+
+# -- assume predicates ---------------------------------------------------------------------
+_MAX_DIVISOR = 1 << 62
+
+
+def _int_or_pointer(t: T.Type) -> bool:
+    return isinstance(t, T.PointerType) or (isinstance(t, T.ScalarType) and t.is_int)
+
+
+def _div_by_problem(p: At.DivByAttr, t: T.Type) -> str:
+    name = "'cuda_tile.div_by'"
+    d = p.divisor
+    if d <= 0 or d & (d - 1):
+        return f"{name} divisor must be a power of 2"
+    if (p.every is None) != (p.along is None):
+        return f"{name} 'every'/'along' must be used in combination"
+    if d > _MAX_DIVISOR:
+        return f"{name} divisor is too large"
+    if isinstance(t, T.TensorViewType):
+        return f"{name} 'every'/'along' cannot be used if the constrained value is a tensor_view" \
+            if p.every is not None else ""
+    if not isinstance(t, T.TileType):
+        return f"{name} is valid only for tile of integer/pointer or tensor_view values"
+    if t.rank == 0 and p.every is not None:
+        return f"{name} 'every'/'along' cannot be used if the constrained value is a 0D tile"
+    if not _int_or_pointer(t.element):
+        return f"{name} is valid only for tile of integer/pointer or tensor_view values"
+    if p.every is None:
+        return ""
+    if not 0 <= p.along < t.rank:
+        return f"{name} every_dim ({p.along}) must be >= 0 and < tile rank ({t.rank})"
+    if not 0 <= p.every <= t.shape[p.along]:
+        return (f"expected {name} every_dim to be within 0 and the size of the respective dimension "
+                f"({t.shape[p.along]})")
+    return ""
+
+
+def _same_elements_problem(p: At.SameElementsAttr, t: T.Type) -> str:
+    name = "'cuda_tile.same_elements'"
+    if not isinstance(t, T.TileType) or not _int_or_pointer(t.element):
+        return f"{name} is valid only for tile of integer/pointer values"
+    if len(p.values) != t.rank:
+        return f"expected number of values in {name} ({len(p.values)}) to match rank of constrained tile ({t.rank})"
+    for i, (v, size) in enumerate(zip(p.values, t.shape)):
+        if not 0 <= v <= size:
+            return f"expected {name} value {i} to be within 0 and the size of the respective dimension ({size})"
+    return ""
+
+
+def _bounded_problem(p: At.BoundedAttr, t: T.Type) -> str:
+    name = "'cuda_tile.bounded'"
+    if not (isinstance(t, T.TileType) and isinstance(t.element, T.ScalarType) and t.element.is_int):
+        return f"{name} is valid only for tile of integer values"
+    width = t.element.bitwidth
+    lo, hi = (-1, 0) if width == 1 else (-(1 << (width - 1)), (1 << (width - 1)) - 1)
+    if p.lower is not None and not lo <= p.lower <= hi:
+        return f"{name} expects lower bound to be within [{lo}, {hi}]"
+    if p.upper is not None and not lo <= p.upper <= hi:
+        return f"{name} expects upper bound to be within [{lo}, {hi}]"
+    if p.lower is not None and p.upper is not None and p.lower > p.upper:
+        return f"{name} expects lower bound to be less than or equal to upper bound"
+    return ""
+
+
+_PREDICATE_RULES = {At.DivByAttr: _div_by_problem, At.SameElementsAttr: _same_elements_problem,
+                    At.BoundedAttr: _bounded_problem}
+
+
+@verifies(C.AssumeOp)
+def check_assume(ctx: Context, op: Operation) -> None:
+    predicate = op.attributes.get("predicate")
+    rule = _PREDICATE_RULES.get(type(predicate))
+    problem = rule(predicate, op.value.type) if rule is not None else ""
+    if problem:
+        ctx.op_error(op, problem)
