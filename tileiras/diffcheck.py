@@ -29,6 +29,7 @@ _DTYPES = {
     "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
     "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "tf32": np.float32, "f64": np.float64,
     "f8E4M3FN": ml_dtypes.float8_e4m3fn, "f8E5M2": ml_dtypes.float8_e5m2,
+    "f8E8M0FNU": ml_dtypes.float8_e8m0fnu,
 }
 
 
@@ -51,6 +52,8 @@ def random_array(rng: np.random.Generator, dtype: Any, shape: tuple[int, ...], o
         if dt.kind == "u" or np.iinfo(dt).max < n:
             values = values % min(np.iinfo(dt).max, 100)
         out = values.reshape(shape).astype(dtype)
+    elif dtype is ml_dtypes.float8_e8m0fnu:  # scales: powers of two around 1
+        out = np.exp2(rng.integers(-4, 5, shape)).astype(dtype)
     else:
         out = rng.uniform(-4, 4, shape).astype(dtype)
     return np.asfortranarray(out) if order == "F" else out

@@ -454,19 +454,43 @@ def _to_acc(b: ir.IRBuilder, v: ir.Value, src: T.ScalarType, acc: ir.Type, signe
     return b.fpext(v, acc) if not isinstance(v.type, ir.DoubleType) else b.fptrunc(v, acc)
 
 
-@emits(AR.MmaFOp, AR.MmaIOp)
+def _e8m0_to_f32(b: ir.IRBuilder, bits: ir.Value) -> ir.Value:
+    """2**(bits - 127): the exponent field alone; 0 is 2**-127 (subnormal), 255 NaN."""
+    i32 = ir.IntType(32)
+    e = b.zext(bits, i32)
+    value = b.shl(e, ir.Constant(i32, 23))
+    value = b.select(b.icmp_unsigned("==", e, ir.Constant(i32, 0)), ir.Constant(i32, 0x00400000), value)
+    value = b.select(b.icmp_unsigned("==", e, ir.Constant(i32, 255)), ir.Constant(i32, 0x7FC00000), value)
+    return b.bitcast(value, ir.FloatType())
+
+
+@emits(AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp)
 def _mma(em: KernelEmitter, op: Operation) -> None:
-    """C += A @ B (optionally batched), through shared memory: each thread walks K for
-    the accumulator elements it holds, multiplying and adding in the accumulator type."""
+    """C += A @ B (optionally batched; mmaf_scaled multiplies A and B by their block
+    scales first), through shared memory: each thread walks K for the accumulator
+    elements it holds, multiplying and adding in f32 (i32 for integers)."""
     b = em.b
     a_t, b_t, c_t = (v.type for v in op.operands[:3])
     lhs, rhs, acc = (em.tile(op, i) for i in range(3))
     rank = c_t.rank
     kdim = a_t.shape[-1]
     a_bytes = element_bytes(a_t) * a_t.num_elements
+    scaled = isinstance(op, AR.MmaFScaledOp)
+    for t in (a_t, b_t):
+        if T.element_type(t).bitwidth < 8:
+            raise CompileError(f"'{op.name}' of {T.element_type(t)} elements is not supported yet")
     X.barrier(b)
     _spill(em, lhs, a_t)
     _spill(em, rhs, b_t, offset=a_bytes)
+    if scaled:
+        sa_t, sb_t = op.operands[3].type, op.operands[4].type
+        if T.element_type(sa_t).name != "f8E8M0FNU" or T.element_type(sb_t).name != "f8E8M0FNU":
+            raise CompileError(f"'{op.name}' with {T.element_type(sa_t)} scales is not supported yet")
+        sa_off = a_bytes + element_bytes(b_t) * b_t.num_elements
+        sb_off = sa_off + sa_t.num_elements
+        _spill(em, em.tile(op, 3), sa_t, offset=sa_off)
+        _spill(em, em.tile(op, 4), sb_t, offset=sb_off)
+        block_a, block_b = kdim // sa_t.shape[-1], kdim // sb_t.shape[-2]
     X.barrier(b)
     out_ty = acc.regs[0].type
     # sums run in f32 (f64 for f64, i32 for integers) and round once to the result type
@@ -497,6 +521,14 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
         av = _to_acc(b, b.load(em.smem_slot(a_idx, element_bytes(a_t)), typ=llvm_type(a_t)), a_elem, acc_ty, signed[0])
         bv = _to_acc(b, b.load(em.smem_slot(b_idx, element_bytes(b_t), a_bytes), typ=llvm_type(b_t)), b_elem,
                      acc_ty, signed[1])
+        if scaled:
+            ka = b.udiv(k, ir.Constant(I32, block_a))
+            kb = b.udiv(k, ir.Constant(I32, block_b))
+            sa_idx = em.flat_index([*batch, m, ka], sa_t.shape)
+            sb_idx = em.flat_index([*batch, kb, n], sb_t.shape)
+            i8 = ir.IntType(8)
+            av = b.fmul(av, _e8m0_to_f32(b, b.load(em.smem_slot(sa_idx, 1, sa_off), typ=i8)))
+            bv = b.fmul(bv, _e8m0_to_f32(b, b.load(em.smem_slot(sb_idx, 1, sb_off), typ=i8)))
         if isinstance(acc_ty, ir.IntType):
             new.append(b.add(phi, b.mul(av, bv)))
         else:

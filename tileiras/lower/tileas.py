@@ -292,13 +292,13 @@ def _print(tas: TileAS, op: Operation) -> None:
             _need_scratch(tas, op, v.type.num_elements * element_bytes(v.type))
 
 
-@layout_rule(AR.MmaFOp, AR.MmaIOp)
+@layout_rule(AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp)
 def _mma(tas: TileAS, op: Operation) -> None:
-    """SIMT matrix multiply: the result takes the accumulator's layout; A and B are
-    staged in shared memory."""
-    a, b, c = op.operands[:3]
-    tas.layouts[op.result] = tas.layouts[c]
-    _need_scratch(tas, op, sum(v.type.num_elements * element_bytes(v.type) for v in (a, b)))
+    """SIMT matrix multiply: the result takes the accumulator's layout; A and B (and
+    their block scales) are staged in shared memory."""
+    staged = [v for i, v in enumerate(op.operands) if i != 2]
+    tas.layouts[op.result] = tas.layouts[op.operands[2]]
+    _need_scratch(tas, op, sum(v.type.num_elements * element_bytes(v.type) for v in staged))
 
 
 @layout_rule(CF.AssertOp)
