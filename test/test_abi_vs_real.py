@@ -41,9 +41,6 @@ ARCHS_90UP = ("sm_90", "sm_100", "sm_120")
 
 #: (aspect, kernel) -> (architectures, reason).  Aspects: "header", "entries", "block_ids".
 KNOWN_MISMATCHES: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
-    ("entries", "gemm"): (("sm_100",), "MMA: NVIDIA uses .reqntid 256 on sm_100 (tcgen05 path), we use 128"),
-    ("entries", "gemm_epilogue"): (("sm_100",), "MMA: NVIDIA uses .reqntid 256 on sm_100, we use 128"),
-    ("entries", "fp8_gemm"): (("sm_100",), "MMA: NVIDIA uses .reqntid 256 on sm_100, we use 128"),
     ("block_ids", "persistent_tiles"): (ARCHS_90UP, "num_tile_blocks with 1 CTA per cluster: NVIDIA "
                                         "reads %nctaid, we read %nclusterid (same value)"),
     ("block_ids", "grid3d"): (ARCHS_90UP, "num_tile_blocks with 1 CTA per cluster: NVIDIA reads "
