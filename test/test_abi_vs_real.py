@@ -41,12 +41,6 @@ ARCHS_90UP = ("sm_90", "sm_100", "sm_120")
 
 #: (aspect, kernel) -> (architectures, reason).  Aspects: "header", "entries", "block_ids".
 KNOWN_MISMATCHES: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
-    ("block_ids", "persistent_tiles"): (ARCHS_90UP, "num_tile_blocks with 1 CTA per cluster: NVIDIA "
-                                        "reads %nctaid, we read %nclusterid (same value)"),
-    ("block_ids", "grid3d"): (ARCHS_90UP, "num_tile_blocks with 1 CTA per cluster: NVIDIA reads "
-                              "%nctaid.{x,y,z}, we read %nclusterid.{x,y,z} (same values)"),
-    ("block_ids", "kernel_hints"): (ARCHS_90UP, "num_ctas=2: NVIDIA splits the tile block's work "
-                                    "between the cluster's CTAs with %cluster_ctaid.x; we don't"),
     ("block_ids", "debug_print"): (ARCHS_90UP, "print: NVIDIA prints once per tile block (elected "
                                    "thread of warp 0 where %cluster_ctaid.x == 0); we don't read "
                                    "%cluster_ctaid"),
