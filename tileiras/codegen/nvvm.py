@@ -26,6 +26,14 @@ from .values import GPTR, Emitted, TileVal, byte_gep, llvm_type
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 
+from ..tile import ops_control as _CF  # noqa: E402
+from ..tile import ops_memory as _MEM  # noqa: E402
+from ..tile.enums import MemoryOrderingSemantics  # noqa: E402
+
+#: Loads that may be emitted later than they stand (weak ones, not ordered after a write).
+DEFERRABLE_LOADS = (_MEM.LoadViewTkoOp, _MEM.LoadPtrTkoOp)
+Y_TERMINATORS = (_CF.YieldOp,)
+
 EmitFn = Callable[["KernelEmitter", Operation], None]
 EMITTERS: dict[type, EmitFn] = {}
 
@@ -106,15 +114,57 @@ class KernelEmitter:
         self.pb.branch(body)
 
     def emit_block(self, block: Block) -> None:
+        """Emit ``block``'s ops.  Ops without side effects (and weak loads) are emitted
+        when their result is first needed, not where they stand: a tile stays in
+        registers only from its first to its last use (TileAS decided *how* each op
+        runs; this decides *when*)."""
+        deferred: dict[Operation, None] = {}   # insertion-ordered set
+        producer: dict[Value, Operation] = {}
+
+        def materialize(v: Value) -> None:
+            op = producer.get(v)
+            if op is not None and op in deferred:
+                del deferred[op]
+                for u in op.operands:
+                    materialize(u)
+                self.emit_op(op)
+
         for op in block.ops:
             if self.b.block.is_terminated:
                 break  # code after break/continue/return is unreachable
-            emitter = EMITTERS.get(type(op))
-            if emitter is None:
-                raise CompileError(f"code generation for '{op.definition.full_name}' is not supported yet")
-            if self.scope is not None:
-                self.b.debug_metadata = self.lineinfo.location(op, self.scope)
-            emitter(self, op)
+            if self.is_deferrable(op):
+                deferred[op] = None
+                producer.update((r, op) for r in op.results)
+                continue
+            if op.regions:  # values may be used anywhere inside: emit everything pending
+                for pending in list(deferred):
+                    for r in pending.results:
+                        materialize(r)
+            for v in op.operands:
+                materialize(v)
+            if self.writes_memory(op):  # loads stay before the writes they preceded
+                for pending in [d for d in deferred if isinstance(d, DEFERRABLE_LOADS)]:
+                    for r in pending.results:
+                        materialize(r)
+            self.emit_op(op)
+
+    def emit_op(self, op: Operation) -> None:
+        emitter = EMITTERS.get(type(op))
+        if emitter is None:
+            raise CompileError(f"code generation for '{op.definition.full_name}' is not supported yet")
+        if self.scope is not None:
+            self.b.debug_metadata = self.lineinfo.location(op, self.scope)
+        emitter(self, op)
+
+    def is_deferrable(self, op: Operation) -> bool:
+        if isinstance(op, DEFERRABLE_LOADS):
+            return (op.attributes.get("memory_ordering_semantics") == MemoryOrderingSemantics.WEAK
+                    and not self.tas.aa.needs_barrier(op))
+        return "pure" in op.definition.traits and not op.regions and not isinstance(op, Y_TERMINATORS)
+
+    @staticmethod
+    def writes_memory(op: Operation) -> bool:
+        return not ("pure" in op.definition.traits) and not isinstance(op, DEFERRABLE_LOADS)
 
     # -- values ----------------------------------------------------------------------
     def put(self, v: Value, e: Emitted) -> None:
