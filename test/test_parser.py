@@ -174,7 +174,8 @@ def test_types_with_and_without_prefix():
      "2:22): error: custom op 'cuda_tile.constant' integer constant out of range for type"),
     ("entry @k() {\n  %0 = divi %a, %a : tile<i8>\n}\n",
      "2:20): error: custom op 'cuda_tile.divi' expected valid keyword\n"
-     "loc(\"bad.mlir\":2:20): error: expected signedness to be one of: {'signed', 'unsigned'}"),
+     "loc(\"bad.mlir\":2:20): error: custom op 'cuda_tile.divi' expected signedness to be one of: "
+     "{'signed', 'unsigned'}"),
     ("entry @k() {\n  %0 = frobnicate : tile<i8>\n}\n", "2:8): error: custom op 'frobnicate' is unknown"),
     ("entry @k() {\n  %0 = addi %x, %x : tile<i8>\n}\n", "2:13): error: use of undeclared SSA value name"),
     ("testing$func @k(%a: tile<2xi32>, %b: tile<4xi32>) {\n  %0 = addi %a, %b : tile<2xi32>\n}\n",

@@ -485,6 +485,7 @@ def test_reduce_rules() -> None:
     assert b.messages() == [
         "'cuda_tile.reduce' op inferred type(s) '!cuda_tile.tile<f32>' are incompatible with return type(s) of "
         "operation '!cuda_tile.tile<1xf32>'",
+        "'cuda_tile.reduce' op failed to infer returned types",
         "'cuda_tile.reduce' op expect 2 block arguments but got: 1",
         "'cuda_tile.reduce' op expect same element type for block argument at index: 0 and 1 but got: 'f32' and "
         "'i32'",

@@ -163,3 +163,28 @@ def test_valid_counterparts_are_clean() -> None:
     assert errors("entry @k() {\n  %0 = alloca num_elem = 0, alignment = 1 : tile<ptr<i1>>\n}\n") == []
     assert errors("entry @k() {\n  %c = constant <f32: 0.0> : tile<f32>\n"
                   "  %t = print_tko \"100%% %5.2f\", %c : tile<f32> -> token\n}\n") == []
+
+
+def hint_diagnostics(hints: str, mode):
+    src = f"entry @k(%a: tile<ptr<f32>>) optimization_hints=<{hints}> {{\n  return\n}}\n"
+    return [(d.severity, d.message) for d in diagnose(src, "t.mlir", 0, mode)]
+
+
+@pytest.mark.parametrize("hints, warning", [
+    ("sm_100a={num_cta_in_cga=2}", "unknown hint key sm_100a"),
+    ("sm_100={num_qqq=1}", "num_qqq is not known hint for current Operation"),
+    ('sm_100={num_cta_in_cga="a"}', "integer value expected for sm_100.num_cta_in_cga"),
+    ("sm_100={num_cta_in_cga=7}", "expected power-of-two ≤ 16 for sm_100.num_cta_in_cga"),
+    ("sm_80={num_cta_in_cga=2}", "expected 1 for sm_80.num_cta_in_cga"),
+    ("sm_100={occupancy=64}", "integer value in the range [1, 32] is expected for sm_100.occupancy"),
+    ("sm_100={num_worker_warps_per_cta=9}", "expected power-of-two ≤ 32 for sm_100.num_worker_warps_per_cta"),
+])
+def test_optimization_hints(hints: str, warning: str) -> None:
+    assert hint_diagnostics(hints, None) == []  # tileiras accepts any hint silently
+    assert hint_diagnostics(hints, "warn") == [("warning", warning)]
+    assert hint_diagnostics(hints, "error") == [("warning", warning),
+                                                ("error", "Optimization hints verification failed")]
+
+
+def test_valid_hints_are_silent() -> None:
+    assert hint_diagnostics("sm_100={num_cta_in_cga=2, occupancy=4, num_worker_warps_per_cta=8}", "error") == []

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Optional
 
 from .errors import TileIRError
-from .ir.version import NEWEST
+from .ir.version import NEWEST, Version
 
 _EXPECTED = re.compile(r"expected-(error|warning|note|remark)\s*(?:@\s*(below|above|unknown|[+-]\d+))?\s*\{\{(.*?)\}\}")
 
@@ -58,6 +58,7 @@ class FileResult:
     round_trips: int = 0
     round_trips_ok: int = 0
     failures: list[str] = field(default_factory=list)
+    reason: str = ""  # why a file is not run, when it is not for the usual reasons
 
 
 # ---------------------------------------------------------------------------
@@ -95,15 +96,19 @@ def expectations(text: str, line_offset: int) -> list[Expected]:
 # running one chunk
 
 
-def diagnose(text: str, filename: str, line_offset: int) -> list[Produced]:
-    """Parse and verify a chunk; return every error/warning with its line."""
+def diagnose(text: str, filename: str, line_offset: int, hints: Optional[str] = None,
+             version: Optional[Version] = None, to_bytecode: bool = False) -> list[Produced]:
+    """Parse and verify a chunk; return every error/warning with its line.  ``hints``
+    is the verifier's optimization-hint mode (``hint_mode`` of the RUN lines);
+    ``version`` the bytecode version targeted; ``to_bytecode`` also writes the
+    module, as ``cuda-tile-translate -mlir-to-cudatilebc`` does, when it verifies."""
     from .text.parser import parse_chunk
     from .text.parser_locs import TextLoc
     from .text.parser_scan import ParseError
     from .verify import verify_module
 
     try:
-        parsed = parse_chunk(text, filename, line_offset=line_offset)
+        parsed = parse_chunk(text, filename, version=version or NEWEST, line_offset=line_offset)
     except ParseError as e:
         return [Produced("error", e.line, m) for m in e.messages]
     except TileIRError as e:
@@ -113,17 +118,43 @@ def diagnose(text: str, filename: str, line_offset: int) -> list[Produced]:
         from .ir.core import Block, Function, Region
         from .ir.types import FunctionType
 
+        from .tile.ops_control import ReturnOp
+
         block = Block()
         for op in parsed.loose_ops:
             block.append(op)
+        block.append(ReturnOp())
         module.functions.append(Function("", FunctionType((), ()), Region([block])))
     out = []
-    for d in verify_module(module):
+    for d in verify_module(module, hints=hints):
         line = d.loc.line if isinstance(d.loc, TextLoc) and d.loc.filename == filename else None
-        if line is None and d.loc is not None and hasattr(d.loc, "line"):
-            line = None
         out.append(Produced(d.severity.value, line, d.message))
+    if to_bytecode and not any(p.severity == "error" for p in out):
+        out += _write_problems(parsed, version or NEWEST)
     return out
+
+
+def _write_problems(parsed, version: Version) -> list[Produced]:  # noqa: ANN001 - a ParsedText
+    """What the bytecode writer says about a verified module: it takes only
+    functions and globals in a module's body, only cuda_tile ops, and nothing newer
+    than ``version``; the writer's errors carry no location."""
+    from .text.parser_body import is_unregistered
+    from .text.parser_locs import strip_text_locations
+    from .writer import write_bytecode
+
+    where = parsed.module_loc.line if parsed.module_loc is not None else None
+    if parsed.ops_in_module_body:
+        return [Produced("error", where, "'cuda_tile.module' op only function and global ops are allowed in the body")]
+    if any(is_unregistered(op) for op in parsed.module.walk()):
+        return [Produced("error", where, "'cuda_tile.module' op only ops from the 'cuda_tile' dialect are allowed")]
+    if parsed.loose_ops:
+        return []
+    try:
+        strip_text_locations(parsed.module)
+        write_bytecode(parsed.module, version=version)
+    except TileIRError as e:
+        return [Produced("error", None, e.message)]
+    return []
 
 
 def round_trip(text: str, filename: str, line_offset: int) -> Optional[str]:
@@ -165,10 +196,42 @@ def run_lines(text: str) -> list[str]:
     return [m.group(1) for m in re.finditer(r"//\s*RUN:\s*(.*)", text)]
 
 
+def hint_mode(runs: list[str]) -> Optional[str]:
+    """cuda-tile-opt's hint flags as the verifier's mode: -Werr-hints "error",
+    -Wunsupported-hints "warn", neither None."""
+    joined = " ".join(runs)
+    if "-Werr-hints" in joined:
+        return "error"
+    return "warn" if "-Wunsupported-hints" in joined else None
+
+
+def target_version(runs: list[str]) -> Optional[Version]:
+    """The ``-bytecode-version=X.Y`` a RUN line targets, if any."""
+    from .ir.version import Version as V
+
+    m = re.search(r"-bytecode-version[= ](\d+)\.(\d+)", " ".join(runs))
+    return V(int(m.group(1)), int(m.group(2))) if m else None
+
+
+def writes_bytecode(runs: list[str]) -> bool:
+    return "-mlir-to-cudatilebc" in " ".join(runs)
+
+
+#: Ops registered only by cuda-tile's testing build, to test bytecode versioning with
+#: made-up versions (250.0, 250.1); neither tileiras nor this package knows them.
+TEST_ONLY_OPS = "testing$bytecode_test_"
+
+#: Test-only passes of cuda-tile-opt (a file checking their errors is not run; a
+#: round-trip file still round-trips its input).
+TEST_PASSES = ("--test-", "-test-debuginfo")
+
+
 def classify(runs: list[str]) -> str:
     joined = " ".join(runs)
     if "-verify-diagnostics" in joined:
-        return "diagnostics"
+        # errors a test pass reports (not the parser or verifier) are not ours to match
+        test_pass = any(p in joined for p in TEST_PASSES) and "-test-cudatile-roundtrip" not in joined
+        return "not run" if test_pass else "diagnostics"
     if not runs or any(r.lstrip().startswith("not ") for r in runs) or "--list-versions" in joined:
         return "not run"
     if "pass-pipeline" in joined or "--canonicalize" in joined or "cudatilebc-to-mlir %S" in joined:
@@ -183,13 +246,18 @@ def run_file(path: Path, root: Path) -> FileResult:
     runs = run_lines(text)
     kind = classify(runs)
     result = FileResult(str(path.relative_to(root)), kind)
+    if kind != "not run" and TEST_ONLY_OPS in text:
+        result.kind = kind = "not run"
+        result.reason = ("uses cuda-tile's test-only bytecode-evolution ops (testing$bytecode_test_*, "
+                         "bytecode versions 250.x), which exist only in its testing build")
     if kind == "not run":
         return result
     split = any("split-input-file" in r for r in runs)
     chunks = split_input(text) if split else [(text, 0)]
     for chunk, offset in chunks:
         if kind == "diagnostics":
-            _check_diagnostics(result, chunk, path.name, offset)
+            _check_diagnostics(result, chunk, path.name, offset, hint_mode(runs), target_version(runs),
+                               writes_bytecode(runs))
         elif chunk.strip() and not _only_comments(chunk):
             result.round_trips += 1
             problem = round_trip(chunk, path.name, offset)
@@ -204,11 +272,12 @@ def _only_comments(chunk: str) -> bool:
     return all(not line.strip() or line.strip().startswith("//") for line in chunk.splitlines())
 
 
-def _check_diagnostics(result: FileResult, chunk: str, filename: str, offset: int) -> None:
+def _check_diagnostics(result: FileResult, chunk: str, filename: str, offset: int, hints: Optional[str] = None,
+                       version: Optional[Version] = None, to_bytecode: bool = False) -> None:
     wanted = [e for e in expectations(chunk, offset) if e.severity == "error"]
     if not wanted:
         return
-    produced = diagnose(chunk, filename, offset)
+    produced = diagnose(chunk, filename, offset, hints, version, to_bytecode)
     for e in wanted:
         result.expected += 1
         if any(p.severity == "error" and p.line == e.line and e.text in p.message for p in produced):
@@ -253,6 +322,8 @@ def table(results: list[FileResult], verbose: bool = False) -> str:
         lines.append(f"{r.path.ljust(width)}  {r.kind:<12} {errs:>16} {trips:>12}")
         if verbose:
             lines += [f"    {f}" for f in r.failures]
+            if r.reason:
+                lines.append(f"    not run: {r.reason}")
     total = rates(results)
     lines.append(f"{'TOTAL'.ljust(width)}  {'':<12} "
                  f"{f'{total.matched}/{total.expected} {_pct(total.matched, total.expected)}':>16} "

@@ -130,6 +130,8 @@ class Global:
     alignment: int = 0
     constant: bool = False  # 13.3+
     is_private: bool = False  # 13.3+
+    #: Where the text parser found it, for diagnostics; the bytecode has no global locations.
+    loc: Optional["DebugAttr"] = None
 
 
 @dataclass

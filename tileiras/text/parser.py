@@ -50,6 +50,10 @@ class ParsedText:
     module: Module
     loose_ops: list[Operation] = field(default_factory=list)
     global_positions: dict[str, TextLoc] = field(default_factory=dict)
+    #: Where the (first) ``cuda_tile.module`` op was written, and the loose ops found
+    #: directly in a module's body (the bytecode writer rejects both kinds of loose op).
+    module_loc: Optional[TextLoc] = None
+    ops_in_module_body: list[Operation] = field(default_factory=list)
 
 
 class ModuleParser:
@@ -58,6 +62,7 @@ class ModuleParser:
         self.locations = Locations()
         self.body = BodyParser(self.sc, self.locations)
         self.result = ParsedText(Module(version))
+        self.module_depth = 0
 
     @property
     def module(self) -> Module:
@@ -77,13 +82,16 @@ class ModuleParser:
         unused = self.locations.unused()
         order = {id(op): i for i, op in enumerate(self.module.walk())}
         implicit = sorted(self.body.implicit_ops, key=lambda op: order.get(id(op), len(order)))
+        functions = {id(fn.body): fn for fn in self.module.functions}
         for op in implicit:
             if unused:
                 op.loc = unused.pop(0)
                 continue
             region = op.parent.parent if op.parent is not None else None
             owner = region.parent if region is not None else None
-            if owner is not None and not isinstance(owner.loc, TextLoc):
+            if owner is None and region is not None:
+                owner = functions.get(id(region))
+            if owner is not None:
                 op.loc = owner.loc
 
     # -- top level --------------------------------------------------------------------------
@@ -111,6 +119,8 @@ class ModuleParser:
     def loose_op(self) -> None:
         op = self.body.parse_op()
         self.result.loose_ops.append(op)
+        if self.module_depth:
+            self.result.ops_in_module_body.append(op)
 
     def module_op(self) -> None:
         sc = self.sc
@@ -121,11 +131,17 @@ class ModuleParser:
         if sc.accept_keyword("attributes"):
             PA.parse_dict(sc)
         sc.expect("{")
+        self.module_depth += 1
         while not sc.accept("}"):
             if sc.at_end():
                 raise sc.error("expected '}' to end the module body")
             self.item()
-        self.locations.attach(sc, _Ignored(), start)
+        self.module_depth -= 1
+        holder = _Ignored()
+        self.locations.attach(sc, holder, start)
+        if self.result.module_loc is None:
+            p = sc.position(start)
+            self.result.module_loc = TextLoc(None, p.filename, p.line, p.column)
 
     def generic_item(self) -> None:
         sc = self.sc
@@ -161,6 +177,24 @@ class ModuleParser:
         sc = self.sc
         start = sc.here()
         word = sc.ident()
+        try:
+            header = self.function_header(word)
+        except ParseError as e:  # MLIR names the custom op whose header failed to parse
+            if not e.message.startswith("custom op '"):
+                e.message = f"custom op '{DIALECT}{word.removeprefix(DIALECT)}' {e.message}"
+            raise
+        is_entry, is_private, name, args, results, hints = header
+        body = self.body.parse_region(args, implicit=ops_control.ReturnOp)
+        if not body.blocks:
+            body = Region([_entry_block(args, implicit=True)])
+        fn = Function(name, T.FunctionType(tuple(t for _, t, _ in args), tuple(results)), body,
+                      is_entry=is_entry, is_private=is_private, hints=hints)
+        self.locations.attach(sc, fn, start)
+        self.module.functions.append(fn)
+
+    def function_header(self, word: str) -> tuple:
+        """What follows ``entry``/``func``: visibility, name, arguments, results, hints."""
+        sc = self.sc
         is_entry = word.removeprefix(DIALECT) == "entry"
         is_private = False
         if sc.accept_keyword("private"):
@@ -184,13 +218,7 @@ class ModuleParser:
         if sc.accept_keyword("attributes"):
             PA.parse_dict(sc)
         del args_pos
-        body = self.body.parse_region(args, implicit=ops_control.ReturnOp)
-        if not body.blocks:
-            body = Region([_entry_block(args, implicit=True)])
-        fn = Function(name, T.FunctionType(tuple(t for _, t, _ in args), tuple(results)), body,
-                      is_entry=is_entry, is_private=is_private, hints=hints)
-        self.locations.attach(sc, fn, start)
-        self.module.functions.append(fn)
+        return is_entry, is_private, name, args, results, hints
 
     def generic_function(self, start: int, is_entry: bool) -> None:
         """``"cuda_tile.testing$func"() <{function_type = ..., sym_name = ...}> ({...}) : () -> ()``."""
@@ -230,15 +258,14 @@ class ModuleParser:
         g = Global(p.attrs["sym_name"], value.type, value.data if isinstance(value.data, bytes) else b"",
                    alignment=p.attrs.get("alignment", 0) or 0, constant=bool(p.attrs.get("constant")),
                    is_private=p.attrs.get("symbol_visibility") is SymbolVisibility.PRIVATE)
-        holder = _Ignored()
-        self.locations.attach(sc, holder, start)
-        if isinstance(holder.loc, TextLoc):
-            self.result.global_positions[g.name] = holder.loc
+        self.locations.attach(sc, g, start)
+        if isinstance(g.loc, TextLoc):
+            self.result.global_positions[g.name] = g.loc
         self.module.globals.append(g)
 
 
 class _Ignored:
-    """Receives a location nothing in our IR keeps (modules, globals)."""
+    """Receives a location nothing in our IR keeps (modules)."""
 
     loc: object = None
 

@@ -16,6 +16,7 @@ from .floats import FORMATS, _parse_decimal, encode
 from .parser_scan import Scanner
 
 SCALARS = frozenset(T.SCALAR_BITWIDTH)
+I32_MAX = (1 << 31) - 1
 _VIEW_WORDS = ("tile", "ptr", "tensor_view", "partition_view", "strided_view", "gather_scatter_view", "token")
 
 
@@ -74,19 +75,32 @@ def parse_type(sc: Scanner) -> T.Type:
     elif sc.peek("("):
         return _function_type(sc)
     word = sc.peek_ident()
-    if word is None:
-        raise sc.error("expected non-function type")
+    if word is None:  # cuda_tile's type parser wants a keyword (``tile``, ``f32``...) here
+        raise sc.error("expected valid keyword")
     if word in SCALARS:
         sc.ident()
         return T.ScalarType(word)
     parser = _TYPE_PARSERS.get(word)
     if parser is not None:
         sc.ident()
-        return parser(sc)
+        at = sc.pos
+        t = parser(sc)
+        _check_type(sc, t, at)
+        return t
     if word in _BUILTIN_SHAPED or word in ("index", "none") or (word[0] in "iuf" and word[1:].isdigit()):
         sc.ident()
         return UnknownType(word + _balanced(sc))
     raise sc.error("expected non-function type", start)
+
+
+def _check_type(sc: Scanner, t: T.Type, at: int) -> None:
+    """Reject an ill-formed type where it is written, as MLIR's ``getChecked`` does
+    (the verifier checks types again for modules read from bytecode)."""
+    from ..verify.types import own_type_problems
+
+    problems = own_type_problems(t)
+    if problems:
+        raise sc.error(problems[0], at)
 
 
 def _balanced(sc: Scanner) -> str:
@@ -139,9 +153,7 @@ def parse_dims(sc: Scanner, allow_dynamic: bool) -> tuple[tuple[int, ...], Optio
             dims.append(T.DYNAMIC)
         elif sc.peek_char().isdigit():
             start = sc.pos
-            digits = sc.ident_prefix("0123456789")
-            if sc.text.startswith("x", sc.pos) and sc.text[sc.pos + 1:sc.pos + 2].isdigit() and digits == "0":
-                raise sc.error("expected 'x' in dimension list", start)
+            digits = sc.ident_prefix("0123456789")  # ``0x2`` is 0, x, 2 here, not a hex literal (as in MLIR)
             dims.append(int(digits))
         else:
             return tuple(dims), None
@@ -194,29 +206,67 @@ def _int_list(sc: Scanner, open_: str, close: str, allow_dynamic: bool = False) 
 
 
 def _tensor_view(sc: Scanner) -> T.TensorViewType:
+    """``tensor_view<2x?xf32, strides=[?,1]>``, with NVIDIA's messages for a missing
+    or misplaced stride list and for non-positive strides."""
     sc.expect("<")
     dims, _ = parse_dims(sc, allow_dynamic=True)
     element = parse_type(sc)
     strides: tuple[int, ...] = ()
     ptr_attr = None
-    while sc.accept(","):
+    if dims:
+        if not sc.accept(","):
+            raise sc.error("expected 'strides'")
+        sc.expect("strides")
+        sc.expect("=")
+        strides = _strides(sc)
+    elif sc.accept(","):
         if sc.accept_keyword("strides"):
-            sc.expect("=")
-            strides = _int_list(sc, "[", "]", allow_dynamic=True)
-        else:
-            sc.expect("#")
-            sc.accept_keyword("cuda_tile.ptr_attr")
-            sc.expect("<")
-            ptr_attr = _ptr_attr(sc)
-            sc.expect(">")
+            raise sc.error("strides must not be provided for 0-d tiles")
+        if not sc.peek("#"):
+            raise sc.error("unexpected token after element type in 0-d tensor_view")
+        ptr_attr = _tensor_view_ptr_attr(sc)
+    while sc.accept(","):
+        ptr_attr = _tensor_view_ptr_attr(sc)
     sc.expect(">")
     return T.TensorViewType(element, dims, strides, ptr_attr)
+
+
+def _tensor_view_ptr_attr(sc: Scanner) -> T.PtrAttr:
+    sc.expect("#")
+    sc.accept_keyword("cuda_tile.ptr_attr")
+    sc.expect("<")
+    ptr_attr = _ptr_attr(sc)
+    sc.expect(">")
+    return ptr_attr
+
+
+def _strides(sc: Scanner) -> tuple[int, ...]:
+    """``[4, ?, 1]``: each stride a strictly positive integer or ``?``."""
+    sc.expect("[")
+    out: list[int] = []
+    if not sc.peek("]"):
+        while True:
+            start = sc.here()
+            if sc.accept("?"):
+                out.append(T.DYNAMIC)
+            elif sc.peek_char() in "+-0123456789" and sc.peek_char():
+                value = sc.integer()
+                if value <= 0:
+                    raise sc.error(f"expected strictly positive integer, got {value}", start)
+                out.append(value)
+            else:
+                raise sc.error("expected either 64-bit integer or question mark")
+            if not sc.accept(","):
+                break
+    sc.expect("]")
+    return tuple(out)
 
 
 def _tile_shape(sc: Scanner) -> tuple[int, ...]:
     sc.expect("tile")
     sc.expect("=")
     sc.expect("(")
+    declared = sc.here()
     dims: list[int] = []
     if not sc.peek(")"):
         dims.append(sc.integer())
@@ -224,6 +274,10 @@ def _tile_shape(sc: Scanner) -> tuple[int, ...]:
             sc.pos += 1
             dims.append(sc.integer())
     sc.expect(")")
+    for i, d in enumerate(dims):
+        if not 0 < d <= I32_MAX:
+            raise sc.error(f"tile dimension {i} exceeds i32 limitations (got {d}, expected strictly positive and "
+                           f"less than or equal to {I32_MAX})", declared)
     return tuple(dims)
 
 
@@ -237,9 +291,10 @@ def _padding(sc: Scanner) -> T.PaddingValue:
 
 
 def _inner_tensor_view(sc: Scanner) -> T.TensorViewType:
+    start = sc.here()
     t = parse_type(sc)
     if not isinstance(t, T.TensorViewType):
-        raise sc.error("expected tensor_view type")
+        raise sc.error(f"expected 'tensor_view' type, but got {quoted(t)}", start)
     return t
 
 
@@ -377,11 +432,12 @@ def pack_elements(values: list[int], element: T.ScalarType) -> bytes:
     return b"".join(v.to_bytes(width // 8, "little") for v in values)
 
 
-def dense_values(sc: Scanner, element: T.ScalarType, shape: tuple[int, ...]) -> bytes:
+def dense_values(sc: Scanner, element: T.ScalarType, shape: Optional[tuple[int, ...]]) -> bytes:
     """The body of a dense constant: a splat, nested lists or a ``"0x..."`` blob,
-    checked against ``shape`` with MLIR's messages."""
+    checked against ``shape`` with MLIR's messages: the literal's structure and
+    every element first, then its shape (``shape`` None: no shape check yet)."""
     count = 1
-    for d in shape:
+    for d in shape or ():
         count *= d
     start = sc.here()
     if sc.peek_string():
@@ -394,11 +450,13 @@ def dense_values(sc: Scanner, element: T.ScalarType, shape: tuple[int, ...]) -> 
         return pack_elements([value] * count, element)
     tree = _literal(sc)
     inferred = _literal_shape(sc, tree, start)
-    if inferred != shape:
+    flat: list[int] = []
+    end = sc.pos
+    _leaf_values(sc, tree, element, flat)
+    sc.pos = end
+    if shape is not None and inferred != shape:
         raise sc.error(f"inferred shape of elements literal ({_dims(inferred)}) does not match type "
                        f"({_dims(shape)})", start)
-    flat: list[int] = []
-    _leaf_values(sc, tree, element, flat)
     return pack_elements(flat, element)
 
 
@@ -428,10 +486,8 @@ def _literal_shape(sc: Scanner, tree: object, start: int) -> tuple[int, ...]:
     if not isinstance(tree, list):
         return ()
     shapes = [_literal_shape(sc, t, start) for t in tree]
-    if any(len(s) != len(shapes[0]) for s in shapes):
+    if any(s != shapes[0] for s in shapes):  # MLIR says "ranks" for any difference in nested shape
         raise sc.error("tensor literal is invalid; ranks are not consistent between elements", start)
-    if any(s != shapes[0] for s in shapes):
-        raise sc.error("tensor literal is invalid; dimensions are not consistent between elements", start)
     return (len(tree),) + (shapes[0] if shapes else ())
 
 
@@ -534,8 +590,20 @@ def parse_hints(sc: Scanner) -> A.OptimizationHintsAttr:
     entries: list[tuple[str, A.DictAttr]] = []
     if not sc.peek(">"):
         while True:
-            arch = sc.ident("architecture name")
+            if sc.peek_string():
+                arch = sc.string()
+            elif sc.peek_ident():
+                arch = sc.ident()
+            else:
+                raise sc.error("expected valid keyword or string")
             sc.expect("=")
+            start = sc.here()
+            if not sc.peek("{"):
+                from .attributes import print_attr
+
+                value = parse_attribute(sc)
+                raise sc.error(f"expected dictionary attribute for optimization_hints entry `{arch}` got "
+                               f"value={print_attr(value)}", start)
             entries.append((arch, parse_dict(sc)))
             if not sc.accept(","):
                 break

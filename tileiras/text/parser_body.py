@@ -219,13 +219,17 @@ class BodyParser:
             p = OpSyntax(self, definition, bound, op_start)
             try:
                 parse_custom(p)
-            except ParseError as e:
-                if not e.message.startswith("custom op '"):  # MLIR names the op being parsed
-                    e.message = f"custom op '{definition.full_name}' {e.message}"
+            except ParseError as e:  # MLIR names the op being parsed, in every message
+                prefix = f"custom op '{definition.full_name}' "
+                if not e.message.startswith("custom op '"):
+                    e.message = prefix + e.message
+                e.also = tuple(m if m.startswith("custom op '") else prefix + m for m in e.also)
                 raise
             op = self.build(p)
         self.locations.attach(sc, op, start)
         if bindings:
+            if not op.results:
+                raise sc.error("cannot name an operation with no results", start)
             if bound != len(op.results):
                 raise sc.error(f"operation defines {len(op.results)} results but was provided {bound} to bind",
                                start)

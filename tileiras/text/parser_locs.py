@@ -264,6 +264,8 @@ def is_text_loc(loc: Optional[object]) -> bool:
 def strip_text_locations(module: Module) -> None:
     """Replace text positions by unknown locations (what MLIR writes for them);
     reject locations the bytecode cannot carry, with MLIR's message."""
+    for g in module.globals:
+        g.loc = None  # the bytecode has no global locations
     for fn in module.functions:
         fn.loc = _stripped(fn.loc, fn)
         for op in fn.walk():

@@ -52,6 +52,10 @@ class OpSyntax:
     types: dict[str, list[T.Type]] = field(default_factory=dict)
     attrs: dict[str, Any] = field(default_factory=dict)
     regions: dict[str, Region] = field(default_factory=dict)
+    #: Mixed integer/value lists (make_tensor_view): field -> (list position, [(value, position)]).
+    mixed: dict[str, tuple[int, list]] = field(default_factory=dict)
+    #: Where each field's type was written (for errors about it).
+    type_pos: dict[str, int] = field(default_factory=dict)
 
     @property
     def sc(self):  # noqa: ANN201 - the body's scanner
@@ -97,6 +101,7 @@ class OpSyntax:
             self.regions[name] = self.body.parse_region([])
 
     def type_of(self, name: str) -> None:
+        self.type_pos[name] = self.sc.here()
         spec = self.spec(name)
         if isinstance(spec, Operand) and name in self.operands:
             n = len(self.operands[name])
@@ -268,7 +273,7 @@ def inline_attr(sc: Any, spec: Attr, op: Optional[type] = None) -> Any:
             return False
         raise sc.error("expected 'true' or 'false'")
     if kind is AttrKind.STRING:
-        return sc.string()
+        return sc.string("attribute value")
     if kind is AttrKind.TYPE:
         return PA.parse_type(sc)
     if kind in (AttrKind.I32_ARRAY, AttrKind.BOOL_ARRAY):
@@ -377,6 +382,8 @@ def _dense_constant(p: OpSyntax, args: tuple[Element, ...]) -> None:
     element = _constant_element(p)
     sc.expect(":")
     body_start = sc.here()
+    _check_literal(sc, element)  # NVIDIA's parser reads the literal before the type
+    sc.pos = body_start
     depth = 1
     while depth:  # the body is parsed once the type (and so the shape) is known
         if sc.pos >= len(sc.text):
@@ -409,6 +416,13 @@ def _dense_constant(p: OpSyntax, args: tuple[Element, ...]) -> None:
     sc.pos = end
     dense_type = T.TileType(element, shape) if isinstance(t, T.TileType) else t
     p.attrs[_name(args[0])] = A.DenseElementsAttr(dense_type, data)
+
+
+def _check_literal(sc: Any, element: T.ScalarType) -> None:
+    """The literal's structure and elements (errors only; the data is read again
+    once the type gives the shape)."""
+    if sc.peek("[") or sc.peek_string():
+        PA.dense_values(sc, element, None)
 
 
 _CONSTANT_ELEMENTS = ("i1", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64", "tf32", "f8E4M3FN",
@@ -458,27 +472,49 @@ def _index_types(p: OpSyntax, args: tuple[Element, ...]) -> None:
 
 
 def _mixed_list(p: OpSyntax, name: str, close: str) -> list:
-    """Integers, ``?`` and ``%values`` up to ``close``; the values become operands."""
+    """Integers and ``%values`` up to ``close``; the values become operands.  The
+    items and their positions are kept for ``_check_mixed_lists``."""
     sc = p.sc
+    declared = sc.here()
     items: list = []
     refs: list[Ref] = []
     if not sc.peek(close):
         while True:
+            at = sc.here()
             if sc.peek("%"):
                 refs.append(p.body.value_ref())
-                items.append(None)
-            elif sc.accept("?"):
-                items.append(T.DYNAMIC)
+                items.append((T.DYNAMIC, at))
+            elif sc.peek_char() and sc.peek_char() in "+-0123456789":
+                items.append((sc.integer(), at))
             else:
-                items.append(sc.integer())
+                raise sc.error("expected either integer or SSA value", at)
             if not sc.accept(","):
                 break
     p.operands[name] = refs
+    p.mixed[name] = (declared, items)
     return items
 
 
 def _mixed_shape(p: OpSyntax, args: tuple[Element, ...]) -> None:
     _mixed_list(p, _name(args[0]), "]")
+
+
+def _check_mixed_lists(p: OpSyntax) -> None:
+    """make_tensor_view: the written sizes and strides against the result type
+    (NVIDIA's custom parser does this before resolving the dynamic operands)."""
+    view = (p.types.get("result") or [None])[0]
+    if not isinstance(view, T.TensorViewType):
+        raise p.sc.error(f"expected 'tensor_view' type, but got {PA.quoted(view)}")
+    for field, what, dims in (("dynamicShape", "shape", view.shape), ("dynamicStrides", "stride", view.strides)):
+        declared, items = p.mixed.get(field, (p.start, []))
+        if len(items) != len(dims):
+            raise p.sc.error(f"expected {what} declaration to contain {len(dims)} elements due to tensor_view type, "
+                             f"but {len(items)} were provided", declared)
+        for i, ((got, at), want) in enumerate(zip(items, dims)):
+            if got != want:
+                spell = lambda d: "dynamic" if d == T.DYNAMIC else str(d)  # noqa: E731
+                raise p.sc.error(f"input {what} dimension {i} does not match tensor_view type (expected "
+                                 f"{spell(want)}, got {spell(got)})", at)
 
 
 def _view_operand_types(p: OpSyntax, args: tuple[Element, ...]) -> None:
@@ -612,6 +648,8 @@ def _parse_loop(p: OpSyntax) -> None:
         if sc.accept("->"):
             second = PA.type_list(sc)
     if inner:
+        if len(first) != len(inner):
+            raise sc.error("found different number of iter_values and types", p.start)
         init_types, result_types = first, second
     else:
         init_types, result_types = [], first
@@ -637,3 +675,32 @@ def parse_custom(p: OpSyntax) -> None:
     if syntax is None:
         raise p.sc.error(f"custom op '{p.definition.full_name}' has no custom assembly form")
     p.walk(parse_format(syntax).elements)
+    check = POST_PARSE_CHECKS.get(p.definition.cls)
+    if check is not None:
+        check(p)
+
+
+def _expect_type_kind(name: str, kinds: tuple[type, ...], message: str) -> Callable[[OpSyntax], None]:
+    """A check that field ``name``'s written type is one of ``kinds`` (NVIDIA's
+    custom parsers test this before resolving anything)."""
+
+    def check(p: OpSyntax) -> None:
+        t = (p.types.get(name) or [None])[0]
+        if t is not None and not isinstance(t, kinds):
+            raise p.sc.error(f"{message}{PA.quoted(t)}", p.type_pos.get(name))
+
+    return check
+
+
+#: Checks an op's custom parser makes once all of its text is read.
+POST_PARSE_CHECKS: dict[type, Callable[[OpSyntax], None]] = {
+    ops_memory.MakeTensorViewOp: _check_mixed_lists,
+    ops_memory.MakePartitionViewOp: _expect_type_kind("result", (T.PartitionViewType,),
+                                                      "expected 'partition_view' type, but got "),
+    ops_memory.MakeStridedViewOp: _expect_type_kind("result", (T.StridedViewType,),
+                                                    "expected 'strided_view' type, but got "),
+    ops_memory.MakeGatherScatterViewOp: _expect_type_kind("result", (T.GatherScatterViewType,),
+                                                          "expected 'gather_scatter_view' type, but got "),
+    ops_memory.GetTensorShapeOp: _expect_type_kind("src", (T.TensorViewType,), "expected tensor_view, got "),
+    ops_memory.GetIndexSpaceShapeOp: _expect_type_kind("src", tuple(T.ViewType), "expected tile view, got "),
+}

@@ -119,7 +119,23 @@ class Scanner:
             if not self.accept_keyword(s):
                 raise self.error(f"expected '{s}'" if what is None else what)
         elif not self.accept(s):
-            raise self.error(f"expected '{s}'" if what is None else what)
+            raise self.error(f"expected '{s}'" if what is None else what, self.wrong_token_pos())
+
+    def wrong_token_pos(self) -> int:
+        """Where MLIR reports a missing token: at the next token, or just after the
+        previous one when the next starts a later line (``emitWrongTokenError``)."""
+        self.skip()
+        end = self.pos
+        while True:
+            back = len(self.text[:end].rstrip())
+            line_start = self.text.rfind("\n", 0, back) + 1
+            if self.text[line_start:back].lstrip().startswith("//"):
+                end = line_start  # a comment line: keep looking further back
+                continue
+            break
+        if "\n" in self.text[back:self.pos]:
+            return back
+        return self.pos
 
     # -- words ------------------------------------------------------------------------------
     def peek_ident(self) -> Optional[str]:

@@ -15,6 +15,7 @@ from typing import Optional
 
 from ..ir.core import Block, Module, Operation, Region, Value
 from . import arch, ops_arith, ops_core, ops_memory, structure, types, versions  # noqa: F401 (register rules)
+from . import hints as opt_hints
 from .context import RULES, Context, verifies
 from .diagnostic import Diagnostic, Severity, VerifyError
 from .generic import check_invariants
@@ -22,8 +23,11 @@ from .generic import check_invariants
 __all__ = ["verify_module", "check_module", "VerifyError", "Diagnostic", "Severity", "verifies"]
 
 
-def verify_module(module: Module, *, gpu_name: Optional[str] = None) -> list[Diagnostic]:
-    ctx = Context(module, gpu_name)
+def verify_module(module: Module, *, gpu_name: Optional[str] = None,
+                  hints: Optional[str] = None) -> list[Diagnostic]:
+    """``hints``: None to accept any optimization hint (as tileiras does), "warn" or
+    "error" to check them as cuda-tile-opt's -Wunsupported-hints / -Werr-hints do."""
+    ctx = Context(module, gpu_name, hints=hints)
     versions.check_module(ctx, module)
     structure.check_symbols(ctx, module)
     types.check_globals(ctx, module)
@@ -31,6 +35,7 @@ def verify_module(module: Module, *, gpu_name: Optional[str] = None) -> list[Dia
         ctx.function = fn
         types.check_function_signature(ctx, fn)  # also the entry block's arguments
         structure.check_function(ctx, fn)
+        opt_hints.check_function_hints(ctx, fn)
         _walk_region(ctx, fn.body, set())
     ctx.function = None
     return ctx.diagnostics

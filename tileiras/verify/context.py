@@ -36,6 +36,8 @@ class Context:
     gpu_name: Optional[str] = None
     diagnostics: list[Diagnostic] = field(default_factory=list)
     function: Optional[Function] = None
+    #: Optimization hint checking: None (tileiras: silent), "warn" or "error" (see ``hints.py``).
+    hints: Optional[str] = None
 
     # -- reporting ----------------------------------------------------------------
     def emit(self, loc: Optional[DebugAttr], message: str, severity: Severity = Severity.ERROR) -> None:

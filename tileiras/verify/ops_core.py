@@ -258,6 +258,7 @@ def _check_aggregate(ctx: Context, op: Operation, matching_results: bool) -> boo
         if inferred != actual:
             ctx.op_error(op, f"inferred type(s) {type_list(inferred)} are incompatible with return type(s) of "
                              f"operation {type_list(actual)}")
+            ctx.op_error(op, "failed to infer returned types")  # MLIR's InferTypeOpInterface adds this
             return False
     return True
 

@@ -39,13 +39,13 @@ def parent_name(op: Optional[Operation]) -> str:
 # -- module level ------------------------------------------------------------------------
 def check_symbols(ctx: Context, module: Module) -> None:
     seen: set[str] = set()
-    for name in [g.name for g in module.globals] + [f.name for f in module.functions]:
-        if name in seen:
-            ctx.emit(None, f"redefinition of symbol named '{name}'")
-        seen.add(name)
+    for symbol in [*module.globals, *module.functions]:
+        if symbol.name in seen:
+            ctx.emit(symbol.loc, f"redefinition of symbol named '{symbol.name}'")
+        seen.add(symbol.name)
     for g in module.globals:
         if not isinstance(g.type, T.TileType) or g.type.rank != 1:
-            ctx.emit(None, "'cuda_tile.global' op type must have rank 1")
+            ctx.emit(g.loc, "'cuda_tile.global' op type must have rank 1")
 
 
 @verifies(K.GetGlobalOp)

@@ -42,13 +42,32 @@ def type_problems(t: T.Type) -> list[str]:
     return []
 
 
+def own_type_problems(t: T.Type) -> list[str]:
+    """What is wrong with ``t`` itself, its inner types taken as checked (the text
+    parser checks each type as it is read, innermost first)."""
+    if isinstance(t, T.TileType):
+        if isinstance(t.element, T.PointerType) or _is_number(t.element) or t.element == T.I4:
+            return tile_shape_problems(t.shape, t.element)
+        return [_TILE_ELEMENT]
+    if isinstance(t, T.PointerType):
+        return [] if not isinstance(t.pointee, T.ScalarType) or _is_number(t.pointee) else _pointer_problems(t)
+    if isinstance(t, (T.PartitionViewType, T.StridedViewType, T.GatherScatterViewType)):
+        return type_problems(t)[len(_tensor_view_problems(t.tensor_view)):] if not _tensor_view_problems(
+            t.tensor_view) else []
+    return type_problems(t)
+
+
+_NUMBERS = ("f16 or bf16 or f32 or tf32 or f64 or f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN or i1 or i8 or i16 "
+            "or i32 or i64")
+_TILE_ELEMENT = f"failed to verify 'elementType': {_NUMBERS} or Pointer type"
+
+
 def _tile_problems(t: T.TileType) -> list[str]:
     e = t.element
     if isinstance(e, T.PointerType):
         inner = _pointer_problems(e)
     elif not (_is_number(e) or e == T.I4):
-        inner = ["expect element type to be one of i1 or i8 or i16 or i32 or i64 or f16 or bf16 or f32 or f64 or "
-                 f"tf32 or f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN values, but got '{e}'"]
+        inner = [_TILE_ELEMENT]
     else:
         inner = []
     return inner + tile_shape_problems(t.shape, e)
@@ -183,4 +202,4 @@ def check_function_signature(ctx: Context, fn: Function) -> None:
 
 def check_globals(ctx: Context, module: Module) -> None:
     for g in module.globals:
-        check_value_type(ctx, None, g.type)
+        check_value_type(ctx, g.loc, g.type)

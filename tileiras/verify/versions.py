@@ -29,11 +29,21 @@ def scalars_in(t: T.Type) -> Iterator[T.ScalarType]:
             yield from scalars_in(u)
 
 
+#: How NVIDIA's bytecode writer names the newer element types in its version errors.
+TYPE_WRITER_NAMES = {"f8E8M0FNU": "Float8E8M0FNU", "f4E2M1FN": "Float4E2M1FN"}
+
+
 def _type_gate(ctx: Context, loc: object, t: T.Type, version: Version) -> None:
+    """NVIDIA's writer checks types as it writes its type table, so its message
+    has no location (``loc`` is kept for the signature's sake, unused)."""
+    del loc
     for s in scalars_in(t):
         since = TYPE_SINCE.get(s.name)
         if since is not None and version < since:
-            ctx.emit(loc, f"type '{s.name}' is not available in bytecode version {version}")
+            name = TYPE_WRITER_NAMES.get(s.name, s.name)
+            message = f"type '{name}' requires bytecode version {since}+, targeting {version}"
+            if message not in {d.message for d in ctx.diagnostics}:
+                ctx.emit(None, message)
             return
 
 
@@ -41,12 +51,12 @@ def check_module(ctx: Context, module: Module) -> None:
     v = module.version
     for g in module.globals:
         if v < V13_3 and g.is_private:
-            ctx.emit(None, f"global `{g.name}` uses non-public symbol visibility, which cannot be encoded in "
+            ctx.emit(g.loc, f"global `{g.name}` uses non-public symbol visibility, which cannot be encoded in "
                            f"bytecode version {v} (requires bytecode 13.3+)")
         if v < V13_3 and g.constant:
-            ctx.emit(None, f"constant global `{g.name}` cannot be encoded in bytecode version {v} "
+            ctx.emit(g.loc, f"constant global `{g.name}` cannot be encoded in bytecode version {v} "
                            f"(the `constant` attribute requires bytecode 13.3+)")
-        _type_gate(ctx, None, g.type, v)
+        _type_gate(ctx, g.loc, g.type, v)
     for fn in module.functions:
         _type_gate(ctx, fn.loc, fn.type, v)
 
