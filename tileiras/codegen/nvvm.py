@@ -19,7 +19,7 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Block, Function, Module, Operation, Value
 from ..layout.linear import LANE, REG, WARP, LinearLayout, flatten
-from ..lower.tileas import TileAS, element_bytes
+from ..lower.tileas import ITER, TileAS, element_bytes
 from . import intrinsics as X
 from .debuginfo import LineInfo
 from .values import GPTR, Emitted, TileVal, byte_gep, llvm_type
@@ -77,6 +77,8 @@ class KernelEmitter:
         self._owner_cache: dict[LinearLayout, Optional[ir.Value]] = {}
         self._smem: Optional[ir.GlobalVariable] = None
         self.frames: list = []    # control-flow frames (emit_control)
+        self.iteration: Optional[ir.Value] = None   # the chunk counter inside a chunked loop
+        self._iter_cache: dict = {}
         self.lineinfo: Optional[LineInfo] = None
         self.scope = None
         if target.lineinfo:
@@ -132,6 +134,16 @@ class KernelEmitter:
         for op in block.ops:
             if self.b.block.is_terminated:
                 break  # code after break/continue/return is unreachable
+            group = self.tas.chunked.get(op)
+            if group is not None:
+                if op is group.anchor:
+                    members = set(group.ops)
+                    for member in group.ops:
+                        for v in member.operands:
+                            if v.owner not in members:
+                                materialize(v)
+                    self.emit_chunk_loop(group)
+                continue
             if self.is_deferrable(op):
                 deferred[op] = None
                 producer.update((r, op) for r in op.results)
@@ -147,6 +159,33 @@ class KernelEmitter:
                     for r in pending.results:
                         materialize(r)
             self.emit_op(op)
+
+    def emit_chunk_loop(self, group) -> None:
+        """The group's ops once per chunk of registers (see tileas.ChunkGroup)."""
+        b = self.b
+        results = [r for op in group.ops for r in op.results if r in self.tas.layouts and r.type.rank > 0]
+        saved = {r: self.tas.layouts[r] for r in results}
+        pre = b.block
+        loop = self.llfn.append_basic_block("chunk.loop")
+        done = self.llfn.append_basic_block("chunk.done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        counter = b.phi(I32, name="chunk")
+        counter.add_incoming(ir.Constant(I32, 0), pre)
+        self.iteration = counter
+        self._iter_cache = {}
+        for r in results:
+            self.tas.layouts[r] = group.chunk_layout
+        try:
+            for op in group.ops:
+                self.emit_op(op)
+        finally:
+            self.tas.layouts.update(saved)
+            self.iteration = None
+        nxt = b.add(counter, ir.Constant(I32, 1))
+        counter.add_incoming(nxt, b.block)
+        b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(I32, group.trips)), loop, done)
+        b.position_at_end(done)
 
     def emit_op(self, op: Operation) -> None:
         emitter = EMITTERS.get(type(op))
@@ -209,7 +248,18 @@ class KernelEmitter:
         """Tile coordinates (i32 per dim) of register ``reg`` of this thread."""
         const = layout.apply(reg=reg)
         runtime = self.runtime_coords(layout)
-        return [r if c == 0 else self.pb.xor(r, ir.Constant(I32, c)) for r, c in zip(runtime, const)]
+        out = [r if c == 0 else self.pb.xor(r, ir.Constant(I32, c)) for r, c in zip(runtime, const)]
+        if ITER in layout.names:
+            if self.iteration is None:
+                raise CompileError("internal: a chunked layout used outside its loop")
+            key = layout
+            if key not in self._iter_cache:
+                self._iter_cache[key] = [
+                    _xor_bits(self.b, ir.Constant(I32, 0), self.iteration, [base[d] for base in layout.bases(ITER)])
+                    for d in range(layout.rank)]
+            out = [self.b.xor(o, i) if not (isinstance(i, ir.Constant) and i.constant == 0) else o
+                   for o, i in zip(out, self._iter_cache[key])]
+        return out
 
     def owner_predicate(self, layout: LinearLayout) -> Optional[ir.Value]:
         """True in exactly one of the threads holding copies of the same element

@@ -29,6 +29,7 @@ from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
+from ..tile.enums import MemoryOrderingSemantics
 from .tileaa import TileAA
 
 DEFAULT_WARPS = 4
@@ -44,6 +45,8 @@ class TileAS:
     layouts: dict[Value, LinearLayout] = field(default_factory=dict)
     converts: dict[tuple[Operation, int], LinearLayout] = field(default_factory=dict)
     scratch: dict[Operation, int] = field(default_factory=dict)
+    #: ops that run in a chunked loop, and their group (see plan_chunks)
+    chunked: dict[Operation, "ChunkGroup"] = field(default_factory=dict)
 
     @property
     def num_threads(self) -> int:
@@ -124,6 +127,7 @@ def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int =
         if is_tile(a):
             tas.layouts[a] = tas.canonical(a.type.shape)
     _assign_block(tas, aa.function.entry_block)
+    plan_chunks(tas)
     return tas
 
 
@@ -346,3 +350,113 @@ def format_tileas(tas: TileAS) -> str:
             lines.append(f"  {op.name} scratch {tas.scratch[op]} bytes")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+# -- chunked loops for large tiles ------------------------------------------------------------
+#: A thread's registers of one tile beyond which element-wise work runs in a loop.
+CHUNK_REGS = 4
+ITER = "iter"
+
+
+@dataclass
+class ChunkGroup:
+    """Ops that together compute a large tile element-wise from loads to a store.
+
+    They run in a loop over chunks of the tile's registers: the layout's first
+    ``log2(CHUNK_REGS)`` register bits stay registers, the rest become the loop's
+    iteration bits (input dim ``iter``), so the code and the registers are those of
+    one chunk, whatever the tile size."""
+
+    anchor: Operation                 # the store that ends the group
+    ops: list[Operation]              # in block order, anchor last
+    chunk_layout: LinearLayout
+
+    @property
+    def trips(self) -> int:
+        return self.chunk_layout.size(ITER)
+
+
+def chunk_layout_of(layout: LinearLayout, regs: int = CHUNK_REGS) -> LinearLayout:
+    bases = layout.bases(REG_DIM)
+    k = (regs.bit_length() - 1)
+    return layout.with_bases(REG_DIM, bases[:k]).with_bases(ITER, bases[k:])
+
+
+REG_DIM = "reg"
+CHUNK_STORES = (MEM.StoreViewTkoOp, MEM.StorePtrTkoOp)
+CHUNK_LOADS = (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp)
+
+
+def plan_chunks(tas: TileAS) -> None:
+    """Find, in every block, stores of large tiles whose tile is computed element-wise
+    from loads, constants and scalars used nowhere else: those become ChunkGroups."""
+    users: dict[Value, list[Operation]] = {}
+    for op in tas.aa.function.walk():
+        for v in op.operands:
+            users.setdefault(v, []).append(op)
+    for op in tas.aa.function.walk():
+        for region in op.regions:
+            for block in region.blocks:
+                _plan_block(tas, block, users)
+    _plan_block(tas, tas.aa.function.entry_block, users)
+
+
+def _plan_block(tas: TileAS, block: Block, users: dict[Value, list[Operation]]) -> None:
+    position = {op: i for i, op in enumerate(block.ops)}
+    for store in block.ops:
+        if not isinstance(store, CHUNK_STORES) or store in tas.chunked:
+            continue
+        tile = store.operands[0] if isinstance(store, MEM.StorePtrTkoOp) else store.tile
+        layout = tas.layouts.get(tile)
+        if layout is None or layout.size(REG_DIM) <= CHUNK_REGS:
+            continue
+        group = _collect_group(tas, store, layout, position, users)
+        if group is not None:
+            ops = sorted(group, key=position.__getitem__)
+            cg = ChunkGroup(store, ops, chunk_layout_of(layout))
+            for member in ops:
+                tas.chunked[member] = cg
+
+
+def _collect_group(tas: TileAS, store: Operation, layout: LinearLayout, position: dict[Operation, int],
+                   users: dict[Value, list[Operation]]) -> Optional[set[Operation]]:
+    group: set[Operation] = {store}
+    work = [v for v in store.operands if _is_chunk_tile(tas, v, layout)]
+    while work:
+        v = work.pop()
+        producer = v.owner
+        if not isinstance(producer, Operation) or producer in group:
+            continue
+        if producer not in position or not _chunkable(tas, producer, layout):
+            return None
+        group.add(producer)
+        work += [u for u in producer.operands if _is_chunk_tile(tas, u, layout)]
+    # every tile the group computes must be consumed inside it
+    for op in group:
+        for r in op.results:
+            if is_tile(r) and r.type.rank > 0 and any(u not in group for u in users.get(r, ())):
+                return None
+    return group
+
+
+def _is_chunk_tile(tas: TileAS, v: Value, layout: LinearLayout) -> bool:
+    return is_tile(v) and v.type.rank > 0 and tas.layouts.get(v) == layout
+
+
+def _chunkable(tas: TileAS, op: Operation, layout: LinearLayout) -> bool:
+    if any((op, i) in tas.converts for i in range(len(op.operands))):
+        return False
+    if isinstance(op, CHUNK_LOADS):
+        return (op.attributes.get("memory_ordering_semantics") == MemoryOrderingSemantics.WEAK
+                and not tas.aa.needs_barrier(op)
+                and all(not is_tile(v) or v.type.rank == 0 or tas.layouts.get(v) == layout
+                        for v in op.operands[1:] if not isinstance(v.type, T.TokenType))
+                and op not in tas.scratch)
+    if isinstance(op, (CO.ConstantOp, CO.IotaOp)):
+        return tas.layouts.get(op.result) == layout
+    if isinstance(op, CO.BroadcastOp):
+        return op.source.type.rank == 0 or all(d == 1 for d in op.source.type.shape)
+    if isinstance(op, ELEMENTWISE) and not op.regions:
+        return all(tas.layouts.get(r) == layout for r in op.results) and all(
+            not is_tile(v) or v.type.rank == 0 or tas.layouts.get(v) == layout for v in op.operands)
+    return False
