@@ -40,14 +40,7 @@ ARCHS_8X = ("sm_80",)
 ARCHS_90UP = ("sm_90", "sm_100", "sm_120")
 
 #: (aspect, kernel) -> (architectures, reason).  Aspects: "header", "entries", "block_ids".
-KNOWN_MISMATCHES: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
-    ("block_ids", "debug_print"): (ARCHS_90UP, "print: NVIDIA prints once per tile block (elected "
-                                   "thread of warp 0 where %cluster_ctaid.x == 0); we don't read "
-                                   "%cluster_ctaid"),
-    ("block_ids", "debug_assert"): (ARCHS, "assert message: NVIDIA formats 'file:line: tile block: "
-                                    "[x, y, z], position: [...]' and reads all three block ids; we "
-                                    "print 'assertion failed: msg' and read only x"),
-}
+KNOWN_MISMATCHES: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {}
 
 
 # --------------------------------------------------------------------------- PTX reading

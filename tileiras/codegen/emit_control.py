@@ -332,6 +332,9 @@ def _print(em: KernelEmitter, op: Operation) -> None:
         shapes.append(tuple(v.type.shape))
     fmt = _expand_format(op.str, shapes)
     leader = b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))
+    if em.target.uses_clusters:  # once per tile block: the cluster's first CTA prints
+        first = b.icmp_unsigned("==", X.sreg(b, "cluster.ctaid.x"), ir.Constant(I32, 0))
+        leader = b.and_(leader, first)
     with b.if_then(leader):
         _vprintf(em, fmt, args)
     if op.results:
@@ -370,14 +373,31 @@ def _vprintf(em: KernelEmitter, fmt: str, args: list[ir.Value]) -> None:
 
 @emits(CF.AssertOp)
 def _assert(em: KernelEmitter, op: Operation) -> None:
+    """Each failing element prints NVIDIA's message (source position, tile block,
+    element position, message), then the kernel traps."""
     b = em.b
     tv = em.tile(op, 0)
-    ok = tv.regs[0]
-    for r in tv.regs[1:]:
-        ok = b.and_(ok, r)
-    with b.if_then(b.not_(ok), likely=False):
-        _vprintf(em, f"assertion failed: {op.message}\n", [])
-        X.trap(b)
+    loc = _source_position(op)
+    rank = tv.layout.rank
+    fmt = (f"{loc}tile block: [%d, %d, %d], position: [{', '.join(['%d'] * rank)}]: "
+           f"{op.message}\n")
+    names = "clusterid" if em.target.uses_clusters else "ctaid"
+    block = [X.sreg(b, f"{names}.{axis}") for axis in "xyz"]
+    for reg in em.unique_regs(tv.layout):
+        failed = b.not_(tv.regs[reg])
+        with b.if_then(failed, likely=False):
+            _vprintf(em, fmt, block + em.coords(tv.layout, reg))
+            X.trap(b)
+
+
+def _source_position(op: Operation) -> str:
+    """``file:line: `` of the op's source location ('' when it has none)."""
+    from ..ir import debug as D  # noqa: PLC0415
+
+    loc = op.loc
+    while isinstance(loc, D.DICallSite):
+        loc = loc.callee
+    return f"{loc.filename}:{loc.line}: " if isinstance(loc, D.DILoc) else ""
 
 
 # -- programmatic dependent launch and fences ------------------------------------------------
