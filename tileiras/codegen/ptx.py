@@ -12,7 +12,7 @@ One named function per concern, each a pure ``str -> str`` rewrite:
 """
 from __future__ import annotations
 
-import hashlib
+
 import re
 from typing import Any, Sequence
 
@@ -145,6 +145,8 @@ def attach_intermediate_source(ptx: str, tile_text: str,
     ``.nv_intermediate_source_section`` (ptxas turns it into
     ``.nv.tileir.debug_txt.*`` and ``.nv.tileir.debug_line``).
     """
+    import hashlib
+
     from .debuginfo import TILE_IR_FILE
 
     llvm_files = {int(m.group(1)): m.group(2) for m in map(_FILE.match, ptx.splitlines()) if m}
