@@ -84,7 +84,35 @@ CASES = [
      "found different number of iter_values and types"),
     ("loop : {}\n", "expected valid keyword"),
     ("testing$func @f(%a: tile<1x-1x4xf32>) {\n}\n", "expected valid keyword"),
+    # what NVIDIA's custom parsers check
+    ("testing$func @f(%a: tile<8xf32>) {\n  %0 = reduce dim=0 identities=[0.0 : f32] : tile<8xf32> -> tile<f32>\n"
+     "  (%x: tile<f32>, %y: tile<f32>) {\n    yield %x : tile<f32>\n  }\n}\n",
+     "custom op 'cuda_tile.reduce' number of operands and types do not match: got 0 operands and 1 types"),
+    ("testing$func @f(%v: partition_view<tile=(8), tensor_view<128xf32, strides=[1]>>) {\n"
+     "  %0 = constant <i32: 0> : tile<i32>\n"
+     "  %t, %k = load_view_tko weak device %v[%0] : partition_view<tile=(8), tensor_view<128xf32, strides=[1]>>, "
+     "tile<i32> -> tile<8xf32>, token\n}\n",
+     'operation specifies weak memory ordering semantics, but then provides "device" scope, expected no memory '
+     'scope.'),
+    ("testing$func @f(%p: tile<4xptr<f32>>) {\n  %0, %t = load_ptr_tko weak blah %p : tile<4xptr<f32>> -> "
+     "tile<4xf32>, token\n}\n", "expected SSA operand"),
+    ("entry @k() {\n  %0 = constant <f32: 10.0> : tensor<f32>\n}\n",
+     "custom op 'cuda_tile.constant' result #0 must be tile of i1 or i8 or i16 or i32 or i64 or f16 or bf16 or f32 or "
+     "f64 or tf32 or f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN values, but got 'tensor<f32>'"),
 ]
+
+
+def test_index_and_size_types_as_nvidia_reads_them() -> None:
+    """A lone type before ``->`` in make_tensor_view is the sizes' type (so the verifier
+    names it), and an index type after no index at all is read."""
+    src = ("testing$func @f(%p: tile<ptr<f64>>) {\n  %v = make_tensor_view %p, shape = [%p], strides = [1] : "
+           "tile<ptr<f64>> -> tensor_view<?xf64, strides=[1]>\n}\n")
+    assert (2, "'cuda_tile.make_tensor_view' op operand #1 must be variadic of 0D tile of i1 or i8 or i16 or i32 or "
+               "i64 values, but got '!cuda_tile.tile<ptr<f64>>'") in errors(src)
+    src = ("testing$func @f(%v: partition_view<tile=(8), tensor_view<128xf32, strides=[1]>>) {\n"
+           "  %t, %k = load_view_tko weak %v[] : partition_view<tile=(8), tensor_view<128xf32, strides=[1]>>, "
+           "tile<i32> -> tile<8xf32>, token\n}\n")
+    assert (2, "'cuda_tile.load_view_tko' op expected 1 index operands (based on view type), got 0") in errors(src)
 
 
 @pytest.mark.parametrize("src, message", CASES, ids=range(len(CASES)))

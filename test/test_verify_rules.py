@@ -188,3 +188,42 @@ def test_optimization_hints(hints: str, warning: str) -> None:
 
 def test_valid_hints_are_silent() -> None:
     assert hint_diagnostics("sm_100={num_cta_in_cga=2, occupancy=4, num_worker_warps_per_cta=8}", "error") == []
+
+
+def ftof(src: str, dst: str, mode: str) -> str:
+    return func(f"%a: tile<2x{src}>", f"  %f = ftof %a rounding<{mode}> : tile<2x{src}> -> tile<2x{dst}>")
+
+
+_NARROWING = ("invalid rounding mode specified. Only 'nearest_even' and 'zero' are supported for narrowing "
+              "conversions to standard types")
+_LOW = "invalid rounding mode specified for conversion to low-precision type. Only 'nearest_even' is supported"
+_WIDENING = ("invalid rounding mode specified for widening conversion. Only IEEE float rounding modes are "
+             "supported: 'nearest_even', 'zero', 'negative_inf', 'positive_inf', 'nearest_away'")
+
+
+@pytest.mark.parametrize("src, dst, mode, message", [  # tileiras 13.5's answers, one per kind of conversion
+    ("f32", "f64", "negative_inf", None),
+    ("f16", "f32", "nearest_away", None),
+    ("f8E4M3FN", "f16", "zero", None),
+    ("f16", "f32", "approx", _WIDENING),
+    ("f32", "f16", "negative_inf", _NARROWING),
+    ("f16", "bf16", "negative_inf", _NARROWING),
+    ("f8E8M0FNU", "f32", "negative_inf", _NARROWING),
+    ("f32", "f8E5M2", "zero", _LOW),
+    ("f32", "f4E2M1FN", "negative_inf", _LOW),
+    ("f64", "f32", "negative_inf", None),
+    ("f64", "f32", "approx", "invalid rounding mode specified for conversion from f64 to f32. Only 'nearest_even', "
+                             "'zero', 'negative_inf', and 'positive_inf' are supported"),
+    ("f32", "tf32", "nearest_away", None),
+    ("f32", "tf32", "negative_inf", "invalid rounding mode specified for conversion from f32 to tf32. Only "
+                                    "'nearest_even', 'zero', and 'nearest_away' are supported"),
+    ("f32", "f8E8M0FNU", "nearest_even", "invalid rounding mode specified for conversion to f8E8M0FNU. Only 'zero' "
+                                         "and 'positive_inf' are supported"),
+])
+def test_ftof_rounding_modes(src: str, dst: str, mode: str, message) -> None:
+    assert errors(ftof(src, dst, mode)) == ([] if message is None else [f"'cuda_tile.ftof' op {message}"])
+
+
+def test_function_without_blocks() -> None:
+    src = '"cuda_tile.testing$func"() ({ }) {function_type = () -> (), sym_name = "foo"} : () -> ()\n'
+    assert any("failed to verify constraint: region with 1 blocks" in m for m in errors(src))

@@ -8,13 +8,20 @@ annotations.  Each file is classified by its RUN lines:
 
 * ``-verify-diagnostics``: every chunk is parsed and verified; each
   ``expected-error`` passes when an error on its line contains its text
-  (MLIR's rule: substring of the message, same line).
+  (MLIR's rule: substring of the message, same line; ``@unknown``: an error
+  without a location).  The RUN line's ``-bytecode-version=X.Y`` is the version
+  targeted, ``-Wunsupported-hints``/``-Werr-hints`` the verifier's hint checks,
+  and with ``-mlir-to-cudatilebc`` a module that verifies is also written, for
+  the bytecode writer's own errors.  Files checking what a test-only pass
+  reports (``--test-...``) are not run.
 * files with no ``not`` and no ``-verify-diagnostics`` (``%round_trip_test``,
   ``cuda-tile-opt %s | cuda-tile-opt``...): every chunk must parse and verify
   clean, print(parse(print(m))) must equal print(m), and writing then reading
   bytecode must print the same text.
 * the rest (``not cuda-tile-translate ... | FileCheck``, pass pipelines) are
-  listed as not run.
+  listed as not run, and so are files using the test-only ops of cuda-tile's
+  testing build (``testing$bytecode_test_*``, made-up versions 250.x), with
+  that reason printed by ``-v``.
 
 The table gives, per file, the expected errors matched and the round trips
 passed; the exit code is 1 when a rate is under its minimum.

@@ -19,7 +19,7 @@ from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Operation, Region
 from ..tile import ops_arith, ops_control, ops_core, ops_memory
-from ..tile.enums import ComparisonOrdering, Signedness, SymbolVisibility
+from ..tile.enums import ComparisonOrdering, MemoryOrderingSemantics, Signedness, SymbolVisibility
 from ..tile.registry import Attr, AttrKind, Multiplicity, OpDef, Operand, RegionDef, Result
 from . import parser_attrs as PA
 from .syntax import AttrDict, Custom, Element, FieldRef, Literal, OptionalGroup, TypeOf, Whitespace, parse_format
@@ -105,6 +105,10 @@ class OpSyntax:
         spec = self.spec(name)
         if isinstance(spec, Operand) and name in self.operands:
             n = len(self.operands[name])
+            if not n and spec.multiplicity is Multiplicity.VARIADIC and PA.is_type_start(self.sc):
+                written = variadic_types(self.sc)  # types for operands the text left out
+                raise self.sc.error(f"number of operands and types do not match: got 0 operands and "
+                                    f"{len(written)} types", self.start)
             types = [PA.parse_type(self.sc)] if n else []
             for _ in range(n - 1):
                 self.sc.expect(",")
@@ -122,7 +126,10 @@ class OpSyntax:
         first = next(e for e in group.elements if not isinstance(e, Whitespace))
         if isinstance(first, FieldRef) and self.sc.peek_ident():
             spec = self.spec(first.name)
-            if isinstance(spec, Attr) and spec.kind is AttrKind.ENUM:  # a keyword, but not one of these
+            # a keyword, but not one of these: NVIDIA's parsers name the attribute, except for the
+            # optional scope of pointer loads/stores, which its assembly format skips
+            skipped = spec.name == "memory_scope" and self.definition.cls not in _MEMORY_SPEC_OPS
+            if isinstance(spec, Attr) and spec.kind is AttrKind.ENUM and not skipped:
                 enum_value(self.sc, spec, self.definition.cls)
         for e in group.elements:
             if isinstance(e, FieldRef) and e.default is not None:
@@ -397,6 +404,9 @@ def _dense_constant(p: OpSyntax, args: tuple[Element, ...]) -> None:
     body_end = sc.pos - 1
     sc.expect(":")
     t = PA.parse_type(sc)
+    if not isinstance(t, T.TileType):  # NVIDIA's parser checks the result type before building the op
+        raise sc.error("result #0 must be tile of " + " or ".join(_CONSTANT_ELEMENTS)
+                       + f" values, but got {PA.quoted(t)}", start)
     if len(args) > 1:
         p.types[_name(args[1])] = [t]
     if isinstance(t, T.TileType) and t.element != element:
@@ -458,7 +468,7 @@ def _index_types(p: OpSyntax, args: tuple[Element, ...]) -> None:
     n = len(p.operands.get(name, []))
     types: list[T.Type] = []
     sc = p.sc
-    while n and len(types) < n:
+    while len(types) < max(n, 1):  # a type after no index at all is read and dropped, as NVIDIA does
         save = sc.pos
         if not sc.accept(","):
             break
@@ -468,7 +478,7 @@ def _index_types(p: OpSyntax, args: tuple[Element, ...]) -> None:
         types.append(PA.parse_type(sc))
     if len(types) == 1:
         types *= n
-    p.types[name] = types
+    p.types[name] = types[:n]
 
 
 def _mixed_list(p: OpSyntax, name: str, close: str) -> list:
@@ -520,7 +530,11 @@ def _check_mixed_lists(p: OpSyntax) -> None:
 def _view_operand_types(p: OpSyntax, args: tuple[Element, ...]) -> None:
     types = variadic_types(p.sc)
     base = _name(args[0])
-    if types and isinstance(types[0], T.TileType) and isinstance(types[0].element, T.PointerType):
+    first = types[0] if types else None
+    # the base's type is written only when its pointer is classified (then it comes first);
+    # a lone type is the dynamic sizes' type, whatever it is
+    if (isinstance(first, T.TileType) and isinstance(first.element, T.PointerType)
+            and (len(types) > 1 or first.element.ptr_attr is not None)):
         p.types[base] = [types.pop(0)]
     if types:
         for arg in args[1:]:
@@ -692,8 +706,18 @@ def _expect_type_kind(name: str, kinds: tuple[type, ...], message: str) -> Calla
     return check
 
 
+def _check_weak_scope(p: OpSyntax) -> None:
+    """View loads and stores: a weak access takes no memory scope."""
+    scope = p.attrs.get("memory_scope")
+    if p.attrs.get("memory_ordering_semantics") is MemoryOrderingSemantics.WEAK and scope is not None:
+        raise p.sc.error(f'operation specifies weak memory ordering semantics, but then provides "{scope.keyword}" '
+                         f"scope, expected no memory scope.", p.start)
+
+
 #: Checks an op's custom parser makes once all of its text is read.
 POST_PARSE_CHECKS: dict[type, Callable[[OpSyntax], None]] = {
+    ops_memory.LoadViewTkoOp: _check_weak_scope,
+    ops_memory.StoreViewTkoOp: _check_weak_scope,
     ops_memory.MakeTensorViewOp: _check_mixed_lists,
     ops_memory.MakePartitionViewOp: _expect_type_kind("result", (T.PartitionViewType,),
                                                       "expected 'partition_view' type, but got "),

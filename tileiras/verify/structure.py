@@ -74,7 +74,8 @@ def check_function(ctx: Context, fn: Function) -> None:
             break
     if len(fn.body.blocks) != 1:
         ctx.emit(loc, prefix + f"expects region #0 to have 0 or 1 blocks, found {len(fn.body.blocks)}"
-                 if len(fn.body.blocks) > 1 else prefix + "expects a non-empty body")
+                 if len(fn.body.blocks) > 1
+                 else prefix + "region #0 ('body') failed to verify constraint: region with 1 blocks")
         return
     block = fn.entry_block
     args = [a.type for a in block.args]
