@@ -86,6 +86,42 @@ def _constant(p: Program, rng: random.Random) -> str:
     return b
 
 
+def _scan(p: Program, rng: random.Random, x: str) -> str:
+    dim = rng.randrange(2)
+    reverse = rng.choice(["true", "false"])
+    kind, identity = rng.choice([("addf", "0.000000e+00"), ("maxf", "-3.000000e+38")])
+    out, y = p.fresh(), p.fresh()
+    p.emit(f"{out} = scan {x} dim={dim} reverse={reverse} identities=[{identity} : f32] : {p.tile} -> {p.tile}")
+    p.emit("(%lhs: tile<f32>, %rhs: tile<f32>) {")
+    p.emit(f"  {y} = {kind} %lhs, %rhs : tile<f32>")
+    p.emit(f"  yield {y} : tile<f32>")
+    p.emit("}")
+    return out
+
+
+def _round_trip_f16(p: Program, rng: random.Random, x: str) -> str:
+    half, out = p.fresh(), p.fresh()
+    narrow = rng.choice(["f16", "bf16"])
+    p.emit(f"{half} = ftof {x} : {p.tile} -> tile<{p.rows}x{p.cols}x{narrow}>")
+    p.emit(f"{out} = ftof {half} : tile<{p.rows}x{p.cols}x{narrow}> -> {p.tile}")
+    return out
+
+
+def _loop(p: Program, rng: random.Random, x: str, y: str) -> str:
+    """A counted loop carrying a tile: acc = op(acc, y), trips 0..3 (0: no iteration)."""
+    trips = rng.randrange(4)
+    lo, hi, one, res, nxt = p.fresh(), p.fresh(), p.fresh(), p.fresh(), p.fresh()
+    op = rng.choice(["addf", "maxf", "subf"])
+    p.emit(f"{lo} = constant <i32: 0> : tile<i32>")
+    p.emit(f"{hi} = constant <i32: {trips}> : tile<i32>")
+    p.emit(f"{one} = constant <i32: 1> : tile<i32>")
+    p.emit(f"{res} = for %i in ({lo} to {hi}, step {one}) : tile<i32> iter_values(%acc = {x}) -> ({p.tile}) {{")
+    p.emit(f"  {nxt} = {op} %acc, {y} : {p.tile}")
+    p.emit(f"  continue {nxt} : {p.tile}")
+    p.emit("}")
+    return res
+
+
 def generate(seed: int) -> str:
     rng = random.Random(seed)
     rows, cols = rng.choice([(8, 32), (16, 16), (32, 8), (4, 64), (64, 64), (32, 32)])
@@ -101,7 +137,7 @@ def generate(seed: int) -> str:
         p.emit(f"%x{name}, %tk{name} = load_view_tko weak %p{name}[%bx, %by] token = %tok : "
                f"partition_view<tile=({rows}x{cols}), {VIEW}>, tile<i32> -> {p.tile}, token")
         values.append(f"%x{name}")
-    for _ in range(rng.randint(3, 10)):
+    for _ in range(rng.randint(3, 12)):
         kind = rng.random()
         x, y = rng.choice(values), rng.choice(values)
         if kind < 0.35:
@@ -112,8 +148,14 @@ def generate(seed: int) -> str:
             values.append(_select(p, rng, x, y))
         elif kind < 0.85:
             values.append(_reduce_back(p, rng, x))
-        elif kind < 0.92 and rows == cols:
+        elif kind < 0.89 and rows == cols:
             values.append(_transpose(p, rng, x))
+        elif kind < 0.92:
+            values.append(_scan(p, rng, x))
+        elif kind < 0.95:
+            values.append(_round_trip_f16(p, rng, x))
+        elif kind < 0.98:
+            values.append(_loop(p, rng, x, y))
         else:
             values.append(_binary(p, rng, x, _constant(p, rng)))
     out = values[-1]

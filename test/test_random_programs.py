@@ -29,7 +29,10 @@ def _check(seed: int, gpu_name: str) -> None:
     grid = (4, 4, 1)
     expected = diffcheck.run_interpreter(module, "k", grid, args)
     got = diffcheck.run_ptx(diffcheck.compile_ptx(module, gpu_name), "k", grid, args)
-    problem = diffcheck.compare(expected, got, rtol=1e-5, atol=1e-5)
+    # sums and scans associate differently (interpreter: left to right; compiled: a tree
+    # over registers, lanes and warps): allow for the reassociation error
+    scale = max(1.0, float(np.nanmax(np.abs(expected.arrays[2]))))
+    problem = diffcheck.compare(expected, got, rtol=1e-4, atol=1e-5 * scale)
     assert problem is None, f"seed {seed}: {problem}\n{generate(seed)}"
 
 
