@@ -163,3 +163,76 @@ def generate(seed: int) -> str:
            f"partition_view<tile=({rows}x{cols}), {VIEW}>, tile<i32> -> token")
     p.emit("return")
     return header + "\n" + "\n".join(p.lines) + "\n}\n"
+
+
+INT_VIEW = "tensor_view<?x?xi32, strides=[?,1]>"
+
+
+def _int_binary(p: Program, rng: random.Random, x: str, y: str) -> str:
+    tile = p.tile.replace("f32", "i32")
+    out = p.fresh()
+    op = rng.choice(["addi", "subi", "muli", "maxi signed", "mini unsigned", "andi", "ori", "xori",
+                     "divi signed", "divi unsigned", "remi signed", "shri signed", "shri unsigned", "shli"])
+    name, *flag = op.split()
+    if name in ("divi", "remi"):  # a divisor that is never zero: y | 1
+        one, s, b, d = p.fresh(), p.fresh(), p.fresh(), p.fresh()
+        p.emit(f"{one} = constant <i32: 1> : tile<i32>")
+        p.emit(f"{s} = reshape {one} : tile<i32> -> tile<1x1xi32>")
+        p.emit(f"{b} = broadcast {s} : tile<1x1xi32> -> {tile}")
+        p.emit(f"{d} = ori {y}, {b} : {tile}")
+        y = d
+    if name in ("shli", "shri"):  # shift amounts 0..40 (past the width too)
+        m, s, b, amt = p.fresh(), p.fresh(), p.fresh(), p.fresh()
+        p.emit(f"{m} = constant <i32: 40> : tile<i32>")
+        p.emit(f"{s} = reshape {m} : tile<i32> -> tile<1x1xi32>")
+        p.emit(f"{b} = broadcast {s} : tile<1x1xi32> -> {tile}")
+        p.emit(f"{amt} = remi {y}, {b} unsigned : {tile}")
+        y = amt
+    if name == "divi" and rng.random() < 0.5 and flag[0] == "signed":
+        flag = [f"signed rounding<{rng.choice(['positive_inf', 'negative_inf'])}>"]
+    suffix = f" {flag[0]}" if flag else ""
+    p.emit(f"{out} = {name} {x}, {y}{suffix} : {tile}")
+    return out
+
+
+def _int_reduce_back(p: Program, rng: random.Random, x: str) -> str:
+    tile = p.tile.replace("f32", "i32")
+    dim = rng.randrange(2)
+    kind, identity = rng.choice([("addi", "0"), ("xori", "0"), ("maxi", "-2147483648")])
+    kept = p.cols if dim == 0 else p.rows
+    r, s, b, y = p.fresh(), p.fresh(), p.fresh(), p.fresh()
+    p.emit(f"{r} = reduce {x} dim={dim} identities=[{identity} : i32] : {tile} -> tile<{kept}xi32>")
+    p.emit("(%lhs: tile<i32>, %rhs: tile<i32>) {")
+    p.emit(f"  {y} = {kind} %lhs, %rhs{' signed' if kind == 'maxi' else ''} : tile<i32>")
+    p.emit(f"  yield {y} : tile<i32>")
+    p.emit("}")
+    small = f"tile<1x{kept}xi32>" if dim == 0 else f"tile<{kept}x1xi32>"
+    p.emit(f"{s} = reshape {r} : tile<{kept}xi32> -> {small}")
+    p.emit(f"{b} = broadcast {s} : {small} -> {tile}")
+    return b
+
+
+def generate_int(seed: int) -> str:
+    """Like ``generate``, on i32 tiles with signed/unsigned ops: results must match exactly."""
+    rng = random.Random(seed)
+    rows, cols = rng.choice([(8, 32), (16, 16), (32, 8), (4, 64), (32, 32)])
+    p = Program(rows, cols)
+    tile = f"tile<{rows}x{cols}xi32>"
+    header = "entry @k(%a: tile<ptr<i32>>, %b: tile<ptr<i32>>, %c: tile<ptr<i32>>, %n: tile<i32>) {"
+    p.emit("%tok = make_token : token")
+    for name in "abc":
+        p.emit(f"%t{name} = make_tensor_view %{name}, shape = [%n, %n], strides = [%n, 1] : tile<i32> -> {INT_VIEW}")
+        p.emit(f"%p{name} = make_partition_view %t{name} : partition_view<tile=({rows}x{cols}), {INT_VIEW}>")
+    p.emit("%bx, %by, %bz = get_tile_block_id : tile<i32>")
+    values = []
+    for name in "ab":
+        p.emit(f"%x{name}, %tk{name} = load_view_tko weak %p{name}[%bx, %by] token = %tok : "
+               f"partition_view<tile=({rows}x{cols}), {INT_VIEW}>, tile<i32> -> {tile}, token")
+        values.append(f"%x{name}")
+    for _ in range(rng.randint(3, 12)):
+        x, y = rng.choice(values), rng.choice(values)
+        values.append(_int_reduce_back(p, rng, x) if rng.random() < 0.2 else _int_binary(p, rng, x, y))
+    p.emit(f"%done = store_view_tko weak {values[-1]}, %pc[%bx, %by] token = %tok : {tile}, "
+           f"partition_view<tile=({rows}x{cols}), {INT_VIEW}>, tile<i32> -> token")
+    p.emit("return")
+    return header + "\n" + "\n".join(p.lines) + "\n}\n"

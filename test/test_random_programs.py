@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from random_programs import generate
+from random_programs import generate, generate_int
 
 from tileiras import diffcheck
 from tileiras.text.parser import parse_module
@@ -45,3 +45,22 @@ def test_random_program_sm90(seed):
 @pytest.mark.parametrize("seed", range(40, 120))
 def test_random_program_more(seed):
     _check(seed, "sm_80" if seed % 2 else "sm_90")
+
+
+def _check_int(seed: int, gpu_name: str) -> None:
+    text = generate_int(seed)
+    module = parse_module(text, f"random_int{seed}.mlir")
+    check_module(module, gpu_name=gpu_name)
+    rng = np.random.default_rng(seed)
+    a, b = (rng.integers(-2**31, 2**31, (N, N), dtype=np.int64).astype(np.int32) for _ in range(2))
+    args = [a, b, np.zeros((N, N), np.int32), np.int32(N)]
+    grid = (4, 4, 1)
+    expected = diffcheck.run_interpreter(module, "k", grid, args)
+    got = diffcheck.run_ptx(diffcheck.compile_ptx(module, gpu_name), "k", grid, args)
+    problem = diffcheck.compare(expected, got)
+    assert problem is None, f"seed {seed}: {problem}\n{text}"
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_int_program(seed):
+    _check_int(seed, "sm_90" if seed % 3 else "sm_80")
