@@ -94,3 +94,26 @@ def test_writer_checks_and_bytecode_version(tmp_path):
     by_name = {r.path: r for r in results}
     assert (by_name["to_bc.mlir"].matched, by_name["to_bc.mlir"].expected) == (3, 3), by_name["to_bc.mlir"].failures
     assert by_name["evolution.mlir"].kind == "not run" and "test-only" in by_name["evolution.mlir"].reason
+
+
+def test_filecheck_files_count_their_checked_errors(tmp_path):
+    from tileiras import conformance
+
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "bad_type.mlir").write_text(
+        "// RUN: not cuda-tile-translate -mlir-to-cudatilebc %s -no-implicit-module 2>&1 | FileCheck %s\n"
+        "// CHECK: unsupported type in bytecode writer\n"
+        "// CHECK-NOT: something we never say\n"
+        "cuda_tile.module @m {\n  entry @k(%a : tensor<2xi16>) {\n  }\n}\n")
+    (suite / "wrong.mlir").write_text(
+        "// RUN: not cuda-tile-opt %s 2>&1 | FileCheck %s\n"
+        "// CHECK: error: {{.*}}a message we do not give\n"
+        "entry @k() {\n}\n")
+    results = {r.path: r for r in conformance.run_suite(suite)}
+    assert (results["bad_type.mlir"].kind, results["bad_type.mlir"].checks_ok, results["bad_type.mlir"].checks) \
+        == ("checks", 1, 1)
+    assert (results["wrong.mlir"].checks_ok, results["wrong.mlir"].checks) == (0, 1)
+    total = conformance.rates(list(results.values()))
+    assert (total.checks_ok, total.checks, total.expected) == (1, 2, 0)
+    assert "CHECKed errors" in conformance.table(list(results.values()))

@@ -18,8 +18,11 @@ annotations.  Each file is classified by its RUN lines:
   ``cuda-tile-opt %s | cuda-tile-opt``...): every chunk must parse and verify
   clean, print(parse(print(m))) must equal print(m), and writing then reading
   bytecode must print the same text.
-* the rest (``not cuda-tile-translate ... | FileCheck``, pass pipelines) are
-  listed as not run, and so are files using the test-only ops of cuda-tile's
+* ``not TOOL %s ... 2>&1 | FileCheck`` files (no pass, no bytecode input):
+  each CHECK line is an error we must give for its chunk, counted apart
+  ("CHECKed errors"; matched anywhere in the chunk, ``{{re}}`` as regexes).
+* the rest (bytecode inputs, pass pipelines, --list-versions) are listed as
+  not run, and so are files using the test-only ops of cuda-tile's
   testing build (``testing$bytecode_test_*``, made-up versions 250.x), with
   that reason printed by ``-v``.
 
@@ -66,6 +69,8 @@ class FileResult:
     round_trips_ok: int = 0
     failures: list[str] = field(default_factory=list)
     reason: str = ""  # why a file is not run, when it is not for the usual reasons
+    checks: int = 0  # ``not TOOL ... | FileCheck`` files: CHECK lines, each an error message expected
+    checks_ok: int = 0
 
 
 # ---------------------------------------------------------------------------
@@ -141,6 +146,17 @@ def diagnose(text: str, filename: str, line_offset: int, hints: Optional[str] = 
     return out
 
 
+def _values(module):  # noqa: ANN001, ANN202 - every value of a module
+    for fn in module.functions:
+        for block in fn.body.blocks:
+            yield from block.args
+        for op in fn.walk():
+            yield from op.results
+            for region in op.regions:
+                for block in region.blocks:
+                    yield from block.args
+
+
 def _write_problems(parsed, version: Version) -> list[Produced]:  # noqa: ANN001 - a ParsedText
     """What the bytecode writer says about a verified module: it takes only
     functions and globals in a module's body, only cuda_tile ops, and nothing newer
@@ -149,7 +165,11 @@ def _write_problems(parsed, version: Version) -> list[Produced]:  # noqa: ANN001
     from .text.parser_locs import strip_text_locations
     from .writer import write_bytecode
 
+    from .text.parser_attrs import UnknownType
+
     where = parsed.module_loc.line if parsed.module_loc is not None else None
+    if any(isinstance(v.type, UnknownType) for v in _values(parsed.module)):
+        return [Produced("error", None, "unsupported type in bytecode writer")]
     if parsed.ops_in_module_body:
         return [Produced("error", where, "'cuda_tile.module' op only function and global ops are allowed in the body")]
     if any(is_unregistered(op) for op in parsed.module.walk()):
@@ -233,12 +253,22 @@ TEST_ONLY_OPS = "testing$bytecode_test_"
 TEST_PASSES = ("--test-", "-test-debuginfo")
 
 
+def _checks_errors(runs: list[str], joined: str) -> bool:
+    """``not TOOL %s ... 2>&1 | FileCheck``: the CHECK lines are the tool's errors."""
+    return (bool(runs) and all(r.lstrip().startswith("not ") for r in runs) and "FileCheck" in joined
+            and "%S" not in joined and "-cudatilebc-to-mlir" not in joined and "--list-versions" not in joined
+            and "pass-pipeline" not in joined
+            and not any(p in joined.replace("-test-cudatile-roundtrip", "") for p in TEST_PASSES))
+
+
 def classify(runs: list[str]) -> str:
     joined = " ".join(runs)
     if "-verify-diagnostics" in joined:
         # errors a test pass reports (not the parser or verifier) are not ours to match
         test_pass = any(p in joined for p in TEST_PASSES) and "-test-cudatile-roundtrip" not in joined
         return "not run" if test_pass else "diagnostics"
+    if _checks_errors(runs, joined):
+        return "checks"
     if not runs or any(r.lstrip().startswith("not ") for r in runs) or "--list-versions" in joined:
         return "not run"
     if "pass-pipeline" in joined or "--canonicalize" in joined or "cudatilebc-to-mlir %S" in joined:
@@ -265,6 +295,8 @@ def run_file(path: Path, root: Path) -> FileResult:
         if kind == "diagnostics":
             _check_diagnostics(result, chunk, path.name, offset, hint_mode(runs), target_version(runs),
                                writes_bytecode(runs))
+        elif kind == "checks":
+            _check_file_checks(result, chunk, path.name, offset, runs)
         elif chunk.strip() and not _only_comments(chunk):
             result.round_trips += 1
             problem = round_trip(chunk, path.name, offset)
@@ -294,6 +326,33 @@ def _check_diagnostics(result: FileResult, chunk: str, filename: str, offset: in
             result.failures.append(f"line {e.line}: expected '{e.text}', got {got or 'no error'}")
 
 
+_CHECK_LINE = re.compile(r"//\s*([A-Za-z0-9_]+?)(-NEXT|-SAME|-DAG|-LABEL|-NOT)?:\s*(.*?)\s*$", re.MULTILINE)
+
+
+def _check_pattern(text: str) -> re.Pattern:
+    """A CHECK line as a regular expression (``{{...}}`` parts are regexes already)."""
+    parts = re.split(r"\{\{(.*?)\}\}", text.removeprefix("error: "))
+    return re.compile("".join(p if i % 2 else re.escape(p) for i, p in enumerate(parts)))
+
+
+def _check_file_checks(result: FileResult, chunk: str, filename: str, offset: int, runs: list[str]) -> None:
+    """Each CHECK line of the chunk must match one of the errors we give for it."""
+    joined = " ".join(runs)
+    prefixes = {x for group in re.findall(r"--?check-prefix(?:es)?[= ](\S+)", joined) for x in group.split(",")}
+    prefixes = prefixes or {"CHECK"}
+    wanted = [m.group(3) for m in _CHECK_LINE.finditer(chunk) if m.group(1) in prefixes and m.group(2) != "-NOT"]
+    if not wanted:
+        return
+    produced = [p.message for p in diagnose(chunk, filename, offset, hint_mode(runs), target_version(runs),
+                                            writes_bytecode(runs)) if p.severity == "error"]
+    for text in wanted:
+        result.checks += 1
+        if any(_check_pattern(text).search(m) for m in produced):
+            result.checks_ok += 1
+        else:
+            result.failures.append(f"CHECK '{text}': got {produced[:2] or 'no error'}")
+
+
 def run_suite(root: Path) -> list[FileResult]:
     files = sorted(p for p in root.rglob("*.mlir") if "Inputs" not in p.parts)
     return [run_file(p, root) for p in files]
@@ -305,6 +364,8 @@ class Rates:
     matched: int
     round_trips: int
     round_trips_ok: int
+    checks: int = 0
+    checks_ok: int = 0
 
     @property
     def error_rate(self) -> float:
@@ -317,16 +378,19 @@ class Rates:
 
 def rates(results: list[FileResult]) -> Rates:
     return Rates(sum(r.expected for r in results), sum(r.matched for r in results),
-                 sum(r.round_trips for r in results), sum(r.round_trips_ok for r in results))
+                 sum(r.round_trips for r in results), sum(r.round_trips_ok for r in results),
+                 sum(r.checks for r in results), sum(r.checks_ok for r in results))
 
 
 def table(results: list[FileResult], verbose: bool = False) -> str:
     width = max(len(r.path) for r in results) if results else 10
-    lines = [f"{'file'.ljust(width)}  {'kind':<12} {'expected errors':>16} {'round trips':>12}"]
+    lines = [f"{'file'.ljust(width)}  {'kind':<12} {'expected errors':>16} {'round trips':>12} "
+             f"{'CHECKed errors':>15}"]
     for r in results:
         errs = f"{r.matched}/{r.expected} {_pct(r.matched, r.expected)}" if r.expected else "-"
         trips = f"{r.round_trips_ok}/{r.round_trips}" if r.round_trips else "-"
-        lines.append(f"{r.path.ljust(width)}  {r.kind:<12} {errs:>16} {trips:>12}")
+        checks = f"{r.checks_ok}/{r.checks}" if r.checks else "-"
+        lines.append(f"{r.path.ljust(width)}  {r.kind:<12} {errs:>16} {trips:>12} {checks:>15}")
         if verbose:
             lines += [f"    {f}" for f in r.failures]
             if r.reason:
@@ -334,7 +398,8 @@ def table(results: list[FileResult], verbose: bool = False) -> str:
     total = rates(results)
     lines.append(f"{'TOTAL'.ljust(width)}  {'':<12} "
                  f"{f'{total.matched}/{total.expected} {_pct(total.matched, total.expected)}':>16} "
-                 f"{f'{total.round_trips_ok}/{total.round_trips}':>12}")
+                 f"{f'{total.round_trips_ok}/{total.round_trips}':>12} "
+                 f"{f'{total.checks_ok}/{total.checks}':>15}")
     return "\n".join(lines) + "\n"
 
 
