@@ -19,7 +19,7 @@ from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import AtomicRMWMode, MemoryOrderingSemantics, MemoryScope
 from . import intrinsics as X
-from .nvvm import I32, I64, KernelEmitter, emits
+from .nvvm import I64, KernelEmitter, emits
 from .values import TensorViewVal, TiledViewVal, TileVal, llvm_type
 
 Dim = Union[int, ir.Value]

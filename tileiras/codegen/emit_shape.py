@@ -16,15 +16,13 @@ from llvmlite import ir
 from ..errors import CompileError
 from ..ir import attrs as A
 from ..ir import types as T
-from ..ir.core import Block, Operation, Value
+from ..ir.core import Block, Operation
 from ..layout.linear import LANE, REG, WARP, LinearLayout
 from ..lower.tileas import element_bytes
-from ..tile import ops_arith as AR
 from ..tile import ops_core as CO
-from ..tile.enums import Signedness
 from . import intrinsics as X
 from .nvvm import I32, I64, KernelEmitter, _from_smem, _smem_type, _to_smem, emits
-from .values import BF16, TileVal, llvm_type
+from .values import TileVal, llvm_type
 
 
 # -- constants ---------------------------------------------------------------------------
@@ -423,7 +421,6 @@ def _scan_line(em: KernelEmitter, op: Operation, block: Block, srcs: list[TileVa
     b.position_at_end(done)
 
 
-__all__ = ["decode_elements", "lookup_by_coord", "redistribute_owned", "inline_combiner", "BF16", "Value"]
 
 
 @emits(CO.PackOp, CO.UnpackOp)
@@ -440,104 +437,3 @@ def _repack(em: KernelEmitter, op: Operation) -> None:
     _spill(em, src, src_t)
     X.barrier(em.b)
     em.put(op.result, TileVal(out, _fill(em, out, dst_t, llvm_type(dst_t))))
-
-
-# -- matrix multiply (SIMT: every thread computes its accumulator elements) -----------------
-def _to_acc(b: ir.IRBuilder, v: ir.Value, src: T.ScalarType, acc: ir.Type, signed: bool = True) -> ir.Value:
-    if isinstance(acc, ir.IntType):
-        return b.sext(v, acc) if signed else b.zext(v, acc)
-    if src.name in ("f8E4M3FN", "f8E5M2"):
-        from .emit_arith import _f8_convert  # noqa: PLC0415
-        return _f8_convert(b, v, src, T.F32, acc)
-    if v.type == acc:
-        return v
-    return b.fpext(v, acc) if not isinstance(v.type, ir.DoubleType) else b.fptrunc(v, acc)
-
-
-def _e8m0_to_f32(b: ir.IRBuilder, bits: ir.Value) -> ir.Value:
-    """2**(bits - 127): the exponent field alone; 0 is 2**-127 (subnormal), 255 NaN."""
-    i32 = ir.IntType(32)
-    e = b.zext(bits, i32)
-    value = b.shl(e, ir.Constant(i32, 23))
-    value = b.select(b.icmp_unsigned("==", e, ir.Constant(i32, 0)), ir.Constant(i32, 0x00400000), value)
-    value = b.select(b.icmp_unsigned("==", e, ir.Constant(i32, 255)), ir.Constant(i32, 0x7FC00000), value)
-    return b.bitcast(value, ir.FloatType())
-
-
-@emits(AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp)
-def _mma(em: KernelEmitter, op: Operation) -> None:
-    """C += A @ B (optionally batched; mmaf_scaled multiplies A and B by their block
-    scales first), through shared memory: each thread walks K for the accumulator
-    elements it holds, multiplying and adding in f32 (i32 for integers)."""
-    b = em.b
-    a_t, b_t, c_t = (v.type for v in op.operands[:3])
-    lhs, rhs, acc = (em.tile(op, i) for i in range(3))
-    rank = c_t.rank
-    kdim = a_t.shape[-1]
-    a_bytes = element_bytes(a_t) * a_t.num_elements
-    scaled = isinstance(op, AR.MmaFScaledOp)
-    for t in (a_t, b_t):
-        if T.element_type(t).bitwidth < 8:
-            raise CompileError(f"'{op.name}' of {T.element_type(t)} elements is not supported yet")
-    X.barrier(b)
-    _spill(em, lhs, a_t)
-    _spill(em, rhs, b_t, offset=a_bytes)
-    if scaled:
-        sa_t, sb_t = op.operands[3].type, op.operands[4].type
-        if T.element_type(sa_t).name != "f8E8M0FNU" or T.element_type(sb_t).name != "f8E8M0FNU":
-            raise CompileError(f"'{op.name}' with {T.element_type(sa_t)} scales is not supported yet")
-        sa_off = a_bytes + element_bytes(b_t) * b_t.num_elements
-        sb_off = sa_off + sa_t.num_elements
-        _spill(em, em.tile(op, 3), sa_t, offset=sa_off)
-        _spill(em, em.tile(op, 4), sb_t, offset=sb_off)
-        block_a, block_b = kdim // sa_t.shape[-1], kdim // sb_t.shape[-2]
-    X.barrier(b)
-    out_ty = acc.regs[0].type
-    # sums run in f32 (f64 for f64, i32 for integers) and round once to the result type
-    acc_ty = out_ty if isinstance(out_ty, (ir.IntType, ir.DoubleType)) else ir.FloatType()
-    a_elem, b_elem = T.element_type(a_t), T.element_type(b_t)
-    signed = (op.attributes.get("signedness_lhs", Signedness.SIGNED) == Signedness.SIGNED,
-              op.attributes.get("signedness_rhs", Signedness.SIGNED) == Signedness.SIGNED)
-    coords = [em.coords(acc.layout, r) for r in range(len(acc.regs))]
-    widened = [v if v.type == acc_ty else b.fpext(v, acc_ty) for v in acc.regs]
-    pre = b.block
-    loop = em.llfn.append_basic_block("mma.k")
-    done = em.llfn.append_basic_block("mma.done")
-    b.branch(loop)
-    b.position_at_end(loop)
-    k = b.phi(I32)
-    k.add_incoming(ir.Constant(I32, 0), pre)
-    phis = []
-    for v in widened:
-        phi = b.phi(acc_ty)
-        phi.add_incoming(v, pre)
-        phis.append(phi)
-    new = []
-    for c, phi in zip(coords, phis):
-        batch = c[:rank - 2]
-        m, n = c[rank - 2], c[rank - 1]
-        a_idx = em.flat_index([*batch, m, k], a_t.shape)
-        b_idx = em.flat_index([*batch, k, n], b_t.shape)
-        av = _to_acc(b, b.load(em.smem_slot(a_idx, element_bytes(a_t)), typ=llvm_type(a_t)), a_elem, acc_ty, signed[0])
-        bv = _to_acc(b, b.load(em.smem_slot(b_idx, element_bytes(b_t), a_bytes), typ=llvm_type(b_t)), b_elem,
-                     acc_ty, signed[1])
-        if scaled:
-            ka = b.udiv(k, ir.Constant(I32, block_a))
-            kb = b.udiv(k, ir.Constant(I32, block_b))
-            sa_idx = em.flat_index([*batch, m, ka], sa_t.shape)
-            sb_idx = em.flat_index([*batch, kb, n], sb_t.shape)
-            i8 = ir.IntType(8)
-            av = b.fmul(av, _e8m0_to_f32(b, b.load(em.smem_slot(sa_idx, 1, sa_off), typ=i8)))
-            bv = b.fmul(bv, _e8m0_to_f32(b, b.load(em.smem_slot(sb_idx, 1, sb_off), typ=i8)))
-        if isinstance(acc_ty, ir.IntType):
-            new.append(b.add(phi, b.mul(av, bv)))
-        else:
-            new.append(X.math_call(b, f"llvm.fma.{'f64' if isinstance(acc_ty, ir.DoubleType) else 'f32' if isinstance(acc_ty, ir.FloatType) else 'f16'}", [av, bv, phi]))
-    nxt = b.add(k, ir.Constant(I32, 1))
-    tail = b.block
-    k.add_incoming(nxt, tail)
-    for phi, v in zip(phis, new):
-        phi.add_incoming(v, tail)
-    b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(I32, kdim)), loop, done)
-    b.position_at_end(done)
-    em.put(op.result, TileVal(acc.layout, [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in new]))

@@ -18,11 +18,11 @@ from llvmlite import ir
 from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Block, Function, Module, Operation, Value
-from ..layout.linear import LANE, REG, WARP, LinearLayout, flatten
+from ..layout.linear import LANE, REG, WARP, LinearLayout
 from ..lower.tileas import ITER, TileAS, element_bytes
 from . import intrinsics as X
 from .debuginfo import LineInfo
-from .values import GPTR, Emitted, TileVal, byte_gep, llvm_type
+from .values import Emitted, TileVal, byte_gep, llvm_type
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 
@@ -405,7 +405,7 @@ def line_info(module: ir.Module) -> LineInfo:
 def emit_module(module: Module, analyses: dict[str, TileAS], target: Target,
                 positions: Optional[dict] = None) -> ir.Module:
     """LLVM IR for every entry function of ``module``."""
-    from . import emit_arith, emit_control, emit_memory, emit_shape  # noqa: F401  (register emitters)
+    from . import emit_arith, emit_control, emit_memory, emit_mma, emit_shape  # noqa: F401  (register emitters)
 
     llmod = ir.Module(name="tileiras")
     if target.lineinfo:

@@ -14,7 +14,7 @@ import enum
 import ml_dtypes
 import numpy as np
 
-from .ptxtypes import BF16, RAW_DTYPES
+from .ptxtypes import RAW_DTYPES
 
 F64 = np.dtype(np.float64)
 F32 = np.dtype(np.float32)

@@ -35,7 +35,6 @@ OPCODES: dict[str, tuple[int, Version]] = {
     "divf": (0x14, _V("13.1")),
     "divi": (0x15, _V("13.1")),
     "entry": (0x16, _V("13.1")),
-    "entry": (0x16, _V("13.1")),
     "exp": (0x17, _V("13.1")),
     "exp2": (0x18, _V("13.1")),
     "exti": (0x25, _V("13.1")),

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..machine import KernelTrap
 from ..operands import reader
-from ..parser import ArgList, Imm, Sym
+from ..parser import ArgList, Sym
 from ..program import guard_mask
 from ..ptxtypes import ptx_type
 from ..registry import UnsupportedInstruction, handles, modifiers

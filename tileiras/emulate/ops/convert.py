@@ -7,7 +7,7 @@ import numpy as np
 
 from ..numeric import F64, Rounding, flush, round_to, rounding_of, saturate
 from ..operands import reader, type_of, writer
-from ..ptxtypes import BF16, FORMAT_DTYPES, Kind, PtxType, ptx_type
+from ..ptxtypes import BF16, FORMAT_DTYPES, PtxType, ptx_type
 from ..registry import UnsupportedInstruction, handles, modifiers
 from .common import broadcast_all, elementwise
 from .floating import canonical

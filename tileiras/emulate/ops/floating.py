@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..numeric import F64, Rounding, flush, round_to, rounding_of, saturate, two_prod, two_sum
-from ..operands import reader, type_of, writer
+from ..operands import type_of
 from ..ptxtypes import BF16, FORMAT_DTYPES, PtxType, ptx_type
 from ..registry import handles, modifiers
 from .common import broadcast_all, elementwise

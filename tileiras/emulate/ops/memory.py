@@ -18,7 +18,7 @@ from ..memory import (LOCAL_GENERIC_BASE, SHARED_GENERIC_BASE, SHARED_OFFSET_MAS
 from ..operands import reader, type_of, vector_items, writer
 from ..parser import Addr, Reg, Sym
 from ..ptxtypes import BF16, RAW_DTYPES, PtxType, ptx_type
-from ..registry import UnsupportedInstruction, handles, modifiers
+from ..registry import UnsupportedInstruction, handles
 
 U64 = ptx_type("u64")
 SPACES = {"global": "global", "shared": "shared", "shared::cta": "shared",

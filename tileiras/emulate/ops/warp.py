@@ -13,7 +13,6 @@ from ..operands import reader, type_of, writer
 from ..parser import Pair
 from ..ptxtypes import ptx_type
 from ..registry import handles, modifiers
-from .common import broadcast_all
 
 U32 = ptx_type("u32")
 PRED = ptx_type("pred")
