@@ -54,20 +54,27 @@ def _select(p: Program, rng: random.Random, x: str, y: str) -> str:
     return out
 
 
-def _reduce_back(p: Program, rng: random.Random, x: str) -> str:
+FLOAT_REDUCTIONS = (("addf", "0.000000e+00"), ("maxf", "-3.000000e+38"), ("minf", "3.000000e+38"))
+INT_REDUCTIONS = (("addi", "0"), ("xori", "0"), ("maxi signed", "-2147483648"))
+
+
+def _reduce_back(p: Program, rng: random.Random, x: str, elem: str = "f32",
+                 kinds: tuple = FLOAT_REDUCTIONS) -> str:
     """Reduce along a dim, then broadcast the result back to the tile's shape."""
+    tile = p.tile.replace("f32", elem)
     dim = rng.randrange(2)
-    kind, identity = rng.choice([("addf", "0.000000e+00"), ("maxf", "-3.000000e+38"), ("minf", "3.000000e+38")])
+    kind, identity = rng.choice(kinds)
+    name, *flag = kind.split()
     kept = p.cols if dim == 0 else p.rows
     r, s, b, y = p.fresh(), p.fresh(), p.fresh(), p.fresh()
-    p.emit(f"{r} = reduce {x} dim={dim} identities=[{identity} : f32] : {p.tile} -> tile<{kept}xf32>")
-    p.emit("(%lhs: tile<f32>, %rhs: tile<f32>) {")
-    p.emit(f"  {y} = {kind} %lhs, %rhs : tile<f32>")
-    p.emit(f"  yield {y} : tile<f32>")
+    p.emit(f"{r} = reduce {x} dim={dim} identities=[{identity} : {elem}] : {tile} -> tile<{kept}x{elem}>")
+    p.emit(f"(%lhs: tile<{elem}>, %rhs: tile<{elem}>) {{")
+    p.emit(f"  {y} = {name} %lhs, %rhs{' ' + flag[0] if flag else ''} : tile<{elem}>")
+    p.emit(f"  yield {y} : tile<{elem}>")
     p.emit("}")
-    small = f"tile<1x{kept}xf32>" if dim == 0 else f"tile<{kept}x1xf32>"
-    p.emit(f"{s} = reshape {r} : tile<{kept}xf32> -> {small}")
-    p.emit(f"{b} = broadcast {s} : {small} -> {p.tile}")
+    small = f"tile<1x{kept}x{elem}>" if dim == 0 else f"tile<{kept}x1x{elem}>"
+    p.emit(f"{s} = reshape {r} : tile<{kept}x{elem}> -> {small}")
+    p.emit(f"{b} = broadcast {s} : {small} -> {tile}")
     return b
 
 
@@ -195,23 +202,6 @@ def _int_binary(p: Program, rng: random.Random, x: str, y: str) -> str:
     return out
 
 
-def _int_reduce_back(p: Program, rng: random.Random, x: str) -> str:
-    tile = p.tile.replace("f32", "i32")
-    dim = rng.randrange(2)
-    kind, identity = rng.choice([("addi", "0"), ("xori", "0"), ("maxi", "-2147483648")])
-    kept = p.cols if dim == 0 else p.rows
-    r, s, b, y = p.fresh(), p.fresh(), p.fresh(), p.fresh()
-    p.emit(f"{r} = reduce {x} dim={dim} identities=[{identity} : i32] : {tile} -> tile<{kept}xi32>")
-    p.emit("(%lhs: tile<i32>, %rhs: tile<i32>) {")
-    p.emit(f"  {y} = {kind} %lhs, %rhs{' signed' if kind == 'maxi' else ''} : tile<i32>")
-    p.emit(f"  yield {y} : tile<i32>")
-    p.emit("}")
-    small = f"tile<1x{kept}xi32>" if dim == 0 else f"tile<{kept}x1xi32>"
-    p.emit(f"{s} = reshape {r} : tile<{kept}xi32> -> {small}")
-    p.emit(f"{b} = broadcast {s} : {small} -> {tile}")
-    return b
-
-
 def generate_int(seed: int) -> str:
     """Like ``generate``, on i32 tiles with signed/unsigned ops: results must match exactly."""
     rng = random.Random(seed)
@@ -231,7 +221,8 @@ def generate_int(seed: int) -> str:
         values.append(f"%x{name}")
     for _ in range(rng.randint(3, 12)):
         x, y = rng.choice(values), rng.choice(values)
-        values.append(_int_reduce_back(p, rng, x) if rng.random() < 0.2 else _int_binary(p, rng, x, y))
+        values.append(_reduce_back(p, rng, x, "i32", INT_REDUCTIONS) if rng.random() < 0.2
+                      else _int_binary(p, rng, x, y))
     p.emit(f"%done = store_view_tko weak {values[-1]}, %pc[%bx, %by] token = %tok : {tile}, "
            f"partition_view<tile=({rows}x{cols}), {INT_VIEW}>, tile<i32> -> token")
     p.emit("return")
