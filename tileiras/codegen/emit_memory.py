@@ -19,7 +19,7 @@ from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import AtomicRMWMode, MemoryOrderingSemantics, MemoryScope
 from . import intrinsics as X
-from .nvvm import I64, KernelEmitter, emits
+from .nvvm import I64, KernelEmitter, _runtime_mask, emits
 from .values import TensorViewVal, TiledViewVal, TileVal, llvm_type
 
 Dim = Union[int, ir.Value]
@@ -95,6 +95,7 @@ class Access:
         tv = view.tensor
         esize = max(1, view.tensor.element.bitwidth // 8) if isinstance(view.tensor.element, T.ScalarType) else 8
         self.addresses: list[ir.Value] = []
+        self.offsets: list[int] = []       # constant byte offset added to each address
         self.masks: list[ir.Value] = []
         rank = len(view.tile_shape)
         starts = []
@@ -107,21 +108,40 @@ class Access:
                 continue
             step = view.traversal[k] if view.traversal else view.tile_shape[k]
             starts.append(b.mul(_i64(em, indices[k]), ir.Constant(I64, step)))
+        runtime_only = em.coords(layout, 0) if layout.size("reg") else []
+        bases: dict[tuple, ir.Value] = {}
         for reg in range(layout.size("reg")):
             c = em.coords(layout, reg)
-            offset: ir.Value = ir.Constant(I64, 0)
+            const = layout.apply(reg=reg)
             ok: Optional[ir.Value] = None
+            folded = 0          # bytes known at compile time: an immediate of the instruction
+            key: list = []      # what the rest of the address depends on
+            coords: list = []
             for k in range(rank):
                 d = view.dim_map[k]
                 if view.sparse_dim == k:
                     t = _i64(em, gather[reg])
+                    key.append(("gather", reg))
+                    coords.append(t)
                 else:
                     t = b.add(starts[k], b.zext(c[k], I64))
+                    stride = tv.strides[d]
+                    if isinstance(stride, int) and const[k] & _runtime_mask(layout, k) == 0:
+                        folded += const[k] * stride * esize
+                        coords.append(b.add(starts[k], b.zext(runtime_only[k], I64)))
+                    else:
+                        key.append((k, const[k]))
+                        coords.append(t)
                 inb = b.icmp_unsigned("<", t, _i64(em, tv.shape[d]))
                 ok = inb if ok is None else b.and_(ok, inb)
-                offset = b.add(offset, b.mul(t, _i64(em, tv.strides[d])))
-            self.addresses.append(b.gep(tv.base, [b.mul(offset, ir.Constant(I64, esize))],
-                                        source_etype=ir.IntType(8)))
+            if tuple(key) not in bases:
+                offset: ir.Value = ir.Constant(I64, 0)
+                for k, t in enumerate(coords):
+                    offset = b.add(offset, b.mul(t, _i64(em, tv.strides[view.dim_map[k]])))
+                bases[tuple(key)] = b.gep(tv.base, [b.mul(offset, ir.Constant(I64, esize))],
+                                          source_etype=ir.IntType(8))
+            self.addresses.append(bases[tuple(key)])
+            self.offsets.append(folded)
             self.masks.append(ok if ok is not None else ir.Constant(ir.IntType(1), 1))
 
 
@@ -156,23 +176,26 @@ def _barrier_if_ordered(em: KernelEmitter, op: Operation) -> None:
 
 
 def _load_bits(em: KernelEmitter, ty: ir.Type, address: ir.Value, mask: ir.Value, fallback: ir.Value,
-               qualifiers: str) -> ir.Value:
-    """Predicated scalar load; floats travel as same-width integers through the asm."""
+               qualifiers: str, offset: int = 0) -> ir.Value:
+    """Predicated scalar load at ``address + offset`` bytes; floats travel as same-width
+    integers through the asm."""
     b = em.b
     if isinstance(ty, ir.PointerType):
-        raw = X.predicated_load(b, I64, 1, address, mask, [b.ptrtoint(fallback, I64)], qualifiers)[0]
+        raw = X.predicated_load(b, I64, 1, address, mask, [b.ptrtoint(fallback, I64)], qualifiers, offset)[0]
         return b.inttoptr(raw, ty)
     if isinstance(ty, ir.IntType) and ty.width == 1:
-        raw = X.predicated_load(b, ir.IntType(8), 1, address, mask, [b.zext(fallback, ir.IntType(8))], qualifiers)[0]
+        raw = X.predicated_load(b, ir.IntType(8), 1, address, mask, [b.zext(fallback, ir.IntType(8))],
+                                qualifiers, offset)[0]
         return b.icmp_unsigned("!=", raw, ir.Constant(ir.IntType(8), 0))
     width = _bits(ty)
     it = ir.IntType(width)
     fb = b.bitcast(fallback, it) if not isinstance(ty, ir.IntType) else fallback
-    raw = X.predicated_load(b, it, 1, address, mask, [fb], qualifiers)[0]
+    raw = X.predicated_load(b, it, 1, address, mask, [fb], qualifiers, offset)[0]
     return b.bitcast(raw, ty) if not isinstance(ty, ir.IntType) else raw
 
 
-def _store_bits(em: KernelEmitter, value: ir.Value, address: ir.Value, mask: ir.Value, qualifiers: str) -> None:
+def _store_bits(em: KernelEmitter, value: ir.Value, address: ir.Value, mask: ir.Value, qualifiers: str,
+                offset: int = 0) -> None:
     b = em.b
     ty = value.type
     if isinstance(ty, ir.PointerType):
@@ -181,7 +204,7 @@ def _store_bits(em: KernelEmitter, value: ir.Value, address: ir.Value, mask: ir.
         value = b.zext(value, ir.IntType(8))
     elif not isinstance(ty, ir.IntType):
         value = b.bitcast(value, ir.IntType(_bits(ty)))
-    X.predicated_store(b, [value], address, mask, qualifiers)
+    X.predicated_store(b, [value], address, mask, qualifiers, offset)
 
 
 def _bits(t: ir.Type) -> int:
@@ -219,7 +242,7 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
     ty = llvm_type(op.results[0].type)
     pad = padding_constant(ty, view.padding)
     q = _qualifiers(op)
-    regs = [_load_bits(em, ty, a, m, pad, q) for a, m in zip(acc.addresses, acc.masks)]
+    regs = [_load_bits(em, ty, a, m, pad, q, o) for a, m, o in zip(acc.addresses, acc.masks, acc.offsets)]
     em.put(op.results[0], TileVal(layout, regs))
     em.put(op.results[1], None)
 
@@ -238,7 +261,7 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
     q = _qualifiers(op, store=True)
     for reg in em.unique_regs(layout):
         mask = acc.masks[reg] if owner is None else em.b.and_(acc.masks[reg], owner)
-        _store_bits(em, tile.regs[reg], acc.addresses[reg], mask, q)
+        _store_bits(em, tile.regs[reg], acc.addresses[reg], mask, q, acc.offsets[reg])
     em.put(op.results[0], None)
 
 
@@ -308,14 +331,16 @@ def _atom_qualifiers(op: Operation) -> str:
 
 
 def _atomic(em: KernelEmitter, inst: str, ty: ir.Type, address: ir.Value, args: list[ir.Value],
-            pred: ir.Value) -> ir.Value:
+            pred: ir.Value, offset: int = 0) -> ir.Value:
     b = em.b
     if str(ty) == "bfloat" or isinstance(ty, ir.HalfType):  # 16-bit floats travel as b16
-        raw = _atomic(em, inst, ir.IntType(16), address, [b.bitcast(a, ir.IntType(16)) for a in args], pred)
+        raw = _atomic(em, inst, ir.IntType(16), address, [b.bitcast(a, ir.IntType(16)) for a in args], pred,
+                      offset)
         return b.bitcast(raw, ty)
     letter, _ = X.reg_class(ty)
     ins = ", ".join(f"${i + 3}" for i in range(len(args)))
-    text = f"mov.b{_bits(ty)} $0, 0; @$2 {inst} $0, [$1], {ins};"
+    where = f"[$1+{offset}]" if offset else "[$1]"
+    text = f"mov.b{_bits(ty)} $0, 0; @$2 {inst} $0, {where}, {ins};"
     cons = f"={letter},l,b," + ",".join(letter for _ in args) + ",~{memory}"
     return X.asm(b, ty, text, cons, [address, pred, *args], side_effect=True)
 
@@ -394,7 +419,7 @@ def _atomic_red_view(em: KernelEmitter, op: Operation) -> None:
     owner = em.owner_predicate(layout)
     for reg in em.unique_regs(layout):
         m = acc.masks[reg] if owner is None else em.b.and_(acc.masks[reg], owner)
-        _atomic(em, inst, ty, acc.addresses[reg], [tile.regs[reg]], m)
+        _atomic(em, inst, ty, acc.addresses[reg], [tile.regs[reg]], m, acc.offsets[reg])
     em.put(op.results[0], None)
 
 

@@ -61,9 +61,14 @@ def reg_class(t: ir.Type) -> tuple[str, str]:
     raise TypeError(f"no register class for {t}")
 
 
+def _address(operand: int, offset: int) -> str:
+    return f"[${operand}+{offset}]" if offset else f"[${operand}]"
+
+
 def predicated_load(b: ir.IRBuilder, ty: ir.Type, count: int, address: ir.Value, pred: ir.Value,
-                    fallback: Sequence[ir.Value], qualifiers: str = "global") -> list[ir.Value]:
-    """``count`` consecutive elements at ``address`` when ``pred``, else ``fallback``.
+                    fallback: Sequence[ir.Value], qualifiers: str = "global", offset: int = 0) -> list[ir.Value]:
+    """``count`` consecutive elements at ``address + offset`` bytes when ``pred``, else
+    ``fallback``.
 
     One ``ld.<qualifiers>[.vN].bXX`` guarded by a predicate: no branch per element.
     8-bit elements travel in 16-bit registers (PTX has no 8-bit registers)."""
@@ -77,7 +82,7 @@ def predicated_load(b: ir.IRBuilder, ty: ir.Type, count: int, address: ir.Value,
     movs = " ".join(f"mov.{'b16' if bits == 'b8' else bits} ${i}, ${count + 2 + i};" for i in range(count))
     vec = f".v{count}" if count > 1 else ""
     dst_text = f"{{{dst}}}" if count > 1 else dst
-    text = f"{movs} @${count + 1} ld.{qualifiers}{vec}.{bits} {dst_text}, [${count}];"
+    text = f"{movs} @${count + 1} ld.{qualifiers}{vec}.{bits} {dst_text}, {_address(count, offset)};"
     ret = ir.LiteralStructType([wide] * count) if count > 1 else wide
     fb = [b.zext(v, I16) if wide is not ty else v for v in fallback]
     res = asm(b, ret, text, f"{outs},l,b,{ins}", [address, pred, *fb], side_effect=True)
@@ -86,7 +91,7 @@ def predicated_load(b: ir.IRBuilder, ty: ir.Type, count: int, address: ir.Value,
 
 
 def predicated_store(b: ir.IRBuilder, values: Sequence[ir.Value], address: ir.Value, pred: ir.Value,
-                     qualifiers: str = "global") -> None:
+                     qualifiers: str = "global", offset: int = 0) -> None:
     ty = values[0].type
     letter, bits = reg_class(ty)
     vals = list(values)
@@ -97,7 +102,7 @@ def predicated_store(b: ir.IRBuilder, values: Sequence[ir.Value], address: ir.Va
     src = ", ".join(f"${i + 2}" for i in range(n))
     src_text = f"{{{src}}}" if n > 1 else src
     vec = f".v{n}" if n > 1 else ""
-    text = f"@$1 st.{qualifiers}{vec}.{bits} [$0], {src_text};"
+    text = f"@$1 st.{qualifiers}{vec}.{bits} {_address(0, offset)}, {src_text};"
     ins = ",".join(letter for _ in range(n))
     asm(b, ir.VoidType(), text, f"l,b,{ins},~{{memory}}", [address, pred, *vals], side_effect=True)
 

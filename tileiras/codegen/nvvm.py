@@ -248,7 +248,8 @@ class KernelEmitter:
         """Tile coordinates (i32 per dim) of register ``reg`` of this thread."""
         const = layout.apply(reg=reg)
         runtime = self.runtime_coords(layout)
-        out = [r if c == 0 else self.pb.xor(r, ir.Constant(I32, c)) for r, c in zip(runtime, const)]
+        out = [r if c == 0 else self._combine_bits(self.pb, r, c, _runtime_mask(layout, d))
+               for d, (r, c) in enumerate(zip(runtime, const))]
         if ITER in layout.names:
             if self.iteration is None:
                 raise CompileError("internal: a chunked layout used outside its loop")
@@ -260,6 +261,14 @@ class KernelEmitter:
             out = [self.b.xor(o, i) if not (isinstance(i, ir.Constant) and i.constant == 0) else o
                    for o, i in zip(out, self._iter_cache[key])]
         return out
+
+    @staticmethod
+    def _combine_bits(b: ir.IRBuilder, runtime: ir.Value, const: int, runtime_mask: int) -> ir.Value:
+        """runtime ^ const; an add when their bits cannot overlap (blocked layouts), so
+        LLVM folds the constant into address offsets (``[%rd+16]``)."""
+        if const & runtime_mask == 0:
+            return b.add(runtime, ir.Constant(I32, const), flags=["nuw", "nsw"])
+        return b.xor(runtime, ir.Constant(I32, const))
 
     def owner_predicate(self, layout: LinearLayout) -> Optional[ir.Value]:
         """True in exactly one of the threads holding copies of the same element
@@ -329,6 +338,15 @@ class KernelEmitter:
             slot = self.smem_slot(self.flat_index(self.coords(dst, reg), dst.shape), esize)
             regs.append(_from_smem(self.b, self.b.load(slot, typ=store_ty), tv.regs[0].type))
         return TileVal(dst, regs)
+
+
+def _runtime_mask(layout: LinearLayout, dim: int) -> int:
+    """Bits of coordinate ``dim`` that lanes, warps and chunk iterations can set."""
+    mask = 0
+    for name in (LANE, WARP, ITER):
+        for base in layout.bases(name):
+            mask |= base[dim]
+    return mask
 
 
 def _xor_bits(b: ir.IRBuilder, acc: ir.Value, src: ir.Value, coeffs: list[int]) -> ir.Value:
