@@ -30,7 +30,9 @@ class Builder:
     """Builds one entry function op by op; ``op()`` appends to the current block."""
 
     def __init__(self, *arg_types: T.Type, version: Version = V13_4):
-        self.fn = Function("k", T.FunctionType(tuple(arg_types), ()), Region([Block(arg_types)]), is_entry=True)
+        # ops located in SCOPE need their function in it too (the debug-info scope rules)
+        self.fn = Function("k", T.FunctionType(tuple(arg_types), ()), Region([Block(arg_types)]), is_entry=True,
+                           loc=DILoc(SCOPE, "k.py", 1, 0))
         self.module = Module(version=version, functions=[self.fn])
         self.block = self.fn.entry_block
 

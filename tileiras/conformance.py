@@ -1,6 +1,7 @@
 """Run NVIDIA's cuda-tile dialect tests against our parser, verifier and writer.
 
-    python -m tileiras.conformance SUITE_DIR [--min-pass-rate X] [--min-round-trip-rate Y] [-v]
+    python -m tileiras.conformance SUITE_DIR [--min-pass-rate X] [--min-round-trip-rate Y]
+                                   [--min-checked-rate Z] [-v]
 
 The suite is cuda-tile's ``test/`` layout: ``*.mlir`` files with ``// RUN:``
 lines, ``// -----`` split inputs and ``// expected-error @below {{...}}``
@@ -129,14 +130,15 @@ def diagnose(text: str, filename: str, line_offset: int, hints: Optional[str] = 
     if parsed.loose_ops:  # ops written outside any function: verify them in a function of their own
         from .ir.core import Block, Function, Region
         from .ir.types import FunctionType
-
         from .tile.ops_control import ReturnOp
+        from .verify.debuginfo import StandIn
 
         block = Block()
         for op in parsed.loose_ops:
             block.append(op)
         block.append(ReturnOp())
-        module.functions.append(Function("", FunctionType((), ()), Region([block])))
+        module.functions.append(Function("", FunctionType((), ()), Region([block]),
+                                         loc=StandIn(tuple(parsed.ops_in_module_body))))
     out = []
     for d in verify_module(module, hints=hints):
         line = d.loc.line if isinstance(d.loc, TextLoc) and d.loc.filename == filename else None
@@ -375,6 +377,10 @@ class Rates:
     def round_trip_rate(self) -> float:
         return self.round_trips_ok / self.round_trips if self.round_trips else 1.0
 
+    @property
+    def checked_error_rate(self) -> float:
+        return self.checks_ok / self.checks if self.checks else 1.0
+
 
 def rates(results: list[FileResult]) -> Rates:
     return Rates(sum(r.expected for r in results), sum(r.matched for r in results),
@@ -414,12 +420,15 @@ def main(argv: Optional[list[str]] = None) -> int:
                     help="minimum fraction of expected errors matched (0-1)")
     ap.add_argument("--min-round-trip-rate", type=float, default=0.0,
                     help="minimum fraction of positive chunks that round-trip (0-1)")
+    ap.add_argument("--min-checked-rate", type=float, default=0.0,
+                    help="minimum fraction of CHECK lines of 'not TOOL | FileCheck' files matched (0-1)")
     ap.add_argument("-v", "--verbose", action="store_true", help="list every failure")
     args = ap.parse_args(argv)
     results = run_suite(args.suite)
     sys.stdout.write(table(results, args.verbose))
     total = rates(results)
-    ok = total.error_rate >= args.min_pass_rate and total.round_trip_rate >= args.min_round_trip_rate
+    ok = (total.error_rate >= args.min_pass_rate and total.round_trip_rate >= args.min_round_trip_rate
+          and total.checked_error_rate >= args.min_checked_rate)
     return 0 if ok else 1
 
 

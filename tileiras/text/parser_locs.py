@@ -27,10 +27,15 @@ class TextLoc(D.DILoc):
 
 @dataclass(frozen=True)
 class UnsupportedLoc:
-    """A location kind the bytecode cannot carry (``fused[...]``, ``"name"(...)``)."""
+    """A location kind the bytecode cannot carry (``fused[...]``, ``"name"(...)``).
+
+    ``children`` are the locations it wraps (a fused location's parts, a name
+    location's child), which the verifier looks through for a debug scope."""
 
     kind: str  # MLIR's class name: FusedLoc, NameLoc, OpaqueLoc
     where: Optional[TextLoc] = None  # the op it was found on, for the error
+    children: tuple = ()
+    name: Optional[str] = None  # a NameLoc's name
 
 
 @dataclass(frozen=True)
@@ -99,25 +104,24 @@ class Locations:
             sc.expect("at")
             caller = self.loc_inner(sc)
             sc.expect(")")
-            if isinstance(callee, UnsupportedLoc) or isinstance(caller, UnsupportedLoc):
-                return callee if isinstance(callee, UnsupportedLoc) else caller
             return D.DICallSite(to_op_loc(callee), to_op_loc(caller))
         if sc.accept_keyword("fused"):
             if sc.peek("<"):
                 PA_skip_angle(sc)
             sc.expect("[")
+            parts = []
             while not sc.accept("]"):
-                self.loc_inner(sc)
+                parts.append(to_op_loc(self.loc_inner(sc)))
                 sc.accept(",")
-            return UnsupportedLoc("FusedLoc")
+            return UnsupportedLoc("FusedLoc", children=tuple(parts))
         if sc.peek_string():
             name = sc.string()
             if sc.accept("("):
-                self.loc_inner(sc)
+                child = to_op_loc(self.loc_inner(sc))
                 sc.expect(")")
-                return UnsupportedLoc("NameLoc")
+                return UnsupportedLoc("NameLoc", children=(child,), name=name)
             if not sc.accept(":"):
-                return UnsupportedLoc("NameLoc")
+                return UnsupportedLoc("NameLoc", name=name)
             line = sc.integer()
             sc.expect(":")
             col = sc.integer()
@@ -176,48 +180,100 @@ class Locations:
         sc.expect(">")
         return D.DIFile(name, directory)
 
-    def _params(self, sc: Scanner, keys: dict[str, str]) -> dict[str, Any]:
-        """``<key = value, ...>`` where ``keys`` maps each key to ref/int/str."""
+    def _params(self, sc: Scanner, attr: str, spec: tuple["_Param", ...]) -> dict[str, Any]:
+        """MLIR's ``struct(params)``: ``<key = value, ...>`` in any order, each key at
+        most once, every required one present; ``attr`` names the attribute for errors."""
         sc.expect("<")
         out: dict[str, Any] = {}
+        by_key = {p.key: p for p in spec}
         while True:
+            key = sc.peek_ident()
+            if key is None:
+                raise sc.error("expected valid keyword", also=("expected a parameter name in struct",))
             pos = sc.here()
-            key = sc.ident("parameter name")
-            if key not in keys:
-                raise sc.error(f"unknown parameter '{key}'", pos)
+            sc.ident()
             sc.expect("=")
-            kind = keys[key]
-            out[key] = (self.ref(sc) if kind == "ref" else sc.integer() if kind == "int" else sc.string())
+            param = by_key.get(key)
+            if param is None or key in out:
+                raise sc.error(f"duplicate or unknown struct parameter name: {key}", pos)
+            out[key] = self._param_value(sc, attr, param)
             if not sc.accept(","):
                 break
+        for param in spec:
+            if param.required and param.key not in out:
+                raise sc.error(f"struct is missing required parameter: {param.key}")
         sc.expect(">")
         return out
 
+    def _param_value(self, sc: Scanner, attr: str, param: "_Param") -> Any:
+        pos = sc.here()
+        failed = f"failed to parse {attr} parameter '{param.key}' which is to be a `{param.cpp_type}`"
+        if param.cpp_type == "unsigned":
+            if param.key == "flags" and sc.accept_keyword("declaration"):
+                return 1  # DISubprogram flags (13.5): the only flag tileirdisasm names
+            value = sc.integer()
+            if not 0 <= value < 1 << 32:
+                raise sc.error("integer value too large", pos, also=(failed,))
+            return value
+        if param.cpp_type == "StringAttr":
+            return sc.string()
+        if sc.peek("<") and param.cpp_type in _INLINE:  # a nested attribute printed without its name
+            return _INLINE[param.cpp_type](self, sc)
+        value = self.ref(sc)
+        if not isinstance(value, _KINDS[param.cpp_type]):
+            raise sc.error("invalid kind of attribute specified", pos, also=(failed,))
+        return value
+
     def _di_compile_unit(self, sc: Scanner) -> D.DICompileUnit:
-        p = self._params(sc, {"file": "ref"})
-        return D.DICompileUnit(_need(sc, p, "file"))
+        p = self._params(sc, "CudaTile_DICompileUnitAttr", _COMPILE_UNIT)
+        return D.DICompileUnit(p["file"])
 
     def _di_subprogram(self, sc: Scanner) -> D.DISubprogram:
-        p = self._params(sc, {"file": "ref", "line": "int", "name": "str", "linkageName": "str",
-                              "compileUnit": "ref", "scopeLine": "int", "flags": "int"})
-        return D.DISubprogram(_need(sc, p, "file"), p.get("line", 0), p.get("name", ""),
-                              p.get("linkageName", ""), _need(sc, p, "compileUnit"), p.get("scopeLine", 0),
-                              p.get("flags"))
+        p = self._params(sc, "CudaTile_DISubprogramAttr", _SUBPROGRAM)
+        return D.DISubprogram(p["file"], p["line"], p["name"], p["linkageName"], p["compileUnit"],
+                              p.get("scopeLine", 0), p.get("flags"))
 
     def _di_lexical_block(self, sc: Scanner) -> D.DILexicalBlock:
-        p = self._params(sc, {"scope": "ref", "file": "ref", "line": "int", "column": "int"})
-        return D.DILexicalBlock(_need(sc, p, "scope"), _need(sc, p, "file"), p.get("line", 0), p.get("column", 0))
+        p = self._params(sc, "CudaTile_DILexicalBlockAttr", _LEXICAL_BLOCK)
+        return D.DILexicalBlock(p["scope"], p["file"], p["line"], p.get("column", 0))
 
     def _di_loc(self, sc: Scanner) -> D.DILoc:
         sc.expect("<")
         pos = sc.here()
         where = self.ref(sc)
         if not isinstance(where, FileLineCol):
-            raise sc.error("expected a file:line:col location", pos)
+            raise sc.error("invalid kind of attribute specified", pos, also=(
+                "failed to parse CudaTile_DILocAttr parameter 'sourceLoc' which is to be a `FileLineColLoc`",))
         sc.expect("in")
-        scope = self.ref(sc)
+        scope = self._param_value(sc, "CudaTile_DILocAttr", _Param("scope", "DILocalScopeAttr"))
         sc.expect(">")
         return D.DILoc(scope, where.filename, where.line, where.column)
+
+
+@dataclass(frozen=True)
+class _Param:
+    """One parameter of a debug-info attribute: its key, its C++ type in cuda-tile
+    (what MLIR's messages name) and whether it may be left out."""
+
+    key: str
+    cpp_type: str
+    required: bool = True
+
+
+_COMPILE_UNIT = (_Param("file", "DIFileAttr"),)
+_SUBPROGRAM = (_Param("file", "DIFileAttr"), _Param("line", "unsigned"), _Param("name", "StringAttr"),
+               _Param("linkageName", "StringAttr"), _Param("compileUnit", "DICompileUnitAttr"),
+               _Param("scopeLine", "unsigned", False), _Param("flags", "unsigned", False))
+_LEXICAL_BLOCK = (_Param("scope", "DILocalScopeAttr"), _Param("file", "DIFileAttr"), _Param("line", "unsigned"),
+                  _Param("column", "unsigned", False))
+_KINDS: dict[str, tuple[type, ...]] = {
+    "DIFileAttr": (D.DIFile,), "DICompileUnitAttr": (D.DICompileUnit,),
+    "DILocalScopeAttr": (D.DISubprogram, D.DILexicalBlock),
+}
+_INLINE = {
+    "DIFileAttr": lambda self, sc: self._di_file_body(sc),
+    "DICompileUnitAttr": lambda self, sc: self._di_compile_unit(sc),
+}
 
 
 def PA_skip_angle(sc: Scanner) -> None:  # noqa: N802 - fused<metadata>: skipped
@@ -228,12 +284,6 @@ def PA_skip_angle(sc: Scanner) -> None:  # noqa: N802 - fused<metadata>: skipped
         depth += {"<": 1, ">": -1}.get(ch, 0)
         if depth == 0:
             return
-
-
-def _need(sc: Scanner, params: dict[str, Any], key: str) -> Any:
-    if key not in params:
-        raise sc.error(f"struct is missing required parameter: {key}")
-    return params[key]
 
 
 _DI_PARSERS = {
@@ -251,7 +301,7 @@ def to_op_loc(value: Any, here: Optional[TextLoc] = None) -> Any:
     if isinstance(value, FileLineCol):
         return TextLoc(None, value.filename, value.line, value.column)
     if isinstance(value, UnsupportedLoc) and here is not None:
-        return UnsupportedLoc(value.kind, here)
+        return UnsupportedLoc(value.kind, here, value.children, value.name)
     if isinstance(value, D.DICallSite) and here is not None:
         return D.DICallSite(to_op_loc(value.callee, here), to_op_loc(value.caller, here))
     return value

@@ -4,17 +4,19 @@
 diagnostic found (it never stops at the first); ``check_module`` raises
 ``VerifyError`` listing them when any is an error.
 
-Per op, in order: rules for every op (type well-formedness, version and
-architecture gates), SSA visibility, the registry-driven invariants (field counts,
-enum attributes, type constraints and relations), then the op's own rules
-registered with ``@verifies(OpClass)`` in the family modules.
+Per function: its signature, structure, hints and debug-info scopes (its
+location, then its ops', ``debuginfo``).  Per op, in order: rules for every op
+(type well-formedness, version and architecture gates), SSA visibility, the
+registry-driven invariants (field counts, enum attributes, type constraints and
+relations), then the op's own rules registered with ``@verifies(OpClass)`` in
+the family modules.
 """
 from __future__ import annotations
 
 from typing import Optional
 
 from ..ir.core import Block, Module, Operation, Region, Value
-from . import arch, ops_arith, ops_core, ops_memory, structure, types, versions  # noqa: F401 (register rules)
+from . import arch, debuginfo, ops_arith, ops_core, ops_memory, structure, types, versions  # noqa: F401 (register rules)
 from . import hints as opt_hints
 from .context import RULES, Context, verifies
 from .diagnostic import Diagnostic, Severity, VerifyError
@@ -31,11 +33,13 @@ def verify_module(module: Module, *, gpu_name: Optional[str] = None,
     versions.check_module(ctx, module)
     structure.check_symbols(ctx, module)
     types.check_globals(ctx, module)
+    debuginfo.check_globals(ctx, module)
     for fn in module.functions:
         ctx.function = fn
         types.check_function_signature(ctx, fn)  # also the entry block's arguments
         structure.check_function(ctx, fn)
         opt_hints.check_function_hints(ctx, fn)
+        debuginfo.check_scopes(ctx, fn)
         _walk_region(ctx, fn.body, set())
     ctx.function = None
     return ctx.diagnostics
