@@ -245,33 +245,36 @@ def _offset(aa: TileAA, op: Operation) -> list[Facts]:
 
 
 def format_tileaa(aa: TileAA) -> str:
-    """A readable dump: every op with its memory dependences and integer facts."""
-    names: dict[int, str] = {}
+    """``--emit=tileaa``: every op (values named as tileirdisasm names them) with its
+    memory dependences (``deps=[@m..]``, memory ops numbered in order) and the facts
+    known about its integer results (``{div=16 range=[0, ?]}``).  Tokens are gone."""
+    from ..text.names import NameTable
 
-    def name(x: object) -> str:
-        return names.setdefault(id(x), f"%{len(names)}")
-
-    lines = [f"tileaa.func @{aa.function.name} {{"]
-    for a in aa.function.entry_block.args:
-        lines.append(f"  arg {name(a)} : {a.type}{_fact_text(aa.fact(a))}")
+    fn = aa.function
+    names = NameTable(fn.body)
+    memory_ids: dict[int, str] = {}
+    lines = [f"tileaa.func @{fn.name} {{"]
+    for a in fn.entry_block.args:
+        lines.append(f"  arg {names.ref(a)} : {a.type}{_fact_text(aa.fact(a))}")
 
     def emit(block: Block, depth: int) -> None:
         pad = "  " * depth
         for op in block.ops:
-            res = ", ".join(f"{name(r)}{_fact_text(aa.fact(r))}" for r in op.results)
-            args = ", ".join(name(v) for v in op.operands if not isinstance(v.type, T.TokenType))
-            text = f"{pad}{res + ' = ' if res else ''}{op.name}({args})"
+            results = ", ".join(f"{names.ref(r)}{_fact_text(aa.fact(r))}" for r in op.results
+                                if not isinstance(r.type, T.TokenType))
+            args = ", ".join(names.ref(v) for v in op.operands if not isinstance(v.type, T.TokenType))
+            text = f"{pad}{results + ' = ' if results else ''}{op.name}({args})"
             if op in aa.deps:
-                text += f"  deps=[{', '.join(sorted(name(d) for d in aa.deps[op]))}]"
-                names.setdefault(id(op), f"@m{sum(1 for k in names.values() if k.startswith('@m'))}")
-                text += f"  as {names[id(op)]}"
+                memory_ids[id(op)] = f"@m{len(memory_ids)}"
+                deps = sorted(memory_ids[id(d)] for d in aa.deps[op] if id(d) in memory_ids)
+                text += f"  as {memory_ids[id(op)]}  deps=[{', '.join(deps)}]"
             lines.append(text)
             for region in op.regions:
-                for b in region.blocks:
-                    lines.append(f"{pad}  ^({', '.join(name(a) + _fact_text(aa.fact(a)) for a in b.args)}):")
-                    emit(b, depth + 2)
+                for blk in region.blocks:
+                    lines.append(f"{pad}  ^({', '.join(names.ref(a) + _fact_text(aa.fact(a)) for a in blk.args)}):")
+                    emit(blk, depth + 2)
 
-    emit(aa.function.entry_block, 1)
+    emit(fn.entry_block, 1)
     lines.append("}")
     return "\n".join(lines) + "\n"
 
