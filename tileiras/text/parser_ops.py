@@ -714,8 +714,22 @@ def _check_weak_scope(p: OpSyntax) -> None:
                          f"scope, expected no memory scope.", p.start)
 
 
+def _mask_or_padding(p: OpSyntax) -> None:
+    """``load_ptr_tko %p, %x : ..., T`` prints the same with only a mask or only a
+    padding value; the written type tells which (a mask is a tile of i1).  MLIR's own
+    parser always takes the mask here and then rejects a padding value."""
+    if "mask" in p.operands and "paddingValue" not in p.operands:
+        t = (p.types.get("mask") or [None])[0]
+        if isinstance(t, T.TileType) and t.element != T.I1:
+            p.operands["paddingValue"] = p.operands.pop("mask")
+            p.types["paddingValue"] = p.types.pop("mask")
+            if "mask" in p.type_pos:
+                p.type_pos["paddingValue"] = p.type_pos.pop("mask")
+
+
 #: Checks an op's custom parser makes once all of its text is read.
 POST_PARSE_CHECKS: dict[type, Callable[[OpSyntax], None]] = {
+    ops_memory.LoadPtrTkoOp: _mask_or_padding,
     ops_memory.LoadViewTkoOp: _check_weak_scope,
     ops_memory.StoreViewTkoOp: _check_weak_scope,
     ops_memory.MakeTensorViewOp: _check_mixed_lists,
