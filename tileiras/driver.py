@@ -43,6 +43,7 @@ class Emit(Enum):
     BYTECODE = "bytecode"
     TILEAA = "tileaa"
     TILEAS = "tileas"
+    SCHED = "sched"
     LLVM = "llvm"
     PTX = "ptx"
     CUBIN = "cubin"
@@ -63,6 +64,7 @@ HELP_ENTRIES = (
     cli.HelpEntry("=bytecode", "-   Tile IR bytecode", 4),
     cli.HelpEntry("=tileaa", "-   alias-aware IR: memory dependences and value facts", 4),
     cli.HelpEntry("=tileas", "-   scheduled IR: the layout of every tile", 4),
+    cli.HelpEntry("=sched", "-   modulo schedules of the for loops (not used by codegen yet)", 4),
     cli.HelpEntry("=llvm", "-   NVVM LLVM IR", 4),
     cli.HelpEntry("=ptx", "-   PTX, as passed to ptxas", 4),
     cli.HelpEntry("=cubin", "-   the cubin (the default)", 4),

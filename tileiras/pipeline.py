@@ -1,11 +1,11 @@
 """The compilation pipeline: an ordered list of stages, each dumpable.
 
-    bytecode -> verify -> tileaa -> tileas -> llvm (.ll) -> ptx -> cubin
+    bytecode -> verify -> tileaa -> tileas -> sched -> llvm (.ll) -> ptx -> cubin
 
 ``compile_module(module, options, stop_after=EXT)`` runs the stages in order and
 returns the artifact of the last one it ran (text for dumps, bytes for the
 cubin), so every stage can be inspected and tested on its own
-(``tileiras --emit=tileaa|tileas|llvm|ptx|cubin``).
+(``tileiras --emit=tileaa|tileas|sched|llvm|ptx|cubin``).
 """
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ class Compilation:
     options: CompileOptions
     aa: dict[str, Any] = field(default_factory=dict)      # entry name -> TileAA
     tas: dict[str, Any] = field(default_factory=dict)     # entry name -> TileAS
+    schedules: dict[str, Any] = field(default_factory=dict)  # entry name -> [LoopSchedule]
     llvm: Any = None                                      # llvmlite ir.Module
     ptx: str = ""
     kernels: list = field(default_factory=list)           # KernelInfo per entry
@@ -76,6 +77,16 @@ def _tileas(c: Compilation) -> None:
     for fn in c.module.functions:
         warps = hints_for_arch(fn.hints, c.options.gpu_name).get(HINT_NUM_WORKER_WARPS)
         c.tas[fn.name] = assign_layouts(c.aa[fn.name], warps, c.options.arch)
+
+
+def _sched(c: Compilation) -> None:
+    """Modulo schedules of every for loop (not used by code generation yet)."""
+    from .sched.latency import model_for
+    from .sched.loops import schedule_loops
+
+    model = model_for(c.options.arch)
+    for fn in c.module.functions:
+        c.schedules[fn.name] = schedule_loops(fn, c.aa[fn.name], model, c.tas[fn.name].layout_threads)
 
 
 def _llvm(c: Compilation) -> None:
@@ -129,9 +140,16 @@ def _dump_tileas(c: Compilation) -> str:
     return "".join(format_tileas(t) for t in c.tas.values())
 
 
+def _dump_sched(c: Compilation) -> str:
+    from .sched.format import format_function_schedules
+
+    return "".join(format_function_schedules(fn, c.schedules[fn.name]) for fn in c.module.functions)
+
+
 STAGES: tuple[Stage, ...] = (
     Stage("tileaa", _tileaa, _dump_tileaa),
     Stage("tileas", _tileas, _dump_tileas),
+    Stage("sched", _sched, _dump_sched),
     Stage("llvm", _llvm, lambda c: str(c.llvm)),
     Stage("ptx", _ptx, lambda c: c.ptx),
     Stage("cubin", _cubin, lambda c: c.cubin),
