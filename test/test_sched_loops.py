@@ -237,3 +237,25 @@ def test_emit_sched_without_loops(tmp_path, capsys):
 def test_emit_sched_in_help(capsys):
     assert driver.main(["--help"]) == 0
     assert "=sched" in capsys.readouterr().out
+
+
+CORPUS = Path("/work/shared/corpus")
+
+
+def test_every_corpus_loop_gets_a_valid_schedule():
+    """The exported-kernel corpus (when present): every for loop schedules validly; all
+    of them reach MinII."""
+    files = sorted(CORPUS.glob("*.tileir")) if CORPUS.is_dir() else []
+    if not files:
+        pytest.skip("no corpus at /work/shared/corpus")
+    loops = 0
+    for path in files:
+        arch = path.name.split(".")[-4]
+        module = read_module(path.read_bytes())
+        c = run_stages(module, CompileOptions(arch), stop_after="sched")
+        for schedules in c.schedules.values():
+            for ls in schedules:
+                assert_valid(ls)
+                assert ls.schedule.ii == ls.min_ii.value, (path.name, ls.index)
+                loops += 1
+    assert loops >= 100
