@@ -23,6 +23,7 @@ _NUMPY = {
     "tfloat32": np.float32, "int8": np.int8, "int16": np.int16, "int32": np.int32, "int64": np.int64,
     "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64, "bool_": np.bool_,
     "float8_e4m3fn": ml_dtypes.float8_e4m3fn, "float8_e5m2": ml_dtypes.float8_e5m2,
+    "float8_e8m0fnu": ml_dtypes.float8_e8m0fnu, "float4_e2m1fn": ml_dtypes.float4_e2m1fn,
 }
 
 

@@ -452,15 +452,31 @@ def _assume(em: KernelEmitter, op: Operation) -> None:
 # -- conversions ---------------------------------------------------------------------
 @emits(CO.ExtIOp)
 def _exti(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
     to = llvm_type(op.result.type)
     signed = _signed(op)
-    map_regs(em, op, lambda x: em.b.sext(x, to) if signed else em.b.zext(x, to))
+    i4 = elem(op).bitwidth == 4  # i4 travels zero-extended in an i8
+
+    def one(x: ir.Value) -> ir.Value:
+        if i4:
+            four = ir.Constant(x.type, 4)
+            x = b.ashr(b.shl(x, four), four) if signed else b.and_(x, ir.Constant(x.type, 0xF))
+        if x.type == to:
+            return x
+        return b.sext(x, to) if signed else b.zext(x, to)
+    map_regs(em, op, one)
 
 
 @emits(CO.TruncIOp)
 def _trunci(em: KernelEmitter, op: Operation) -> None:
+    b = em.b
     to = llvm_type(op.result.type)
-    map_regs(em, op, lambda x: em.b.trunc(x, to))
+    i4 = T.element_type(op.result.type).bitwidth == 4
+
+    def one(x: ir.Value) -> ir.Value:
+        r = b.trunc(x, to) if x.type != to else x
+        return b.and_(r, ir.Constant(to, 0xF)) if i4 else r
+    map_regs(em, op, one)
 
 
 @emits(CO.IToFOp)
@@ -506,6 +522,10 @@ def _ftof(em: KernelEmitter, op: Operation) -> None:
     b = em.b
     src_t, dst_t = T.element_type(op.from_.type), T.element_type(op.result.type)
     to = llvm_type(op.result.type)
+    if src_t.name in _F4 or dst_t.name in _F4:
+        native = em.target.arch >= 100
+        map_regs(em, op, lambda x: f4_convert(b, x, src_t, dst_t, to, native))
+        return
     if src_t.name in _F8 or dst_t.name in _F8:
         map_regs(em, op, lambda x: _f8_convert(b, x, src_t, dst_t, to))
         return
@@ -564,6 +584,77 @@ def _f8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarTy
     if to == BF16:
         return b.fptrunc(b.fpext(half, F32), to)
     return b.fpext(half, to)
+
+
+_F4 = ("f4E2M1FN",)
+#: |x| thresholds of round-to-nearest-even f32 -> e2m1 (values 0, .5, 1, 1.5, 2, 3, 4, 6): the
+#: magnitude code counts the thresholds passed; ``>=`` where the tie goes up to an even code.
+_E2M1_STEPS = ((0.25, ">"), (0.75, ">="), (1.25, ">"), (1.75, ">="), (2.5, ">"), (3.5, ">="), (5.0, ">"))
+
+
+def f4_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarType, to: ir.Type,
+               native: bool) -> ir.Value:
+    """f4E2M1FN <-> other floats.  Values travel as i8 holding the 4-bit pattern.  Narrowing
+    rounds to nearest even and saturates to +-6 (NaN -> +6, as the interpreter);
+    ``native`` (sm_100+) uses ``cvt ... e2m1x2``, else integer/compare arithmetic."""
+    if src.name in _F4 and dst.name in _F4:
+        return x
+    if dst.name in _F4:
+        wide = _f8_convert(b, x, src, T.F32, F32) if src.name in _F8 else _to_f32(b, x)
+        if native:
+            nan = b.fcmp_unordered("uno", wide, wide)
+            wide = b.select(nan, ir.Constant(F32, 6.0), wide)  # cvt: NaN pattern differs
+            return X.cvt_f32x2_to_e2m1x2(b, ir.Constant(F32, 0.0), wide)
+        return _f32_to_e2m1(b, wide)
+    if native:
+        half = b.bitcast(b.trunc(X.cvt_e2m1x2_to_f16x2(b, b.and_(x, ir.Constant(ir.IntType(8), 0xF))),
+                                 ir.IntType(16)), ir.HalfType())
+        wide = b.fpext(half, F32)
+    else:
+        wide = _e2m1_to_f32(b, x)
+    if dst.name in _F8:
+        return _f8_convert(b, wide, T.F32, dst, to)
+    if isinstance(to, ir.FloatType):
+        return wide
+    return b.fpext(wide, to) if isinstance(to, ir.DoubleType) else b.fptrunc(wide, to)
+
+
+def _to_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    if isinstance(x.type, ir.FloatType):
+        return x
+    return b.fptrunc(x, F32) if isinstance(x.type, ir.DoubleType) else b.fpext(x, F32)
+
+
+def _f32_to_e2m1(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    i8 = ir.IntType(8)
+    mag = b.call(_declare_fabs(b), [x])
+    nan = b.fcmp_unordered("uno", x, x)
+    code: ir.Value = ir.Constant(i8, 0)
+    for threshold, cmp in _E2M1_STEPS:
+        passed = b.or_(b.fcmp_ordered(cmp, mag, ir.Constant(F32, threshold)), nan)
+        code = b.add(code, b.zext(passed, i8))
+    neg = b.icmp_signed("<", b.bitcast(x, ir.IntType(32)), ir.Constant(ir.IntType(32), 0))
+    sign = b.select(b.and_(neg, b.xor(nan, ir.Constant(ir.IntType(1), 1))), ir.Constant(i8, 8), ir.Constant(i8, 0))
+    return b.or_(code, sign)
+
+
+def _declare_fabs(b: ir.IRBuilder) -> ir.Function:
+    fn = b.module.globals.get("llvm.fabs.f32")
+    return fn if fn is not None else ir.Function(b.module, ir.FunctionType(F32, [F32]), name="llvm.fabs.f32")
+
+
+def _e2m1_to_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """sign * (e == 0 ? m / 2 : (1 + m / 2) * 2**(e - 1)) as f32 bits: exponent e + 126."""
+    i32 = ir.IntType(32)
+    n = b.zext(b.and_(x, ir.Constant(ir.IntType(8), 0xF)), i32)
+    e = b.and_(b.lshr(n, ir.Constant(i32, 1)), ir.Constant(i32, 3))
+    m = b.and_(n, ir.Constant(i32, 1))
+    normal = b.or_(b.shl(b.add(e, ir.Constant(i32, 126)), ir.Constant(i32, 23)), b.shl(m, ir.Constant(i32, 22)))
+    sub = b.select(b.icmp_unsigned("==", m, ir.Constant(i32, 0)), ir.Constant(i32, 0),
+                   ir.Constant(i32, 0x3F000000))  # 0.5
+    bits = b.select(b.icmp_unsigned("==", e, ir.Constant(i32, 0)), sub, normal)
+    sign = b.shl(b.lshr(n, ir.Constant(i32, 3)), ir.Constant(i32, 31))
+    return b.bitcast(b.or_(bits, sign), F32)
 
 
 @emits(CO.BitcastOp)

@@ -19,6 +19,7 @@ from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import AtomicRMWMode, MemoryOrderingSemantics, MemoryScope
 from . import intrinsics as X
+from . import subbyte as SB
 from .nvvm import I64, KernelEmitter, _runtime_mask, emits
 from .values import TensorViewVal, TiledViewVal, TileVal, llvm_type
 
@@ -238,10 +239,15 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
     layout = em.result_layout(op.results[0])
     indices = [em.values[v].scalar if em.values[v].layout.rank == 0 else None for v in op.index]
     gather = _gather_indices(em, op, view, layout, op.index)
+    q = _qualifiers(op)
+    if SB.is_subbyte(view.tensor.element):
+        nib = SB.nibble_access(em, view, layout, indices, gather)
+        em.put(op.results[0], TileVal(layout, SB.load_nibbles(em, nib, SB.padding_bits(view.padding), q)))
+        em.put(op.results[1], None)
+        return
     acc = Access(em, view, layout, indices, gather)
     ty = llvm_type(op.results[0].type)
     pad = padding_constant(ty, view.padding)
-    q = _qualifiers(op)
     regs = [_load_bits(em, ty, a, m, pad, q, o) for a, m, o in zip(acc.addresses, acc.masks, acc.offsets)]
     em.put(op.results[0], TileVal(layout, regs))
     em.put(op.results[1], None)
@@ -256,17 +262,31 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
     layout = tile.layout
     indices = [em.values[v].scalar if em.values[v].layout.rank == 0 else None for v in op.index]
     gather = _gather_indices(em, op, view, layout, op.index)
-    acc = Access(em, view, layout, indices, gather)
     owner = em.owner_predicate(layout)
     q = _qualifiers(op, store=True)
+    if SB.is_subbyte(view.tensor.element):
+        nib = SB.nibble_access(em, view, layout, indices, gather)
+        SB.store_nibbles(em, nib, tile.regs, em.unique_regs(layout), owner, q)
+        em.put(op.results[0], None)
+        return
+    acc = Access(em, view, layout, indices, gather)
     for reg in em.unique_regs(layout):
         mask = acc.masks[reg] if owner is None else em.b.and_(acc.masks[reg], owner)
         _store_bits(em, tile.regs[reg], acc.addresses[reg], mask, q, acc.offsets[reg])
     em.put(op.results[0], None)
 
 
+def _reject_subbyte_pointers(op: Operation, ptrs: T.Type) -> None:
+    """NVIDIA's tileiras reads no tile of ``ptr<f4E2M1FN>`` of rank > 0 (checked with 13.5)."""
+    pointee = T.element_type(ptrs)
+    if isinstance(pointee, T.PointerType) and SB.is_subbyte(pointee.pointee):
+        raise CompileError(f"'{op.name}': tiles of {pointee} must have rank 0; use an f4 tile view for "
+                           "memory accesses")
+
+
 @emits(MEM.LoadPtrTkoOp)
 def _load_ptr(em: KernelEmitter, op: Operation) -> None:
+    _reject_subbyte_pointers(op, op.operands[0].type)
     _barrier_if_ordered(em, op)
     ptrs = em.tile(op, 0)
     n = len(op.operands)
@@ -288,6 +308,7 @@ def _load_ptr(em: KernelEmitter, op: Operation) -> None:
 
 @emits(MEM.StorePtrTkoOp)
 def _store_ptr(em: KernelEmitter, op: Operation) -> None:
+    _reject_subbyte_pointers(op, op.operands[0].type)
     _barrier_if_ordered(em, op)
     ptrs = em.tile(op, 0)
     vals = em.tile(op, 1)

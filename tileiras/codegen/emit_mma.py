@@ -21,9 +21,13 @@ from .nvvm import I32, KernelEmitter, emits
 from .values import TileVal, llvm_type
 
 
-def _to_acc(b: ir.IRBuilder, v: ir.Value, src: T.ScalarType, acc: ir.Type, signed: bool = True) -> ir.Value:
+def _to_acc(b: ir.IRBuilder, v: ir.Value, src: T.ScalarType, acc: ir.Type, signed: bool = True,
+            native_f4: bool = True) -> ir.Value:
     if isinstance(acc, ir.IntType):
         return b.sext(v, acc) if signed else b.zext(v, acc)
+    if src.name == "f4E2M1FN":
+        from .emit_arith import f4_convert  # noqa: PLC0415
+        return f4_convert(b, v, src, T.F32, acc, native_f4)
     if src.name in ("f8E4M3FN", "f8E5M2"):
         from .emit_arith import _f8_convert  # noqa: PLC0415
         return _f8_convert(b, v, src, T.F32, acc)
@@ -42,6 +46,13 @@ def _e8m0_to_f32(b: ir.IRBuilder, bits: ir.Value) -> ir.Value:
     return b.bitcast(value, ir.FloatType())
 
 
+def _scale_to_f32(b: ir.IRBuilder, bits: ir.Value, scale: T.ScalarType) -> ir.Value:
+    """A block scale (e8m0, or e4m3 for f4 operands with 16-element blocks) as f32."""
+    if scale.name == "f8E4M3FN":
+        return _to_acc(b, bits, scale, ir.FloatType())
+    return _e8m0_to_f32(b, bits)
+
+
 @emits(AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp)
 def _mma(em: KernelEmitter, op: Operation) -> None:
     """C += A @ B (optionally batched; mmaf_scaled multiplies A and B by their block
@@ -54,16 +65,14 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
     kdim = a_t.shape[-1]
     a_bytes = element_bytes(a_t) * a_t.num_elements
     scaled = isinstance(op, AR.MmaFScaledOp)
-    for t in (a_t, b_t):
-        if T.element_type(t).bitwidth < 8:
-            raise CompileError(f"'{op.name}' of {T.element_type(t)} elements is not supported yet")
     X.barrier(b)
     _spill(em, lhs, a_t)
     _spill(em, rhs, b_t, offset=a_bytes)
     if scaled:
         sa_t, sb_t = op.operands[3].type, op.operands[4].type
-        if T.element_type(sa_t).name != "f8E8M0FNU" or T.element_type(sb_t).name != "f8E8M0FNU":
-            raise CompileError(f"'{op.name}' with {T.element_type(sa_t)} scales is not supported yet")
+        scale_t = T.element_type(sa_t)
+        if scale_t.name not in ("f8E8M0FNU", "f8E4M3FN") or T.element_type(sb_t) != scale_t:
+            raise CompileError(f"'{op.name}' with {scale_t} scales is not supported yet")
         sa_off = a_bytes + element_bytes(b_t) * b_t.num_elements
         sb_off = sa_off + sa_t.num_elements
         _spill(em, em.tile(op, 3), sa_t, offset=sa_off)
@@ -96,17 +105,19 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
         m, n = c[rank - 2], c[rank - 1]
         a_idx = em.flat_index([*batch, m, k], a_t.shape)
         b_idx = em.flat_index([*batch, k, n], b_t.shape)
-        av = _to_acc(b, b.load(em.smem_slot(a_idx, element_bytes(a_t)), typ=llvm_type(a_t)), a_elem, acc_ty, signed[0])
+        native = em.target.arch >= 100
+        av = _to_acc(b, b.load(em.smem_slot(a_idx, element_bytes(a_t)), typ=llvm_type(a_t)), a_elem, acc_ty, signed[0],
+                     native)
         bv = _to_acc(b, b.load(em.smem_slot(b_idx, element_bytes(b_t), a_bytes), typ=llvm_type(b_t)), b_elem,
-                     acc_ty, signed[1])
+                     acc_ty, signed[1], native)
         if scaled:
             ka = b.udiv(k, ir.Constant(I32, block_a))
             kb = b.udiv(k, ir.Constant(I32, block_b))
             sa_idx = em.flat_index([*batch, m, ka], sa_t.shape)
             sb_idx = em.flat_index([*batch, kb, n], sb_t.shape)
             i8 = ir.IntType(8)
-            av = b.fmul(av, _e8m0_to_f32(b, b.load(em.smem_slot(sa_idx, 1, sa_off), typ=i8)))
-            bv = b.fmul(bv, _e8m0_to_f32(b, b.load(em.smem_slot(sb_idx, 1, sb_off), typ=i8)))
+            av = b.fmul(av, _scale_to_f32(b, b.load(em.smem_slot(sa_idx, 1, sa_off), typ=i8), scale_t))
+            bv = b.fmul(bv, _scale_to_f32(b, b.load(em.smem_slot(sb_idx, 1, sb_off), typ=i8), scale_t))
         if isinstance(acc_ty, ir.IntType):
             new.append(b.add(phi, b.mul(av, bv)))
         else:

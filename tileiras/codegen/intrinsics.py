@@ -123,6 +123,13 @@ def fp_asm_ternary(b: ir.IRBuilder, inst: str, x: ir.Value, y: ir.Value, z: ir.V
     return asm(b, x.type, f"{inst} $0, $1, $2, $3;", f"={letter},{letter},{letter},{letter}", [x, y, z])
 
 
+def approx_f32(b: ir.IRBuilder, name: str, x: ir.Value, ftz: bool = False) -> ir.Value:
+    """``<name>.approx[.ftz].f32`` (ex2, lg2, sin, cos, tanh, rsqrt): the fast hardware
+    approximation of an f32 value, for ops that ask for ``rounding<approx>`` (accurate
+    math lives in ``codegen.libm``)."""
+    return fp_asm_unary(b, f"{name}.approx{'.ftz' if ftz else ''}.f32", x)
+
+
 def cvt_asm(b: ir.IRBuilder, inst: str, x: ir.Value, ret: ir.Type) -> ir.Value:
     """A conversion spelled in PTX, e.g. ``cvt.rz.s32.f32``."""
     if str(x.type) == "bfloat":  # 16-bit floats cross the asm boundary as b16
@@ -150,3 +157,35 @@ def math_call(b: ir.IRBuilder, name: str, args: Sequence[ir.Value]) -> ir.Value:
     """An LLVM or NVVM math intrinsic, e.g. ``llvm.sqrt.f32``, ``llvm.nvvm.ex2.approx.f``."""
     fn = _declare(b.module, name, args[0].type, [a.type for a in args])
     return b.call(fn, list(args))
+
+
+# -- 4-bit floats (sm_100+) ------------------------------------------------------------
+def cvt_f32x2_to_e2m1x2(b: ir.IRBuilder, hi: ir.Value, lo: ir.Value) -> ir.Value:
+    """``cvt.rn.satfinite.e2m1x2.f32``: two f32 values as one byte (``lo`` in bits 3..0),
+    returned in an i8.  The destination is a ``.b8`` register, declared in a scope as
+    NVIDIA's tileiras does."""
+    text = ("{ .reg .b8 %e2m1x2_out; cvt.rn.satfinite.e2m1x2.f32 %e2m1x2_out, $1, $2; "
+            "cvt.u16.u8 $0, %e2m1x2_out; }")
+    return b.trunc(asm(b, I16, text, "=h,f,f", [hi, lo]), I8)
+
+
+def cvt_e2m1x2_to_f16x2(b: ir.IRBuilder, pair: ir.Value) -> ir.Value:
+    """``cvt.rn.f16x2.e2m1x2``: a byte of two e2m1 values (i8) as an f16x2 word (i32; the
+    low nibble's value in the low half)."""
+    text = "{ .reg .b8 %e2m1x2_in; cvt.u8.u16 %e2m1x2_in, $1; cvt.rn.f16x2.e2m1x2 $0, %e2m1x2_in; }"
+    return asm(b, I32, text, "=r,h", [b.zext(pair, I16)])
+
+
+def predicated_nibble_store(b: ir.IRBuilder, word: ir.Value, shift: ir.Value, nibble: ir.Value,
+                            pred: ir.Value, qualifiers: str = "global") -> None:
+    """Write the 4-bit ``nibble`` (i32, low bits) at bit ``shift`` (i32) of the aligned 32-bit
+    word at ``word`` when ``pred``: ``atom.and`` clears the nibble, ``atom.or`` sets it.  Other
+    threads may write the other nibbles of the same bytes at the same time; and/or on disjoint
+    bits commute, so every nibble lands."""
+    sem = "relaxed.gpu" if qualifiers == "global" else qualifiers.rsplit(".", 1)[0]
+    text = ("{ .reg .b32 %nib_keep, %nib_set, %nib_old; "
+            "mov.b32 %nib_keep, 15; shl.b32 %nib_keep, %nib_keep, $2; not.b32 %nib_keep, %nib_keep; "
+            "and.b32 %nib_set, $3, 15; shl.b32 %nib_set, %nib_set, $2; "
+            f"@$1 atom.{sem}.global.and.b32 %nib_old, [$0], %nib_keep; "
+            f"@$1 atom.{sem}.global.or.b32 %nib_old, [$0], %nib_set; }}")
+    asm(b, ir.VoidType(), text, "l,b,r,r,~{memory}", [word, pred, shift, nibble], side_effect=True)

@@ -13,6 +13,7 @@ from .machine import Batch, Deadlock, KernelTrap, StepLimit
 from .memory import GLOBAL_BASE, GlobalMemory, MemoryFault
 from .parser import parse_ptx
 from .program import Program, compile_program
+from ..interp.values import is_nibble_dtype, pack_nibbles, unpack_nibbles
 from .ptxtypes import BF16, TYPES
 
 DEFAULT_BATCH_THREADS = 8192
@@ -128,6 +129,10 @@ class Launch:
     def param_bytes(self, var, arg) -> bytes:
         if isinstance(arg, np.ndarray) and arg.ndim > 0:
             data = np.ascontiguousarray(arg)
+            if is_nibble_dtype(data.dtype):  # 4-bit elements: two a byte (spec 5.2.2); the
+                packed = pack_nibbles(data)   # allocation ends on a 32-bit word, as cudaMalloc's
+                data = np.zeros(-(-packed.size // 4) * 4, np.uint8)  # do (nibble stores use
+                data[:packed.size] = packed   # atomics on the word that holds the byte)
             addr = self.gmem.allocate(f"arg:{var.name}", data.nbytes)
             self.gmem.write(addr, data.tobytes())
             self.arrays.append((arg, addr))
@@ -147,6 +152,10 @@ class Launch:
 
     def copy_back(self) -> None:
         for arr, addr in self.arrays:
+            if is_nibble_dtype(arr.dtype):
+                raw = self.gmem.read(addr, (arr.size + 1) // 2)
+                arr[...] = unpack_nibbles(np.frombuffer(raw, np.uint8), arr.dtype, arr.shape)
+                continue
             raw = self.gmem.read(addr, arr.nbytes)
             arr[...] = np.frombuffer(raw, arr.dtype).reshape(arr.shape)
 

@@ -32,7 +32,7 @@ from . import (control, conversions, floatarith, intarith, linalg, math, memory,
 from .core import IMPLS, Machine, run_function
 from .errors import InterpError, TileAssertionError
 from .memory import Memory
-from .values import dtype_of, make_int, scalar_of
+from .values import dtype_of, is_nibble_dtype, make_int, pack_nibbles, scalar_of, unpack_nibbles
 
 __all__ = ["run", "launch", "Launch", "cutile_args", "InterpError", "TileAssertionError",
            "load_module", "IMPLS"]
@@ -86,8 +86,10 @@ def _bind_argument(machine: Machine, t: T.Type, arg: Any, index: int,
     if isinstance(elem, T.PointerType):
         if isinstance(arg, np.ndarray):
             if id(arg) not in mapped:
-                usable = arg.flags.c_contiguous and arg.flags.writeable
+                usable = arg.flags.c_contiguous and arg.flags.writeable and not is_nibble_dtype(arg.dtype)
                 target = arg if usable else np.array(arg, copy=True, order="C")
+                if is_nibble_dtype(arg.dtype):  # 4-bit elements: two a byte in memory
+                    target = pack_nibbles(target)
                 if target is not arg:
                     copies.append((arg, target))
                 mapped[id(arg)] = machine.memory.add(target, f"arg{index}")
@@ -124,6 +126,8 @@ def launch(module_or_path: Union[Module, str, Path, bytes], entry: Optional[str]
             for x in range(gx):
                 run_function(machine, fn, (x, y, z), bound)
     for original, target in copies:
+        if is_nibble_dtype(original.dtype):
+            target = unpack_nibbles(target, original.dtype, original.shape)
         np.copyto(original, target)
     result = Launch(list(args), list(machine.output), list(machine.failures))
     if printed is not None:

@@ -10,6 +10,14 @@ unmasked access that falls outside every buffer, or is misaligned for its elemen
 Accesses are applied at once, in row-major element order (a repeated address in one store
 keeps the last element's value); atomics are applied one element at a time in row-major order.
 Tile blocks run one after another, so token and memory-ordering attributes need no modelling.
+
+4-bit elements (f4E2M1FN, i4) are packed two to a byte, the lower-indexed element in the low
+nibble (spec 5.2.2).  Accesses to them take *nibble addresses* (``2 * byte + 1`` for the high
+nibble): ``load``/``store`` read and modify the containing bytes, low nibbles first, so two
+elements of one byte written by one store both land.  A ``ptr<f4E2M1FN>`` value is a byte
+address (the low nibble); ``offset`` by an odd element count is not byte-addressable and raises
+(NVIDIA's tileiras rejects tiles of ``ptr<f4E2M1FN>`` of rank > 0 altogether: "use an f4 tile
+view for memory accesses").
 """
 from __future__ import annotations
 
@@ -24,7 +32,7 @@ from ..tile import ops_memory as M
 from ..tile.enums import AtomicRMWMode
 from .core import impl
 from .errors import InterpError
-from .values import (TOKEN_VALUE, UINT_OF_BITS, bits_of, dtype_of, from_int, scalar_of,
+from .values import (TOKEN_VALUE, UINT_OF_BITS, bits_of, dtype_of, from_int, is_subbyte, scalar_of,
                      storage_bytes, to_signed, to_unsigned)
 
 FIRST_ADDRESS = 1 << 32
@@ -103,10 +111,35 @@ class Memory:
             rows = which == b
             self.buffers[b].data[offs[rows][:, None] + span] = raw[rows]
 
+    # -- 4-bit elements --------------------------------------------------------------------
+    def load_nibbles(self, naddrs: np.ndarray, active: np.ndarray) -> np.ndarray:
+        """The 4-bit values at nibble addresses ``naddrs`` (flat; zero where not active)."""
+        out = np.zeros(naddrs.shape, np.uint8)
+        na = naddrs[active]
+        raw = self.read_bytes(na >> np.uint64(1), 1)[:, 0]
+        out[active] = (raw >> ((na & np.uint64(1)) * np.uint64(4)).astype(np.uint8)) & np.uint8(0xF)
+        return out
+
+    def store_nibbles(self, naddrs: np.ndarray, nibbles: np.ndarray, active: np.ndarray) -> None:
+        """Read-modify-write of the bytes holding ``naddrs``: low nibbles, then high ones."""
+        for half in (0, 1):
+            sel = active & ((naddrs & np.uint64(1)) == np.uint64(half))
+            byte_addrs = naddrs[sel] >> np.uint64(1)
+            old = self.read_bytes(byte_addrs, 1)[:, 0]
+            keep = np.uint8(0xF0 if half == 0 else 0x0F)
+            new = (old & keep) | ((nibbles[sel] & np.uint8(0xF)) << np.uint8(4 * half))
+            self.write_bytes(byte_addrs, new.astype(np.uint8).reshape(-1, 1))
+
     # -- typed access --------------------------------------------------------------------
     def load(self, addrs: np.ndarray, elem: T.Type, mask: Optional[np.ndarray] = None) -> np.ndarray:
-        """Elements of type ``elem`` at ``addrs``; masked-off elements read as zero."""
+        """Elements of type ``elem`` at ``addrs`` (nibble addresses for 4-bit elements);
+        masked-off elements read as zero."""
         addrs = np.asarray(addrs, dtype=np.uint64)
+        if is_subbyte(elem):
+            flat = addrs.reshape(-1)
+            active = np.ones(flat.shape, bool) if mask is None else \
+                np.broadcast_to(np.asarray(mask, bool), addrs.shape).reshape(-1)
+            return self.load_nibbles(flat, active).view(dtype_of(elem)).reshape(addrs.shape)
         size = storage_bytes(elem)
         flat = addrs.reshape(-1)
         active = np.ones(flat.shape, bool) if mask is None else \
@@ -122,6 +155,10 @@ class Memory:
         flat = addrs.reshape(-1)
         active = np.ones(flat.shape, bool) if mask is None else \
             np.broadcast_to(np.asarray(mask, bool), addrs.shape).reshape(-1)
+        if is_subbyte(elem):
+            nibbles = np.ascontiguousarray(values).reshape(-1).view(np.uint8)
+            self.store_nibbles(flat, nibbles, active)
+            return
         raw = encode_elements(values.reshape(-1), elem)
         self.write_bytes(flat[active], raw[active])
 
@@ -165,16 +202,27 @@ def pointee(t: T.Type) -> T.Type:
 
 @impl(C.OffsetOp)
 def _offset(frame, op, ptr, offset):
-    step = storage_bytes(pointee(op.ptr.type))
     off = to_signed(offset, bits_of(op.offset.type))
+    if is_subbyte(pointee(op.ptr.type)):
+        if (off % 2 != 0).any():
+            raise InterpError(f"offset of a {op.ptr.type} by an odd number of elements: half a byte is "
+                              "not addressable through a pointer (use a tensor view)", op)
+        return ((to_unsigned(ptr) + (off // 2).view(np.uint64)),)
+    step = storage_bytes(pointee(op.ptr.type))
     return ((to_unsigned(ptr) + off.view(np.uint64) * np.uint64(step)),)
+
+
+def pointee_addresses(ptrs: np.ndarray, elem: T.Type) -> np.ndarray:
+    """Addresses of the elements pointers point at (nibble addresses for 4-bit elements)."""
+    ptrs = np.asarray(ptrs, dtype=np.uint64)
+    return ptrs * np.uint64(2) if is_subbyte(elem) else ptrs
 
 
 @impl(M.LoadPtrTkoOp)
 def _load_ptr(frame, op, *operands):
-    ptrs = frame.get(op.source)
     mask = frame.get(op.mask) if op.mask is not None else None
     elem = pointee(op.source.type)
+    ptrs = pointee_addresses(frame.get(op.source), elem)
     out = frame.machine.memory.load(ptrs, elem, mask)
     if mask is not None and op.paddingValue is not None:
         pad = np.broadcast_to(frame.get(op.paddingValue), out.shape)
@@ -185,8 +233,9 @@ def _load_ptr(frame, op, *operands):
 @impl(M.StorePtrTkoOp)
 def _store_ptr(frame, op, *operands):
     mask = frame.get(op.mask) if op.mask is not None else None
-    frame.machine.memory.store(frame.get(op.destination), frame.get(op.value),
-                               pointee(op.destination.type), mask)
+    elem = pointee(op.destination.type)
+    frame.machine.memory.store(pointee_addresses(frame.get(op.destination), elem), frame.get(op.value),
+                               elem, mask)
     return (TOKEN_VALUE,)
 
 
@@ -264,7 +313,7 @@ def _get_global(frame, op):
 @impl(M.AllocaOp)
 def _alloca(frame, op):
     elem = pointee(op.result.type)
-    nbytes = int(op.num_elem) * storage_bytes(elem)
+    nbytes = (int(op.num_elem) + 1) // 2 if is_subbyte(elem) else int(op.num_elem) * storage_bytes(elem)
     addr = frame.machine.memory.allocate(nbytes, f"alloca#{id(op) & 0xFFFF:x}", int(op.alignment or 1))
     return (np.array(addr, dtype=np.uint64),)
 

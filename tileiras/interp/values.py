@@ -8,6 +8,11 @@
     f8E5M2, f8E8M0FNU, f4E2M1FN; tf32 is held in ``float32`` with values rounded to tf32.
   - pointers are ``uint64`` byte addresses into ``memory.Memory``.
 * A token is ``TOKEN_VALUE``; views are the dataclasses of ``views.py``.
+* 4-bit elements (f4E2M1FN, i4) are packed in memory two to a byte, the lower-indexed element
+  in the low nibble (spec 5.2.2).  Their memory addresses are counted in *nibbles*
+  (``2 * byte address + 1`` for the high nibble; see ``memory.Memory``).  A kernel argument
+  array of a 4-bit numpy dtype (``ml_dtypes.float4_e2m1fn``, ``int4``, ``uint4``: one element a
+  byte in numpy) is mapped packed (``pack_nibbles``) and unpacked back after the launch.
 """
 from __future__ import annotations
 
@@ -55,6 +60,37 @@ def dtype_of(t: T.Type) -> np.dtype:
     raise InterpError(f"element type {e} is not supported by the interpreter")
 
 
+def is_subbyte(e: T.Type) -> bool:
+    """4-bit elements (f4E2M1FN, i4): two to a byte in memory."""
+    e = scalar_of(e)
+    return isinstance(e, T.ScalarType) and e.bitwidth == 4
+
+
+def is_nibble_dtype(dt: np.dtype) -> bool:
+    """numpy dtypes of 4-bit values (one a byte in numpy, packed two a byte in memory)."""
+    return np.dtype(dt) in NIBBLE_DTYPES
+
+
+NIBBLE_DTYPES = (np.dtype(ml_dtypes.float4_e2m1fn), np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4))
+
+
+def pack_nibbles(x: np.ndarray) -> np.ndarray:
+    """Elements of a 4-bit dtype (row-major) packed two to a byte, element ``2i`` in the low
+    nibble of byte ``i`` (an odd count leaves the last high nibble zero)."""
+    nib = np.ascontiguousarray(x).reshape(-1).view(np.uint8) & np.uint8(0xF)
+    if nib.size % 2:
+        nib = np.append(nib, np.uint8(0))
+    return (nib[0::2] | (nib[1::2] << np.uint8(4))).astype(np.uint8)
+
+
+def unpack_nibbles(packed: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """Inverse of ``pack_nibbles``: ``shape`` elements of ``dtype`` from packed bytes."""
+    b = np.asarray(packed, np.uint8).reshape(-1)
+    nib = np.stack([b & np.uint8(0xF), b >> np.uint8(4)], axis=-1).reshape(-1)
+    n = int(np.prod(shape, dtype=np.int64))
+    return nib[:n].copy().view(dtype).reshape(shape)
+
+
 def storage_bytes(e: T.Type) -> int:
     """Bytes one element of ``e`` occupies in memory (pointers: 8; i1: 1; tf32: 4)."""
     if isinstance(e, T.PointerType):
@@ -63,7 +99,7 @@ def storage_bytes(e: T.Type) -> int:
     if e.bitwidth < 8:
         if e.name == "i1":
             return 1
-        raise InterpError(f"sub-byte element type {e} in memory is not supported by the interpreter")
+        raise InterpError(f"{e} elements take half a byte: their addresses are counted in nibbles")
     return 4 if e.name == "tf32" else e.bitwidth // 8
 
 

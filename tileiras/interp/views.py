@@ -8,6 +8,8 @@
   ``ceildiv(shape[dim_map[i]], step[i])``.
 * ``gather_scatter_view``: the index at ``sparse_dim`` is a 1-D tile of coordinates, the
   others are element offsets of a contiguous block.
+* 4-bit elements (f4E2M1FN) are addressed in nibbles: element offset ``o`` of a tensor at byte
+  ``base`` is nibble ``2 * base + o`` (the spec packs element ``2i`` into the low nibble).
 * Elements outside the tensor read as the view's padding value (zero when it has none, a
   choice of the interpreter: the spec leaves them unspecified) and are not written by stores.
 """
@@ -24,7 +26,7 @@ from ..tile.enums import AtomicRMWMode, MultimemReductionKind
 from .core import impl
 from .errors import InterpError
 from .memory import apply_rmw, atomic_update
-from .values import TOKEN_VALUE, dtype_of, from_int, storage_bytes, to_unsigned
+from .values import TOKEN_VALUE, dtype_of, from_int, is_subbyte, storage_bytes, to_unsigned
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,8 @@ def element_coordinates(view, index: list) -> tuple[TensorView, list[np.ndarray]
 
 
 def element_addresses(view, index: list) -> tuple[np.ndarray, np.ndarray, TensorView]:
-    """(addresses, in-bounds mask, tensor view) of every element of the indexed tile."""
+    """(addresses, in-bounds mask, tensor view) of every element of the indexed tile
+    (nibble addresses for 4-bit elements)."""
     tv, coords = element_coordinates(view, index)
     tile_shape = np.broadcast_shapes(*[c.shape for c in coords]) if coords else ()
     inside = np.ones(tile_shape, bool)
@@ -134,6 +137,8 @@ def element_addresses(view, index: list) -> tuple[np.ndarray, np.ndarray, Tensor
     for c, n, s in zip(coords, tv.shape, tv.strides):
         inside &= c < np.uint64(n)
         offset = offset + np.where(c < np.uint64(n), c, np.uint64(0)) * np.uint64(s)
+    if is_subbyte(tv.element):
+        return np.uint64(2 * tv.base) + offset, inside, tv
     size = np.uint64(storage_bytes(tv.element))
     return np.uint64(tv.base) + offset * size, inside, tv
 
