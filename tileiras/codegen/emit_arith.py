@@ -20,6 +20,7 @@ from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile.enums import ComparisonOrdering, ComparisonPredicate, RoundingMode, Signedness
 from . import intrinsics as X
+from . import libm
 from .nvvm import KernelEmitter, emits
 from .values import BF16, TileVal, llvm_type
 
@@ -163,137 +164,68 @@ def _sqrt(em: KernelEmitter, op: Operation) -> None:
     map_regs(em, op, one)
 
 
-def _approx_f32(inst: str) -> Callable[[ir.IRBuilder, ir.Value], ir.Value]:
-    """An approximate f32 instruction, applied in f32 to narrower floats."""
-    def apply(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-        kind = ptx_float(x.type)
-        if kind == "f32":
-            return X.fp_asm_unary(b, inst, x)
-        if kind == "f64":
-            return b.fpext(X.fp_asm_unary(b, inst, b.fptrunc(x, F32)), x.type)
-        return _via_f32(b, lambda u: X.fp_asm_unary(b, inst, u), x)
-    return apply
-
-
-ex2 = _approx_f32("ex2.approx.f32")
-lg2 = _approx_f32("lg2.approx.f32")
-sin_approx = _approx_f32("sin.approx.f32")
-cos_approx = _approx_f32("cos.approx.f32")
-rsqrt_approx = _approx_f32("rsqrt.approx.f32")
-
-
-def _const(t: ir.Type, v: float) -> ir.Constant:
-    return ir.Constant(t, v)
-
-
-def _scaled(b: ir.IRBuilder, fn: Callable, x: ir.Value, pre: float = 1.0, post: float = 1.0) -> ir.Value:
-    if pre != 1.0:
-        x = b.fmul(x, _const(x.type, pre))
-    y = fn(b, x)
-    if post != 1.0:
-        y = b.fmul(y, _const(y.type, post))
-    return y
-
-
-def _math(fn: Callable[[ir.IRBuilder, ir.Value], ir.Value]) -> Callable[[KernelEmitter, Operation], None]:
+# -- math: accurate by default (codegen.libm), the PTX approximations for rounding<approx> --
+def _libm(name: str) -> Callable[[KernelEmitter, Operation], None]:
     def emit(em: KernelEmitter, op: Operation) -> None:
-        map_regs(em, op, lambda x: fn(em.b, x))
+        map_regs(em, op, lambda *xs: libm.call(em.b, name, *xs))
     return emit
 
 
-emits(AR.ExpOp)(_math(lambda b, x: _scaled(b, ex2, x, pre=math.log2(math.e))))
-emits(AR.Exp2Op)(_math(ex2))
-emits(AR.LogOp)(_math(lambda b, x: _scaled(b, lg2, x, post=math.log(2.0))))
-emits(AR.Log2Op)(_math(lg2))
-emits(AR.SinOp)(_math(sin_approx))
-emits(AR.CosOp)(_math(cos_approx))
-emits(AR.RsqrtOp)(_math(rsqrt_approx))
+def _is_approx_f32(op: Operation) -> bool:
+    return (op.attributes.get("rounding_mode") == RoundingMode.APPROX
+            and isinstance(llvm_type(op.result.type), ir.FloatType))
 
 
-def _tan(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    return b.fdiv(sin_approx(b, x), cos_approx(b, x))
-
-
-def _exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    return _scaled(b, ex2, x, pre=math.log2(math.e))
-
-
-def _sinh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    return b.fmul(b.fsub(_exp(b, x), _exp(b, b.fneg(x))), _const(x.type, 0.5))
-
-
-def _cosh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    return b.fmul(b.fadd(_exp(b, x), _exp(b, b.fneg(x))), _const(x.type, 0.5))
-
-
-def _tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    # tanh(x) = sign(x) * (1 - 2 / (exp(2|x|) + 1)), exact at 0 and saturating at +-1
-    ax = X.math_call(b, f"llvm.fabs.{_intrinsic_suffix(x.type)}", [x])
-    e = _exp(b, b.fmul(ax, _const(x.type, 2.0)))
-    t = b.fsub(_const(x.type, 1.0), b.fdiv(_const(x.type, 2.0), b.fadd(e, _const(x.type, 1.0))))
-    return X.math_call(b, f"llvm.copysign.{_intrinsic_suffix(x.type)}", [t, x])
-
-
-emits(AR.TanOp)(_math(_tan))
-emits(AR.SinHOp)(_math(_sinh))
-emits(AR.CosHOp)(_math(_cosh))
-emits(AR.TanHOp)(_math(_tanh))
-
-
-def _pow(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    """|x|^y via exp2(y * log2|x|); negative bases with integral exponents keep
-    the sign of odd powers, with other exponents give NaN."""
-    sfx = _intrinsic_suffix(x.type)
-    ax = X.math_call(b, f"llvm.fabs.{sfx}", [x])
-    mag = ex2(b, b.fmul(y, lg2(b, ax)))
-    mag = b.select(b.fcmp_ordered("==", y, _const(y.type, 0.0)), _const(x.type, 1.0), mag)
-    y_int = b.fcmp_ordered("==", X.math_call(b, f"llvm.trunc.{sfx}", [y]), y)
-    half = b.fmul(y, _const(y.type, 0.5))
-    odd = b.fcmp_ordered("!=", X.math_call(b, f"llvm.trunc.{sfx}", [half]), half)
-    neg = b.fcmp_ordered("<", x, _const(x.type, 0.0))
-    signed = b.select(b.and_(neg, b.and_(y_int, odd)), b.fneg(mag), mag)
-    return b.select(b.and_(neg, b.not_(y_int)), _const(x.type, float("nan")), signed)
-
-
-@emits(AR.FPowFOp)
-def _powf(em: KernelEmitter, op: Operation) -> None:
-    map_regs(em, op, lambda x, y: _pow(em.b, x, y))
-
-
-@emits(AR.FPowIOp)
-def _powi(em: KernelEmitter, op: Operation) -> None:
+@emits(AR.ExpOp)
+def _exp(em: KernelEmitter, op: Operation) -> None:
     b = em.b
+    if _is_approx_f32(op):   # ex2.approx of x*log2(e)
+        map_regs(em, op, lambda x: X.approx_f32(b, "ex2", b.fmul(x, ir.Constant(F32, math.log2(math.e)))))
+    else:
+        map_regs(em, op, lambda x: libm.call(b, "exp", x))
 
-    def one(x: ir.Value, n: ir.Value) -> ir.Value:
-        return _pow(b, x, b.sitofp(n, x.type))
-    map_regs(em, op, one)
 
-
-@emits(AR.Atan2Op)
-def _atan2(em: KernelEmitter, op: Operation) -> None:
+@emits(AR.TanHOp)
+def _tanh(em: KernelEmitter, op: Operation) -> None:
     b = em.b
+    if _is_approx_f32(op):
+        map_regs(em, op, lambda x: X.approx_f32(b, "tanh", x))
+    else:
+        map_regs(em, op, lambda x: libm.call(b, "tanh", x))
 
-    def one(y: ir.Value, x: ir.Value) -> ir.Value:
-        t = y.type
-        ax = X.math_call(b, f"llvm.fabs.{_intrinsic_suffix(t)}", [x])
-        ay = X.math_call(b, f"llvm.fabs.{_intrinsic_suffix(t)}", [y])
-        mx = X.math_call(b, f"llvm.maxnum.{_intrinsic_suffix(t)}", [ax, ay])
-        mn = X.math_call(b, f"llvm.minnum.{_intrinsic_suffix(t)}", [ax, ay])
-        a = b.fdiv(mn, mx)
-        # Cephes atanf: reduce [tan(pi/8), 1] to [-tan(pi/8), tan(pi/8)] via pi/4 + atan((a-1)/(a+1))
-        big = b.fcmp_ordered(">", a, _const(t, 0.41421356237309503))
-        red = b.select(big, b.fdiv(b.fsub(a, _const(t, 1.0)), b.fadd(a, _const(t, 1.0))), a)
-        z = b.fmul(red, red)
-        p = _const(t, 8.05374449538e-2)
-        for c in (-1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1):
-            p = b.fadd(b.fmul(p, z), _const(t, c))
-        r = b.fadd(b.fmul(b.fmul(p, z), red), red)
-        r = b.select(big, b.fadd(r, _const(t, math.pi / 4)), r)
-        r = b.select(b.fcmp_ordered(">", ay, ax), b.fsub(_const(t, math.pi / 2), r), r)
-        r = b.select(b.fcmp_ordered("<", x, _const(t, 0.0)), b.fsub(_const(t, math.pi), r), r)
-        r = b.select(b.fcmp_ordered("==", mx, _const(t, 0.0)), _const(t, 0.0), r)
-        return X.math_call(b, f"llvm.copysign.{_intrinsic_suffix(t)}", [r, y])
-    map_regs(em, op, one)
+
+def _flush_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Subnormal f32 values to sign-preserving zero."""
+    tiny = b.fcmp_ordered("<", X.math_call(b, "llvm.fabs.f32", [x]), ir.Constant(F32, 2.0 ** -126))
+    return b.select(tiny, X.math_call(b, "llvm.copysign.f32", [ir.Constant(F32, 0.0), x]), x)
+
+
+def _ftz_math(name: str) -> Callable[[KernelEmitter, Operation], None]:
+    """exp2/rsqrt: flush_to_zero (f32) flushes subnormal inputs and results."""
+    def emit(em: KernelEmitter, op: Operation) -> None:
+        b = em.b
+        ftz = bool(op.flush_to_zero) and isinstance(llvm_type(op.result.type), ir.FloatType)
+
+        def one(x: ir.Value) -> ir.Value:
+            if not ftz:
+                return libm.call(b, name, x)
+            return _flush_f32(b, libm.call(b, name, _flush_f32(b, x)))
+        map_regs(em, op, one)
+    return emit
+
+
+emits(AR.Exp2Op)(_ftz_math("exp2"))
+emits(AR.RsqrtOp)(_ftz_math("rsqrt"))
+emits(AR.LogOp)(_libm("log"))
+emits(AR.Log2Op)(_libm("log2"))
+emits(AR.SinOp)(_libm("sin"))
+emits(AR.CosOp)(_libm("cos"))
+emits(AR.TanOp)(_libm("tan"))
+emits(AR.SinHOp)(_libm("sinh"))
+emits(AR.CosHOp)(_libm("cosh"))
+emits(AR.FPowFOp)(_libm("pow"))
+emits(AR.FPowIOp)(_libm("powi"))
+emits(AR.Atan2Op)(_libm("atan2"))   # atan2(x, y) = atan(x / y): the first operand is the numerator
 
 
 @emits(AR.MaxFOp, AR.MinFOp)

@@ -1,0 +1,350 @@
+"""Accuracy of the elementary functions (tileiras.codegen.libm).
+
+Two harnesses measure the same LLVM IR:
+
+- end to end: a one-op Tile IR kernel (text form) compiled to PTX and run in the PTX
+  emulator, f64 and f32 (and f16), on random inputs, special values and hard cases;
+- host JIT: the f64 functions compiled for the host CPU by llvmlite, on 10^5 inputs each.
+
+Errors are in ulps of the result type against references evaluated in extended precision
+(numpy longdouble, i.e. the C library's 64-bit-mantissa functions; f32 against float64);
+special values (NaN, +-inf, +-0, overflow, underflow) must match C99 bit for bit.
+
+Documented bounds (max ulp error measured; asserted with a little headroom in ``ULP``):
+f64: exp 0.75 (0.61 for normal results), exp2 0.73, log 0.51, log2 0.51, sin/cos 0.75,
+tan 0.90, sinh 0.76, cosh 0.61, tanh 0.73, pow 0.95, powi 0.95, atan2 1.07, rsqrt 1.0;
+f32 (f64 evaluation rounded once): <= 0.51 for all of them, rsqrt 1.0.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from llvmlite import binding as llvm
+from llvmlite import ir
+
+from tileiras.codegen import libm
+from tileiras.emulate import launch
+from tileiras.pipeline import CompileOptions, compile_module
+from tileiras.text.parser import parse_module
+
+pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+
+LD = np.longdouble
+HAVE_LONGDOUBLE = np.finfo(LD).nmant >= 63
+needs_longdouble = pytest.mark.skipif(not HAVE_LONGDOUBLE, reason="needs an 80-bit long double reference")
+
+#: asserted max ulp errors: f64 (host JIT and emulator) and f32 (emulator)
+ULP = {
+    "exp": (0.8, 0.51), "exp2": (0.8, 0.51), "log": (0.52, 0.51), "log2": (0.52, 0.51),
+    "sin": (0.8, 0.51), "cos": (0.8, 0.51), "tan": (0.95, 0.51), "sinh": (0.8, 0.51),
+    "cosh": (0.7, 0.51), "tanh": (0.8, 0.51), "pow": (1.0, 0.51), "fpowi": (1.0, 0.51),
+    "atan2": (1.1, 0.51), "rsqrt": (1.0, 1.0),
+}
+REF = {
+    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sin": np.sin, "cos": np.cos,
+    "tan": np.tan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh, "pow": np.power,
+    "fpowi": np.power, "atan2": np.arctan2, "rsqrt": lambda x: 1 / np.sqrt(x),
+}
+OP = {"pow": "fpowf"}
+
+
+def ulp_error(got: np.ndarray, ref: np.ndarray, dtype) -> np.ndarray:
+    """|got - ref| in ulps of ``dtype`` at ref; equal values (NaNs, infinities) count 0."""
+    fi = np.finfo(dtype)
+    ref = np.asarray(ref, LD)
+    g = np.asarray(got).astype(LD)
+    with np.errstate(all="ignore"):
+        e = np.floor(np.log2(np.abs(ref).clip(LD(fi.tiny))))
+        err = np.abs(g - ref) / np.exp2(e - fi.nmant)
+    ok = (g == ref) | (np.isnan(g) & np.isnan(ref))
+    # a reference beyond the format's range must round to the infinity of its sign
+    over = (np.abs(ref) > LD(fi.max)) & (np.abs(ref) >= LD(fi.max) * (1 + LD(2.0) ** -(fi.nmant + 1)))
+    ok |= over & np.isinf(g) & (np.sign(g) == np.sign(ref))
+    return np.where(ok, 0.0, np.nan_to_num(err.astype(np.float64), nan=1e30, posinf=1e30))
+
+
+def reference(name: str, xs: list[np.ndarray], dtype) -> np.ndarray:
+    wide = [np.asarray(x).astype(LD if dtype == np.float64 else np.float64) for x in xs]
+    with np.errstate(all="ignore"):
+        return REF[name](*wide)
+
+
+def worst(name: str, xs, got, ref, err) -> str:
+    i = int(np.argmax(err))
+    return f"{name}: {err[i]:.3f} ulp at {[x[i] for x in xs]}: got {got[i]!r}, expected {ref[i]!r}"
+
+
+# -- the end-to-end harness -------------------------------------------------------------------------
+TYPES = {np.float32: "f32", np.float64: "f64", np.float16: "f16"}
+
+
+def kernel_text(op: str, ty: str, arity: int, attrs: str = "", ity: str | None = None, tile: int = 256) -> str:
+    names = ["a", "b"][:arity]
+    lines, params = ["%tok = make_token : token"], []
+    for nm in names + ["c"]:
+        et = ity if nm == "b" and ity else ty
+        view = f"tensor_view<?x{et}, strides=[1]>"
+        params.append(f"%{nm}: tile<ptr<{et}>>")
+        lines.append(f"%t{nm} = make_tensor_view %{nm}, shape = [%n], strides = [1] : tile<i32> -> {view}")
+        lines.append(f"%p{nm} = make_partition_view %t{nm} : partition_view<tile=({tile}), {view}>")
+    lines.append("%bx, %by, %bz = get_tile_block_id : tile<i32>")
+    for nm in names:
+        et = ity if nm == "b" and ity else ty
+        pv = f"partition_view<tile=({tile}), tensor_view<?x{et}, strides=[1]>>"
+        lines.append(f"%x{nm}, %k{nm} = load_view_tko weak %p{nm}[%bx] token = %tok : {pv}, tile<i32> "
+                     f"-> tile<{tile}x{et}>, token")
+    types = f"tile<{tile}x{ty}>" + (f", tile<{tile}x{ity}>" if ity else "")
+    lines.append(f"%r = {op} {', '.join('%x' + nm for nm in names)}{attrs} : {types}")
+    pv = f"partition_view<tile=({tile}), tensor_view<?x{ty}, strides=[1]>>"
+    lines.append(f"%d = store_view_tko weak %r, %pc[%bx] token = %tok : tile<{tile}x{ty}>, {pv}, tile<i32> -> token")
+    lines.append("return")
+    return "entry @k(" + ", ".join(params) + ", %n: tile<i32>) {\n  " + "\n  ".join(lines) + "\n}\n"
+
+
+def compile_op(name: str, dtype, arity: int, attrs: str = "", ity: str | None = None) -> str:
+    text = kernel_text(OP.get(name, name), TYPES[dtype], arity, attrs, ity)
+    return compile_module(parse_module(text), CompileOptions(gpu_name="sm_90"), "ptx")
+
+
+def run_op(name: str, dtype, *xs: np.ndarray, attrs: str = "", tile: int = 256) -> np.ndarray:
+    ity = None
+    if name == "fpowi":
+        ity = "i32"
+        xs = (np.asarray(xs[0], dtype), np.asarray(xs[1], np.int32))
+    else:
+        xs = tuple(np.asarray(x, dtype) for x in xs)
+    ptx = compile_op(name, dtype, len(xs), attrs, ity)
+    n = len(xs[0])
+    pad = (-n) % tile
+    arrays = [np.concatenate([x, np.zeros(pad, x.dtype)]) for x in xs]
+    out = np.zeros(n + pad, dtype)
+    launch(ptx, "k", ((n + pad) // tile, 1, 1), [*arrays, out, np.int32(n + pad)])
+    return out[:n]
+
+
+# -- inputs -----------------------------------------------------------------------------------------
+SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, 2.0, 1e-310, -1e-310, 5e-324, 1e308, -1e308]
+
+
+def log_uniform(rng, lo: float, hi: float, n: int, signed: bool = True) -> np.ndarray:
+    x = np.exp(rng.uniform(np.log(lo), np.log(hi), n))
+    return x * rng.choice([-1.0, 1.0], n) if signed else x
+
+
+def near_pio2_multiples(rng, n: int) -> np.ndarray:
+    k = np.concatenate([np.arange(1, 64), rng.integers(1, 2**21, n)])
+    x = (k.astype(LD) * LD("1.5707963267948966192313216916397514")).astype(np.float64)
+    return np.concatenate([x, np.nextafter(x, 0), np.nextafter(x, np.inf)])
+
+
+HUGE = np.array([6381956970095103.0 * 2.0**797, 1e22, 2.0**1023 * 1.9999999999999998, 1e300, 3.0e9, 2.0**19,
+                 np.nextafter(2.0**19, 0), 1e6, 123456789.0, 2.0**60, 2.0**100])
+
+
+def unary_inputs(name: str, dtype, rng, n: int) -> np.ndarray:
+    f64 = dtype == np.float64
+    big = {"exp": 745.2 if f64 else 104.0, "exp2": 1075.0 if f64 else 150.0,
+           "sinh": 711.0 if f64 else 89.5, "cosh": 711.0 if f64 else 89.5, "tanh": 25.0}
+    special = np.array(SPECIAL)
+    if name in big:
+        b = big[name]
+        parts = [rng.uniform(-b, b, n), rng.uniform(-2, 2, n), log_uniform(rng, 1e-30, b, n),
+                 np.linspace(b - 40, b, 200), -np.linspace(b - 40, b, 200)]
+        if name == "exp":
+            parts.append(np.array([709.782712893384, 709.7827128933841, -745.1332191019411, -745.1332191019412,
+                                   88.72283, 88.72284, -103.97208, -103.972084, -87.33654]))
+    elif name in ("log", "log2", "rsqrt"):
+        parts = [log_uniform(rng, 5e-324 if f64 else 1e-45, 1.7e308 if f64 else 3e38, n, signed=False),
+                 rng.uniform(0.5, 2.0, n), 1.0 + rng.integers(-50, 50, 200) * np.finfo(dtype).eps,
+                 2.0 ** rng.integers(-1074 if f64 else -149, 1023 if f64 else 127, 200).astype(np.float64),
+                 -rng.uniform(0, 5, 50)]
+    else:  # sin, cos, tan
+        parts = [rng.uniform(-10, 10, n), log_uniform(rng, 1e-30, 1e6, n), log_uniform(rng, 1e6, 1e308 if f64 else 3e38, n),
+                 near_pio2_multiples(rng, 400) if f64 else near_pio2_multiples(rng, 400).astype(np.float32), HUGE]
+    x = np.concatenate(parts + [special])
+    return x.astype(dtype) if not f64 else x
+
+
+def binary_inputs(name: str, dtype, rng, n: int) -> tuple[np.ndarray, np.ndarray]:
+    f64 = dtype == np.float64
+    top = 1e300 if f64 else 1e38
+    if name == "atan2":
+        a = np.concatenate([log_uniform(rng, 1 / top, top, n), rng.uniform(-2, 2, n)])
+        b = np.concatenate([log_uniform(rng, 1 / top, top, n), rng.uniform(-2, 2, n)])
+    elif name == "pow":
+        lim = 700 if f64 else 88
+        x = np.concatenate([log_uniform(rng, 1 / top, top, n, signed=False), log_uniform(rng, 0.1, 10, n, False),
+                            rng.uniform(0.5, 2, n), -rng.integers(1, 20, 300).astype(float), -rng.uniform(0.1, 3, 100)])
+        y = np.concatenate([rng.uniform(-1, 1, n), rng.uniform(-lim / 2.3, lim / 2.3, n), rng.uniform(-1000, 1000, n),
+                            rng.integers(-40, 40, 300).astype(float), rng.uniform(-3, 3, 100)])
+        a, b = x, y
+    else:  # fpowi
+        x = np.concatenate([rng.uniform(-4, 4, n), log_uniform(rng, 1e-3, 1e3, n), np.full(50, -2.0), np.full(50, 0.5)])
+        k = np.concatenate([rng.integers(-60, 60, n), rng.integers(-8, 8, n), np.arange(-25, 25), np.arange(-25, 25)])
+        return x.astype(dtype), k.astype(np.int32)
+    s = np.array(SPECIAL)
+    grid_a, grid_b = np.repeat(s, len(s)), np.tile(s, len(s))
+    extra_a = np.array([-8.0, -8.0, -2.0, -0.0, -0.0, 0.0, -np.inf, -np.inf, -1.0, -1.0, 1.0, np.nan])
+    extra_b = np.array([1 / 3, 3.0, -3.0, -3.0, -2.0, -1.0, 3.0, -3.0, np.inf, np.nan, np.nan, 0.0])
+    a = np.concatenate([a, grid_a, extra_a])
+    b = np.concatenate([b, grid_b, extra_b])
+    return a.astype(dtype), b.astype(dtype)
+
+
+# -- end-to-end tests -------------------------------------------------------------------------------
+UNARY = ["exp", "exp2", "log", "log2", "sin", "cos", "tan", "sinh", "cosh", "tanh", "rsqrt"]
+
+
+@needs_longdouble
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_accuracy_emulated(name, dtype):
+    x = unary_inputs(name, dtype, np.random.default_rng(7), 3000)
+    got = run_op(name, dtype, x)
+    ref = reference(name, [x], dtype)
+    err = ulp_error(got, ref, dtype)
+    bound = ULP[name][0 if dtype == np.float64 else 1]
+    assert err.max() <= bound, worst(name, [x], got, ref, err)
+
+
+@needs_longdouble
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("name", ["pow", "atan2", "fpowi"])
+def test_binary_accuracy_emulated(name, dtype):
+    a, b = binary_inputs(name, dtype, np.random.default_rng(11), 3000)
+    got = run_op(name, dtype, a, b)
+    ref = reference(name, [a, b], dtype)
+    err = ulp_error(got, ref, dtype)
+    bound = ULP[name][0 if dtype == np.float64 else 1]
+    assert err.max() <= bound, worst(name, [a, b], got, ref, err)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_special_values_exact(name, dtype):
+    x = np.array(SPECIAL, dtype)
+    got = run_op(name, dtype, x)
+    with np.errstate(all="ignore"):
+        ref = REF[name](x.astype(np.float64)).astype(dtype)
+    for g, r, v in zip(got, ref, x):
+        if np.isnan(r) or np.isinf(r) or r == 0:
+            assert (np.isnan(g) and np.isnan(r)) or (g == r and np.signbit(g) == np.signbit(r)), (name, v, g, r)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("name", ["pow", "atan2"])
+def test_binary_special_values_exact(name, dtype):
+    s = np.array(SPECIAL + [-8.0, 3.0, -3.0, 1 / 3], dtype)
+    a, b = np.repeat(s, len(s)), np.tile(s, len(s))
+    got = run_op(name, dtype, a, b)
+    with np.errstate(all="ignore"):
+        ref = REF[name](a.astype(np.float64), b.astype(np.float64)).astype(dtype)
+    for g, r, x, y in zip(got, ref, a, b):
+        if np.isnan(r) or np.isinf(r) or r == 0 or r == 1:
+            assert (np.isnan(g) and np.isnan(r)) or (g == r and np.signbit(g) == np.signbit(r)), (name, x, y, g, r)
+        else:
+            assert ulp_error(np.array([g]), np.array([r], np.float64), dtype)[0] <= 1.0, (name, x, y, g, r)
+
+
+def test_f16_through_f32():
+    x = np.linspace(-8, 8, 1001).astype(np.float16)
+    got = run_op("exp", np.float16, x)
+    assert np.array_equal(got, np.exp(x.astype(np.float64)).astype(np.float16))
+    got = run_op("sin", np.float16, x)
+    assert np.array_equal(got, np.sin(x.astype(np.float64)).astype(np.float16))
+
+
+def test_flush_to_zero():
+    x = np.array([1e-40, -1e-40, -130.0, -126.5, 0.0, 3.0, 1e-45], np.float32)
+    got = run_op("exp2", np.float32, x, attrs=" flush_to_zero")
+    assert list(got) == [1.0, 1.0, 0.0, 0.0, 1.0, 8.0, 1.0]
+    got = run_op("rsqrt", np.float32, np.array([1e-40, -1e-40, 4.0], np.float32), attrs=" flush_to_zero")
+    assert list(got) == [np.inf, -np.inf, 0.5]
+
+
+def test_approx_modes_keep_the_fast_instructions():
+    assert "ex2.approx" in compile_op("exp", np.float32, 1, " rounding<approx>")
+    assert "tanh.approx.f32" in compile_op("tanh", np.float32, 1, " rounding<approx>")
+    for name in ("exp", "tanh", "sin", "log2", "exp2", "rsqrt"):
+        ptx = compile_op(name, np.float32, 1)
+        assert ".approx" not in ptx, name
+
+
+# -- host JIT of the f64 IR: many more inputs --------------------------------------------------------
+@pytest.fixture(scope="module")
+def host():
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    m = ir.Module(name="libm_host")
+    i64 = ir.IntType(64)
+    for name in libm.UNARY + libm.BINARY:
+        arity = 2 if name in libm.BINARY else 1
+        f = ir.Function(m, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * (arity + 1) + [i64]), name=f"v_{name}")
+        b = ir.IRBuilder(f.append_basic_block("entry"))
+        loop, done = f.append_basic_block("loop"), f.append_basic_block("done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        i = b.phi(i64)
+        i.add_incoming(ir.Constant(i64, 0), f.entry_basic_block)
+        xs = [b.load(b.gep(f.args[k], [i], source_etype=libm.F64), typ=libm.F64) for k in range(arity)]
+        r = b.call(libm.define(m, name, addrspace=0), xs)
+        b.store(r, b.gep(f.args[arity], [i], source_etype=libm.F64))
+        nxt = b.add(i, ir.Constant(i64, 1))
+        i.add_incoming(nxt, b.block)
+        b.cbranch(b.icmp_unsigned("<", nxt, f.args[arity + 1]), loop, done)
+        b.position_at_end(done)
+        b.ret_void()
+    mod = llvm.parse_assembly(str(m))
+    mod.verify()
+    tm = llvm.Target.from_default_triple().create_target_machine(opt=2)
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    fns = {}
+    for name in libm.UNARY + libm.BINARY:
+        arity = 2 if name in libm.BINARY else 1
+        proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (arity + 1)), ctypes.c_int64)
+        fns[name] = proto(engine.get_function_address(f"v_{name}"))
+
+    def run(name: str, *xs: np.ndarray) -> np.ndarray:
+        xs = [np.ascontiguousarray(x, np.float64) for x in xs]
+        out = np.empty_like(xs[0])
+        fns[name](*[x.ctypes.data for x in xs], out.ctypes.data, len(out))
+        return out
+    run.engine = engine
+    return run
+
+
+@needs_longdouble
+@pytest.mark.parametrize("name", UNARY)
+def test_f64_accuracy_host(host, name):
+    x = unary_inputs(name, np.float64, np.random.default_rng(3), 50000)
+    got = host(name, x)
+    ref = reference(name, [x], np.float64)
+    err = ulp_error(got, ref, np.float64)
+    assert err.max() <= ULP[name][0], worst(name, [x], got, ref, err)
+
+
+@needs_longdouble
+@pytest.mark.parametrize("name", ["pow", "atan2"])
+def test_f64_binary_accuracy_host(host, name):
+    a, b = binary_inputs(name, np.float64, np.random.default_rng(5), 50000)
+    got = host(name, a, b)
+    ref = reference(name, [a, b], np.float64)
+    err = ulp_error(got, ref, np.float64)
+    assert err.max() <= ULP[name][0], worst(name, [a, b], got, ref, err)
+
+
+def test_constants():
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 450
+    assert mp.mpf(libm.LN2_HI) + mp.mpf(libm.LN2_LO) - mp.log(2) < mp.mpf(2) ** -95
+    assert abs(mp.mpf(libm.LN2_H) + mp.mpf(libm.LN2_L) - mp.log(2)) < mp.mpf(2) ** -106
+    pio2 = sum(mp.mpf(p) for p in (libm.PIO2_1, libm.PIO2_2, libm.PIO2_3, libm.PIO2_4))
+    assert abs(pio2 - mp.pi / 2) < mp.mpf(2) ** -175
+    bits = 0
+    for w in libm.TWO_OVER_PI_TABLE[1:]:
+        bits = (bits << 64) | w
+    n = 64 * (len(libm.TWO_OVER_PI_TABLE) - 1)
+    assert bits == int(mp.floor(2 / mp.pi * mp.mpf(2) ** n))

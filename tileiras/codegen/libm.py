@@ -1,0 +1,725 @@
+"""Accurate elementary functions, emitted as LLVM IR with FMA and integer arithmetic.
+
+Every function is an internal LLVM function ``__tileiras_<name>_<f32|f64>`` defined once
+per module (``alwaysinline``: the element-wise emitters call it per register and LLVM
+inlines it).  Only plain LLVM instructions and the ``llvm.fma/fabs/copysign/sqrt/fshl``
+intrinsics are used, so the same IR also runs on the host (the tests JIT it) and the
+PTX emulator measures its real accuracy (no ``.approx`` instruction is involved).
+
+Algorithms (f64; f32 is evaluated with the f64 code and rounded once, f16/bf16 in f32):
+
+- exp: k = rint(x/ln2) (shifter trick, no float->int conversion), r = x - k*ln2 with a
+  42-bit ln2_hi (exact) and ln2_lo, kept as a double-double (rh, rl); e^r = 1 + p with
+  p = r + r^2*Q(r) (degree-10 Q, our own weighted minimax fit, < 2^-60) plus rl*(1+r);
+  the result is scaled by 2^k in two exact steps, so subnormal results round once.
+- exp2: k = rint(x), r = x - k exact, (r*ln2) as a double-double, then as exp.
+- log/log2: x = 2^e*m, m in [sqrt(1/2), sqrt(2)), f = m-1, s = f/(2+f) as a double-double
+  (one division), log1p(f) = 2s + s^3*R(s^2) (degree 7); log = e*ln2 + log1p(f) and
+  log2 = e + log1p(f)*log2(e) summed in double-double (exact at powers of two).
+- pow: log|x| as a double-double (same kernel), y*log|x| as a double-double, exp of it
+  (same kernel, the low part enters r); C99 special cases; odd-integer y keeps the sign.
+- powi: pow with the integer's exact parity (so |n| > 2^53 keeps its sign right).
+- sin/cos/tan: |x| < 2^19: Cody-Waite with pi/2 in four parts (33+33+53+53 bits; the
+  first two products are exact, the rest is summed in double-double); larger |x|:
+  Payne-Hanek (``_reduce_large``, a separate non-inlined function): the 53-bit mantissa
+  times a 192-bit window of 2/pi (a 1280-bit table) in 64-bit integer arithmetic gives
+  the quadrant and 128 fraction bits, turned into a double-double times pi/2.
+  Polynomials (degree 5 in r^2) take the double-double r; cos uses the exact error of
+  1 - r^2/2; tan divides the unrounded sin and cos in double-double.
+- sinh/cosh/tanh: from one exp kernel of |x|: expm1 as a double-double (k >= 0);
+  sinh = (t + t/(t+1))/2, tanh = t/(t+2) with t = expm1(2|x|), cosh = (E + 1/E)/2; large
+  |x| scale exp by 2^(k-1) (no spurious overflow).
+- atan2: a = min/max in double-double, atan(a) = a + a^3*P(a^2) (degree 22 on [0,1]),
+  then 0, pi/2 or pi +- atan(a) in double-double (operands pre-scaled when huge/tiny).
+- rsqrt: 1/sqrt(x) with sqrt.rn and div.rn, refined by one Newton step whose residual
+  1 - x y^2 is formed exactly (f32 stays in f32).
+
+Measured bounds are in test/test_libm.py (ULP dict); all are below 1 ulp for f64 and
+below 0.51 ulp for f32 (double rounding of a < 0.51 ulp f64 result).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from llvmlite import ir
+
+F32, F64 = ir.FloatType(), ir.DoubleType()
+I1, I32, I64, I128 = ir.IntType(1), ir.IntType(32), ir.IntType(64), ir.IntType(128)
+
+H = float.fromhex
+
+
+def _hexs(*xs: str) -> tuple[float, ...]:
+    return tuple(float.fromhex(x) for x in xs)
+
+
+# -- constants (computed with mpmath, see test/test_libm.py::test_constants) ----------------
+LN2_HI, LN2_LO = H("0x1.62e42fefa3800p-1"), H("0x1.ef35793c76730p-45")    # 42-bit hi
+LN2_H, LN2_L = H("0x1.62e42fefa39efp-1"), H("0x1.abc9e3b39803fp-56")      # double-double
+LOG2E_H, LOG2E_L = H("0x1.71547652b82fep+0"), H("0x1.777d0ffda0d24p-56")
+INV_LN2 = LOG2E_H
+PIO2_1, PIO2_2, PIO2_3, PIO2_4 = _hexs("0x1.921fb54400000p+0", "0x1.0b4611a600000p-34",
+                                       "0x1.3198a2e037073p-69", "0x1.129024e088a68p-123")
+PIO2_H, PIO2_L = H("0x1.921fb54442d18p+0"), H("0x1.1a62633145c07p-54")
+PI_H, PI_L = H("0x1.921fb54442d18p+1"), H("0x1.1a62633145c07p-53")
+TWO_OVER_PI = H("0x1.45f306dc9c883p-1")
+SHIFTER = H("0x1.8p52")
+TWO_THIRDS_L = H("0x1.5555555555555p-55")          # 2/3 - LOG_R[0]
+
+#: e^r = 1 + r + r^2 Q(r), |r| <= 0.3467
+EXP_Q = _hexs("0x1.0000000000000p-1", "0x1.555555555555bp-3", "0x1.5555555555503p-5",
+              "0x1.111111110ec48p-7", "0x1.6c16c16c30583p-10", "0x1.a01a01b386a38p-13",
+              "0x1.a01a01365f026p-16", "0x1.71ddf00b89da1p-19", "0x1.27e5b4814f25bp-22",
+              "0x1.af6c0d636ca8ep-26", "0x1.1e3d0a52b71f1p-29")
+#: log1p(f) = 2 s + (2/3) s^3 + s^5 R(z), s = f / (2 + f), z = s^2 <= 0.0295 (R = LOG_R[1:])
+LOG_R = _hexs("0x1.5555555555555p-1", "0x1.9999999999993p-2", "0x1.2492492493600p-2",
+              "0x1.c71c71c4eae65p-3", "0x1.745d1870ae5ffp-3", "0x1.3b1353fb364a4p-3",
+              "0x1.1122b31fd57dep-3", "0x1.dde9f85e94d37p-4", "0x1.ed42a6124f08cp-4")
+#: sin r = r + r z S(z), cos r = 1 - z/2 + z^2 C(z), z = r^2 <= (pi/4)^2
+SIN_S = _hexs("-0x1.5555555555548p-3", "0x1.111111110f740p-7", "-0x1.a01a019be8946p-13",
+              "0x1.71de3552cc6dfp-19", "-0x1.ae5e485e811d1p-26", "0x1.5d8a17c7c63bdp-33")
+COS_C = _hexs("0x1.555555555554ap-5", "-0x1.6c16c16c14e17p-10", "0x1.a01a019c5e80cp-16",
+              "-0x1.27e4f7cee207ap-22", "0x1.1ee9c461c8b07p-29", "-0x1.8f9a69e0b4501p-37")
+#: atan a = a + a z P(z), z = a^2 <= 1
+ATAN_P = _hexs("-0x1.5555555555555p-2", "0x1.9999999999917p-3", "-0x1.249249248f965p-3",
+               "0x1.c71c71c632a81p-4", "-0x1.745d172dd153ap-4", "0x1.3b13af9607fc6p-4",
+               "-0x1.1110fc93eba31p-4", "0x1.e1e067796ef9ap-5", "-0x1.af1dfb0a39227p-5",
+               "0x1.85dea19bb47acp-5", "-0x1.632dc12a9c088p-5", "0x1.4420974dc3009p-5",
+               "-0x1.25057ea05ce32p-5", "0x1.015c3d049721dp-5", "-0x1.aaf5d4231a899p-6",
+               "0x1.43234cfb07f13p-6", "-0x1.adecb2550ee2fp-7", "0x1.e3b90879491d6p-8",
+               "-0x1.b98268ea8a125p-9", "0x1.36f4b290f576dp-10", "-0x1.3b015b0406455p-12",
+               "0x1.96904003ee85dp-15", "-0x1.f47c92c993a9fp-19")
+
+
+def _two_over_pi_words(count: int = 20) -> list[int]:
+    """Bits 1 .. 64*count of 2/pi (bit k weighs 2^-k), as 64-bit words, most significant
+    first; integer arithmetic only (Machin's formula for pi with 64 guard bits)."""
+    prec = 64 * count + 128
+    one = 1 << prec
+
+    def arctan_inv(n: int) -> int:
+        total, term, k, sign = 0, one // n, 1, 1
+        while term:
+            total += sign * (term // k)
+            term //= n * n
+            k += 2
+            sign = -sign
+        return total
+    pi = 4 * (4 * arctan_inv(5) - arctan_inv(239))       # pi * 2^prec
+    frac = (2 << (2 * prec)) // pi                         # 2/pi * 2^prec
+    bits = frac >> (prec - 64 * count)
+    return [(bits >> (64 * (count - 1 - i))) & (2**64 - 1) for i in range(count)]
+
+
+#: one leading zero word (windows may start before bit 1), then 2/pi
+TWO_OVER_PI_TABLE = [0] + _two_over_pi_words(20)
+
+
+# -- a small IR vocabulary ------------------------------------------------------------------
+class Ops:
+    """Float/int helpers over one IRBuilder; ``t`` is the float type computed in."""
+
+    def __init__(self, b: ir.IRBuilder, t: ir.Type = F64):
+        self.b, self.t = b, t
+        self.it = I64 if t == F64 else I32
+
+    def c(self, v: float) -> ir.Constant:
+        return ir.Constant(self.t, v)
+
+    def i(self, v: int, t: ir.Type = I32) -> ir.Constant:
+        return ir.Constant(t, v)
+
+    def call(self, name: str, *args: ir.Value, ret: ir.Type | None = None) -> ir.Value:
+        m = self.b.module
+        fn = m.globals.get(name)
+        if fn is None:
+            fn = ir.Function(m, ir.FunctionType(ret or args[0].type, [a.type for a in args]), name=name)
+        return self.b.call(fn, list(args))
+
+    def sfx(self) -> str:
+        return "f64" if self.t == F64 else "f32"
+
+    def fma(self, a, x, y):
+        return self.call(f"llvm.fma.{self.sfx()}", a, x, y)
+
+    def abs(self, x):
+        return self.call(f"llvm.fabs.{self.sfx()}", x)
+
+    def copysign(self, x, s):
+        return self.call(f"llvm.copysign.{self.sfx()}", x, s)
+
+    def add(self, x, y):
+        return self.b.fadd(x, y)
+
+    def sub(self, x, y):
+        return self.b.fsub(x, y)
+
+    def mul(self, x, y):
+        return self.b.fmul(x, y)
+
+    def div(self, x, y):
+        return self.b.fdiv(x, y)
+
+    def neg(self, x):
+        return self.b.fneg(x)
+
+    def sel(self, c, x, y):
+        return self.b.select(c, x, y)
+
+    def lt(self, x, y):
+        return self.b.fcmp_ordered("<", x, y)
+
+    def gt(self, x, y):
+        return self.b.fcmp_ordered(">", x, y)
+
+    def eq(self, x, y):
+        return self.b.fcmp_ordered("==", x, y)
+
+    def isnan(self, x):
+        return self.b.fcmp_unordered("uno", x, x)
+
+    def bits(self, x):
+        return self.b.bitcast(x, self.it)
+
+    def from_bits(self, i):
+        return self.b.bitcast(i, self.t)
+
+    def signbit(self, x):
+        return self.b.icmp_signed("<", self.bits(x), ir.Constant(self.it, 0))
+
+    def horner(self, coeffs, x):
+        acc = self.c(coeffs[-1])
+        for k in reversed(coeffs[:-1]):
+            acc = self.fma(acc, x, self.c(k))
+        return acc
+
+    # -- error-free transformations and double-double helpers --------------------------------
+    def two_sum(self, a, b):
+        s = self.add(a, b)
+        bb = self.sub(s, a)
+        return s, self.add(self.sub(a, self.sub(s, bb)), self.sub(b, bb))
+
+    def fast_two_sum(self, a, b):
+        """|a| >= |b| (or a == 0)."""
+        s = self.add(a, b)
+        return s, self.sub(b, self.sub(s, a))
+
+    def two_prod(self, a, b):
+        p = self.mul(a, b)
+        return p, self.fma(a, b, self.neg(p))
+
+    def dd_div(self, ah, al, bh, bl):
+        """(ah + al) / (bh + bl) as a double-double (one division)."""
+        inv = self.div(self.c(1.0), bh)
+        q = self.mul(ah, inv)
+        r = self.add(self.fma(self.neg(q), bh, ah), self.sub(al, self.mul(q, bl)))
+        return self.fast_two_sum(q, self.mul(r, inv))
+
+    def pow2(self, k):
+        """2^k for an i32 k in the normal exponent range."""
+        return self.from_bits(self.b.shl(self.b.zext(self.b.add(k, self.i(1023)), I64), self.i(52, I64)))
+
+    def scale(self, v, k):
+        """v * 2^k (i32 k in [-1078, 1026]) with a single rounding."""
+        k1 = self.b.ashr(k, self.i(1))
+        return self.mul(self.mul(v, self.pow2(k1)), self.pow2(self.b.sub(k, k1)))
+
+    def rint_shift(self, x, scale: float):
+        """(kf, k): x*scale rounded to an integer, as a float and as an i32 (|x*scale| < 2^31)."""
+        t = self.fma(x, self.c(scale), self.c(SHIFTER)) if scale != 1.0 else self.add(x, self.c(SHIFTER))
+        kf = self.sub(t, self.c(SHIFTER))
+        k = self.b.trunc(self.b.sub(self.bits(t), self.bits(self.c(SHIFTER))), I32)
+        return kf, k
+
+
+# -- function definition machinery ----------------------------------------------------------
+def _define(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type],
+            body: Callable[[Ops, list[ir.Value]], ir.Value], inline: bool = True) -> ir.Function:
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    fn = ir.Function(module, ir.FunctionType(ret, args), name=name)
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline" if inline else "noinline")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.ret(body(Ops(b), list(fn.args)))
+    return fn
+
+
+# -- exp kernel -------------------------------------------------------------------------------
+def _exp_reduce(o: Ops, xh, xl):
+    """(k, rh, rl): xh + xl = k ln2 + rh + rl, |rh| <= ~0.347 (|xh| <= 746)."""
+    kf, k = o.rint_shift(xh, INV_LN2)
+    hi = o.fma(o.neg(kf), o.c(LN2_HI), xh)                  # exact (42-bit ln2_hi)
+    lo = o.fma(kf, o.c(LN2_LO), o.neg(xl))
+    rh, rl = o.two_sum(hi, o.neg(lo))
+    return k, rh, rl
+
+
+def _exp_poly(o: Ops, rh, rl):
+    """(ph, pl) with e^(rh + rl) = 1 + ph + pl."""
+    tail = o.mul(o.mul(rh, rh), o.horner(EXP_Q, rh))
+    return o.fast_two_sum(rh, o.add(tail, o.fma(rl, rh, rl)))
+
+
+def _one_plus(o: Ops, ph, pl):
+    s, e = o.fast_two_sum(o.c(1.0), ph)
+    return s, o.add(e, pl)
+
+
+def _exp_kernel(o: Ops, xh, xl, lo: float = -746.0, hi: float = 710.0):
+    """(k, ph, pl) for e^(xh + xl) = 2^k (1 + ph + pl), xh clamped to [lo, hi]."""
+    xc = o.sel(o.gt(xh, o.c(hi)), o.c(hi), o.sel(o.lt(xh, o.c(lo)), o.c(lo), xh))
+    xl = o.sel(o.eq(xc, xh), xl, o.c(0.0))
+    k, rh, rl = _exp_reduce(o, xc, xl)
+    ph, pl = _exp_poly(o, rh, rl)
+    return k, ph, pl
+
+
+def _exp_body(o: Ops, args):
+    (x,) = args
+    k, ph, pl = _exp_kernel(o, x, o.c(0.0))
+    s, e = _one_plus(o, ph, pl)
+    return o.scale(o.add(s, e), k)
+
+
+def _exp2_body(o: Ops, args):
+    (x,) = args
+    x = o.sel(o.gt(x, o.c(1030.0)), o.c(1030.0), o.sel(o.lt(x, o.c(-1080.0)), o.c(-1080.0), x))
+    kf, k = o.rint_shift(x, 1.0)
+    r = o.sub(x, kf)                                            # exact, |r| <= 1/2
+    rh, rl = o.two_prod(r, o.c(LN2_H))
+    rl = o.fma(r, o.c(LN2_L), rl)
+    ph, pl = _exp_poly(o, rh, rl)
+    s, e = _one_plus(o, ph, pl)
+    return o.scale(o.add(s, e), k)
+
+
+def _expm1_pos(o: Ops, k, ph, pl):
+    """2^k (1 + ph + pl) - 1 as a double-double, for 0 <= k <= 64."""
+    a = o.sub(o.pow2(k), o.c(1.0))
+    p2 = o.pow2(k)
+    s, e = o.two_sum(a, o.mul(ph, p2))
+    return o.fast_two_sum(s, o.add(e, o.mul(pl, p2)))
+
+
+def _sinh_body(o: Ops, args):
+    (x,) = args
+    a = o.abs(x)
+    k, ph, pl = _exp_kernel(o, a, o.c(0.0), lo=0.0, hi=711.0)
+    # a <= 22: (t + t/(t+1)) / 2 with t = expm1(a); else e^a / 2
+    kk = o.b.select(o.b.icmp_signed(">", k, o.i(40)), o.i(40), k)
+    th, tl = _expm1_pos(o, kk, ph, pl)
+    dh, dl = o.two_sum(th, o.c(1.0))
+    uh, ul = o.dd_div(th, tl, dh, o.add(dl, tl))
+    sh, sl = o.two_sum(th, uh)
+    small = o.mul(o.add(sh, o.add(sl, o.add(tl, ul))), o.c(0.5))
+    s1, e1 = _one_plus(o, ph, pl)
+    large = o.scale(o.add(s1, e1), o.b.sub(k, o.i(1)))
+    return o.copysign(o.sel(o.gt(a, o.c(22.0)), large, small), x)
+
+
+def _cosh_body(o: Ops, args):
+    (x,) = args
+    a = o.abs(x)
+    k, ph, pl = _exp_kernel(o, a, o.c(0.0), lo=0.0, hi=711.0)
+    s1, e1 = _one_plus(o, ph, pl)
+    large = o.scale(o.add(s1, e1), o.b.sub(k, o.i(1)))
+    kk = o.b.select(o.b.icmp_signed(">", k, o.i(40)), o.i(40), k)
+    p2 = o.pow2(kk)
+    eh, el = o.mul(s1, p2), o.mul(e1, p2)                     # E = e^a, exact scaling
+    inv = o.div(o.c(1.0), eh)
+    rl = o.mul(inv, o.sub(o.fma(o.neg(inv), eh, o.c(1.0)), o.mul(inv, el)))
+    sh, sl = o.fast_two_sum(eh, inv)
+    small = o.mul(o.add(sh, o.add(sl, o.add(el, rl))), o.c(0.5))
+    return o.sel(o.gt(a, o.c(22.0)), large, small)
+
+
+def _tanh_body(o: Ops, args):
+    (x,) = args
+    a = o.abs(x)
+    ac = o.sel(o.gt(a, o.c(22.0)), o.c(22.0), a)
+    k, ph, pl = _exp_kernel(o, o.mul(ac, o.c(2.0)), o.c(0.0), lo=0.0, hi=45.0)
+    th, tl = _expm1_pos(o, k, ph, pl)
+    dh, dl = o.two_sum(th, o.c(2.0))
+    qh, ql = o.dd_div(th, tl, dh, o.add(dl, tl))
+    r = o.sel(o.gt(a, o.c(22.0)), o.c(1.0), o.add(qh, ql))
+    return o.copysign(r, x)
+
+
+# -- log kernel -------------------------------------------------------------------------------
+def _log_kernel(o: Ops, x):
+    """(e, lh, ll): x = 2^e (1 + f), log(1 + f) = lh + ll; for finite x > 0."""
+    sub = o.lt(x, o.c(H("0x1p-1022")))
+    xs = o.sel(sub, o.mul(x, o.c(H("0x1p54"))), x)
+    ix = o.bits(xs)
+    t = o.b.sub(ix, o.i(0x3FE6A09E667F3BCD, I64))
+    e = o.b.ashr(t, o.i(52, I64))
+    m = o.from_bits(o.b.sub(ix, o.b.shl(e, o.i(52, I64))))
+    e = o.b.sub(o.b.trunc(e, I32), o.b.select(sub, o.i(54), o.i(0)))
+    f = o.sub(m, o.c(1.0))                                       # exact
+    d = o.add(o.c(2.0), f)
+    dl = o.sub(f, o.sub(d, o.c(2.0)))
+    inv = o.div(o.c(1.0), d)
+    sh = o.mul(f, inv)
+    sl = o.mul(o.sub(o.fma(o.neg(sh), d, f), o.mul(sh, dl)), inv)
+    # 2 s + (2/3) s^3 + s^5 R'(z): the s^3 term in double-double (pow needs ~2^-66)
+    zh, zl = o.two_prod(sh, sh)
+    ch, cl = o.two_prod(sh, zh)
+    cl = o.fma(sh, zl, o.fma(o.mul(zh, o.c(3.0)), sl, cl))
+    th, tl = o.two_prod(ch, o.c(LOG_R[0]))
+    tl = o.fma(cl, o.c(LOG_R[0]), o.fma(ch, o.c(TWO_THIRDS_L), tl))
+    rest = o.mul(o.mul(ch, zh), o.horner(LOG_R[1:], zh))
+    lh, x1 = o.fast_two_sum(o.mul(sh, o.c(2.0)), th)
+    ll = o.add(x1, o.fma(sl, o.c(2.0), o.add(tl, rest)))
+    lh, ll = o.fast_two_sum(lh, ll)
+    return o.b.sitofp(e, o.t), lh, ll
+
+
+def _log_special(o: Ops, x, r):
+    """log-family results for x <= 0, inf, NaN."""
+    r = o.sel(o.eq(x, o.c(float("inf"))), x, r)
+    r = o.sel(o.lt(x, o.c(0.0)), o.c(float("nan")), r)
+    r = o.sel(o.eq(x, o.c(0.0)), o.c(float("-inf")), r)
+    return o.sel(o.isnan(x), x, r)
+
+
+def _log_dd(o: Ops, x):
+    """log(x) as a double-double."""
+    ef, lh, ll = _log_kernel(o, x)
+    s, err = o.two_sum(o.mul(ef, o.c(LN2_HI)), lh)              # e*ln2_hi exact
+    return o.fast_two_sum(s, o.add(err, o.fma(ef, o.c(LN2_LO), ll)))
+
+
+def _log_body(o: Ops, args):
+    (x,) = args
+    h, l = _log_dd(o, x)
+    return _log_special(o, x, o.add(h, l))
+
+
+def _log2_body(o: Ops, args):
+    (x,) = args
+    ef, lh, ll = _log_kernel(o, x)
+    ph, pl = o.two_prod(lh, o.c(LOG2E_H))
+    pl = o.fma(lh, o.c(LOG2E_L), o.fma(ll, o.c(LOG2E_H), pl))
+    s, err = o.two_sum(ef, ph)
+    return _log_special(o, x, o.add(s, o.add(err, pl)))
+
+
+# -- pow ------------------------------------------------------------------------------------------
+def _is_int(o: Ops, y):
+    return o.eq(o.call("llvm.trunc.f64", y), y)
+
+
+def _is_odd_int(o: Ops, y):
+    half = o.mul(y, o.c(0.5))
+    return o.b.and_(_is_int(o, y), o.b.fcmp_ordered("!=", o.call("llvm.trunc.f64", half), half))
+
+
+def _pow_magnitude(o: Ops, ax, y):
+    """|x|^y for finite |x| > 0 and finite y, with overflow/underflow."""
+    lh, ll = _log_dd(o, ax)
+    th, tl = o.two_prod(y, lh)
+    tl = o.fma(y, ll, tl)
+    k, ph, pl = _exp_kernel(o, th, tl)
+    s, e = _one_plus(o, ph, pl)
+    return o.scale(o.add(s, e), k)
+
+
+def _pow_core(o: Ops, x, y, odd, yint):
+    """x^y with C99 pow's special cases, given whether y is an odd integer / an integer."""
+    inf, nan = o.c(float("inf")), o.c(float("nan"))
+    ax, ay = o.abs(x), o.abs(y)
+    finite_y = o.lt(ay, inf)
+    ok = o.b.and_(o.b.and_(o.gt(ax, o.c(0.0)), o.lt(ax, inf)), finite_y)
+    axs = o.sel(ok, ax, o.c(1.0))
+    # |y| > 2^64 with |x| != 1 over/underflows anyway: clamp (keeps products finite)
+    ys = o.sel(ok, o.sel(o.gt(ay, o.c(H("0x1p64"))), o.copysign(o.c(H("0x1p64")), y), y), o.c(0.0))
+    mag = _pow_magnitude(o, axs, ys)
+    # |x| = 0 or inf: 0^y = inf^-y
+    zero_like = o.sel(o.eq(ax, o.c(0.0)), o.sel(o.lt(y, o.c(0.0)), inf, o.c(0.0)),
+                      o.sel(o.lt(y, o.c(0.0)), o.c(0.0), inf))
+    # y = +-inf: compare |x| with 1
+    yinf = o.sel(o.eq(ax, o.c(1.0)), o.c(1.0),
+                 o.sel(o.b.xor(o.gt(ax, o.c(1.0)), o.lt(y, o.c(0.0))), inf, o.c(0.0)))
+    mag = o.sel(finite_y, o.sel(ok, mag, zero_like), yinf)
+    neg = o.signbit(x)
+    r = o.sel(o.b.and_(neg, odd), o.neg(mag), mag)
+    finite_neg = o.b.and_(o.lt(x, o.c(0.0)), o.gt(x, o.c(float("-inf"))))
+    bad_neg = o.b.and_(o.b.and_(finite_neg, finite_y), o.b.not_(yint))
+    r = o.sel(bad_neg, nan, r)
+    r = o.sel(o.b.or_(o.isnan(x), o.isnan(y)), o.add(x, y), r)
+    one = o.b.or_(o.eq(y, o.c(0.0)), o.eq(x, o.c(1.0)))
+    r = o.sel(o.b.and_(o.eq(ax, o.c(1.0)), o.b.not_(finite_y)), o.sel(o.isnan(y), r, o.c(1.0)), r)
+    return o.sel(one, o.c(1.0), r)
+
+
+def _pow_body(o: Ops, args):
+    x, y = args
+    return _pow_core(o, x, y, _is_odd_int(o, y), _is_int(o, y))
+
+
+def _powi_body(o: Ops, args):
+    x, n = args
+    y = o.b.sitofp(n, o.t)
+    odd = o.b.trunc(n, I1)
+    return _pow_core(o, x, y, odd, ir.Constant(I1, 1))
+
+
+# -- trigonometric argument reduction ------------------------------------------------------------
+CW_LIMIT = H("0x1p19")
+
+
+def _reduce_small(o: Ops, x):
+    """(q, rh, rl): x = q pi/2 + rh + rl for |x| < 2^19 (Cody-Waite, four parts of pi/2)."""
+    kf, q = o.rint_shift(x, TWO_OVER_PI)
+    nk = o.neg(kf)
+    r1 = o.fma(nk, o.c(PIO2_1), x)                               # exact
+    r2, e2 = o.two_sum(r1, o.mul(nk, o.c(PIO2_2)))                # product exact
+    h3, l3 = o.two_prod(nk, o.c(PIO2_3))
+    r3, e3 = o.two_sum(r2, h3)
+    tail = o.add(o.add(e2, e3), o.fma(nk, o.c(PIO2_4), l3))
+    rh, rl = o.fast_two_sum(r3, tail)
+    return q, rh, rl
+
+
+def _table(module: ir.Module, addrspace: int) -> ir.GlobalVariable:
+    name = "__tileiras_libm_two_over_pi"
+    g = module.globals.get(name)
+    if g is None:
+        ty = ir.ArrayType(I64, len(TWO_OVER_PI_TABLE))
+        g = ir.GlobalVariable(module, ty, name=name, addrspace=addrspace)
+        g.global_constant = True
+        g.linkage = "internal"
+        g.align = 8
+        g.initializer = ir.Constant(ty, [ir.Constant(I64, w if w < 2**63 else w - 2**64)
+                                         for w in TWO_OVER_PI_TABLE])
+    return g
+
+
+def _word(o: Ops, table, j):
+    p = o.b.gep(table, [o.i(0, I32), j], inbounds=True)
+    return o.b.load(p, typ=I64)
+
+
+def _reduce_large_body(o: Ops, args, addrspace: int):
+    """Payne-Hanek for finite |x| >= 2^19: returns q (i32 in the low bits) and r (hi, lo)
+    packed in a struct {i32, double, double}."""
+    (x,) = args
+    b = o.b
+    ix = o.bits(o.abs(x))
+    m = b.or_(b.and_(ix, o.i(2**52 - 1, I64)), o.i(2**52, I64))
+    s = b.sub(b.trunc(b.lshr(ix, o.i(52, I64)), I32), o.i(1075 - 190))   # x = m 2^(s-190)
+    a = b.add(b.sub(s, o.i(191)), o.i(63))                              # first window bit, 0-based
+    j = b.lshr(a, o.i(6))
+    sh = b.zext(b.and_(a, o.i(63)), I64)
+    table = _table(b.module, addrspace)
+    w = [_word(o, table, b.add(j, o.i(i))) for i in range(4)]
+    fshl = lambda hi, lo: o.call("llvm.fshl.i64", hi, lo, sh)  # noqa: E731
+    w0, w1, w2 = fshl(w[0], w[1]), fshl(w[1], w[2]), fshl(w[2], w[3])
+    mw = b.zext(m, I128)
+    p2 = b.mul(mw, b.zext(w2, I128))
+    p1 = b.mul(mw, b.zext(w1, I128))
+    hi64 = lambda p: b.trunc(b.lshr(p, ir.Constant(I128, 64)), I64)  # noqa: E731
+    lo64 = b.trunc(p2, I64)
+    p2h = hi64(p2)
+    mid64 = b.add(p2h, b.trunc(p1, I64))                    # carries by hand: no 64-bit
+    carry = b.zext(b.icmp_unsigned("<", mid64, p2h), I64)   # add.cc chains
+    top = b.add(b.add(hi64(p1), b.mul(m, w0)), carry)
+    # top:mid:lo = x 2/pi mod 4 in units of 2^-190; quadrant = top bits, fraction signed
+    fhi = b.or_(b.shl(top, o.i(2, I64)), b.lshr(mid64, o.i(62, I64)))
+    flo = b.or_(b.shl(mid64, o.i(2, I64)), b.lshr(lo64, o.i(62, I64)))
+    q = b.trunc(b.lshr(top, o.i(62, I64)), I32)
+    q = b.add(q, b.zext(b.icmp_signed("<", fhi, o.i(0, I64)), I32))
+    # fraction (fhi:flo as a signed 128-bit number times 2^-128) -> three exact doubles
+    fa = b.sitofp(b.ashr(fhi, o.i(11, I64)), F64)
+    fb = b.uitofp(b.or_(b.shl(b.and_(fhi, o.i(2047, I64)), o.i(42, I64)), b.lshr(flo, o.i(22, I64))), F64)
+    fc = b.uitofp(b.and_(flo, o.i(2**22 - 1, I64)), F64)
+    fh, fl = o.two_sum(o.mul(fa, o.c(H("0x1p-53"))), o.mul(fb, o.c(H("0x1p-106"))))
+    fl = o.fma(fc, o.c(H("0x1p-128")), fl)
+    fh, fl = o.fast_two_sum(fh, fl)
+    rh, rl = o.two_prod(fh, o.c(PIO2_H))
+    rl = o.fma(fh, o.c(PIO2_L), o.fma(fl, o.c(PIO2_H), rl))
+    rh, rl = o.fast_two_sum(rh, rl)
+    neg = o.signbit(x)
+    q = b.select(neg, b.neg(q), q)
+    rh, rl = o.sel(neg, o.neg(rh), rh), o.sel(neg, o.neg(rl), rl)
+    st = ir.LiteralStructType([I32, F64, F64])
+    v = b.insert_value(ir.Constant(st, ir.Undefined), q, 0)
+    v = b.insert_value(v, rh, 1)
+    return b.insert_value(v, rl, 2)
+
+
+def _reduce(o: Ops, x, addrspace: int):
+    """(q, rh, rl) for finite x; |x| >= 2^19 calls the Payne-Hanek function (a branch)."""
+    b = o.b
+    q0, rh0, rl0 = _reduce_small(o, o.sel(o.lt(o.abs(x), o.c(CW_LIMIT)), x, o.c(0.0)))
+    big = o.b.fcmp_unordered(">=", o.abs(x), o.c(CW_LIMIT))
+    start = b.block
+    fn = b.function
+    slow = fn.append_basic_block("reduce.large")
+    join = fn.append_basic_block("reduce.join")
+    b.cbranch(big, slow, join)
+    b.position_at_end(slow)
+    st = ir.LiteralStructType([I32, F64, F64])
+    large = _define(b.module, f"__tileiras_reduce_large_as{addrspace}", st, [F64],
+                    lambda oo, a: _reduce_large_body(oo, a, addrspace), inline=False)
+    v = b.call(large, [x])
+    q1, rh1, rl1 = (b.extract_value(v, i) for i in range(3))
+    b.branch(join)
+    b.position_at_end(join)
+    out = []
+    for fast, slow_v, ty in ((q0, q1, I32), (rh0, rh1, F64), (rl0, rl1, F64)):
+        phi = b.phi(ty)
+        phi.add_incoming(fast, start)
+        phi.add_incoming(slow_v, slow)
+        out.append(phi)
+    return out
+
+
+def _sin_poly(o: Ops, rh, rl):
+    z = o.mul(rh, rh)
+    t = o.mul(o.mul(rh, z), o.horner(SIN_S, z))
+    return o.fast_two_sum(rh, o.add(t, o.mul(rl, o.fma(z, o.c(-0.5), o.c(1.0)))))
+
+
+def _cos_poly(o: Ops, rh, rl):
+    zh, zl = o.two_prod(rh, rh)
+    hz = o.mul(zh, o.c(0.5))
+    w = o.sub(o.c(1.0), hz)
+    corr = o.sub(o.sub(o.sub(o.c(1.0), w), hz), o.mul(zl, o.c(0.5)))
+    c4 = o.mul(o.mul(zh, zh), o.horner(COS_C, zh))
+    return o.fast_two_sum(w, o.add(corr, o.fma(o.neg(rh), rl, c4)))
+
+
+def _trig_body(which: str, addrspace: int):
+    def body(o: Ops, args):
+        (x,) = args
+        b = o.b
+        finite = o.lt(o.abs(x), o.c(float("inf")))
+        xf = o.sel(finite, x, o.c(0.0))
+        q, rh, rl = _reduce(o, xf, addrspace)
+        sh, sl = _sin_poly(o, rh, rl)
+        ch, cl = _cos_poly(o, rh, rl)
+        odd = b.trunc(q, I1)
+        if which == "tan":
+            nh, nl = o.sel(odd, o.neg(ch), sh), o.sel(odd, o.neg(cl), sl)
+            dh, dl = o.sel(odd, sh, ch), o.sel(odd, sl, cl)
+            qh, ql = o.dd_div(nh, nl, dh, dl)
+            r = o.add(qh, ql)
+        else:
+            qq = q if which == "sin" else b.add(q, o.i(1))
+            odd = b.trunc(qq, I1)
+            v = o.sel(odd, o.add(ch, cl), o.add(sh, sl))
+            neg = b.trunc(b.lshr(qq, o.i(1)), I1)
+            r = o.sel(neg, o.neg(v), v)
+        if which != "cos":
+            r = o.sel(o.eq(x, o.c(0.0)), x, r)                 # sign of zero
+        return o.sel(finite, r, o.sub(x, x))
+    return body
+
+
+# -- atan2 ----------------------------------------------------------------------------------------
+def _atan2_body(o: Ops, args):
+    """atan2(n, d): the angle of (d, n), i.e. atan(n / d) in the right quadrant."""
+    n, d = args
+    b = o.b
+    inf = o.c(float("inf"))
+    an, ad = o.abs(n), o.abs(d)
+    swap = o.gt(an, ad)
+    mx, mn = o.sel(swap, an, ad), o.sel(swap, ad, an)
+    k = o.sel(o.gt(mx, o.c(H("0x1p900"))), o.c(H("0x1p-600")),
+              o.sel(o.lt(mx, o.c(H("0x1p-900"))), o.c(H("0x1p600")), o.c(1.0)))
+    mx, mn = o.mul(mx, k), o.mul(mn, k)
+    inv = o.div(o.c(1.0), mx)
+    ah = o.mul(mn, inv)
+    al = o.mul(o.fma(o.neg(ah), mx, mn), inv)
+    ok = b.and_(o.gt(mx, o.c(0.0)), o.lt(mx, inf))
+    both_inf = b.and_(o.eq(mn, inf), o.eq(mx, inf))
+    ah = o.sel(ok, ah, o.sel(both_inf, o.c(1.0), o.c(0.0)))
+    al = o.sel(ok, al, o.c(0.0))
+    ah, al = o.fast_two_sum(ah, al)
+    z = o.mul(ah, ah)
+    tail = o.mul(o.mul(ah, z), o.horner(ATAN_P, z))
+    tl = o.add(tail, o.div(al, o.add(o.c(1.0), z)))
+    dneg = o.signbit(d)
+    flip = b.xor(swap, dneg)
+    th, tl = o.sel(flip, o.neg(ah), ah), o.sel(flip, o.neg(tl), tl)
+    bh = o.sel(swap, o.c(PIO2_H), o.sel(dneg, o.c(PI_H), o.c(0.0)))
+    bl = o.sel(swap, o.c(PIO2_L), o.sel(dneg, o.c(PI_L), o.c(0.0)))
+    s, e = o.two_sum(bh, th)
+    r = o.add(s, o.add(e, o.add(bl, tl)))
+    r = o.copysign(r, n)
+    return o.sel(b.or_(o.isnan(n), o.isnan(d)), o.add(n, d), r)
+
+
+def _rsqrt(o: Ops, x):
+    """1/sqrt(x): sqrt.rn and div.rn, then one Newton step with the residual 1 - x y^2
+    formed exactly (<= 0.5 + 2^-20 ulp); tiny and huge x are scaled so that y^2 is normal."""
+    lim, sc = (900, 200) if o.t == F64 else (100, 64)
+    tiny, huge = o.lt(x, o.c(2.0 ** -lim)), o.gt(x, o.c(2.0 ** lim))
+    xs = o.mul(x, o.sel(tiny, o.c(2.0 ** sc), o.sel(huge, o.c(2.0 ** -sc), o.c(1.0))))
+    y = o.div(o.c(1.0), o.call(f"llvm.sqrt.{o.sfx()}", xs))
+    hh, hl = o.two_prod(y, y)
+    e = o.sub(o.fma(o.neg(xs), hh, o.c(1.0)), o.mul(xs, hl))
+    yr = o.fma(o.mul(y, o.c(0.5)), e, y)
+    yr = o.mul(yr, o.sel(tiny, o.c(2.0 ** (sc // 2)), o.sel(huge, o.c(2.0 ** -(sc // 2)), o.c(1.0))))
+    normal = o.b.and_(o.gt(x, o.c(0.0)), o.lt(x, o.c(float("inf"))))
+    return o.sel(normal, yr, o.div(o.c(1.0), o.call(f"llvm.sqrt.{o.sfx()}", x)))
+
+
+def _rsqrt_body(o: Ops, args):
+    return _rsqrt(o, args[0])
+
+
+# -- public interface -------------------------------------------------------------------------------
+_BODIES = {
+    "exp": _exp_body, "exp2": _exp2_body, "log": _log_body, "log2": _log2_body,
+    "sinh": _sinh_body, "cosh": _cosh_body, "tanh": _tanh_body, "pow": _pow_body,
+    "atan2": _atan2_body,
+}
+UNARY = ("exp", "exp2", "log", "log2", "sin", "cos", "tan", "sinh", "cosh", "tanh", "rsqrt")
+BINARY = ("pow", "atan2")
+
+#: address space of the Payne-Hanek table: global on the GPU (0 for a host JIT)
+TABLE_ADDRSPACE = 1
+
+
+def define(module: ir.Module, name: str, addrspace: int = TABLE_ADDRSPACE) -> ir.Function:
+    """The f64 function ``name`` (see UNARY/BINARY, and ``powi``: (double, iN))."""
+    if name in ("sin", "cos", "tan"):
+        body = _trig_body(name, addrspace)
+    elif name == "rsqrt":
+        body = _rsqrt_body
+    else:
+        body = _BODIES[name]
+    args = [F64, F64] if name in BINARY else [F64]
+    return _define(module, f"__tileiras_{name}_f64", F64, args, body)
+
+
+def define_powi(module: ir.Module, width: int) -> ir.Function:
+    return _define(module, f"__tileiras_powi_i{width}_f64", F64, [F64, ir.IntType(width)], _powi_body)
+
+
+def _f32_rsqrt(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return _rsqrt(Ops(b, F32), x)
+
+
+def call(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
+    """``name`` applied to scalar floats of any width: f64 directly, narrower types through
+    f64 (f32: one rounding of a < 0.51-ulp result) -- rsqrt f32 stays in f32."""
+    t = args[0].type
+    if name == "rsqrt" and not isinstance(t, ir.DoubleType):
+        wide = args[0] if isinstance(t, ir.FloatType) else b.fpext(args[0], F32)
+        r = _f32_rsqrt(b, wide)
+        return r if isinstance(t, ir.FloatType) else b.fptrunc(r, t)
+    if name == "powi":
+        x, n = args
+        fn = define_powi(b.module, n.type.width)
+        wide = x if isinstance(t, ir.DoubleType) else b.fpext(x, F64)
+        r = b.call(fn, [wide, n])
+    else:
+        fn = define(b.module, name)
+        wide = [a if isinstance(t, ir.DoubleType) else b.fpext(a, F64) for a in args]
+        r = b.call(fn, wide)
+    return r if isinstance(t, ir.DoubleType) else b.fptrunc(r, t)
