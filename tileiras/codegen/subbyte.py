@@ -6,10 +6,12 @@ sum of coordinate x stride, in elements) lives in byte ``o >> 1`` at bit ``4 * (
 
 * Loads read the byte (``ld.b8``, predicated per element) and shift the nibble down; when a
   thread holds both elements of a byte (the layout's register bits include bit 0 of a
-  unit-stride dimension) one load serves both.
+  unit-stride dimension, and the first element's offset is even at run time) one load
+  serves both.
 * Stores must not lose the other nibble of a byte, which another thread may be writing at
   the same time.  When this thread holds both elements of the byte and both are in bounds it
-  stores the whole byte (``st.b8``, as NVIDIA's tileiras does: one thread owns a pair).
+  stores the whole byte (``st.b8``, as NVIDIA's tileiras does: one thread owns a pair) when
+  the pair starts a byte (odd strides elsewhere can break that at run time).
   Otherwise each element goes through ``atom.and`` (clear) + ``atom.or`` (set) on its
   aligned 32-bit word: and/or of disjoint bits commute, so concurrent writers of the other
   nibbles of the word, plain or atomic, are kept.
@@ -126,6 +128,17 @@ def _shift(em: KernelEmitter, acc: NibbleAccess, reg: int) -> ir.Value:
     return b.shl(odd, ir.Constant(I32, 2))
 
 
+def _is_even(em: KernelEmitter, acc: NibbleAccess, reg: int) -> ir.Value:
+    """The element starts its byte (strides of other dims may be odd at run time)."""
+    b = em.b
+    return b.icmp_unsigned("==", b.and_(acc.offsets[reg], ir.Constant(I64, 1)), ir.Constant(I64, 0))
+
+
+def _nibble_of(em: KernelEmitter, acc: NibbleAccess, reg: int, byte: ir.Value) -> ir.Value:
+    b = em.b
+    return b.trunc(b.and_(b.lshr(b.zext(byte, I32), _shift(em, acc, reg)), ir.Constant(I32, 0xF)), I8)
+
+
 def load_nibbles(em: KernelEmitter, acc: NibbleAccess, padding: int, qualifiers: str) -> list[ir.Value]:
     """Each register's element (i8, low nibble); ``padding`` (4-bit pattern) where masked."""
     b = em.b
@@ -135,18 +148,15 @@ def load_nibbles(em: KernelEmitter, acc: NibbleAccess, padding: int, qualifiers:
         if regs[reg] is not None:
             continue
         p = acc.partner[reg]
-        if p is not None and p > reg:  # one byte for both: reg is the low nibble
-            either = b.or_(acc.masks[reg], acc.masks[p])
-            byte = X.predicated_load(b, I8, 1, _byte_address(em, acc, reg), either,
-                                     [ir.Constant(I8, padding | padding << 4)], qualifiers)[0]
-            lo = b.and_(byte, ir.Constant(I8, 0xF))
-            hi = b.lshr(byte, ir.Constant(I8, 4))
-            regs[reg] = b.select(acc.masks[reg], lo, pad)
-            regs[p] = b.select(acc.masks[p], hi, pad)
-            continue
         byte = X.predicated_load(b, I8, 1, _byte_address(em, acc, reg), acc.masks[reg], [pad], qualifiers)[0]
-        nib = b.and_(b.lshr(b.zext(byte, I32), _shift(em, acc, reg)), ir.Constant(I32, 0xF))
-        regs[reg] = b.select(acc.masks[reg], b.trunc(nib, I8), pad)
+        regs[reg] = b.select(acc.masks[reg], _nibble_of(em, acc, reg, byte), pad)
+        if p is not None and p > reg:  # the partner's nibble is in the same byte when reg's is even
+            even = _is_even(em, acc, reg)
+            apart = b.and_(acc.masks[p], b.xor(even, ir.Constant(I1, 1)))
+            own = X.predicated_load(b, I8, 1, _byte_address(em, acc, p), apart, [pad], qualifiers)[0]
+            shared = b.lshr(byte, ir.Constant(I8, 4))
+            nib = b.select(even, shared, _nibble_of(em, acc, p, own))
+            regs[p] = b.select(acc.masks[p], nib, pad)
     return regs  # type: ignore[return-value]
 
 
@@ -166,7 +176,7 @@ def store_nibbles(em: KernelEmitter, acc: NibbleAccess, values: Sequence[ir.Valu
             lo, hi = (reg, p) if p > reg else (p, reg)
             pmask = acc.masks[p] if owner is None else b.and_(acc.masks[p], owner)
             lo_m, hi_m = (mask, pmask) if lo == reg else (pmask, mask)
-            both = b.and_(lo_m, hi_m)
+            both = b.and_(b.and_(lo_m, hi_m), _is_even(em, acc, lo))
             byte = b.or_(b.and_(values[lo], ir.Constant(I8, 0xF)), b.shl(values[hi], ir.Constant(I8, 4)))
             X.predicated_store(b, [byte], _byte_address(em, acc, lo), both, qualifiers)
             lone = b.xor(both, ir.Constant(I1, 1))
