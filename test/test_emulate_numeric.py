@@ -59,3 +59,22 @@ def test_step_crosses_zero_and_infinity():
     assert up[0] == np.float32(1e-45) and up[1] == np.float32(1e-45)
     assert up[2] == np.finfo(np.float32).max
     assert up[3] == np.nextafter(np.float32(1), np.float32(2))
+
+
+def test_two_prod_is_exact_for_huge_operands():
+    """The Dekker split overflows above ~2**996; the error term must still be exact."""
+    a = np.array([1e308, 3e200, 2.0**1000, -1e300, 1.5, 1e308], dtype=np.float64)
+    b = np.array([0.0, 1e100, 1.0 + 2.0**-40, -1e-5, 1 / 3, -0.0], dtype=np.float64)
+    p, e = two_prod(a, b)
+    assert np.all(np.isfinite(e))
+    for x, y, pp, ee in zip(a, b, p, e):
+        assert Fraction(x) * Fraction(y) == Fraction(pp) + Fraction(ee), (x, y)
+
+
+def test_fma_with_huge_operand_and_zero_is_zero():
+    from tileiras.emulate.ops.floating import exact_pair
+
+    hi, lo = exact_pair("fma", [np.array([1e308]), np.array([0.0]), np.array([-0.0])])
+    assert hi[0] == 0.0 and lo[0] == 0.0
+    hi, lo = exact_pair("fma", [np.array([2.0**1000]), np.array([1.0 + 2.0**-52]), np.array([-(2.0**1000)])])
+    assert hi[0] == 2.0**948 and lo[0] == 0.0

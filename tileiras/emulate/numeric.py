@@ -135,10 +135,26 @@ def split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``p = fl(a*b)`` and the exact error ``a*b - p`` (where representable).
+
+    The Dekker split overflows for operands above about 2**996, so the error
+    is computed on the operands' mantissas (frexp, in [0.5, 1)) and scaled
+    back: exact whenever ``p`` is a normal number.  Subnormal products keep
+    the plain formula, whose operands are then far from overflow."""
     p = a * b
-    ah, al = split(a)
-    bh, bl = split(b)
-    err = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    ma, ea = np.frexp(a)
+    mb, eb = np.frexp(b)
+    m = ma * mb
+    mah, mal = split(ma)
+    mbh, mbl = split(mb)
+    em = ((mah * mbh - m) + mah * mbl + mal * mbh) + mal * mbl
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        scaled = np.ldexp(em, ea + eb)
+        ah, al = split(a)
+        bh, bl = split(b)
+        small = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    tiny = np.finfo(np.asarray(p).dtype).tiny
+    err = np.where(np.abs(p) >= tiny, scaled, np.where((a == 0) | (b == 0), 0.0, small))
     err = np.where(np.isfinite(p), err, 0.0)
     return p, err
 
