@@ -6,7 +6,8 @@ inlines it).  Only plain LLVM instructions and the ``llvm.fma/fabs/copysign/sqrt
 intrinsics are used, so the same IR also runs on the host (the tests JIT it) and the
 PTX emulator measures its real accuracy (no ``.approx`` instruction is involved).
 
-Algorithms (f64; f32 is evaluated with the f64 code and rounded once, f16/bf16 in f32):
+Algorithms (f64; f32 has its own native f32 code, see "native f32" below; f16/bf16 go
+through f32):
 
 - exp: k = rint(x/ln2) (shifter trick, no float->int conversion), r = x - k*ln2 with a
   42-bit ln2_hi (exact) and ln2_lo, kept as a double-double (rh, rl); e^r = 1 + p with
@@ -34,8 +35,9 @@ Algorithms (f64; f32 is evaluated with the f64 code and rounded once, f16/bf16 i
 - rsqrt: 1/sqrt(x) with sqrt.rn and div.rn, refined by one Newton step whose residual
   1 - x y^2 is formed exactly (f32 stays in f32).
 
-Measured bounds are in test/test_libm.py (ULP dict); all are below 1 ulp for f64 and
-below 0.51 ulp for f32 (double rounding of a < 0.51 ulp f64 result).
+Measured bounds are in test/test_libm.py (ULP dict); all are below 1.1 ulp for f64 and
+below 1.75 ulp for f32 (native f32; only rsqrt and the Payne-Hanek reduction of huge
+sin/cos/tan arguments are shared with the f64 code).
 """
 from __future__ import annotations
 
@@ -408,12 +410,12 @@ def _log2_body(o: Ops, args):
 
 # -- pow ------------------------------------------------------------------------------------------
 def _is_int(o: Ops, y):
-    return o.eq(o.call("llvm.trunc.f64", y), y)
+    return o.eq(o.call(f"llvm.trunc.{o.sfx()}", y), y)
 
 
 def _is_odd_int(o: Ops, y):
     half = o.mul(y, o.c(0.5))
-    return o.b.and_(_is_int(o, y), o.b.fcmp_ordered("!=", o.call("llvm.trunc.f64", half), half))
+    return o.b.and_(_is_int(o, y), o.b.fcmp_ordered("!=", o.call(f"llvm.trunc.{o.sfx()}", half), half))
 
 
 def _pow_magnitude(o: Ops, ax, y):
@@ -426,8 +428,9 @@ def _pow_magnitude(o: Ops, ax, y):
     return o.scale(o.add(s, e), k)
 
 
-def _pow_core(o: Ops, x, y, odd, yint):
-    """x^y with C99 pow's special cases, given whether y is an odd integer / an integer."""
+def _pow_core(o: Ops, x, y, odd, yint, magnitude=None, yl=None):
+    """x^y with C99 pow's special cases, given whether y is an odd integer / an integer
+    (``magnitude(o, |x|, y[, yl])`` computes |x|^y; yl: an exact low part of an integer y)."""
     inf, nan = o.c(float("inf")), o.c(float("nan"))
     ax, ay = o.abs(x), o.abs(y)
     finite_y = o.lt(ay, inf)
@@ -435,7 +438,11 @@ def _pow_core(o: Ops, x, y, odd, yint):
     axs = o.sel(ok, ax, o.c(1.0))
     # |y| > 2^64 with |x| != 1 over/underflows anyway: clamp (keeps products finite)
     ys = o.sel(ok, o.sel(o.gt(ay, o.c(H("0x1p64"))), o.copysign(o.c(H("0x1p64")), y), y), o.c(0.0))
-    mag = _pow_magnitude(o, axs, ys)
+    if magnitude is None:
+        mag = _pow_magnitude(o, axs, ys)
+    else:
+        mag = magnitude(o, axs, ys, o.sel(o.b.and_(ok, o.lt(ay, o.c(H("0x1p62")))), yl, o.c(0.0))
+                        if yl is not None else o.c(0.0))
     # |x| = 0 or inf: 0^y = inf^-y
     zero_like = o.sel(o.eq(ax, o.c(0.0)), o.sel(o.lt(y, o.c(0.0)), inf, o.c(0.0)),
                       o.sel(o.lt(y, o.c(0.0)), o.c(0.0), inf))
@@ -577,30 +584,30 @@ def _reduce(o: Ops, x, addrspace: int):
     return out
 
 
-def _sin_poly(o: Ops, rh, rl):
+def _sin_poly(o: Ops, rh, rl, coeffs=SIN_S):
     z = o.mul(rh, rh)
-    t = o.mul(o.mul(rh, z), o.horner(SIN_S, z))
+    t = o.mul(o.mul(rh, z), o.horner(coeffs, z))
     return o.fast_two_sum(rh, o.add(t, o.mul(rl, o.fma(z, o.c(-0.5), o.c(1.0)))))
 
 
-def _cos_poly(o: Ops, rh, rl):
+def _cos_poly(o: Ops, rh, rl, coeffs=COS_C):
     zh, zl = o.two_prod(rh, rh)
     hz = o.mul(zh, o.c(0.5))
     w = o.sub(o.c(1.0), hz)
     corr = o.sub(o.sub(o.sub(o.c(1.0), w), hz), o.mul(zl, o.c(0.5)))
-    c4 = o.mul(o.mul(zh, zh), o.horner(COS_C, zh))
+    c4 = o.mul(o.mul(zh, zh), o.horner(coeffs, zh))
     return o.fast_two_sum(w, o.add(corr, o.fma(o.neg(rh), rl, c4)))
 
 
-def _trig_body(which: str, addrspace: int):
+def _trig_body(which: str, addrspace: int, f32: bool = False):
     def body(o: Ops, args):
         (x,) = args
         b = o.b
         finite = o.lt(o.abs(x), o.c(float("inf")))
         xf = o.sel(finite, x, o.c(0.0))
-        q, rh, rl = _reduce(o, xf, addrspace)
-        sh, sl = _sin_poly(o, rh, rl)
-        ch, cl = _cos_poly(o, rh, rl)
+        q, rh, rl = (_reduce32 if f32 else _reduce)(o, xf, addrspace)
+        sh, sl = _sin_poly(o, rh, rl, SIN_S32 if f32 else SIN_S)
+        ch, cl = _cos_poly(o, rh, rl, COS_C32 if f32 else COS_C)
         odd = b.trunc(q, I1)
         if which == "tan":
             nh, nl = o.sel(odd, o.neg(ch), sh), o.sel(odd, o.neg(cl), sl)
@@ -628,8 +635,9 @@ def _atan2_body(o: Ops, args):
     an, ad = o.abs(n), o.abs(d)
     swap = o.gt(an, ad)
     mx, mn = o.sel(swap, an, ad), o.sel(swap, ad, an)
-    k = o.sel(o.gt(mx, o.c(H("0x1p900"))), o.c(H("0x1p-600")),
-              o.sel(o.lt(mx, o.c(H("0x1p-900"))), o.c(H("0x1p600")), o.c(1.0)))
+    f32 = o.t == F32
+    big, down, up = (H("0x1p100"), H("0x1p-50"), H("0x1p50")) if f32 else (H("0x1p900"), H("0x1p-600"), H("0x1p600"))
+    k = o.sel(o.gt(mx, o.c(big)), o.c(down), o.sel(o.lt(mx, o.c(1.0 / big)), o.c(up), o.c(1.0)))
     mx, mn = o.mul(mx, k), o.mul(mn, k)
     inv = o.div(o.c(1.0), mx)
     ah = o.mul(mn, inv)
@@ -640,13 +648,14 @@ def _atan2_body(o: Ops, args):
     al = o.sel(ok, al, o.c(0.0))
     ah, al = o.fast_two_sum(ah, al)
     z = o.mul(ah, ah)
-    tail = o.mul(o.mul(ah, z), o.horner(ATAN_P, z))
+    tail = o.mul(o.mul(ah, z), o.horner(ATAN_P32 if f32 else ATAN_P, z))
     tl = o.add(tail, o.div(al, o.add(o.c(1.0), z)))
     dneg = o.signbit(d)
     flip = b.xor(swap, dneg)
     th, tl = o.sel(flip, o.neg(ah), ah), o.sel(flip, o.neg(tl), tl)
-    bh = o.sel(swap, o.c(PIO2_H), o.sel(dneg, o.c(PI_H), o.c(0.0)))
-    bl = o.sel(swap, o.c(PIO2_L), o.sel(dneg, o.c(PI_L), o.c(0.0)))
+    (p2h, p2l), (p1h, p1l) = ((PIO2_H32, PIO2_L32), (PI_H32, PI_L32)) if f32 else ((PIO2_H, PIO2_L), (PI_H, PI_L))
+    bh = o.sel(swap, o.c(p2h), o.sel(dneg, o.c(p1h), o.c(0.0)))
+    bl = o.sel(swap, o.c(p2l), o.sel(dneg, o.c(p1l), o.c(0.0)))
     s, e = o.two_sum(bh, th)
     r = o.add(s, o.add(e, o.add(bl, tl)))
     r = o.copysign(r, n)
@@ -701,6 +710,305 @@ def define_powi(module: ir.Module, width: int) -> ir.Function:
     return _define(module, f"__tileiras_powi_i{width}_f64", F64, [F64, ir.IntType(width)], _powi_body)
 
 
+# -- native f32 ---------------------------------------------------------------------------------------
+# All f32 functions are computed in f32 with FMA (no .approx instruction, so the emulator
+# measures the real error; no f64 arithmetic except for huge trig arguments):
+# - exp/exp2: Cody-Waite with ln2 split hi/lo (the hi product is exact under FMA), Cephes
+#   expf polynomial, scaling by 2^k in two exact steps (subnormal results round once);
+# - log/log2: m in [sqrt(1/2), sqrt(2)), Cephes logf polynomial in f = m - 1, e*ln2 split;
+#   log2 multiplies by log2(e) as a double-float;
+# - sinh/cosh: (e^a +- e^-a)/2 with e^a = 2^k (1 + q) kept unrounded below 20 (Cephes
+#   sinhf polynomial below 1); tanh: Cephes tanhf polynomial below 0.625, else
+#   1 - 2/(e^2a + 1);
+# - sin/cos/tan: three-part Cody-Waite below 105615 (as CUDA's), else the f64 Payne-Hanek
+#   function with its double-double result split into two floats; Cephes sinf/cosf
+#   polynomials through the generic _sin_poly/_cos_poly (tan: double-float division);
+# - pow/powi: log|x| as a double-float (s = f/(2+f) series, ~2^-40), y*log|x| as a
+#   double-float, exp with a three-part ln2; powi adds the exact low part of n (|n| > 2^24);
+# - atan2: the generic body with an 11-term f32 minimax polynomial on [0, 1].
+SHIFTER32 = H("0x1.8p23")
+LOG2E32 = H("0x1.715476p+0")
+LN2_HI32, LN2_LO32, LN2_LO2_32 = H("0x1.62e430p-1"), H("-0x1.05c610p-29"), H("-0x1.950d88p-54")
+LN2_32, LN2_L32 = H("0x1.62e430p-1"), H("-0x1.05c610p-29")
+LOG2E_H32, LOG2E_L32 = H("0x1.715476p+0"), H("0x1.4ae0c0p-26")
+LN2_C1, LN2_C2 = 0.693359375, -2.12194440e-4            # Cephes: e*C1 exact
+#: e^r = 1 + r + r^2 P(r), |r| <= ln2/2 (Cephes expf)
+EXP_P32 = (5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2, 8.3334519073e-3,
+           1.3981999507e-3, 1.9875691500e-4)
+#: log1p(f) = f - f^2/2 + f^3 P(f), f in [sqrt(1/2) - 1, sqrt(2) - 1] (Cephes logf)
+LOG_P32 = (3.3333331174e-1, -2.4999993993e-1, 2.0000714765e-1, -1.6668057665e-1,
+           1.4249322787e-1, -1.2420140846e-1, 1.1676998740e-1, -1.1514610310e-1, 7.0376836292e-2)
+#: tanh x = x + x z P(z), |x| < 0.625 (Cephes tanhf)
+TANH_P32 = (-3.33332819422e-1, 1.33314422036e-1, -5.37397155531e-2, 2.06390887954e-2,
+            -5.70498872745e-3)
+#: sinh x = x + x z P(z), |x| < 1 (Cephes sinhf)
+SINH_P32 = (1.66667160211e-1, 8.33028376239e-3, 2.03721912945e-4)
+SIN_S32 = (-1.6666654611e-1, 8.3321608736e-3, -1.9515295891e-4)
+COS_C32 = (4.166664568298827e-2, -1.388731625493765e-3, 2.443315711809948e-5)
+PIO2_A32, PIO2_B32, PIO2_C32 = H("0x1.921fb4p+0"), H("0x1.4442d2p-24"), H("-0x1.ee59dap-50")
+TWO_OVER_PI32 = H("0x1.45f306p-1")
+CW_LIMIT32 = 105615.0
+
+
+def _rint32(o: Ops, x, scale: float = 1.0):
+    """(kf, k): x*scale rounded to an integer (|x*scale| < 2^22), as f32 and i32."""
+    t = o.fma(x, o.c(scale), o.c(SHIFTER32)) if scale != 1.0 else o.add(x, o.c(SHIFTER32))
+    return o.sub(t, o.c(SHIFTER32)), o.b.sub(o.bits(t), o.bits(o.c(SHIFTER32)))
+
+
+def _pow2_32(o: Ops, k):
+    return o.from_bits(o.b.shl(o.b.add(k, o.i(127)), o.i(23)))
+
+
+def _scale32(o: Ops, v, k):
+    """v * 2^k (k in [-252, 254]) with a single rounding."""
+    k1 = o.b.ashr(k, o.i(1))
+    return o.mul(o.mul(v, _pow2_32(o, k1)), _pow2_32(o, o.b.sub(k, k1)))
+
+
+def _clamp(o: Ops, x, lo: float, hi: float):
+    return o.sel(o.gt(x, o.c(hi)), o.c(hi), o.sel(o.lt(x, o.c(lo)), o.c(lo), x))
+
+
+def _exp32_parts(o: Ops, x, hi: float = 89.0):
+    """(q, k): e^x = (1 + q) 2^k, |q| <= sqrt(2) - 1 (x clamped to [-104, hi])."""
+    x = _clamp(o, x, -104.0, hi)
+    kf, k = _rint32(o, x, LOG2E32)
+    r = o.fma(o.neg(kf), o.c(LN2_HI32), x)                       # exact
+    r = o.fma(o.neg(kf), o.c(LN2_LO32), r)
+    return o.fma(o.mul(r, r), o.horner(EXP_P32, r), r), k
+
+
+def _exp32(o: Ops, x):
+    q, k = _exp32_parts(o, x)
+    return _scale32(o, o.add(o.c(1.0), q), k)
+
+
+def _sinhcosh32(o: Ops, a, sign: float):
+    """e^a / 2 + sign e^-a / 2 for a >= 0: below 20 the 2^(k-1) (1 + q) stays unrounded."""
+    q, k = _exp32_parts(o, a, hi=90.0)
+    h = _scale32(o, o.add(o.c(1.0), q), o.b.sub(k, o.i(1)))      # e^a / 2, overflows like sinh
+    km = o.b.select(o.lt(a, o.c(20.0)), k, o.i(1))
+    sc = _pow2_32(o, o.b.sub(km, o.i(1)))
+    t = o.div(o.c(0.25 * sign), h)
+    mid = o.add(sc, o.fma(q, sc, t))
+    return o.sel(o.lt(a, o.c(20.0)), mid, h)
+
+
+def _sinh_body32(o: Ops, args):
+    (x,) = args
+    a = o.abs(x)
+    z = o.mul(x, x)
+    small = o.fma(o.mul(x, z), o.horner(SINH_P32, z), x)
+    return o.copysign(o.sel(o.lt(a, o.c(1.0)), small, _sinhcosh32(o, a, -1.0)), x)
+
+
+def _cosh_body32(o: Ops, args):
+    return _sinhcosh32(o, o.abs(args[0]), 1.0)
+
+
+def _exp_body32(o: Ops, args):
+    return _exp32(o, args[0])
+
+
+def _exp2_body32(o: Ops, args):
+    x = _clamp(o, args[0], -152.0, 129.0)
+    kf, k = _rint32(o, x)
+    r = o.sub(x, kf)                                              # exact, |r| <= 1/2
+    th = o.mul(r, o.c(LN2_32))
+    tl = o.fma(r, o.c(LN2_L32), o.fma(r, o.c(LN2_32), o.neg(th)))
+    p = o.add(o.fma(o.mul(th, th), o.horner(EXP_P32, th), tl), th)
+    return _scale32(o, o.add(o.c(1.0), p), k)
+
+
+def _log_kernel32(o: Ops, x):
+    """(e, f, y): x = 2^e (1 + f), f in [sqrt(1/2) - 1, sqrt(2) - 1), log1p(f) = f + y."""
+    b = o.b
+    sub = o.lt(x, o.c(H("0x1p-126")))
+    ix = o.bits(o.sel(sub, o.mul(x, o.c(H("0x1p23"))), x))
+    t = b.add(ix, o.i(0x3F800000 - 0x3F3504F3))
+    e = b.sub(b.ashr(t, o.i(23)), o.i(127))
+    f = o.sub(o.from_bits(b.add(b.and_(t, o.i(0x7FFFFF)), o.i(0x3F3504F3))), o.c(1.0))   # exact
+    e = b.sub(e, b.select(sub, o.i(23), o.i(0)))
+    z = o.mul(f, f)
+    y = o.fma(o.mul(f, z), o.horner(LOG_P32, f), o.mul(z, o.c(-0.5)))
+    return b.sitofp(e, o.t), f, y
+
+
+def _log_body32(o: Ops, args):
+    (x,) = args
+    ef, f, y = _log_kernel32(o, x)
+    r = o.fma(ef, o.c(LN2_C1), o.add(f, o.fma(ef, o.c(LN2_C2), y)))
+    return _log_special(o, x, r)
+
+
+def _log2_body32(o: Ops, args):
+    (x,) = args
+    ef, f, y = _log_kernel32(o, x)
+    ph = o.mul(f, o.c(LOG2E_H32))
+    pl = o.fma(f, o.c(LOG2E_L32), o.fma(f, o.c(LOG2E_H32), o.neg(ph)))
+    pl = o.fma(y, o.c(LOG2E_H32), pl)
+    s, err = o.fast_two_sum(ef, ph)                               # ef integer: |ef| >= |ph| or 0
+    return _log_special(o, x, o.add(s, o.add(err, pl)))
+
+
+def _tanh_body32(o: Ops, args):
+    (x,) = args
+    a = o.abs(x)
+    z = o.mul(x, x)
+    small = o.fma(o.mul(x, z), o.horner(TANH_P32, z), x)
+    e = _exp32(o, o.mul(a, o.c(2.0)))
+    large = o.sub(o.c(1.0), o.div(o.c(2.0), o.add(e, o.c(1.0))))
+    return o.copysign(o.sel(o.lt(a, o.c(0.625)), small, large), x)
+
+
+def _reduce32(o: Ops, x, addrspace: int):
+    """(q, rh, rl) for finite f32 x: three-part Cody-Waite below 105615, else the f64
+    Payne-Hanek function (a branch) with its double-double result split into two floats."""
+    b = o.b
+    small_x = o.lt(o.abs(x), o.c(CW_LIMIT32))
+    xs = o.sel(small_x, x, o.c(0.0))
+    kf, q0 = _rint32(o, xs, TWO_OVER_PI32)
+    nk = o.neg(kf)
+    r0 = o.fma(nk, o.c(PIO2_C32), o.fma(nk, o.c(PIO2_B32), o.fma(nk, o.c(PIO2_A32), xs)))
+    start = b.block
+    fn = b.function
+    slow = fn.append_basic_block("reduce32.large")
+    join = fn.append_basic_block("reduce32.join")
+    b.cbranch(b.not_(small_x), slow, join)
+    b.position_at_end(slow)
+    st = ir.LiteralStructType([I32, F64, F64])
+    large = _define(b.module, f"__tileiras_reduce_large_as{addrspace}", st, [F64],
+                    lambda oo, a: _reduce_large_body(oo, a, addrspace), inline=False)
+    v = b.call(large, [b.fpext(x, F64)])
+    q1, dh, dl = (b.extract_value(v, i) for i in range(3))
+    rh1 = b.fptrunc(dh, F32)
+    rl1 = b.fptrunc(b.fadd(b.fsub(dh, b.fpext(rh1, F64)), dl), F32)
+    b.branch(join)
+    b.position_at_end(join)
+    out = []
+    for fast, slow_v, ty in ((q0, q1, I32), (r0, rh1, F32), (o.c(0.0), rl1, F32)):
+        phi = b.phi(ty)
+        phi.add_incoming(fast, start)
+        phi.add_incoming(slow_v, slow)
+        out.append(phi)
+    return out
+
+
+#: log1p(f) = 2 s + (2/3) s^3 + s^5 R(z), z = s^2 (Taylor: the series converges fast)
+LOG1P_R32 = tuple(2.0 / (2 * n + 1) for n in range(2, 8))
+TWO_THIRDS_H32, TWO_THIRDS_L32 = H("0x1.555556p-1"), H("-0x1.555556p-26")
+LN2_C2H, LN2_C2L = H("-0x1.bd0106p-13"), H("0x1.cf79acp-40")     # ln2 - 0.693359375
+
+
+def _log_dd32(o: Ops, x):
+    """log(x) as a pair of floats (~2^-40 relative) for finite x > 0."""
+    b = o.b
+    sub = o.lt(x, o.c(H("0x1p-126")))
+    ix = o.bits(o.sel(sub, o.mul(x, o.c(H("0x1p23"))), x))
+    t = b.add(ix, o.i(0x3F800000 - 0x3F3504F3))
+    e = b.sub(b.ashr(t, o.i(23)), o.i(127))
+    f = o.sub(o.from_bits(b.add(b.and_(t, o.i(0x7FFFFF)), o.i(0x3F3504F3))), o.c(1.0))   # exact
+    ef = b.sitofp(b.sub(e, b.select(sub, o.i(23), o.i(0))), o.t)
+    d = o.add(o.c(2.0), f)
+    dl = o.sub(f, o.sub(d, o.c(2.0)))
+    inv = o.div(o.c(1.0), d)
+    sh = o.mul(f, inv)
+    sl = o.mul(o.sub(o.fma(o.neg(sh), d, f), o.mul(sh, dl)), inv)
+    zh, zl = o.two_prod(sh, sh)
+    zl = o.fma(o.mul(sh, o.c(2.0)), sl, zl)
+    ch, cl = o.two_prod(sh, zh)
+    cl = o.fma(sh, zl, o.fma(sl, zh, cl))
+    th, tl = o.two_prod(ch, o.c(TWO_THIRDS_H32))
+    tl = o.fma(cl, o.c(TWO_THIRDS_H32), o.fma(ch, o.c(TWO_THIRDS_L32), tl))
+    rest = o.mul(o.mul(ch, zh), o.horner(LOG1P_R32, zh))
+    lh, x1 = o.fast_two_sum(o.mul(sh, o.c(2.0)), th)
+    ll = o.add(x1, o.fma(sl, o.c(2.0), o.add(tl, rest)))
+    s1, err = o.fast_two_sum(o.mul(ef, o.c(LN2_C1)), lh)          # e*C1 exact; |e C1| >= |lh| or e = 0
+    low = o.add(err, o.add(ll, o.fma(ef, o.c(LN2_C2H), o.mul(ef, o.c(LN2_C2L)))))
+    return o.fast_two_sum(s1, low)
+
+
+def _pow_magnitude32(o: Ops, ax, y, yl):
+    """|x|^(y + yl) for finite |x| > 0, finite y (yl: exact low part of an integer exponent)."""
+    lh, ll = _log_dd32(o, ax)
+    th, tl = o.two_prod(y, lh)
+    tl = o.fma(y, ll, o.fma(yl, lh, tl))
+    thc = _clamp(o, th, -104.0, 89.0)
+    tl = o.sel(o.eq(thc, th), tl, o.c(0.0))
+    kf, k = _rint32(o, thc, LOG2E32)
+    r1 = o.fma(o.neg(kf), o.c(LN2_HI32), thc)                    # exact
+    ph, pl = o.two_prod(kf, o.c(LN2_LO32))
+    rh, rl = o.two_sum(r1, o.neg(ph))
+    rl = o.add(rl, o.sub(tl, o.fma(kf, o.c(LN2_LO2_32), pl)))
+    rh, rl = o.fast_two_sum(rh, rl)
+    q = o.add(o.fma(o.mul(rh, rh), o.horner(EXP_P32, rh), o.fma(rl, rh, rl)), rh)
+    return _scale32(o, o.add(o.c(1.0), q), k)
+
+
+def _pow_body32(o: Ops, args):
+    x, y = args
+    return _pow_core(o, x, y, _is_odd_int(o, y), _is_int(o, y), _pow_magnitude32, None)
+
+
+def _powi_body32(o: Ops, args):
+    x, n = args
+    b = o.b
+    w = n.type.width
+    y = b.sitofp(n, o.t)
+    wide = ir.IntType(max(w, 64))
+    nn = b.sext(n, wide) if w < 64 else n
+    yc = _clamp(o, y, -H("0x1p62"), H("0x1p62"))
+    yl = b.sitofp(b.sub(nn, b.fptosi(yc, wide)), o.t)
+    odd = b.trunc(n, I1)
+    return _pow_core(o, x, y, odd, ir.Constant(I1, 1), _pow_magnitude32, yl)
+
+
+def define_powi32(module: ir.Module, width: int) -> ir.Function:
+    name = f"__tileiras_powi_i{width}_f32"
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    fn = ir.Function(module, ir.FunctionType(F32, [F32, ir.IntType(width)]), name=name)
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.ret(_powi_body32(Ops(b, F32), list(fn.args)))
+    return fn
+
+
+#: atan a = a + a z P(z), z = a^2 <= 1 (our weighted minimax fit, coefficients in f32)
+ATAN_P32 = _hexs("-0x1.555554p-2", "0x1.999938p-3", "-0x1.248a2cp-3", "0x1.c66e4ap-4", "-0x1.700b1ap-4",
+                 "0x1.29588ep-4", "-0x1.be97a2p-5", "0x1.1a6c62p-5", "-0x1.0b0bb6p-6", "0x1.42d8a0p-8",
+                 "-0x1.6deb6cp-11")
+PIO2_H32, PIO2_L32 = H("0x1.921fb6p+0"), H("-0x1.777a5cp-25")
+PI_H32, PI_L32 = H("0x1.921fb6p+1"), H("-0x1.777a5cp-24")
+
+
+_BODIES32 = {"exp": _exp_body32, "exp2": _exp2_body32, "log": _log_body32, "log2": _log2_body32,
+             "tanh": _tanh_body32, "sinh": _sinh_body32, "cosh": _cosh_body32, "pow": _pow_body32,
+             "atan2": _atan2_body}
+NATIVE32 = ("exp", "exp2", "log", "log2", "tanh", "sinh", "cosh", "sin", "cos", "tan", "pow", "atan2")
+
+
+def define32(module: ir.Module, name: str, addrspace: int = TABLE_ADDRSPACE) -> ir.Function:
+    """The native f32 function ``name`` (one of NATIVE32)."""
+    if name in ("sin", "cos", "tan"):
+        body = _trig_body(name, addrspace, f32=True)
+    else:
+        body = _BODIES32[name]
+    fn = module.globals.get(f"__tileiras_{name}_f32")
+    if fn is not None:
+        return fn
+    args = [F32, F32] if name in BINARY else [F32]
+    fn = ir.Function(module, ir.FunctionType(F32, args), name=f"__tileiras_{name}_f32")
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    b.ret(body(Ops(b, F32), list(fn.args)))
+    return fn
+
+
 def _f32_rsqrt(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return _rsqrt(Ops(b, F32), x)
 
@@ -709,6 +1017,16 @@ def call(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     """``name`` applied to scalar floats of any width: f64 directly, narrower types through
     f64 (f32: one rounding of a < 0.51-ulp result) -- rsqrt f32 stays in f32."""
     t = args[0].type
+    if (name in NATIVE32 or name == "powi") and not isinstance(t, ir.DoubleType):
+        if name == "powi":
+            fn, wide = define_powi32(b.module, args[1].type.width), [args[0], args[1]]
+        else:
+            fn, wide = define32(b.module, name), list(args)
+        wide[0] = wide[0] if isinstance(t, ir.FloatType) else b.fpext(wide[0], F32)
+        if name in BINARY:
+            wide[1] = wide[1] if isinstance(t, ir.FloatType) else b.fpext(wide[1], F32)
+        r = b.call(fn, wide)
+        return r if isinstance(t, ir.FloatType) else b.fptrunc(r, t)
     if name == "rsqrt" and not isinstance(t, ir.DoubleType):
         wide = args[0] if isinstance(t, ir.FloatType) else b.fpext(args[0], F32)
         r = _f32_rsqrt(b, wide)
