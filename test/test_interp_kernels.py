@@ -9,6 +9,10 @@ ct = pytest.importorskip("cuda.tile")
 
 from tileiras.interp import TileAssertionError, launch, run, cutile_args  # noqa: E402
 from tileiras.interp.testing import array, export, scalar  # noqa: E402
+# Kernels the compiler's tests also use (test/kernels/), checked here against numpy.
+from kernels.control import dynamic_loop, persistent_tiles, runtime_if, while_break_continue  # noqa: E402
+from kernels.elementwise import half_arith, int_arith  # noqa: E402
+from kernels.reductions import _absmax, scans, softmax_rows  # noqa: E402
 
 ConstInt = ct.Constant[int]
 RNG = np.random.default_rng(1234)
@@ -100,17 +104,6 @@ def test_math_functions():
     np.testing.assert_allclose(out, r, rtol=2e-6, atol=2e-6)
 
 
-@ct.kernel
-def half_arith(x, y, out32, out16):
-    i = ct.bid(0)
-    a = ct.load(x, index=(i,), shape=(64,))
-    b = ct.load(y, index=(i,), shape=(64,))
-    h = a * b + a
-    w = ct.astype(h, ct.float32) * 0.5 + ct.astype(b, ct.float32)
-    ct.store(out32, index=(i,), tile=w)
-    ct.store(out16, index=(i,), tile=ct.maximum(h, b) - a)
-
-
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_half_precision_arith(dtype):
     import ml_dtypes
@@ -130,18 +123,6 @@ def test_half_precision_arith(dtype):
 
 
 # --- integers -------------------------------------------------------------------------
-
-@ct.kernel
-def int_arith(x, y, out, shift: ConstInt):
-    i = ct.bid(0)
-    a = ct.load(x, index=(i,), shape=(128,))
-    b = ct.load(y, index=(i,), shape=(128,)) | 1
-    r = a + b * 3 - (a // b) + (a % b)
-    r = (r & 0xFF) ^ (a | b) ^ ~b
-    r = (r << shift) + (a >> 1)
-    r = ct.maximum(r, a) + ct.minimum(r, -b)
-    ct.store(out, index=(i,), tile=r)
-
 
 @pytest.mark.parametrize("dtype", ["int32", "int64"])
 def test_signed_int_arith(dtype):
@@ -228,10 +209,6 @@ def test_int_column_reductions_wrap():
     np.testing.assert_array_equal(osum, x.astype(np.int64).sum(axis=0).astype(np.int32))  # wraps
 
 
-def _absmax(a, b):
-    return ct.maximum(abs(a), abs(b))
-
-
 @ct.kernel
 def custom_reduce(x, out):
     i = ct.bid(0)
@@ -247,15 +224,6 @@ def test_custom_reduce_region():
     np.testing.assert_array_equal(out, np.abs(x).max(axis=1))
 
 
-@ct.kernel
-def scans(x, ocs, ocp, orev):
-    i = ct.bid(0)
-    t = ct.load(x, index=(i, 0), shape=(8, 64))
-    ct.store(ocs, index=(i, 0), tile=ct.cumsum(t, axis=1))
-    ct.store(ocp, index=(i, 0), tile=ct.cumprod(t, axis=0))
-    ct.store(orev, index=(i, 0), tile=ct.cumsum(t, axis=1, reverse=True))
-
-
 def test_scans():
     data = export(scans, *(array(ct.int32, 2) for _ in range(4)))
     x = RNG.integers(-3, 4, (16, 64)).astype(np.int32)
@@ -265,16 +233,6 @@ def test_scans():
     blocks = x.reshape(2, 8, 64)
     np.testing.assert_array_equal(ocp, np.cumprod(blocks, axis=1).reshape(16, 64))
     np.testing.assert_array_equal(orev, np.cumsum(x[:, ::-1], axis=1)[:, ::-1])
-
-
-@ct.kernel
-def softmax_rows(x, out, N: ConstInt):
-    i = ct.bid(0)
-    t = ct.astype(ct.load(x, index=(i, 0), shape=(1, N)), ct.float32)
-    m = ct.max(t, axis=1, keepdims=True)
-    e = ct.exp(t - m)
-    s = ct.sum(e, axis=1, keepdims=True)
-    ct.store(out, index=(i, 0), tile=ct.astype(e / s, out.dtype))
 
 
 def test_softmax():
@@ -414,21 +372,6 @@ def test_padding_values_on_partial_tiles():
 
 # --- control flow ---------------------------------------------------------------------
 
-@ct.kernel
-def while_break_continue(x, out, limit):
-    acc = ct.zeros((64,), dtype=ct.int32)
-    k = 0
-    while k < limit:
-        k += 1
-        t = ct.load(x, index=(k,), shape=(64,))
-        if ct.sum(t) < 0:
-            continue
-        acc = acc + t
-        if ct.max(acc) > 1000:
-            break
-    ct.store(out, index=(ct.bid(0),), tile=acc)
-
-
 def test_while_break_continue():
     data = export(while_break_continue, array(ct.int32), array(ct.int32), scalar(ct.int32))
     x = RNG.integers(-40, 60, 64 * 12).astype(np.int32)
@@ -445,15 +388,6 @@ def test_while_break_continue():
     np.testing.assert_array_equal(out, acc)
 
 
-@ct.kernel
-def dynamic_loop(x, out, n):
-    i = ct.bid(0)
-    acc = ct.zeros((128,), dtype=ct.float32)
-    for k in range(1, n, 2):
-        acc = acc * 0.5 + ct.load(x, index=(k,), shape=(128,))
-    ct.store(out, index=(i,), tile=acc)
-
-
 @pytest.mark.parametrize("n", [0, 1, 2, 7])
 def test_for_loop_trip_counts(n):
     data = export(dynamic_loop, array(ct.float32), array(ct.float32), scalar(ct.int32))
@@ -464,21 +398,6 @@ def test_for_loop_trip_counts(n):
     for k in range(1, n, 2):
         acc = acc * np.float32(0.5) + x[128 * k:128 * (k + 1)]
     np.testing.assert_array_equal(out, acc)
-
-
-@ct.kernel
-def runtime_if(x, out, mode, scale):
-    i = ct.bid(0)
-    t = ct.load(x, index=(i,), shape=(128,))
-    if mode == 0:
-        r = t * scale
-    elif mode == 1:
-        r = t + scale
-    else:
-        r = -t
-    if i % 2 == 1:
-        r = r * 2.0
-    ct.store(out, index=(i,), tile=r)
 
 
 @pytest.mark.parametrize("mode", [0, 1, 2])
@@ -506,15 +425,6 @@ def test_3d_grid():
     out = np.zeros_like(x)
     run(data, None, (2, 2, 3), cutile_args(x, out))
     np.testing.assert_array_equal(out, x + np.float32(2 + 20 + 300))
-
-
-@ct.kernel
-def persistent_tiles(x, out, ntiles):
-    start = ct.bid(0)
-    step = ct.num_blocks(0)
-    for t in range(start, ntiles, step):
-        v = ct.load(x, index=(t,), shape=(256,))
-        ct.store(out, index=(t,), tile=v * 2.0 + 1.0)
 
 
 def test_persistent_loop_over_tiles():
