@@ -29,6 +29,7 @@ from llvmlite import binding as llvm
 
 from ..errors import CompileError
 from .abi import KernelInfo
+from .llvm_targets import init_llvm
 
 MODULE_NAME = "LLVMDialectModule"
 CALLBACK_TABLE_VERSION = 2
@@ -146,19 +147,8 @@ def host_module_ir(kernels: Sequence[KernelInfo], target: HostTarget = HostTarge
     return "".join(parts)
 
 
-_initialized = False
-
-
-def _init_llvm() -> None:
-    global _initialized
-    if not _initialized:
-        llvm.initialize_all_targets()
-        llvm.initialize_all_asmprinters()
-        _initialized = True
-
-
 def _target_machine(target: HostTarget) -> "llvm.TargetMachine":
-    _init_llvm()
+    init_llvm()
     try:
         llvm_target = llvm.Target.from_triple(target.triple)
     except RuntimeError:

@@ -22,6 +22,7 @@ from ..layout.linear import LANE, REG, WARP, LinearLayout
 from ..lower.tileas import ITER, TileAS, element_bytes
 from . import intrinsics as X
 from .debuginfo import LineInfo
+from .llvm_targets import init_llvm
 from .values import Emitted, TileVal, byte_gep, llvm_type
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
@@ -389,20 +390,9 @@ def _from_smem(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:
 
 
 # -- PTX ------------------------------------------------------------------------------
-_initialized = False
-
-
-def _init_llvm() -> None:
-    global _initialized
-    if not _initialized:
-        llvm.initialize_all_targets()
-        llvm.initialize_all_asmprinters()
-        _initialized = True
-
-
 def llvm_to_ptx(module: ir.Module, target: Target, opt_level: int = 3) -> str:
     """Optimize with LLVM's pipeline and print PTX with the NVPTX back end."""
-    _init_llvm()
+    init_llvm()
     module.triple = "nvptx64-nvidia-cuda"
     module.data_layout = "e-p:64:64:64-p3:32:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
     tm = llvm.Target.from_triple(module.triple).create_target_machine(

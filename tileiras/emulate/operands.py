@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from .parser import Addr, Imm, Reg, Sym, Vec
-from .ptxtypes import RAW_DTYPES, SIGNED_DTYPES, Kind, PtxType, ptx_type
+from .ptxtypes import RAW_DTYPES, SIGNED_DTYPES, Kind, PtxType, find_types, ptx_type
 from .registry import UnsupportedInstruction
 
 Reader = Callable
@@ -162,15 +162,7 @@ def count(idx, m) -> int:
 
 
 def type_of(parts: list[str], position: int = -1) -> PtxType:
-    types = [p for p in parts[1:] if _is_type(p)]
+    types = find_types(parts[1:])
     if not types:
         raise UnsupportedInstruction(f"no type suffix in '{'.'.join(parts)}'")
-    return ptx_type(types[position])
-
-
-def _is_type(p: str) -> bool:
-    try:
-        ptx_type(p)
-        return True
-    except KeyError:
-        return False
+    return types[position]

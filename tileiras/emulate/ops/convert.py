@@ -7,7 +7,7 @@ import numpy as np
 
 from ..numeric import F64, Rounding, flush, round_to, rounding_of, saturate
 from ..operands import reader, type_of, writer
-from ..ptxtypes import BF16, FORMAT_DTYPES, PtxType, ptx_type
+from ..ptxtypes import BF16, FORMAT_DTYPES, PtxType, find_types, ptx_type
 from ..registry import UnsupportedInstruction, handles, modifiers
 from .common import broadcast_all, elementwise
 from .floating import canonical
@@ -124,8 +124,8 @@ PACKED_DST = {"f16x2": "f16", "bf16x2": "bf16", "e4m3x2": "e4m3", "e5m2x2": "e5m
 
 @handles("cvt")
 def compile_cvt(ctx, ins):
-    types = [p for p in ins.parts[1:] if _is_type(p)]
-    dst, src = ptx_type(types[0]), ptx_type(types[1])
+    types = find_types(ins.parts[1:])
+    dst, src = types[0], types[1]
     mods = modifiers(ins.parts)
     ftz, sat = "ftz" in mods, "sat" in mods
     satfinite, relu = "satfinite" in mods, "relu" in mods
@@ -203,14 +203,6 @@ def compile_cvt_packed(ctx, ins, dst: PtxType, src: PtxType, mode, satfinite, re
             return out.astype(dst.dtype)
         return elementwise(ctx, ins, src, unpack, 1, out_ty=dst)
     raise UnsupportedInstruction(f"cvt {dst.name} <- {src.name}")
-
-
-def _is_type(p: str) -> bool:
-    try:
-        ptx_type(p)
-        return True
-    except KeyError:
-        return False
 
 
 @handles("cvta")
@@ -296,8 +288,8 @@ def compile_setp(ctx, ins):
 
 @handles("set")
 def compile_set(ctx, ins):
-    types = [p for p in ins.parts[1:] if _is_type(p)]
-    dst, src = ptx_type(types[0]), ptx_type(types[1])
+    types = find_types(ins.parts[1:])
+    dst, src = types[0], types[1]
     op = next(p for p in ins.parts[1:] if p in CMP_OPS)
     boolop = next((BOOL_OPS[p] for p in ins.parts[1:] if p in BOOL_OPS), None)
 
@@ -321,8 +313,8 @@ def compile_selp(ctx, ins):
 
 @handles("slct")
 def compile_slct(ctx, ins):
-    types = [p for p in ins.parts[1:] if _is_type(p)]
-    ty, cty = ptx_type(types[0]), ptx_type(types[1])
+    types = find_types(ins.parts[1:])
+    ty, cty = types[0], types[1]
     ftz = "ftz" in modifiers(ins.parts)
 
     def fn(a, b, c):
