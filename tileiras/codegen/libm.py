@@ -823,16 +823,22 @@ def _exp2_body32(o: Ops, args):
 
 def _log_kernel32(o: Ops, x):
     """(e, f, y): x = 2^e (1 + f), f in [sqrt(1/2) - 1, sqrt(2) - 1), log1p(f) = f + y."""
+    ef, f = _split_mantissa32(o, x)
+    z = o.mul(f, f)
+    y = o.fma(o.mul(f, z), o.horner(LOG_P32, f), o.mul(z, o.c(-0.5)))
+    return ef, f, y
+
+
+def _split_mantissa32(o: Ops, x):
+    """(e as a float, f): x = 2^e (1 + f) with f in [sqrt(1/2) - 1, sqrt(2) - 1), f exact;
+    subnormal x is scaled by 2^23 first."""
     b = o.b
     sub = o.lt(x, o.c(H("0x1p-126")))
     ix = o.bits(o.sel(sub, o.mul(x, o.c(H("0x1p23"))), x))
     t = b.add(ix, o.i(0x3F800000 - 0x3F3504F3))
     e = b.sub(b.ashr(t, o.i(23)), o.i(127))
     f = o.sub(o.from_bits(b.add(b.and_(t, o.i(0x7FFFFF)), o.i(0x3F3504F3))), o.c(1.0))   # exact
-    e = b.sub(e, b.select(sub, o.i(23), o.i(0)))
-    z = o.mul(f, f)
-    y = o.fma(o.mul(f, z), o.horner(LOG_P32, f), o.mul(z, o.c(-0.5)))
-    return b.sitofp(e, o.t), f, y
+    return b.sitofp(b.sub(e, b.select(sub, o.i(23), o.i(0))), o.t), f
 
 
 def _log_body32(o: Ops, args):
@@ -903,13 +909,7 @@ LN2_C2H, LN2_C2L = H("-0x1.bd0106p-13"), H("0x1.cf79acp-40")     # ln2 - 0.69335
 
 def _log_dd32(o: Ops, x):
     """log(x) as a pair of floats (~2^-40 relative) for finite x > 0."""
-    b = o.b
-    sub = o.lt(x, o.c(H("0x1p-126")))
-    ix = o.bits(o.sel(sub, o.mul(x, o.c(H("0x1p23"))), x))
-    t = b.add(ix, o.i(0x3F800000 - 0x3F3504F3))
-    e = b.sub(b.ashr(t, o.i(23)), o.i(127))
-    f = o.sub(o.from_bits(b.add(b.and_(t, o.i(0x7FFFFF)), o.i(0x3F3504F3))), o.c(1.0))   # exact
-    ef = b.sitofp(b.sub(e, b.select(sub, o.i(23), o.i(0))), o.t)
+    ef, f = _split_mantissa32(o, x)
     d = o.add(o.c(2.0), f)
     dl = o.sub(f, o.sub(d, o.c(2.0)))
     inv = o.div(o.c(1.0), d)
