@@ -36,14 +36,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from compile_time import collect, export_test_kernels  # noqa: E402
+from compile_time import arch_of, collect, export_test_kernels  # noqa: E402
 
 from tileiras.codegen.ptxas import KernelStats, PtxasError, invoke_ptxas, stats_from_cubin  # noqa: E402
 from tileiras.emulate.cubin import ptx_from_cubin  # noqa: E402
 from tileiras.tools import find_tileiras  # noqa: E402
 
 REG_SLACK = 1.10
-_ARCH_IN_NAME = re.compile(r"\.(sm_\d+)\.")
 _GLOBAL_ACCESS = re.compile(r"^(?:@!?%\w+\s+)?(ld|st)\.global((?:\.[\w:]+)*)\s")
 _ASYNC_COPY = re.compile(r"^(?:@!?%\w+\s+)?cp\.async(\.bulk)?\b")
 _TYPE_BITS = re.compile(r"^[bsuf](8|16|32|64|128)$")
@@ -286,7 +285,7 @@ def main() -> int:
         files = files[::max(1, args.every)]
         if args.limit:
             files = files[:args.limit]
-        archs = [_arch(p, args.gpu_name) for p in files]
+        archs = [arch_of(p, args.gpu_name) for p in files]
         print(f"{len(files)} files; NVIDIA's tileiras: {tool}", flush=True)
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             real = list(pool.map(lambda pa: run_real(tool, *pa), zip(files, archs)))
@@ -297,11 +296,6 @@ def main() -> int:
     print_table(rows, args.all)
     print_summary(results, rows, time.perf_counter() - start)
     return 0
-
-
-def _arch(path: Path, default: str) -> str:
-    m = _ARCH_IN_NAME.search(path.name)
-    return m.group(1) if m else default
 
 
 if __name__ == "__main__":

@@ -59,8 +59,10 @@ def collect(paths: list[Path]) -> list[Path]:
     return files
 
 
-def export_test_kernels(folder: Path) -> list[Path]:
-    """Our test kernels at the newest bytecode version, per architecture (needs cuda-tile)."""
+def export_test_kernels(folder: Path, archs: tuple[str, ...] = ARCHS,
+                        versions: tuple[str, ...] = ()) -> list[Path]:
+    """Our test kernels per architecture, at each of ``versions`` (default: the newest
+    bytecode version cuTile writes); needs cuda-tile, no GPU."""
     import io
     import warnings
 
@@ -71,20 +73,21 @@ def export_test_kernels(folder: Path) -> list[Path]:
     from conftest import newest_cutile_version
     from kernels import ALL_CASES
 
-    version = newest_cutile_version()
+    versions = versions or (newest_cutile_version(),)
     out: list[Path] = []
     warnings.simplefilter("ignore")
     for case in ALL_CASES:
-        for arch in ARCHS:
-            buf = io.BytesIO()
-            try:
-                export_kernel(case.kernel, case.signatures(), buf, gpu_code=arch,
-                              output_format="tileir_bytecode", bytecode_version=version)
-            except ct.TileUnsupportedFeatureError:
-                continue
-            path = folder / f"{case.name}.{arch}.{version}.tileir"
-            path.write_bytes(buf.getvalue())
-            out.append(path)
+        for arch in archs:
+            for version in versions:
+                buf = io.BytesIO()
+                try:
+                    export_kernel(case.kernel, case.signatures(), buf, gpu_code=arch,
+                                  output_format="tileir_bytecode", bytecode_version=version)
+                except ct.TileUnsupportedFeatureError:
+                    continue
+                path = folder / f"{case.name}.{arch}.{version}.tileir"
+                path.write_bytes(buf.getvalue())
+                out.append(path)
     return out
 
 
@@ -216,14 +219,14 @@ def main() -> int:
         print(f"nvidia: {real_tool}\nours:   {' '.join(ours)}\n{len(files)} files, best of {args.repeat}\n")
         warm = files[0]  # first runs fill the page cache and our .pyc files
         for argv in ([real_tool, str(warm)], [*ours, str(warm)]):
-            timed_run([*argv, "--gpu-name", _arch(warm, args.gpu_name), "-o", str(tmp / "warm.cubin")],
+            timed_run([*argv, "--gpu-name", arch_of(warm, args.gpu_name), "-o", str(tmp / "warm.cubin")],
                       user_environment())
         header = f"{'file':58} {'arch':>6} {'nvidia ms':>9} {'ours ms':>9} {'ratio':>6}"
         print(header + (f" {'in-proc ms':>10}" if args.in_process else ""))
         rows = []
         start = time.perf_counter()
         for path in files:
-            arch = _arch(path, args.gpu_name)
+            arch = arch_of(path, args.gpu_name)
             row = measure(path, arch, real_tool, ours, args.repeat, args.in_process, tmp)
             rows.append(row)
             ratio = "-" if row.ratio is None else f"{row.ratio:.2f}"
@@ -235,7 +238,7 @@ def main() -> int:
     return 0
 
 
-def _arch(path: Path, default: str) -> str:
+def arch_of(path: Path, default: str) -> str:
     m = _ARCH_IN_NAME.search(path.name)
     return m.group(1) if m else default
 

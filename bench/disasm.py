@@ -14,57 +14,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
+from compile_time import best_of, collect, export_test_kernels  # noqa: E402
 from tileiras.tools import find_tileirdisasm  # noqa: E402
-
-
-def best_of(repeat: int, fn: Callable[[], object]) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def collect(paths: list[Path]) -> list[Path]:
-    files: list[Path] = []
-    for p in paths:
-        files.extend(sorted(p.glob("*.tileir")) if p.is_dir() else [p])
-    return files
-
-
-def export_test_kernels(folder: Path) -> list[Path]:
-    """Our test kernels, exported for sm_90 at 13.1 and 13.4 (needs cuda-tile, no GPU)."""
-    import io
-    import warnings
-
-    import cuda.tile as ct
-    from cuda.tile.compilation import export_kernel
-
-    sys.path.insert(0, str(REPO / "test"))
-    from kernels import ALL_CASES
-
-    out: list[Path] = []
-    warnings.simplefilter("ignore")
-    for case in ALL_CASES:
-        for version in ("13.1", "13.4"):
-            buf = io.BytesIO()
-            try:
-                export_kernel(case.kernel, case.signatures(), buf, gpu_code="sm_90",
-                              output_format="tileir_bytecode", bytecode_version=version)
-            except ct.TileUnsupportedFeatureError:
-                continue
-            path = folder / f"{case.name}.sm_90.{version}.tileir"
-            path.write_bytes(buf.getvalue())
-            out.append(path)
-    return out
 
 
 def time_ours(data: bytes, debug_info: bool, repeat: int) -> Optional[float]:
@@ -102,7 +60,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         corpus = REPO.parent / "shared" / "corpus"
         paths = args.paths or ([corpus] if corpus.is_dir() and not args.kernels else [])
-        files = collect(paths) if paths else export_test_kernels(Path(tmp))
+        files = collect(paths) if paths else export_test_kernels(Path(tmp), ("sm_90",), ("13.1", "13.4"))
         if args.limit:
             files = files[:args.limit]
         ratios = []
