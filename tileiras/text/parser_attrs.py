@@ -311,16 +311,21 @@ def _view_tail(sc: Scanner, keys: tuple[str, ...]) -> dict:
     return out
 
 
-def _partition_view(sc: Scanner) -> T.Type:
-    sc.expect("<")
-    shape = _tile_shape(sc)
-    sc.expect(",")
+def _view_operand(sc: Scanner, keys: tuple[str, ...]):
+    """``[padding_value = P,] tensor_view<...>[, key = ...]* >`` of the view types: the
+    padding (or None), the viewed tensor_view type and the keyed tail."""
     padding = None
     if sc.accept_keyword("padding_value"):
         padding = _padding(sc)
         sc.expect(",")
-    tv = _inner_tensor_view(sc)
-    tail = _view_tail(sc, ("dim_map",))
+    return padding, _inner_tensor_view(sc), _view_tail(sc, keys)
+
+
+def _partition_view(sc: Scanner) -> T.Type:
+    sc.expect("<")
+    shape = _tile_shape(sc)
+    sc.expect(",")
+    padding, tv, tail = _view_operand(sc, ("dim_map",))
     return T.PartitionViewType(shape, tv, tail.get("dim_map", tuple(range(tv.rank))), padding)
 
 
@@ -332,12 +337,7 @@ def _strided_view(sc: Scanner) -> T.Type:
     sc.expect("=")
     strides = _int_list(sc, "[", "]")
     sc.expect(",")
-    padding = None
-    if sc.accept_keyword("padding_value"):
-        padding = _padding(sc)
-        sc.expect(",")
-    tv = _inner_tensor_view(sc)
-    tail = _view_tail(sc, ("dim_map",))
+    padding, tv, tail = _view_operand(sc, ("dim_map",))
     return T.StridedViewType(shape, strides, tv, tail.get("dim_map", tuple(range(tv.rank))), padding)
 
 
@@ -345,12 +345,7 @@ def _gather_scatter_view(sc: Scanner) -> T.Type:
     sc.expect("<")
     shape = _tile_shape(sc)
     sc.expect(",")
-    padding = None
-    if sc.accept_keyword("padding_value"):
-        padding = _padding(sc)
-        sc.expect(",")
-    tv = _inner_tensor_view(sc)
-    tail = _view_tail(sc, ("sparse_dim",))
+    padding, tv, tail = _view_operand(sc, ("sparse_dim",))
     return T.GatherScatterViewType(shape, tv, tail.get("sparse_dim", 0), padding)
 
 
