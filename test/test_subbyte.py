@@ -251,3 +251,44 @@ def test_cutile_case_interpreter_matches_compiled(case, k):
     c = Case(data, entry, make_inputs(case.params[k], np.random.default_rng(1), 100), (2, 2, 1))
     problem = compare(run_interpreter(c), run_compiled(c, "sm_100"))
     assert problem is None, problem
+
+
+# -- reader: tiles of ptr<f4E2M1FN> ------------------------------------------------------------
+PTR_TILE_TEXT = """
+entry @k(%x: tile<ptr<f4E2M1FN>>) {{
+  %r = reshape %x : tile<ptr<f4E2M1FN>> -> tile<{shape}xptr<f4E2M1FN>>
+  return
+}}
+"""
+
+
+def _ptr_tile_bytecode(shape: str) -> bytes:
+    from tileiras.writer import write_bytecode
+    return write_bytecode(parse_module(PTR_TILE_TEXT.format(shape=shape), "ptr.mlir"))
+
+
+@pytest.mark.parametrize("shape, offset", [("1", 10), ("1x1", 18), ("2x4x1", 26)])
+def test_reader_refuses_tiles_of_f4_pointers(shape, offset):
+    """NVIDIA's reader refuses the type tile<...xptr<f4E2M1FN>> itself, counting the offset
+    from the byte after the type tag (measured with tileiras 13.5: 10, 18, 26 by rank)."""
+    from tileiras.errors import BytecodeError
+    from tileiras.reader import read_bytecode
+    with pytest.raises(BytecodeError) as err:
+        read_bytecode(_ptr_tile_bytecode(shape), None)
+    assert str(err.value) == (f"error: error at offset {offset}: tiles of ptr<f4E2M1FN> must have rank 0; "
+                              "use an f4 tile view for memory accesses")
+
+
+def test_f4_pointer_tile_message_matches_nvidia(tmp_path, capsys, real_tileiras, real_tileirdisasm):
+    import subprocess
+
+    from tileiras import disasm, driver
+    path = tmp_path / "k.tileir"
+    path.write_bytes(_ptr_tile_bytecode("1x1"))
+    for tool, ours_main, extra in ((real_tileiras, driver.main, ["--gpu-name", "sm_100", "-o", str(tmp_path / "x")]),
+                                   (real_tileirdisasm, disasm.main, [])):
+        real = subprocess.run([tool, str(path), *extra], capture_output=True, text=True, timeout=60)
+        rc = ours_main([str(path), *extra])
+        err = capsys.readouterr().err
+        assert rc == real.returncode == 3
+        assert err.splitlines()[0] == real.stderr.splitlines()[0]

@@ -113,8 +113,14 @@ class TypeTable:
         return T.PointerType(pointee, _ptr_attr(r) if flags & 1 else None)
 
     def _tile(self, r: ByteReader) -> T.Type:
+        start = r.pos
         elem = self.read(r)
-        return T.TileType(elem, r.int_list(8, "tile shape"))
+        shape = r.int_list(8, "tile shape")
+        if shape and _is_subbyte_pointer(elem):
+            # NVIDIA's reader refuses the type itself, at an offset counted from the byte
+            # after the type tag to the end of the entry (checked with 13.5)
+            r.fail(f"tiles of {elem} must have rank 0; use an f4 tile view for memory accesses", r.pos - start)
+        return T.TileType(elem, shape)
 
     def _tensor_view(self, r: ByteReader) -> T.Type:
         flags = self._flags(r, V13_4)
@@ -173,6 +179,10 @@ _COMPOSITE_DECODERS: dict[TypeTag, Callable[[TypeTable, ByteReader], T.Type]] = 
     TypeTag.GATHER_SCATTER_VIEW: TypeTable._gather_scatter_view,
     TypeTag.STRIDED_VIEW: TypeTable._strided_view,
 }
+
+
+def _is_subbyte_pointer(t: T.Type) -> bool:
+    return isinstance(t, T.PointerType) and isinstance(t.pointee, T.ScalarType) and t.pointee.bitwidth == 4
 
 
 def _ptr_attr(r: ByteReader) -> T.PtrAttr:
