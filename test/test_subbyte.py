@@ -292,3 +292,56 @@ def test_f4_pointer_tile_message_matches_nvidia(tmp_path, capsys, real_tileiras,
         err = capsys.readouterr().err
         assert rc == real.returncode == 3
         assert err.splitlines()[0] == real.stderr.splitlines()[0]
+
+
+# -- fnv8E5M3FNU (UE5M3 scales: no numpy type; held as codes, decoded by a table) -----------------
+FNV8_KNOWN = [  # f32 input -> (code, value): bias 15, 3 mantissa bits, subnormals, NaN = 0xFF only
+    (1.0, 0x78, 1.0), (1.0625, 0x78, 1.0), (1.1875, 0x7A, 1.25), (0.5, 0x70, 0.5),
+    (2.0**-14, 0x08, 2.0**-14), (2.0**-17, 0x01, 2.0**-17), (2.0**-18, 0x00, 0.0), (3 * 2.0**-19, 0x01, 2.0**-17),
+    (114688.0, 0xFE, 114688.0), (122880.0, 0xFE, 114688.0), (np.inf, 0xFE, 114688.0),
+    (-3.0, 0x00, 0.0), (-np.inf, 0x00, 0.0), (np.nan, 0xFF, np.nan), (448.0, 0xBE, 448.0),
+]
+
+
+def test_fnv8_code_values():
+    from tileiras.interp.floats import FNV8_VALUES
+    assert FNV8_VALUES[[0x00, 0x01, 0x07, 0x08, 0x78, 0x79, 0xF8, 0xFE]].tolist() == [
+        0.0, 2.0**-17, 7 * 2.0**-17, 2.0**-14, 1.0, 1.125, 65536.0, 114688.0]
+    assert np.isnan(FNV8_VALUES[0xFF]) and np.all(np.diff(FNV8_VALUES[:0xFF]) > 0)
+
+
+def _fnv8_text(n: int = 16) -> str:
+    def view(e: str) -> str:
+        return f"partition_view<tile=({n}), tensor_view<{n}x{e}, strides=[1]>>"
+    return f"""
+entry @k(%x: tile<ptr<f32>>, %y: tile<ptr<i8>>, %z: tile<ptr<f32>>) {{
+  %tok = make_token : token
+  %tx = make_tensor_view %x, shape = [{n}], strides = [1] : tensor_view<{n}xf32, strides=[1]>
+  %px = make_partition_view %tx : {view("f32")}
+  %ty = make_tensor_view %y, shape = [{n}], strides = [1] : tensor_view<{n}xi8, strides=[1]>
+  %py = make_partition_view %ty : {view("i8")}
+  %tz = make_tensor_view %z, shape = [{n}], strides = [1] : tensor_view<{n}xf32, strides=[1]>
+  %pz = make_partition_view %tz : {view("f32")}
+  %c0 = constant <i32: 0> : tile<i32>
+  %v, %t1 = load_view_tko weak %px[%c0] token = %tok : {view("f32")}, tile<i32> -> tile<{n}xf32>, token
+  %w = ftof %v : tile<{n}xf32> -> tile<{n}xfnv8E5M3FNU>
+  %b = bitcast %w : tile<{n}xfnv8E5M3FNU> -> tile<{n}xi8>
+  %t2 = store_view_tko weak %b, %py[%c0] token = %tok : tile<{n}xi8>, {view("i8")}, tile<i32> -> token
+  %u = ftof %w : tile<{n}xfnv8E5M3FNU> -> tile<{n}xf32>
+  %t3 = store_view_tko weak %u, %pz[%c0] token = %tok : tile<{n}xf32>, {view("f32")}, tile<i32> -> token
+  return
+}}
+"""
+
+
+def test_fnv8_conversions_known_answers(monkeypatch):
+    """f32 -> fnv8E5M3FNU -> f32 in the interpreter: round to nearest even, saturation to
+    1.75 * 2^16 (infinity too), negatives to +0, NaN kept.  (Our verifier's type lists are the
+    open-source cuda-tile ones, which do not have the type yet; NVIDIA's 13.5 tools read it.)"""
+    from tileiras.verify import types as VT
+    monkeypatch.setattr(VT, "NUMBER_NAMES", VT.NUMBER_NAMES + ("fnv8E5M3FNU",))
+    module = parse_module(_fnv8_text(), "fnv8.mlir")
+    x = np.array([v for v, _, _ in FNV8_KNOWN] + [0.0], np.float32)
+    out = interp.run(module, "k", 1, [x, np.zeros(16, np.int8), np.zeros(16, np.float32)])
+    assert out[1].view(np.uint8).tolist() == [c for _, c, _ in FNV8_KNOWN] + [0]
+    np.testing.assert_array_equal(out[2], np.array([w for _, _, w in FNV8_KNOWN] + [0.0], np.float32))

@@ -53,7 +53,7 @@ def _trunci(frame, op, x):
 @impl(C.FToFOp)
 def _ftof(frame, op, x):
     dst = _result_elem(op).name
-    return (F.to_format(np.asarray(x).astype(np.float64), dst, op.rounding_mode),)
+    return (F.to_format(F.to_float64(x), dst, op.rounding_mode),)
 
 
 @impl(C.FToIOp)
@@ -82,8 +82,8 @@ def _itof(frame, op, x):
     v = to_signed(x, bits) if op.signedness is Signedness.SIGNED else to_unsigned(x)
     f = v.astype(np.float64)
     big = np.abs(f) >= 2.0 ** 53
-    if dst == "f8E8M0FNU":
-        return (F.to_e8m0(f, op.rounding_mode),)
+    if dst in ("f8E8M0FNU", "fnv8E5M3FNU"):
+        return (F.to_format(f, dst, op.rounding_mode),)
     fmt = F.FORMATS[dst]
     out = F.round_f64(f, fmt, op.rounding_mode)
     for i in zip(*np.nonzero(big)) if big.ndim else ([()] if big else []):

@@ -28,7 +28,7 @@ def elem_name(op) -> str:
 
 
 def _f64(x: np.ndarray) -> np.ndarray:
-    return np.asarray(x).astype(np.float64)
+    return F.to_float64(x)
 
 
 def _sign(x: np.ndarray) -> np.ndarray:

@@ -25,7 +25,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..tile.enums import RoundingMode
-from .values import FLOAT_DTYPES
+from .values import FLOAT_DTYPES, FNV8E5M3FNU
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,7 @@ FORMATS = {
     "f8E4M3FN": FloatFormat("f8E4M3FN", 4, -6, 448.0, False, True, True),
     "f8E5M2": FloatFormat("f8E5M2", 3, -14, 57344.0, True, True, False),
     "f4E2M1FN": FloatFormat("f4E2M1FN", 2, 0, 6.0, False, True, True),
+    "fnv8E5M3FNU": FloatFormat("fnv8E5M3FNU", 4, -14, 1.75 * 2.0**16, False, True, False),
 }
 
 NEAREST = (None, RoundingMode.NEAREST_EVEN, RoundingMode.APPROX, RoundingMode.FULL)
@@ -119,6 +120,8 @@ def to_format(x: np.ndarray, name: str, mode: Optional[RoundingMode] = None) -> 
     """Round float64 values (exact) into an array of float type ``name``."""
     if name == "f8E8M0FNU":
         return to_e8m0(x, mode)
+    if name == "fnv8E5M3FNU":
+        return to_fnv8(x, mode)
     fmt = FORMATS[name]
     return round_f64(x, fmt, mode).astype(fmt.dtype)
 
@@ -138,6 +141,41 @@ def to_e8m0(x: np.ndarray, mode: Optional[RoundingMode]) -> np.ndarray:
         biased = np.where(np.isinf(x), 254, biased)
         biased = np.where(np.isnan(x), 255, biased)
     return biased.astype(np.uint8).view(FLOAT_DTYPES["f8E8M0FNU"])
+
+
+def _fnv8_values() -> np.ndarray:
+    """The value of every fnv8E5M3FNU code: no sign bit, 5 exponent bits (bias 15), 3 mantissa
+    bits, subnormals below 2^-14, no infinity, NaN only at 0xFF (so 0xFE = 1.75 * 2^16 is the
+    largest value): cuTile's bytecode float spec for it (emin -14, emax 16, NaN only all ones)."""
+    codes = np.arange(256)
+    exp, mant = codes >> 3, (codes & 7).astype(np.float64)
+    values = np.where(exp == 0, np.ldexp(mant / 8, -14), np.ldexp(1 + mant / 8, exp - 15))
+    values[0xFF] = np.nan
+    return values
+
+
+#: float64 value of each fnv8E5M3FNU code (increasing up to 0xFE).
+FNV8_VALUES = _fnv8_values()
+
+
+def to_fnv8(x: np.ndarray, mode: Optional[RoundingMode]) -> np.ndarray:
+    """fnv8E5M3FNU codes of float64 values: rounded with ``mode``, saturating to the largest
+    value (infinity too), NaN -> 0xFF; negative values become +0 (the nearest value of an
+    unsigned format; PTX's ``cvt.rn.satfinite.ue5m3x2.f32`` is what NVIDIA emits for sm_107,
+    unchecked on hardware)."""
+    r = round_f64(x, FORMATS["fnv8E5M3FNU"], mode)
+    with np.errstate(invalid="ignore"):
+        r = np.where(r < 0, 0.0, r)
+    codes = np.searchsorted(FNV8_VALUES[:0xFF], np.nan_to_num(r))
+    return np.where(np.isnan(r), 0xFF, codes).astype(np.uint8).view(FNV8E5M3FNU)
+
+
+def to_float64(x: np.ndarray) -> np.ndarray:
+    """float64 values of a float tile (fnv8E5M3FNU codes decoded)."""
+    x = np.asarray(x)
+    if x.dtype == FNV8E5M3FNU:
+        return FNV8_VALUES[x.view(np.uint8)]
+    return x.astype(np.float64)
 
 
 def flush_subnormal(x: np.ndarray) -> np.ndarray:

@@ -32,8 +32,8 @@ def _mmaf(frame, op, a, b, c):
 def _mmaf_scaled(frame, op, a, b, c, a_scale, b_scale):
     k = a.shape[-1]
     va, vb = k // a_scale.shape[-1], k // b_scale.shape[-2]
-    sa = np.repeat(a_scale.astype(np.float64), va, axis=-1)
-    sb = np.repeat(b_scale.astype(np.float64), vb, axis=-2)
+    sa = np.repeat(F.to_float64(a_scale), va, axis=-1)
+    sb = np.repeat(F.to_float64(b_scale), vb, axis=-2)
     r = np.matmul(a.astype(np.float64) * sa, b.astype(np.float64) * sb) + c.astype(np.float64)
     return (_round_to(r, op),)
 

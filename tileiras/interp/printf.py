@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..ir import types as T
+from .floats import to_float64
 from .values import scalar_of, to_signed, to_unsigned
 
 _CONVERSION = re.compile(r"%([-+ #0]*)(\*|\d+)?(?:\.(\*|\d+))?(hh|h|ll|l|j|z|t|L)?([diouxXeEfFgGaAcsp%])")
@@ -34,7 +35,7 @@ def _format_element(spec: str, conv: str, value: Any, elem: T.Type) -> str:
         if conv == "c":
             return chr(v & 0xFF)
         return (spec + conv.replace("i", "d").replace("u", "d")) % v
-    v = float(np.asarray(value).astype(np.float64))
+    v = float(to_float64(value))
     if conv in "diouxXc":
         return (spec + "d") % int(v) if np.isfinite(v) else str(v)
     if conv in "aA":

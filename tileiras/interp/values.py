@@ -5,7 +5,8 @@
     i1 -> ``bool``, i4/i8 -> ``uint8``, i16 -> ``uint16``, i32 -> ``uint32``, i64 -> ``uint64``;
     signed meaning is applied by each op through ``to_signed``.
   - floats use numpy / ml_dtypes: f16, f32, f64, bf16 (``ml_dtypes.bfloat16``), f8E4M3FN,
-    f8E5M2, f8E8M0FNU, f4E2M1FN; tf32 is held in ``float32`` with values rounded to tf32.
+    f8E5M2, f8E8M0FNU, f4E2M1FN; tf32 is held in ``float32`` with values rounded to tf32;
+    fnv8E5M3FNU as its bit patterns (``FNV8E5M3FNU``).
   - pointers are ``uint64`` byte addresses into ``memory.Memory``.
 * A token is ``TOKEN_VALUE``; views are the dataclasses of ``views.py``.
 * 4-bit elements (f4E2M1FN, i4) are packed in memory two to a byte, the lower-indexed element
@@ -30,11 +31,17 @@ TOKEN_VALUE = "token"
 _INT_CONTAINERS = {1: np.dtype(np.bool_), 4: np.dtype(np.uint8), 8: np.dtype(np.uint8),
                    16: np.dtype(np.uint16), 32: np.dtype(np.uint32), 64: np.dtype(np.uint64)}
 
+#: fnv8E5M3FNU (NVIDIA's UE5M3 scale format) has no numpy or ml_dtypes type: its elements are
+#: held as their bit patterns in a one-byte structured dtype of their own, which numpy refuses to
+#: compute on and which ``floats.to_float64`` recognizes and decodes (``astype`` gives codes).
+FNV8E5M3FNU = np.dtype([("fnv8E5M3FNU", np.uint8)])
+
 FLOAT_DTYPES: dict[str, np.dtype] = {
     "f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
     "tf32": np.dtype(np.float32), "bf16": np.dtype(ml_dtypes.bfloat16),
     "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn), "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
     "f8E8M0FNU": np.dtype(ml_dtypes.float8_e8m0fnu), "f4E2M1FN": np.dtype(ml_dtypes.float4_e2m1fn),
+    "fnv8E5M3FNU": FNV8E5M3FNU,
 }
 
 #: Unsigned integer dtype of each storage width in bits (for bit reinterpretation).
