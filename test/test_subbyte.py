@@ -345,3 +345,68 @@ def test_fnv8_conversions_known_answers(monkeypatch):
     out = interp.run(module, "k", 1, [x, np.zeros(16, np.int8), np.zeros(16, np.float32)])
     assert out[1].view(np.uint8).tolist() == [c for _, c, _ in FNV8_KNOWN] + [0]
     np.testing.assert_array_equal(out[2], np.array([w for _, _, w in FNV8_KNOWN] + [0.0], np.float32))
+
+
+# -- pack / unpack (spec 5.2.2: element 2j in the low nibble of byte j) ---------------------------
+def _view(n: int, e: str) -> str:
+    return f"partition_view<tile=({n}), tensor_view<{n}x{e}, strides=[1]>>"
+
+
+def _io(name: str, arg: str, n: int, e: str) -> str:
+    return (f"  %t{name} = make_tensor_view %{arg}, shape = [{n}], strides = [1] : tensor_view<{n}x{e}, strides=[1]>\n"
+            f"  %{name} = make_partition_view %t{name} : {_view(n, e)}\n")
+
+
+def _pack_text(n: int, e: str) -> str:
+    """x (n elements of e) -> pack -> y (n/2 bytes); z (n/2 bytes) -> unpack -> w (n of e),
+    with i4 going through i8 memory (trunci / exti)."""
+    m = n // 2
+    mem = "i8" if e == "i4" else e
+    load_x = f"  %lx, %t1 = load_view_tko weak %px[%c0] token = %tok : {_view(n, mem)}, tile<i32> -> tile<{n}x{mem}>, token\n"
+    x = "%lx"
+    if e == "i4":
+        load_x += f"  %x4 = trunci %lx : tile<{n}xi8> -> tile<{n}xi4>\n"
+        x = "%x4"
+    unpacked = "%u"
+    store_w = ""
+    if e == "i4":
+        store_w += f"  %u8 = exti %u signed : tile<{n}xi4> -> tile<{n}xi8>\n"
+        unpacked = "%u8"
+    store_w += (f"  %t4 = store_view_tko weak {unpacked}, %pw[%c0] token = %tok : tile<{n}x{mem}>, {_view(n, mem)}, "
+                "tile<i32> -> token\n")
+    return (f"entry @k(%x: tile<ptr<{mem}>>, %y: tile<ptr<i8>>, %z: tile<ptr<i8>>, %w: tile<ptr<{mem}>>) {{\n"
+            "  %tok = make_token : token\n"
+            + _io("px", "x", n, mem) + _io("py", "y", m, "i8") + _io("pz", "z", m, "i8") + _io("pw", "w", n, mem)
+            + "  %c0 = constant <i32: 0> : tile<i32>\n" + load_x
+            + f"  %p = pack {x} : tile<{n}x{e}> -> tile<{m}xi8>\n"
+            + f"  %t2 = store_view_tko weak %p, %py[%c0] token = %tok : tile<{m}xi8>, {_view(m, 'i8')}, tile<i32> -> token\n"
+            + f"  %lz, %t3 = load_view_tko weak %pz[%c0] token = %tok : {_view(m, 'i8')}, tile<i32> -> tile<{m}xi8>, token\n"
+            + f"  %u = unpack %lz : tile<{m}xi8> -> tile<{n}x{e}>\n" + store_w + "  return\n}\n")
+
+
+@pytest.mark.parametrize("n", [16, 512])
+@pytest.mark.parametrize("e", ["f4E2M1FN", "i4"])
+def test_pack_unpack_subbyte(e, n):
+    """Interpreter and compiled code agree with the packing order, for a tile smaller than
+    the CTA (one element a thread) and one of several elements a thread."""
+    rng = np.random.default_rng(3)
+    z = rng.integers(0, 256, n // 2).astype(np.uint8).view(np.int8)
+    if e == "i4":
+        x = rng.integers(-8, 8, n).astype(np.int8)
+        args = [x, np.zeros(n // 2, np.int8), z, np.zeros(n, np.int8)]
+        low = x.astype(np.uint8) & 0xF
+    else:
+        x = (np.arange(n) % 16).astype(np.uint8).view(F4)
+        args = [x, np.zeros(n // 2, np.int8), z, np.zeros(n, F4)]
+        low = x.view(np.uint8)
+    expected, got = run_both(_pack_text(n, e), args, gpu_name="sm_100")
+    bytes_want = (low[0::2] | (low[1::2] << 4)).astype(np.uint8)
+    assert expected.arrays[1].view(np.uint8).tolist() == bytes_want.tolist()
+    nibbles = np.stack([z.view(np.uint8) & 0xF, z.view(np.uint8) >> 4], axis=-1).reshape(-1)
+    if e == "i4":
+        w_want = np.where(nibbles >= 8, nibbles.astype(np.int16) - 16, nibbles).astype(np.int8)
+        assert expected.arrays[3].tolist() == w_want.tolist()
+    else:
+        assert expected.arrays[3].view(np.uint8).tolist() == nibbles.tolist()
+    for k in (1, 3):
+        np.testing.assert_array_equal(expected.arrays[k].view(np.uint8), got.arrays[k].view(np.uint8))

@@ -24,6 +24,8 @@ from . import intrinsics as X
 from .nvvm import I32, I64, KernelEmitter, _from_smem, _smem_type, _to_smem, emits
 from .values import TileVal, llvm_type
 
+I8 = ir.IntType(8)
+
 
 # -- constants ---------------------------------------------------------------------------
 def decode_elements(attr: A.DenseElementsAttr, t: T.TileType) -> list:
@@ -426,14 +428,36 @@ def _scan_line(em: KernelEmitter, op: Operation, block: Block, srcs: list[TileVa
 @emits(CO.PackOp, CO.UnpackOp)
 def _repack(em: KernelEmitter, op: Operation) -> None:
     """Reinterpret a rank-1 tile as bytes (pack) or bytes as elements (unpack),
-    through shared memory in the tile's byte order."""
+    through shared memory in the tile's byte order.  4-bit elements (one a byte in
+    shared memory, in the low nibble) pair up as spec 5.2.2 packs them: element ``2j``
+    in the low nibble of byte ``j``, ``2j + 1`` in the high one."""
     src_t, dst_t = op.source.type, op.result.type
-    for t in (src_t, dst_t):
-        if T.element_type(t).bitwidth < 8:
-            raise CompileError(f"'{op.name}' of sub-byte element type {T.element_type(t)} is not supported yet")
     src = em.tile(op, 0)
     out = em.result_layout(op.result)
     X.barrier(em.b)
     _spill(em, src, src_t)
     X.barrier(em.b)
-    em.put(op.result, TileVal(out, _fill(em, out, dst_t, llvm_type(dst_t))))
+    if T.element_type(src_t).bitwidth == 4:
+        regs = [_packed_byte(em, em.flat_index(em.coords(out, reg), out.shape)) for reg in range(out.size(REG))]
+    elif T.element_type(dst_t).bitwidth == 4:
+        regs = [_unpacked_nibble(em, em.flat_index(em.coords(out, reg), out.shape)) for reg in range(out.size(REG))]
+    else:
+        regs = _fill(em, out, dst_t, llvm_type(dst_t))
+    em.put(op.result, TileVal(out, regs))
+
+
+def _packed_byte(em: KernelEmitter, j: ir.Value) -> ir.Value:
+    """Byte ``j`` of 4-bit elements spilled one a byte."""
+    b = em.b
+    two_j = b.shl(j, ir.Constant(I32, 1))
+    lo = b.load(em.smem_slot(two_j, 1), typ=I8)
+    hi = b.load(em.smem_slot(b.or_(two_j, ir.Constant(I32, 1)), 1), typ=I8)
+    return b.or_(b.and_(lo, ir.Constant(I8, 0xF)), b.shl(hi, ir.Constant(I8, 4)))
+
+
+def _unpacked_nibble(em: KernelEmitter, i: ir.Value) -> ir.Value:
+    """4-bit element ``i`` (in the low bits of an i8) of spilled bytes."""
+    b = em.b
+    byte = b.load(em.smem_slot(b.lshr(i, ir.Constant(I32, 1)), 1), typ=I8)
+    shift = b.trunc(b.shl(b.and_(i, ir.Constant(I32, 1)), ir.Constant(I32, 2)), I8)
+    return b.and_(b.lshr(byte, shift), ir.Constant(I8, 0xF))
