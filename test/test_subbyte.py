@@ -410,3 +410,48 @@ def test_pack_unpack_subbyte(e, n):
         assert expected.arrays[3].view(np.uint8).tolist() == nibbles.tolist()
     for k in (1, 3):
         np.testing.assert_array_equal(expected.arrays[k].view(np.uint8), got.arrays[k].view(np.uint8))
+
+
+# -- byte pairs: one thread holds both elements of a byte (as NVIDIA's tileiras lays them out) ----
+def _memory_ops(ptx: str) -> list[str]:
+    import re
+    return re.findall(r"\b((?:ld|st)\.global[.\w]*|(?:atom|red)\.[.\w]*global[.\w]*)", ptx)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("tile", [(8, 16), (16, 2), (2, 64), (64, 64)])
+def test_f4_copy_stores_whole_bytes(tile, order):
+    """A copy through f4 views: each thread holds pairs along the unit-stride dim (dim 0 of a
+    column-major view), loads and stores them as whole bytes: no atomics (128 threads and an
+    8x16 tile: one byte a thread, as NVIDIA's PTX has it)."""
+    shape = (34, 66)
+    strides = (shape[1], 1) if order == "C" else (1, shape[0])
+    ptx = diffcheck.compile_ptx(parse_module(_copy_text(shape, tile, strides), "copy.mlir"), "sm_100")
+    ops = _memory_ops(ptx)
+    assert set(ops) == {"ld.global.b8", "st.global.b8"}, ops
+    assert "bar.sync" not in ptx  # loaded in the layout it is stored from
+    if tile[0] * tile[1] <= 256:
+        assert ops == ["ld.global.b8", "st.global.b8"]
+
+
+def test_f4_bytes_split_over_tiles_keep_atomics():
+    """One element a tile along the unit-stride dim: the two nibbles of a byte belong to two
+    CTAs, so stores stay read-modify-writes (and still land every nibble)."""
+    shape, tile = (8, 6), (8, 1)
+    ptx = diffcheck.compile_ptx(parse_module(_copy_text(shape, tile, (6, 1)), "copy.mlir"), "sm_100")
+    assert any(o.startswith("atom") for o in _memory_ops(ptx))
+    x = np.random.default_rng(2).uniform(-6, 6, shape).astype(F4)
+    expected, got = run_both(_copy_text(shape, tile, (6, 1)), [x, np.zeros(shape, F4)], (1, 6, 1))
+    np.testing.assert_array_equal(got.arrays[1].view(np.uint8), x.view(np.uint8))
+
+
+def test_pairs_reach_the_tiles_an_f4_tile_is_computed_from():
+    """f32 -> f4 -> store: the f32 tile gets the pair layout too (two f32 a thread), so the
+    conversion's result needs no redistribution before its byte stores."""
+    from tileiras.lower.subbyte import holds_pairs
+    from tileiras.pipeline import CompileOptions, run_stages
+    module = parse_module(_ftof_text("f32", "f4E2M1FN", 64), "ftof.mlir")
+    tas = run_stages(module, CompileOptions(gpu_name="sm_100"), "tileas").tas["k"]
+    f32_tile = next(v for v in tas.layouts if str(v.type) == "tile<64xf32>")
+    assert holds_pairs(tas.layouts[f32_tile], 0) and tas.layouts[f32_tile].size("reg") == 2
+    assert not tas.converts

@@ -15,6 +15,11 @@ sum of coordinate x stride, in elements) lives in byte ``o >> 1`` at bit ``4 * (
   Otherwise each element goes through ``atom.and`` (clear) + ``atom.or`` (set) on its
   aligned 32-bit word: and/or of disjoint bits commute, so concurrent writers of the other
   nibbles of the word, plain or atomic, are kept.
+* The spec (5.2.2) makes a 4-bit view's unit-stride dims even in length, so its rows start
+  on bytes and a pair starting at an even coordinate is one byte, in bounds or not as a
+  whole.  NVIDIA's tileiras relies on that (one bounds check, one ``ld.b8``/``st.b8`` a pair,
+  no run-time parity test); so do we, unless an extent or stride known at compile time is
+  odd (outside the spec), where the run-time checks and the atomic path above stay.
 """
 from __future__ import annotations
 
@@ -47,6 +52,8 @@ class NibbleAccess:
     offsets: list[ir.Value]
     masks: list[ir.Value]
     partner: list[Optional[int]]
+    #: pairs are whole bytes, in bounds together (see the module docstring)
+    whole: bool = False
 
 
 def _i64(em: KernelEmitter, v) -> ir.Value:
@@ -81,14 +88,25 @@ def nibble_access(em: KernelEmitter, view: TiledViewVal, layout: LinearLayout, i
             offset = b.add(offset, b.mul(t, _i64(em, tv.strides[d])))
         offsets.append(offset)
         masks.append(ok)
-    return NibbleAccess(view, offsets, masks, _partners(view, layout))
+    partner, dim = _partners(view, layout)
+    return NibbleAccess(view, offsets, masks, partner, dim is not None and _byte_aligned(view, dim))
 
 
-def _partners(view: TiledViewVal, layout: LinearLayout) -> list[Optional[int]]:
+def _byte_aligned(view: TiledViewVal, dim: int) -> bool:
+    """Rows along tile dim ``dim`` (unit stride) start on bytes and hold whole bytes, unless an
+    extent or stride known at compile time says otherwise."""
+    tv = view.tensor
+    d = view.dim_map[dim]
+    odd = [x for k, x in enumerate(tv.strides) if k != d] + [tv.shape[d]]
+    return not any(isinstance(x, int) and x % 2 for x in odd)
+
+
+def _partners(view: TiledViewVal, layout: LinearLayout) -> tuple[list[Optional[int]], Optional[int]]:
     """For each register, the register of the same thread whose element shares its byte,
     when that is known at compile time: a register basis moves by one along a tile dim
     mapped to a tensor dim of constant stride 1, whose tile start is even (tile sizes and
-    steps even, no gather along it), and the register's coordinate there is even."""
+    steps even, no gather along it), and the register's coordinate there is even.  Also
+    that tile dim (None when there are no pairs)."""
     n = layout.size("reg")
     out: list[Optional[int]] = [None] * n
     for j, basis in enumerate(layout.bases("reg")):
@@ -103,8 +121,8 @@ def _partners(view: TiledViewVal, layout: LinearLayout) -> list[Optional[int]]:
         for reg in range(n):
             if reg & (1 << j) == 0 and layout.apply(reg=reg)[k] % 2 == 0:
                 out[reg], out[reg | (1 << j)] = reg | (1 << j), reg
-        break
-    return out
+        return out, k
+    return out, None
 
 
 def padding_bits(padding: Optional[T.PaddingValue]) -> int:
@@ -150,7 +168,9 @@ def load_nibbles(em: KernelEmitter, acc: NibbleAccess, padding: int, qualifiers:
         p = acc.partner[reg]
         byte = X.predicated_load(b, I8, 1, _byte_address(em, acc, reg), acc.masks[reg], [pad], qualifiers)[0]
         regs[reg] = b.select(acc.masks[reg], _nibble_of(em, acc, reg, byte), pad)
-        if p is not None and p > reg:  # the partner's nibble is in the same byte when reg's is even
+        if p is not None and p > reg and acc.whole:
+            regs[p] = b.select(acc.masks[p], b.lshr(byte, ir.Constant(I8, 4)), pad)
+        elif p is not None and p > reg:  # the partner's nibble is in the same byte when reg's is even
             even = _is_even(em, acc, reg)
             apart = b.and_(acc.masks[p], b.xor(even, ir.Constant(I1, 1)))
             own = X.predicated_load(b, I8, 1, _byte_address(em, acc, p), apart, [pad], qualifiers)[0]
@@ -176,13 +196,16 @@ def store_nibbles(em: KernelEmitter, acc: NibbleAccess, values: Sequence[ir.Valu
             lo, hi = (reg, p) if p > reg else (p, reg)
             pmask = acc.masks[p] if owner is None else b.and_(acc.masks[p], owner)
             lo_m, hi_m = (mask, pmask) if lo == reg else (pmask, mask)
-            both = b.and_(b.and_(lo_m, hi_m), _is_even(em, acc, lo))
             byte = b.or_(b.and_(values[lo], ir.Constant(I8, 0xF)), b.shl(values[hi], ir.Constant(I8, 4)))
+            done.update((lo, hi))
+            if acc.whole:
+                X.predicated_store(b, [byte], _byte_address(em, acc, lo), lo_m, qualifiers)
+                continue
+            both = b.and_(b.and_(lo_m, hi_m), _is_even(em, acc, lo))
             X.predicated_store(b, [byte], _byte_address(em, acc, lo), both, qualifiers)
             lone = b.xor(both, ir.Constant(I1, 1))
             _store_one(em, acc, lo, values[lo], b.and_(lo_m, lone), qualifiers)
             _store_one(em, acc, hi, values[hi], b.and_(hi_m, lone), qualifiers)
-            done.update((lo, hi))
             continue
         _store_one(em, acc, reg, values[reg], mask, qualifiers)
         done.add(reg)

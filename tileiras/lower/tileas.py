@@ -30,6 +30,7 @@ from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
+from .subbyte import holds_pairs, is_subbyte, plan_pairs, unit_dim
 from .tileaa import TileAA
 
 DEFAULT_WARPS = 4
@@ -47,6 +48,8 @@ class TileAS:
     scratch: dict[Operation, int] = field(default_factory=dict)
     #: ops that run in a chunked loop, and their group (see plan_chunks)
     chunked: dict[Operation, "ChunkGroup"] = field(default_factory=dict)
+    #: tiles whose canonical layout holds byte pairs along a dim (see lower/subbyte.py)
+    pairs: dict[Value, int] = field(default_factory=dict)
 
     @property
     def num_threads(self) -> int:
@@ -70,6 +73,19 @@ class TileAS:
             n *= d
         vector = min(CONTIGUOUS, shape[-1], max(1, n // self.layout_threads)) if shape else 1
         return default_blocked(shape, self.num_warps, vector)
+
+    def paired(self, shape: tuple[int, ...], dim: int) -> LinearLayout:
+        """The canonical layout with at least two consecutive elements of ``dim`` a thread
+        (4-bit bytes, lower/subbyte.py), vectorized along ``dim``."""
+        n = 1
+        for d in shape:
+            n *= d
+        vector = min(shape[dim], max(2, min(CONTIGUOUS, n // self.layout_threads)))
+        return default_blocked(shape, self.num_warps, vector, dim) if vector > 1 else self.canonical(shape)
+
+    def canonical_of(self, v: Value) -> LinearLayout:
+        dim = self.pairs.get(v)
+        return self.canonical(v.type.shape) if dim is None else self.paired(v.type.shape, dim)
 
     def layout(self, v: Value) -> LinearLayout:
         return self.layouts[v]
@@ -126,6 +142,7 @@ def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[in
 
 def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int = 0) -> TileAS:
     tas = TileAS(aa, *choose_num_warps(aa, num_warps_hint, arch))
+    tas.pairs = plan_pairs(aa.function, ELEMENTWISE)
     for a in aa.function.entry_block.args:
         if is_tile(a):
             tas.layouts[a] = tas.canonical(a.type.shape)
@@ -165,7 +182,7 @@ def _want(tas: TileAS, op: Operation, i: int, layout: LinearLayout) -> None:
 def _canonical_results(tas: TileAS, op: Operation) -> None:
     for r in op.results:
         if is_tile(r):
-            tas.layouts[r] = tas.canonical(r.type.shape)
+            tas.layouts[r] = tas.canonical(r.type.shape) if op.regions else tas.canonical_of(r)
     for region in op.regions:
         for block in region.blocks:
             for a in block.args:
@@ -205,7 +222,7 @@ def _permute(tas: TileAS, op: Operation) -> None:
 
 @layout_rule(CO.BroadcastOp)
 def _broadcast(tas: TileAS, op: Operation) -> None:
-    out = tas.canonical(op.result.type.shape)
+    out = tas.canonical_of(op.result)
     dims = [d for d, (a, b) in enumerate(zip(op.source.type.shape, op.result.type.shape)) if a != b]
     _want(tas, op, 0, out.squash(dims))
     tas.layouts[op.result] = out
@@ -282,13 +299,18 @@ def _need_scratch(tas: TileAS, op: Operation, nbytes: int) -> None:
 
 @layout_rule(MEM.LoadViewTkoOp, MEM.StoreViewTkoOp, MEM.AtomicRedViewTkoOp)
 def _view_access(tas: TileAS, op: Operation) -> None:
-    """Gather/scatter index tiles are looked up by coordinate through smem."""
+    """Gather/scatter index tiles are looked up by coordinate through smem; 4-bit tiles are
+    stored from a layout holding byte pairs (lower/subbyte.py)."""
     for v in op.index:
         if is_tile(v) and v.type.rank > 0:
             _need_scratch(tas, op, v.type.num_elements * element_bytes(v.type))
     for r in op.results:
         if is_tile(r):
-            tas.layouts[r] = tas.canonical(r.type.shape)
+            tas.layouts[r] = tas.canonical_of(r)
+    dim = unit_dim(op.view.type)
+    if isinstance(op, MEM.StoreViewTkoOp) and is_subbyte(op.tile.type) and dim is not None \
+            and not holds_pairs(tas.layouts[op.tile], dim):
+        _want(tas, op, 0, tas.paired(op.tile.type.shape, dim))
 
 
 @layout_rule(CF.PrintTkoOp)
