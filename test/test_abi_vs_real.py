@@ -237,3 +237,71 @@ def test_block_id_registers_match_nvidia(kernel, arch, request, tileir_store, re
     foreign = ("%cluster", "%ncluster") if arch in ARCHS_8X else ("%ctaid",)
     assert not [r for r in ours.block_ids if r.startswith(foreign)], f"block-id registers on {arch}"
     assert ours.block_ids == theirs.block_ids
+
+
+# --------------------------------------------------------------------------- mmaf CTA sizes
+
+def mmaf_text(m: int, n: int, k: int, operand: str, acc: str) -> str:
+    """Load A (m x k), B (k x n) and C, ``mmaf``, store C: one multiply of the given shape."""
+    def view(e: str, r: int, c: int) -> str:
+        return f"partition_view<tile=({r}x{c}), tensor_view<{r}x{c}x{e}, strides=[{c},1]>>"
+    lines = ["entry @k(%a: tile<ptr<{0}>>, %b: tile<ptr<{0}>>, %c: tile<ptr<{1}>>) {{".format(operand, acc),
+             "  %tok = make_token : token", "  %c0 = constant <i32: 0> : tile<i32>"]
+    for name, e, r, c in (("a", operand, m, k), ("b", operand, k, n), ("c", acc, m, n)):
+        lines += [f"  %t{name} = make_tensor_view %{name}, shape = [{r}, {c}], strides = [{c}, 1] : "
+                  f"tensor_view<{r}x{c}x{e}, strides=[{c},1]>",
+                  f"  %p{name} = make_partition_view %t{name} : {view(e, r, c)}",
+                  f"  %x{name}, %l{name} = load_view_tko weak %p{name}[%c0, %c0] token = %tok : {view(e, r, c)}, "
+                  f"tile<i32> -> tile<{r}x{c}x{e}>, token"]
+    lines += [f"  %r = mmaf %xa, %xb, %xc : tile<{m}x{k}x{operand}>, tile<{k}x{n}x{operand}>, tile<{m}x{n}x{acc}>",
+              f"  %s = store_view_tko weak %r, %pc[%c0, %c0] token = %tok : tile<{m}x{n}x{acc}>, {view(acc, m, n)}, "
+              "tile<i32> -> token", "  return", "}"]
+    return "\n".join(lines) + "\n"
+
+
+#: (arch, M, N, K, operand, accumulator) -> NVIDIA's ``.reqntid`` (tileiras 13.5): tcgen05 shapes
+#: (M >= 64, N >= 8, K >= 256 bits) get a warp group beside the workers; f32 (FMA) and f64
+#: multiplies get one when big enough (see lower/tileas.py mma_extra_warps).
+MMAF_CTA_SIZES = {
+    ("sm_100", 64, 32, 16, "f16", "f32"): 256, ("sm_100", 64, 16, 16, "f16", "f16"): 256,
+    ("sm_100", 64, 8, 16, "bf16", "f32"): 256, ("sm_100", 128, 32, 16, "bf16", "f32"): 256,
+    ("sm_100", 32, 64, 16, "f16", "f32"): 128, ("sm_100", 64, 16, 8, "f16", "f32"): 128,
+    ("sm_100", 64, 4, 64, "f16", "f32"): 128, ("sm_100", 64, 8, 8, "tf32", "f32"): 256,
+    ("sm_100", 64, 32, 4, "tf32", "f32"): 128, ("sm_100", 64, 16, 16, "f8E4M3FN", "f32"): 128,
+    ("sm_100", 64, 16, 32, "f8E4M3FN", "f32"): 256, ("sm_100", 128, 8, 32, "f8E5M2", "f16"): 256,
+    ("sm_100", 64, 512, 16, "f16", "f32"): 384, ("sm_100", 128, 512, 16, "f16", "f32"): 256,
+    ("sm_107", 64, 32, 16, "f16", "f32"): 256, ("sm_120", 64, 32, 16, "f16", "f32"): 128,
+    ("sm_100", 64, 64, 16, "f32", "f32"): 128, ("sm_100", 64, 64, 32, "f32", "f32"): 256,
+    ("sm_100", 64, 128, 8, "f32", "f32"): 128, ("sm_100", 128, 128, 4, "f32", "f32"): 256,
+    ("sm_100", 32, 32, 64, "f32", "f32"): 256, ("sm_100", 16, 32, 128, "f32", "f32"): 256,
+    ("sm_90", 64, 128, 16, "f32", "f32"): 256, ("sm_120", 32, 64, 32, "f32", "f32"): 128,
+    ("sm_80", 128, 128, 64, "f32", "f32"): 128,
+    ("sm_100", 64, 64, 16, "f64", "f64"): 128, ("sm_100", 128, 128, 4, "f64", "f64"): 256,
+    ("sm_100", 16, 32, 256, "f64", "f64"): 256, ("sm_100", 64, 128, 16, "f64", "f64"): 128,
+}
+MMAF_IDS = [f"{a}-{m}x{n}x{k}-{e}-{c}" for a, m, n, k, e, c in MMAF_CTA_SIZES]
+
+
+@pytest.mark.parametrize("case", MMAF_CTA_SIZES, ids=MMAF_IDS)
+def test_mmaf_cta_size(case):
+    from tileiras.pipeline import run_stages
+    from tileiras.text.parser import parse_module
+
+    arch, *shape = case
+    module = parse_module(mmaf_text(*shape), "mmaf.mlir")
+    tas = run_stages(module, CompileOptions(gpu_name=arch), "tileas").tas["k"]
+    assert tas.num_threads == MMAF_CTA_SIZES[case]
+
+
+@pytest.mark.parametrize("case", MMAF_CTA_SIZES, ids=MMAF_IDS)
+def test_mmaf_cta_size_is_nvidias(case, real_tileiras, tmp_path_factory, request):
+    """The table above is what NVIDIA's tileiras says (its PTX cached like the kernels')."""
+    from tileiras.text.parser import parse_module
+    from tileiras.writer import write_bytecode
+
+    cache = getattr(request.config, "cache", None)
+    root = cache.mkdir("real-tileiras-ptx") if cache is not None else tmp_path_factory.mktemp("real-ptx")
+    arch, *shape = case
+    data = write_bytecode(parse_module(mmaf_text(*shape), "mmaf.mlir"))
+    ptx = RealPtxCache(real_tileiras, Path(root)).get(data, arch)
+    assert re.search(r"\.reqntid (\d+)", ptx).group(1) == str(MMAF_CTA_SIZES[case])

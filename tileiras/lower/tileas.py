@@ -107,22 +107,47 @@ def element_bytes(t: T.Type) -> int:
     return max(1, e.bitwidth // 8) if e.name != "tf32" else 4
 
 
-#: Architectures whose matrix-multiply kernels get a warp group beside the workers
-#: (NVIDIA's tileiras launches them with 4 extra warps; the CTA size is kernel ABI).
-EXTRA_MMA_WARPS = {100: 4, 103: 4, 110: 4}
-MMA_OPS = (AR.MmaFOp, AR.MmaFScaledOp)
+#: Architectures with tcgen05 tensor cores: NVIDIA's tileiras runs their matrix multiplies
+#: warp-specialized, with a warp group (4 warps) beside the workers (the CTA size is kernel ABI).
+TCGEN05_ARCHS = (100, 103, 107, 110)
+#: mmaf operand types tcgen05.mma takes (kind::f16, kind::tf32, kind::f8f6f4), with their bits.
+TCGEN05_OPERAND_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f8E4M3FN": 8, "f8E5M2": 8}
+#: SIMT matrix multiplies (f32 on FMA units, f64) NVIDIA's tileiras also warp-specializes
+#: when big enough: M*N at least 16384, or M*N*K at least the first number, or K at least the
+#: second with M*N at least the third, or K at least the fourth (fitted to its .reqntid on
+#: every power-of-two shape from 16 to 256 and K from 4 to 512; f32 alike on sm_90, sm_100
+#: and sm_120, never on sm_8x; f64 measured on sm_100 only, sm_90 and sm_120 differ).
+SIMT_WS_THRESHOLDS = {"f32": (1 << 17, 64, 1024, 128), "f64": (1 << 18, 256, 512, 512)}
 
 
-def _is_tcgen05_sized(op: Operation) -> bool:
-    """A float matrix multiply of at least 64x64, a block-scaled one of at least 32x32 (the
-    real tool's warp-specialized kernels on sm_100; smaller ones, and integer ones, keep the
-    plain CTA size; measured with tileiras 13.5: mmaf_scaled 32x32 f4/f8 -> 256 threads,
-    32x16 and 16x32 -> 128)."""
-    if not isinstance(op, MMA_OPS):
-        return False
-    shape = op.results[0].type.shape
-    least = 32 if isinstance(op, AR.MmaFScaledOp) else 64
-    return shape[-2] >= least and shape[-1] >= least
+def mma_extra_warps(op: Operation, arch: int) -> int:
+    """Warps NVIDIA's tileiras (13.5) adds to the CTA for this matrix multiply, as read from
+    ``.reqntid`` (test_abi_vs_real.py has the cases):
+
+    * mmaf on tcgen05 archs with tcgen05 operands: M >= 64, N >= 8 and K of at least 256 bits
+      (16 f16, 8 tf32, 32 f8): 4 warps, 8 when M is 64 and N above 256;
+    * mmaf_scaled on tcgen05 archs: M and N >= 32 (32x16 and 16x32 keep 128 threads);
+    * f32 mmaf on sm_90+, f64 on tcgen05 archs: 4 warps by ``SIMT_WS_THRESHOLDS``.
+
+    Other shapes keep the plain CTA size (integer ones always; NVIDIA decides tensor-core
+    types too small for tcgen05, and f64 or those below sm_100, by a cost model not
+    reproduced here)."""
+    if not isinstance(op, (AR.MmaFOp, AR.MmaFScaledOp)):
+        return 0
+    m, n = op.results[0].type.shape[-2:]
+    if isinstance(op, AR.MmaFScaledOp):
+        return 4 if arch in TCGEN05_ARCHS and m >= 32 and n >= 32 else 0
+    operand = T.element_type(op.lhs.type).name
+    k = op.lhs.type.shape[-1]
+    bits = TCGEN05_OPERAND_BITS.get(operand)
+    if arch in TCGEN05_ARCHS and bits and m >= 64 and n >= 8 and k * bits >= 256:
+        return 8 if m == 64 and n > 256 else 4
+    limits = SIMT_WS_THRESHOLDS.get(operand)
+    if limits is None or arch < 90 or (operand == "f64" and arch not in TCGEN05_ARCHS):
+        return 0
+    work, long_k, wide, longest_k = limits
+    big = m * n >= 16384 or m * n * k >= work or (k >= long_k and m * n >= wide) or k >= longest_k
+    return 4 if big else 0
 
 
 def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[int, int]:
@@ -134,8 +159,7 @@ def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[in
         biggest = max((r.type.num_elements for op in aa.function.walk() for r in op.results if is_tile(r)),
                       default=1)
         warps = 1 if biggest <= 1 else DEFAULT_WARPS
-    if arch in EXTRA_MMA_WARPS and any(_is_tcgen05_sized(op) for op in aa.function.walk()):
-        warps += EXTRA_MMA_WARPS[arch]
+    warps += max((mma_extra_warps(op, arch) for op in aa.function.walk()), default=0)
     layout_warps = 1 << (warps.bit_length() - 1)
     return layout_warps, warps - layout_warps
 
