@@ -167,10 +167,12 @@ def load_nibbles(em: KernelEmitter, acc: NibbleAccess, padding: int, qualifiers:
             continue
         p = acc.partner[reg]
         byte = X.predicated_load(b, I8, 1, _byte_address(em, acc, reg), acc.masks[reg], [pad], qualifiers)[0]
-        regs[reg] = b.select(acc.masks[reg], _nibble_of(em, acc, reg, byte), pad)
-        if p is not None and p > reg and acc.whole:
+        if p is not None and p > reg and acc.whole:  # reg's element is the byte's low nibble
+            regs[reg] = b.select(acc.masks[reg], b.and_(byte, ir.Constant(I8, 0xF)), pad)
             regs[p] = b.select(acc.masks[p], b.lshr(byte, ir.Constant(I8, 4)), pad)
-        elif p is not None and p > reg:  # the partner's nibble is in the same byte when reg's is even
+            continue
+        regs[reg] = b.select(acc.masks[reg], _nibble_of(em, acc, reg, byte), pad)
+        if p is not None and p > reg:  # the partner's nibble is in the same byte when reg's is even
             even = _is_even(em, acc, reg)
             apart = b.and_(acc.masks[p], b.xor(even, ir.Constant(I1, 1)))
             own = X.predicated_load(b, I8, 1, _byte_address(em, acc, p), apart, [pad], qualifiers)[0]

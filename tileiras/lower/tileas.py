@@ -333,7 +333,7 @@ def _view_access(tas: TileAS, op: Operation) -> None:
             tas.layouts[r] = tas.canonical_of(r)
     dim = unit_dim(op.view.type)
     if isinstance(op, MEM.StoreViewTkoOp) and is_subbyte(op.tile.type) and dim is not None \
-            and not holds_pairs(tas.layouts[op.tile], dim):
+            and op.tile.type.shape[dim] > 1 and not holds_pairs(tas.layouts[op.tile], dim):
         _want(tas, op, 0, tas.paired(op.tile.type.shape, dim))
 
 
