@@ -24,9 +24,9 @@ Protocol, per connection (one command):
 """
 from __future__ import annotations
 
+import _socket  # the C module: ``socket`` would also import selectors, array and more
 import marshal
 import os
-import socket
 import struct
 import sys
 import zlib
@@ -72,7 +72,7 @@ def socket_path(stamp: str) -> str:
     return os.path.join(socket_dir(), f"server-{zlib.crc32(stamp.encode()):08x}.sock")
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: _socket.socket, n: int) -> bytes:
     data = b""
     while len(data) < n:
         chunk = sock.recv(n - len(data))
@@ -82,9 +82,9 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return data
 
 
-def _connect(path: str, stamp: str) -> socket.socket:
+def _connect(path: str, stamp: str) -> _socket.socket:
     """A connection to a warm server running our code, or ServerUnavailable."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(HELLO_TIMEOUT)
         sock.connect(path)
@@ -94,12 +94,12 @@ def _connect(path: str, stamp: str) -> socket.socket:
             raise ServerUnavailable("a different server answers on this socket")
         sock.settimeout(None)
         return sock
-    except (OSError, ConnectionError) as exc:
-        sock.close()
-        raise ServerUnavailable(str(exc)) from None
     except ServerUnavailable:
         sock.close()
         raise
+    except Exception as exc:  # noqa: BLE001 - no server (or a broken one): compile in-process
+        sock.close()
+        raise ServerUnavailable(str(exc)) from None
 
 
 def _std_fds_open() -> bool:
@@ -119,23 +119,29 @@ def _current_umask() -> int:
 
 def run_on_server(argv: list[str], stamp: str) -> int:
     """The exit code of ``argv`` run by a forked child of the server."""
-    if not (hasattr(os, "fork") and hasattr(socket, "send_fds") and _std_fds_open()):
+    if not (hasattr(os, "fork") and hasattr(_socket, "SCM_RIGHTS") and _std_fds_open()):
         raise ServerUnavailable("this platform or process cannot pass its standard streams")
     sock = _connect(socket_path(stamp), stamp)
-    with sock:
+    try:
         request = marshal.dumps((argv, os.getcwd(), dict(os.environ), _current_umask()))
         try:
-            socket.send_fds(sock, [_LEN.pack(len(request)) + request], [0, 1, 2])
+            fds = struct.pack("3i", 0, 1, 2)
+            data = _LEN.pack(len(request)) + request
+            sent = sock.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+            if sent < len(data):
+                sock.sendall(data[sent:])
             child = _INT.unpack(_recv_exact(sock, _INT.size))[0]
-        except (OSError, ConnectionError) as exc:
+        except Exception as exc:  # noqa: BLE001 - nothing ran yet: compile in-process instead
             raise ServerUnavailable(str(exc)) from None
         # From here on the command is running: never fall back (it would run twice).
         _forward_signals(child)
         try:
             return _INT.unpack(_recv_exact(sock, _INT.size))[0]
-        except (OSError, ConnectionError):
+        except Exception:  # noqa: BLE001 - one error line, never a traceback
             sys.stderr.write("error: internal error: the compile server's child exited without a status\n")
             return 5
+    finally:
+        sock.close()
 
 
 def _forward_signals(child: int) -> None:
@@ -180,15 +186,20 @@ def main() -> int:
         from .driver import main as driver_main
 
         return driver_main(argv[1:])
-    stamp = package_stamp()
+    stamp = None
     try:
+        stamp = package_stamp()
         return run_on_server(argv, stamp)
-    except ServerUnavailable:
+    except (ServerUnavailable, OSError):
         pass
     from .driver import main as driver_main
 
     code = driver_main(argv[1:])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    start_server(stamp)
+    if stamp is not None:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except OSError:
+            pass
+        start_server(stamp)
     return code

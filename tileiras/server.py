@@ -31,6 +31,9 @@ def preload() -> None:
 
     Nothing here may read the environment in a way that sticks (tool paths, knobs):
     children take over their client's environment after the fork."""
+    import difflib  # noqa: F401  (option suggestions)
+    import hashlib  # noqa: F401  (line-info file names)
+
     import llvmlite.binding  # noqa: F401
     import llvmlite.ir  # noqa: F401
 
