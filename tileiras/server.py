@@ -4,10 +4,11 @@
 
 Started detached by the first ``tileiras`` command that finds none.  It takes a lock so
 only one server serves a socket, imports every compiler stage and initializes LLVM's
-targets, then forks one child per connection; the parent itself never compiles, so each
-command starts from the same freshly imported state.  It exits after
-``TILEIRAS_SERVER_IDLE`` seconds (default 600) without a connection, or as soon as its
-socket file is removed or taken over, and it only answers its own user.
+targets, then keeps one forked child waiting for the next connection (a new one is forked
+as soon as it takes one); the parent itself never compiles, so each command starts from
+the same freshly imported state.  It exits after
+``TILEIRAS_SERVER_IDLE`` seconds (default 600) without a connection, within seconds of
+its socket file being removed or its source files edited, and it only answers its own user.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import fcntl
 import io
 import marshal
 import os
+import select
 import signal
 import socket
 import struct
@@ -107,32 +109,50 @@ def serve(path: str) -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))  # unlinks the socket below
     idle = knobs.server_idle
-    sock.settimeout(min(idle, 60.0))
     hello = HELLO + stamp.encode()
+    # One forked "spare" child always waits in accept(), so a command finds a process ready
+    # instead of waiting for a fork; it reports taking a connection on ``ready``.
+    ready_r, ready_w = os.pipe()
+    spare = 0
     waited = 0.0
     try:
-        while _still_ours(path, inode):
-            try:
-                conn, _ = sock.accept()
-            except socket.timeout:
-                waited += sock.gettimeout()
-                if waited >= idle:
-                    break
+        while _still_ours(path, inode) and package_stamp() == stamp:  # else: its code was edited
+            if not spare:
+                spare = _fork_spare(sock, hello, ready_w, (lock, ready_r))
+            step = min(idle - waited, 10.0)
+            if select.select([ready_r], [], [], max(step, 0.0))[0]:
+                os.read(ready_r, 1)
+                spare, waited = 0, 0.0
                 continue
-            waited = 0.0
-            with conn:
-                uid = _CRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))[1]
-                if uid != os.getuid():
-                    continue
-                if os.fork() == 0:
-                    sock.close()
-                    os.close(lock)
-                    _serve_one(conn, hello)  # never returns
+            waited += step
+            if waited >= idle:
+                break
     finally:
+        if spare:
+            os.kill(spare, signal.SIGTERM)
         if _still_ours(path, inode):
             os.unlink(path)
         sock.close()
     return 0
+
+
+def _fork_spare(sock: socket.socket, hello: bytes, ready: int, parent_fds: tuple[int, ...]) -> int:
+    pid = os.fork()
+    if pid:
+        return pid
+    try:  # the spare: never returns
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for fd in parent_fds:
+            os.close(fd)
+        conn, _ = sock.accept()
+        os.write(ready, b".")
+        os.close(ready)
+        sock.close()
+        uid = _CRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))[1]
+        if uid == os.getuid():
+            _serve_one(conn, hello)
+    finally:
+        os._exit(0)
 
 
 def _serve_one(conn: socket.socket, hello: bytes) -> None:
