@@ -184,23 +184,21 @@ def blocked(shape: Sequence[int], size_per_thread: Sequence[int], threads_per_wa
     return LinearLayout(((REG, tuple(regs)), (LANE, tuple(lanes)), (WARP, tuple(warps))), shape)
 
 
-def default_blocked(shape: Sequence[int], num_warps: int, vector: int = 1, fastest: int = -1) -> LinearLayout:
+def default_blocked(shape: Sequence[int], num_warps: int, vector: int = 1) -> LinearLayout:
     """The canonical layout of a tile: ``vector`` contiguous elements per thread
-    along dim ``fastest`` (the last by default), lanes then warps filling dims
-    fastest-first (``fastest``, then the others from the last)."""
+    along the last dim, lanes then warps filling dims fastest-first."""
     shape = tuple(shape)
     rank = len(shape)
     if rank == 0:
         return LinearLayout(((REG, ()), (LANE, tuple(() for _ in range(5))),
                              (WARP, tuple(() for _ in range(log2(num_warps))))), ())
-    fastest %= rank
-    order = [fastest] + [d for d in reversed(range(rank)) if d != fastest]
+    order = list(reversed(range(rank)))
     spt = [1] * rank
-    spt[fastest] = min(vector, shape[fastest])
+    spt[-1] = min(vector, shape[-1])
     tpw, wpc = [1] * rank, [1] * rank
     lanes_left, warps_left = 32, num_warps
     room = [s for s in shape]
-    room[fastest] //= spt[fastest]
+    room[-1] //= spt[-1]
     for d in order:
         take = min(lanes_left, room[d])
         tpw[d] = take

@@ -77,13 +77,13 @@ class TileAS:
         return default_blocked(shape, self.num_warps, vector)
 
     def paired(self, shape: tuple[int, ...], dim: int) -> LinearLayout:
-        """The canonical layout with at least two consecutive elements of ``dim`` a thread
-        (4-bit bytes, lower/subbyte.py), vectorized along ``dim``."""
-        n = 1
-        for d in shape:
-            n *= d
-        vector = min(shape[dim], max(2, min(CONTIGUOUS, n // self.layout_threads)))
-        return default_blocked(shape, self.num_warps, vector, dim) if vector > 1 else self.canonical(shape)
+        """The canonical layout with ``dim`` as its fastest dim, at least two consecutive
+        elements of it a thread (4-bit bytes, lower/subbyte.py; f16 pairs of multimem)."""
+        if shape[dim] < 2:
+            return self.canonical(shape)
+        order = [k for k in range(len(shape)) if k != dim] + [dim]
+        inverse = [order.index(k) for k in range(len(shape))]
+        return self.canonical(tuple(shape[k] for k in order), min_vector=2).permute(inverse)
 
     def canonical_of(self, v: Value) -> LinearLayout:
         dim = self.pairs.get(v)
@@ -354,11 +354,9 @@ def multimem_layout(tas: TileAS, view: T.PartitionViewType) -> LinearLayout:
     shape = tuple(view.tile_shape)
     tensor = view.tensor_view
     unit = [k for k, d in enumerate(view.dim_map) if tensor.strides[d] == 1]
-    if tensor.element.bitwidth != 16 or len(unit) != 1 or shape[unit[0]] < 2:
+    if tensor.element.bitwidth != 16 or len(unit) != 1:
         return tas.canonical(shape)
-    order = [k for k in range(len(shape)) if k != unit[0]] + unit  # the unit-stride dim last
-    inverse = [order.index(k) for k in range(len(shape))]
-    return tas.canonical(tuple(shape[k] for k in order), min_vector=2).permute(inverse)
+    return tas.paired(shape, unit[0])
 
 
 @layout_rule(CF.PrintTkoOp)
