@@ -146,6 +146,18 @@ def test_server_idles_out_and_removes_its_socket(server_env):
     assert r.returncode == 0 and r.stdout.startswith(b"tileiras: NVIDIA")
 
 
+def test_stop_stops_every_server(warm):
+    sock = wait_for_server(warm)
+    r = subprocess.run([sys.executable, "-m", "tileiras.server", "--stop"], env=warm, capture_output=True,
+                       timeout=60)
+    assert (r.returncode, r.stdout) == (0, b"stopped 1 tileiras compile server(s)\n")
+    for _ in range(200):
+        if not sock.exists():
+            break
+        time.sleep(0.05)
+    assert not sock.exists()
+
+
 def test_disabled_server_starts_nothing(server_env):
     env = dict(server_env, TILEIRAS_SERVER="0")
     assert client(env, "--version").returncode == 0

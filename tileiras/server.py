@@ -1,6 +1,7 @@
 """The compile server behind ``tileiras.launch`` (see there for why and the protocol).
 
-    python -m tileiras.server SOCKET_PATH
+    python -m tileiras.server SOCKET_PATH     (started by tileiras itself)
+    python -m tileiras.server --stop          stop every server of this user
 
 Started detached by the first ``tileiras`` command that finds none.  It takes a lock so
 only one server serves a socket, imports every compiler stage and initializes LLVM's
@@ -100,22 +101,22 @@ def serve(path: str) -> int:
         return 0  # another server is starting or running
     os.ftruncate(lock, 0)
     os.write(lock, f"{os.getpid()}\n".encode())  # who to signal to stop it
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))  # cleans up below
     try:
         sock = _bind(path)
     except OSError:
         return 0
     inode = os.stat(path).st_ino
-    preload()
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))  # unlinks the socket below
-    idle = knobs.server_idle
-    hello = HELLO + stamp.encode()
-    # One forked "spare" child always waits in accept(), so a command finds a process ready
-    # instead of waiting for a fork; it reports taking a connection on ``ready``.
-    ready_r, ready_w = os.pipe()
     spare = 0
-    waited = 0.0
     try:
+        preload()
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+        idle = knobs.server_idle
+        hello = HELLO + stamp.encode()
+        # One forked "spare" child always waits in accept(), so a command finds a process
+        # ready instead of waiting for a fork; it reports taking a connection on ``ready``.
+        ready_r, ready_w = os.pipe()
+        waited = 0.0
         while _still_ours(path, inode) and package_stamp() == stamp:  # else: its code was edited
             if not spare:
                 spare = _fork_spare(sock, hello, ready_w, (lock, ready_r))
@@ -218,9 +219,40 @@ def _reopen_std_streams() -> None:
                                                    line_buffering=True)
 
 
+def stop_all() -> int:
+    """Stop every compile server of this user (``python -m tileiras.server --stop``);
+    returns how many were signalled."""
+    stopped = 0
+    try:
+        locks = sorted(name for name in os.listdir(socket_dir()) if name.endswith(".lock"))
+    except FileNotFoundError:
+        return 0
+    for name in locks:
+        path = os.path.join(socket_dir(), name)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held: a live server, whose pid the file names
+            text = os.read(fd, 64).decode().strip()
+            if text.isdigit():
+                try:
+                    os.kill(int(text), signal.SIGTERM)
+                    stopped += 1
+                except ProcessLookupError:
+                    pass
+        else:  # nobody holds it: a leftover of a server that is gone
+            os.unlink(path)
+        finally:
+            os.close(fd)
+    return stopped
+
+
 def main() -> int:
-    if len(sys.argv) != 2:
-        sys.stderr.write("usage: python -m tileiras.server SOCKET_PATH\n")
+    if sys.argv[1:] == ["--stop"]:
+        print(f"stopped {stop_all()} tileiras compile server(s)")
+        return 0
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+        sys.stderr.write("usage: python -m tileiras.server SOCKET_PATH | --stop\n")
         return 2
     return serve(sys.argv[1])
 
