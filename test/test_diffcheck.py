@@ -65,3 +65,29 @@ def test_large_tiles_run_in_chunked_loops(tmp_path):
     assert regs < 128
     reports = diffcheck.check_module(module, "sm_90", grid=(2, 1, 1), extent=300)
     assert all(r.problem is None for r in reports), [r.problem for r in reports]
+
+
+def test_transposes_run_in_chunked_loops():
+    """A permuted tile holds the loaded tile's registers under swapped coordinates, so
+    load, permute and store run in one loop over register chunks: a 64x64 transpose keeps
+    one chunk live (NVIDIA's tileiras streams it the same way), not 32 elements per thread."""
+    ct = pytest.importorskip("cuda.tile")
+    from tileiras.codegen.ptxas import run_ptxas, stats_from_cubin
+    from tileiras.interp.testing import array, export
+    from tileiras.pipeline import CompileOptions, compile_module
+
+    @ct.kernel
+    def transpose(x, out):
+        i, j = ct.bid(0), ct.bid(1)
+        t = ct.load(x, index=(i, j), shape=(64, 64))
+        ct.store(out, index=(j, i), tile=ct.permute(t, (1, 0)))
+
+    module = read_bytecode(export(transpose, array(ct.float32, 2), array(ct.float32, 2)))
+    tileas = compile_module(module, CompileOptions("sm_90"), "tileas")
+    assert "chunked loop x8" in tileas and tileas.count("in chunked loop") == 2
+    ptx = compile_module(module, CompileOptions("sm_90"), "ptx")
+    assert ptx.count("ld.global") == 4 and ptx.count("st.global") == 4
+    regs = stats_from_cubin(run_ptxas(ptx, "sm_90"))[module.functions[0].name].registers
+    assert regs <= 40  # 78 when all 32 elements per thread were loaded before the first store
+    reports = diffcheck.check_module(module, "sm_90", grid=(2, 3, 1), extent=150)
+    assert all(r.problem is None for r in reports), [r.problem for r in reports]

@@ -19,7 +19,7 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Block, Function, Module, Operation, Value
 from ..layout.linear import LANE, REG, WARP, LinearLayout
-from ..lower.tileas import ITER, TileAS, element_bytes
+from ..lower.tileas import ITER, TileAS, chunk_layout_of, element_bytes
 from . import intrinsics as X
 from .debuginfo import LineInfo
 from .llvm_targets import init_llvm
@@ -176,7 +176,7 @@ class KernelEmitter:
         self.iteration = counter
         self._iter_cache = {}
         for r in results:
-            self.tas.layouts[r] = group.chunk_layout
+            self.tas.layouts[r] = chunk_layout_of(saved[r])
         try:
             for op in group.ops:
                 self.emit_op(op)

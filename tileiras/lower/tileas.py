@@ -396,7 +396,9 @@ class ChunkGroup:
     They run in a loop over chunks of the tile's registers: the layout's first
     ``log2(CHUNK_REGS)`` register bits stay registers, the rest become the loop's
     iteration bits (input dim ``iter``), so the code and the registers are those of
-    one chunk, whatever the tile size."""
+    one chunk, whatever the tile size.  Reshapes and permutes inside the group relabel
+    coordinates but keep the register order, so every tile of the group is chunked the
+    same way (``chunk_layout_of`` its own layout)."""
 
     anchor: Operation                 # the store that ends the group
     ops: list[Operation]              # in block order, anchor last
@@ -414,6 +416,8 @@ def chunk_layout_of(layout: LinearLayout, regs: int = CHUNK_REGS) -> LinearLayou
 
 
 REG_DIM = "reg"
+#: Ops whose result holds the source's registers under relabelled coordinates.
+RELABELS = (CO.ReshapeOp, CO.PermuteOp)
 CHUNK_STORES = (MEM.StoreViewTkoOp, MEM.StorePtrTkoOp)
 CHUNK_LOADS = (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp)
 
@@ -452,16 +456,18 @@ def _plan_block(tas: TileAS, block: Block, users: dict[Value, list[Operation]]) 
 def _collect_group(tas: TileAS, store: Operation, layout: LinearLayout, position: dict[Operation, int],
                    users: dict[Value, list[Operation]]) -> Optional[set[Operation]]:
     group: set[Operation] = {store}
-    work = [v for v in store.operands if _is_chunk_tile(tas, v, layout)]
+    work = [(v, layout) for v in store.operands if _is_chunk_tile(tas, v, layout)]
     while work:
-        v = work.pop()
+        v, layout = work.pop()
         producer = v.owner
         if not isinstance(producer, Operation) or producer in group:
             continue
         if producer not in position or not _chunkable(tas, producer, layout):
             return None
         group.add(producer)
-        work += [u for u in producer.operands if _is_chunk_tile(tas, u, layout)]
+        if isinstance(producer, RELABELS):
+            layout = tas.layouts[producer.source]
+        work += [(u, layout) for u in producer.operands if _is_chunk_tile(tas, u, layout)]
     # every tile the group computes must be consumed inside it
     for op in group:
         for r in op.results:
@@ -484,6 +490,8 @@ def _chunkable(tas: TileAS, op: Operation, layout: LinearLayout) -> bool:
                         for v in op.operands[1:] if not isinstance(v.type, T.TokenType))
                 and op not in tas.scratch)
     if isinstance(op, (CO.ConstantOp, CO.IotaOp)):
+        return tas.layouts.get(op.result) == layout
+    if isinstance(op, RELABELS):
         return tas.layouts.get(op.result) == layout
     if isinstance(op, CO.BroadcastOp):
         return op.source.type.rank == 0 or all(d == 1 for d in op.source.type.shape)
