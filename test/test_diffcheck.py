@@ -91,3 +91,28 @@ def test_transposes_run_in_chunked_loops():
     assert regs <= 40  # 78 when all 32 elements per thread were loaded before the first store
     reports = diffcheck.check_module(module, "sm_90", grid=(2, 3, 1), extent=150)
     assert all(r.problem is None for r in reports), [r.problem for r in reports]
+
+
+def test_cat_and_extract_of_its_parts_move_no_data():
+    """cat of two same-shape tiles concatenates registers, and extracting either part at
+    constant indices picks them back: no shared memory, no barrier, same results."""
+    ct = pytest.importorskip("cuda.tile")
+    from tileiras.interp.testing import array, export
+    from tileiras.pipeline import CompileOptions, compile_module
+
+    @ct.kernel
+    def parts(x, y, out):
+        i = ct.bid(0)
+        a = ct.load(x, index=(i, 0), shape=(16, 32))
+        b = ct.load(y, index=(i, 0), shape=(16, 32))
+        rows = ct.cat((a, b), axis=0)
+        cols = ct.cat((a, b), axis=1)
+        ct.store(out, index=(i, 0), tile=ct.extract(rows, index=(1, 0), shape=(16, 32))
+                 - ct.extract(cols, index=(0, 0), shape=(16, 32)))
+
+    module = read_bytecode(export(parts, array(ct.float32, 2), array(ct.float32, 2), array(ct.float32, 2)))
+    tileas = compile_module(module, CompileOptions("sm_90"), "tileas")
+    assert "smem=0B" in tileas
+    assert "bar.sync" not in compile_module(module, CompileOptions("sm_90"), "ptx")
+    reports = diffcheck.check_module(module, "sm_90", grid=(2, 1, 1), extent=40)
+    assert all(r.problem is None for r in reports), [r.problem for r in reports]

@@ -47,6 +47,8 @@ class TileAS:
     scratch: dict[Operation, int] = field(default_factory=dict)
     #: ops that run in a chunked loop, and their group (see plan_chunks)
     chunked: dict[Operation, "ChunkGroup"] = field(default_factory=dict)
+    #: extracts that pick registers: the source register of each result register
+    picks: dict[Operation, list[int]] = field(default_factory=dict)
 
     @property
     def num_threads(self) -> int:
@@ -246,7 +248,38 @@ def _combiner_block(tas: TileAS, op: Operation) -> None:
     _assign_block(tas, block)
 
 
-@layout_rule(CO.CatOp, CO.ExtractOp, CO.InsertOp, CO.PackOp, CO.UnpackOp)
+def cat_in_registers(op: Operation) -> bool:
+    """A ``cat`` of two tiles of one shape: the result holds the first tile's registers,
+    then the second's (``LinearLayout.concat``), nothing moves."""
+    return op.lhs.type.rank > 0 and op.lhs.type.shape == op.rhs.type.shape
+
+
+@layout_rule(CO.CatOp)
+def _cat(tas: TileAS, op: Operation) -> None:
+    if not cat_in_registers(op):
+        return _through_smem(tas, op)
+    layout = tas.layouts[op.lhs]
+    _want(tas, op, 1, layout)
+    tas.layouts[op.result] = layout.concat(op.dim)
+
+
+@layout_rule(CO.ExtractOp)
+def _extract(tas: TileAS, op: Operation) -> None:
+    """At constant indices, a block each thread holds in whole registers is a choice of
+    registers (``LinearLayout.select_block``: the parts of a ``cat``, a row block of a
+    tile with rows in registers); other blocks go through shared memory."""
+    part = op.result.type.shape
+    facts = [tas.aa.fact(v) for v in op.operands[1:]]
+    if all(f.lower is not None and f.lower == f.upper for f in facts):
+        origin = [f.lower * s for f, s in zip(facts, part)]
+        picked = tas.layouts[op.source].select_block(origin, part)
+        if picked is not None:
+            tas.layouts[op.result], tas.picks[op] = picked
+            return
+    _through_smem(tas, op)
+
+
+@layout_rule(CO.InsertOp, CO.PackOp, CO.UnpackOp)
 def _through_smem(tas: TileAS, op: Operation) -> None:
     tiles = [v for v in op.operands if is_tile(v) and v.type.rank > 0]
     need = sum(v.type.num_elements * element_bytes(v.type) for v in tiles)
