@@ -239,15 +239,17 @@ def blocked(shape: Sequence[int], size_per_thread: Sequence[int], threads_per_wa
     return LinearLayout(((REG, tuple(regs)), (LANE, tuple(lanes)), (WARP, tuple(warps))), shape)
 
 
-def default_blocked(shape: Sequence[int], num_warps: int, vector: int = 1) -> LinearLayout:
+def default_blocked(shape: Sequence[int], num_warps: int, vector: int = 1,
+                    order: Sequence[int] = ()) -> LinearLayout:
     """The canonical layout of a tile: ``vector`` contiguous elements per thread
-    along the last dim, lanes then warps filling dims fastest-first."""
+    along the last dim, lanes then warps filling dims fastest-first (``order``, fastest
+    first; the last dim first by default)."""
     shape = tuple(shape)
     rank = len(shape)
     if rank == 0:
         return LinearLayout(((REG, ()), (LANE, tuple(() for _ in range(5))),
                              (WARP, tuple(() for _ in range(log2(num_warps))))), ())
-    order = list(reversed(range(rank)))
+    order = list(order) or list(reversed(range(rank)))
     spt = [1] * rank
     spt[-1] = min(vector, shape[-1])
     tpw, wpc = [1] * rank, [1] * rank

@@ -49,6 +49,7 @@ class TileAS:
     chunked: dict[Operation, "ChunkGroup"] = field(default_factory=dict)
     #: extracts that pick registers: the source register of each result register
     picks: dict[Operation, list[int]] = field(default_factory=dict)
+    _users: Optional[dict[Value, list[Operation]]] = None
 
     @property
     def num_threads(self) -> int:
@@ -72,6 +73,28 @@ class TileAS:
             n *= d
         vector = min(CONTIGUOUS, shape[-1], max(1, n // self.layout_threads)) if shape else 1
         return default_blocked(shape, self.num_warps, vector)
+
+    def row_reduction_layout(self, shape: tuple[int, ...]) -> LinearLayout:
+        """Lanes and warps over the other dims first, then along the last one: a thread
+        holds a stretch of one row (``CONTIGUOUS`` consecutive elements at a time), so a
+        reduction along the rows folds mostly in registers, with few shuffles, and its
+        result takes a register or two per thread instead of one per row it met (NVIDIA's
+        tileiras spreads the rows of a reduce_rows tile over lanes the same way)."""
+        n = 1
+        for d in shape:
+            n *= d
+        vector = min(CONTIGUOUS, shape[-1], max(1, n // self.layout_threads))
+        order = list(reversed(range(len(shape) - 1))) + [len(shape) - 1]
+        return default_blocked(shape, self.num_warps, vector, order)
+
+    def users(self, v: Value) -> list[Operation]:
+        """The ops that use ``v`` (anywhere in the function)."""
+        if self._users is None:
+            self._users = {}
+            for op in self.aa.function.walk():
+                for u in op.operands:
+                    self._users.setdefault(u, []).append(op)
+        return self._users.get(v, [])
 
     def layout(self, v: Value) -> LinearLayout:
         return self.layouts[v]
@@ -315,13 +338,24 @@ def _need_scratch(tas: TileAS, op: Operation, nbytes: int) -> None:
 
 @layout_rule(MEM.LoadViewTkoOp, MEM.StoreViewTkoOp, MEM.AtomicRedViewTkoOp)
 def _view_access(tas: TileAS, op: Operation) -> None:
-    """Gather/scatter index tiles are looked up by coordinate through smem."""
+    """Gather/scatter index tiles are looked up by coordinate through smem.  A loaded
+    tile that only feeds reductions along its last dim, where the canonical layout would
+    give each thread several rows, takes ``row_reduction_layout``."""
     for v in op.index:
         if is_tile(v) and v.type.rank > 0:
             _need_scratch(tas, op, v.type.num_elements * element_bytes(v.type))
     for r in op.results:
         if is_tile(r):
-            tas.layouts[r] = tas.canonical(r.type.shape)
+            layout = tas.canonical(r.type.shape)
+            if _feeds_row_reductions(tas, r) and any(any(b[:-1]) for b in layout.bases(REG_DIM)):
+                layout = tas.row_reduction_layout(r.type.shape)
+            tas.layouts[r] = layout
+
+
+def _feeds_row_reductions(tas: TileAS, v: Value) -> bool:
+    rank = v.type.rank
+    users = tas.users(v)
+    return rank >= 2 and bool(users) and all(isinstance(u, CO.ReduceOp) and u.dim == rank - 1 for u in users)
 
 
 @layout_rule(CF.PrintTkoOp)
