@@ -11,8 +11,11 @@ Both compilers are timed the way cuTile uses them: one process per file, bytecod
 out (``tileiras FILE --gpu-name sm_XX -o OUT``), so our time includes Python's start-up and
 imports.  Runs alternate between the two tools; each time is the best of --repeat.  Our
 process runs without PYTHONDONTWRITEBYTECODE so cached .pyc files are used, as on a user's
-machine.  --in-process adds our time inside this process (read + compile to cubin), which
-leaves out start-up.  Targets: median ratio (ours / NVIDIA's) <= 1.0, max <= 2.0.
+machine.  By default our commands are served by tileiras' compile server (started by the
+warm-up run, as the first command of a build starts it); --cold adds a column with the
+server turned off (TILEIRAS_SERVER=0: start-up and every import paid per file).
+--in-process adds our time inside this process (read + compile to cubin), which leaves out
+start-up.  Targets: median ratio (ours / NVIDIA's) <= 1.0, max <= 2.0.
 """
 from __future__ import annotations
 
@@ -45,11 +48,16 @@ class Row:
     real: Optional[float]
     ours: Optional[float]
     in_process: Optional[float] = None
+    cold: Optional[float] = None
     error: str = ""
 
     @property
     def ratio(self) -> Optional[float]:
         return None if self.real is None or self.ours is None else self.ours / self.real
+
+    @property
+    def cold_ratio(self) -> Optional[float]:
+        return None if self.real is None or self.cold is None else self.cold / self.real
 
 
 def collect(paths: list[Path]) -> list[Path]:
@@ -96,12 +104,13 @@ def our_command() -> list[str]:
     script = Path(sys.executable).parent / "tileiras"
     if script.is_file() and not is_native_executable(script):
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from tileiras.driver import main; sys.exit(main())"]
+    return [sys.executable, "-c", "import sys; from tileiras.launch import main; sys.exit(main())"]
 
 
-def user_environment() -> dict[str, str]:
+def user_environment(server: bool = True) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["TILEIRAS_SERVER"] = "1" if server else "0"
     return env
 
 
@@ -135,10 +144,13 @@ def time_in_process(data: bytes, arch: str, repeat: int) -> Optional[float]:
 
 
 def measure(path: Path, arch: str, real_tool: str, ours: list[str], repeat: int, in_process: bool,
-            tmp: Path) -> Row:
+            tmp: Path, cold: bool = False) -> Row:
+    ours_argv = [*ours, str(path), "--gpu-name", arch, "-o", str(tmp / "ours.cubin")]
     tools = {"nvidia": ([real_tool, str(path), "--gpu-name", arch, "-o", str(tmp / "real.cubin")], None),
-             "ours": ([*ours, str(path), "--gpu-name", arch, "-o", str(tmp / "ours.cubin")], user_environment())}
-    times: dict[str, list[float]] = {"nvidia": [], "ours": []}
+             "ours": (ours_argv, user_environment())}
+    if cold:
+        tools["cold"] = (ours_argv, user_environment(server=False))
+    times: dict[str, list[float]] = {label: [] for label in tools}
     errors: list[str] = []
     for _ in range(repeat):  # alternate, so drifts in machine load hit both tools alike
         for label, (argv, env) in tools.items():
@@ -151,7 +163,7 @@ def measure(path: Path, arch: str, real_tool: str, ours: list[str], repeat: int,
             break
     real_times, our_times = times["nvidia"], times["ours"]
     row = Row(path.name, arch, min(real_times, default=None), min(our_times, default=None),
-              error=errors[0] if errors else "")
+              cold=min(times.get("cold", []), default=None), error=errors[0] if errors else "")
     if in_process and row.ours is not None:
         row.in_process = time_in_process(path.read_bytes(), arch, repeat)
     return row
@@ -183,6 +195,9 @@ def print_summary(rows: list[Row], wall: float) -> None:
     print(f"{'p90':24} {p90:8.2f}")
     print(f"{'geometric mean':24} {geo:8.2f}")
     print(f"{'total (sum of bests)':24} {our_total / real_total:8.2f}  ours {our_total:.1f} s, nvidia {real_total:.1f} s")
+    cold = sorted(r.cold_ratio for r in rows if r.cold_ratio is not None)
+    if cold:
+        print(f"{'cold median, max':24} {statistics.median(cold):8.2f}  {cold[-1]:.2f}  (TILEIRAS_SERVER=0)")
     ratios_ip = [r.in_process / r.real for r in rows if r.in_process is not None and r.real]
     if ratios_ip:
         print(f"{'median in-process ratio':24} {statistics.median(ratios_ip):8.2f}  (no interpreter start-up)")
@@ -196,6 +211,7 @@ def main() -> int:
     parser.add_argument("--every", type=int, default=1, help="only every K-th file (a quick sample)")
     parser.add_argument("--gpu-name", default="sm_90", help="when the file name has no sm_XX")
     parser.add_argument("--in-process", action="store_true", help="also time ours inside this process")
+    parser.add_argument("--cold", action="store_true", help="also time ours with the compile server off")
     parser.add_argument("--kernels", action="store_true",
                         help="use our exported test kernels even if ../shared/corpus exists")
     args = parser.parse_args()
@@ -217,20 +233,25 @@ def main() -> int:
             print("no .tileir files", file=sys.stderr)
             return 1
         print(f"nvidia: {real_tool}\nours:   {' '.join(ours)}\n{len(files)} files, best of {args.repeat}\n")
-        warm = files[0]  # first runs fill the page cache and our .pyc files
-        for argv in ([real_tool, str(warm)], [*ours, str(warm)]):
+        warm = files[0]  # first runs fill the page cache and our .pyc files, and start our server
+        for argv in ([real_tool, str(warm)], [*ours, str(warm)], [*ours, str(warm)]):
             timed_run([*argv, "--gpu-name", arch_of(warm, args.gpu_name), "-o", str(tmp / "warm.cubin")],
                       user_environment())
+            time.sleep(0.5)  # the server imports everything before it answers
         header = f"{'file':58} {'arch':>6} {'nvidia ms':>9} {'ours ms':>9} {'ratio':>6}"
+        header += f" {'cold ms':>9} {'ratio':>6}" if args.cold else ""
         print(header + (f" {'in-proc ms':>10}" if args.in_process else ""))
         rows = []
         start = time.perf_counter()
         for path in files:
             arch = arch_of(path, args.gpu_name)
-            row = measure(path, arch, real_tool, ours, args.repeat, args.in_process, tmp)
+            row = measure(path, arch, real_tool, ours, args.repeat, args.in_process, tmp, args.cold)
             rows.append(row)
             ratio = "-" if row.ratio is None else f"{row.ratio:.2f}"
             line = f"{path.name[:58]:58} {arch:>6} {fmt_ms(row.real):>9} {fmt_ms(row.ours):>9} {ratio:>6}"
+            if args.cold:
+                cold_ratio = "-" if row.cold_ratio is None else f"{row.cold_ratio:.2f}"
+                line += f" {fmt_ms(row.cold):>9} {cold_ratio:>6}"
             if args.in_process:
                 line += f" {fmt_ms(row.in_process):>10}"
             print(line + (f"  {row.error}" if row.error else ""), flush=True)

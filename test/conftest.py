@@ -12,12 +12,17 @@ combination automatically; ids read ``<kernel>.<arch>.<version>``.
 from __future__ import annotations
 
 import io
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import pytest
+
+# Commands the tests run as subprocesses compile in-process: a test session must not leave
+# compile servers behind.  test_server.py turns the server on in a private runtime folder.
+os.environ["TILEIRAS_SERVER"] = "0"
 
 ARCHS = ("sm_80", "sm_90", "sm_100", "sm_120")
 OLDEST_VERSION = "13.1"

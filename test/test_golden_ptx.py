@@ -1,7 +1,8 @@
 """Golden PTX: what ``tileiras --emit=ptx`` writes for a representative set of test kernels.
 
 ``test/golden_ptx/<kernel>.<arch>.ptx`` holds our PTX for each kernel in GOLDEN_KERNELS on
-every architecture in ARCHS (bytecode version: the newest cuTile writes).  The test exports
+every architecture in ARCHS (bytecode version: the newest cuTile writes); kernels cuTile cannot
+write (multimem, ``kernels.multimem_text``) are parsed from Tile IR text and pinned on sm_100.  The test exports
 the kernel with cuTile (conftest's ``tileir_store``), compiles it to PTX and diffs it against
 the golden file; a difference fails with a unified diff.  After an intended codegen change,
 refresh the files and review the diff in git:
@@ -23,10 +24,12 @@ from pathlib import Path
 import pytest
 
 from conftest import ARCHS, CASES, VERSIONS, TileIRStore
+from kernels.multimem_text import GOLDEN_MULTIMEM, multimem_kernel
 from tileiras.codegen.ptxas import PtxasError, invoke_ptxas
 from tileiras.ir.core import Module
 from tileiras.pipeline import CompileOptions, compile_module
 from tileiras.reader import read_bytecode
+from tileiras.text.parser import parse_module
 from tileiras.tools import find_ptxas
 
 GOLDEN_DIR = Path(__file__).parent / "golden_ptx"
@@ -41,6 +44,9 @@ GOLDEN_KERNELS = (
     "tuple_params_v2", "pdl_chain",
 )
 MAX_DIFF_LINES = 200
+#: Text kernels (name -> Tile IR text), compiled for TEXT_ARCH only.
+TEXT_GOLDENS = {name: multimem_kernel(**kwargs) for name, kwargs in GOLDEN_MULTIMEM.items()}
+TEXT_ARCH = "sm_100"
 
 _KNOWN = {c.name for c in CASES}
 pytestmark = pytest.mark.skipif(not CASES, reason="cuda-tile is not installed")
@@ -87,7 +93,17 @@ def test_ptx_matches_golden(kernel: str, arch: str, tileir_store: TileIRStore,
     file = tileir_store.get(combo)
     if file is None:
         pytest.skip(f"cuTile refuses {combo}: {tileir_store.refusal(combo)}")
-    ptx = compile_to_ptx(file.read_bytes(), arch)
+    check_golden(compile_to_ptx(file.read_bytes(), arch), kernel, arch, request)
+
+
+@pytest.mark.parametrize("kernel", sorted(TEXT_GOLDENS))
+def test_text_kernel_ptx_matches_golden(kernel: str, request: pytest.FixtureRequest):
+    """Kernels cuTile cannot write (multimem), from Tile IR text; multicast needs sm_100."""
+    module = strip_locations(parse_module(TEXT_GOLDENS[kernel], f"{kernel}.mlir"))
+    check_golden(compile_module(module, CompileOptions(gpu_name=TEXT_ARCH), "ptx"), kernel, TEXT_ARCH, request)
+
+
+def check_golden(ptx: str, kernel: str, arch: str, request: pytest.FixtureRequest) -> None:
     path = golden_path(kernel, arch)
     if request.config.getoption("--update-goldens"):
         GOLDEN_DIR.mkdir(exist_ok=True)
@@ -105,6 +121,7 @@ def test_ptx_matches_golden(kernel: str, arch: str, tileir_store: TileIRStore,
 
 def test_no_stale_goldens():
     wanted = {golden_path(k, a).name for k in GOLDEN_KERNELS for a in ARCHS}
+    wanted |= {golden_path(k, TEXT_ARCH).name for k in TEXT_GOLDENS}
     stale = sorted(p.name for p in GOLDEN_DIR.glob("*.ptx") if p.name not in wanted)
     assert not stale, f"golden files for kernels no longer in GOLDEN_KERNELS: {stale}"
 

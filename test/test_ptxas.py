@@ -206,3 +206,24 @@ def test_empty_module_is_byte_identical_to_nvidia(tmp_path, gpu: str) -> None:
     src.write_bytes(write_bytecode(Module(Version(13, 1))))
     subprocess.run([find_tileiras(), f"--gpu-name={gpu}", str(src), "-o", str(out)], check=True)
     assert P.build_cubin(llvm_ptx(gpu, ""), [], gpu).cubin == out.read_bytes()
+
+
+@needs_ptxas
+@pytest.mark.parametrize("gpu_name", __import__("tileiras.driver", fromlist=["GPU_NAMES"]).GPU_NAMES)
+def test_every_gpu_name_compiles_the_example(gpu_name, tmp_path):
+    """Every --gpu-name the driver accepts gives PTX for that target (LLVM stand-ins included:
+    sm_107 is unknown to LLVM's NVPTX) with the tile block id read from %clusterid on sm_90+,
+    and a cubin ptxas accepts."""
+    from pathlib import Path
+
+    from tileiras import driver
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "vadd.tileir"
+    ptx_path, cubin_path = tmp_path / "k.ptx", tmp_path / "k.cubin"
+    assert driver.main([str(example), f"--gpu-name={gpu_name}", "--emit=ptx", "-o", str(ptx_path)]) == 0
+    ptx = ptx_path.read_text()
+    assert f".target {ptx_target(gpu_name)}\n" in ptx
+    block_id = "%clusterid.x" if int(gpu_name[3:]) >= 90 else "%ctaid.x"
+    assert block_id in ptx
+    assert driver.main([str(example), f"--gpu-name={gpu_name}", "-o", str(cubin_path)]) == 0
+    assert cubin_path.read_bytes()[:4] == b"\x7fELF"

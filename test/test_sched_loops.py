@@ -209,6 +209,22 @@ def test_sched_stage_leaves_code_alone(exported):
                                                         CompileOptions("sm_90"), "llvm")
 
 
+def test_cubin_compile_skips_the_unconsumed_sched_stage(exported, monkeypatch):
+    """Code generation does not read schedules yet, so only ``--emit=sched`` pays for them."""
+    from tileiras import pipeline
+
+    calls = []
+    stages = tuple(pipeline.Stage(s.ext, (lambda c, s=s: (calls.append(s.ext), s.run(c))), s.dump,
+                                  s.feeds_later) for s in pipeline.STAGES)
+    monkeypatch.setattr(pipeline, "STAGES", stages)
+    module = read_module(exported["gemm"].read_bytes())
+    compile_module(module, CompileOptions("sm_90"), "llvm")
+    assert calls == ["tileaa", "tileas", "llvm"]
+    calls.clear()
+    assert "ii" in compile_module(module, CompileOptions("sm_90"), "sched")
+    assert calls == ["tileaa", "tileas", "sched"]
+
+
 def test_emit_sched_cli(exported, capsys):
     rc = driver.main([str(exported["gemm"]), "--gpu-name=sm_90", "--emit=sched"])
     out, err = capsys.readouterr()

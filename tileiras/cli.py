@@ -217,14 +217,32 @@ def _current_umask() -> int:
     return mask
 
 
-def read_module(data: bytes) -> "Module":
-    """Decode and verify bytecode, as NVIDIA's tools do before anything else (exit code 3)."""
+def read_module(data: bytes, preview: tuple[str, ...] = ()) -> "Module":
+    """Decode and verify bytecode, as NVIDIA's tools do before anything else (exit code 3).
+
+    NVIDIA's 13.5 tools read a non-entry function only as the SIMT preview's
+    ``cuda_tile.preview$func``, and that only as a bodiless extern declaration (its
+    body comes from a ``-l`` library): one with a body is refused before verification
+    without ``--preview=simt``, after it with."""
     from .reader import read_bytecode
     from .verify import check_module
 
     module = read_bytecode(data, filename=None)  # NVIDIA's messages name no file
+    simt = "simt" in preview
+    if not simt:
+        _refuse_non_entry(module, "uses preview feature 'simt', which is not enabled")
     check_module(module)
+    if simt:
+        _refuse_non_entry(module, "'cuda_tile.preview$func' op must be extern when serialized to bytecode")
     return module
+
+
+def _refuse_non_entry(module: "Module", message: str) -> None:
+    """NVIDIA reports the first non-entry function only, without its location (tileiras)."""
+    from .verify import Diagnostic, Severity, VerifyError
+
+    if any(not fn.is_entry for fn in module.functions):
+        raise VerifyError([Diagnostic(None, Severity.ERROR, message)])
 
 
 def print_error(err: TileIRError) -> None:

@@ -46,18 +46,18 @@ class NoInputError(TileIRError):
 @click.option("--preview", "preview", multiple=True, help="Enable one or more named preview features")
 def command(inputs: tuple[str, ...], debug_info: bool, preview: tuple[str, ...]) -> int:
     """Disassemble one bytecode file to stdout."""
-    cli.parse_preview(PROG, preview)
+    features = cli.parse_preview(PROG, preview)
     if len(inputs) > 1:
         raise cli.too_many_positionals(PROG)
     if not inputs:
         sys.stdout.write(help_text())
         raise NoInputError("no input file provided")
-    text = disassemble_file(inputs[0], debug_info=debug_info)
+    text = disassemble_file(inputs[0], debug_info=debug_info, preview=features)
     sys.stdout.write(text)
     return 0
 
 
-def disassemble_file(path: str, *, debug_info: bool = False) -> str:
+def disassemble_file(path: str, *, debug_info: bool = False, preview: tuple[str, ...] = ()) -> str:
     """Read ``path`` and return its MLIR text (what the tool prints)."""
     try:
         data = cli.read_input_file(path, exit_code=EXIT_BAD_OPTION)
@@ -65,7 +65,7 @@ def disassemble_file(path: str, *, debug_info: bool = False) -> str:
         # NVIDIA's disassembler doubles the prefix and adds an empty line.
         raise cli.InputFileError(f"{err}\n", exit_code=EXIT_BAD_OPTION) from None
     try:
-        module = cli.read_module(data)
+        module = cli.read_module(data, preview)
     except VersionError as err:
         raise reword_version_error(err, data) from None
     from .text.printer import print_module

@@ -218,7 +218,8 @@ class _NoInput(UsageError):
 
 def compile_file(options: DriverOptions) -> int:
     data = cli.read_input_file(options.input)
-    module = read_input_module(data, options.input, options.bytecode_version, text_ok=options.emit is not None)
+    module = read_input_module(data, options.input, options.bytecode_version, text_ok=options.emit is not None,
+                               preview=options.preview)
     if options.emit is not None and not options.emit.needs_target:
         output = emit_module(module, options)
         cli.write_output(options.output_file or "-", output, EXIT_BAD_OPTION)
@@ -249,7 +250,8 @@ def emit_remarks(module: object, options: DriverOptions) -> None:
         sys.stdout.write(remarks.to_command_line(chosen))
 
 
-def read_input_module(data: bytes, filename: str, version: Optional[Version], text_ok: bool) -> object:
+def read_input_module(data: bytes, filename: str, version: Optional[Version], text_ok: bool,
+                      preview: tuple[str, ...] = ()) -> object:
     """Bytecode (recognized by its magic) or, with ``--emit`` (ours, not NVIDIA's),
     Tile IR text, read and verified.
 
@@ -260,7 +262,7 @@ def read_input_module(data: bytes, filename: str, version: Optional[Version], te
     from .tile.codes import MAGIC
 
     if data.startswith(MAGIC) or not text_ok or not _looks_like_text(data):
-        return cli.read_module(data)
+        return cli.read_module(data, preview)
     from .ir.version import NEWEST
     from .text.parser import parse_text_input
 

@@ -1,38 +1,49 @@
 """Every environment variable tileiras reads, as typed descriptors.
 
 Nothing else in the package calls ``os.environ``: read ``knobs.debug`` (etc.) instead.
-Each knob is read when accessed, so tests can ``monkeypatch.setenv`` freely.
+Each knob is read when accessed, so tests can ``monkeypatch.setenv`` freely, and a
+compile-server child that takes over a client's environment sees the client's values.
+
+This module is imported by the start-up path of every command (``tileiras.launch``), so it
+stays free of ``dataclasses`` and ``typing``: plain descriptor classes import in well
+under a millisecond.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Generic, Optional, TypeVar
-
-T = TypeVar("T")
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 
 
-@dataclass(frozen=True)
-class _EnvKnob(Generic[T]):
-    name: str
-    default: T
-    help: str = ""
+class _EnvKnob:
+    """A typed view of one environment variable (``parse`` turns its text into a value)."""
 
-    def __get__(self, obj: object, objtype: Optional[type] = None) -> T:
+    __slots__ = ("name", "default", "help")
+
+    def __init__(self, name: str, default: object, help: str = "") -> None:
+        self.name = name
+        self.default = default
+        self.help = help
+
+    def __get__(self, obj: object, objtype: type | None = None) -> object:
         raw = os.environ.get(self.name)
         if raw is None:
             return self.default
         return self.parse(raw)
 
-    def parse(self, raw: str) -> T:  # pragma: no cover - overridden
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, default={self.default!r})"
+
+    def parse(self, raw: str) -> object:  # pragma: no cover - overridden
         raise NotImplementedError
 
 
-@dataclass(frozen=True)
-class _BoolKnob(_EnvKnob[bool]):
+class _BoolKnob(_EnvKnob):
+    """``1/true/yes/on`` or ``0/false/no/off`` (any case); anything else keeps the default."""
+
+    __slots__ = ()
+
     def parse(self, raw: str) -> bool:
         value = raw.strip().lower()
         if value in _TRUE:
@@ -42,10 +53,26 @@ class _BoolKnob(_EnvKnob[bool]):
         return self.default
 
 
-@dataclass(frozen=True)
-class _PathKnob(_EnvKnob[Optional[str]]):
-    def parse(self, raw: str) -> Optional[str]:
+class _PathKnob(_EnvKnob):
+    """A path or a search path; empty means unset."""
+
+    __slots__ = ()
+
+    def parse(self, raw: str) -> str | None:
         return raw or None
+
+
+class _SecondsKnob(_EnvKnob):
+    """A non-negative number of seconds; anything unparsable keeps the default."""
+
+    __slots__ = ()
+
+    def parse(self, raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            return self.default
+        return value if value >= 0 else self.default
 
 
 class _Knobs:
@@ -56,6 +83,13 @@ class _Knobs:
     cuda_home = _PathKnob("CUDA_HOME", None, "CUDA toolkit root (its bin/ is searched for tools)")
     cuda_path = _PathKnob("CUDA_PATH", None, "alternative spelling of CUDA_HOME")
     path = _PathKnob("PATH", None, "executable search path")
+    server = _BoolKnob("TILEIRAS_SERVER", True,
+                       "compile in a forked child of a warm background server (0 to turn off)")
+    server_idle = _SecondsKnob("TILEIRAS_SERVER_IDLE", 600.0,
+                               "seconds an unused compile server waits before it exits")
+    runtime_dir = _PathKnob("XDG_RUNTIME_DIR", None,
+                            "per-user runtime folder for the server socket (else the temp folder)")
+    tmpdir = _PathKnob("TMPDIR", None, "temporary folder")
 
 
 knobs = _Knobs()

@@ -52,6 +52,8 @@ class Compilation:
     kernels: list = field(default_factory=list)           # KernelInfo per entry
     cubin: bytes = b""
     tile_text: str = ""                                   # the module as Tile IR text (line info)
+    host: Optional[bytes] = None                          # the .nv.host object (None: no kernels)
+    last_stage: str = "cubin"                             # the stage whose result is wanted
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,9 @@ class Stage:
     ext: str
     run: Callable[[Compilation], None]
     dump: Callable[[Compilation], Any]
+    # False for an analysis no later stage reads yet: it runs only when its dump is asked
+    # for, so a cubin compile does not pay for it.
+    feeds_later: bool = True
 
 
 def _tileaa(c: Compilation) -> None:
@@ -103,14 +108,24 @@ def _llvm(c: Compilation) -> None:
 
 def _ptx(c: Compilation) -> None:
     from .codegen.abi import kernel_info_from_function
-    from .codegen.isolate import run_isolated
+    from .codegen.isolate import Isolated
     from .codegen.nvvm import Target, llvm_to_ptx
     from .codegen.ptx import finalize_ptx
 
-    raw = run_isolated(llvm_to_ptx, c.llvm, Target(c.options.arch), c.options.opt_level)
+    backend = Isolated(llvm_to_ptx, c.llvm, Target(c.options.arch), c.options.opt_level)
     c.kernels = [kernel_info_from_function(fn, c.options.gpu_name, c.tas[fn.name].num_threads)
                  for fn in c.module.functions]
-    c.ptx = finalize_ptx(raw, c.kernels, c.options.gpu_name)
+    host_error = None
+    if c.last_stage == "cubin" and c.kernels:  # needs no PTX: build it while LLVM works
+        from .codegen.host import build_host_object, check_host_target
+
+        try:
+            c.host = build_host_object(c.kernels, check_host_target(c.options.host_arch, c.options.host_os))
+        except CompileError as err:
+            host_error = err  # reported after LLVM's own errors, as when the stages ran in turn
+    c.ptx = finalize_ptx(backend.result(), c.kernels, c.options.gpu_name)
+    if host_error is not None:
+        raise host_error
     info = getattr(c.llvm, "_tileiras_lineinfo", None)
     if info is not None:
         from .codegen.ptx import attach_intermediate_source
@@ -122,10 +137,9 @@ def _cubin(c: Compilation) -> None:
     from .codegen.host import build_host_object, check_host_target
     from .codegen.ptxas import run_ptxas
 
-    host = None
-    if c.kernels:
-        host = build_host_object(c.kernels, check_host_target(c.options.host_arch, c.options.host_os))
-    c.cubin = run_ptxas(c.ptx, c.options.gpu_name, c.options.opt_level, host, sanitize=c.options.sanitize)
+    if c.host is None and c.kernels:
+        c.host = build_host_object(c.kernels, check_host_target(c.options.host_arch, c.options.host_os))
+    c.cubin = run_ptxas(c.ptx, c.options.gpu_name, c.options.opt_level, c.host, sanitize=c.options.sanitize)
 
 
 def _dump_tileaa(c: Compilation) -> str:
@@ -149,7 +163,7 @@ def _dump_sched(c: Compilation) -> str:
 STAGES: tuple[Stage, ...] = (
     Stage("tileaa", _tileaa, _dump_tileaa),
     Stage("tileas", _tileas, _dump_tileas),
-    Stage("sched", _sched, _dump_sched),
+    Stage("sched", _sched, _dump_sched, feeds_later=False),  # codegen does not consume schedules yet
     Stage("llvm", _llvm, lambda c: str(c.llvm)),
     Stage("ptx", _ptx, lambda c: c.ptx),
     Stage("cubin", _cubin, lambda c: c.cubin),
@@ -161,9 +175,10 @@ def compile_module(module: Module, options: CompileOptions, stop_after: str = "c
     """Run the stages up to ``stop_after``; return that stage's dump."""
     if stop_after not in STAGE_NAMES:
         raise ValueError(f"unknown stage '{stop_after}' (stages: {', '.join(STAGE_NAMES)})")
-    c = Compilation(module, options)
+    c = Compilation(module, options, last_stage=stop_after)
     for stage in STAGES:
-        stage.run(c)
+        if stage.feeds_later or stage.ext == stop_after:
+            stage.run(c)
         if stage.ext == stop_after:
             return stage.dump(c)
     raise AssertionError("unreachable")
@@ -171,7 +186,7 @@ def compile_module(module: Module, options: CompileOptions, stop_after: str = "c
 
 def run_stages(module: Module, options: CompileOptions, stop_after: Optional[str] = None) -> Compilation:
     """Like ``compile_module`` but hands back every stage's result (for tests and tools)."""
-    c = Compilation(module, options)
+    c = Compilation(module, options, last_stage=stop_after or STAGE_NAMES[-1])
     for stage in STAGES:
         stage.run(c)
         if stage.ext == stop_after:

@@ -66,12 +66,13 @@ def _address(operand: int, offset: int) -> str:
 
 
 def predicated_load(b: ir.IRBuilder, ty: ir.Type, count: int, address: ir.Value, pred: ir.Value,
-                    fallback: Sequence[ir.Value], qualifiers: str = "global", offset: int = 0) -> list[ir.Value]:
+                    fallback: Sequence[ir.Value], qualifiers: str = "global", offset: int = 0,
+                    opcode: str = "ld", suffix: str = "") -> list[ir.Value]:
     """``count`` consecutive elements at ``address + offset`` bytes when ``pred``, else
     ``fallback``.
 
-    One ``ld.<qualifiers>[.vN].bXX`` guarded by a predicate: no branch per element.
-    8-bit elements travel in 16-bit registers (PTX has no 8-bit registers)."""
+    One ``<opcode>.<qualifiers>[.vN].<suffix or bXX>`` guarded by a predicate: no branch
+    per element.  8-bit elements travel in 16-bit registers (PTX has no 8-bit registers)."""
     letter, bits = reg_class(ty)
     wide = ty
     if bits == "b8":
@@ -82,7 +83,7 @@ def predicated_load(b: ir.IRBuilder, ty: ir.Type, count: int, address: ir.Value,
     movs = " ".join(f"mov.{'b16' if bits == 'b8' else bits} ${i}, ${count + 2 + i};" for i in range(count))
     vec = f".v{count}" if count > 1 else ""
     dst_text = f"{{{dst}}}" if count > 1 else dst
-    text = f"{movs} @${count + 1} ld.{qualifiers}{vec}.{bits} {dst_text}, {_address(count, offset)};"
+    text = f"{movs} @${count + 1} {opcode}.{qualifiers}{vec}.{suffix or bits} {dst_text}, {_address(count, offset)};"
     ret = ir.LiteralStructType([wide] * count) if count > 1 else wide
     fb = [b.zext(v, I16) if wide is not ty else v for v in fallback]
     res = asm(b, ret, text, f"{outs},l,b,{ins}", [address, pred, *fb], side_effect=True)
@@ -91,7 +92,9 @@ def predicated_load(b: ir.IRBuilder, ty: ir.Type, count: int, address: ir.Value,
 
 
 def predicated_store(b: ir.IRBuilder, values: Sequence[ir.Value], address: ir.Value, pred: ir.Value,
-                     qualifiers: str = "global", offset: int = 0) -> None:
+                     qualifiers: str = "global", offset: int = 0, opcode: str = "st", suffix: str = "") -> None:
+    """``<opcode>.<qualifiers>[.vN].<suffix or bXX> [address + offset], values`` when ``pred``
+    (``st``, or an instruction with the same operands such as ``multimem.red``)."""
     ty = values[0].type
     letter, bits = reg_class(ty)
     vals = list(values)
@@ -102,9 +105,15 @@ def predicated_store(b: ir.IRBuilder, values: Sequence[ir.Value], address: ir.Va
     src = ", ".join(f"${i + 2}" for i in range(n))
     src_text = f"{{{src}}}" if n > 1 else src
     vec = f".v{n}" if n > 1 else ""
-    text = f"@$1 st.{qualifiers}{vec}.{bits} {_address(0, offset)}, {src_text};"
+    text = f"@$1 {opcode}.{qualifiers}{vec}.{suffix or bits} {_address(0, offset)}, {src_text};"
     ins = ",".join(letter for _ in range(n))
     asm(b, ir.VoidType(), text, f"l,b,{ins},~{{memory}}", [address, pred, *vals], side_effect=True)
+
+
+def fence(b: ir.IRBuilder, semantics: str, scope: str) -> None:
+    """``fence.<semantics>.<scope>`` (e.g. ``fence.acquire.gpu``): orders this thread's
+    memory accesses before and after it at ``scope``."""
+    b.asm(ir.FunctionType(ir.VoidType(), []), f"fence.{semantics}.{scope};", "~{memory}", [], side_effect=True)
 
 
 def fp_asm_unary(b: ir.IRBuilder, inst: str, x: ir.Value) -> ir.Value:

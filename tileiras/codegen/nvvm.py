@@ -391,13 +391,24 @@ def _from_smem(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:
 
 
 # -- PTX ------------------------------------------------------------------------------
+# Architectures ptxas knows but LLVM's NVPTX back end (LLVM 22) does not: code is generated
+# for the closest processor LLVM knows (same family, same features we use) and
+# ``ptx.set_target`` then names the real one in ``.target``, as NVIDIA's PTX does.
+LLVM_CPU_STANDINS = {107: "sm_103a"}
+
+
+def llvm_cpu(arch: int) -> str:
+    """The NVPTX processor LLVM generates code for, for ``sm_<arch>``."""
+    return LLVM_CPU_STANDINS.get(arch, f"sm_{arch}{'a' if arch >= 90 else ''}")
+
+
 def llvm_to_ptx(module: ir.Module, target: Target, opt_level: int = 3) -> str:
     """Optimize with LLVM's pipeline and print PTX with the NVPTX back end."""
     init_llvm()
     module.triple = "nvptx64-nvidia-cuda"
     module.data_layout = "e-p:64:64:64-p3:32:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
     tm = llvm.Target.from_triple(module.triple).create_target_machine(
-        cpu=f"sm_{target.arch}{'a' if target.arch >= 90 else ''}", opt=min(opt_level, 3))
+        cpu=llvm_cpu(target.arch), opt=min(opt_level, 3))
     parsed = llvm.parse_assembly(str(module))
     parsed.verify()
     if opt_level > 0:
@@ -414,7 +425,7 @@ def line_info(module: ir.Module) -> LineInfo:
 def emit_module(module: Module, analyses: dict[str, TileAS], target: Target,
                 positions: Optional[dict] = None) -> ir.Module:
     """LLVM IR for every entry function of ``module``."""
-    from . import emit_arith, emit_control, emit_memory, emit_mma, emit_shape  # noqa: F401  (register emitters)
+    from . import emit_arith, emit_control, emit_memory, emit_mma, emit_multimem, emit_shape  # noqa: F401  (register emitters)
 
     llmod = ir.Module(name="tileiras")
     if target.lineinfo:

@@ -64,14 +64,16 @@ class TileAS:
     def smem_bytes(self) -> int:
         return max(self.scratch.values(), default=0)
 
-    def canonical(self, shape: tuple[int, ...]) -> LinearLayout:
+    def canonical(self, shape: tuple[int, ...], min_vector: int = 1) -> LinearLayout:
         """Each thread holds up to ``CONTIGUOUS`` consecutive elements of the last dim
-        (fewer when the tile has fewer elements than threads times that): reductions
-        along it start in registers, and global accesses can be vectorized."""
+        (fewer when the tile has fewer elements than threads times that, but at least
+        ``min_vector`` where the dim has them): reductions along it start in registers,
+        and global accesses can be vectorized."""
         n = 1
         for d in shape:
             n *= d
-        vector = min(CONTIGUOUS, shape[-1], max(1, n // self.layout_threads)) if shape else 1
+        vector = min(max(CONTIGUOUS, min_vector), shape[-1],
+                     max(min_vector, n // self.layout_threads)) if shape else 1
         return default_blocked(shape, self.num_warps, vector)
 
     def row_reduction_layout(self, shape: tuple[int, ...]) -> LinearLayout:
@@ -356,6 +358,28 @@ def _feeds_row_reductions(tas: TileAS, v: Value) -> bool:
     rank = v.type.rank
     users = tas.users(v)
     return rank >= 2 and bool(users) and all(isinstance(u, CO.ReduceOp) and u.dim == rank - 1 for u in users)
+
+
+@layout_rule(MEM.MultimemLoadReduceViewTkoOp, MEM.MultimemStoreViewTkoOp, MEM.MultimemReduceViewTkoOp)
+def _multimem(tas: TileAS, op: Operation) -> None:
+    """PTX multimem accesses f16/bf16 only in pairs (``.v2``): those tiles get two
+    consecutive elements of the view's unit-stride dim per register pair."""
+    layout = multimem_layout(tas, op.view.type)
+    if isinstance(op, MEM.MultimemLoadReduceViewTkoOp):
+        tas.layouts[op.results[0]] = layout
+    else:
+        _want(tas, op, 1, layout)
+
+
+def multimem_layout(tas: TileAS, view: T.PartitionViewType) -> LinearLayout:
+    shape = tuple(view.tile_shape)
+    tensor = view.tensor_view
+    unit = [k for k, d in enumerate(view.dim_map) if tensor.strides[d] == 1]
+    if tensor.element.bitwidth != 16 or len(unit) != 1 or shape[unit[0]] < 2:
+        return tas.canonical(shape)
+    order = [k for k in range(len(shape)) if k != unit[0]] + unit  # the unit-stride dim last
+    inverse = [order.index(k) for k in range(len(shape))]
+    return tas.canonical(tuple(shape[k] for k in order), min_vector=2).permute(inverse)
 
 
 @layout_rule(CF.PrintTkoOp)

@@ -131,12 +131,7 @@ class OpSyntax:
             skipped = spec.name == "memory_scope" and self.definition.cls not in _MEMORY_SPEC_OPS
             if isinstance(spec, Attr) and spec.kind is AttrKind.ENUM and not skipped:
                 enum_value(self.sc, spec, self.definition.cls)
-        for e in group.elements:
-            if isinstance(e, FieldRef) and e.default is not None:
-                spec = self.spec(e.name)
-                assert isinstance(spec, Attr)
-                self.attrs[e.name] = (spec.enum.from_keyword(e.default) if spec.enum is not None
-                                      else int(e.default))
+        self.default_attrs(tuple(e for e in group.elements if isinstance(e, FieldRef)))
 
     def is_present(self, group: OptionalGroup) -> bool:
         first = next(e for e in group.elements if not isinstance(e, Whitespace))
@@ -168,12 +163,24 @@ class OpSyntax:
 
     def attr_dict(self, e: AttrDict) -> None:
         sc = self.sc
+        self.default_attrs(e.fields)
         if e.keyword:
             if not sc.accept_keyword("attributes"):
                 return
         elif not sc.peek("{"):
             return
         self.attributes_from_dict(sc)
+
+    def default_attrs(self, fields: tuple[FieldRef, ...]) -> None:
+        """Attributes with a default (``$reduction^=add``) that the text leaves out
+        take that default, as MLIR's DefaultValuedAttr does; a dictionary entry
+        parsed afterwards overrides it."""
+        for e in fields:
+            if e.default is not None and e.name not in self.attrs:
+                spec = self.spec(e.name)
+                assert isinstance(spec, Attr)
+                self.attrs[e.name] = (spec.enum.from_keyword(e.default) if spec.enum is not None
+                                      else int(e.default))
 
     def attributes_from_dict(self, sc: Any) -> None:
         """``{name = value, ...}``: inherent attributes given in dictionary form."""

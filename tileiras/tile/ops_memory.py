@@ -160,7 +160,7 @@ class MultimemLoadReduceViewTkoOp(Operation):
     memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
     reduction = Attr(AttrKind.ENUM, enum=MultimemReductionKind)
-    inbounds = Attr(AttrKind.BOOL_ARRAY)
+    inbounds = Attr(AttrKind.BOOL_ARRAY, length_of="index")
     syntax = ("$memory_ordering_semantics ($memory_scope^)? $view `[` $index `]` (`token` `=` $token^)? "
               "custom<Inbounds>($inbounds) attr-dict-with-keyword($reduction^=add) `:` type($view) "
               "custom<IndexTypes>($index) (`,` type($token)^)? `->` type($reduced_values) `,` type($result_token)")
@@ -176,7 +176,7 @@ class MultimemReduceViewTkoOp(Operation):
     memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope)
     reduction = Attr(AttrKind.ENUM, enum=MultimemReductionKind)
-    inbounds = Attr(AttrKind.BOOL_ARRAY)
+    inbounds = Attr(AttrKind.BOOL_ARRAY, length_of="index")
     syntax = ("$memory_ordering_semantics ($memory_scope^)? $view `,` $tile `[` $index `]` (`token` `=` $token^)? "
               "custom<Inbounds>($inbounds) attr-dict-with-keyword($reduction^=add) `:` type($view) `,` type($tile) "
               "custom<IndexTypes>($index) (`,` type($token)^)? `->` type($result_token)")
@@ -191,7 +191,7 @@ class MultimemStoreViewTkoOp(Operation):
     token = Optional_()
     memory_ordering_semantics = Attr(AttrKind.ENUM, enum=MemoryOrderingSemantics)
     memory_scope = Attr(AttrKind.ENUM, enum=MemoryScope, optional=True)
-    inbounds = Attr(AttrKind.BOOL_ARRAY)
+    inbounds = Attr(AttrKind.BOOL_ARRAY, length_of="index")
     syntax = ("$memory_ordering_semantics ($memory_scope^)? $view `,` $tile `[` $index `]` (`token` `=` $token^)? "
               "custom<Inbounds>($inbounds) attr-dict `:` type($view) `,` type($tile) "
               "custom<IndexTypes>($index) (`,` type($token)^)? `->` type($result_token)")

@@ -7,8 +7,9 @@ Measured with tileiras 13.5: f8E4M3FN/f8E5M2 need sm_89+, f8E8M0FNU needs sm_100
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Iterator, Optional
 
+from ..ir import types as T
 from ..ir.core import Operation
 from .context import Context, verifies
 from .versions import scalars_in
@@ -22,6 +23,27 @@ def compute_capability(gpu_name: str) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
+#: Compute capabilities whose memory has classified (unicast/multicast) pointers; any op
+#: using a ``ptr<..., <unicast|multicast>>`` elsewhere fails (tileiras 13.5; an entry
+#: argument no op uses passes).
+PTR_ATTR_ARCHS = (100, 103, 107)
+
+
+def ptr_attrs_in(t: T.Type) -> Iterator[T.PtrAttr]:
+    """Every pointer classification mentioned by ``t``."""
+    if isinstance(t, T.PointerType):
+        if t.ptr_attr is not None:
+            yield t.ptr_attr
+        yield from ptr_attrs_in(t.pointee)
+    elif isinstance(t, T.TileType):
+        yield from ptr_attrs_in(t.element)
+    elif isinstance(t, T.TensorViewType):
+        if t.ptr_attr is not None:
+            yield t.ptr_attr
+    elif isinstance(t, T.ViewType):
+        yield from ptr_attrs_in(t.tensor_view)
+
+
 @verifies(Operation)
 def check_arch_types(ctx: Context, op: Operation) -> None:
     if ctx.gpu_name is None:
@@ -30,11 +52,15 @@ def check_arch_types(ctx: Context, op: Operation) -> None:
     if cc is None:
         return
     reported = {d.message for d in ctx.diagnostics}
+    prefix = f"Incompatibility with architecture '{ctx.gpu_name}': "
     for value in op.results + op.operands:
-        for s in scalars_in(value.type):
-            need = MIN_ARCH.get(s.name)
-            if need is not None and cc < need:
-                message = f"Incompatibility with architecture '{ctx.gpu_name}': unsupported type '{s.name}'"
-                if message not in reported:
-                    ctx.error(op, message)
-                    reported.add(message)
+        problems = [f"unsupported type '{s.name}'" for s in scalars_in(value.type)
+                    if s.name in MIN_ARCH and cc < MIN_ARCH[s.name]]
+        if cc not in PTR_ATTR_ARCHS:
+            required = " or ".join(f"sm_{a}" for a in PTR_ATTR_ARCHS)
+            problems += [f"{p.keyword} pointers require {required}" for p in ptr_attrs_in(value.type)
+                         if p is not T.PtrAttr.NONE]
+        for problem in problems:
+            if prefix + problem not in reported:
+                ctx.error(op, prefix + problem)
+                reported.add(prefix + problem)

@@ -6,7 +6,7 @@ from typing import Optional
 from ..ir import types as T
 from ..ir.core import Operation
 from ..tile import ops_memory as M
-from ..tile.enums import AtomicRMWMode, MemoryOrderingSemantics, MemoryScope
+from ..tile.enums import AtomicRMWMode, MemoryOrderingSemantics, MemoryScope, MultimemReductionKind
 from .context import Context, verifies
 from .diagnostic import quoted
 
@@ -35,13 +35,29 @@ def _check_memory_model(ctx: Context, op: Operation, allowed: tuple[O, ...], wha
         ctx.op_error(op, f"memory scope is required for {ordering.keyword} {what}")
 
 
+def _multicast_pointer(t: T.Type) -> bool:
+    """A tile of multicast pointers: the address of a multimem (multicast) object."""
+    e = T.element_type(t)
+    return isinstance(e, T.PointerType) and e.ptr_attr is T.PtrAttr.MULTICAST
+
+
+def _multicast_view(t: T.Type) -> bool:
+    return isinstance(t, T.ViewType) and t.tensor_view.ptr_attr is T.PtrAttr.MULTICAST
+
+
 @verifies(M.LoadPtrTkoOp)
 def check_load_ptr(ctx: Context, op: Operation) -> None:
+    if _multicast_pointer(op.source.type):
+        ctx.op_error(op, "multicast pointer is not allowed")
+        return
     _check_memory_model(ctx, op, _LOAD_ORDERINGS, "load")
 
 
 @verifies(M.StorePtrTkoOp)
 def check_store_ptr(ctx: Context, op: Operation) -> None:
+    if _multicast_pointer(op.destination.type):
+        ctx.op_error(op, "multicast pointer is not allowed")
+        return
     _check_memory_model(ctx, op, _STORE_ORDERINGS, "store")
 
 
@@ -99,26 +115,117 @@ def _check_view_indices(ctx: Context, op: Operation, tile: Optional[T.Type]) -> 
     return True
 
 
+def _unicast_view_access(ctx: Context, op: Operation, tile: Optional[T.Type]) -> bool:
+    """Indices, then no multicast view: only the multimem ops reach multicast memory."""
+    if not _check_view_indices(ctx, op, tile):
+        return False
+    if _multicast_view(op.view.type):
+        ctx.op_error(op, "multicast ptr_attr is not allowed")
+        return False
+    return True
+
+
 @verifies(M.LoadViewTkoOp)
 def check_load_view(ctx: Context, op: Operation) -> None:
-    if _check_view_indices(ctx, op, op.results[0].type):
+    if _unicast_view_access(ctx, op, op.results[0].type):
         _check_memory_model(ctx, op, _LOAD_ORDERINGS, "load")
 
 
 @verifies(M.StoreViewTkoOp)
 def check_store_view(ctx: Context, op: Operation) -> None:
-    if _check_view_indices(ctx, op, op.tile.type):
+    if _unicast_view_access(ctx, op, op.tile.type):
         _check_memory_model(ctx, op, _STORE_ORDERINGS, "store")
+
+
+# -- multimem --------------------------------------------------------------------------------
+#: NVIDIA's checks, in the order tileiras 13.5 applies them (each stops at its first
+#: problem; measured by giving it ops with two problems at a time): element type, total
+#: size, multicast pointer, partition view, reduction kind, unit stride, memory model.
+_MULTIMEM_FLOATS = ("f16", "bf16", "f32", "f64")
+_BITWISE = (MultimemReductionKind.AND, MultimemReductionKind.OR, MultimemReductionKind.XOR,
+            MultimemReductionKind.UMIN, MultimemReductionKind.UMAX)
+_MINMAX = (MultimemReductionKind.MIN, MultimemReductionKind.MAX)
+
+
+def _multimem_element_problem(tile: T.TileType) -> Optional[str]:
+    e = tile.element
+    if isinstance(e, T.ScalarType) and e.is_int:
+        if e.bitwidth not in (32, 64):
+            return f"multimem requires 32- or 64-bit integer/index element types; got {e.bitwidth} bits"
+        return None
+    if isinstance(e, T.ScalarType) and e.is_float:
+        if e.name not in _MULTIMEM_FLOATS:
+            return "multimem supports only f16, bf16, f32, and f64 floating-point element types"
+        total = tile.num_elements * e.bitwidth
+        if total % 32:
+            return ("multimem op requires tile total size to be a multiple of 4 bytes for float element types; "
+                    f"got {tile.num_elements} element(s) of {e.bitwidth} bits (total {total} bits)")
+        return None
+    return "multimem expects integer, index, or standard floating-point tensor elements"
+
+
+def _multimem_view_problem(view: T.Type) -> Optional[str]:
+    attr = view.tensor_view.ptr_attr if isinstance(view, T.ViewType) else None
+    if attr is not T.PtrAttr.MULTICAST:
+        return f"expected a multicast pointer, but got {attr.keyword if attr is not None else 'none'}"
+    if not isinstance(view, T.PartitionViewType):
+        return f"multimem view operations support only partition_view; got {quoted(view)}"
+    return None
+
+
+def _multimem_reduction_problem(op: Operation, element: T.Type) -> Optional[str]:
+    kind = op.reduction
+    if not element.is_float:
+        return None
+    if kind in _BITWISE:
+        return "and/or/xor/umin/umax reductions require integer element types"
+    if isinstance(op, M.MultimemReduceViewTkoOp) and kind is not MultimemReductionKind.ADD:
+        return "supports only add for floating-point element types"
+    if kind in _MINMAX and element.name not in ("f16", "bf16"):
+        return f"min/max supports f16 and bf16 float types only; got '{element}'"
+    return None
+
+
+def _multimem_stride_problem(view: T.PartitionViewType) -> Optional[str]:
+    """16-bit floats travel in pairs (PTX has no scalar f16 multimem access): the pairs
+    must be contiguous along exactly one unit-stride dim."""
+    if view.tensor_view.element.name not in ("f16", "bf16"):
+        return None
+    units = sum(1 for s in view.tensor_view.strides if s == 1)
+    if units != 1:
+        return f"f16/bf16 multimem views must have exactly one element stride statically known to equal 1; got {units}"
+    return None
+
+
+def _check_multimem(ctx: Context, op: Operation, tile: T.Type) -> bool:
+    if not _check_view_indices(ctx, op, tile):
+        return False
+    view = op.view.type
+    problem = (_multimem_element_problem(tile) or _multimem_view_problem(view)
+               or (_multimem_reduction_problem(op, tile.element) if hasattr(op, "reduction") else None)
+               or _multimem_stride_problem(view))
+    if problem:
+        ctx.op_error(op, problem)
+        return False
+    return True
 
 
 @verifies(M.MultimemLoadReduceViewTkoOp)
 def check_multimem_load(ctx: Context, op: Operation) -> None:
-    _check_view_indices(ctx, op, op.results[0].type)
+    if _check_multimem(ctx, op, op.results[0].type):
+        _check_memory_model(ctx, op, _LOAD_ORDERINGS, "load")
 
 
-@verifies(M.MultimemReduceViewTkoOp, M.MultimemStoreViewTkoOp)
+@verifies(M.MultimemStoreViewTkoOp)
 def check_multimem_store(ctx: Context, op: Operation) -> None:
-    _check_view_indices(ctx, op, op.tile.type)
+    if _check_multimem(ctx, op, op.tile.type):
+        _check_memory_model(ctx, op, _STORE_ORDERINGS, "store")
+
+
+@verifies(M.MultimemReduceViewTkoOp)
+def check_multimem_reduce(ctx: Context, op: Operation) -> None:
+    if _check_multimem(ctx, op, op.tile.type) and op.memory_ordering_semantics not in (O.RELAXED, O.RELEASE):
+        ctx.op_error(op, "memory ordering semantics must be one of: relaxed, release")
 
 
 @verifies(M.MakeTensorViewOp)
@@ -203,6 +310,9 @@ def _check_atomic_ordering(ctx: Context, op: Operation) -> bool:
 
 @verifies(M.AtomicRMWTkoOp)
 def check_atomic_rmw(ctx: Context, op: Operation) -> None:
+    if _multicast_pointer(op.pointers.type):
+        ctx.op_error(op, "multicast pointer is not supported for atomic_rmw")
+        return
     pointee = op.pointers.type.element.pointee
     element = op.arg.type.element
     if pointee != element:
@@ -221,6 +331,9 @@ def check_atomic_rmw(ctx: Context, op: Operation) -> None:
 
 @verifies(M.AtomicCASTkoOp)
 def check_atomic_cas(ctx: Context, op: Operation) -> None:
+    if _multicast_pointer(op.pointers.type):
+        ctx.op_error(op, "multicast pointer is not supported for atomic_cas")
+        return
     pointee = op.pointers.type.element.pointee
     element = op.val.type.element
     if pointee != element:
@@ -239,6 +352,9 @@ def check_atomic_cas(ctx: Context, op: Operation) -> None:
 @verifies(M.AtomicRedViewTkoOp)
 def check_atomic_red_view(ctx: Context, op: Operation) -> None:
     view = op.view.type
+    if _multicast_view(view):
+        ctx.op_error(op, "multicast ptr_attr is not allowed")
+        return
     if isinstance(view, T.GatherScatterViewType):
         ctx.op_error(op, "gather_scatter_view is not supported; use partition_view instead")
         return

@@ -1,4 +1,4 @@
-"""ld/ldu/st (all state spaces, vectors, generic addressing), atom/red, isspacep, mapa.
+"""ld/ldu/st (all state spaces, vectors, generic addressing), atom/red, multimem, isspacep, mapa.
 
 Address resolution turns a per-thread address into (flat byte array, byte offsets) for one
 state space; generic addresses are split by window first.  Memory ordering qualifiers
@@ -9,6 +9,7 @@ order, one "round" of distinct addresses at a time.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -274,6 +275,34 @@ def compile_atom(ctx, ins):
                      c_r(m, idx) if c_r else None)
         if write is not None:
             write(m, idx, old)
+    return run
+
+
+@handles("multimem")
+def compile_multimem(ctx, ins):
+    """multimem.ld_reduce / st / red with a multicast group of one GPU (the emulator runs one
+    device, so a multicast address is ordinary global memory): a load-reduce reads the one
+    copy (the reduction of one value is that value, also for ``.acc::f32``), a store
+    writes it, a reduction applies the atomic operation to each element of the vector."""
+    kind = ins.parts[1]
+    vec = [p for p in ins.parts[2:] if p in ("v2", "v4", "v8")]
+    ty_name = ins.parts[-1]
+    if kind == "ld_reduce":
+        return compile_ld(ctx, replace(ins, parts=["ld", "global", *vec, ty_name]))
+    if kind == "st":
+        return compile_st(ctx, replace(ins, parts=["st", "global", *vec, ty_name]))
+    if kind != "red":
+        raise UnsupportedInstruction(f"multimem.{kind}")
+    ty = type_of(ins.parts)
+    op = next(p for p in ins.parts[2:] if p in ATOM_OPS)
+    addr_r, space = address_reader(ctx, ins.operands[0], "global")
+    readers = [reader(ctx, item, ty) for item in vector_items(ins.operands[1])]
+    step = np.uint64(max(ty.bits // 8, 1))
+
+    def run(m, idx):
+        addr = addr_r(m, idx)
+        for k, r in enumerate(readers):
+            atomic(m, idx, addr + step * np.uint64(k) if k else addr, space, ty, op, r(m, idx), None)
     return run
 
 

@@ -1,0 +1,229 @@
+"""multimem ops (load-reduce, store, reduce of a multicast object) and classified pointers.
+
+NVIDIA's tileiras 13.5 was measured with kernels written as text (``kernels.multimem_text``)
+for every op, element type, reduction kind, ordering, scope and view shape; the expected
+messages and PTX spellings below are its.  The emulator models a multicast group of one GPU:
+the multicast buffer is ordinary memory, so a load-reduce reads it, a store writes it and a
+reduction is an atomic operation on it; the interpreter does the same (``interp.views``).
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+
+import numpy as np
+import pytest
+from kernels.multimem_text import GOLDEN_MULTIMEM, multimem_kernel
+
+from tileiras import diffcheck, driver
+from tileiras.codegen.ptxas import PtxasError, invoke_ptxas
+from tileiras.emulate.cubin import ptx_from_cubin
+from tileiras.errors import CompileError
+from tileiras.pipeline import CompileOptions, compile_module
+from tileiras.text.parser import parse_module
+from tileiras.tile.enums import MultimemReductionKind
+from tileiras.tools import find_ptxas
+from tileiras.verify import verify_module
+from tileiras.writer import write_bytecode
+
+LD = "'cuda_tile.multimem_load_reduce_view_tko' op "
+ST = "'cuda_tile.multimem_store_view_tko' op "
+RED = "'cuda_tile.multimem_reduce_view_tko' op "
+F16_SIZE = ("multimem op requires tile total size to be a multiple of 4 bytes for float element types; "
+            "got 1 element(s) of 16 bits (total 16 bits)")
+STRIDED = ("multimem view operations support only partition_view; got '!cuda_tile.strided_view<tile=(128), "
+           "traversal_strides=[128], tensor_view<1024xf32, strides=[1], #cuda_tile.ptr_attr<multicast>>>'")
+UNIT_STRIDE = "f16/bf16 multimem views must have exactly one element stride statically known to equal 1; got "
+
+#: (kernel arguments, NVIDIA's message).  Pairs of problems pin the order of its checks:
+#: element type, total size, multicast pointer, partition view, reduction, unit stride, ordering.
+REJECTED = [
+    (dict(element="i16"), LD + "multimem requires 32- or 64-bit integer/index element types; got 16 bits"),
+    (dict(element="f8E4M3FN", reduction="and"),
+     LD + "multimem supports only f16, bf16, f32, and f64 floating-point element types"),
+    (dict(element="i16", ordering="release", view="strided", ptr_attr="unicast"),
+     LD + "multimem requires 32- or 64-bit integer/index element types; got 16 bits"),
+    (dict(element="f16", tile=(1,), ptr_attr="unicast", reduction="and"), LD + F16_SIZE),
+    (dict(op="st", element="f16", tile=(1,)), ST + F16_SIZE),
+    (dict(op="red", element="f16", tile=(1,), view="strided"), RED + F16_SIZE),
+    (dict(ptr_attr="unicast", view="strided"), LD + "expected a multicast pointer, but got unicast"),
+    (dict(ptr_attr=None, ordering="release"), LD + "expected a multicast pointer, but got none"),
+    (dict(view="strided", ordering="release"), LD + STRIDED),
+    (dict(element="f16", reduction="and", strides=(2,), shape=(512,)),
+     LD + "and/or/xor/umin/umax reductions require integer element types"),
+    (dict(element="f32", reduction="umax", ordering="weak"),
+     LD + "and/or/xor/umin/umax reductions require integer element types"),
+    (dict(element="f64", reduction="min"), LD + "min/max supports f16 and bf16 float types only; got 'f64'"),
+    (dict(op="red", element="f16", reduction="max"), RED + "supports only add for floating-point element types"),
+    (dict(element="f16", strides=(2,), shape=(512,), ordering="release"), LD + UNIT_STRIDE + "0"),
+    (dict(op="red", element="bf16", shape=(1, 64), strides=(1, 1), tile=(1, 8)), RED + UNIT_STRIDE + "2"),
+    (dict(ordering="weak", scope="device"), LD + "weak load must not have memory scope"),
+    (dict(ordering="relaxed", scope=""), LD + "memory scope is required for relaxed load"),
+    (dict(ordering="acq_rel"), LD + "expect one of: weak, relaxed, or acquire, but got: acq_rel"),
+    (dict(op="st", ordering="acquire"), ST + "expect one of: weak, relaxed, or release, but got: acquire"),
+    (dict(op="st", ordering="release", scope=""), ST + "memory scope is required for release store"),
+    (dict(op="red", ordering="acquire"), RED + "memory ordering semantics must be one of: relaxed, release"),
+]
+
+ACCEPTED = [dict(), dict(element="i64", reduction="umin"), dict(element="i32", strides=(2,), shape=(512,)),
+            dict(element="f32", tile=(1,)), dict(op="red", element="f16", shape=(64, 64), strides=(1, 64),
+                                                  tile=(8, 8))]
+
+
+def errors(text: str, gpu_name=None) -> list[str]:
+    return [d.message for d in verify_module(parse_module(text, "k.mlir"), gpu_name=gpu_name) if d.is_error]
+
+
+@pytest.mark.parametrize("kwargs, message", REJECTED, ids=[f"rejected{i}" for i in range(len(REJECTED))])
+def test_verifier_rejects_as_nvidia(kwargs, message):
+    assert errors(multimem_kernel(**kwargs)) == [message]
+
+
+@pytest.mark.parametrize("kwargs", ACCEPTED, ids=[f"accepted{i}" for i in range(len(ACCEPTED))])
+def test_verifier_accepts_as_nvidia(kwargs):
+    assert errors(multimem_kernel(**kwargs), "sm_100") == []
+
+
+def test_multicast_memory_only_through_multimem_ops():
+    """Plain loads, stores and atomics refuse multicast pointers and views."""
+    mc = "tile<ptr<f32, <multicast>>>"
+    tv = "tensor_view<1024xf32, strides=[1], #cuda_tile.ptr_attr<multicast>>"
+    pv = f"partition_view<tile=(128), {tv}>"
+    view = (f"%tv = make_tensor_view %p, shape = [1024], strides = [1] : {tv}\n"
+            f"%pv = make_partition_view %tv : {pv}\n%i = constant <i32: 0> : tile<i32>\n")
+    cases = {
+        f"%r, %t = load_ptr_tko weak %p : {mc} -> tile<f32>, token": "'cuda_tile.load_ptr_tko' op multicast pointer "
+                                                                      "is not allowed",
+        f"%t = store_ptr_tko acquire device %p, %c : {mc}, tile<f32> -> token":
+            "'cuda_tile.store_ptr_tko' op multicast pointer is not allowed",
+        f"%r, %t = atomic_rmw_tko relaxed device %p, addf, %c : {mc}, tile<f32> -> tile<f32>, token":
+            "'cuda_tile.atomic_rmw_tko' op multicast pointer is not supported for atomic_rmw",
+        view + f"%r, %t = load_view_tko weak %pv[%i] : {pv}, tile<i32> -> tile<128xf32>, token":
+            "'cuda_tile.load_view_tko' op multicast ptr_attr is not allowed",
+        view + f"%v = constant <f32: 1.0> : tile<128xf32>\n"
+               f"%t = atomic_red_view_tko relaxed device %pv[%i], addf, %v : tile<128xf32>, {pv}, tile<i32> -> token":
+            "'cuda_tile.atomic_red_view_tko' op multicast ptr_attr is not allowed",
+    }
+    for body, message in cases.items():
+        text = (f"cuda_tile.module @m {{\n  entry @k(%p: {mc}) {{\n    %c = constant <f32: 1.0> : tile<f32>\n"
+                + "".join(f"    {line}\n" for line in body.splitlines()) + "    return\n  }\n}\n")
+        assert errors(text) == [message], body
+
+
+@pytest.mark.parametrize("gpu, ok", [("sm_80", False), ("sm_90", False), ("sm_100", True), ("sm_103", True),
+                                     ("sm_107", True), ("sm_110", False), ("sm_120", False)])
+def test_classified_pointers_need_sm_100_103_or_107(gpu, ok):
+    for attr in ("multicast", "unicast"):
+        text = multimem_kernel(ptr_attr=attr)
+        want = [] if ok else [f"Incompatibility with architecture '{gpu}': {attr} pointers require sm_100 or sm_103 "
+                              "or sm_107"]
+        got = [m for m in errors(text, gpu) if "Incompatibility" in m]
+        assert got == want, attr
+
+
+def test_unused_classified_argument_is_no_use():
+    """Like NVIDIA's: an entry argument no op touches does not need sm_100."""
+    text = "cuda_tile.module @m {\n  entry @k(%p: tile<ptr<f32, <multicast>>>) {\n    return\n  }\n}\n"
+    assert errors(text, "sm_90") == []
+
+
+def test_parser_defaults_reduction_and_inbounds():
+    """``reduction`` left out is add (its default); ``inbounds`` left out is all false."""
+    module = parse_module(multimem_kernel(op="red", element="i32"), "k.mlir")
+    op = next(o for o in module.functions[0].walk() if o.name == "multimem_reduce_view_tko")
+    assert op.reduction is MultimemReductionKind.ADD
+    assert write_bytecode(module)
+
+
+# -- code generation ---------------------------------------------------------------------------
+def ptx_of(name: str) -> str:
+    return compile_module(parse_module(multimem_kernel(**GOLDEN_MULTIMEM[name]), f"{name}.mlir"),
+                          CompileOptions(gpu_name="sm_100"), "ptx")
+
+
+def instructions(ptx: str) -> set[str]:
+    """The multimem and fence instructions, registers and predicates blanked."""
+    out = set()
+    for statement in ptx.split(";"):
+        s = re.sub(r"@%p\d+\s+", "", statement.strip().splitlines()[-1].strip() if statement.strip() else "")
+        if s.startswith(("multimem.", "fence.")) and "mbarrier" not in s:
+            out.add(re.sub(r"\[R\+\d+\]", "[R]", re.sub(r"%\w+", "R", s)))
+    return out
+
+
+EXPECTED = {  # NVIDIA's tileiras 13.5 on sm_100 for the same kernels
+    "multimem_ld_f32_acquire": {"multimem.ld_reduce.relaxed.sys.global.add.f32 R, [R]", "fence.acquire.gpu"},
+    "multimem_ld_f16_add": {"multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v2.f16 {R, R}, [R]"},
+    "multimem_ld_bf16_max_2d": {"multimem.ld_reduce.relaxed.sys.global.max.v2.bf16 {R, R}, [R]"},
+    "multimem_ld_i64_umin_edge": {"multimem.ld_reduce.relaxed.sys.global.min.u64 R, [R]"},
+    "multimem_st_f16_colmajor": {"multimem.st.relaxed.sys.global.v2.f16 [R], {R, R}", "fence.release.cta"},
+    "multimem_st_f64": {"multimem.st.relaxed.sys.global.f64 [R], R"},
+    "multimem_red_i32_xor": {"multimem.red.relaxed.sys.global.xor.b32 [R], R"},
+    "multimem_red_bf16_release": {"multimem.red.relaxed.sys.global.add.v2.bf16 [R], {R, R}", "fence.release.sys"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_MULTIMEM))
+def test_instructions_as_nvidia(name):
+    assert instructions(ptx_of(name)) == EXPECTED[name]
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_MULTIMEM))
+def test_nvidia_emits_the_same_instructions(name, real_tileiras, tmp_path):
+    """EXPECTED is what NVIDIA's tool emits today (its PTX from the cubin)."""
+    src, out = tmp_path / "k.tileir", tmp_path / "k.cubin"
+    src.write_bytes(write_bytecode(parse_module(multimem_kernel(**GOLDEN_MULTIMEM[name]), "k.mlir")))
+    subprocess.run([real_tileiras, "--gpu-name=sm_100", "--lineinfo", str(src), "-o", str(out)], check=True,
+                   capture_output=True, timeout=120)
+    assert instructions(ptx_from_cubin(out.read_bytes())) == EXPECTED[name]
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed (pip install nvidia-cuda-nvcc)")
+@pytest.mark.parametrize("name", sorted(GOLDEN_MULTIMEM))
+def test_ptxas_accepts(name):
+    try:
+        invoke_ptxas(ptx_of(name), "sm_100")
+    except PtxasError as err:
+        pytest.fail(f"ptxas rejects {name}:\n{err.log}", pytrace=False)
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_MULTIMEM))
+def test_interpreter_and_emulator_agree(name):
+    module = parse_module(multimem_kernel(**GOLDEN_MULTIMEM[name]), "k.mlir")
+    reports = diffcheck.check_module(module, "sm_100", grid=(8, 1, 1))
+    assert [r.problem for r in reports] == [None]
+
+
+def test_duplicated_elements_reduce_once(monkeypatch):
+    """A 128-element f16 tile is 64 pairs over 128 threads: half the threads hold copies.
+    Reducing from every copy would add twice; the check must see that."""
+    module = parse_module(multimem_kernel(op="red", element="f16"), "k.mlir")
+    args = diffcheck.synthesize_args(module.functions[0], np.random.default_rng(0))
+    expected = diffcheck.run_interpreter(module, "mm", (8, 1, 1), args)
+    good = diffcheck.compile_ptx(module, "sm_100")
+    assert diffcheck.compare(expected, diffcheck.run_ptx(good, "mm", (8, 1, 1), args)) is None
+    unguarded = re.sub(r"@%p\d+ (multimem\.red)", r"\1", good)
+    assert diffcheck.compare(expected, diffcheck.run_ptx(unguarded, "mm", (8, 1, 1), args)) is not None
+
+
+def test_half_pairs_need_a_unit_stride_dim_of_two():
+    """A 128x1 f16 tile of a row-major view has no two consecutive elements (NVIDIA's
+    tileiras compiles it to an empty kernel); ours says why it cannot."""
+    module = parse_module(multimem_kernel(element="f16", shape=(512, 512), tile=(128, 1)), "k.mlir")
+    with pytest.raises(CompileError, match=r"requires at least 2 contiguous element\(s\) per thread"):
+        compile_module(module, CompileOptions(gpu_name="sm_100"), "ptx")
+
+
+def test_driver_exit_codes(tmp_path, capsys):
+    """Verifier problems exit 3, classified pointers on sm_90 exit 5, as NVIDIA's tool."""
+    bad = tmp_path / "bad.tileir"
+    bad.write_bytes(write_bytecode(parse_module(multimem_kernel(element="f64", reduction="max"), "k.mlir")))
+    good = tmp_path / "good.tileir"
+    good.write_bytes(write_bytecode(parse_module(multimem_kernel(), "k.mlir")))
+    assert driver.main([str(bad), "--gpu-name=sm_100", "-o", str(tmp_path / "a.cubin")]) == 3
+    assert capsys.readouterr().err.splitlines()[0] == ("error: " + LD + "min/max supports f16 and bf16 float types "
+                                                       "only; got 'f64'")
+    assert driver.main([str(good), "--gpu-name=sm_90", "-o", str(tmp_path / "b.cubin")]) == 5
+    assert capsys.readouterr().err.splitlines()[0] == ("error: Incompatibility with architecture 'sm_90': multicast "
+                                                       "pointers require sm_100 or sm_103 or sm_107")
+    assert driver.main([str(good), "--gpu-name=sm_100", "-o", str(tmp_path / "c.cubin")]) == 0
