@@ -65,3 +65,82 @@ def test_large_tiles_run_in_chunked_loops(tmp_path):
     assert regs < 128
     reports = diffcheck.check_module(module, "sm_90", grid=(2, 1, 1), extent=300)
     assert all(r.problem is None for r in reports), [r.problem for r in reports]
+
+
+def test_transposes_run_in_chunked_loops():
+    """A permuted tile holds the loaded tile's registers under swapped coordinates, so
+    load, permute and store run in one loop over register chunks: a 64x64 transpose keeps
+    one chunk live (NVIDIA's tileiras streams it the same way), not 32 elements per thread."""
+    ct = pytest.importorskip("cuda.tile")
+    from tileiras.codegen.ptxas import run_ptxas, stats_from_cubin
+    from tileiras.interp.testing import array, export
+    from tileiras.pipeline import CompileOptions, compile_module
+
+    @ct.kernel
+    def transpose(x, out):
+        i, j = ct.bid(0), ct.bid(1)
+        t = ct.load(x, index=(i, j), shape=(64, 64))
+        ct.store(out, index=(j, i), tile=ct.permute(t, (1, 0)))
+
+    module = read_bytecode(export(transpose, array(ct.float32, 2), array(ct.float32, 2)))
+    tileas = compile_module(module, CompileOptions("sm_90"), "tileas")
+    assert "chunked loop x8" in tileas and tileas.count("in chunked loop") == 2
+    ptx = compile_module(module, CompileOptions("sm_90"), "ptx")
+    assert ptx.count("ld.global") == 4 and ptx.count("st.global") == 4
+    regs = stats_from_cubin(run_ptxas(ptx, "sm_90"))[module.functions[0].name].registers
+    assert regs <= 40  # 78 when all 32 elements per thread were loaded before the first store
+    reports = diffcheck.check_module(module, "sm_90", grid=(2, 3, 1), extent=150)
+    assert all(r.problem is None for r in reports), [r.problem for r in reports]
+
+
+def test_cat_and_extract_of_its_parts_move_no_data():
+    """cat of two same-shape tiles concatenates registers, and extracting either part at
+    constant indices picks them back: no shared memory, no barrier, same results."""
+    ct = pytest.importorskip("cuda.tile")
+    from tileiras.interp.testing import array, export
+    from tileiras.pipeline import CompileOptions, compile_module
+
+    @ct.kernel
+    def parts(x, y, out):
+        i = ct.bid(0)
+        a = ct.load(x, index=(i, 0), shape=(16, 32))
+        b = ct.load(y, index=(i, 0), shape=(16, 32))
+        rows = ct.cat((a, b), axis=0)
+        cols = ct.cat((a, b), axis=1)
+        ct.store(out, index=(i, 0), tile=ct.extract(rows, index=(1, 0), shape=(16, 32))
+                 - ct.extract(cols, index=(0, 0), shape=(16, 32)))
+
+    module = read_bytecode(export(parts, array(ct.float32, 2), array(ct.float32, 2), array(ct.float32, 2)))
+    tileas = compile_module(module, CompileOptions("sm_90"), "tileas")
+    assert "smem=0B" in tileas
+    assert "bar.sync" not in compile_module(module, CompileOptions("sm_90"), "ptx")
+    reports = diffcheck.check_module(module, "sm_90", grid=(2, 1, 1), extent=40)
+    assert all(r.problem is None for r in reports), [r.problem for r in reports]
+
+
+def test_tiles_reduced_along_rows_spread_rows_over_lanes():
+    """A 16x256 tile that only feeds row reductions puts its rows on lanes (one row, 32
+    registers per thread) instead of the canonical 8 rows x 4 columns: the reductions fold
+    in registers, the results take one register, and the kernel fits in fewer registers
+    (64 before, NVIDIA's tileiras 48)."""
+    ct = pytest.importorskip("cuda.tile")
+    from tileiras.codegen.ptxas import run_ptxas, stats_from_cubin
+    from tileiras.interp.testing import array, export
+    from tileiras.pipeline import CompileOptions, compile_module
+
+    @ct.kernel
+    def rows(x, total, peak):
+        i = ct.bid(0)
+        t = ct.load(x, index=(i, 0), shape=(16, 256))
+        ct.store(total, index=(i,), tile=ct.sum(t, axis=1))
+        ct.store(peak, index=(i,), tile=ct.max(t, axis=1))
+
+    module = read_bytecode(export(rows, array(ct.float32, 2), array(ct.float32), array(ct.float32)))
+    tileas = compile_module(module, CompileOptions("sm_90"), "tileas")
+    assert "lane=[(1,0),(2,0),(4,0),(8,0),(0,4)]" in tileas
+    ptx = compile_module(module, CompileOptions("sm_90"), "ptx")
+    assert ptx.count("shfl.sync") == 2   # one lane bit along the rows, per reduction
+    regs = stats_from_cubin(run_ptxas(ptx, "sm_90"))[module.functions[0].name].registers
+    assert regs <= 48
+    reports = diffcheck.check_module(module, "sm_90", grid=(2, 1, 1), extent=40)
+    assert all(r.problem is None for r in reports), [r.problem for r in reports]

@@ -78,3 +78,13 @@ def test_fma_with_huge_operand_and_zero_is_zero():
     assert hi[0] == 0.0 and lo[0] == 0.0
     hi, lo = exact_pair("fma", [np.array([2.0**1000]), np.array([1.0 + 2.0**-52]), np.array([-(2.0**1000)])])
     assert hi[0] == 2.0**948 and lo[0] == 0.0
+
+
+def test_fma_exact_zero_keeps_the_ieee_sign():
+    """fma(+0, -0, -0) = -0 (both addends are -0); an exact cancellation is +0 in RN."""
+    from tileiras.emulate.ops.floating import float_compute
+
+    a, b, c = np.array([0.0, 0.0, 3.0], np.float32), np.array([-0.0, 0.0, 2.0], np.float32), \
+        np.array([-0.0, -0.0, -6.0], np.float32)
+    r = float_compute("fma", [a, b, c], np.dtype(np.float32), Rounding.RN, False)
+    assert np.all(r == 0) and list(np.signbit(r)) == [True, False, False]

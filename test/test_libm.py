@@ -366,3 +366,50 @@ def test_constants():
         bits = (bits << 64) | w
     n = 64 * (len(libm.TWO_OVER_PI_TABLE) - 1)
     assert bits == int(mp.floor(2 / mp.pi * mp.mpf(2) ** n))
+
+
+def _constant_powi_kernel(ty: str, n: int, tile: int = 256) -> str:
+    view = f"tensor_view<?x{ty}, strides=[1]>"
+    pv = f"partition_view<tile=({tile}), {view}>"
+    return f"""entry @k(%a: tile<ptr<{ty}>>, %c: tile<ptr<{ty}>>, %n: tile<i32>) {{
+  %tok = make_token : token
+  %ta = make_tensor_view %a, shape = [%n], strides = [1] : tile<i32> -> {view}
+  %pa = make_partition_view %ta : {pv}
+  %tc = make_tensor_view %c, shape = [%n], strides = [1] : tile<i32> -> {view}
+  %pc = make_partition_view %tc : {pv}
+  %bx, %by, %bz = get_tile_block_id : tile<i32>
+  %x, %k = load_view_tko weak %pa[%bx] token = %tok : {pv}, tile<i32> -> tile<{tile}x{ty}>, token
+  %e = constant <i32: {n}> : tile<{tile}xi32>
+  %r = fpowi %x, %e : tile<{tile}x{ty}>, tile<{tile}xi32>
+  %d = store_view_tko weak %r, %pc[%bx] token = %tok : tile<{tile}x{ty}>, {pv}, tile<i32> -> token
+  return
+}}
+"""
+
+
+@needs_longdouble
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16], ids=["f64", "f32", "f16"])
+@pytest.mark.parametrize("n", libm.SMALL_POWI)
+def test_powi_by_small_constants(n, dtype):
+    """Constant exponents 0..3 are a few products (no log/exp): at most 0.51 ulp, and
+    pow's special values (x^0 = 1 for NaN, signed zeros and infinities, overflow)."""
+    rng = np.random.default_rng(5)
+    top = {np.float64: 1e100, np.float32: 1e12, np.float16: 30.0}[dtype]
+    x = np.concatenate([rng.uniform(-4, 4, 2000), log_uniform(rng, 1 / top, top, 2000),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0]])
+    x = x.astype(dtype)
+    ptx = compile_module(parse_module(_constant_powi_kernel(TYPES[dtype], n)), CompileOptions(gpu_name="sm_90"), "ptx")
+    assert "lg2" not in ptx and "ex2" not in ptx
+    size = -(-len(x) // 256) * 256
+    a = np.concatenate([x, np.zeros(size - len(x), dtype)])
+    out = np.zeros(size, dtype)
+    launch(ptx, "k", (size // 256, 1, 1), [a, out, np.int32(size)])
+    got = out[:len(x)]
+    ref = reference("fpowi", [x, np.full(len(x), n, np.int32)], dtype)
+    err = ulp_error(got, ref, dtype)
+    assert err.max() <= 0.51, worst("fpowi", [x], got, ref, err)
+    with np.errstate(all="ignore"):
+        exact = np.power(x.astype(np.float64), n).astype(dtype)
+    special = np.isnan(exact) | np.isinf(exact) | (exact == 0)
+    assert np.array_equal(np.signbit(got[special]), np.signbit(exact[special]))
+    assert np.array_equal(np.isnan(got), np.isnan(exact))

@@ -18,7 +18,7 @@ from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Block, Operation
 from ..layout.linear import LANE, REG, WARP, LinearLayout
-from ..lower.tileas import element_bytes
+from ..lower.tileas import cat_in_registers, element_bytes
 from ..tile import ops_core as CO
 from . import intrinsics as X
 from .nvvm import I32, I64, KernelEmitter, _from_smem, _smem_type, _to_smem, emits
@@ -303,6 +303,9 @@ def redistribute_owned(em: KernelEmitter, layout: LinearLayout, regs: list[ir.Va
 def _cat(em: KernelEmitter, op: Operation) -> None:
     lhs, rhs = em.tile(op, 0), em.tile(op, 1)
     out = em.result_layout(op.result)
+    if cat_in_registers(op):
+        em.put(op.result, TileVal(out, lhs.regs + rhs.regs))
+        return
     shape = op.result.type.shape
     d = op.dim
     shift = op.lhs.type.shape[d]
@@ -328,6 +331,10 @@ def _slice_origin(em: KernelEmitter, op: Operation, first_index: int, part_shape
 def _extract(em: KernelEmitter, op: Operation) -> None:
     src = em.tile(op, 0)
     out = em.result_layout(op.result)
+    picks = em.tas.picks.get(op)
+    if picks is not None:
+        em.put(op.result, TileVal(out, [src.regs[j] for j in picks]))
+        return
     part = op.result.type.shape
     origin = _slice_origin(em, op, 1, part)
     X.barrier(em.b)

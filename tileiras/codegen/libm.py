@@ -19,7 +19,8 @@ through f32):
   log2 = e + log1p(f)*log2(e) summed in double-double (exact at powers of two).
 - pow: log|x| as a double-double (same kernel), y*log|x| as a double-double, exp of it
   (same kernel, the low part enters r); C99 special cases; odd-integer y keeps the sign.
-- powi: pow with the integer's exact parity (so |n| > 2^53 keeps its sign right).
+- powi: pow with the integer's exact parity (so |n| > 2^53 keeps its sign right); constant
+  exponents 0..3 take a few products instead (``_powi_small``, about 0.5 ulp).
 - sin/cos/tan: |x| < 2^19: Cody-Waite with pi/2 in four parts (33+33+53+53 bits; the
   first two products are exact, the rest is summed in double-double); larger |x|:
   Payne-Hanek (``_reduce_large``, a separate non-inlined function): the 53-bit mantissa
@@ -1013,10 +1014,35 @@ def _f32_rsqrt(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return _rsqrt(Ops(b, F32), x)
 
 
+#: integer exponents that powi evaluates with a few products (constant exponents only)
+SMALL_POWI = (0, 1, 2, 3)
+
+
+def _powi_small(o: Ops, x: ir.Value, n: int) -> ir.Value:
+    """x^n for a constant n in SMALL_POWI, in x's own type: x*x is correctly rounded, and
+    x^3 = hi*x + lo*x from the exact square hi + lo (one rounding of an almost exact sum,
+    about 0.5 ulp; when x^2 overflows, hi*x).  Special values follow pow: x^0 = 1 even for
+    NaN, signs of zeros and infinities as the products give them."""
+    if o.t not in (F32, F64):   # f16/bf16: exact squares and a double rounding of 2^-24
+        wide = _powi_small(Ops(o.b, F32), o.b.fpext(x, F32), n)
+        return o.b.fptrunc(wide, o.t) if n > 1 else (x if n == 1 else o.c(1.0))
+    if n == 0:
+        return o.c(1.0)
+    if n == 1:
+        return x
+    hi, lo = o.two_prod(x, x)
+    if n == 2:
+        return hi
+    cube = o.fma(hi, x, o.mul(lo, x))
+    return o.sel(o.eq(o.abs(hi), o.c(float("inf"))), o.mul(hi, x), cube)
+
+
 def call(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     """``name`` applied to scalar floats of any width: f64 directly, narrower types through
     f64 (f32: one rounding of a < 0.51-ulp result) -- rsqrt f32 stays in f32."""
     t = args[0].type
+    if name == "powi" and isinstance(args[1], ir.Constant) and args[1].constant in SMALL_POWI:
+        return _powi_small(Ops(b, t), args[0], args[1].constant)
     if (name in NATIVE32 or name == "powi") and not isinstance(t, ir.DoubleType):
         if name == "powi":
             fn, wide = define_powi32(b.module, args[1].type.width), [args[0], args[1]]

@@ -19,10 +19,11 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Block, Function, Module, Operation, Value
 from ..layout.linear import LANE, REG, WARP, LinearLayout
-from ..lower.tileas import ITER, TileAS, element_bytes
+from ..lower.tileas import ITER, TileAS, chunk_layout_of, element_bytes
 from . import intrinsics as X
 from .debuginfo import LineInfo
 from .llvm_targets import init_llvm
+from .order import order_function
 from .values import Emitted, TileVal, byte_gep, llvm_type
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
@@ -176,7 +177,7 @@ class KernelEmitter:
         self.iteration = counter
         self._iter_cache = {}
         for r in results:
-            self.tas.layouts[r] = group.chunk_layout
+            self.tas.layouts[r] = chunk_layout_of(saved[r])
         try:
             for op in group.ops:
                 self.emit_op(op)
@@ -437,4 +438,5 @@ def emit_module(module: Module, analyses: dict[str, TileAS], target: Target,
             cga = hints_for_arch(fn.hints, target.name).get(HINT_NUM_CTA_IN_CGA, 1)
             em = KernelEmitter(llmod, fn, analyses[fn.name], target, max(cga, 1))
             em.run()
+            order_function(em.llfn)
     return llmod

@@ -14,7 +14,7 @@ A base of all zeros means that bit does not change the element: those threads
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 REG, LANE, WARP = "reg", "lane", "warp"
 
@@ -119,6 +119,61 @@ class LinearLayout:
         out = self.map_coords(lambda b: tuple(0 if d in dims else c for d, c in enumerate(b)), shape)
         return out.with_bases(REG, tuple(b for b in out.bases(REG) if any(b)))
 
+    def concat(self, dim: int) -> "LinearLayout":
+        """The layout of ``cat`` of two tiles held in this layout along ``dim``: the same
+        bases and one more register bit, the top one, that moves to the second tile (the
+        result's registers are the first tile's, then the second's)."""
+        shape = tuple(2 * s if d == dim else s for d, s in enumerate(self.shape))
+        out = LinearLayout(self.ins, shape)
+        return out.with_bases(REG, self.bases(REG) + (_unit(self.rank, dim, self.shape[dim]),))
+
+    def select_block(self, origin: Sequence[int], shape: Sequence[int]) -> "Optional[tuple[LinearLayout, list[int]]]":
+        """The block of ``shape`` at ``origin`` (a multiple of ``shape``) as a choice of
+        registers, when each thread already holds its part of it: every lane and warp base,
+        and each register base, either stays inside a block (those registers remain, as the
+        result's register bits) or only moves between blocks (the origin fixes them).
+        Returns the block's layout and, per result register, the source register; None when
+        the block is spread differently (then it goes through shared memory)."""
+        shape = tuple(shape)
+        inside = lambda b: all(c < s for c, s in zip(b, shape))  # noqa: E731
+        if not all(inside(b) for name in (LANE, WARP) for b in self.bases(name)):
+            return None
+        regs = self.bases(REG)
+        kept = [i for i, b in enumerate(regs) if inside(b)]
+        between = [i for i, b in enumerate(regs) if i not in kept]
+        if any(c % s for i in between for c, s in zip(regs[i], shape)):
+            return None
+        choice = _solve_xor(tuple(origin), [regs[i] for i in between])
+        if choice is None:
+            return None
+        fixed = sum(1 << between[k] for k in range(len(between)) if choice >> k & 1)
+        picks = [fixed | sum(1 << kept[j] for j in range(len(kept)) if r >> j & 1) for r in range(1 << len(kept))]
+        out = LinearLayout(self.ins, shape).with_bases(REG, tuple(regs[i] for i in kept))
+        return out, picks
+
+
+def _solve_xor(target: tuple[int, ...], vectors: Sequence[tuple[int, ...]]) -> "Optional[int]":
+    """A subset (bit mask over ``vectors``) whose XOR is ``target``, or None (GF(2)
+    elimination; coordinates are packed into one integer, 32 bits per dim)."""
+    def pack(v: Sequence[int]) -> int:
+        return sum(c << (32 * d) for d, c in enumerate(v))
+    pivots: dict[int, tuple[int, int]] = {}
+    for i, v in enumerate(vectors):
+        x, m = pack(v), 1 << i
+        while x:
+            top = x.bit_length() - 1
+            if top not in pivots:
+                pivots[top] = (x, m)
+                break
+            x, m = x ^ pivots[top][0], m ^ pivots[top][1]
+    x, m = pack(target), 0
+    while x:
+        top = x.bit_length() - 1
+        if top not in pivots:
+            return None
+        x, m = x ^ pivots[top][0], m ^ pivots[top][1]
+    return m
+
 
 def flatten(coords: Sequence[int], shape: Sequence[int]) -> int:
     i = 0
@@ -184,15 +239,17 @@ def blocked(shape: Sequence[int], size_per_thread: Sequence[int], threads_per_wa
     return LinearLayout(((REG, tuple(regs)), (LANE, tuple(lanes)), (WARP, tuple(warps))), shape)
 
 
-def default_blocked(shape: Sequence[int], num_warps: int, vector: int = 1) -> LinearLayout:
+def default_blocked(shape: Sequence[int], num_warps: int, vector: int = 1,
+                    order: Sequence[int] = ()) -> LinearLayout:
     """The canonical layout of a tile: ``vector`` contiguous elements per thread
-    along the last dim, lanes then warps filling dims fastest-first."""
+    along the last dim, lanes then warps filling dims fastest-first (``order``, fastest
+    first; the last dim first by default)."""
     shape = tuple(shape)
     rank = len(shape)
     if rank == 0:
         return LinearLayout(((REG, ()), (LANE, tuple(() for _ in range(5))),
                              (WARP, tuple(() for _ in range(log2(num_warps))))), ())
-    order = list(reversed(range(rank)))
+    order = list(order) or list(reversed(range(rank)))
     spt = [1] * rank
     spt[-1] = min(vector, shape[-1])
     tpw, wpc = [1] * rank, [1] * rank

@@ -50,6 +50,9 @@ class TileAS:
     chunked: dict[Operation, "ChunkGroup"] = field(default_factory=dict)
     #: tiles whose canonical layout holds byte pairs along a dim (see lower/subbyte.py)
     pairs: dict[Value, int] = field(default_factory=dict)
+    #: extracts that pick registers: the source register of each result register
+    picks: dict[Operation, list[int]] = field(default_factory=dict)
+    _users: Optional[dict[Value, list[Operation]]] = None
 
     @property
     def num_threads(self) -> int:
@@ -88,6 +91,28 @@ class TileAS:
     def canonical_of(self, v: Value) -> LinearLayout:
         dim = self.pairs.get(v)
         return self.canonical(v.type.shape) if dim is None else self.paired(v.type.shape, dim)
+
+    def row_reduction_layout(self, shape: tuple[int, ...]) -> LinearLayout:
+        """Lanes and warps over the other dims first, then along the last one: a thread
+        holds a stretch of one row (``CONTIGUOUS`` consecutive elements at a time), so a
+        reduction along the rows folds mostly in registers, with few shuffles, and its
+        result takes a register or two per thread instead of one per row it met (NVIDIA's
+        tileiras spreads the rows of a reduce_rows tile over lanes the same way)."""
+        n = 1
+        for d in shape:
+            n *= d
+        vector = min(CONTIGUOUS, shape[-1], max(1, n // self.layout_threads))
+        order = list(reversed(range(len(shape) - 1))) + [len(shape) - 1]
+        return default_blocked(shape, self.num_warps, vector, order)
+
+    def users(self, v: Value) -> list[Operation]:
+        """The ops that use ``v`` (anywhere in the function)."""
+        if self._users is None:
+            self._users = {}
+            for op in self.aa.function.walk():
+                for u in op.operands:
+                    self._users.setdefault(u, []).append(op)
+        return self._users.get(v, [])
 
     def layout(self, v: Value) -> LinearLayout:
         return self.layouts[v]
@@ -289,7 +314,38 @@ def _combiner_block(tas: TileAS, op: Operation) -> None:
     _assign_block(tas, block)
 
 
-@layout_rule(CO.CatOp, CO.ExtractOp, CO.InsertOp, CO.PackOp, CO.UnpackOp)
+def cat_in_registers(op: Operation) -> bool:
+    """A ``cat`` of two tiles of one shape: the result holds the first tile's registers,
+    then the second's (``LinearLayout.concat``), nothing moves."""
+    return op.lhs.type.rank > 0 and op.lhs.type.shape == op.rhs.type.shape
+
+
+@layout_rule(CO.CatOp)
+def _cat(tas: TileAS, op: Operation) -> None:
+    if not cat_in_registers(op):
+        return _through_smem(tas, op)
+    layout = tas.layouts[op.lhs]
+    _want(tas, op, 1, layout)
+    tas.layouts[op.result] = layout.concat(op.dim)
+
+
+@layout_rule(CO.ExtractOp)
+def _extract(tas: TileAS, op: Operation) -> None:
+    """At constant indices, a block each thread holds in whole registers is a choice of
+    registers (``LinearLayout.select_block``: the parts of a ``cat``, a row block of a
+    tile with rows in registers); other blocks go through shared memory."""
+    part = op.result.type.shape
+    facts = [tas.aa.fact(v) for v in op.operands[1:]]
+    if all(f.lower is not None and f.lower == f.upper for f in facts):
+        origin = [f.lower * s for f, s in zip(facts, part)]
+        picked = tas.layouts[op.source].select_block(origin, part)
+        if picked is not None:
+            tas.layouts[op.result], tas.picks[op] = picked
+            return
+    _through_smem(tas, op)
+
+
+@layout_rule(CO.InsertOp, CO.PackOp, CO.UnpackOp)
 def _through_smem(tas: TileAS, op: Operation) -> None:
     tiles = [v for v in op.operands if is_tile(v) and v.type.rank > 0]
     need = sum(v.type.num_elements * element_bytes(v.type) for v in tiles)
@@ -326,17 +382,29 @@ def _need_scratch(tas: TileAS, op: Operation, nbytes: int) -> None:
 @layout_rule(MEM.LoadViewTkoOp, MEM.StoreViewTkoOp, MEM.AtomicRedViewTkoOp)
 def _view_access(tas: TileAS, op: Operation) -> None:
     """Gather/scatter index tiles are looked up by coordinate through smem; 4-bit tiles are
-    stored from a layout holding byte pairs (lower/subbyte.py)."""
+    stored from a layout holding byte pairs (lower/subbyte.py).  A loaded tile that only
+    feeds reductions along its last dim, where the canonical layout would give each thread
+    several rows, takes ``row_reduction_layout``."""
     for v in op.index:
         if is_tile(v) and v.type.rank > 0:
             _need_scratch(tas, op, v.type.num_elements * element_bytes(v.type))
     for r in op.results:
         if is_tile(r):
-            tas.layouts[r] = tas.canonical_of(r)
+            layout = tas.canonical_of(r)
+            if r not in tas.pairs and _feeds_row_reductions(tas, r) \
+                    and any(any(b[:-1]) for b in layout.bases(REG_DIM)):
+                layout = tas.row_reduction_layout(r.type.shape)
+            tas.layouts[r] = layout
     dim = unit_dim(op.view.type)
     if isinstance(op, MEM.StoreViewTkoOp) and is_subbyte(op.tile.type) and dim is not None \
             and op.tile.type.shape[dim] > 1 and not holds_pairs(tas.layouts[op.tile], dim):
         _want(tas, op, 0, tas.paired(op.tile.type.shape, dim))
+
+
+def _feeds_row_reductions(tas: TileAS, v: Value) -> bool:
+    rank = v.type.rank
+    users = tas.users(v)
+    return rank >= 2 and bool(users) and all(isinstance(u, CO.ReduceOp) and u.dim == rank - 1 for u in users)
 
 
 @layout_rule(MEM.MultimemLoadReduceViewTkoOp, MEM.MultimemStoreViewTkoOp, MEM.MultimemReduceViewTkoOp)
@@ -464,7 +532,9 @@ class ChunkGroup:
     They run in a loop over chunks of the tile's registers: the layout's first
     ``log2(CHUNK_REGS)`` register bits stay registers, the rest become the loop's
     iteration bits (input dim ``iter``), so the code and the registers are those of
-    one chunk, whatever the tile size."""
+    one chunk, whatever the tile size.  Reshapes and permutes inside the group relabel
+    coordinates but keep the register order, so every tile of the group is chunked the
+    same way (``chunk_layout_of`` its own layout)."""
 
     anchor: Operation                 # the store that ends the group
     ops: list[Operation]              # in block order, anchor last
@@ -482,6 +552,8 @@ def chunk_layout_of(layout: LinearLayout, regs: int = CHUNK_REGS) -> LinearLayou
 
 
 REG_DIM = "reg"
+#: Ops whose result holds the source's registers under relabelled coordinates.
+RELABELS = (CO.ReshapeOp, CO.PermuteOp)
 CHUNK_STORES = (MEM.StoreViewTkoOp, MEM.StorePtrTkoOp)
 CHUNK_LOADS = (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp)
 
@@ -520,16 +592,18 @@ def _plan_block(tas: TileAS, block: Block, users: dict[Value, list[Operation]]) 
 def _collect_group(tas: TileAS, store: Operation, layout: LinearLayout, position: dict[Operation, int],
                    users: dict[Value, list[Operation]]) -> Optional[set[Operation]]:
     group: set[Operation] = {store}
-    work = [v for v in store.operands if _is_chunk_tile(tas, v, layout)]
+    work = [(v, layout) for v in store.operands if _is_chunk_tile(tas, v, layout)]
     while work:
-        v = work.pop()
+        v, layout = work.pop()
         producer = v.owner
         if not isinstance(producer, Operation) or producer in group:
             continue
         if producer not in position or not _chunkable(tas, producer, layout):
             return None
         group.add(producer)
-        work += [u for u in producer.operands if _is_chunk_tile(tas, u, layout)]
+        if isinstance(producer, RELABELS):
+            layout = tas.layouts[producer.source]
+        work += [(u, layout) for u in producer.operands if _is_chunk_tile(tas, u, layout)]
     # every tile the group computes must be consumed inside it
     for op in group:
         for r in op.results:
@@ -552,6 +626,8 @@ def _chunkable(tas: TileAS, op: Operation, layout: LinearLayout) -> bool:
                         for v in op.operands[1:] if not isinstance(v.type, T.TokenType))
                 and op not in tas.scratch)
     if isinstance(op, (CO.ConstantOp, CO.IotaOp)):
+        return tas.layouts.get(op.result) == layout
+    if isinstance(op, RELABELS):
         return tas.layouts.get(op.result) == layout
     if isinstance(op, CO.BroadcastOp):
         return op.source.type.rank == 0 or all(d == 1 for d in op.source.type.shape)

@@ -71,7 +71,9 @@ def exact_pair(op: str, xs: list) -> tuple:
     if op == "fma":
         p, e = two_prod(xs[0], xs[1])
         s, t = two_sum(p, xs[2])
-        return two_sum(s, t + e)
+        hi, lo = two_sum(s, t + e)
+        # an exact zero has the sign of p + c: fma(+0, -0, -0) = -0, not the +0 of s + 0
+        return np.where((hi == 0) & (lo == 0), s, hi), lo
     if op == "div":
         q = xs[0] / xs[1]
         p, e = two_prod(q, xs[1])
