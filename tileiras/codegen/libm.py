@@ -772,12 +772,14 @@ def _clamp(o: Ops, x, lo: float, hi: float):
 
 
 def _exp32_parts(o: Ops, x, hi: float = 89.0):
-    """(q, k): e^x = (1 + q) 2^k, |q| <= sqrt(2) - 1 (x clamped to [-104, hi])."""
+    """(q, k): e^x = (1 + q) 2^k, |q| <= sqrt(2) - 1 (x clamped to [-104, hi]).  q = r + r (r P(r)):
+    r^2 is not formed before P(r), so only k, r and the Horner sum are live while several exps
+    interleave (a softmax row: 8 per thread)."""
     x = _clamp(o, x, -104.0, hi)
     kf, k = _rint32(o, x, LOG2E32)
     r = o.fma(o.neg(kf), o.c(LN2_HI32), x)                       # exact
     r = o.fma(o.neg(kf), o.c(LN2_LO32), r)
-    return o.fma(o.mul(r, r), o.horner(EXP_P32, r), r), k
+    return o.fma(r, o.mul(r, o.horner(EXP_P32, r)), r), k
 
 
 def _exp32(o: Ops, x):
