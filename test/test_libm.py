@@ -13,7 +13,7 @@ special values (NaN, +-inf, +-0, overflow, underflow) must match C99 bit for bit
 Documented bounds (max ulp error measured; asserted with a little headroom in ``ULP``):
 f64: exp 0.75 (0.61 for normal results), exp2 0.73, log 0.51, log2 0.51, sin/cos 0.75,
 tan 0.90, sinh 0.76, cosh 0.61, tanh 0.73, pow 0.95, powi 0.95, atan2 1.07, rsqrt 1.0;
-f32 (native f32 arithmetic, no f64 except the Payne-Hanek reduction of |x| >= 105615):
+f32 (native f32 arithmetic, no f64; 32-bit Payne-Hanek for sin/cos/tan of |x| >= 105615):
 exp 0.95, exp2 0.81, log 0.73, log2 0.71, sin 1.44, cos 1.44, tan 1.74, sinh 1.04,
 cosh 0.97, tanh 1.29, pow 0.79, powi 0.78, atan2 0.87, rsqrt 1.0.
 """
@@ -290,6 +290,16 @@ def test_approx_modes_keep_the_fast_instructions():
         assert ".approx" not in ptx, name
 
 
+def test_f32_trig_reduction_is_inline_32_bit():
+    """Huge f32 sin/cos/tan arguments reduce with 32x32-bit products, inline: no f64, no
+    64-bit products and no call (an ABI call made ptxas keep many registers live across it)."""
+    for name in ("sin", "cos", "tan"):
+        ptx = compile_op(name, np.float32, 1)
+        assert "mul.wide.u32" in ptx and "two_over_pi32" in ptx, name
+        for banned in (".f64", "mul.lo.s64", "mul.hi.u64", "call"):
+            assert banned not in ptx, (name, banned)
+
+
 # -- host JIT of the f64 IR: many more inputs --------------------------------------------------------
 @pytest.fixture(scope="module")
 def host():
@@ -361,11 +371,12 @@ def test_constants():
     assert abs(mp.mpf(libm.LN2_H) + mp.mpf(libm.LN2_L) - mp.log(2)) < mp.mpf(2) ** -106
     pio2 = sum(mp.mpf(p) for p in (libm.PIO2_1, libm.PIO2_2, libm.PIO2_3, libm.PIO2_4))
     assert abs(pio2 - mp.pi / 2) < mp.mpf(2) ** -175
-    bits = 0
-    for w in libm.TWO_OVER_PI_TABLE[1:]:
-        bits = (bits << 64) | w
-    n = 64 * (len(libm.TWO_OVER_PI_TABLE) - 1)
-    assert bits == int(mp.floor(2 / mp.pi * mp.mpf(2) ** n))
+    for table, width in ((libm.TWO_OVER_PI_TABLE, 64), (libm.TWO_OVER_PI_WORDS32, 32)):
+        bits = 0
+        for w in table[1:]:
+            bits = (bits << width) | w
+        n = width * (len(table) - 1)
+        assert table[0] == 0 and bits == int(mp.floor(2 / mp.pi * mp.mpf(2) ** n))
 
 
 def _constant_powi_kernel(ty: str, n: int, tile: int = 256) -> str:

@@ -37,8 +37,7 @@ through f32):
   1 - x y^2 is formed exactly (f32 stays in f32).
 
 Measured bounds are in test/test_libm.py (ULP dict); all are below 1.1 ulp for f64 and
-below 1.75 ulp for f32 (native f32; only rsqrt and the Payne-Hanek reduction of huge
-sin/cos/tan arguments are shared with the f64 code).
+below 1.75 ulp for f32 (native f32; only rsqrt is shared with the f64 code).
 """
 from __future__ import annotations
 
@@ -491,17 +490,18 @@ def _reduce_small(o: Ops, x):
     return q, rh, rl
 
 
-def _table(module: ir.Module, addrspace: int) -> ir.GlobalVariable:
-    name = "__tileiras_libm_two_over_pi"
+def _table(module: ir.Module, addrspace: int, name: str = "__tileiras_libm_two_over_pi",
+           words: list[int] = TWO_OVER_PI_TABLE, ty: ir.IntType = I64) -> ir.GlobalVariable:
+    """The constant array ``words`` (unsigned ``ty`` integers) as an internal global, once."""
     g = module.globals.get(name)
     if g is None:
-        ty = ir.ArrayType(I64, len(TWO_OVER_PI_TABLE))
-        g = ir.GlobalVariable(module, ty, name=name, addrspace=addrspace)
+        at = ir.ArrayType(ty, len(words))
+        g = ir.GlobalVariable(module, at, name=name, addrspace=addrspace)
         g.global_constant = True
         g.linkage = "internal"
-        g.align = 8
-        g.initializer = ir.Constant(ty, [ir.Constant(I64, w if w < 2**63 else w - 2**64)
-                                         for w in TWO_OVER_PI_TABLE])
+        g.align = ty.width // 8
+        top = 1 << ty.width
+        g.initializer = ir.Constant(at, [ir.Constant(ty, w if w < top // 2 else w - top) for w in words])
     return g
 
 
@@ -721,8 +721,8 @@ def define_powi(module: ir.Module, width: int) -> ir.Function:
 # - sinh/cosh: (e^a +- e^-a)/2 with e^a = 2^k (1 + q) kept unrounded below 20 (Cephes
 #   sinhf polynomial below 1); tanh: Cephes tanhf polynomial below 0.625, else
 #   1 - 2/(e^2a + 1);
-# - sin/cos/tan: three-part Cody-Waite below 105615 (as CUDA's), else the f64 Payne-Hanek
-#   function with its double-double result split into two floats; Cephes sinf/cosf
+# - sin/cos/tan: three-part Cody-Waite below 105615 (as CUDA's), else Payne-Hanek in 32-bit
+#   integer arithmetic (``_reduce_large32``, inline in a rarely taken branch); Cephes sinf/cosf
 #   polynomials through the generic _sin_poly/_cos_poly (tan: double-float division);
 # - pow/powi: log|x| as a double-float (s = f/(2+f) series, ~2^-40), y*log|x| as a
 #   double-float, exp with a three-part ln2; powi adds the exact low part of n (|n| > 2^24);
@@ -871,9 +871,57 @@ def _tanh_body32(o: Ops, args):
     return o.copysign(o.sel(o.lt(a, o.c(0.625)), small, large), x)
 
 
+#: 2/pi in 32-bit words, most significant first, after one zero word (the window of a
+#: |x| < 2^17 starts before bit 1); 192 bits reach the largest f32
+TWO_OVER_PI_WORDS32 = [0] + [w >> sh & 0xFFFFFFFF for w in _two_over_pi_words(3) for sh in (32, 0)]
+
+
+def _reduce_large32(o: Ops, x, addrspace: int):
+    """(q, rh, rl): Payne-Hanek for finite f32 |x| >= 2^16, in 32-bit integer arithmetic.
+
+    |x| = P 2^(e-158) with the mantissa P left-aligned in 32 bits (e: the biased exponent).
+    The product of P with four words of 2/pi starting at word e/32 - 4 (32x32->64-bit products
+    and a carry chain, as CUDA's sinf) holds x 2/pi mod 4 in its bits 32..127 (the words before
+    contribute multiples of 4, those after less than bit 32); a funnel shift by e mod 32 takes
+    the 2 quadrant bits and 62 fraction bits.  The signed fraction (rounded to the nearest
+    quadrant) is split into three exact floats, summed as a double-float and multiplied by pi/2
+    in double-float arithmetic."""
+    b = o.b
+    i = o.i
+    ix = b.and_(o.bits(x), i(0x7FFFFFFF))
+    e = b.lshr(ix, i(23))
+    m = b.or_(b.shl(ix, i(8)), i(0x80000000))
+    table = _table(b.module, addrspace, "__tileiras_libm_two_over_pi32", TWO_OVER_PI_WORDS32, I32)
+    j = b.sub(b.lshr(e, i(5)), i(4))
+    w = [b.load(b.gep(table, [i(0), b.add(j, i(k))], inbounds=True), typ=I32) for k in range(4)]
+    m64 = b.zext(m, I64)
+    prod = lambda wk: b.mul(m64, b.zext(wk, I64))  # noqa: E731 - mul.wide.u32
+    acc = b.add(b.lshr(prod(w[3]), o.i(32, I64)), prod(w[2]))
+    a1 = b.trunc(acc, I32)
+    acc = b.add(b.lshr(acc, o.i(32, I64)), prod(w[1]))
+    a2 = b.trunc(acc, I32)
+    a3 = b.add(b.trunc(b.lshr(acc, o.i(32, I64)), I32), b.mul(m, w[0]))
+    sh = b.and_(e, i(31))
+    hi = o.call("llvm.fshl.i32", a3, a2, sh)                     # quadrant: top 2 bits
+    lo = o.call("llvm.fshl.i32", a2, a1, sh)
+    q = b.lshr(b.add(hi, i(1 << 29)), i(30))                       # rounded (mod 4)
+    fhi = o.call("llvm.fshl.i32", hi, lo, i(2))                   # signed fraction, 2^-32 units
+    flo = b.shl(lo, i(2))
+    fa = b.sitofp(b.ashr(fhi, i(8)), F32)                          # bits 40..63 (signed)
+    fb = b.uitofp(b.or_(b.shl(b.and_(fhi, i(255)), i(16)), b.lshr(flo, i(16))), F32)
+    fc = b.uitofp(b.and_(flo, i(0xFFFF)), F32)
+    fh, fl = o.fast_two_sum(o.mul(fa, o.c(H("0x1p-24"))), o.mul(fb, o.c(H("0x1p-48"))))
+    fl = o.fma(fc, o.c(H("0x1p-64")), fl)
+    rh, rl = o.two_prod(fh, o.c(PIO2_H32))
+    rl = o.fma(fh, o.c(PIO2_L32), o.fma(fl, o.c(PIO2_H32), rl))
+    rh, rl = o.fast_two_sum(rh, rl)
+    neg = o.signbit(x)
+    return b.select(neg, b.neg(q), q), o.sel(neg, o.neg(rh), rh), o.sel(neg, o.neg(rl), rl)
+
+
 def _reduce32(o: Ops, x, addrspace: int):
-    """(q, rh, rl) for finite f32 x: three-part Cody-Waite below 105615, else the f64
-    Payne-Hanek function (a branch) with its double-double result split into two floats."""
+    """(q, rh, rl) for finite f32 x: three-part Cody-Waite below 105615, else the 32-bit
+    Payne-Hanek reduction, inline in a branch of its own (rarely taken)."""
     b = o.b
     small_x = o.lt(o.abs(x), o.c(CW_LIMIT32))
     xs = o.sel(small_x, x, o.c(0.0))
@@ -886,20 +934,15 @@ def _reduce32(o: Ops, x, addrspace: int):
     join = fn.append_basic_block("reduce32.join")
     b.cbranch(b.not_(small_x), slow, join)
     b.position_at_end(slow)
-    st = ir.LiteralStructType([I32, F64, F64])
-    large = _define(b.module, f"__tileiras_reduce_large_as{addrspace}", st, [F64],
-                    lambda oo, a: _reduce_large_body(oo, a, addrspace), inline=False)
-    v = b.call(large, [b.fpext(x, F64)])
-    q1, dh, dl = (b.extract_value(v, i) for i in range(3))
-    rh1 = b.fptrunc(dh, F32)
-    rl1 = b.fptrunc(b.fadd(b.fsub(dh, b.fpext(rh1, F64)), dl), F32)
+    q1, rh1, rl1 = _reduce_large32(o, x, addrspace)
+    slow_end = b.block
     b.branch(join)
     b.position_at_end(join)
     out = []
     for fast, slow_v, ty in ((q0, q1, I32), (r0, rh1, F32), (o.c(0.0), rl1, F32)):
         phi = b.phi(ty)
         phi.add_incoming(fast, start)
-        phi.add_incoming(slow_v, slow)
+        phi.add_incoming(slow_v, slow_end)
         out.append(phi)
     return out
 
