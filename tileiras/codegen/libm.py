@@ -210,9 +210,37 @@ class Ops:
         p = self.mul(a, b)
         return p, self.fma(a, b, self.neg(p))
 
+    def recip(self, d, lo: float | None = None, hi: float | None = None, bits: int = 26):
+        """1/d.  f64: div.rn.  f32: Newton's iteration from a linear minimax seed, FMAs only
+        (div.rn/rcp.rn.f32 call a slow-path subroutine for extreme operands, and ptxas then
+        keeps ~8 more registers for the whole kernel; .approx seeds are not used by default).
+        With ``lo <= d <= hi`` known the seed works on d itself; else on d's mantissa, and the
+        exponent is subtracted as an integer (d and 1/d normal, any sign).  The error is about
+        max(2^-bits, half an ulp): the last step y + y (1 - d y) has an exact residual."""
+        if self.t == F64:
+            return self.div(self.c(1.0), d)
+        if lo is not None:
+            return self._newton_recip(d, lo, hi, bits)
+        b, i = self.b, self.i
+        ix = self.bits(d)
+        y = self._newton_recip(self.from_bits(b.or_(b.and_(ix, i(0x7FFFFF)), i(0x3F800000))), 1.0, 2.0, bits)
+        exp_d = b.and_(ix, i(0x7F800000))
+        return self.from_bits(b.xor(b.sub(b.add(self.bits(y), i(0x3F800000)), exp_d),
+                                    b.and_(ix, i(0x80000000))))
+
+    def _newton_recip(self, d, lo: float, hi: float, bits: int):
+        c1 = 2.0 / (lo * hi + (lo + hi) ** 2 / 4)        # 1 - d (c0 - c1 d) equioscillates
+        c0, err = c1 * (lo + hi), 1.0 - c1 * lo * hi
+        y = self.fma(d, self.c(-c1), self.c(c0))
+        while True:
+            y = self.fma(y, self.fma(self.neg(d), y, self.c(1.0)), y)
+            err = err * err
+            if err < 2.0 ** -bits:
+                return y
+
     def dd_div(self, ah, al, bh, bl):
-        """(ah + al) / (bh + bl) as a double-double (one division)."""
-        inv = self.div(self.c(1.0), bh)
+        """(ah + al) / (bh + bl) as a double-double (one reciprocal)."""
+        inv = self.recip(bh)
         q = self.mul(ah, inv)
         r = self.add(self.fma(self.neg(q), bh, ah), self.sub(al, self.mul(q, bl)))
         return self.fast_two_sum(q, self.mul(r, inv))
@@ -640,7 +668,7 @@ def _atan2_body(o: Ops, args):
     big, down, up = (H("0x1p100"), H("0x1p-50"), H("0x1p50")) if f32 else (H("0x1p900"), H("0x1p-600"), H("0x1p600"))
     k = o.sel(o.gt(mx, o.c(big)), o.c(down), o.sel(o.lt(mx, o.c(1.0 / big)), o.c(up), o.c(1.0)))
     mx, mn = o.mul(mx, k), o.mul(mn, k)
-    inv = o.div(o.c(1.0), mx)
+    inv = o.div(o.c(1.0), mx)                 # a div.rn branch: measured fewer registers
     ah = o.mul(mn, inv)
     al = o.mul(o.fma(o.neg(ah), mx, mn), inv)
     ok = b.and_(o.gt(mx, o.c(0.0)), o.lt(mx, inf))
@@ -650,7 +678,7 @@ def _atan2_body(o: Ops, args):
     ah, al = o.fast_two_sum(ah, al)
     z = o.mul(ah, ah)
     tail = o.mul(o.mul(ah, z), o.horner(ATAN_P32 if f32 else ATAN_P, z))
-    tl = o.add(tail, o.div(al, o.add(o.c(1.0), z)))
+    tl = o.add(tail, o.mul(al, o.recip(o.add(o.c(1.0), z), 1.0, 2.0, bits=8)))
     dneg = o.signbit(d)
     flip = b.xor(swap, dneg)
     th, tl = o.sel(flip, o.neg(ah), ah), o.sel(flip, o.neg(tl), tl)
@@ -771,15 +799,21 @@ def _clamp(o: Ops, x, lo: float, hi: float):
     return o.sel(o.gt(x, o.c(hi)), o.c(hi), o.sel(o.lt(x, o.c(lo)), o.c(lo), x))
 
 
-def _exp32_parts(o: Ops, x, hi: float = 89.0):
-    """(q, k): e^x = (1 + q) 2^k, |q| <= sqrt(2) - 1 (x clamped to [-104, hi]).  q = r + r (r P(r)):
+def _exp32_reduce(o: Ops, x, hi: float = 89.0):
+    """(r, rp, k): e^x = 2^k (1 + r + r rp), rp = r P(r), |r| <= ln2/2 (x clamped to [-104, hi]).
     r^2 is not formed before P(r), so only k, r and the Horner sum are live while several exps
     interleave (a softmax row: 8 per thread)."""
     x = _clamp(o, x, -104.0, hi)
     kf, k = _rint32(o, x, LOG2E32)
     r = o.fma(o.neg(kf), o.c(LN2_HI32), x)                       # exact
     r = o.fma(o.neg(kf), o.c(LN2_LO32), r)
-    return o.fma(r, o.mul(r, o.horner(EXP_P32, r)), r), k
+    return r, o.mul(r, o.horner(EXP_P32, r)), k
+
+
+def _exp32_parts(o: Ops, x, hi: float = 89.0):
+    """(q, k): e^x = (1 + q) 2^k, |q| <= sqrt(2) - 1 (x clamped to [-104, hi])."""
+    r, rp, k = _exp32_reduce(o, x, hi)
+    return o.fma(r, rp, r), k
 
 
 def _exp32(o: Ops, x):
@@ -788,13 +822,17 @@ def _exp32(o: Ops, x):
 
 
 def _sinhcosh32(o: Ops, a, sign: float):
-    """e^a / 2 + sign e^-a / 2 for a >= 0: below 20 the 2^(k-1) (1 + q) stays unrounded."""
-    q, k = _exp32_parts(o, a, hi=90.0)
-    h = _scale32(o, o.add(o.c(1.0), q), o.b.sub(k, o.i(1)))      # e^a / 2, overflows like sinh
+    """e^a / 2 + sign e^-a / 2 for a >= 0.  Below 20: 2^(k-1) (1 + r + r rp) + sign 2^(-k-1) / (1 + q)
+    with 1 + r split exactly, so that only small terms round before the final fma."""
+    r, rp, k = _exp32_reduce(o, a, hi=90.0)
+    m = o.add(o.c(1.0), o.fma(r, rp, r))
+    h = _scale32(o, m, o.b.sub(k, o.i(1)))                        # e^a / 2, overflows like sinh
     km = o.b.select(o.lt(a, o.c(20.0)), k, o.i(1))
     sc = _pow2_32(o, o.b.sub(km, o.i(1)))
-    t = o.div(o.c(0.25 * sign), h)
-    mid = o.add(sc, o.fma(q, sc, t))
+    t = o.mul(o.recip(m, 0.7, 1.42), _pow2_32(o, o.b.sub(o.i(-1), km)))
+    s, rl = o.fast_two_sum(o.c(1.0), r)                            # 1 + r = s + rl exactly
+    low = o.fma(o.fma(r, rp, rl), sc, t if sign > 0 else o.neg(t))
+    mid = o.fma(s, sc, low)
     return o.sel(o.lt(a, o.c(20.0)), mid, h)
 
 
@@ -866,8 +904,11 @@ def _tanh_body32(o: Ops, args):
     a = o.abs(x)
     z = o.mul(x, x)
     small = o.fma(o.mul(x, z), o.horner(TANH_P32, z), x)
-    e = _exp32(o, o.mul(a, o.c(2.0)))
-    large = o.sub(o.c(1.0), o.div(o.c(2.0), o.add(e, o.c(1.0))))
+    # 1 - 2 / (e^2a + 1) with e^2a = 2^k (1 + q), k >= 2: 2 / (e^2a + 1) = 2^(1-k) / d with
+    # d = (1 + 2^-k) + q in [0.7, 1.67] (one rounding); tanh = 1 above 9.5 in f32
+    q, k = _exp32_parts(o, o.mul(o.sel(o.gt(a, o.c(9.5)), o.c(9.5), a), o.c(2.0)))
+    d = o.add(o.add(o.c(1.0), _pow2_32(o, o.b.neg(k))), q)
+    large = o.sub(o.c(1.0), o.mul(o.recip(d, 0.7, 1.67), _pow2_32(o, o.b.sub(o.i(1), k))))
     return o.copysign(o.sel(o.lt(a, o.c(0.625)), small, large), x)
 
 
