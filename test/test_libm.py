@@ -300,6 +300,29 @@ def test_f32_trig_reduction_is_inline_32_bit():
             assert banned not in ptx, (name, banned)
 
 
+def test_f32_reciprocal_without_division():
+    """Ops.recip (f32): FMA-only Newton reciprocals, general (any normal d) and on a known
+    range, within about half an ulp; no div/rcp instruction in the IR."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    m = ir.Module(name="recip_host")
+    for name, kw in (("general", {}), ("ranged", {"lo": 0.7, "hi": 1.42})):
+        f = ir.Function(m, ir.FunctionType(libm.F32, [libm.F32]), name=name)
+        b = ir.IRBuilder(f.append_basic_block("entry"))
+        b.ret(libm.Ops(b, libm.F32).recip(f.args[0], **kw))
+    assert "fdiv" not in str(m)
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(m)),
+                                        llvm.Target.from_default_triple().create_target_machine())
+    engine.finalize_object()
+    rng = np.random.default_rng(4)
+    general = (np.exp(rng.uniform(-85, 85, 20000)) * rng.choice([-1.0, 1.0], 20000)).astype(np.float32)
+    for name, xs in (("general", general), ("ranged", rng.uniform(0.7, 1.42, 20000).astype(np.float32))):
+        fn = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_float)(engine.get_function_address(name))
+        got = np.array([fn(float(x)) for x in xs], np.float32)
+        err = ulp_error(got, 1.0 / xs.astype(np.float64), np.float32)
+        assert err.max() <= 0.51, (name, err.max())
+
+
 # -- host JIT of the f64 IR: many more inputs --------------------------------------------------------
 @pytest.fixture(scope="module")
 def host():
