@@ -741,19 +741,24 @@ def define_powi(module: ir.Module, width: int) -> ir.Function:
 
 # -- native f32 ---------------------------------------------------------------------------------------
 # All f32 functions are computed in f32 with FMA (no .approx instruction, so the emulator
-# measures the real error; no f64 arithmetic except for huge trig arguments):
+# measures the real error; no f64 arithmetic).  Register pressure is part of the design (ptxas
+# interleaves everything of a straight-line block, e.g. 8 exps of a softmax row): values are
+# formed late (exp's r^2), and reciprocals are Ops.recip's FMA-only Newton steps where that
+# measured fewer registers (div.rn/sqrt.rn have slow-path subroutine calls; their branches
+# also keep interleaved code apart, so pow, atan2's 1/max and rsqrt keep them):
 # - exp/exp2: Cody-Waite with ln2 split hi/lo (the hi product is exact under FMA), Cephes
 #   expf polynomial, scaling by 2^k in two exact steps (subnormal results round once);
 # - log/log2: m in [sqrt(1/2), sqrt(2)), Cephes logf polynomial in f = m - 1, e*ln2 split;
 #   log2 multiplies by log2(e) as a double-float;
-# - sinh/cosh: (e^a +- e^-a)/2 with e^a = 2^k (1 + q) kept unrounded below 20 (Cephes
-#   sinhf polynomial below 1); tanh: Cephes tanhf polynomial below 0.625, else
-#   1 - 2/(e^2a + 1);
+# - sinh/cosh: (e^a +- e^-a)/2 with e^a = 2^k ((1 + r) + r^2 P(r)), 1 + r split exactly, and
+#   e^-a = 2^-k / (1 + q), rounded once below 20 (Cephes sinhf polynomial below 1); tanh:
+#   Cephes tanhf polynomial below 0.625, else 1 - 2^(1-k) / ((1 + 2^-k) + q);
 # - sin/cos/tan: three-part Cody-Waite below 105615 (as CUDA's), else Payne-Hanek in 32-bit
 #   integer arithmetic (``_reduce_large32``, inline in a rarely taken branch); Cephes sinf/cosf
 #   polynomials through the generic _sin_poly/_cos_poly (tan: double-float division);
 # - pow/powi: log|x| as a double-float (s = f/(2+f) series, ~2^-40), y*log|x| as a
-#   double-float, exp with a three-part ln2; powi adds the exact low part of n (|n| > 2^24);
+#   double-float, exp with a three-part ln2; powi adds the exact low part of n (|n| > 2^24)
+#   and takes 1/(2 + f) from Ops.recip;
 # - atan2: the generic body with an 11-term f32 minimax polynomial on [0, 1].
 SHIFTER32 = H("0x1.8p23")
 LOG2E32 = H("0x1.715476p+0")
