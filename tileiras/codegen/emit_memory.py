@@ -3,7 +3,9 @@
 Each thread computes the tensor coordinates of the elements it holds (through
 the layout), masks those outside the tensor, and issues one predicated access
 per element.  Copies of an element held by several threads (broadcast bits of
-the layout) are stored once.
+the layout) are stored by every holder, as NVIDIA's PTX does: they hold the same
+value, and an owner predicate would cost registers.  Atomics update once (owner
+only), and repeated registers within a thread are stored once.
 """
 from __future__ import annotations
 
@@ -271,8 +273,7 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
         return
     acc = Access(em, view, layout, indices, gather)
     for reg in em.unique_regs(layout):
-        mask = acc.masks[reg] if owner is None else em.b.and_(acc.masks[reg], owner)
-        _store_bits(em, tile.regs[reg], acc.addresses[reg], mask, q, acc.offsets[reg])
+        _store_bits(em, tile.regs[reg], acc.addresses[reg], acc.masks[reg], q, acc.offsets[reg])
     em.put(op.results[0], None)
 
 
@@ -313,12 +314,9 @@ def _store_ptr(em: KernelEmitter, op: Operation) -> None:
     ptrs = em.tile(op, 0)
     vals = em.tile(op, 1)
     mask = em.tile(op, 2) if op.segments[2] else None
-    owner = em.owner_predicate(ptrs.layout)
     q = _qualifiers(op, store=True)
     for reg in em.unique_regs(ptrs.layout):
         m = mask.regs[reg] if mask else ir.Constant(ir.IntType(1), 1)
-        if owner is not None:
-            m = em.b.and_(m, owner)
         _store_bits(em, vals.regs[reg], ptrs.regs[reg], m, q)
     em.put(op.results[0], None)
 
