@@ -40,6 +40,13 @@ def shfl_bfly(b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
     return b.call(fn, [ir.Constant(I32, 0xFFFFFFFF), value, ir.Constant(I32, lane_mask), ir.Constant(I32, 0x1F)])
 
 
+def redux_sync(b: ir.IRBuilder, kind: str, value: ir.Value) -> ir.Value:
+    """redux.sync.<kind> of an i32 over the full warp (sm_80+): add, min, max, umin, umax,
+    and, or, xor."""
+    fn = _declare(b.module, f"llvm.nvvm.redux.sync.{kind}", I32, [I32, I32])
+    return b.call(fn, [value, ir.Constant(I32, 0xFFFFFFFF)])
+
+
 def asm(b: ir.IRBuilder, ret: ir.Type, text: str, constraints: str, args: Sequence[ir.Value],
         side_effect: bool = False) -> ir.Value:
     return b.asm(ir.FunctionType(ret, [a.type for a in args]), text, constraints, list(args), side_effect)
