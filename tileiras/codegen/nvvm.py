@@ -154,10 +154,14 @@ class KernelEmitter:
                 for pending in list(deferred):
                     for r in pending.results:
                         materialize(r)
-            for v in op.operands:
-                materialize(v)
-            if self.writes_memory(op):  # loads stay before the writes they preceded
-                for pending in [d for d in deferred if isinstance(d, DEFERRABLE_LOADS)]:
+            for i, v in enumerate(op.operands):
+                plan = self.tas.recomputed.get((op, i))
+                # a value computed again for this use: only what its recomputation starts from
+                for u in [v] if plan is None else [w for p in plan for w in p.owner.operands if w not in plan]:
+                    materialize(u)
+            if self.writes_memory(op):  # loads stay before the writes token-ordered after them
+                ordered = self.tas.aa.deps.get(op, ())
+                for pending in [d for d in deferred if isinstance(d, DEFERRABLE_LOADS) and d in ordered]:
                     for r in pending.results:
                         materialize(r)
             self.emit_op(op)
@@ -214,13 +218,38 @@ class KernelEmitter:
     def tile(self, op: Operation, i: int) -> TileVal:
         """Operand ``i`` of ``op`` in the layout TileAS chose for that use."""
         v = op.operands[i]
+        want = self.tas.converts.get((op, i))
+        plan = self.tas.recomputed.get((op, i))
+        if want is not None and plan is not None:
+            return self.recompute(v, plan)
         tv = self.values[v]
         if not isinstance(tv, TileVal):
             raise CompileError(f"operand {i} of '{op.name}' is not a tile")
-        want = self.tas.converts.get((op, i))
         if want is not None and want != tv.layout:
             tv = self.convert(tv, want, v.type)
         return tv
+
+    def recompute(self, v: Value, plan: dict[Value, LinearLayout]) -> TileVal:
+        """``v`` computed again by the ops that made it, each emitted as if TileAS had
+        given its result the layout ``plan`` says (tileas.recompute_plan); then the ops'
+        own layouts and values are put back for their other users."""
+        tas = self.tas
+        ops = [u.owner for u in plan]
+        saved_layouts = {u: tas.layouts[u] for u in plan}
+        saved_values = {u: self.values[u] for u in plan if u in self.values}
+        saved_converts = {(op, k): tas.converts.pop((op, k)) for op in ops for k in range(len(op.operands))
+                          if (op, k) in tas.converts}
+        try:
+            tas.layouts.update(plan)
+            for op in ops:
+                self.emit_op(op)
+            return self.values[v]
+        finally:
+            tas.layouts.update(saved_layouts)
+            for u in plan:
+                self.values.pop(u, None)
+            self.values.update(saved_values)
+            tas.converts.update(saved_converts)
 
     def scalar(self, op: Operation, i: int) -> ir.Value:
         return self.tile(op, i).scalar
