@@ -29,6 +29,12 @@ def sreg(b: ir.IRBuilder, name: str) -> ir.Value:
     return b.call(fn, [])
 
 
+def sreg_here(b: ir.IRBuilder, name: str) -> ir.Value:
+    """A special register read LLVM keeps where it is (inline asm with a side effect): no
+    hoisting into a dominating block, no merging with other reads of it."""
+    return b.asm(ir.FunctionType(I32, []), f"mov.u32 $0, %{name};", "=r", [], side_effect=True)
+
+
 def barrier(b: ir.IRBuilder) -> None:
     """bar.sync 0 (all threads of the CTA; also orders their memory accesses)."""
     b.asm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "~{memory}", [], side_effect=True)

@@ -9,6 +9,7 @@ shared memory, and PTX generation with LLVM's NVPTX back end.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -86,18 +87,39 @@ class KernelEmitter:
         if target.lineinfo:
             self.lineinfo = line_info(module)
             self.scope = self.lineinfo.subprogram(fn, self.llfn)
-        self.tid = X.sreg(self.pb, "tid.x")
-        self.lane = self.pb.and_(self.tid, ir.Constant(I32, 31), name="lane")
-        self.warp = self.pb.lshr(self.tid, ir.Constant(I32, 5), name="warp")
-        # warps beyond the layouts' (extra warps in the CTA) mirror the first ones and
-        # never own an element
-        self.extra = None
-        if tas.extra_warps:
-            self.extra = self.pb.icmp_unsigned(">=", self.warp, ir.Constant(I32, tas.num_warps))
-            self.warp = self.pb.and_(self.warp, ir.Constant(I32, tas.num_warps - 1), name="warp")
+        self._thread_position(X.sreg(self.pb, "tid.x"))
         for arg, llarg, v in zip(fn.entry_block.args, self.llfn.args, fn.entry_block.args):
             llarg.name = f"arg{arg.index}"
             self.values[v] = TileVal(tas.layouts[v], [llarg]) if v in tas.layouts else None
+
+    def _thread_position(self, tid: ir.Value) -> None:
+        """tid, lane and warp (built with ``self.pb``) that the layouts' coordinates use."""
+        self.tid = tid
+        self.lane = self.pb.and_(tid, ir.Constant(I32, 31), name="lane")
+        self.warp = self.pb.lshr(tid, ir.Constant(I32, 5), name="warp")
+        # warps beyond the layouts' (extra warps in the CTA) mirror the first ones and
+        # never own an element
+        self.extra = None
+        if self.tas.extra_warps:
+            self.extra = self.pb.icmp_unsigned(">=", self.warp, ir.Constant(I32, self.tas.num_warps))
+            self.warp = self.pb.and_(self.warp, ir.Constant(I32, self.tas.num_warps - 1), name="warp")
+
+    @contextmanager
+    def coordinates_here(self):
+        """Inside: thread coordinates are computed again in the current block, from a
+        fresh read of %tid.x that LLVM may neither hoist nor merge with another, instead
+        of coming from the prologue.  A guarded memory access (emit_memory.tile_in_range)
+        then keeps its address arithmetic inside its branch, as NVIDIA's PTX does; ptxas
+        keeps fewer values live across the kernel than when every access shares them."""
+        saved = (self.pb, self.tid, self.lane, self.warp, self.extra, self._coord_cache, self._owner_cache,
+                 self._iter_cache)
+        self.pb, self._coord_cache, self._owner_cache, self._iter_cache = self.b, {}, {}, {}
+        self._thread_position(X.sreg_here(self.b, "tid.x"))
+        try:
+            yield
+        finally:
+            (self.pb, self.tid, self.lane, self.warp, self.extra, self._coord_cache, self._owner_cache,
+             self._iter_cache) = saved
 
     # -- driving -------------------------------------------------------------------
     def run(self) -> None:
