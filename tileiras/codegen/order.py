@@ -15,9 +15,10 @@ value used in another block stays where it was (it is ordered as a side effect).
 Two kinds of code keep emission order, because measuring (``bench/code_quality.py``
 on sm_90) found it better there:
 
-* loop headers (blocks whose phis take a value over a back edge): LLVM's loop strength reduction picks its
-  induction variables from the order of the address arithmetic (the CUDA-core
-  gemm K loop of gemm_splitk: 128 registers in emission order, 148 reordered);
+* loop headers (blocks whose phis take a value over a back edge): LLVM's loop
+  strength reduction picks its induction variables from the order of the address
+  arithmetic (the CUDA-core gemm K loop of gemm_splitk: 128 registers in emission
+  order, 148 reordered);
 * functions that make a real call (the ``noinline`` slow paths of the math
   library): the values live across the call decide the registers, which this
   order does not look at (ew_transcendental f32: 42 registers, 46 reordered).
