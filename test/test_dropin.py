@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -49,12 +50,12 @@ def _our_tileiras() -> str:
     return exe
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("gpu", ["sm_80", "sm_90", "sm_120"])
-def test_cutile_export_uses_our_tileiras(tmp_path: Path, gpu: str) -> None:
+def export_with_our_tileiras(tmp_path: Path, gpu: str, **env_extra: str) -> tuple[bytes, list[str]]:
+    """Run cuTile's export in a fresh Python with a logging wrapper of ours first on PATH;
+    the cubin and the logged command lines."""
     ours = _our_tileiras()
     wrap_dir = tmp_path / "bin"
-    wrap_dir.mkdir()
+    wrap_dir.mkdir(parents=True)
     log = tmp_path / "calls.log"
     wrapper = wrap_dir / "tileiras"
     wrapper.write_text(f'#!/bin/sh\necho "$@" >> "{log}"\nexec "{ours}" "$@"\n')
@@ -64,14 +65,38 @@ def test_cutile_export_uses_our_tileiras(tmp_path: Path, gpu: str) -> None:
     out = tmp_path / "k.cubin"
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT")}
     env["PATH"] = f"{wrap_dir}{os.pathsep}{env.get('PATH', '')}"
+    env.update(env_extra)
     proc = subprocess.run([sys.executable, str(script), str(out), gpu], env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    calls = log.read_text().splitlines()
+    return out.read_bytes(), log.read_text().splitlines()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gpu", ["sm_80", "sm_90", "sm_120"])
+def test_cutile_export_uses_our_tileiras(tmp_path: Path, gpu: str) -> None:
+    cubin, calls = export_with_our_tileiras(tmp_path, gpu)
     assert any(f"--gpu-name {gpu}" in c and "-o" in c for c in calls), calls
-    cubin = out.read_bytes()
     assert cubin[:4] == b"\x7fELF"
     assert b"scale_add" in cubin and b".nv.host" in cubin
+
+
+@pytest.mark.slow
+def test_cutile_export_through_the_compile_server(tmp_path: Path) -> None:
+    """With the server on (its default), cuTile's probes start it and its compile is
+    served.  (Byte identity with in-process runs is test_server.py's: cuTile's own temp
+    file names reach the line tables, so two cuTile exports differ anyway.)"""
+    runtime = Path(tempfile.mkdtemp(prefix="tis", dir="/tmp"))
+    try:
+        served, calls = export_with_our_tileiras(tmp_path, "sm_90", TILEIRAS_SERVER="1",
+                                                 XDG_RUNTIME_DIR=str(runtime))
+        assert len(calls) >= 2 and any("--gpu-name sm_90" in c for c in calls)
+        assert served[:4] == b"\x7fELF" and b"scale_add" in served and b".nv.host" in served
+        assert list(runtime.glob("tileiras-*/*.sock"))  # a server did start
+    finally:
+        subprocess.run([sys.executable, "-m", "tileiras.server", "--stop"], timeout=60,
+                       env=dict(os.environ, XDG_RUNTIME_DIR=str(runtime)), capture_output=True)
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def test_empty_module_compiles(tmp_path: Path) -> None:

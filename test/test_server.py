@@ -86,10 +86,11 @@ def warm(server_env):
     return server_env
 
 
-def test_served_cubin_is_byte_identical(warm, tmp_path):
+@pytest.mark.parametrize("flags", [(), ("--lineinfo",), ("-g", "-O0")])
+def test_served_cubin_is_byte_identical(warm, tmp_path, flags):
     cold_env = dict(warm, TILEIRAS_SERVER="0")
-    assert client(cold_env, VADD, "--gpu-name=sm_90", "-o", tmp_path / "cold.cubin").returncode == 0
-    r = served(warm, VADD, "--gpu-name=sm_90", "-o", "hot.cubin", cwd=tmp_path)  # relative to client cwd
+    assert client(cold_env, VADD, "--gpu-name=sm_90", *flags, "-o", tmp_path / "cold.cubin").returncode == 0
+    r = served(warm, VADD, "--gpu-name=sm_90", *flags, "-o", "hot.cubin", cwd=tmp_path)  # relative to cwd
     assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
     assert (tmp_path / "hot.cubin").read_bytes() == (tmp_path / "cold.cubin").read_bytes()
 

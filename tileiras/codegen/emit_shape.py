@@ -3,7 +3,8 @@ cat, extract, insert.
 
 Reductions combine in three steps, each in a fixed order (ascending coordinate
 along the reduced dim): registers within a thread, lanes of a warp with
-butterfly shuffles, then warps through shared memory.  Scans and the ops that
+butterfly shuffles (one redux.sync for 32-bit integer ops over a whole warp, whose
+result does not depend on the order), then warps through shared memory.  Scans and the ops that
 move elements between arbitrary positions go through shared memory.
 """
 from __future__ import annotations
@@ -19,7 +20,9 @@ from ..ir import types as T
 from ..ir.core import Block, Operation
 from ..layout.linear import LANE, REG, WARP, LinearLayout
 from ..lower.tileas import cat_in_registers, element_bytes
+from ..tile import ops_arith as CA
 from ..tile import ops_core as CO
+from ..tile.enums import Signedness
 from . import intrinsics as X
 from .nvvm import I32, I64, KernelEmitter, _from_smem, _smem_type, _to_smem, emits
 from .values import TileVal, llvm_type
@@ -190,6 +193,10 @@ def _reduce(em: KernelEmitter, op: Operation) -> None:
         partial.append(acc)
     # 2. lanes: butterfly over the lane bits that move along ``dim``
     lane_bases = src_layout.bases(LANE)
+    redux = _warp_redux_kind(em, block, src_layout, dim)
+    if redux is not None:
+        partial = [[X.redux_sync(em.b, redux, acc[0])] for acc in partial]
+        lane_bases = []
     for bit in sorted((i for i, base in enumerate(lane_bases) if base[dim]), key=lambda i: lane_bases[i][dim]):
         upper = em.b.icmp_unsigned("!=", em.b.and_(em.lane, ir.Constant(I32, 1 << bit)), ir.Constant(I32, 0))
         for q, acc in enumerate(partial):
@@ -204,6 +211,32 @@ def _reduce(em: KernelEmitter, op: Operation) -> None:
         partial = _reduce_warps(em, op, out, partial, warp_bits, block)
     for k, r in enumerate(op.results):
         em.put(r, TileVal(out, [p[k] for p in partial]))
+
+
+#: Combiners that one redux.sync instruction computes over a warp, by signedness where it matters.
+_REDUX = {CA.AddIOp: "add", CA.AndIOp: "and", CA.OrIOp: "or", CA.XOrIOp: "xor",
+          CA.MaxIOp: ("umax", "max"), CA.MinIOp: ("umin", "min")}
+
+
+def _warp_redux_kind(em: KernelEmitter, block: Block, layout: LinearLayout, dim: int) -> Optional[str]:
+    """The redux.sync flavour that folds all 32 lanes at once, as NVIDIA's PTX does for
+    32-bit integer reductions (sm_80+; one instruction instead of five shuffle-and-combine
+    steps, and fewer live registers), or None.  Every lane bit must move along ``dim`` (a
+    broadcast lane would be counted twice) and the body must be one such op on (lhs, rhs)."""
+    if em.target.arch < 80 or len(block.args) != 2 or len(block.ops) != 2:
+        return None
+    op = block.ops[0]
+    kind = _REDUX.get(type(op))
+    if kind is None or set(op.operands) != set(block.args) or block.ops[1].operands != [op.result]:
+        return None
+    if not isinstance(op.result.type, T.TileType) or op.result.type.element != T.I32:
+        return None
+    lanes = layout.bases(LANE)
+    if len(lanes) != 5 or not all(base[dim] for base in lanes):
+        return None
+    if isinstance(kind, tuple):
+        kind = kind[op.signedness == Signedness.SIGNED]
+    return kind
 
 
 def _reduce_warps(em: KernelEmitter, op: Operation, out: LinearLayout, partial: list[list[ir.Value]],

@@ -29,6 +29,12 @@ def sreg(b: ir.IRBuilder, name: str) -> ir.Value:
     return b.call(fn, [])
 
 
+def sreg_here(b: ir.IRBuilder, name: str) -> ir.Value:
+    """A special register read LLVM keeps where it is (inline asm with a side effect): no
+    hoisting into a dominating block, no merging with other reads of it."""
+    return b.asm(ir.FunctionType(I32, []), f"mov.u32 $0, %{name};", "=r", [], side_effect=True)
+
+
 def barrier(b: ir.IRBuilder) -> None:
     """bar.sync 0 (all threads of the CTA; also orders their memory accesses)."""
     b.asm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "~{memory}", [], side_effect=True)
@@ -38,6 +44,13 @@ def shfl_bfly(b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
     """shfl.sync.bfly.b32 over the full warp (32-bit payload)."""
     fn = _declare(b.module, "llvm.nvvm.shfl.sync.bfly.i32", I32, [I32, I32, I32, I32])
     return b.call(fn, [ir.Constant(I32, 0xFFFFFFFF), value, ir.Constant(I32, lane_mask), ir.Constant(I32, 0x1F)])
+
+
+def redux_sync(b: ir.IRBuilder, kind: str, value: ir.Value) -> ir.Value:
+    """redux.sync.<kind> of an i32 over the full warp (sm_80+): add, min, max, umin, umax,
+    and, or, xor."""
+    fn = _declare(b.module, f"llvm.nvvm.redux.sync.{kind}", I32, [I32, I32])
+    return b.call(fn, [value, ir.Constant(I32, 0xFFFFFFFF)])
 
 
 def asm(b: ir.IRBuilder, ret: ir.Type, text: str, constraints: str, args: Sequence[ir.Value],

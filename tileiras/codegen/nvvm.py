@@ -9,6 +9,7 @@ shared memory, and PTX generation with LLVM's NVPTX back end.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -86,18 +87,39 @@ class KernelEmitter:
         if target.lineinfo:
             self.lineinfo = line_info(module)
             self.scope = self.lineinfo.subprogram(fn, self.llfn)
-        self.tid = X.sreg(self.pb, "tid.x")
-        self.lane = self.pb.and_(self.tid, ir.Constant(I32, 31), name="lane")
-        self.warp = self.pb.lshr(self.tid, ir.Constant(I32, 5), name="warp")
-        # warps beyond the layouts' (extra warps in the CTA) mirror the first ones and
-        # never own an element
-        self.extra = None
-        if tas.extra_warps:
-            self.extra = self.pb.icmp_unsigned(">=", self.warp, ir.Constant(I32, tas.num_warps))
-            self.warp = self.pb.and_(self.warp, ir.Constant(I32, tas.num_warps - 1), name="warp")
+        self._thread_position(X.sreg(self.pb, "tid.x"))
         for arg, llarg, v in zip(fn.entry_block.args, self.llfn.args, fn.entry_block.args):
             llarg.name = f"arg{arg.index}"
             self.values[v] = TileVal(tas.layouts[v], [llarg]) if v in tas.layouts else None
+
+    def _thread_position(self, tid: ir.Value) -> None:
+        """tid, lane and warp (built with ``self.pb``) that the layouts' coordinates use."""
+        self.tid = tid
+        self.lane = self.pb.and_(tid, ir.Constant(I32, 31), name="lane")
+        self.warp = self.pb.lshr(tid, ir.Constant(I32, 5), name="warp")
+        # warps beyond the layouts' (extra warps in the CTA) mirror the first ones and
+        # never own an element
+        self.extra = None
+        if self.tas.extra_warps:
+            self.extra = self.pb.icmp_unsigned(">=", self.warp, ir.Constant(I32, self.tas.num_warps))
+            self.warp = self.pb.and_(self.warp, ir.Constant(I32, self.tas.num_warps - 1), name="warp")
+
+    @contextmanager
+    def coordinates_here(self):
+        """Inside: thread coordinates are computed again in the current block, from a
+        fresh read of %tid.x that LLVM may neither hoist nor merge with another, instead
+        of coming from the prologue.  A guarded memory access (emit_memory.tile_in_range)
+        then keeps its address arithmetic inside its branch, as NVIDIA's PTX does; ptxas
+        keeps fewer values live across the kernel than when every access shares them."""
+        saved = (self.pb, self.tid, self.lane, self.warp, self.extra, self._coord_cache, self._owner_cache,
+                 self._iter_cache)
+        self.pb, self._coord_cache, self._owner_cache, self._iter_cache = self.b, {}, {}, {}
+        self._thread_position(X.sreg_here(self.b, "tid.x"))
+        try:
+            yield
+        finally:
+            (self.pb, self.tid, self.lane, self.warp, self.extra, self._coord_cache, self._owner_cache,
+             self._iter_cache) = saved
 
     # -- driving -------------------------------------------------------------------
     def run(self) -> None:
@@ -154,10 +176,14 @@ class KernelEmitter:
                 for pending in list(deferred):
                     for r in pending.results:
                         materialize(r)
-            for v in op.operands:
-                materialize(v)
-            if self.writes_memory(op):  # loads stay before the writes they preceded
-                for pending in [d for d in deferred if isinstance(d, DEFERRABLE_LOADS)]:
+            for i, v in enumerate(op.operands):
+                plan = self.tas.recomputed.get((op, i))
+                # a value computed again for this use: only what its recomputation starts from
+                for u in [v] if plan is None else [w for p in plan for w in p.owner.operands if w not in plan]:
+                    materialize(u)
+            if self.writes_memory(op):  # loads stay before the writes token-ordered after them
+                ordered = self.tas.aa.deps.get(op, ())
+                for pending in [d for d in deferred if isinstance(d, DEFERRABLE_LOADS) and d in ordered]:
                     for r in pending.results:
                         materialize(r)
             self.emit_op(op)
@@ -214,13 +240,38 @@ class KernelEmitter:
     def tile(self, op: Operation, i: int) -> TileVal:
         """Operand ``i`` of ``op`` in the layout TileAS chose for that use."""
         v = op.operands[i]
+        want = self.tas.converts.get((op, i))
+        plan = self.tas.recomputed.get((op, i))
+        if want is not None and plan is not None:
+            return self.recompute(v, plan)
         tv = self.values[v]
         if not isinstance(tv, TileVal):
             raise CompileError(f"operand {i} of '{op.name}' is not a tile")
-        want = self.tas.converts.get((op, i))
         if want is not None and want != tv.layout:
             tv = self.convert(tv, want, v.type)
         return tv
+
+    def recompute(self, v: Value, plan: dict[Value, LinearLayout]) -> TileVal:
+        """``v`` computed again by the ops that made it, each emitted as if TileAS had
+        given its result the layout ``plan`` says (tileas.recompute_plan); then the ops'
+        own layouts and values are put back for their other users."""
+        tas = self.tas
+        ops = [u.owner for u in plan]
+        saved_layouts = {u: tas.layouts[u] for u in plan}
+        saved_values = {u: self.values[u] for u in plan if u in self.values}
+        saved_converts = {(op, k): tas.converts.pop((op, k)) for op in ops for k in range(len(op.operands))
+                          if (op, k) in tas.converts}
+        try:
+            tas.layouts.update(plan)
+            for op in ops:
+                self.emit_op(op)
+            return self.values[v]
+        finally:
+            tas.layouts.update(saved_layouts)
+            for u in plan:
+                self.values.pop(u, None)
+            self.values.update(saved_values)
+            tas.converts.update(saved_converts)
 
     def scalar(self, op: Operation, i: int) -> ir.Value:
         return self.tile(op, i).scalar

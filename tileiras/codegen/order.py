@@ -15,9 +15,10 @@ value used in another block stays where it was (it is ordered as a side effect).
 Two kinds of code keep emission order, because measuring (``bench/code_quality.py``
 on sm_90) found it better there:
 
-* blocks with phis (loop bodies): LLVM's loop strength reduction picks its
-  induction variables from the order of the address arithmetic (the CUDA-core
-  gemm K loop of gemm_splitk: 128 registers in emission order, 148 reordered);
+* loop headers (blocks whose phis take a value over a back edge): LLVM's loop
+  strength reduction picks its induction variables from the order of the address
+  arithmetic (the CUDA-core gemm K loop of gemm_splitk: 128 registers in emission
+  order, 148 reordered);
 * functions that make a real call (the ``noinline`` slow paths of the math
   library): the values live across the call decide the registers, which this
   order does not look at (ew_transcendental f32: 42 registers, 46 reordered).
@@ -58,9 +59,17 @@ def order_function(fn: ir.Function) -> None:
     if _calls_out_of_line(fn):
         return
     outside = _used_outside_block(fn)
+    position = {id(block): k for k, block in enumerate(fn.blocks)}
     for block in fn.blocks:
-        if not any(isinstance(inst, I.PhiInstr) for inst in block.instructions):
+        if not _heads_a_loop(block, position):
             block.instructions[:] = _ordered(block.instructions, outside)
+
+
+def _heads_a_loop(block: ir.Block, position: dict[int, int]) -> bool:
+    """Does a phi of ``block`` take a value from ``block`` itself or a later block (a back
+    edge)?  Phis of blocks that only merge branches (if/else, guarded accesses) do not."""
+    return any(position[id(b)] >= position[id(block)] for inst in block.instructions
+               if isinstance(inst, I.PhiInstr) for _, b in inst.incomings)
 
 
 def _calls_out_of_line(fn: ir.Function) -> bool:

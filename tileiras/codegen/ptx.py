@@ -162,6 +162,8 @@ def attach_intermediate_source(ptx: str, tile_text: str,
         m = _LOC.match(line)
         if m and int(m.group(2)) in tile_ids:
             pad, tl, tc = m.group(1), int(m.group(3)), int(m.group(4))
+            if tl == 0:  # LLVM's "no location" (parameter loads it sank into a branch): NVIDIA has none
+                continue
             src = sources.get((tl, tc))
             if src is not None:
                 out.append(f"{pad}.loc\t{number[src[0]]} {src[1]} {src[2]}")

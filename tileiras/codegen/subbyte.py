@@ -64,18 +64,11 @@ def _i64(em: KernelEmitter, v) -> ir.Value:
 
 def nibble_access(em: KernelEmitter, view: TiledViewVal, layout: LinearLayout, indices: Sequence,
                   gather: Optional[list[ir.Value]] = None) -> NibbleAccess:
+    from .emit_memory import tile_starts  # noqa: PLC0415  (emit_memory imports this module)
     b = em.b
     tv = view.tensor
     rank = len(view.tile_shape)
-    starts: list[Optional[ir.Value]] = []
-    for k in range(rank):
-        if view.sparse_dim == k:
-            starts.append(None)
-        elif view.sparse_dim is not None:
-            starts.append(_i64(em, indices[k]))
-        else:
-            step = view.traversal[k] if view.traversal else view.tile_shape[k]
-            starts.append(b.mul(_i64(em, indices[k]), ir.Constant(I64, step)))
+    starts = tile_starts(em, view, indices)
     offsets, masks = [], []
     for reg in range(layout.size("reg")):
         c = em.coords(layout, reg)

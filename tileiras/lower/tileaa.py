@@ -72,6 +72,7 @@ class TileAA:
     deps: dict[Operation, frozenset[Operation]] = field(default_factory=dict)
     #: token value -> memory ops that completed when it was produced
     token_sources: dict[Value, frozenset[Operation]] = field(default_factory=dict)
+    _observed: Optional[frozenset[Operation]] = None
 
     def fact(self, v: Value) -> Facts:
         return self.facts.get(v, UNKNOWN)
@@ -79,6 +80,12 @@ class TileAA:
     def needs_barrier(self, op: Operation) -> bool:
         """Must ``op`` wait for other threads' writes (a token-ordered write before it)?"""
         return any(isinstance(d, WRITES) for d in self.deps.get(op, ()))
+
+    def observed_by_write(self, op: Operation) -> bool:
+        """Is some write token-ordered after ``op`` (it must see memory as before it)?"""
+        if self._observed is None:
+            self._observed = frozenset(d for w, ds in self.deps.items() if isinstance(w, WRITES) for d in ds)
+        return op in self._observed
 
 
 def analyze(fn: Function) -> TileAA:

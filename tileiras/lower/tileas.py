@@ -52,6 +52,10 @@ class TileAS:
     pairs: dict[Value, int] = field(default_factory=dict)
     #: extracts that pick registers: the source register of each result register
     picks: dict[Operation, list[int]] = field(default_factory=dict)
+    #: conversions (keys of ``converts``) done by computing the value again in the wanted
+    #: layout instead of through shared memory: the layout of each value on the way
+    #: (see recompute_plan)
+    recomputed: dict[tuple[Operation, int], dict[Value, LinearLayout]] = field(default_factory=dict)
     _users: Optional[dict[Value, list[Operation]]] = None
 
     @property
@@ -222,12 +226,105 @@ def layout_rule(*classes: type) -> Callable[[Rule], Rule]:
 
 
 def _want(tas: TileAS, op: Operation, i: int, layout: LinearLayout) -> None:
-    """Operand ``i`` must be in ``layout``; record a conversion if it is not."""
+    """Operand ``i`` must be in ``layout``; record a conversion if it is not: computed
+    again in that layout when that is cheap, else through shared memory."""
     v = op.operands[i]
     if is_tile(v) and tas.layouts.get(v) != layout:
         tas.converts[(op, i)] = layout
+        plan = recompute_plan(tas, v, layout, op.parent)
+        if plan is not None:
+            tas.recomputed[(op, i)] = plan
+            return
         need = v.type.num_elements * element_bytes(v.type)
         tas.scratch[op] = max(tas.scratch.get(op, 0), need)
+
+
+#: Ops whose results are cheap to compute again in any layout: constants, iota, relabels,
+#: broadcasts and integer or simple float arithmetic (no long math).
+RECOMPUTABLE: tuple[type, ...] = (
+    CO.ConstantOp, CO.IotaOp, CO.BroadcastOp, CO.ReshapeOp, CO.PermuteOp, CO.SelectOp, CO.ExtIOp,
+    CO.TruncIOp, CO.BitcastOp, CO.OffsetOp, AR.AddIOp, AR.SubIOp, AR.MulIOp, AR.AndIOp, AR.OrIOp,
+    AR.XOrIOp, AR.ShLIOp, AR.ShRIOp, AR.MinIOp, AR.MaxIOp, AR.NegIOp, AR.CmpIOp, AR.AddFOp, AR.SubFOp,
+    AR.MulFOp, AR.NegFOp, AR.CmpFOp)
+#: Ops that cost no instruction of their own (they relabel or copy registers).
+FREE = (CO.ConstantOp, CO.BroadcastOp, CO.ReshapeOp, CO.PermuteOp)
+#: The most instruction-producing ops one recomputation repeats (per register).
+RECOMPUTE_OPS = 16
+
+
+def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout,
+                   block: Optional[Block] = None) -> Optional[dict[Value, LinearLayout]]:
+    """How to compute tile ``v`` again in ``layout`` (for a user in ``block``) instead of
+    converting it through shared memory: the layout of every tile on the way, producers
+    first; None when that is not cheap.  The way may take ``RECOMPUTABLE`` ops (integer
+    division only by a constant), at most ``RECOMPUTE_OPS`` of them, and loads that
+    ``reloadable`` allows; it ends at scalars, which every thread holds.  A conversion
+    costs two barriers and shared-memory traffic and keeps both layouts' registers live;
+    NVIDIA's tileiras computes such values again too (its gather/scatter PTX reloads an
+    index tile in the second layout it needs and uses no shared memory)."""
+    plan: dict[Value, LinearLayout] = {}
+    work = [0]
+
+    def visit(u: Value, want: LinearLayout) -> bool:
+        if not is_tile(u) or u.type.rank == 0:
+            return True
+        if u in plan:
+            return plan[u] == want
+        op = u.owner
+        if isinstance(op, (AR.DivIOp, AR.RemIOp)):
+            if not _is_constant(op.rhs):
+                return False
+        elif isinstance(op, (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp)):
+            if not reloadable(tas, op, block):
+                return False
+        elif not isinstance(op, RECOMPUTABLE):
+            return False
+        if not isinstance(op, FREE):
+            work[0] += 1
+            if work[0] > RECOMPUTE_OPS:
+                return False
+        for k, w in enumerate(op.operands):
+            if not visit(w, _operand_layout_for(op, k, want)):
+                return False
+        plan[u] = want
+        return True
+
+    return plan if visit(v, layout) else None
+
+
+def reloadable(tas: TileAS, op: Operation, block: Optional[Block]) -> bool:
+    """May this load run again, later, in the same block?  A weak load that no write is
+    token-ordered before or after may observe memory at any point (Tile IR orders
+    token-ordered operations only through their tokens), so a second execution is one
+    of its legal executions; 4-bit tiles (byte pairs) and gathers are left alone."""
+    if op.parent is not block or op.attributes.get("memory_ordering_semantics") != MemoryOrderingSemantics.WEAK:
+        return False
+    result = op.results[0]
+    if result in tas.pairs or is_subbyte(result.type) or tas.aa.needs_barrier(op):
+        return False
+    if isinstance(op, MEM.LoadViewTkoOp) and any(is_tile(v) and v.type.rank > 0 for v in op.index):
+        return False
+    return not tas.aa.observed_by_write(op)
+
+
+def _is_constant(v: Value) -> bool:
+    while isinstance(v.owner, (CO.BroadcastOp, CO.ReshapeOp)):
+        v = v.owner.source
+    return isinstance(v.owner, CO.ConstantOp)
+
+
+def _operand_layout_for(op: Operation, i: int, result: LinearLayout) -> LinearLayout:
+    """The layout operand ``i`` of a recomputed op needs for its result to be in ``result``
+    without moving data (the inverse of the layout rules below)."""
+    if isinstance(op, CO.ReshapeOp):
+        return result.reshape(op.source.type.shape)
+    if isinstance(op, CO.PermuteOp):
+        perm = list(op.permutation)
+        return result.permute([perm.index(d) for d in range(len(perm))])
+    if isinstance(op, CO.BroadcastOp):
+        return result.squash(d for d, (a, b) in enumerate(zip(op.source.type.shape, op.result.type.shape))
+                             if a != b)
+    return result
 
 
 def _canonical_results(tas: TileAS, op: Operation) -> None:
@@ -498,7 +595,8 @@ def format_tileas(tas: TileAS) -> str:
             tiles = [f"{r.type} {alias(tas.layouts[r])}" for r in op.results if r in tas.layouts]
             if tiles:
                 line += " : " + ", ".join(tiles)
-            notes = [f"operand {i} -> {alias(lay)}" for (cop, i), lay in tas.converts.items() if cop is op]
+            notes = [f"operand {i} -> {alias(lay)}{' recomputed' if (cop, i) in tas.recomputed else ''}"
+                     for (cop, i), lay in tas.converts.items() if cop is op]
             if op in tas.scratch:
                 notes.append(f"smem {tas.scratch[op]}B")
             group = tas.chunked.get(op)
