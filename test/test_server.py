@@ -82,8 +82,14 @@ def warm(server_env):
     first = client(server_env, VADD, "--gpu-name=sm_90", "--emit=ptx")
     assert first.returncode == 0, first.stderr
     wait_for_server(server_env)
-    # the socket is bound before preloading; a served run waits for its hello
-    return server_env
+    # The socket is bound before preloading and a client waits 5 s for its hello; on a
+    # loaded machine preloading can take longer, so wait until a command is really served.
+    for _ in range(60):
+        r = client(server_env, "--version", importtime=True)
+        if b"tileiras.driver" not in r.stderr:
+            return server_env
+        time.sleep(0.5)
+    raise AssertionError("the server never answered")
 
 
 @pytest.mark.parametrize("flags", [(), ("--lineinfo",), ("-g", "-O0")])
