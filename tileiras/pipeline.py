@@ -134,11 +134,9 @@ def _ptx(c: Compilation) -> None:
 
 
 def _cubin(c: Compilation) -> None:
-    from .codegen.host import build_host_object, check_host_target
+    """ptxas on the PTX, with the .nv.host object ``_ptx`` built alongside it."""
     from .codegen.ptxas import run_ptxas
 
-    if c.host is None and c.kernels:
-        c.host = build_host_object(c.kernels, check_host_target(c.options.host_arch, c.options.host_os))
     c.cubin = run_ptxas(c.ptx, c.options.gpu_name, c.options.opt_level, c.host, sanitize=c.options.sanitize)
 
 

@@ -2,8 +2,8 @@
 
 LLVM reports some errors by aborting the process ("LLVM ERROR: ..."), which
 would take the whole compiler (or a test session, or a service embedding us)
-down with it.  ``run_isolated`` forks, runs the function in the child, and
-turns a crash into a ``CompileError`` carrying LLVM's message.
+down with it.  ``Isolated`` forks, runs the function in the child, and turns a
+crash into a ``CompileError`` carrying LLVM's message.
 """
 from __future__ import annotations
 
@@ -76,7 +76,3 @@ class Isolated:
         message = stderr.splitlines()[-1] if stderr else f"LLVM back end died (status {status})"
         raise CompileError(message.removeprefix("LLVM ERROR: "))
 
-
-def run_isolated(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` in a child process; its (picklable) result or a CompileError."""
-    return Isolated(fn, *args).result()
