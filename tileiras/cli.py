@@ -22,6 +22,7 @@ import click
 
 from .errors import EXIT_COMPILE, EXIT_USAGE, TileIRError, UsageError
 from .knobs import knobs
+from .launch import current_umask
 
 if TYPE_CHECKING:  # pragma: no cover
     from .ir.core import Module
@@ -200,7 +201,7 @@ def write_output(path: str, data: bytes, exit_code: int) -> None:
                                         dir=str(target.parent) or ".")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp_name, 0o666 & ~_current_umask())
+        os.chmod(tmp_name, 0o666 & ~current_umask())
         os.replace(tmp_name, target)
         tmp_name = None
     except OSError as e:
@@ -209,12 +210,6 @@ def write_output(path: str, data: bytes, exit_code: int) -> None:
     finally:
         if tmp_name is not None and os.path.exists(tmp_name):
             os.unlink(tmp_name)
-
-
-def _current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def read_module(data: bytes, preview: tuple[str, ...] = ()) -> "Module":

@@ -111,7 +111,8 @@ def _std_fds_open() -> bool:
     return True
 
 
-def _current_umask() -> int:
+def current_umask() -> int:
+    """The process umask (reading it means setting it: put back at once)."""
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -123,7 +124,7 @@ def run_on_server(argv: list[str], stamp: str) -> int:
         raise ServerUnavailable("this platform or process cannot pass its standard streams")
     sock = _connect(socket_path(stamp), stamp)
     try:
-        request = marshal.dumps((argv, os.getcwd(), dict(os.environ), _current_umask()))
+        request = marshal.dumps((argv, os.getcwd(), dict(os.environ), current_umask()))
         try:
             fds = struct.pack("3i", 0, 1, 2)
             data = _LEN.pack(len(request)) + request
