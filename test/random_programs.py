@@ -129,21 +129,35 @@ def _loop(p: Program, rng: random.Random, x: str, y: str) -> str:
     return res
 
 
+def _load_inputs(p: Program, view: str, tile: str) -> list[str]:
+    """Views of the three arguments %a, %b, %c and this block's tiles of %a and %b."""
+    part = f"partition_view<tile=({p.rows}x{p.cols}), {view}>"
+    p.emit("%tok = make_token : token")
+    for name in "abc":
+        p.emit(f"%t{name} = make_tensor_view %{name}, shape = [%n, %n], strides = [%n, 1] : tile<i32> -> {view}")
+        p.emit(f"%p{name} = make_partition_view %t{name} : {part}")
+    p.emit("%bx, %by, %bz = get_tile_block_id : tile<i32>")
+    for name in "ab":
+        p.emit(f"%x{name}, %tk{name} = load_view_tko weak %p{name}[%bx, %by] token = %tok : "
+               f"{part}, tile<i32> -> {tile}, token")
+    return ["%xa", "%xb"]
+
+
+def _store_result(p: Program, out: str, element: str, view: str, tile: str) -> str:
+    """Store ``out`` to %c and return the whole entry's text."""
+    p.emit(f"%done = store_view_tko weak {out}, %pc[%bx, %by] token = %tok : {tile}, "
+           f"partition_view<tile=({p.rows}x{p.cols}), {view}>, tile<i32> -> token")
+    p.emit("return")
+    header = (f"entry @k(%a: tile<ptr<{element}>>, %b: tile<ptr<{element}>>, %c: tile<ptr<{element}>>, "
+              "%n: tile<i32>) {")
+    return header + "\n" + "\n".join(p.lines) + "\n}\n"
+
+
 def generate(seed: int) -> str:
     rng = random.Random(seed)
     rows, cols = rng.choice([(8, 32), (16, 16), (32, 8), (4, 64), (64, 64), (32, 32)])
     p = Program(rows, cols)
-    header = ("entry @k(%a: tile<ptr<f32>>, %b: tile<ptr<f32>>, %c: tile<ptr<f32>>, %n: tile<i32>) {")
-    p.emit("%tok = make_token : token")
-    for name in "abc":
-        p.emit(f"%t{name} = make_tensor_view %{name}, shape = [%n, %n], strides = [%n, 1] : tile<i32> -> {VIEW}")
-        p.emit(f"%p{name} = make_partition_view %t{name} : partition_view<tile=({rows}x{cols}), {VIEW}>")
-    p.emit("%bx, %by, %bz = get_tile_block_id : tile<i32>")
-    values = []
-    for name in "ab":
-        p.emit(f"%x{name}, %tk{name} = load_view_tko weak %p{name}[%bx, %by] token = %tok : "
-               f"partition_view<tile=({rows}x{cols}), {VIEW}>, tile<i32> -> {p.tile}, token")
-        values.append(f"%x{name}")
+    values = _load_inputs(p, VIEW, p.tile)
     for _ in range(rng.randint(3, 12)):
         kind = rng.random()
         x, y = rng.choice(values), rng.choice(values)
@@ -165,11 +179,7 @@ def generate(seed: int) -> str:
             values.append(_loop(p, rng, x, y))
         else:
             values.append(_binary(p, rng, x, _constant(p, rng)))
-    out = values[-1]
-    p.emit(f"%done = store_view_tko weak {out}, %pc[%bx, %by] token = %tok : {p.tile}, "
-           f"partition_view<tile=({rows}x{cols}), {VIEW}>, tile<i32> -> token")
-    p.emit("return")
-    return header + "\n" + "\n".join(p.lines) + "\n}\n"
+    return _store_result(p, values[-1], "f32", VIEW, p.tile)
 
 
 INT_VIEW = "tensor_view<?x?xi32, strides=[?,1]>"
@@ -208,22 +218,9 @@ def generate_int(seed: int) -> str:
     rows, cols = rng.choice([(8, 32), (16, 16), (32, 8), (4, 64), (32, 32)])
     p = Program(rows, cols)
     tile = f"tile<{rows}x{cols}xi32>"
-    header = "entry @k(%a: tile<ptr<i32>>, %b: tile<ptr<i32>>, %c: tile<ptr<i32>>, %n: tile<i32>) {"
-    p.emit("%tok = make_token : token")
-    for name in "abc":
-        p.emit(f"%t{name} = make_tensor_view %{name}, shape = [%n, %n], strides = [%n, 1] : tile<i32> -> {INT_VIEW}")
-        p.emit(f"%p{name} = make_partition_view %t{name} : partition_view<tile=({rows}x{cols}), {INT_VIEW}>")
-    p.emit("%bx, %by, %bz = get_tile_block_id : tile<i32>")
-    values = []
-    for name in "ab":
-        p.emit(f"%x{name}, %tk{name} = load_view_tko weak %p{name}[%bx, %by] token = %tok : "
-               f"partition_view<tile=({rows}x{cols}), {INT_VIEW}>, tile<i32> -> {tile}, token")
-        values.append(f"%x{name}")
+    values = _load_inputs(p, INT_VIEW, tile)
     for _ in range(rng.randint(3, 12)):
         x, y = rng.choice(values), rng.choice(values)
         values.append(_reduce_back(p, rng, x, "i32", INT_REDUCTIONS) if rng.random() < 0.2
                       else _int_binary(p, rng, x, y))
-    p.emit(f"%done = store_view_tko weak {values[-1]}, %pc[%bx, %by] token = %tok : {tile}, "
-           f"partition_view<tile=({rows}x{cols}), {INT_VIEW}>, tile<i32> -> token")
-    p.emit("return")
-    return header + "\n" + "\n".join(p.lines) + "\n}\n"
+    return _store_result(p, values[-1], "i32", INT_VIEW, tile)
