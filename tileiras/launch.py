@@ -182,17 +182,14 @@ def start_server(stamp: str) -> None:
 
 def main() -> int:
     """Console-script entry of ``tileiras``."""
-    argv = [sys.argv[0], *sys.argv[1:]]
-    if not knobs.server:
-        from .driver import main as driver_main
-
-        return driver_main(argv[1:])
-    stamp = None
-    try:
-        stamp = package_stamp()
-        return run_on_server(argv, stamp)
-    except (ServerUnavailable, OSError):
-        pass
+    argv = list(sys.argv)
+    stamp = None  # set when a server should be started for next time
+    if knobs.server:
+        try:
+            stamp = package_stamp()
+            return run_on_server(argv, stamp)
+        except (ServerUnavailable, OSError):
+            pass
     from .driver import main as driver_main
 
     code = driver_main(argv[1:])
