@@ -378,7 +378,14 @@ def _select(em: KernelEmitter, op: Operation) -> None:
 
 @emits(CF.AssumeOp)
 def _assume(em: KernelEmitter, op: Operation) -> None:
-    em.put(op.result, em.values[op.value])
+    """The operand's registers, whose facts (``KernelEmitter.put``) then hold wherever
+    they are used: true for an assume at the top of the kernel, which runs before every
+    use.  Anywhere else the facts hold only below it, so it gets registers of its own."""
+    v = em.values[op.value]
+    if op.parent is not em.fn.entry_block and isinstance(v, TileVal):
+        v = TileVal(v.layout, [em.b.add(r, ir.Constant(r.type, 0)) if isinstance(r.type, ir.IntType) else r
+                               for r in v.regs])
+    em.put(op.result, v)
 
 
 # -- conversions ---------------------------------------------------------------------
@@ -386,7 +393,9 @@ def _assume(em: KernelEmitter, op: Operation) -> None:
 def _exti(em: KernelEmitter, op: Operation) -> None:
     b = em.b
     to = llvm_type(op.result.type)
-    signed = _signed(op)
+    # a known non-negative value is zero-extended (the same bits), as NVIDIA's cvt.u64.u32:
+    # ptxas then knows the high word is zero
+    signed = _signed(op) and not em.tas.aa.fact(op.operands[0]).non_negative
     i4 = elem(op).bitwidth == 4  # i4 travels zero-extended in an i8
 
     def one(x: ir.Value) -> ir.Value:

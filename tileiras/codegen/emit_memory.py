@@ -31,16 +31,21 @@ Dim = Union[int, ir.Value]
 def _i64(em: KernelEmitter, v: Dim) -> ir.Value:
     if isinstance(v, int):
         return ir.Constant(I64, v)
-    if v.type.width < 64:
-        return em.b.sext(v, I64)
-    return v
+    return em.widen(v)
+
+
+def _extent(em: KernelEmitter, x: ir.Value) -> ir.Value:
+    """A dynamic shape or stride, as i64 when known non-negative (``KernelEmitter.widen``)."""
+    return em.widen(x) if em.is_non_negative(x) else x
 
 
 @emits(MEM.MakeTensorViewOp)
 def _make_tensor_view(em: KernelEmitter, op: Operation) -> None:
     t = op.result.type
-    dyn_shape = iter(em.values[v].scalar for v in op.dynamicShape)
-    dyn_strides = iter(em.values[v].scalar for v in op.dynamicStrides)
+    # extents known non-negative are zero-extended here, once: ``ld.param.b32`` straight
+    # into a 64-bit register, as in NVIDIA's PTX
+    dyn_shape = iter(_extent(em, em.values[v].scalar) for v in op.dynamicShape)
+    dyn_strides = iter(_extent(em, em.values[v].scalar) for v in op.dynamicStrides)
     shape = [next(dyn_shape) if d == T.DYNAMIC else d for d in t.shape]
     strides = [next(dyn_strides) if s == T.DYNAMIC else s for s in t.strides]
     base = em.values[op.base].scalar

@@ -82,6 +82,7 @@ class KernelEmitter:
         self.frames: list = []    # control-flow frames (emit_control)
         self.iteration: Optional[ir.Value] = None   # the chunk counter inside a chunked loop
         self._iter_cache: dict = {}
+        self._non_negative: dict[int, ir.Value] = {}   # id -> scalar known >= 0 (put)
         self.lineinfo: Optional[LineInfo] = None
         self.scope = None
         if target.lineinfo:
@@ -236,6 +237,22 @@ class KernelEmitter:
     # -- values ----------------------------------------------------------------------
     def put(self, v: Value, e: Emitted) -> None:
         self.values[v] = e
+        if (isinstance(e, TileVal) and len(e.regs) == 1 and isinstance(e.regs[0].type, ir.IntType)
+                and e.regs[0].type.width < 64 and self.tas.aa.fact(v).non_negative):
+            self._non_negative[id(e.regs[0])] = e.regs[0]
+
+    def is_non_negative(self, x: ir.Value) -> bool:
+        """Is the scalar ``x`` a value TileAA knows non-negative (an ``assume bounded<0, ?>``
+        shape, a block id)?"""
+        return self._non_negative.get(id(x)) is x
+
+    def widen(self, x: ir.Value) -> ir.Value:
+        """A scalar integer extended to i64: zero-extended when known non-negative (the
+        same value), as NVIDIA's ``cvt.u64.u32``, so that ptxas knows the high word is zero
+        instead of keeping a sign copy in a register; else sign-extended."""
+        if x.type.width >= 64:
+            return x
+        return self.b.zext(x, I64) if self.is_non_negative(x) else self.b.sext(x, I64)
 
     def tile(self, op: Operation, i: int) -> TileVal:
         """Operand ``i`` of ``op`` in the layout TileAS chose for that use."""
