@@ -1,9 +1,15 @@
 """Index arithmetic of view accesses, as NVIDIA's PTX does it: values known non-negative
 (``assume bounded<0, ?>`` shapes, block ids) are zero-extended to 64 bits, so that ptxas
-knows their high word is zero."""
+knows their high word is zero; tiles are tested against the tile count, and each access
+computes its own tile start."""
 from __future__ import annotations
 
+import re
+
+import numpy as np
+
 from tileiras import diffcheck
+from tileiras.codegen.ptxas import run_ptxas, stats_from_cubin
 from tileiras.text.parser import parse_module
 
 #: |tile bx of x| stored to tile bx of o; the shapes are assumed non-negative or not.
@@ -98,3 +104,57 @@ def test_exti_of_a_block_id_zero_extends():
     ptx = _ptx(EXTI)
     assert "cvt.u64.u32" in ptx                                           # the block id
     assert ptx.count("cvt.s64.s32") + ptx.count("ld.param.s32") == 1      # %v, sign unknown
+
+
+def test_tiles_are_tested_against_the_tile_count():
+    """The guard is NVIDIA's index < ceil(n / 128) (uniform: from parameters alone), not
+    index * 128 < n; every access shifts its own copy of the block id (cvt.u64.u32, then
+    shl.b64), never a shared 64-bit mul.wide product."""
+    ptx = _ptx(ABS.replace("SHAPE_N", "%n").replace("SHAPE_M", "%m"))
+    assert re.search(r"add\.s64\s+(%rd\d+), %rd\d+, 127;\s+shr\.u64\s+%rd\d+, \1, 7;", ptx)
+    assert "mul.wide" not in ptx
+    fresh = re.findall(r"// begin inline asm\s+cvt\.u64\.u32 (%rd\d+), %r\d+;", ptx)
+    assert len(fresh) == 2                                       # the load's and the store's
+    assert all(re.search(rf"shl\.b64\s+%rd\d+, {r}, 7;", ptx) for r in fresh)
+
+
+def test_small_kernel_registers_match_nvidia():
+    """|x| * -0.25 over tiles of 32 (cuTile's const_specialize): NVIDIA's tileiras needs 8
+    registers on sm_80, and so do we (10 with a shared 64-bit tile start)."""
+    text = ABS.replace("SHAPE_N", "%n").replace("SHAPE_M", "%m").replace("128", "32")
+    module = parse_module(text, "k.mlir")
+    ptx = diffcheck.compile_ptx(module, "sm_80")
+    assert stats_from_cubin(run_ptxas(ptx, "sm_80"))["k"].registers <= 8
+
+
+#: Tile bx - 1 of x (padded with 7) stored to tile bx of o: block 0 reads tile -1.
+SHIFTED = """cuda_tile.module @kernels {
+  entry @k(%xp: tile<ptr<f32>>, %n0: tile<i32>, %op: tile<ptr<f32>>, %m0: tile<i32>) {
+    %tok = make_token : token
+    %n = assume bounded<0, ?>, %n0 : tile<i32>
+    %m = assume bounded<0, ?>, %m0 : tile<i32>
+    %xv = make_tensor_view %xp, shape = [%n], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
+    %ov = make_tensor_view %op, shape = [%m], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
+    %bx, %by, %bz = get_tile_block_id : tile<i32>
+    %one = constant <i32: 1> : tile<i32>
+    %prev = subi %bx, %one : tile<i32>
+    %xpv = make_partition_view %xv : partition_view<tile=(128), padding_value = pos_inf, tensor_view<?xf32, strides=[1]>>
+    %opv = make_partition_view %ov : partition_view<tile=(128), tensor_view<?xf32, strides=[1]>>
+    %t, %t1 = load_view_tko weak %xpv[%prev] token = %tok : partition_view<tile=(128), padding_value = pos_inf, tensor_view<?xf32, strides=[1]>>, tile<i32> -> tile<128xf32>, token
+    %t2 = store_view_tko weak %t, %opv[%bx] token = %tok : tile<128xf32>, partition_view<tile=(128), tensor_view<?xf32, strides=[1]>>, tile<i32> -> token
+    return
+  }
+}
+"""
+
+
+def test_a_negative_tile_index_loads_padding():
+    """Tile -1 (sign-extended: a huge unsigned index) is outside: all padding."""
+    module = parse_module(SHIFTED, "k.mlir")
+    x, o = np.arange(300, dtype=np.float32), np.zeros(384, dtype=np.float32)
+    args = [x, np.int32(300), o, np.int32(384)]
+    expected = diffcheck.run_interpreter(module, "k", (3, 1, 1), args)
+    got = diffcheck.run_ptx(diffcheck.compile_ptx(module, "sm_90"), "k", (3, 1, 1), args)
+    assert diffcheck.compare(expected, got) is None
+    out = got.arrays[1]
+    assert np.all(np.isposinf(out[:128])) and np.array_equal(out[128:], x[:256])

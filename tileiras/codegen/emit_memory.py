@@ -22,7 +22,7 @@ from ..tile import ops_memory as MEM
 from ..tile.enums import AtomicRMWMode, MemoryOrderingSemantics, MemoryScope
 from . import intrinsics as X
 from . import subbyte as SB
-from .nvvm import I64, KernelEmitter, _runtime_mask, emits
+from .nvvm import I32, I64, KernelEmitter, _runtime_mask, emits
 from .values import TensorViewVal, TiledViewVal, TileVal, llvm_type
 
 Dim = Union[int, ir.Value]
@@ -77,13 +77,16 @@ def _tensor_shape(em: KernelEmitter, op: Operation) -> None:
 def _index_space(em: KernelEmitter, op: Operation) -> None:
     view = em.values[op.src]
     assert isinstance(view, TiledViewVal)
-    b = em.b
     for k, r in enumerate(op.results):
-        d = view.dim_map[k]
-        extent = _i64(em, view.tensor.shape[d])
-        step = view.traversal[k] if view.traversal else view.tile_shape[k]
-        n = b.udiv(b.add(extent, ir.Constant(I64, step - 1)), ir.Constant(I64, step))
-        em.put(r, TileVal(em.result_layout(r), [_resize(em, n, llvm_type(r.type))]))
+        em.put(r, TileVal(em.result_layout(r), [_resize(em, _tile_count(em, view, k), llvm_type(r.type))]))
+
+
+def _tile_count(em: KernelEmitter, view: TiledViewVal, k: int) -> ir.Value:
+    """How many tiles (i64) the view has along tile dim ``k``: ceil(extent / step)."""
+    b = em.b
+    extent = _i64(em, view.tensor.shape[view.dim_map[k]])
+    step = view.traversal[k] if view.traversal else view.tile_shape[k]
+    return b.udiv(b.add(extent, ir.Constant(I64, step - 1)), ir.Constant(I64, step))
 
 
 def _resize(em: KernelEmitter, v: ir.Value, to: ir.Type) -> ir.Value:
@@ -93,6 +96,25 @@ def _resize(em: KernelEmitter, v: ir.Value, to: ir.Type) -> ir.Value:
 
 
 # -- addressing ------------------------------------------------------------------------------
+def scalar_indices(em: KernelEmitter, index: Sequence) -> list[Optional[ir.Value]]:
+    """The LLVM values of a view access's rank-0 index operands (None for tiles of indices)."""
+    return [em.values[v].scalar if em.values[v].layout.rank == 0 else None for v in index]
+
+
+def _index_here(em: KernelEmitter, index: ir.Value) -> ir.Value:
+    """A tile index extended to i64 by a ``cvt`` in the current block (``X.widen_here``),
+    so that each access computes its own tile start from it (``cvt.u64.u32`` then
+    ``shl.b64``), as NVIDIA's PTX does, rather than LLVM sharing one 64-bit start (or a
+    phi of them) across the kernel, or forming a ``mul.wide.u32`` whose 64-bit product
+    ptxas keeps in two registers (const_specialize abs sm_80 10 -> 8, NVIDIA 8).  An i64
+    index that is an extension of an i32 (``exti``) is extended again the same way."""
+    if isinstance(index, ir.CastInstr) and index.opname in ("zext", "sext") and index.operands[0].type == I32:
+        return X.widen_here(em.b, index.operands[0], signed=index.opname == "sext")
+    if isinstance(index, ir.Constant) or index.type.width != 32:
+        return _i64(em, index)
+    return X.widen_here(em.b, index, signed=not em.is_non_negative(index))
+
+
 def tile_starts(em: KernelEmitter, view: TiledViewVal, indices: Sequence[ir.Value]) -> list[Optional[ir.Value]]:
     """Per tile dim, the tensor coordinate (i64) where the accessed tile starts (None
     along a gather/scatter's sparse dim, whose other indices are element offsets)."""
@@ -104,7 +126,8 @@ def tile_starts(em: KernelEmitter, view: TiledViewVal, indices: Sequence[ir.Valu
             starts.append(_i64(em, indices[k]))
         else:
             step = view.traversal[k] if view.traversal else view.tile_shape[k]
-            starts.append(em.b.mul(_i64(em, indices[k]), ir.Constant(I64, step)))
+            index = _index_here(em, indices[k]) if em.here else _i64(em, indices[k])
+            starts.append(em.b.mul(index, ir.Constant(I64, step)))
     return starts
 
 
@@ -113,20 +136,28 @@ def tile_in_range(em: KernelEmitter, view: TiledViewVal, indices: Sequence[ir.Va
 
     Loads branch around their whole access on it, as NVIDIA's PTX does (each element is
     still checked), and compute their addresses inside the branch from a fresh read of
-    %tid.x (``KernelEmitter.coordinates_here``); stores compute theirs next to the stores
-    the same way, without the branch.  The branch bounds how far ptxas hoists the next
-    access's address arithmetic and loads, and the local address arithmetic keeps no
-    index live from one access to the next: measured on the 69 sm_90 corpus kernels, 9
-    more meet NVIDIA's registers + 10% (tuple_params 13 -> 10, NVIDIA 10; memory_ordering
-    14 -> 11; softmax_rows f32 40 -> 32).  Branching around stores too was worse where
-    the stored value is long arithmetic (LLVM sinks it into the branch: int_arith i64 32
-    -> 38, ew_transcendental f64 50 -> 86); without the fresh %tid.x reads loads were
-    worse (tuple_params 12, flash_attention 214 -> 228)."""
+    %tid.x and a fresh extension of the tile index (``KernelEmitter.coordinates_here``,
+    ``_index_here``); stores compute theirs next to the stores the same way, without the
+    branch.  The branch bounds how far ptxas hoists the next access's address arithmetic
+    and loads, and the local address arithmetic keeps no index live from one access to
+    the next: measured on the 69 sm_90 corpus kernels, 9 more meet NVIDIA's registers +
+    10% (tuple_params 13 -> 10, NVIDIA 10; memory_ordering 14 -> 11; softmax_rows f32 40
+    -> 32).  Branching around stores too was worse where the stored value is long
+    arithmetic (LLVM sinks it into the branch: int_arith i64 32 -> 38, ew_transcendental
+    f64 50 -> 86; measured again on the whole corpus with the fresh index extensions: 67
+    kernels over NVIDIA + 10% instead of 50); without the fresh %tid.x reads loads were
+    worse (tuple_params 12, flash_attention 214 -> 228).
+
+    The test is NVIDIA's ``index < ceil(extent / tile)``, not ``index * tile < extent``:
+    the tile count comes from parameters alone (ptxas computes it in uniform registers)
+    and the 64-bit tile start is then needed only inside the accesses, where it is
+    computed again; a start shared by the test and the accesses stays live in two
+    registers across the kernel (scalar_axpby f64 sm_90 14 -> 12, NVIDIA 12)."""
     if view.sparse_dim is not None:
         return None
     ok: Optional[ir.Value] = None
-    for k, start in enumerate(tile_starts(em, view, indices)):
-        inside = em.b.icmp_unsigned("<", start, _i64(em, view.tensor.shape[view.dim_map[k]]))
+    for k, index in enumerate(indices):
+        inside = em.b.icmp_unsigned("<", _i64(em, index), _tile_count(em, view, k))
         ok = inside if ok is None else em.b.and_(ok, inside)
     return ok
 
@@ -273,7 +304,7 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
     assert isinstance(view, TiledViewVal)
     _barrier_if_ordered(em, op)
     layout = em.result_layout(op.results[0])
-    indices = [em.values[v].scalar if em.values[v].layout.rank == 0 else None for v in op.index]
+    indices = scalar_indices(em, op.index)
     gather = _gather_indices(em, op, view, layout, op.index)
     q = _qualifiers(op)
     if SB.is_subbyte(view.tensor.element):
@@ -313,7 +344,7 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
     _barrier_if_ordered(em, op)
     tile = em.tile(op, 0)
     layout = tile.layout
-    indices = [em.values[v].scalar if em.values[v].layout.rank == 0 else None for v in op.index]
+    indices = scalar_indices(em, op.index)
     gather = _gather_indices(em, op, view, layout, op.index)
     owner = em.owner_predicate(layout)
     q = _qualifiers(op, store=True)
@@ -481,7 +512,7 @@ def _atomic_red_view(em: KernelEmitter, op: Operation) -> None:
     value_pos = 1 + len(op.index)
     tile = em.tile(op, value_pos)
     layout = tile.layout
-    indices = [em.values[v].scalar if em.values[v].layout.rank == 0 else None for v in op.index]
+    indices = scalar_indices(em, op.index)
     gather = _gather_indices(em, op, view, layout, op.index)
     acc = Access(em, view, layout, indices, gather)
     ty = llvm_type(op.value.type)

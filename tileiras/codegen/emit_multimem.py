@@ -29,7 +29,7 @@ from ..ir.core import Operation
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics, MemoryScope, MultimemReductionKind
 from . import intrinsics as X
-from .emit_memory import Access, _barrier_if_ordered, padding_constant
+from .emit_memory import Access, _barrier_if_ordered, padding_constant, scalar_indices
 from .nvvm import KernelEmitter, emits
 from .values import TiledViewVal, TileVal, llvm_type
 
@@ -64,8 +64,7 @@ def _scope(op: Operation) -> str:
 def _access(em: KernelEmitter, op: Operation, layout) -> Access:
     view = em.values[op.view]
     assert isinstance(view, TiledViewVal)
-    indices = [em.values[v].scalar for v in op.index]
-    return Access(em, view, layout, indices)
+    return Access(em, view, layout, scalar_indices(em, op.index))
 
 
 def _groups(em: KernelEmitter, op: Operation, layout, ty: ir.Type) -> list[list[int]]:

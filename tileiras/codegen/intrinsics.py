@@ -35,6 +35,15 @@ def sreg_here(b: ir.IRBuilder, name: str) -> ir.Value:
     return b.asm(ir.FunctionType(I32, []), f"mov.u32 $0, %{name};", "=r", [], side_effect=True)
 
 
+def widen_here(b: ir.IRBuilder, value: ir.Value, signed: bool) -> ir.Value:
+    """``value`` (i32) sign- or zero-extended to i64 by a ``cvt`` LLVM keeps where it is
+    (inline asm with a side effect): what is computed from it is neither merged with the
+    same computation elsewhere nor hoisted out of this block, and ptxas still sees a
+    ``cvt`` (a 32-bit value) where a copy of a 64-bit register would hide that."""
+    kind = "s64.s32" if signed else "u64.u32"
+    return b.asm(ir.FunctionType(I64, [I32]), f"cvt.{kind} $0, $1;", "=l,r", [value], side_effect=True)
+
+
 def barrier(b: ir.IRBuilder) -> None:
     """bar.sync 0 (all threads of the CTA; also orders their memory accesses)."""
     b.asm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "~{memory}", [], side_effect=True)

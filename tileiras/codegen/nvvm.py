@@ -82,6 +82,7 @@ class KernelEmitter:
         self.frames: list = []    # control-flow frames (emit_control)
         self.iteration: Optional[ir.Value] = None   # the chunk counter inside a chunked loop
         self._iter_cache: dict = {}
+        self.here = False       # inside coordinates_here: tile starts are computed afresh
         self._non_negative: dict[int, ir.Value] = {}   # id -> scalar known >= 0 (put)
         self.lineinfo: Optional[LineInfo] = None
         self.scope = None
@@ -111,16 +112,19 @@ class KernelEmitter:
         fresh read of %tid.x that LLVM may neither hoist nor merge with another, instead
         of coming from the prologue.  A guarded memory access (emit_memory.tile_in_range)
         then keeps its address arithmetic inside its branch, as NVIDIA's PTX does; ptxas
-        keeps fewer values live across the kernel than when every access shares them."""
+        keeps fewer values live across the kernel than when every access shares them.
+        Tile indices are extended to 64 bits again in here too (``self.here``,
+        emit_memory._index_here)."""
         saved = (self.pb, self.tid, self.lane, self.warp, self.extra, self._coord_cache, self._owner_cache,
-                 self._iter_cache)
+                 self._iter_cache, self.here)
         self.pb, self._coord_cache, self._owner_cache, self._iter_cache = self.b, {}, {}, {}
+        self.here = True
         self._thread_position(X.sreg_here(self.b, "tid.x"))
         try:
             yield
         finally:
             (self.pb, self.tid, self.lane, self.warp, self.extra, self._coord_cache, self._owner_cache,
-             self._iter_cache) = saved
+             self._iter_cache, self.here) = saved
 
     # -- driving -------------------------------------------------------------------
     def run(self) -> None:
