@@ -158,3 +158,74 @@ def test_a_negative_tile_index_loads_padding():
     assert diffcheck.compare(expected, got) is None
     out = got.arrays[1]
     assert np.all(np.isposinf(out[:128])) and np.array_equal(out[128:], x[:256])
+
+
+def _load_movs(ptx: str) -> list[bool]:
+    """Per predicated global load: is a default moved into its register first?"""
+    return [bool(m.group(1)) for m in re.finditer(r"begin inline asm\s+(mov\.b\d+ %\w+, %\w+; )?@%p\d+ ld\.global", ptx)]
+
+
+def test_loads_without_padding_value_leave_outside_elements_unwritten():
+    """Unspecified by the spec, and NVIDIA's PTX leaves them unwritten too."""
+    assert _load_movs(_ptx(ABS.replace("SHAPE_N", "%n").replace("SHAPE_M", "%m"))) == [False]
+    padded = ABS.replace("SHAPE_N", "%n").replace("SHAPE_M", "%m").replace(
+        "partition_view<tile=(128), tensor_view", "partition_view<tile=(128), padding_value = zero, tensor_view")
+    assert _load_movs(_ptx(padded)) == [True]
+
+
+def test_narrow_loads_without_padding_value_still_set_a_default():
+    """Two f16 loads share a 32-bit register only when both are defined on every path."""
+    f16 = ABS.replace("SHAPE_N", "%n").replace("SHAPE_M", "%m").replace("f32", "f16")
+    movs = _load_movs(_ptx(f16))
+    assert movs and all(movs)
+
+
+def test_loads_in_loops_without_padding_value_still_set_a_default():
+    """In a loop, a register left unwritten would carry the previous iteration's value."""
+    looped = ABS.replace("SHAPE_N", "%n").replace("SHAPE_M", "%m")
+    body_start = looped.index("    %t, %t1 = load_view_tko")
+    body_end = looped.index("    return")
+    body = looped[body_start:body_end].replace("\n    ", "\n      ")
+    looped = (looped[:body_start] + """    %lo = constant <i32: 0> : tile<i32>
+    %hi = constant <i32: 4> : tile<i32>
+    %st = constant <i32: 1> : tile<i32>
+    for %i in (%lo to %hi, step %st) : tile<i32> {
+  """ + body + """    continue
+    }
+""" + looped[body_end:])
+    movs = _load_movs(_ptx(looped))
+    assert movs and all(movs)
+
+
+#: i64 elements, tiles of 64 at exti(bx) (cuTile's i64 copy in multi_entry): 2 * x.
+I64_DOUBLE = """cuda_tile.module @kernels {
+  entry @k(%xp: tile<ptr<i64>>, %n0: tile<i64>, %op: tile<ptr<i64>>, %m0: tile<i64>) {
+    %tok = make_token : token
+    %n = assume bounded<0, ?>, %n0 : tile<i64>
+    %m = assume bounded<0, ?>, %m0 : tile<i64>
+    %xv = make_tensor_view %xp, shape = [%n], strides = [1] : tile<i64> -> tensor_view<?xi64, strides=[1]>
+    %ov = make_tensor_view %op, shape = [%m], strides = [1] : tile<i64> -> tensor_view<?xi64, strides=[1]>
+    %bx, %by, %bz = get_tile_block_id : tile<i32>
+    %i = exti %bx signed : tile<i32> -> tile<i64>
+    %xpv = make_partition_view %xv : partition_view<tile=(64), tensor_view<?xi64, strides=[1]>>
+    %opv = make_partition_view %ov : partition_view<tile=(64), tensor_view<?xi64, strides=[1]>>
+    %t, %t1 = load_view_tko weak %xpv[%i] token = %tok : partition_view<tile=(64), tensor_view<?xi64, strides=[1]>>, tile<i64> -> tile<64xi64>, token
+    %r = addi %t, %t : tile<64xi64>
+    %t2 = store_view_tko weak %r, %opv[%i] token = %tok : tile<64xi64>, partition_view<tile=(64), tensor_view<?xi64, strides=[1]>>, tile<i64> -> token
+    return
+  }
+}
+"""
+
+
+def test_i64_copy_registers_match_nvidia():
+    """NVIDIA's tileiras needs 8 registers on sm_80; 9 with a default moved before the load."""
+    module = parse_module(I64_DOUBLE, "k.mlir")
+    ptx = diffcheck.compile_ptx(module, "sm_80")
+    assert stats_from_cubin(run_ptxas(ptx, "sm_80"))["k"].registers <= 8
+    x, o = np.arange(100, dtype=np.int64) - 50, np.zeros(128, dtype=np.int64)
+    args = [x, np.int64(100), o, np.int64(100)]
+    expected = diffcheck.run_interpreter(module, "k", (2, 1, 1), args)
+    got = diffcheck.run_ptx(ptx, "k", (2, 1, 1), args)
+    assert diffcheck.compare(expected, got) is None
+    assert np.array_equal(got.arrays[1][:100], 2 * x) and not got.arrays[1][100:].any()

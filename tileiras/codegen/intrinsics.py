@@ -5,7 +5,7 @@ them here keeps the emitters free of PTX spelling.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 from llvmlite import ir
 
@@ -88,10 +88,10 @@ def _address(operand: int, offset: int) -> str:
 
 
 def predicated_load(b: ir.IRBuilder, ty: ir.Type, count: int, address: ir.Value, pred: ir.Value,
-                    fallback: Sequence[ir.Value], qualifiers: str = "global", offset: int = 0,
+                    fallback: Optional[Sequence[ir.Value]], qualifiers: str = "global", offset: int = 0,
                     opcode: str = "ld", suffix: str = "") -> list[ir.Value]:
     """``count`` consecutive elements at ``address + offset`` bytes when ``pred``, else
-    ``fallback``.
+    ``fallback`` (unspecified bits when ``fallback`` is None: no ``mov`` is emitted).
 
     One ``<opcode>.<qualifiers>[.vN].<suffix or bXX>`` guarded by a predicate: no branch
     per element.  8-bit elements travel in 16-bit registers (PTX has no 8-bit registers)."""
@@ -102,13 +102,17 @@ def predicated_load(b: ir.IRBuilder, ty: ir.Type, count: int, address: ir.Value,
     outs = ",".join(f"={letter}" for _ in range(count))
     ins = ",".join(letter for _ in range(count))
     dst = ", ".join(f"${i}" for i in range(count))
-    movs = " ".join(f"mov.{'b16' if bits == 'b8' else bits} ${i}, ${count + 2 + i};" for i in range(count))
+    movs = "".join(f"mov.{'b16' if bits == 'b8' else bits} ${i}, ${count + 2 + i}; " for i in range(count))
     vec = f".v{count}" if count > 1 else ""
     dst_text = f"{{{dst}}}" if count > 1 else dst
-    text = f"{movs} @${count + 1} {opcode}.{qualifiers}{vec}.{suffix or bits} {dst_text}, {_address(count, offset)};"
     ret = ir.LiteralStructType([wide] * count) if count > 1 else wide
-    fb = [b.zext(v, I16) if wide is not ty else v for v in fallback]
-    res = asm(b, ret, text, f"{outs},l,b,{ins}", [address, pred, *fb], side_effect=True)
+    if fallback is None:
+        movs, constraints, fb = "", f"{outs},l,b", []
+    else:
+        constraints = f"{outs},l,b,{ins}"
+        fb = [b.zext(v, I16) if wide is not ty else v for v in fallback]
+    text = f"{movs}@${count + 1} {opcode}.{qualifiers}{vec}.{suffix or bits} {dst_text}, {_address(count, offset)};"
+    res = asm(b, ret, text, constraints, [address, pred, *fb], side_effect=True)
     vals = [b.extract_value(res, i) for i in range(count)] if count > 1 else [res]
     return [b.trunc(v, ty) if wide is not ty else v for v in vals]
 

@@ -245,6 +245,11 @@ class KernelEmitter:
                 and e.regs[0].type.width < 64 and self.tas.aa.fact(v).non_negative):
             self._non_negative[id(e.regs[0])] = e.regs[0]
 
+    @property
+    def in_loop(self) -> bool:
+        """Is code being emitted inside a loop (a ``for``/``loop`` op or a chunk loop)?"""
+        return self.iteration is not None or any(f.header is not None for f in self.frames)
+
     def is_non_negative(self, x: ir.Value) -> bool:
         """Is the scalar ``x`` a value TileAA knows non-negative (an ``assume bounded<0, ?>``
         shape, a block id)?"""
