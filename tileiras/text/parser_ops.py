@@ -443,7 +443,7 @@ def _check_literal(sc: Any, element: T.ScalarType) -> None:
 
 
 _CONSTANT_ELEMENTS = ("i1", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64", "tf32", "f8E4M3FN",
-                      "f8E5M2", "f8E8M0FNU", "f4E2M1FN")
+                      "f8E5M2", "f8E8M0FNU", "f4E2M1FN", "fnv8E5M3FNU")
 
 
 def _constant_element(p: OpSyntax) -> T.ScalarType:
