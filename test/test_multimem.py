@@ -227,3 +227,73 @@ def test_driver_exit_codes(tmp_path, capsys):
     assert capsys.readouterr().err.splitlines()[0] == ("error: Incompatibility with architecture 'sm_90': multicast "
                                                        "pointers require sm_100 or sm_103 or sm_107")
     assert driver.main([str(good), "--gpu-name=sm_100", "-o", str(tmp_path / "c.cubin")]) == 0
+
+
+# -- loads whose results nothing uses ------------------------------------------------------------
+def _without(text: str, word: str) -> str:
+    return "\n".join(line for line in text.splitlines() if word not in line) + "\n"
+
+
+#: (kernel text, NVIDIA's .reqntid, instructions NVIDIA's PTX keeps).  NVIDIA's tileiras 13.5
+#: drops a load (multimem or plain, whatever its ordering, an acquire's fence too) whose value
+#: and token nothing uses, and sizes the CTA by what is left.
+UNUSED = {
+    "ld_relaxed": (_without(multimem_kernel(), "store_view_tko"), 32, set()),
+    "ld_acquire": (_without(multimem_kernel(ordering="acquire", scope="device"), "store_view_tko"), 32, set()),
+    "ld_f16": (_without(multimem_kernel(element="f16"), "store_view_tko"), 32, set()),
+    "plain_acquire": (_without(multimem_kernel(op="st", ptr_attr=None), "multimem").replace(
+        "load_view_tko weak", "load_view_tko acquire device"), 32, set()),
+    "ld_token_used": (multimem_kernel(ordering="acquire", scope="device").replace(
+        "store_view_tko weak %r,", "store_view_tko weak %c,").replace(
+        "token = %tok : tile<128xf32>", "token = %t1 : tile<128xf32>").replace(
+        "    return", "    %c = constant <f32: 1.0> : tile<128xf32>\n    return"), 128,
+        {"multimem.ld_reduce.relaxed.sys.global.add.f32 R, [R]", "fence.acquire.gpu"}),
+}
+
+
+def _reordered(text: str) -> str:
+    """``ld_token_used`` defines its constant after the store: move it before."""
+    lines = text.splitlines()
+    const = [i for i, line in enumerate(lines) if "%c = constant" in line]
+    if const:
+        line = lines.pop(const[0])
+        lines.insert(next(i for i, x in enumerate(lines) if "store_view_tko" in x), line)
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("name", sorted(UNUSED))
+def test_unused_loads_are_dropped(name):
+    text, threads, kept = UNUSED[name]
+    ptx = compile_module(parse_module(_reordered(text), "k.mlir"), CompileOptions(gpu_name="sm_100"), "ptx")
+    assert re.search(r"\.reqntid (\d+)", ptx).group(1) == str(threads)
+    assert instructions(ptx) == kept
+    assert ("ld.global" in ptx or "ld.relaxed" in ptx or "ld.acquire" in ptx) is False
+
+
+@pytest.mark.parametrize("name", sorted(UNUSED))
+def test_nvidia_drops_unused_loads(name, real_tileiras, tmp_path):
+    text, threads, kept = UNUSED[name]
+    src, out = tmp_path / "k.tileir", tmp_path / "k.cubin"
+    src.write_bytes(write_bytecode(parse_module(_reordered(text), "k.mlir")))
+    subprocess.run([real_tileiras, "--gpu-name=sm_100", "--lineinfo", str(src), "-o", str(out)], check=True,
+                   capture_output=True, timeout=120)
+    ptx = ptx_from_cubin(out.read_bytes())
+    assert re.search(r"\.reqntid (\d+)", ptx).group(1) == str(threads)
+    assert instructions(ptx) == kept
+
+
+def test_dead_ops_are_not_what_sizes_the_cta():
+    """A 128-element load nothing uses beside a scalar store: one warp, as NVIDIA's."""
+    from tileiras.lower.tileaa import analyze
+
+    text = _without(multimem_kernel(op="st", ptr_attr=None), "multimem").replace(
+        "    return", "    %one = constant <f32: 1.0> : tile<f32>\n    %p = offset %arg1, %zero : tile<ptr<f32>>, "
+                     "tile<i32> -> tile<ptr<f32>>\n    %t9 = store_ptr_tko weak %p, %one : tile<ptr<f32>>, tile<f32> -> "
+                     "token\n    return")
+    module = parse_module(text, "k.mlir")
+    aa = analyze(module.functions[0])
+    assert sorted(op.name for op in aa.dead) == ["get_tile_block_id", "load_view_tko", "make_partition_view",
+                                                  "make_partition_view", "make_tensor_view", "make_tensor_view",
+                                                  "make_token"]
+    ptx = compile_module(module, CompileOptions(gpu_name="sm_100"), "ptx")
+    assert ".reqntid 32" in ptx and "st.global" in ptx

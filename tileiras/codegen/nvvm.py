@@ -158,6 +158,8 @@ class KernelEmitter:
         for op in block.ops:
             if self.b.block.is_terminated:
                 break  # code after break/continue/return is unreachable
+            if op in self.tas.aa.dead:
+                continue
             group = self.tas.chunked.get(op)
             if group is not None:
                 if op is group.anchor:

@@ -1,6 +1,6 @@
 """cuda_tile -> TileAA: the alias-aware view of a function.
 
-Two analyses, neither of which mutates the IR:
+Three analyses, none of which mutates the IR:
 
 * **Memory dependences.**  Tokens order memory operations.  Following each
   memory op's token operand back through ``join_tokens`` and loop-carried
@@ -10,6 +10,9 @@ Two analyses, neither of which mutates the IR:
   and integer arithmetic give, per integer or pointer value, a known divisor
   and bounds.  Later stages use them to pick vector widths, drop bounds checks
   and choose 32-bit index math.
+* **Dead ops.**  Ops whose results nothing live uses and that only compute them
+  (``DEAD_IF_UNUSED``): later stages give them no layout, no code and no say in
+  the CTA size.
 
 ``analyze(fn)`` returns a ``TileAA`` holding both; ``format_tileaa`` dumps it
 (``--emit=tileaa``).
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import gcd
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from ..ir import attrs as A
 from ..ir import types as T
@@ -64,6 +67,15 @@ def pow2_divisor(n: int) -> int:
     return min(n & -n, MAX_DIVISOR)
 
 
+#: Ops that only produce their results, so can go when nothing uses them: the pure ones and
+#: these.  Loads are among them whatever their ordering: NVIDIA's tileiras 13.5 drops a
+#: load (plain or multimem, weak, relaxed or acquire, with the acquire's fence) whose value
+#: and token are both unused, and sizes the CTA by what is left (a kernel left empty gets
+#: one warp).
+DEAD_IF_UNUSED = (MEM.LoadPtrTkoOp, MEM.LoadViewTkoOp, MEM.MultimemLoadReduceViewTkoOp, MEM.MakeTensorViewOp,
+                  MEM.GetTensorShapeOp, MEM.GetIndexSpaceShapeOp, CF.AssumeOp, AR.DivIOp, CO.ReduceOp, CO.ScanOp)
+
+
 @dataclass
 class TileAA:
     function: Function
@@ -72,7 +84,13 @@ class TileAA:
     deps: dict[Operation, frozenset[Operation]] = field(default_factory=dict)
     #: token value -> memory ops that completed when it was produced
     token_sources: dict[Value, frozenset[Operation]] = field(default_factory=dict)
+    #: ops no live op needs (see DEAD_IF_UNUSED), nested ones included
+    dead: frozenset[Operation] = frozenset()
     _observed: Optional[frozenset[Operation]] = None
+
+    def live_ops(self) -> Iterator[Operation]:
+        """The function's ops, nested ones included, less the dead ones."""
+        return (op for op in self.function.walk() if op not in self.dead)
 
     def fact(self, v: Value) -> Facts:
         return self.facts.get(v, UNKNOWN)
@@ -91,7 +109,29 @@ class TileAA:
 def analyze(fn: Function) -> TileAA:
     aa = TileAA(fn)
     _walk_block(aa, fn.entry_block)
+    aa.dead = dead_ops(fn)
     return aa
+
+
+def _removable(op: Operation) -> bool:
+    return isinstance(op, DEAD_IF_UNUSED) or ("pure" in op.definition.traits and not isinstance(op, CF.YieldOp))
+
+
+def dead_ops(fn: Function) -> frozenset[Operation]:
+    """Every op not needed by an op that must run: marked from those (and, inside a live
+    op's regions, from the ones there), through operands; the ops of a dead op's regions
+    are dead with it."""
+    producer = {r: op for op in fn.walk() for r in op.results}
+    live: set[Operation] = set()
+    work = [op for op in fn.entry_block.ops if not _removable(op)]
+    while work:
+        op = work.pop()
+        if op in live:
+            continue
+        live.add(op)
+        work += [producer[v] for v in op.operands if v in producer]
+        work += [o for region in op.regions for block in region.blocks for o in block.ops if not _removable(o)]
+    return frozenset(op for op in fn.walk() if op not in live)
 
 
 def _walk_block(aa: TileAA, block: Block) -> None:
