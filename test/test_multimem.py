@@ -143,11 +143,16 @@ def ptx_of(name: str) -> str:
 
 def instructions(ptx: str) -> set[str]:
     """The multimem and fence instructions, registers and predicates blanked."""
-    out = set()
+    return set(fences_and_instructions(ptx))
+
+
+def fences_and_instructions(ptx: str) -> list[str]:
+    """The multimem instructions and fences in order, registers and predicates blanked."""
+    out = []
     for statement in ptx.split(";"):
         s = re.sub(r"@%p\d+\s+", "", statement.strip().splitlines()[-1].strip() if statement.strip() else "")
         if s.startswith(("multimem.", "fence.")) and "mbarrier" not in s:
-            out.add(re.sub(r"\[R\+\d+\]", "[R]", re.sub(r"%\w+", "R", s)))
+            out.append(re.sub(r"\[R\+\d+\]", "[R]", re.sub(r"%\w+", "R", s)))
     return out
 
 
@@ -176,6 +181,47 @@ def test_nvidia_emits_the_same_instructions(name, real_tileiras, tmp_path):
     subprocess.run([real_tileiras, "--gpu-name=sm_100", "--lineinfo", str(src), "-o", str(out)], check=True,
                    capture_output=True, timeout=120)
     assert instructions(ptx_from_cubin(out.read_bytes())) == EXPECTED[name]
+
+
+#: Release writes of several instructions a thread: NVIDIA's tileiras puts a fence before each.
+RELEASE_SEQUENCES = {
+    "st_f32_x4": (dict(op="st", element="f32", ordering="release", scope="device", tile=(512,)),
+                  ["fence.release.gpu", "multimem.st.relaxed.sys.global.f32 [R], R"] * 4),
+    "red_i32_edge": (dict(op="red", element="i32", ordering="release", scope="sys", tile=(512,), shape=(1000,)),
+                     ["fence.release.sys", "multimem.red.relaxed.sys.global.add.u32 [R], R"] * 4),
+    "st_i64_x4": (dict(op="st", element="i64", ordering="release", scope="tl_blk", tile=(512,)),
+                  ["fence.release.cta", "multimem.st.relaxed.sys.global.u64 [R], R"] * 4),
+    "red_f16_pairs_of_copies": (dict(op="red", element="f16", ordering="release", scope="sys"),
+                                ["fence.release.sys", "multimem.red.relaxed.sys.global.add.v2.f16 [R], {R, R}"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RELEASE_SEQUENCES))
+def test_a_release_fence_before_every_instruction(name):
+    kwargs, expected = RELEASE_SEQUENCES[name]
+    ptx = compile_module(parse_module(multimem_kernel(**kwargs), "k.mlir"), CompileOptions(gpu_name="sm_100"), "ptx")
+    assert fences_and_instructions(ptx) == expected
+
+
+@pytest.mark.parametrize("name", sorted(RELEASE_SEQUENCES))
+def test_nvidia_fences_every_instruction(name, real_tileiras, tmp_path):
+    kwargs, expected = RELEASE_SEQUENCES[name]
+    src, out = tmp_path / "k.tileir", tmp_path / "k.cubin"
+    src.write_bytes(write_bytecode(parse_module(multimem_kernel(**kwargs), "k.mlir")))
+    subprocess.run([real_tileiras, "--gpu-name=sm_100", "--lineinfo", str(src), "-o", str(out)], check=True,
+                   capture_output=True, timeout=120)
+    assert fences_and_instructions(ptx_from_cubin(out.read_bytes())) == expected
+
+
+def test_fences_run_where_the_tile_is_and_the_thread_owns_the_pair():
+    """An edge tile's fence is predicated on the tile starting inside the tensor, not on the
+    element (NVIDIA: tile branch, fence, element branch, store); copies held by a second
+    thread neither store nor fence."""
+    ptx = compile_module(parse_module(multimem_kernel(**RELEASE_SEQUENCES["red_i32_edge"][0]), "k.mlir"),
+                         CompileOptions(gpu_name="sm_100"), "ptx")
+    fences = re.findall(r"@(%p\d+) fence\.release", ptx)
+    stores = re.findall(r"@(%p\d+) multimem\.red", ptx)
+    assert len(fences) == len(stores) == 4 and set(fences).isdisjoint(stores)
 
 
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed (pip install nvidia-cuda-nvcc)")

@@ -123,10 +123,13 @@ def predicated_store(b: ir.IRBuilder, values: Sequence[ir.Value], address: ir.Va
     asm(b, ir.VoidType(), text, f"l,b,{ins},~{{memory}}", [address, pred, *vals], side_effect=True)
 
 
-def fence(b: ir.IRBuilder, semantics: str, scope: str) -> None:
+def fence(b: ir.IRBuilder, semantics: str, scope: str, pred: ir.Value | None = None) -> None:
     """``fence.<semantics>.<scope>`` (e.g. ``fence.acquire.gpu``): orders this thread's
-    memory accesses before and after it at ``scope``."""
-    b.asm(ir.FunctionType(ir.VoidType(), []), f"fence.{semantics}.{scope};", "~{memory}", [], side_effect=True)
+    memory accesses before and after it at ``scope``; only where ``pred`` when given."""
+    if pred is None:
+        b.asm(ir.FunctionType(ir.VoidType(), []), f"fence.{semantics}.{scope};", "~{memory}", [], side_effect=True)
+    else:
+        asm(b, ir.VoidType(), f"@$0 fence.{semantics}.{scope};", "b,~{memory}", [pred], side_effect=True)
 
 
 def fp_asm_unary(b: ir.IRBuilder, inst: str, x: ir.Value) -> ir.Value:
