@@ -19,7 +19,8 @@ scope):
 * f16/bf16 only in pairs, ``.v2`` (PTX has no scalar 16-bit multimem access); a load-add
   accumulates in f32 (``.acc::f32``).  ``tileas.multimem_layout`` gives those tiles two
   consecutive elements of the unit-stride dim per register pair; a pair is in bounds when
-  its first element is (as NVIDIA's).
+  its first element is (as NVIDIA's).  A tile with no such pairs gets no code at all (a
+  load's tile is undefined: ``tileaa.unpairable``), as NVIDIA's.
 
 Stores and reductions are issued once per element (copies held by several threads are
 skipped); loads by every thread holding the element.
@@ -87,7 +88,7 @@ def _groups(em: KernelEmitter, op: Operation, layout, ty: ir.Type) -> list[list[
     view = em.values[op.view]
     unit = [k for k, d in enumerate(view.dim_map) if view.tensor.strides[d] == 1]
     step = tuple(1 if k == unit[0] else 0 for k in range(layout.rank)) if unit else None
-    if layout.size("reg") < 2 or layout.bases("reg")[0] != step:
+    if layout.size("reg") < 2 or layout.bases("reg")[0] != step:  # tileaa.unpairable emits nothing
         raise CompileError(f"'{op.definition.full_name}' with element type '{op.view.type.tensor_view.element}' "
                            "requires at least 2 contiguous element(s) per thread (PTX multimem minimum "
                            "granularity), but no valid layout could be assigned. Consider using a wider tile.")

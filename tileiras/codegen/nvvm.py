@@ -218,6 +218,12 @@ class KernelEmitter:
         b.position_at_end(done)
 
     def emit_op(self, op: Operation) -> None:
+        if op in self.tas.aa.silent:  # computes or stores undefined values only (tileaa.poison_of)
+            for r in op.results:
+                layout = self.tas.layouts.get(r)
+                undefined = ir.Constant(llvm_type(r.type), ir.Undefined) if layout is not None else None
+                self.put(r, None if layout is None else TileVal(layout, [undefined] * layout.size("reg")))
+            return
         emitter = EMITTERS.get(type(op))
         if emitter is None:
             raise CompileError(f"code generation for '{op.definition.full_name}' is not supported yet")
