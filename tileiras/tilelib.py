@@ -181,8 +181,8 @@ def create(interface_path: Optional[str], implementation_paths: Sequence[str], h
     if not interface.startswith(MAGIC):
         raise CreateError("error: must provide tile IR bytecode for tile lib interface file")
     module = _read_module(interface, "error: could not read tile library interface as Tile IR bytecode")
-    for kind, name in [("cuda_tile.global", g.name) for g in module.globals] + [
-            ("cuda_tile.entry" if fn.is_entry else "cuda_tile.preview$func", fn.name) for fn in module.functions]:
+    for kind in ["cuda_tile.global" for _ in module.globals] + ["cuda_tile.entry" for fn in module.functions
+                                                                 if not fn.is_extern]:
         raise CreateError("error: tile library interface may only contain extern cuda_tile.experimental$func "
                           f"declarations, found '{kind}'")
     if not implementation_paths:
@@ -216,14 +216,14 @@ def _read_module(data: bytes, *trailer: str) -> Module:
 
     error = CreateError if trailer[0] != SPLICE_FAILED else LibraryError
     try:
-        module = read_bytecode(data, filename=None)
+        module = read_bytecode(data, filename=None, preview=("simt",))
     except BytecodeError as err:
         raise error(*([str(err)] if data.startswith(MAGIC) else []), *trailer) from None
     try:
         check_module(module)
     except VerifyError as err:
-        raise error(first_problem(err), NOT_VERIFIED, *trailer) from None
-    if any(not fn.is_entry for fn in module.functions):
+        raise error(str(err), NOT_VERIFIED, *trailer) from None
+    if any(not fn.is_entry and not fn.is_extern for fn in module.functions):
         raise error(*NOT_EXTERN, *trailer)
     return module
 
@@ -247,12 +247,7 @@ def link(module: Module, paths: Sequence[str], preview: Sequence[str]) -> None:
     try:
         check_module(module)
     except VerifyError as err:
-        raise LibraryError(first_problem(err), NOT_VERIFIED) from None
-
-
-def first_problem(err) -> str:  # noqa: ANN001 - a VerifyError
-    """MLIR's verifier stops at a module's first problem; NVIDIA's messages show that one."""
-    return str(err).splitlines()[0]
+        raise LibraryError(str(err), NOT_VERIFIED) from None
 
 
 def _open(path: str) -> dict[str, bytes]:
