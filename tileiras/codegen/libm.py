@@ -1269,7 +1269,8 @@ def define32(module: ir.Module, name: str, addrspace: int = TABLE_ADDRSPACE) -> 
 
 
 def _f32_rsqrt(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    return _rsqrt(Ops(b, F32), x)
+    fn = _define(b.module, "__tileiras_rsqrt_f32", F32, [F32], _rsqrt_body, t=F32, nan_result=_nan_unary)
+    return b.call(fn, [x])
 
 
 #: integer exponents that powi evaluates with a few products (constant exponents only)
