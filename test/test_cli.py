@@ -509,3 +509,26 @@ def test_arch_incompatibility_is_a_compile_error(run, tileir_store):
     assert r.err.endswith("\nerror: failed to compile Tile IR program\n")
     assert run([found.path, "--gpu-name", "sm_80", "-O7"]).rc == 2
     assert run([found.path, "--gpu-name", "sm_90", "--emit=llvm"]).rc == 0
+
+
+def test_options_are_checked_after_the_header_before_the_sections(run, sample, tmp_path):
+    """NVIDIA's order: bad header (3), then -O/-g/--apply-controls (2), then the body (3)."""
+    truncated = tmp_path / "truncated.tileir"
+    truncated.write_bytes(sample.read_bytes()[:100])
+    r = run([truncated, "--gpu-name", "sm_90", "-O7"])
+    assert (r.rc, r.err) == (2, "error: invalid optimization level: 7\n")
+    r = run([truncated, "--gpu-name", "sm_90", "--apply-controls=ctl.acf"])
+    assert (r.rc, r.err) == (2, "error: --apply-controls is not supported on this platform\n")
+    r = run([truncated, "--gpu-name", "sm_90"])
+    assert r.rc == 3 and r.err.startswith("error: error at offset ")
+    header_only = tmp_path / "header.tileir"
+    header_only.write_bytes(sample.read_bytes()[:10])
+    assert run([header_only, "--gpu-name", "sm_90", "-O7"]).rc == 3
+
+
+def test_empty_apply_controls_compiles(run, sample, tmp_path):
+    out = tmp_path / "k.cubin"
+    r = run([sample, "--gpu-name", "sm_90", "--apply-controls=", "-o", out])
+    assert r.rc == 0 and out.read_bytes()[:4] == b"\x7fELF"
+    r = run([sample, "--gpu-name", "sm_90", "--apply-controls=ctl.acf", "--apply-controls=", "-o", out])
+    assert r.rc == 0  # the last one counts, as in LLVM's parser

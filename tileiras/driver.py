@@ -240,14 +240,23 @@ class _NoInput(UsageError):
 
 
 def compile_file(options: DriverOptions) -> int:
+    from .tile.codes import MAGIC
+
     data = cli.read_input_file(options.input)
+    needs_target = options.emit is None or options.emit.needs_target
+    is_bytecode = data.startswith(MAGIC) or options.emit is None
+    if needs_target and is_bytecode:  # NVIDIA's order: header, options, then the sections
+        from .reader import read_header_version
+
+        check_codegen_options(options, read_header_version(data))
     module = read_input_module(data, options.input, options.bytecode_version, text_ok=options.emit is not None,
                                preview=options.preview)
-    if options.emit is not None and not options.emit.needs_target:
+    if not needs_target:
         output = emit_module(module, options)
         cli.write_output(options.output_file or "-", output, EXIT_BAD_OPTION)
         return 0
-    check_codegen_options(options, module.version)
+    if not is_bytecode:
+        check_codegen_options(options, module.version)
     check_target(module, options.gpu_name)
     stage = options.emit.value if options.emit else "cubin"
     result = compile_module(module, CompileOptions(
@@ -307,7 +316,7 @@ def emit_module(module: object, options: DriverOptions) -> bytes:
 
 
 def check_codegen_options(options: DriverOptions, file_version: Version) -> None:
-    """The checks NVIDIA's tool makes after parsing the bytecode (exit code 2)."""
+    """The checks NVIDIA's tool makes after reading the bytecode header (exit code 2)."""
     if options.gpu_name is None:
         raise OptionError(
             "GPU architecture sm_0 is not supported by this version of tileiras. You may need a "
@@ -318,6 +327,8 @@ def check_codegen_options(options: DriverOptions, file_version: Version) -> None
     if options.device_debug and options.opt_level != 0:
         raise OptionError("optimized debugging is currently not supported, change the "
                           "optimization level to 0 or disable full debug info")
+    if options.apply_controls:  # NVIDIA's 13.5 refuses every ACF file on Linux and Windows
+        raise OptionError("--apply-controls is not supported on this platform")
 
 
 class TargetError(CompileError):
