@@ -199,3 +199,12 @@ def test_a_call_as_nvidia(tmp_path, capsys, real_tileiras, real_tileirdisasm):
     real = subprocess.run([real_tileiras, "--gpu-name=sm_90", "--preview=simt", str(path), "-o",
                            str(tmp_path / "x.cubin")], capture_output=True, text=True, timeout=60)
     assert (real.returncode, real.stderr) == (5, "error: failed to compile Tile IR program\n")
+
+
+def test_options_before_the_preview_header(run, tmp_path):
+    """NVIDIA's tileiras checks -O and --gpu-name against the header before it asks for a
+    preview feature."""
+    path = bytecode(tmp_path, CALLER)
+    assert run(driver, [path, "--gpu-name=sm_90", "-O7", "-o", tmp_path / "k.cubin"]) == (
+        2, "error: invalid optimization level: 7")
+    assert run(driver, [path, "--gpu-name=sm_90", "-o", tmp_path / "k.cubin"]) == (3, PREVIEW_NOT_ENABLED)

@@ -259,7 +259,7 @@ def compile_file(options: DriverOptions) -> int:
     if needs_target and is_bytecode:  # NVIDIA's order: header, options, then the sections
         from .reader import read_header_version
 
-        check_codegen_options(options, read_header_version(data, preview=options.preview))
+        check_codegen_options(options, read_header_version(data))
     module = read_input_module(data, options.input, options.bytecode_version, text_ok=options.emit is not None,
                                preview=options.preview)
     if not needs_target:

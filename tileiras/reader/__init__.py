@@ -76,15 +76,17 @@ def read_bytecode(data: bytes, filename: Optional[str] = "<input>", preview: tup
     return module
 
 
-def read_header_version(data: bytes, filename: Optional[str] = None, preview: tuple[str, ...] = ()) -> Version:
+def read_header_version(data: bytes, filename: Optional[str] = None) -> Version:
     """The bytecode version after checking only the 12-byte header (magic, version, tag).
 
     NVIDIA's tileiras checks its options against the header before it reads any section,
-    so a bad ``-O`` beats a truncated body (and its sm_0 message names this version)."""
-    return _read_header(ByteReader(data, filename=filename), preview)[0]
+    so a bad ``-O`` beats a truncated body (and its sm_0 message names this version); a
+    preview header's need of ``--preview`` is checked later too."""
+    return _read_header(ByteReader(data, filename=filename), None)[0]
 
 
-def _read_header(r: ByteReader, preview: tuple[str, ...] = ()) -> tuple[Version, int]:
+def _read_header(r: ByteReader, preview: Optional[tuple[str, ...]] = ()) -> tuple[Version, int]:
+    """``preview``: the enabled preview features, None not to check them yet."""
     if len(r.data) < len(MAGIC) or r.data[:len(MAGIC)] != MAGIC:
         raise BytecodeError(NOT_TILE_IR, filename=r.filename)
     r.pos = len(MAGIC)
@@ -100,7 +102,7 @@ def _read_header(r: ByteReader, preview: tuple[str, ...] = ()) -> tuple[Version,
         if version != NEWEST:
             r.fail(f"public-preview bytecode at version {version}.{tag} is not readable; "
                    f"preview content is only valid at the current version {NEWEST}")
-        if not preview:
+        if preview is not None and not preview:
             r.fail("public-preview bytecode requires at least one enabled preview feature")
     if tag & ~PREVIEW_TAG_BIT:
         r.fail(f"header has unrecognized version tag bits ({tag:#x});", 12)
