@@ -136,9 +136,11 @@ def _ptx(c: Compilation) -> None:
         raise host_error
     info = getattr(c.llvm, "_tileiras_lineinfo", None)
     if info is not None:
-        from .codegen.ptx import attach_intermediate_source
+        from .codegen.ptx import attach_intermediate_source, drop_line_table_labels
 
         c.ptx = attach_intermediate_source(c.ptx, c.tile_text, info.sources)
+        if not info.full:
+            c.ptx = drop_line_table_labels(c.ptx)
 
 
 def _cubin(c: Compilation) -> None:
