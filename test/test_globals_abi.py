@@ -9,6 +9,9 @@ import subprocess
 from pathlib import Path
 
 from tileiras import driver
+from tileiras.ir.version import NEWEST
+from tileiras.text.parser import parse_module
+from tileiras.writer import write_bytecode
 from tileiras.emulate.cubin import ptx_from_cubin
 
 GLOBALS = """cuda_tile.module @m {
@@ -41,10 +44,9 @@ def _global_lines(ptx: str) -> list[str]:
 
 
 def _bytecode(tmp_path: Path) -> Path:
-    src, out = tmp_path / "g.mlir", tmp_path / "g.tileir"
-    src.write_text(GLOBALS)
-    assert driver.main([str(src), "--emit=bytecode", "-o", str(out)]) == 0
-    return out
+    path = tmp_path / "k.tileir"
+    path.write_bytes(write_bytecode(parse_module(GLOBALS, "k.mlir", version=NEWEST), version=NEWEST))
+    return path
 
 
 def test_globals_are_declared_as_nvidias(tmp_path, capsys):

@@ -6,6 +6,9 @@ import re
 from pathlib import Path
 
 from tileiras import driver
+from tileiras.ir.version import NEWEST
+from tileiras.text.parser import parse_module
+from tileiras.writer import write_bytecode
 from tileiras.reader import read_bytecode
 from tileiras.text.printer import print_module
 
@@ -71,10 +74,9 @@ NO_DEBUG_INFO = """cuda_tile.module @m {
 
 
 def _no_debug_info_bytecode(tmp_path: Path) -> Path:
-    src, out = tmp_path / "k.mlir", tmp_path / "k.tileir"
-    src.write_text(NO_DEBUG_INFO)
-    assert driver.main([str(src), "--emit=bytecode", "-o", str(out)]) == 0
-    return out
+    path = tmp_path / "k.tileir"
+    path.write_bytes(write_bytecode(parse_module(NO_DEBUG_INFO, "k.mlir", version=NEWEST), version=NEWEST))
+    return path
 
 
 def test_lineinfo_without_debug_info_synthesizes_unknown_scope(tmp_path, capsys):
