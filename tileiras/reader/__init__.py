@@ -138,9 +138,8 @@ def _split_sections(r: ByteReader) -> tuple[dict[SectionId, ByteReader], list[tu
             alignment = r.varint("section alignment")
             if alignment == 0 or alignment & (alignment - 1) or alignment > 4096:
                 r.fail(f"section alignment {alignment} is not a power of two up to 4096", apos)
-            while r.pos % alignment:
-                if r.u8("section padding") != 0xCB:
-                    r.fail("invalid section padding byte (expected 0xCB)", r.pos - 1)
+            while r.pos % alignment:  # writers pad with 0xCB; NVIDIA's reader takes any byte
+                r.u8("section padding")
         payloads[kind] = r.sub(length, "section")
         order.append((sid, alignment))
 
