@@ -285,10 +285,11 @@ def read_module(data: bytes, preview: tuple[str, ...] = ()) -> "Module":
     ``--preview=simt``; with it, the verifier checks the declarations and a function
     with a body is refused after it.  A header advertising preview content (a
     ``preview$call``) also needs a preview feature."""
-    from .reader import read_bytecode
+    from .reader import check_entry_arguments, read_bytecode
     from .verify import check_module
 
     module = read_bytecode(data, filename=None, preview=preview)  # NVIDIA's messages name no file
+    check_entry_arguments(module)
     simt = "simt" in preview
     if not simt:
         _refuse_non_entry(module, "uses preview feature 'simt', which is not enabled")

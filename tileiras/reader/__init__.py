@@ -76,6 +76,22 @@ def read_bytecode(data: bytes, filename: Optional[str] = "<input>", preview: tup
     return module
 
 
+def check_entry_arguments(module: Module, filename: Optional[str] = None) -> None:
+    """A format invariant NVIDIA's tools check once the module is read: a kernel's
+    arguments are rank-0 tiles (anything else cannot be passed as a kernel parameter).
+    The dialect allows more (cuda-tile's round-trip tests have token arguments), so
+    ``read_bytecode`` itself does not check it."""
+    from ..verify.diagnostic import quoted
+
+    for fn in module.functions:
+        if not fn.is_entry:
+            continue
+        for i, t in enumerate(fn.type.inputs):
+            if not (isinstance(t, T.TileType) and not t.shape):
+                raise BytecodeError(f"unsupported type in bytecode for entry argument #{i}: {quoted(t)}; "
+                                    "expected a rank-0 !cuda_tile.tile type", filename=filename)
+
+
 def read_header_version(data: bytes, filename: Optional[str] = None) -> Version:
     """The bytecode version after checking only the 12-byte header (magic, version, tag).
 
