@@ -14,7 +14,6 @@ import os
 import sys
 import tempfile
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
 
@@ -23,6 +22,7 @@ import click
 from .errors import EXIT_COMPILE, EXIT_USAGE, TileIRError, UsageError
 from .knobs import knobs
 from .launch import current_umask
+from .record import record
 
 if TYPE_CHECKING:  # pragma: no cover
     from .ir.core import Module
@@ -75,7 +75,7 @@ class OutputFileError(TileIRError):
         self.exit_code = exit_code
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HelpEntry:
     name: str
     text: str

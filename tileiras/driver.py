@@ -12,7 +12,6 @@ it as bytecode (optionally at another version), without needing ``--gpu-name``.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from enum import Enum
 from typing import Optional, Sequence
 
@@ -22,6 +21,7 @@ from . import cli
 from .errors import EXIT_BAD_OPTION, CompileError, OptionError, UsageError
 from .ir.version import SUPPORTED_VERSIONS, Version, is_supported
 from .pipeline import CompileOptions, compile_module
+from .record import record
 
 PROG = "tileiras"
 TITLE = "tileiras: NVIDIA (R) Cuda Tile IR optimizing assembler"
@@ -97,7 +97,7 @@ IMMEDIATE_FLAGS = ("--help", "--help-list", "--version", "--list-versions")
 REMARK_OPTIONS = ("remarks", "remarks_analysis", "remarks_failed", "remarks_missed", "remarks_passed")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DriverOptions:
     """The command line after parse-time checks (range checks come later, as in NVIDIA's)."""
 

@@ -9,16 +9,16 @@ cubin), so every stage can be inspected and tested on its own
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from .errors import CompileError
 from .ir.core import Module
+from .record import field, record
 
 ENTRY_ONLY = "non-entry functions need the SIMT preview (--preview=simt), which is not supported"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CompileOptions:
     gpu_name: str
     opt_level: int = 3
@@ -38,7 +38,7 @@ class CompileOptions:
                 self.sanitize)
 
 
-@dataclass
+@record
 class Compilation:
     """What the stages produce, one field per stage."""
 
@@ -56,7 +56,7 @@ class Compilation:
     last_stage: str = "cubin"                             # the stage whose result is wanted
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Stage:
     ext: str
     run: Callable[[Compilation], None]

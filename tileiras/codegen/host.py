@@ -22,12 +22,12 @@ calling convention.  ``--host-arch=aarch64`` needs an LLVM with the AArch64 targ
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 from llvmlite import binding as llvm
 
 from ..errors import CompileError
+from ..record import record
 from .abi import KernelInfo
 from .llvm_targets import init_llvm
 
@@ -41,7 +41,7 @@ HOST_ARCHS = ("x86_64", "aarch64")
 HOST_OSES = ("linux", "windows")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HostTarget:
     """Where the host object runs: ``--host-arch`` and ``--host-os``."""
 

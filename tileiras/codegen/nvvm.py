@@ -10,7 +10,6 @@ shared memory, and PTX generation with LLVM's NVPTX back end.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from llvmlite import binding as llvm
@@ -21,6 +20,7 @@ from ..ir import types as T
 from ..ir.core import Block, Function, Module, Operation, Value
 from ..layout.linear import LANE, REG, WARP, LinearLayout
 from ..lower.tileas import ITER, TileAS, chunk_layout_of, element_bytes
+from ..record import record
 from . import intrinsics as X
 from .debuginfo import LineInfo
 from .llvm_targets import init_llvm
@@ -49,7 +49,7 @@ def emits(*classes: type) -> Callable[[EmitFn], EmitFn]:
     return register
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Target:
     arch: int                    # 80, 90, 100, 120...
     lineinfo: bool = False       # attach source locations (.loc) to instructions

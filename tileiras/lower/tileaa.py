@@ -16,13 +16,13 @@ Two analyses, neither of which mutates the IR:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from math import gcd
 from typing import Callable, Optional
 
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Block, Function, Operation, Value
+from ..record import field, record
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
@@ -38,7 +38,7 @@ WRITES = (MEM.StorePtrTkoOp, MEM.StoreViewTkoOp, MEM.AtomicCASTkoOp, MEM.AtomicR
           MEM.AtomicRedViewTkoOp, MEM.MultimemReduceViewTkoOp, MEM.MultimemStoreViewTkoOp)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Facts:
     """What is known about every element of an integer (or pointer) value."""
 
@@ -64,7 +64,7 @@ def pow2_divisor(n: int) -> int:
     return min(n & -n, MAX_DIVISOR)
 
 
-@dataclass
+@record
 class TileAA:
     function: Function
     facts: dict[Value, Facts] = field(default_factory=dict)
