@@ -15,8 +15,6 @@ import sys
 from enum import Enum
 from typing import Optional, Sequence
 
-import click
-
 from . import cli
 from .errors import EXIT_BAD_OPTION, CompileError, OptionError, UsageError
 from .ir.version import SUPPORTED_VERSIONS, Version, is_supported
@@ -120,28 +118,31 @@ class DriverOptions:
     bytecode_version: Optional[Version]
 
 
-@click.command(PROG, add_help_option=False)
-@click.argument("inputs", nargs=-1)
-@click.option("-o", "--output-file", "output_file", default=None)
-@click.option("--gpu-name", "--arch", "gpu_name", default=None)
-@click.option("-O", "--opt-level", "opt_level", default="3")
-@click.option("--lineinfo", is_flag=True)
-@click.option("-g", "--device-debug", "device_debug", is_flag=True)
-@click.option("--host-arch", default="x86_64")
-@click.option("--host-os", default="linux")
-@click.option("--preview", multiple=True)
-@click.option("-l", "libraries", multiple=True)
-@click.option("--sanitize", default=None)
-@click.option("--apply-controls", default=None)
-@click.option("--remark-format", default="command-line")
-@click.option("--remarks", default=None)
-@click.option("--remarks-analysis", default=None)
-@click.option("--remarks-failed", default=None)
-@click.option("--remarks-missed", default=None)
-@click.option("--remarks-passed", default=None)
-@click.option("--remarks-output-file", default="tileir_remarks.yaml")
-@click.option("--emit", default=None)
-@click.option("--bytecode-version", default=None)
+#: The command line (``-O`` takes its value attached, as ``-O3``; see ``_parse_argv``).
+OPTIONS = (
+    cli.Option("output_file", ("-o", "--output-file")),
+    cli.Option("gpu_name", ("--gpu-name", "--arch")),
+    cli.Option("opt_level", ("-O", "--opt-level"), default="3"),
+    cli.Option("lineinfo", ("--lineinfo",), flag=True),
+    cli.Option("device_debug", ("-g", "--device-debug"), flag=True),
+    cli.Option("host_arch", ("--host-arch",), default="x86_64"),
+    cli.Option("host_os", ("--host-os",), default="linux"),
+    cli.Option("preview", ("--preview",), multiple=True),
+    cli.Option("libraries", ("-l",), multiple=True),
+    cli.Option("sanitize", ("--sanitize",)),
+    cli.Option("apply_controls", ("--apply-controls",)),
+    cli.Option("remark_format", ("--remark-format",), default="command-line"),
+    cli.Option("remarks", ("--remarks",)),
+    cli.Option("remarks_analysis", ("--remarks-analysis",)),
+    cli.Option("remarks_failed", ("--remarks-failed",)),
+    cli.Option("remarks_missed", ("--remarks-missed",)),
+    cli.Option("remarks_passed", ("--remarks-passed",)),
+    cli.Option("remarks_output_file", ("--remarks-output-file",), default="tileir_remarks.yaml"),
+    cli.Option("emit", ("--emit",)),
+    cli.Option("bytecode_version", ("--bytecode-version",)),
+)
+
+
 def command(**params: object) -> int:
     """Compile one Tile IR bytecode file."""
     options = parse_options(params)
@@ -342,7 +343,7 @@ def run(argv: Sequence[str]) -> int:
     def body() -> int:
         params = _parse_argv(argv)
         try:
-            return command.callback(**params)  # type: ignore[misc]
+            return command(**params)
         except _NoInput:
             sys.stdout.write(help_text())
             raise
@@ -356,7 +357,7 @@ def _parse_argv(argv: Sequence[str]) -> dict:
             break
         if arg == "-O":  # -O takes its value attached (-O3), never the next argument
             raise cli.CommandLineError(PROG, "for the -O option: requires a value!")
-    return cli.parse_with_click(command, PROG, argv)
+    return cli.parse_command_line(PROG, OPTIONS, "inputs", argv)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

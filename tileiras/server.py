@@ -37,6 +37,7 @@ def preload() -> None:
     import difflib  # noqa: F401  (option suggestions)
     import hashlib  # noqa: F401  (line-info file names)
 
+    import click  # noqa: F401  (command lines that are not plainly spelled)
     import llvmlite.binding  # noqa: F401
     import llvmlite.ir  # noqa: F401
 
