@@ -75,3 +75,13 @@ def test_the_compiler_process_never_loads_llvm(tmp_path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["0", "False"]
     assert (tmp_path / "v.cubin").read_bytes()[:4] == b"\x7fELF"
+
+
+def test_close_ends_a_child_that_is_still_loading_llvm() -> None:
+    """A compilation that fails before reaching LLVM does not wait for LLVM to load."""
+    backend = Backend()
+    pid = backend._pid
+    backend.close()
+    with pytest.raises(ProcessLookupError):  # killed and reaped
+        os.kill(pid, 0)
+    assert backend._status != 0  # killed, not exited after loading LLVM

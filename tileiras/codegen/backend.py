@@ -13,12 +13,13 @@ Two reasons to run LLVM apart from the compiler:
 
 The child runs jobs in the order they are submitted: a module-level function and its
 picklable arguments go down a pipe, its picklable result (or the exception it raised)
-comes back.  The child exits when the compiler closes the pipe.
+comes back.  ``close`` kills the child, done or not (it has nothing to finish).
 """
 from __future__ import annotations
 
 import os
 import pickle
+import signal
 import struct
 from typing import Any, Callable
 
@@ -148,13 +149,14 @@ class Backend:
                 self._crash = message.removeprefix("LLVM ERROR: ")
 
     def close(self) -> None:
-        """End the child (it exits when its request pipe closes) and reap it."""
+        """End the child at once (it holds nothing but LLVM) and reap it."""
         if not self._pid:
             return
         os.close(self._requests)
-        _read_all(self._replies)  # an outcome nobody asked for: the child may be writing it
-        self._stderr = _read_all(self._err)
+        os.kill(self._pid, signal.SIGKILL)  # it may still be loading LLVM: no need to wait
         _, self._status = os.waitpid(self._pid, 0)
+        self._stderr = _read_all(self._err)
+        os.close(self._replies)
         self._pid = 0
 
     def __enter__(self) -> "Backend":
