@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
 
@@ -402,6 +401,8 @@ def run_guarded(body: Callable[[], int]) -> int:
     except Exception as exc:  # noqa: BLE001 - the last line of defence
         sys.stdout.flush()
         if knobs.debug:
+            import traceback
+
             traceback.print_exc()
         print(f"error: internal error: {exc!r}", file=sys.stderr)
         return EXIT_COMPILE

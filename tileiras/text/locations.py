@@ -15,7 +15,7 @@ from ..ir.core import Module
 from ..ir.debug import (DICallSite, DICompileUnit, DIFile, DILexicalBlock, DILoc, DISubprogram,
                         DIUnknown)
 from ..record import record
-from .attributes import escape_string
+from .escape import escape_string
 
 
 @record(frozen=True)

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from ..ir import debug as D
 from ..ir.core import Function, Module, Operation
 from ..record import record
-from ..text.attributes import escape_string
+from ..text.escape import escape_string
 from .context import Context
 
 
