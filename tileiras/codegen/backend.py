@@ -99,6 +99,10 @@ class Backend:
         self._crash: str | None = None
         if not hasattr(os, "fork"):  # pragma: no cover - non-POSIX hosts run jobs in-process
             return
+        # The compiler emits with llvmlite.ir in any case; imported before the fork, the
+        # child (whose llvmlite.binding needs it too) does not import it a second time.
+        import llvmlite.ir  # noqa: F401
+
         requests_r, requests_w = os.pipe()
         replies_r, replies_w = os.pipe()
         err_r, err_w = os.pipe()
