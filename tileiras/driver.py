@@ -341,10 +341,10 @@ class TargetError(CompileError):
 
 def check_target(module: object, gpu_name: Optional[str]) -> None:
     """Architecture-specific verification; the rest was verified when the module was read."""
-    from .verify import VerifyError, check_module
+    from .verify import VerifyError, recheck_for_target
 
     try:
-        check_module(module, gpu_name=gpu_name)
+        recheck_for_target(module, gpu_name)
     except VerifyError as err:
         raise TargetError(str(err)) from None
 
