@@ -6,9 +6,6 @@ importing click.  Where ``parse_plain`` answers, click must give the same parame
 """
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -70,14 +67,3 @@ def test_plain_parse_values() -> None:
                                   ["-"], ["-o=out"], ["--gpu-name="]])
 def test_unusual_lines_are_left_to_click(argv: list[str]) -> None:
     assert cli.parse_plain(driver.OPTIONS, "inputs", argv) is None
-
-
-def test_compiling_does_not_import_click(tmp_path) -> None:
-    """A plainly spelled compile never imports click (about 20 ms of a cold start)."""
-    examples = __import__("pathlib").Path(__file__).resolve().parent.parent / "examples" / "vadd.tileir"
-    code = ("import sys; from tileiras.driver import main; "
-            f"rc = main([{str(examples)!r}, '--gpu-name', 'sm_90', '-O3', '-o', {str(tmp_path / 'v.cubin')!r}]); "
-            "print(rc, 'click' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["0", "False"]
-    assert (tmp_path / "v.cubin").read_bytes()[:4] == b"\x7fELF"

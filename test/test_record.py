@@ -123,16 +123,3 @@ def test_frozen_error_is_an_attribute_error() -> None:
 def test_default_and_default_factory_exclude_each_other() -> None:
     with pytest.raises(ValueError, match="both default and default_factory"):
         field(default=1, default_factory=list)
-
-
-def test_the_compiler_path_creates_no_dataclass() -> None:
-    """Importing the compiler's modules creates records only: importing ``dataclasses`` alone
-    costs a few milliseconds of every cold start, and each dataclass about 0.3 ms more."""
-    import subprocess
-    import sys
-
-    code = ("import sys, tileiras.driver, tileiras.reader, tileiras.verify, tileiras.lower.tileaa, "
-            "tileiras.lower.tileas, tileiras.codegen.nvvm, tileiras.codegen.ptxas; "
-            "print('dataclasses' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
