@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 from enum import Enum
 from typing import Optional, Sequence
-
-import click
 
 from . import cli, tilelib
 from .errors import EXIT_BAD_OPTION, CompileError, OptionError, UsageError
 from .ir.version import SUPPORTED_VERSIONS, Version, is_supported
 from .pipeline import CompileOptions, compile_module
+from .record import record
 
 PROG = "tileiras"
 TITLE = "tileiras: NVIDIA (R) Cuda Tile IR optimizing assembler"
@@ -120,7 +118,7 @@ IMMEDIATE_FLAGS = (*cli.HELP_FLAGS, "--version", "--list-versions")
 REMARK_OPTIONS = ("remarks", "remarks_analysis", "remarks_failed", "remarks_missed", "remarks_passed")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DriverOptions:
     """The command line after parse-time checks (range checks come later, as in NVIDIA's)."""
 
@@ -147,33 +145,36 @@ class DriverOptions:
     implementations: tuple[str, ...] = ()
 
 
-@click.command(PROG, add_help_option=False)
-@click.argument("inputs", nargs=-1)
-@click.option("-o", "--output-file", "output_file", default=None)
-@click.option("--gpu-name", "--arch", "gpu_name", default=None)
-@click.option("-O", "--opt-level", "opt_level", default="3")
-@click.option("--lineinfo", is_flag=True)
-@click.option("-g", "--device-debug", "device_debug", is_flag=True)
-@click.option("--host-arch", default="x86_64")
-@click.option("--host-os", default="linux")
-@click.option("--preview", multiple=True)
-@click.option("-l", "libraries", multiple=True)
-@click.option("--sanitize", default=None)
-@click.option("--apply-controls", default=None)
-@click.option("--remark-format", default="command-line")
-@click.option("--remarks", default=None)
-@click.option("--remarks-analysis", default=None)
-@click.option("--remarks-failed", default=None)
-@click.option("--remarks-missed", default=None)
-@click.option("--remarks-passed", default=None)
-@click.option("--remarks-output-file", default="tileir_remarks.yaml")
-@click.option("--emit", default=None)
-@click.option("--bytecode-version", default=None)
-@click.option("--print-options", is_flag=True)  # accepted; NVIDIA's prints nothing either
-@click.option("--print-all-options", is_flag=True)
-@click.option("--preview-create-tile-lib", "create_tile_lib", is_flag=True)
-@click.option("--preview-interface", "interface", default=None)
-@click.option("--preview-implementation", "implementations", multiple=True)
+#: The command line (``-O`` takes its value attached, as ``-O3``; see ``_parse_argv``).
+OPTIONS = (
+    cli.Option("output_file", ("-o", "--output-file")),
+    cli.Option("gpu_name", ("--gpu-name", "--arch")),
+    cli.Option("opt_level", ("-O", "--opt-level"), default="3"),
+    cli.Option("lineinfo", ("--lineinfo",), flag=True),
+    cli.Option("device_debug", ("-g", "--device-debug"), flag=True),
+    cli.Option("host_arch", ("--host-arch",), default="x86_64"),
+    cli.Option("host_os", ("--host-os",), default="linux"),
+    cli.Option("preview", ("--preview",), multiple=True),
+    cli.Option("libraries", ("-l",), multiple=True),
+    cli.Option("sanitize", ("--sanitize",)),
+    cli.Option("apply_controls", ("--apply-controls",)),
+    cli.Option("remark_format", ("--remark-format",), default="command-line"),
+    cli.Option("remarks", ("--remarks",)),
+    cli.Option("remarks_analysis", ("--remarks-analysis",)),
+    cli.Option("remarks_failed", ("--remarks-failed",)),
+    cli.Option("remarks_missed", ("--remarks-missed",)),
+    cli.Option("remarks_passed", ("--remarks-passed",)),
+    cli.Option("remarks_output_file", ("--remarks-output-file",), default="tileir_remarks.yaml"),
+    cli.Option("emit", ("--emit",)),
+    cli.Option("bytecode_version", ("--bytecode-version",)),
+    cli.Option("print_options", ("--print-options",), flag=True),  # accepted; NVIDIA's prints nothing either
+    cli.Option("print_all_options", ("--print-all-options",), flag=True),
+    cli.Option("create_tile_lib", ("--preview-create-tile-lib",), flag=True),
+    cli.Option("interface", ("--preview-interface",)),
+    cli.Option("implementations", ("--preview-implementation",), multiple=True),
+)
+
+
 def command(**params: object) -> int:
     """Compile one Tile IR bytecode file (or, hidden as in NVIDIA's tool, make a tile library)."""
     options = parse_options(params)
@@ -366,10 +367,10 @@ class TargetError(CompileError):
 
 def check_target(module: object, gpu_name: Optional[str]) -> None:
     """Architecture-specific verification; the rest was verified when the module was read."""
-    from .verify import VerifyError, check_module
+    from .verify import VerifyError, recheck_for_target
 
     try:
-        check_module(module, gpu_name=gpu_name)
+        recheck_for_target(module, gpu_name)
     except VerifyError as err:
         raise TargetError(str(err)) from None
 
@@ -402,7 +403,7 @@ def run(argv: Sequence[str]) -> int:
     def body() -> int:
         params = _parse_argv(argv)
         try:
-            return command.callback(**params)  # type: ignore[misc]
+            return command(**params)
         except _NoInput:
             sys.stdout.write(help_text("--help-list"))  # as NVIDIA's: the flat list
             raise
@@ -416,7 +417,7 @@ def _parse_argv(argv: Sequence[str]) -> dict:
             break
         if arg == "-O":  # -O takes its value attached (-O3), never the next argument
             raise cli.CommandLineError(PROG, "for the -O option: requires a value!")
-    return cli.parse_with_click(command, PROG, argv)
+    return cli.parse_command_line(PROG, OPTIONS, "inputs", argv)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -6,9 +6,9 @@ here as plain attributes (``op.lhs``, ``op.rounding_mode``...).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Optional, Sequence
 
+from ..record import field, record
 from .attrs import ArrayAttr, DictAttr, OptimizationHintsAttr
 from .types import FunctionType, Type
 from .version import Version
@@ -101,7 +101,7 @@ class Region:
         self.parent: Optional[Operation] = None
 
 
-@dataclass
+@record
 class Function:
     name: str
     type: FunctionType
@@ -129,7 +129,7 @@ class Function:
                 yield from op.walk()
 
 
-@dataclass
+@record
 class Global:
     name: str
     type: Type
@@ -141,7 +141,7 @@ class Global:
     loc: Optional["DebugAttr"] = None
 
 
-@dataclass
+@record
 class Module:
     version: Version
     functions: list[Function] = field(default_factory=list)

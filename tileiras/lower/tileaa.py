@@ -21,13 +21,13 @@ Three analyses, none of which mutates the IR:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from math import gcd
 from typing import Callable, Iterator, Optional
 
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Block, Function, Operation, Value
+from ..record import field, record
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
@@ -43,7 +43,7 @@ WRITES = (MEM.StorePtrTkoOp, MEM.StoreViewTkoOp, MEM.AtomicCASTkoOp, MEM.AtomicR
           MEM.AtomicRedViewTkoOp, MEM.MultimemReduceViewTkoOp, MEM.MultimemStoreViewTkoOp)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Facts:
     """What is known about every element of an integer (or pointer) value."""
 
@@ -79,7 +79,7 @@ DEAD_IF_UNUSED = REMOVABLE_LOADS + (MEM.MakeTensorViewOp, MEM.GetTensorShapeOp, 
                                     CF.AssumeOp, AR.DivIOp, CO.ReduceOp, CO.ScanOp)
 
 
-@dataclass
+@record
 class TileAA:
     function: Function
     facts: dict[Value, Facts] = field(default_factory=dict)

@@ -19,12 +19,12 @@ Layout rules (``@layout_rule(OpClass)``):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
 from ..layout.linear import LinearLayout, default_blocked
+from ..record import field, record
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
@@ -38,7 +38,7 @@ DEFAULT_WARPS = 4
 CONTIGUOUS = 4
 
 
-@dataclass
+@record
 class TileAS:
     aa: TileAA
     num_warps: int                   # warps the layouts distribute tiles over (a power of two)
@@ -624,7 +624,7 @@ CHUNK_REGS = 4
 ITER = "iter"
 
 
-@dataclass
+@record
 class ChunkGroup:
     """Ops that together compute a large tile element-wise from loads to a store.
 

@@ -7,7 +7,6 @@ dependency order (strings, types, constants, debug, globals, functions).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import BytecodeError, VersionError
@@ -15,6 +14,7 @@ from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Block, Function, Global, Module, Region
 from ..ir.version import NEWEST, V13_3, V13_5, Version, is_supported
+from ..record import field, record
 from ..tile.codes import MAGIC, PREVIEW_TAG_BIT, SectionId
 from .debug import DebugSection
 from .ops import BodyReader
@@ -32,7 +32,7 @@ FUNC_HINTS = 0x04          # before 13.5: optimization hints follow
 FUNC_EXTERN_IMPL = 0x04    # 13.5+: extern implementation (preview)
 
 
-@dataclass
+@record
 class Layout:
     """How a file laid out its tables; lets the writer reproduce it byte for byte."""
 

@@ -9,6 +9,7 @@ from ..ir.attrs import (ArrayAttr, Attribute, BoolAttr, BoundedAttr, DenseElemen
                         DivByAttr, FloatAttr, IntegerAttr, OptimizationHintsAttr, SameElementsAttr,
                         StringAttr, TypeAttr, i1_elements)
 from ..ir.types import ScalarType, TileType, Type
+from .escape import escape_string
 from .floats import format_float
 
 #: Non-splat dense constants with more elements than this print as a hex blob.
@@ -17,22 +18,6 @@ HEX_ELEMENTS_THRESHOLD = 100
 
 def print_type(t: Type) -> str:
     return str(t)
-
-
-def escape_string(text: str | bytes) -> str:
-    """MLIR's printEscapedString, quotes included."""
-    data = text.encode() if isinstance(text, str) else text
-    out = ['"']
-    for b in data:
-        ch = chr(b)
-        if ch == "\\":
-            out.append("\\\\")
-        elif 0x20 <= b < 0x7F and ch != '"':
-            out.append(ch)
-        else:
-            out.append("\\" + format(b, "02X"))
-    out.append('"')
-    return "".join(out)
 
 
 def is_bare_identifier(name: str) -> bool:

@@ -8,12 +8,12 @@ for the ops whose text depends on block arguments (``for``, ``loop``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ..ir.attrs import DenseElementsAttr
 from ..ir.core import Function, Operation
 from ..ir.types import DYNAMIC, PointerType, TensorViewType, TileType
+from ..record import record
 from ..tile import ops_control
 from ..tile.enums import SymbolVisibility
 from .parser_attrs import mlir_type
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .printer import OpPrinter
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Directive:
     print: Callable[["OpPrinter", Operation, tuple[Element, ...]], None]
     glued: bool = False

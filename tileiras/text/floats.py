@@ -9,12 +9,13 @@ byte for byte for every Tile IR float type.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional
 
+from ..record import record
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class FloatFormat:
     """An IEEE-like binary format: field widths and which specials exist."""
 
@@ -55,7 +56,7 @@ FORMATS: dict[str, FloatFormat] = {
 }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Decoded:
     negative: bool
     kind: str  # "zero", "normal", "inf", "nan"

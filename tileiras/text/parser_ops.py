@@ -12,12 +12,12 @@ expected type as MLIR does (``use of value '%x' expects different type...``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Operation, Region
+from ..record import field, record
 from ..tile import ops_arith, ops_control, ops_core, ops_memory
 from ..tile.enums import ComparisonOrdering, MemoryOrderingSemantics, Signedness, SymbolVisibility
 from ..tile.registry import Attr, AttrKind, Multiplicity, OpDef, Operand, RegionDef, Result
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _IEEE = ("nearest_even", "zero", "negative_inf", "positive_inf")
 
 
-@dataclass
+@record
 class Ref:
     """A use of an SSA value in the text: ``%name`` or ``%name#index``."""
 
@@ -40,7 +40,7 @@ class Ref:
     pos: int
 
 
-@dataclass
+@record
 class OpSyntax:
     """What the text of one op says, by field name."""
 

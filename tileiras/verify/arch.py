@@ -1,5 +1,9 @@
 """Architecture gates, checked only when a target (``gpu_name``) is given.
 
+Every rule that reads ``ctx.gpu_name`` lives here and is listed in ``TARGET_RULES``: the
+driver verifies a module once without a target when reading it, then runs only these
+with the target (``verify.recheck_for_target``).
+
 NVIDIA's message: ``Incompatibility with architecture 'sm_80': unsupported type
 'f8E4M3FN'``, located at the first op using the type; reported once per type.
 Measured with tileiras 13.5: f8E4M3FN/f8E5M2 need sm_89+, f8E8M0FNU needs sm_100+, and
@@ -74,3 +78,7 @@ def check_arch_types(ctx: Context, op: Operation) -> None:
             if prefix + problem not in reported:
                 ctx.error(op, prefix + problem)
                 reported.add(prefix + problem)
+
+
+#: The rules that depend on the target (see the module docstring).
+TARGET_RULES = (check_arch_types,)

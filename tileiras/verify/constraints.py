@@ -8,10 +8,10 @@ ODS name (``"result=to"``) so messages read like NVIDIA's.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..ir import types as T
+from ..record import record
 from ..tile import ops_arith as A
 from ..tile import ops_control as C
 from ..tile import ops_core as K
@@ -24,7 +24,7 @@ NUMBERS = INTS + FLOATS
 PTR = "ptr"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TypeConstraint:
     summary: str
     accepts: Callable[[T.Type], bool]
@@ -86,7 +86,7 @@ MMAI_RESULT = tile_of(("i32",), summary="mmai result tile type")
 FMA_TILE = tile_of(BASE_FLOATS)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Match:
     """A relation between fields: ``kind`` is type/shape/rank/element, or a custom
     message with ``check(types) -> bool`` for NVIDIA's TypesMatchWith traits."""
@@ -105,7 +105,7 @@ def custom(message: str, check: Callable[[list[T.Type]], bool], *fields: str) ->
     return Match("custom", fields, message, check)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Signature:
     fields: dict[str, TypeConstraint]
     matches: tuple[Match, ...] = ()
