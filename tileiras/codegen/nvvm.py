@@ -76,6 +76,8 @@ class KernelEmitter:
         self.pb = ir.IRBuilder(self.llfn.append_basic_block("entry"))
         self.b = ir.IRBuilder(self.llfn.append_basic_block("body"))
         self.values: dict[Value, Emitted] = {}
+        #: ids of the phis that merge a guarded load's registers with its padding
+        self.load_merges: set[int] = set()
         self._coord_cache: dict[LinearLayout, list[ir.Value]] = {}
         self._owner_cache: dict[LinearLayout, Optional[ir.Value]] = {}
         self._smem: Optional[ir.GlobalVariable] = None
