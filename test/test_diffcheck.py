@@ -118,6 +118,28 @@ def test_cat_and_extract_of_its_parts_move_no_data():
     assert all(r.problem is None for r in reports), [r.problem for r in reports]
 
 
+def test_extract_of_a_cat_part_reads_only_that_part():
+    """Extracting the second part of a cat picks from that tile itself (tileas.pick_sources):
+    the first tile, used by nothing else, is never loaded; before, the cat needed both."""
+    ct = pytest.importorskip("cuda.tile")
+    from tileiras.interp.testing import array, export
+    from tileiras.pipeline import CompileOptions, compile_module
+
+    @ct.kernel
+    def second(x, y, out):
+        i = ct.bid(0)
+        a = ct.load(x, index=(i, 0), shape=(16, 32))
+        b = ct.load(y, index=(i, 0), shape=(16, 32))
+        rows = ct.cat((a, b), axis=0)
+        ct.store(out, index=(i, 0), tile=ct.extract(rows, index=(1, 0), shape=(16, 32)) * 2.0)
+
+    module = read_bytecode(export(second, array(ct.float32, 2), array(ct.float32, 2), array(ct.float32, 2)))
+    ptx = compile_module(module, CompileOptions("sm_90"), "ptx")
+    assert ptx.count("ld.global") == 4       # b's 4 registers a thread; 8 when a was loaded too
+    reports = diffcheck.check_module(module, "sm_90", grid=(2, 1, 1), extent=40)
+    assert all(r.problem is None for r in reports), [r.problem for r in reports]
+
+
 def test_tiles_reduced_along_rows_spread_rows_over_lanes():
     """A 16x256 tile that only feeds row reductions puts its rows on lanes (one row, 32
     registers per thread) instead of the canonical 8 rows x 4 columns: the reductions fold

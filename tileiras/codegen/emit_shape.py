@@ -362,12 +362,14 @@ def _slice_origin(em: KernelEmitter, op: Operation, first_index: int, part_shape
 
 @emits(CO.ExtractOp)
 def _extract(em: KernelEmitter, op: Operation) -> None:
-    src = em.tile(op, 0)
     out = em.result_layout(op.result)
     picks = em.tas.picks.get(op)
     if picks is not None:
+        source = em.tas.pick_sources.get(op)
+        src = em.tile(op, 0) if source is None else em.values[source]
         em.put(op.result, TileVal(out, [src.regs[j] for j in picks]))
         return
+    src = em.tile(op, 0)
     part = op.result.type.shape
     origin = _slice_origin(em, op, 1, part)
     X.barrier(em.b)

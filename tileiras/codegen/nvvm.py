@@ -153,7 +153,7 @@ class KernelEmitter:
             op = producer.get(v)
             if op is not None and op in deferred:
                 del deferred[op]
-                for u in op.operands:
+                for u in self.reads(op):
                     materialize(u)
                 self.emit_op(op)
 
@@ -224,6 +224,12 @@ class KernelEmitter:
         if self.scope is not None:
             self.b.debug_metadata = self.lineinfo.location(op, self.scope)
         emitter(self, op)
+
+    def reads(self, op: Operation) -> list[Value]:
+        """The values ``op``'s emitter reads: its operands, but for an extract that picks
+        from an operand of a ``cat`` (tileas.pick_sources), that operand."""
+        source = self.tas.pick_sources.get(op)
+        return list(op.operands) if source is None else [source, *op.operands[1:]]
 
     def is_deferrable(self, op: Operation) -> bool:
         if isinstance(op, DEFERRABLE_LOADS):

@@ -24,7 +24,7 @@ from typing import Callable, Optional
 
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
-from ..layout.linear import LinearLayout, default_blocked
+from ..layout.linear import REG, LinearLayout, default_blocked
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
@@ -52,6 +52,9 @@ class TileAS:
     pairs: dict[Value, int] = field(default_factory=dict)
     #: extracts that pick registers: the source register of each result register
     picks: dict[Operation, list[int]] = field(default_factory=dict)
+    #: extracts whose registers all come from one operand of an in-register ``cat``: that
+    #: operand, which they pick from directly (``picks`` counts its registers)
+    pick_sources: dict[Operation, Value] = field(default_factory=dict)
     #: conversions (keys of ``converts``) done by computing the value again in the wanted
     #: layout instead of through shared memory: the layout of each value on the way
     #: (see recompute_plan)
@@ -438,8 +441,26 @@ def _extract(tas: TileAS, op: Operation) -> None:
         picked = tas.layouts[op.source].select_block(origin, part)
         if picked is not None:
             tas.layouts[op.result], tas.picks[op] = picked
+            _pick_through_cats(tas, op)
             return
     _through_smem(tas, op)
+
+
+def _pick_through_cats(tas: TileAS, op: Operation) -> None:
+    """An extract whose registers all come from one operand of an in-register ``cat``
+    picks them from that operand: the other operand need not be computed (or loaded) for
+    it, and is not kept live until the extract (cat_extract f32: the second half of a
+    ``cat`` loaded and stored first, then the first half)."""
+    source, picks = op.source, tas.picks[op]
+    while isinstance(source.owner, CO.CatOp) and cat_in_registers(source.owner):
+        cat = source.owner
+        n = tas.layouts[cat.lhs].size(REG)
+        k = 0 if all(j < n for j in picks) else 1 if all(j >= n for j in picks) else None
+        if k is None or (cat, k) in tas.converts:
+            break
+        source, picks = cat.operands[k], [j - k * n for j in picks]
+    if source is not op.source:
+        tas.pick_sources[op], tas.picks[op] = source, picks
 
 
 @layout_rule(CO.InsertOp, CO.PackOp, CO.UnpackOp)
