@@ -153,9 +153,25 @@ class KernelEmitter:
             op = producer.get(v)
             if op is not None and op in deferred:
                 del deferred[op]
-                for u in self.reads(op):
+                for u in loads_first(self.reads(op)):
                     materialize(u)
                 self.emit_op(op)
+
+        def loads_first(values: Sequence[Value]) -> list[Value]:
+            """``values`` in the order to emit them: those that wait for a pending load first.
+            A load branches around its access, so what is emitted before it lands in an
+            earlier block and stays live across the load (gather_scatter: a store's
+            addresses computed before the loads of its values)."""
+            memo: dict[Value, bool] = {}
+
+            def waits(v: Value) -> bool:
+                if v not in memo:
+                    op = producer.get(v)
+                    memo[v] = False
+                    memo[v] = op is not None and op in deferred and (
+                        isinstance(op, DEFERRABLE_LOADS) or any(waits(u) for u in self.reads(op)))
+                return memo[v]
+            return sorted(values, key=lambda v: not waits(v))
 
         for op in block.ops:
             if self.b.block.is_terminated:
@@ -178,11 +194,13 @@ class KernelEmitter:
                 for pending in list(deferred):
                     for r in pending.results:
                         materialize(r)
+            needed = []
             for i, v in enumerate(op.operands):
                 plan = self.tas.recomputed.get((op, i))
                 # a value computed again for this use: only what its recomputation starts from
-                for u in [v] if plan is None else [w for p in plan for w in p.owner.operands if w not in plan]:
-                    materialize(u)
+                needed += [v] if plan is None else [w for p in plan for w in p.owner.operands if w not in plan]
+            for u in loads_first(needed):
+                materialize(u)
             if self.writes_memory(op):  # loads stay before the writes token-ordered after them
                 ordered = self.tas.aa.deps.get(op, ())
                 for pending in [d for d in deferred if isinstance(d, DEFERRABLE_LOADS) and d in ordered]:
