@@ -44,7 +44,7 @@ def test_load_branches_around_its_access():
     # (emit_memory.branch_per_element), the store itself unpredicated
     assert "%tid.x" in after
     assert len(re.findall(r"@%p\d+ bra", after)) == 2
-    assert len(re.findall(r"^\s*st\.global", after, re.M)) == 2
+    assert len(re.findall(r"^\s*st\.global", after, re.MULTILINE)) == 2
 
 
 def test_tiles_outside_the_source_load_padding():
