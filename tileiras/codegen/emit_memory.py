@@ -380,7 +380,11 @@ def branch_per_element(em: KernelEmitter, values: list[ir.Value]) -> bool:
         if v.parent is not here or X.has_slow_path(v):
             return False
         work.extend(v.operands)
-    return True
+    # sunk into the branches, the chains' inputs would stay live across collective work
+    # done since (a scan's shuffles and barriers: scans_builtin i32 sm_80 26 -> 32)
+    position = {id(inst): k for k, inst in enumerate(here.instructions)}
+    first = min((position[k] for k in seen if k in position), default=len(here.instructions))
+    return not any(X.is_collective(inst) and id(inst) not in seen for inst in here.instructions[first:])
 
 
 def _reject_subbyte_pointers(op: Operation, ptrs: T.Type) -> None:

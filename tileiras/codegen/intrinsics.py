@@ -131,6 +131,16 @@ def is_memory_asm(inst: ir.Instruction) -> bool:
     return isinstance(inst, ir.CallInstr) and isinstance(inst.callee, ir.InlineAsm) and inst.callee.side_effect
 
 
+def is_collective(inst: ir.Instruction) -> bool:
+    """A barrier or warp-wide exchange (shfl, redux, vote): work of a whole CTA or warp."""
+    if not isinstance(inst, ir.CallInstr):
+        return False
+    callee = inst.callee
+    if isinstance(callee, ir.InlineAsm):
+        return any(name in callee.asm for name in ("bar.sync", "barrier", "shfl.", "redux.", "vote."))
+    return callee.name.startswith(("llvm.nvvm.shfl.", "llvm.nvvm.redux.", "llvm.nvvm.vote.", "llvm.nvvm.barrier"))
+
+
 #: PTX instructions that ptxas expands into code with branches (a slow path for special
 #: operands): IEEE-rounded division, reciprocal and square root.
 _SLOW_PATH_PTX = ("div.rn", "div.rz", "div.rm", "div.rp", "div.full", "rcp.rn", "rcp.rz", "rcp.rm", "rcp.rp",

@@ -24,7 +24,7 @@ from typing import Callable, Optional
 
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
-from ..layout.linear import REG, LinearLayout, default_blocked
+from ..layout.linear import LANE, REG, WARP, LinearLayout, default_blocked
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
@@ -402,9 +402,23 @@ def _scan(tas: TileAS, op: Operation) -> None:
         _want(tas, op, i, src)
     for r in op.results:
         tas.layouts[r] = src
-    n = op.results[0].type.num_elements
-    tas.scratch[op] = max(tas.scratch.get(op, 0), n * sum(element_bytes(r.type) for r in op.results))
+    if scans_in_place(src, op.dim):
+        # warps exchange their totals through a slot per thread and register
+        if any(base[op.dim] for base in src.bases(WARP)):
+            n = tas.num_threads * src.size(REG)
+            tas.scratch[op] = max(tas.scratch.get(op, 0), n * sum(element_bytes(r.type) for r in op.results))
+    else:
+        n = op.results[0].type.num_elements
+        tas.scratch[op] = max(tas.scratch.get(op, 0), n * sum(element_bytes(r.type) for r in op.results))
     _combiner_block(tas, op)
+
+
+def scans_in_place(layout: LinearLayout, dim: int) -> bool:
+    """Does every register, lane and warp bit of ``layout`` move along ``dim`` only or not
+    at all?  Then a scan along ``dim`` combines elements where they are (codegen's
+    ``_scan_by_bits``), no line needs another's elements."""
+    return all(not base[dim] or not any(c for k, c in enumerate(base) if k != dim)
+               for name in (REG, LANE, WARP) for base in layout.bases(name))
 
 
 def _combiner_block(tas: TileAS, op: Operation) -> None:
