@@ -14,7 +14,6 @@ import os
 import sys
 import tempfile
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
 
@@ -39,10 +38,6 @@ VERSION_BANNER_TAIL = (
 
 def format_version(title: str) -> str:
     return "\n".join((title, *VERSION_BANNER_TAIL)) + "\n"
-
-
-#: Column where LLVM's ``--help`` puts the `` - description`` text.
-_HELP_COLUMN = 35
 
 
 class CommandLineError(UsageError):
@@ -75,19 +70,88 @@ class OutputFileError(TileIRError):
         self.exit_code = exit_code
 
 
-@dataclass(frozen=True)
-class HelpEntry:
-    name: str
-    text: str
-    indent: int = 2
+class HelpOption:
+    """One option of LLVM's ``--help`` text, with its ``=value`` lines.
+
+    ``hidden`` options show only in ``--help-hidden``/``--help-list-hidden``; ``listed=False``
+    drops one from the plain ``--help-list`` (LLVM does that to ``--help-list`` itself).
+    """
+
+    __slots__ = ("name", "text", "values", "hidden", "listed")
+
+    def __init__(self, name: str, text: str, values: Sequence[tuple[str, str]] = (),
+                 hidden: bool = False, listed: bool = True):
+        self.name, self.text, self.values = name, text, tuple(values)
+        self.hidden, self.listed = hidden, listed
+
+    @property
+    def sort_key(self) -> str:
+        """LLVM sorts by the bare option name, byte order (``-O`` first, ``remarks`` before
+        ``remarks-analysis``)."""
+        return self.name.lstrip("-").split("=", 1)[0].split(" ", 1)[0]
 
 
-def format_help(overview: str, usage: str, entries: Sequence[HelpEntry]) -> str:
-    """LLVM-style ``--help-list`` text."""
+class HelpCategory:
+    """An option category: a ``Title:`` heading (and description) in ``--help``."""
+
+    __slots__ = ("title", "options", "description")
+
+    def __init__(self, title: str, options: Sequence[HelpOption], description: str = ""):
+        self.title, self.options, self.description = title, tuple(options), description
+
+
+#: LLVM's own options, in every tool built on its ``cl`` library.
+GENERIC_OPTIONS = HelpCategory("Generic Options", (
+    HelpOption("-h", "Alias for --help", hidden=True),
+    HelpOption("--help", "Display available options (--help-hidden for more)"),
+    HelpOption("--help-hidden", "Display all available options", hidden=True),
+    HelpOption("--help-list", "Display list of available options (--help-list-hidden for more)",
+               listed=False),
+    HelpOption("--help-list-hidden", "Display list of all available options", hidden=True),
+    HelpOption("--print-all-options", "Print all option values after command line parsing",
+               hidden=True),
+    HelpOption("--print-options", "Print non-default options after command line parsing",
+               hidden=True),
+    HelpOption("--version", "Display the version of this program"),
+))
+
+#: The flags that print a help text, and how: (categorized, with hidden options).
+HELP_FLAGS = {"-h": (True, False), "--help": (True, False), "--help-hidden": (True, True),
+              "--help-list": (False, False), "--help-list-hidden": (False, True)}
+
+
+def format_help(overview: str, usage: str, categories: Sequence[HelpCategory], flag: str = "--help") -> str:
+    """The text LLVM's ``cl`` prints for ``flag`` (one of ``HELP_FLAGS``), byte for byte.
+
+    ``--help`` groups the options under their category headings; ``--help-list`` prints
+    one sorted list.  Descriptions start in one column, two past the longest option name.
+    """
+    categorized, hidden = HELP_FLAGS[flag]
+
+    def shown(o: HelpOption) -> bool:
+        return (hidden or not o.hidden) and (categorized or hidden or o.listed)
+
+    groups = [(c, sorted((o for o in c.options if shown(o)), key=lambda o: o.sort_key))
+              for c in categories]
+    every = [o for _, opts in groups for o in opts]
+    width = 2 + max(max(len(o.name) for o in every),
+                    max((2 + len(v) + 1 for o in every for v, _ in o.values), default=0))
+
+    def option_lines(opts: Sequence[HelpOption]) -> list[str]:
+        lines = []
+        for o in opts:
+            lines.append(f"{('  ' + o.name).ljust(width)} - {o.text}")
+            lines.extend(f"{('    =' + v).ljust(width)} -   {t}" for v, t in o.values)
+        return lines
+
     lines = [f"OVERVIEW: {overview}", "", f"USAGE: {usage}", "", "OPTIONS:"]
-    for e in entries:
-        head = " " * e.indent + e.name
-        lines.append(f"{head.ljust(_HELP_COLUMN - 2)} - {e.text}")
+    if not categorized:
+        return "\n".join(lines + option_lines(sorted(every, key=lambda o: o.sort_key))) + "\n"
+    for category, opts in groups:
+        if opts:
+            lines += ["", f"{category.title}:"]
+            lines += [category.description] if category.description else []
+            lines += [""] + option_lines(opts)
     return "\n".join(lines) + "\n"
 
 

@@ -19,17 +19,16 @@ PROG = "tileirdisasm"
 TITLE = "tileirdisasm: NVIDIA (R) Cuda Tile IR disassembler"
 USAGE = "tileirdisasm [options] <tile bytecode file>"
 
-HELP_ENTRIES = (
-    cli.HelpEntry("-g", "Alias for --print-debug-info"),
-    cli.HelpEntry("--help", "Display available options (--help-hidden for more)"),
-    cli.HelpEntry("--preview=<feature[,feature...]>", "Enable one or more named preview features"),
-    cli.HelpEntry("--print-debug-info", "Annotate disassembly with debugging information, if present."),
-    cli.HelpEntry("--version", "Display the version of this program"),
-)
+HELP_CATEGORIES = (cli.GENERIC_OPTIONS, cli.HelpCategory("TileIR Disassembler Options", (
+    cli.HelpOption("-g", "Alias for --print-debug-info"),
+    cli.HelpOption("--preview=<feature[,feature...]>", "Enable one or more named preview features"),
+    cli.HelpOption("--print-debug-info", "Annotate disassembly with debugging information, if present."),
+)))
 
 HEADER_SIZE = 12  # magic (8), major, minor, tag (u16)
-LONG_NAMES = ("help", "help-list", "version", "preview", "print-debug-info")
-IMMEDIATE_FLAGS = ("--help", "--help-list", "--version")
+LONG_NAMES = ("help", "help-list", "help-hidden", "help-list-hidden", "print-options",
+              "print-all-options", "version", "preview", "print-debug-info")
+IMMEDIATE_FLAGS = (*cli.HELP_FLAGS, "--version")
 
 
 class NoInputError(TileIRError):
@@ -44,13 +43,15 @@ class NoInputError(TileIRError):
 @click.option("-g", "--print-debug-info", "debug_info", is_flag=True,
               help="Annotate disassembly with debugging information, if present.")
 @click.option("--preview", "preview", multiple=True, help="Enable one or more named preview features")
-def command(inputs: tuple[str, ...], debug_info: bool, preview: tuple[str, ...]) -> int:
+@click.option("--print-options", is_flag=True)  # accepted; NVIDIA's prints nothing either
+@click.option("--print-all-options", is_flag=True)
+def command(inputs: tuple[str, ...], debug_info: bool, preview: tuple[str, ...], **_: bool) -> int:
     """Disassemble one bytecode file to stdout."""
     features = cli.parse_preview(PROG, preview)
     if len(inputs) > 1:
         raise cli.too_many_positionals(PROG)
     if not inputs:
-        sys.stdout.write(help_text())
+        sys.stdout.write(help_text("--help-list"))  # as NVIDIA's: the flat list
         raise NoInputError("no input file provided")
     text = disassemble_file(inputs[0], debug_info=debug_info, preview=features)
     sys.stdout.write(text)
@@ -83,8 +84,8 @@ def reword_version_error(err: VersionError, data: bytes) -> BytecodeError:
                         f"versions {supported}", offset=HEADER_SIZE)
 
 
-def help_text() -> str:
-    return cli.format_help(TITLE, USAGE, HELP_ENTRIES)
+def help_text(flag: str = "--help") -> str:
+    return cli.format_help(TITLE, USAGE, HELP_CATEGORIES, flag)
 
 
 def run(argv: Sequence[str]) -> int:
@@ -95,7 +96,7 @@ def run(argv: Sequence[str]) -> int:
             cli.parse_with_click(command, PROG, argv[:stop])
         except cli.CommandLineError as err:
             cli.print_error(err)
-        sys.stdout.write(cli.format_version(TITLE) if argv[stop] == "--version" else help_text())
+        sys.stdout.write(cli.format_version(TITLE) if argv[stop] == "--version" else help_text(argv[stop]))
         return 0
 
     def body() -> int:

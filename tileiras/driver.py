@@ -53,47 +53,68 @@ class Emit(Enum):
         return self not in (Emit.MLIR, Emit.BYTECODE)
 
 
-HELP_ENTRIES = (
-    cli.HelpEntry("-O", "Alias for --opt-level"),
-    cli.HelpEntry("--apply-controls=<path>", "Composite ACF file forwarded to libNVVM and PTXAS."),
-    cli.HelpEntry("--arch", "Alias for --gpu-name"),
-    cli.HelpEntry("--bytecode-version=<M.m>", "With --emit=bytecode: the version to write"),
-    cli.HelpEntry("--device-debug", "Generate debug information (if present in the input bytecode)"),
-    cli.HelpEntry("--emit=<value>", "Stop after reading and print the module (not in NVIDIA's tool)"),
-    cli.HelpEntry("=mlir", "-   MLIR text, as tileirdisasm prints it", 4),
-    cli.HelpEntry("=bytecode", "-   Tile IR bytecode", 4),
-    cli.HelpEntry("=tileaa", "-   alias-aware IR: memory dependences and value facts", 4),
-    cli.HelpEntry("=tileas", "-   scheduled IR: the layout of every tile", 4),
-    cli.HelpEntry("=sched", "-   modulo schedules of the for loops (not used by codegen yet)", 4),
-    cli.HelpEntry("=llvm", "-   NVVM LLVM IR", 4),
-    cli.HelpEntry("=ptx", "-   PTX, as passed to ptxas", 4),
-    cli.HelpEntry("=cubin", "-   the cubin (the default)", 4),
-    cli.HelpEntry("-g", "Alias for --device-debug"),
-    cli.HelpEntry("--gpu-name=<value>", "Specify name of NVIDIA GPU to generate code for."),
-    *(cli.HelpEntry(f"={n}", f"-   SM {n[3:]}", 4) for n in GPU_NAMES),
-    cli.HelpEntry("--help", "Display available options (--help-hidden for more)"),
-    cli.HelpEntry("--host-arch=<value>", "Specify the architecture for the generated host code."),
-    cli.HelpEntry("--host-os=<value>", "Specify the operating system for the generated host code."),
-    cli.HelpEntry("-l <path>", "Tile libraries to load. Requires the SIMT preview."),
-    cli.HelpEntry("--lineinfo", "Generate line-number information (if present in the input bytecode)"),
-    cli.HelpEntry("--list-versions", "List all supported bytecode versions and exit"),
-    cli.HelpEntry("-o", "Alias for --output-file"),
-    cli.HelpEntry("--opt-level=<N>", "Specify optimization level. Default Value: 3."),
-    cli.HelpEntry("--output-file=<file>", "Specify name of output file."),
-    cli.HelpEntry("--preview=<feature[,feature...]>", "Enable one or more named preview features"),
-    cli.HelpEntry("--remark-format=<value>", "Specify the format for remark output"),
-    cli.HelpEntry("--remarks=<value>", "Enable all remark types for the specified category"),
-    cli.HelpEntry("--remarks-output-file=<string>", "Output file for YAML remark format."),
-    cli.HelpEntry("--sanitize=<value>", "Enable compiler instrumentation for the sanitizer tool."),
-    cli.HelpEntry("--version", "Display the version of this program"),
-)
+def _remark_option(kind: str) -> cli.HelpOption:
+    """``--remarks-<kind>``: the same four categories, worded per remark kind."""
+    return cli.HelpOption(f"--remarks-{kind}=<value>", f"Category for {kind} optimization remarks", (
+        ("none", f"Disable {kind} remarks"), ("all", f"Show all {kind} remarks"),
+        ("memory", f"Show memory-related {kind} remarks"),
+        ("tensorcore", f"Show tensor-core {kind} remarks")))
 
-LONG_NAMES = ("help", "help-list", "version", "list-versions", "gpu-name", "arch", "output-file",
+
+#: ``--help``: NVIDIA's categories and texts, then ours (options NVIDIA's tool lacks).
+HELP_CATEGORIES = (cli.GENERIC_OPTIONS, cli.HelpCategory("TileIR Assembler Options", (
+    cli.HelpOption("-O", "Alias for --opt-level"),
+    cli.HelpOption("--apply-controls=<path>", "Composite ACF file forwarded to libNVVM and, when used, "
+                   "direct PTXAS. Paths requiring quoting, including paths with whitespace, are unsupported."),
+    cli.HelpOption("--arch", "Alias for --gpu-name"),
+    cli.HelpOption("--device-debug", "Generate debug information (if present in the input bytecode)"),
+    cli.HelpOption("-g", "Alias for --device-debug"),
+    cli.HelpOption("--gpu-name=<value>", "Specify name of NVIDIA GPU to generate code for.",
+                   [(n, f"SM {n[3:]}") for n in GPU_NAMES]),
+    cli.HelpOption("--host-arch=<value>", "Specify the architecture for the generated host code.",
+                   [(a, a) for a in HOST_ARCHS]),
+    cli.HelpOption("--host-os=<value>", "Specify the operating system for the generated host code.",
+                   [(o, o) for o in HOST_OSES]),
+    cli.HelpOption("-l <path>", "Tile libraries to load. Requires the SIMT preview."),
+    cli.HelpOption("--lineinfo", "Generate line-number information (if present in the input bytecode)"),
+    cli.HelpOption("--list-versions", "List all supported bytecode versions and exit"),
+    cli.HelpOption("-o", "Alias for --output-file"),
+    cli.HelpOption("--opt-level=<N>", "Specify optimization level. Default Value: 3."),
+    cli.HelpOption("--output-file=<file>", "Specify name of output file."),
+    cli.HelpOption("--preview=<feature[,feature...]>", "Enable one or more named preview features"),
+    cli.HelpOption("--sanitize=<value>", "Enable compiler instrumentation for the sanitizer tool "
+                   "specified by the option.", [("memcheck", "Sanitize memory accesses")]),
+)), cli.HelpCategory("TileIR Assembler Remark Options", (
+    cli.HelpOption("--remark-format=<value>", "Specify the format for remark output", (
+        ("command-line", "Print remarks to command-line"), ("yaml", "Write remarks to YAML file"))),
+    cli.HelpOption("--remarks=<value>", "Enable all remark types (passed, missed, failed, analysis) "
+                   "for the specified category", (
+                       ("none", "Disable all remarks"), ("all", "Show all remarks"),
+                       ("memory", "Show memory-related remarks"),
+                       ("tensorcore", "Show tensor-core remarks"))),
+    *(_remark_option(kind) for kind in ("analysis", "failed", "missed", "passed")),
+    cli.HelpOption("--remarks-output-file=<string>",
+                   "Output file for YAML remark format. Default is tileir_remarks.yaml"),
+), "Filter remarks by category."), cli.HelpCategory("Pipeline Options (this tileiras only)", (
+    cli.HelpOption("--bytecode-version=<M.m>", "With --emit=bytecode: the version to write"),
+    cli.HelpOption("--emit=<value>", "Stop after a stage and write its output instead of the cubin", (
+        ("mlir", "MLIR text, as tileirdisasm prints it"),
+        ("bytecode", "Tile IR bytecode"),
+        ("tileaa", "alias-aware IR: memory dependences and value facts"),
+        ("tileas", "scheduled IR: the layout of every tile"),
+        ("sched", "modulo schedules of the for loops (not used by codegen yet)"),
+        ("llvm", "NVVM LLVM IR"),
+        ("ptx", "PTX, as passed to ptxas"),
+        ("cubin", "the cubin (the default)"))),
+)))
+
+LONG_NAMES = ("help", "help-list", "help-hidden", "help-list-hidden", "print-options",
+              "print-all-options", "version", "list-versions", "gpu-name", "arch", "output-file",
               "opt-level", "lineinfo", "device-debug", "host-arch", "host-os", "remarks",
               "remarks-analysis", "remarks-failed", "remarks-missed", "remarks-passed",
               "remark-format", "remarks-output-file", "preview", "sanitize", "apply-controls",
               "emit", "bytecode-version")
-IMMEDIATE_FLAGS = ("--help", "--help-list", "--version", "--list-versions")
+IMMEDIATE_FLAGS = (*cli.HELP_FLAGS, "--version", "--list-versions")
 REMARK_OPTIONS = ("remarks", "remarks_analysis", "remarks_failed", "remarks_missed", "remarks_passed")
 
 
@@ -142,6 +163,8 @@ class DriverOptions:
 @click.option("--remarks-output-file", default="tileir_remarks.yaml")
 @click.option("--emit", default=None)
 @click.option("--bytecode-version", default=None)
+@click.option("--print-options", is_flag=True)  # accepted; NVIDIA's prints nothing either
+@click.option("--print-all-options", is_flag=True)
 def command(**params: object) -> int:
     """Compile one Tile IR bytecode file."""
     options = parse_options(params)
@@ -217,14 +240,23 @@ class _NoInput(UsageError):
 
 
 def compile_file(options: DriverOptions) -> int:
+    from .tile.codes import MAGIC
+
     data = cli.read_input_file(options.input)
+    needs_target = options.emit is None or options.emit.needs_target
+    is_bytecode = data.startswith(MAGIC) or options.emit is None
+    if needs_target and is_bytecode:  # NVIDIA's order: header, options, then the sections
+        from .reader import read_header_version
+
+        check_codegen_options(options, read_header_version(data))
     module = read_input_module(data, options.input, options.bytecode_version, text_ok=options.emit is not None,
                                preview=options.preview)
-    if options.emit is not None and not options.emit.needs_target:
+    if not needs_target:
         output = emit_module(module, options)
         cli.write_output(options.output_file or "-", output, EXIT_BAD_OPTION)
         return 0
-    check_codegen_options(options, module.version)
+    if not is_bytecode:
+        check_codegen_options(options, module.version)
     check_target(module, options.gpu_name)
     stage = options.emit.value if options.emit else "cubin"
     result = compile_module(module, CompileOptions(
@@ -284,7 +316,7 @@ def emit_module(module: object, options: DriverOptions) -> bytes:
 
 
 def check_codegen_options(options: DriverOptions, file_version: Version) -> None:
-    """The checks NVIDIA's tool makes after parsing the bytecode (exit code 2)."""
+    """The checks NVIDIA's tool makes after reading the bytecode header (exit code 2)."""
     if options.gpu_name is None:
         raise OptionError(
             "GPU architecture sm_0 is not supported by this version of tileiras. You may need a "
@@ -295,6 +327,8 @@ def check_codegen_options(options: DriverOptions, file_version: Version) -> None
     if options.device_debug and options.opt_level != 0:
         raise OptionError("optimized debugging is currently not supported, change the "
                           "optimization level to 0 or disable full debug info")
+    if options.apply_controls:  # NVIDIA's 13.5 refuses every ACF file on Linux and Windows
+        raise OptionError("--apply-controls is not supported on this platform")
 
 
 class TargetError(CompileError):
@@ -314,8 +348,8 @@ def check_target(module: object, gpu_name: Optional[str]) -> None:
         raise TargetError(str(err)) from None
 
 
-def help_text() -> str:
-    return cli.format_help(TITLE, USAGE, HELP_ENTRIES)
+def help_text(flag: str = "--help") -> str:
+    return cli.format_help(TITLE, USAGE, HELP_CATEGORIES, flag)
 
 
 def immediate_output(flag: str) -> str:
@@ -323,7 +357,7 @@ def immediate_output(flag: str) -> str:
         return cli.format_version(TITLE)
     if flag == "--list-versions":
         return "".join(f"{v}\n" for v in SUPPORTED_VERSIONS)
-    return help_text()
+    return help_text(flag)
 
 
 def run(argv: Sequence[str]) -> int:
@@ -344,7 +378,7 @@ def run(argv: Sequence[str]) -> int:
         try:
             return command.callback(**params)  # type: ignore[misc]
         except _NoInput:
-            sys.stdout.write(help_text())
+            sys.stdout.write(help_text("--help-list"))  # as NVIDIA's: the flat list
             raise
 
     return cli.run_guarded(body)

@@ -73,6 +73,14 @@ def read_bytecode(data: bytes, filename: Optional[str] = "<input>") -> Module:
     return module
 
 
+def read_header_version(data: bytes, filename: Optional[str] = None) -> Version:
+    """The bytecode version after checking only the 12-byte header (magic, version, tag).
+
+    NVIDIA's tileiras checks its options against the header before it reads any section,
+    so a bad ``-O`` beats a truncated body (and its sm_0 message names this version)."""
+    return _read_header(ByteReader(data, filename=filename))[0]
+
+
 def _read_header(r: ByteReader) -> tuple[Version, int]:
     if len(r.data) < len(MAGIC) or r.data[:len(MAGIC)] != MAGIC:
         raise BytecodeError(NOT_TILE_IR, filename=r.filename)
