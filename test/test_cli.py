@@ -532,3 +532,29 @@ def test_empty_apply_controls_compiles(run, sample, tmp_path):
     assert r.rc == 0 and out.read_bytes()[:4] == b"\x7fELF"
     r = run([sample, "--gpu-name", "sm_90", "--apply-controls=ctl.acf", "--apply-controls=", "-o", out])
     assert r.rc == 0  # the last one counts, as in LLVM's parser
+
+
+def _repad(data: bytes, byte: int) -> tuple[bytes, int]:
+    """``data`` with every section's alignment padding set to ``byte``; how many bytes."""
+    from tileiras.reader.stream import ByteReader
+
+    out, r, count = bytearray(data), ByteReader(data), 0
+    r.pos = 12
+    while (head := r.u8("section id")) & 0x7F:
+        length = r.varint("section length")
+        if head & 0x80:
+            alignment = r.varint("section alignment")
+            while r.pos % alignment:
+                out[r.pos], count = byte, count + 1
+                r.pos += 1
+        r.pos += length
+    return bytes(out), count
+
+
+def test_any_padding_byte_is_read_as_nvidia_reads_it(run, sample, tmp_path):
+    """Writers pad aligned sections with 0xCB, but NVIDIA's reader never looks at them."""
+    data, count = _repad(sample.read_bytes(), 0x00)
+    assert count > 0 and data != sample.read_bytes()
+    path = tmp_path / "zero_padded.tileir"
+    path.write_bytes(data)
+    assert run([path], tool=disasm).out == run([sample], tool=disasm).out

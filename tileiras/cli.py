@@ -281,26 +281,29 @@ def read_module(data: bytes, preview: tuple[str, ...] = ()) -> "Module":
 
     NVIDIA's 13.5 tools read a non-entry function only as the SIMT preview's
     ``cuda_tile.preview$func``, and that only as a bodiless extern declaration (its
-    body comes from a ``-l`` library): one with a body is refused before verification
-    without ``--preview=simt``, after it with."""
+    body comes from a ``-l`` library): any is refused before verification without
+    ``--preview=simt``; with it, the verifier checks the declarations and a function
+    with a body is refused after it.  A header advertising preview content (a
+    ``preview$call``) also needs a preview feature."""
     from .reader import read_bytecode
     from .verify import check_module
 
-    module = read_bytecode(data, filename=None)  # NVIDIA's messages name no file
+    module = read_bytecode(data, filename=None, preview=preview)  # NVIDIA's messages name no file
     simt = "simt" in preview
     if not simt:
         _refuse_non_entry(module, "uses preview feature 'simt', which is not enabled")
     check_module(module)
     if simt:
-        _refuse_non_entry(module, "'cuda_tile.preview$func' op must be extern when serialized to bytecode")
+        _refuse_non_entry(module, "'cuda_tile.preview$func' op must be extern when serialized to bytecode",
+                          with_body=True)
     return module
 
 
-def _refuse_non_entry(module: "Module", message: str) -> None:
+def _refuse_non_entry(module: "Module", message: str, with_body: bool = False) -> None:
     """NVIDIA reports the first non-entry function only, without its location (tileiras)."""
     from .verify import Diagnostic, Severity, VerifyError
 
-    if any(not fn.is_entry for fn in module.functions):
+    if any(not fn.is_entry and not (with_body and fn.is_extern) for fn in module.functions):
         raise VerifyError([Diagnostic(None, Severity.ERROR, message)])
 
 

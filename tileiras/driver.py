@@ -11,6 +11,7 @@ it as bytecode (optionally at another version), without needing ``--gpu-name``.
 """
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from enum import Enum
@@ -18,7 +19,7 @@ from typing import Optional, Sequence
 
 import click
 
-from . import cli
+from . import cli, tilelib
 from .errors import EXIT_BAD_OPTION, CompileError, OptionError, UsageError
 from .ir.version import SUPPORTED_VERSIONS, Version, is_supported
 from .pipeline import CompileOptions, compile_module
@@ -113,7 +114,8 @@ LONG_NAMES = ("help", "help-list", "help-hidden", "help-list-hidden", "print-opt
               "opt-level", "lineinfo", "device-debug", "host-arch", "host-os", "remarks",
               "remarks-analysis", "remarks-failed", "remarks-missed", "remarks-passed",
               "remark-format", "remarks-output-file", "preview", "sanitize", "apply-controls",
-              "emit", "bytecode-version")
+              "emit", "bytecode-version", "preview-create-tile-lib", "preview-interface",
+              "preview-implementation")
 IMMEDIATE_FLAGS = (*cli.HELP_FLAGS, "--version", "--list-versions")
 REMARK_OPTIONS = ("remarks", "remarks_analysis", "remarks_failed", "remarks_missed", "remarks_passed")
 
@@ -139,6 +141,10 @@ class DriverOptions:
     remarks_output_file: str
     emit: Optional[Emit]
     bytecode_version: Optional[Version]
+    #: NVIDIA's hidden ``--preview-create-tile-lib`` mode and its two inputs (tilelib.py)
+    create_tile_lib: bool = False
+    interface: Optional[str] = None
+    implementations: tuple[str, ...] = ()
 
 
 @click.command(PROG, add_help_option=False)
@@ -165,9 +171,14 @@ class DriverOptions:
 @click.option("--bytecode-version", default=None)
 @click.option("--print-options", is_flag=True)  # accepted; NVIDIA's prints nothing either
 @click.option("--print-all-options", is_flag=True)
+@click.option("--preview-create-tile-lib", "create_tile_lib", is_flag=True)
+@click.option("--preview-interface", "interface", default=None)
+@click.option("--preview-implementation", "implementations", multiple=True)
 def command(**params: object) -> int:
-    """Compile one Tile IR bytecode file."""
+    """Compile one Tile IR bytecode file (or, hidden as in NVIDIA's tool, make a tile library)."""
     options = parse_options(params)
+    if options.create_tile_lib:
+        return create_tile_library(options)
     return compile_file(options)
 
 
@@ -181,7 +192,7 @@ def parse_options(params: dict) -> DriverOptions:
     inputs = params["inputs"]
     if len(inputs) > 1:
         raise cli.too_many_positionals(PROG)
-    if not inputs:
+    if not inputs and not params["create_tile_lib"]:  # that mode reads no input file
         raise _NoInput()
     choice("--gpu-name", params["gpu_name"], GPU_NAMES)
     choice("--host-arch", params["host_arch"], HOST_ARCHS)
@@ -191,11 +202,9 @@ def parse_options(params: dict) -> DriverOptions:
     for name in REMARK_OPTIONS:
         choice("--" + name.replace("_", "-"), params[name], REMARK_CATEGORIES)
     preview = cli.parse_preview(PROG, params["preview"])
-    if params["libraries"] and "simt" not in preview:
-        raise cli.CommandLineError(PROG, "for the -l option: requires the SIMT preview (--preview=simt)")
     emit = Emit(choice("--emit", params["emit"], [e.value for e in Emit])) if params["emit"] else None
     return DriverOptions(
-        input=inputs[0], output_file=params["output_file"], gpu_name=params["gpu_name"],
+        input=inputs[0] if inputs else "", output_file=params["output_file"], gpu_name=params["gpu_name"],
         opt_level=_parse_int("--opt-level", params["opt_level"]),
         lineinfo=params["lineinfo"], device_debug=params["device_debug"],
         host_arch=params["host_arch"], host_os=params["host_os"], preview=preview,
@@ -203,7 +212,9 @@ def parse_options(params: dict) -> DriverOptions:
         apply_controls=params["apply_controls"], remark_format=params["remark_format"],
         remarks=tuple((n, params[n]) for n in REMARK_OPTIONS if params[n] is not None),
         remarks_output_file=params["remarks_output_file"], emit=emit,
-        bytecode_version=_parse_bytecode_version(params["bytecode_version"], emit))
+        bytecode_version=_parse_bytecode_version(params["bytecode_version"], emit),
+        create_tile_lib=params["create_tile_lib"], interface=params["interface"],
+        implementations=tuple(params["implementations"]))
 
 
 def _parse_int(option: str, text: str) -> int:
@@ -257,6 +268,7 @@ def compile_file(options: DriverOptions) -> int:
         return 0
     if not is_bytecode:
         check_codegen_options(options, module.version)
+    tilelib.link(module, options.libraries, options.preview)
     check_target(module, options.gpu_name)
     stage = options.emit.value if options.emit else "cubin"
     result = compile_module(module, CompileOptions(
@@ -268,6 +280,20 @@ def compile_file(options: DriverOptions) -> int:
     cli.write_output(options.output_file or default, output, EXIT_BAD_OPTION)
     if options.remarks:
         emit_remarks(module, options)
+    return 0
+
+
+def create_tile_library(options: DriverOptions) -> int:
+    """``--preview-create-tile-lib``: the interface and implementation files in one
+    object (``-o``, default ``elf.o``), as NVIDIA's tool writes it."""
+    library = tilelib.create(options.interface, options.implementations, options.host_arch, options.host_os)
+    path = options.output_file or tilelib.DEFAULT_OUTPUT
+    try:
+        with open(path, "wb") as f:
+            f.write(library)
+    except OSError as e:
+        raise OptionError(f"could not open output file {path}: cannot open output file '{path}': "
+                          f"{os.strerror(e.errno or 0)}") from None
     return 0
 
 

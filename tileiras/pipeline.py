@@ -66,12 +66,20 @@ class Stage:
     feeds_later: bool = True
 
 
+#: NVIDIA's whole message when its tileiras 13.5 meets a ``preview$call`` it cannot resolve
+#: (no declaration of a callee passes its verifier, so it resolves none: see tilelib.py).
+CALL_UNRESOLVED = "failed to compile Tile IR program"
+
+
 def _tileaa(c: Compilation) -> None:
     from .lower.tileaa import analyze
+    from .tile.ops_control import PreviewCallOp
 
     for fn in c.module.functions:
         if not fn.is_entry:
             raise CompileError(ENTRY_ONLY)
+        if any(isinstance(op, PreviewCallOp) for op in fn.walk()):
+            raise CompileError(CALL_UNRESOLVED)
         c.aa[fn.name] = analyze(fn)
 
 
@@ -128,9 +136,11 @@ def _ptx(c: Compilation) -> None:
         raise host_error
     info = getattr(c.llvm, "_tileiras_lineinfo", None)
     if info is not None:
-        from .codegen.ptx import attach_intermediate_source
+        from .codegen.ptx import attach_intermediate_source, drop_line_table_labels
 
         c.ptx = attach_intermediate_source(c.ptx, c.tile_text, info.sources)
+        if not info.full:
+            c.ptx = drop_line_table_labels(c.ptx)
 
 
 def _cubin(c: Compilation) -> None:

@@ -176,6 +176,8 @@ class KernelEmitter:
         for op in block.ops:
             if self.b.block.is_terminated:
                 break  # code after break/continue/return is unreachable
+            if op in self.tas.aa.dead:
+                continue
             group = self.tas.chunked.get(op)
             if group is not None:
                 if op is group.anchor:
@@ -236,11 +238,17 @@ class KernelEmitter:
         b.position_at_end(done)
 
     def emit_op(self, op: Operation) -> None:
+        if op in self.tas.aa.silent:  # computes or stores undefined values only (tileaa.poison_of)
+            for r in op.results:
+                layout = self.tas.layouts.get(r)
+                undefined = ir.Constant(llvm_type(r.type), ir.Undefined) if layout is not None else None
+                self.put(r, None if layout is None else TileVal(layout, [undefined] * layout.size("reg")))
+            return
         emitter = EMITTERS.get(type(op))
         if emitter is None:
             raise CompileError(f"code generation for '{op.definition.full_name}' is not supported yet")
         if self.scope is not None:
-            self.b.debug_metadata = self.lineinfo.location(op, self.scope)
+            self.b.debug_metadata = self.lineinfo.location(op, self.scope, self.fn.name)
         emitter(self, op)
 
     def reads(self, op: Operation) -> list[Value]:
@@ -516,4 +524,30 @@ def emit_module(module: Module, analyses: dict[str, TileAS], target: Target,
             em = KernelEmitter(llmod, fn, analyses[fn.name], target, max(cga, 1))
             em.run()
             order_function(em.llfn)
+    order_globals(llmod, [g.name for g in module.globals])
     return llmod
+
+
+def order_globals(llmod: ir.Module, module_globals: Sequence[str]) -> None:
+    """Define the launch metadata and order the globals as NVIDIA's PTX lists them.
+
+    NVIDIA's order: the formats ``print`` lowered to, ``___NV_TILE_LAUNCH_META_DATA___``,
+    the module's own globals, then the rest (math tables, constants, shared memory)."""
+    from .abi import LAUNCH_METADATA_NAME
+
+    meta_t = ir.ArrayType(ir.IntType(8), 64)
+    meta = ir.GlobalVariable(llmod, meta_t, name=LAUNCH_METADATA_NAME, addrspace=1)
+    meta.initializer = ir.Constant(meta_t, None)
+    meta.align = 8
+    own = {name: i for i, name in enumerate(module_globals)}
+
+    def rank(name: str) -> tuple[int, int]:
+        if name.startswith("printfFormat_"):
+            return (0, 0)
+        if name == LAUNCH_METADATA_NAME:
+            return (1, 0)
+        return (2, own[name]) if name in own else (3, 0)
+
+    items = sorted(llmod.globals.items(), key=lambda kv: rank(kv[0]))  # stable within a rank
+    llmod.globals.clear()
+    llmod.globals.update(items)

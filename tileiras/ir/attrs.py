@@ -91,3 +91,18 @@ class OptimizationHintsAttr(Attribute):
 class BoundedAttr(Attribute):
     lower: Optional[int]
     upper: Optional[int]
+
+
+def i1_elements(data: bytes, count: int) -> list[int]:
+    """The ``count`` values (0/1) of i1 dense data, in one reading for every stage.
+
+    MLIR packs i1 elements eight a byte, lowest index in the lowest bit; a single byte
+    of equal bits (0x00 or 0xFF) is a splat; data of one byte an element (as some
+    writers produce for more than eight elements) is read byte by byte."""
+    if len(data) == 1 and data[0] in (0, 0xFF):
+        return [data[0] & 1] * count
+    if len(data) == (count + 7) // 8:
+        return [(data[i // 8] >> (i % 8)) & 1 for i in range(count)]
+    if len(data) == 1:
+        return [int(data[0] != 0)] * count
+    return [b & 1 for b in data]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Optional, Sequence
 
-from .attrs import DictAttr, OptimizationHintsAttr
+from .attrs import ArrayAttr, DictAttr, OptimizationHintsAttr
 from .types import FunctionType, Type
 from .version import Version
 
@@ -111,6 +111,13 @@ class Function:
     hints: Optional[OptimizationHintsAttr] = None
     arg_attrs: Optional[tuple[DictAttr, ...]] = None  # 13.5+: per-argument attribute dicts
     loc: Optional["DebugAttr"] = None
+    #: 13.5+ (SIMT preview): the constant parameters of a bodiless extern declaration
+    #: (``cuda_tile.preview$func``); None for a function with a body.
+    const_params: Optional[ArrayAttr] = None
+
+    @property
+    def is_extern(self) -> bool:
+        return self.const_params is not None
 
     @property
     def entry_block(self) -> Block:

@@ -116,7 +116,7 @@ class TileAS:
         """The ops that use ``v`` (anywhere in the function)."""
         if self._users is None:
             self._users = {}
-            for op in self.aa.function.walk():
+            for op in self.aa.live_ops():
                 for u in op.operands:
                     self._users.setdefault(u, []).append(op)
         return self._users.get(v, [])
@@ -190,10 +190,9 @@ def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[in
     if hint:
         warps = hint
     else:
-        biggest = max((r.type.num_elements for op in aa.function.walk() for r in op.results if is_tile(r)),
-                      default=1)
+        biggest = max((r.type.num_elements for op in aa.live_ops() for r in op.results if is_tile(r)), default=1)
         warps = 1 if biggest <= 1 else DEFAULT_WARPS
-    warps += max((mma_extra_warps(op, arch) for op in aa.function.walk()), default=0)
+    warps += max((mma_extra_warps(op, arch) for op in aa.live_ops()), default=0)
     layout_warps = 1 << (warps.bit_length() - 1)
     return layout_warps, warps - layout_warps
 
@@ -211,6 +210,8 @@ def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int =
 
 def _assign_block(tas: TileAS, block: Block) -> None:
     for op in block.ops:
+        if op in tas.aa.dead:
+            continue
         rule = _RULES.get(type(op), _canonical_results)
         rule(tas, op)
 
@@ -695,7 +696,7 @@ def plan_chunks(tas: TileAS) -> None:
     """Find, in every block, stores of large tiles whose tile is computed element-wise
     from loads, constants and scalars used nowhere else: those become ChunkGroups."""
     users: dict[Value, list[Operation]] = {}
-    for op in tas.aa.function.walk():
+    for op in tas.aa.live_ops():
         for v in op.operands:
             users.setdefault(v, []).append(op)
     for op in tas.aa.function.walk():

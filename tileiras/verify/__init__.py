@@ -31,7 +31,7 @@ def verify_module(module: Module, *, gpu_name: Optional[str] = None,
     "error" to check them as cuda-tile-opt's -Wunsupported-hints / -Werr-hints do."""
     ctx = Context(module, gpu_name, hints=hints)
     versions.check_module(ctx, module)
-    structure.check_symbols(ctx, module)
+    structure.check_globals(ctx, module)
     types.check_globals(ctx, module)
     debuginfo.check_globals(ctx, module)
     for fn in module.functions:
@@ -42,6 +42,7 @@ def verify_module(module: Module, *, gpu_name: Optional[str] = None,
         debuginfo.check_scopes(ctx, fn)
         _walk_region(ctx, fn.body, set())
     ctx.function = None
+    structure.check_symbol_table(ctx, module)
     return ctx.diagnostics
 
 
