@@ -64,3 +64,19 @@ def test_loop_bodies_and_values_used_elsewhere_stay():
     order_function(fn)
     assert _names(fn.blocks[0]) == ["early", "late"]
     assert _names(fn.blocks[1]) == ["acc", "s0", "s1", "next", "more"]  # a loop body: emission order
+
+
+def test_values_do_not_move_past_a_collective():
+    """A value computed before a barrier and used after it stays before the barrier: what
+    one phase of collective work leaves behind is computed before the next phase."""
+    module, fn = _kernel()
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    x, y = fn.args[1], fn.args[2]
+    s = b.fadd(x, y, name="s")
+    b.asm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "~{memory}", [], side_effect=True)
+    t = b.fmul(x, x, name="t")
+    _store(b, b.fadd(s, t, name="u"), fn.args[0])
+    b.ret_void()
+    order_function(fn)
+    names = ["bar" if "bar.sync" in str(i) else i.name for i in fn.blocks[0].instructions]
+    assert names.index("s") < names.index("bar") < names.index("t") < names.index("u")

@@ -5,7 +5,7 @@ them here keeps the emitters free of PTX spelling.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 from llvmlite import ir
 
@@ -104,10 +104,11 @@ def predicated_load(b: ir.IRBuilder, ty: ir.Type, count: int, address: ir.Value,
     return [b.trunc(v, ty) if wide is not ty else v for v in vals]
 
 
-def predicated_store(b: ir.IRBuilder, values: Sequence[ir.Value], address: ir.Value, pred: ir.Value,
+def predicated_store(b: ir.IRBuilder, values: Sequence[ir.Value], address: ir.Value, pred: Optional[ir.Value],
                      qualifiers: str = "global", offset: int = 0, opcode: str = "st", suffix: str = "") -> None:
     """``<opcode>.<qualifiers>[.vN].<suffix or bXX> [address + offset], values`` when ``pred``
-    (``st``, or an instruction with the same operands such as ``multimem.red``)."""
+    (``st``, or an instruction with the same operands such as ``multimem.red``); always
+    when ``pred`` is None (a store already inside its own branch)."""
     ty = values[0].type
     letter, bits = reg_class(ty)
     vals = list(values)
@@ -115,12 +116,59 @@ def predicated_store(b: ir.IRBuilder, values: Sequence[ir.Value], address: ir.Va
         letter = "h"
         vals = [b.zext(v, I16) for v in vals]
     n = len(vals)
-    src = ", ".join(f"${i + 2}" for i in range(n))
+    preds, guard = ([], "") if pred is None else ([pred], "@$1 ")
+    src = ", ".join(f"${i + 1 + len(preds)}" for i in range(n))
     src_text = f"{{{src}}}" if n > 1 else src
     vec = f".v{n}" if n > 1 else ""
-    text = f"@$1 {opcode}.{qualifiers}{vec}.{suffix or bits} {_address(0, offset)}, {src_text};"
+    text = f"{guard}{opcode}.{qualifiers}{vec}.{suffix or bits} {_address(0, offset)}, {src_text};"
     ins = ",".join(letter for _ in range(n))
-    asm(b, ir.VoidType(), text, f"l,b,{ins},~{{memory}}", [address, pred, *vals], side_effect=True)
+    cons = ",".join(["l", *("b" for _ in preds), ins, "~{memory}"])
+    asm(b, ir.VoidType(), text, cons, [address, *preds, *vals], side_effect=True)
+
+
+def is_memory_asm(inst: ir.Instruction) -> bool:
+    """An inline asm with side effects (our loads, stores, atomics, special registers)."""
+    return isinstance(inst, ir.CallInstr) and isinstance(inst.callee, ir.InlineAsm) and inst.callee.side_effect
+
+
+def is_collective(inst: ir.Instruction) -> bool:
+    """A barrier or warp-wide exchange (shfl, redux, vote): work of a whole CTA or warp."""
+    if not isinstance(inst, ir.CallInstr):
+        return False
+    callee = inst.callee
+    if isinstance(callee, ir.InlineAsm):
+        return any(name in callee.asm for name in ("bar.sync", "barrier", "shfl.", "redux.", "vote."))
+    return callee.name.startswith(("llvm.nvvm.shfl.", "llvm.nvvm.redux.", "llvm.nvvm.vote.", "llvm.nvvm.barrier"))
+
+
+#: PTX instructions that ptxas expands into code with branches (a slow path for special
+#: operands): IEEE-rounded division, reciprocal and square root.
+_SLOW_PATH_PTX = ("div.rn", "div.rz", "div.rm", "div.rp", "div.full", "rcp.rn", "rcp.rz", "rcp.rm", "rcp.rp",
+                  "sqrt.rn", "sqrt.rz", "sqrt.rm", "sqrt.rp")
+_SLOW_PATH_INTRINSICS = ("llvm.sqrt.", "llvm.nvvm.sqrt.", "llvm.nvvm.div.", "llvm.nvvm.rcp.")
+
+
+def has_slow_path(inst: ir.Instruction, seen: Optional[set[str]] = None) -> bool:
+    """Does ``inst`` become code with branches: an IEEE float division, remainder, square
+    root or reciprocal, a 64-bit integer division by a variable, a call of a function with
+    branches or such an instruction?"""
+    if inst.opname in ("fdiv", "frem"):
+        return True
+    if inst.opname in ("sdiv", "udiv", "srem", "urem"):
+        return inst.type.width > 32 and not isinstance(inst.operands[1], ir.Constant)
+    if not isinstance(inst, ir.CallInstr):
+        return False
+    callee = inst.callee
+    if isinstance(callee, ir.InlineAsm):
+        return any(name in callee.asm for name in _SLOW_PATH_PTX)
+    if callee.name.startswith(_SLOW_PATH_INTRINSICS):
+        return True
+    seen = set() if seen is None else seen
+    if callee.name in seen:
+        return False
+    seen.add(callee.name)
+    return len(callee.blocks) > 1 or any(has_slow_path(i, seen) for block in callee.blocks
+                                         for i in block.instructions)
 
 
 def fence(b: ir.IRBuilder, semantics: str, scope: str, pred: ir.Value | None = None) -> None:

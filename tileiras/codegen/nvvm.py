@@ -75,6 +75,8 @@ class KernelEmitter:
         self.pb = ir.IRBuilder(self.llfn.append_basic_block("entry"))
         self.b = ir.IRBuilder(self.llfn.append_basic_block("body"))
         self.values: dict[Value, Emitted] = {}
+        #: ids of the phis that merge a guarded load's registers with its padding
+        self.load_merges: set[int] = set()
         self._coord_cache: dict[LinearLayout, list[ir.Value]] = {}
         self._owner_cache: dict[LinearLayout, Optional[ir.Value]] = {}
         self._smem: Optional[ir.GlobalVariable] = None
@@ -150,9 +152,25 @@ class KernelEmitter:
             op = producer.get(v)
             if op is not None and op in deferred:
                 del deferred[op]
-                for u in op.operands:
+                for u in loads_first(self.reads(op)):
                     materialize(u)
                 self.emit_op(op)
+
+        def loads_first(values: Sequence[Value]) -> list[Value]:
+            """``values`` in the order to emit them: those that wait for a pending load first.
+            A load branches around its access, so what is emitted before it lands in an
+            earlier block and stays live across the load (gather_scatter: a store's
+            addresses computed before the loads of its values)."""
+            memo: dict[Value, bool] = {}
+
+            def waits(v: Value) -> bool:
+                if v not in memo:
+                    op = producer.get(v)
+                    memo[v] = False
+                    memo[v] = op is not None and op in deferred and (
+                        isinstance(op, DEFERRABLE_LOADS) or any(waits(u) for u in self.reads(op)))
+                return memo[v]
+            return sorted(values, key=lambda v: not waits(v))
 
         for op in block.ops:
             if self.b.block.is_terminated:
@@ -177,11 +195,13 @@ class KernelEmitter:
                 for pending in list(deferred):
                     for r in pending.results:
                         materialize(r)
+            needed = []
             for i, v in enumerate(op.operands):
                 plan = self.tas.recomputed.get((op, i))
                 # a value computed again for this use: only what its recomputation starts from
-                for u in [v] if plan is None else [w for p in plan for w in p.owner.operands if w not in plan]:
-                    materialize(u)
+                needed += [v] if plan is None else [w for p in plan for w in p.owner.operands if w not in plan]
+            for u in loads_first(needed):
+                materialize(u)
             if self.writes_memory(op):  # loads stay before the writes token-ordered after them
                 ordered = self.tas.aa.deps.get(op, ())
                 for pending in [d for d in deferred if isinstance(d, DEFERRABLE_LOADS) and d in ordered]:
@@ -229,6 +249,12 @@ class KernelEmitter:
         if self.scope is not None:
             self.b.debug_metadata = self.lineinfo.location(op, self.scope, self.fn.name)
         emitter(self, op)
+
+    def reads(self, op: Operation) -> list[Value]:
+        """The values ``op``'s emitter reads: its operands, but for an extract that picks
+        from an operand of a ``cat`` (tileas.pick_sources), that operand."""
+        source = self.tas.pick_sources.get(op)
+        return list(op.operands) if source is None else [source, *op.operands[1:]]
 
     def is_deferrable(self, op: Operation) -> bool:
         if isinstance(op, DEFERRABLE_LOADS):
