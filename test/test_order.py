@@ -106,7 +106,7 @@ def test_a_division_stays_with_its_element_when_moving_it_up_keeps_more_values_a
     division too, so each element keeps its depth-first chain (ew_arith: 25 registers
     that way, 28 with all divisions first)."""
     _, fn = _kernel()
-    p, x, y = fn.args
+    p, _, y = fn.args
     b = ir.IRBuilder(fn.append_basic_block("body"))
     load = ir.FunctionType(F32, [p.type])
     x0 = b.asm(load, "ld.global.f32 $0, [$1];", "=f,l", [p], side_effect=True, name="x0")
@@ -125,7 +125,7 @@ def test_calls_are_the_slow_path_instructions():
     division; not the approximate or full-range forms, nor 32-bit integer division."""
     from tileiras.codegen.order import becomes_call
     _, fn = _kernel()
-    p, x, y = fn.args
+    _, x, y = fn.args
     b = ir.IRBuilder(fn.append_basic_block("body"))
     i32, i64 = ir.IntType(32), ir.IntType(64)
     unary = ir.FunctionType(F32, [F32])
