@@ -532,3 +532,62 @@ def test_empty_apply_controls_compiles(run, sample, tmp_path):
     assert r.rc == 0 and out.read_bytes()[:4] == b"\x7fELF"
     r = run([sample, "--gpu-name", "sm_90", "--apply-controls=ctl.acf", "--apply-controls=", "-o", out])
     assert r.rc == 0  # the last one counts, as in LLVM's parser
+
+
+def _repad(data: bytes, byte: int) -> tuple[bytes, int]:
+    """``data`` with every section's alignment padding set to ``byte``; how many bytes."""
+    from tileiras.reader.stream import ByteReader
+
+    out, r, count = bytearray(data), ByteReader(data), 0
+    r.pos = 12
+    while (head := r.u8("section id")) & 0x7F:
+        length = r.varint("section length")
+        if head & 0x80:
+            alignment = r.varint("section alignment")
+            while r.pos % alignment:
+                out[r.pos], count = byte, count + 1
+                r.pos += 1
+        r.pos += length
+    return bytes(out), count
+
+
+def test_any_padding_byte_is_read_as_nvidia_reads_it(run, sample, tmp_path):
+    """Writers pad aligned sections with 0xCB, but NVIDIA's reader never looks at them."""
+    data, count = _repad(sample.read_bytes(), 0x00)
+    assert count > 0 and data != sample.read_bytes()
+    path = tmp_path / "zero_padded.tileir"
+    path.write_bytes(data)
+    assert run([path], tool=disasm).out == run([sample], tool=disasm).out
+
+
+def _module_bytes(body: str, args: str = "%a: tile<i32>") -> bytes:
+    from tileiras.ir.version import NEWEST
+    from tileiras.text.parser import parse_module
+    from tileiras.writer import write_bytecode
+
+    text = f"cuda_tile.module @m {{\n  entry @k({args}) {{\n{body}    return\n  }}\n}}\n"
+    return write_bytecode(parse_module(text, "k.mlir", version=NEWEST), version=NEWEST)
+
+
+@pytest.mark.parametrize("arg, spelled", [("i32", "'i32'"), ("token", "'!cuda_tile.token'")])
+def test_entry_arguments_must_be_rank0_tiles(run, tmp_path, arg, spelled):
+    """NVIDIA's reader refuses kernel arguments other than rank-0 tiles (exit 3)."""
+    path = tmp_path / "k.tileir"
+    path.write_bytes(_module_bytes("", f"%a: tile<i32>, %b: {arg}"))
+    for tool, extra in ((disasm, []), (driver, ["--gpu-name", "sm_90"])):
+        r = run([path, *extra], tool=tool)
+        assert (r.rc, r.err) == (3, f"error: unsupported type in bytecode for entry argument #1: {spelled}; "
+                                    "expected a rank-0 !cuda_tile.tile type\n")
+
+
+@pytest.mark.parametrize("attr, tag", [("div_by<16>", 8), ("bounded<0, 7>", 12)])
+def test_unused_optional_parameter_flags_are_refused(run, tmp_path, attr, tag):
+    """div_by/bounded say which optional parameters follow in two bits; NVIDIA refuses more."""
+    data = _module_bytes(f"    %x = assume {attr}, %a : tile<i32>\n")
+    head = bytes([tag, 16]) if tag == 8 else bytes([tag])
+    at = data.index(head) + len(head)
+    assert data[at] in (0, 3)
+    path = tmp_path / "k.tileir"
+    path.write_bytes(data[:at] + bytes([data[at] | 4]) + data[at + 1:])
+    r = run([path], tool=disasm)
+    assert (r.rc, r.err) == (3, f"error: error at offset {at}: unused bits set in optional parameter flags\n")

@@ -2,7 +2,10 @@
 
 NVIDIA's tools parse their arguments with LLVM's ``cl`` library; ours use click as the
 parser and translate click's exceptions into LLVM's wording (``<prog>: for the -O option:
-requires a value!``), so scripts that read stderr (cuTile does) see the same lines.
+requires a value!``), so scripts that read stderr (cuTile does) see the same lines.  A
+command declares its options once (``Option``); click is imported only for a command line
+that is not spelled plainly (``parse_plain``), since importing it costs about 20 ms of
+every cold start.
 
 Everything a command does runs inside ``run_guarded``: a ``TileIRError`` becomes its
 one-line message and exit code; any other exception is a bug, reported as
@@ -13,17 +16,17 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
-
-import click
 
 from .errors import EXIT_COMPILE, EXIT_USAGE, TileIRError, UsageError
 from .knobs import knobs
 from .launch import current_umask
+from .record import record
 
 if TYPE_CHECKING:  # pragma: no cover
+    import click
+
     from .ir.core import Module
 
 #: The version banner of NVIDIA's tools (cuTile keys its disk cache on this text);
@@ -186,12 +189,87 @@ def find_immediate_flag(argv: Sequence[str], flags: Iterable[str]) -> Optional[i
     return None
 
 
+@record(frozen=True)
+class Option:
+    """One option of a command: its spellings, the parameter it fills, its value when absent.
+
+    A value option holds the last value given (``default`` without one), a ``multiple``
+    one every value in order, a ``flag`` whether it was given."""
+
+    dest: str
+    decls: tuple[str, ...]
+    default: Optional[str] = None
+    flag: bool = False
+    multiple: bool = False
+
+    @property
+    def absent(self) -> object:
+        return False if self.flag else () if self.multiple else self.default
+
+
+def click_command(prog: str, options: Sequence[Option], positional: str) -> click.Command:
+    """The click parser of a command: any number of positionals, then ``options``."""
+    import click
+
+    params: list[click.Parameter] = [click.Argument([positional], nargs=-1)]
+    for o in options:
+        kind = {"is_flag": True} if o.flag else {"multiple": True} if o.multiple else {"default": o.default}
+        params.append(click.Option([*o.decls, o.dest], **kind))
+    return click.Command(prog, params=params, add_help_option=False)
+
+
+def parse_command_line(prog: str, options: Sequence[Option], positional: str, argv: Sequence[str]) -> dict:
+    """The command's parameters: ``parse_plain``'s reading, else click's (with its errors)."""
+    params = parse_plain(options, positional, argv)
+    if params is None:
+        params = parse_with_click(click_command(prog, options, positional), prog, argv)
+    return params
+
+
+def parse_plain(options: Sequence[Option], positional: str, argv: Sequence[str]) -> Optional[dict]:
+    """``argv``'s parameters when every argument is spelled plainly, else None.
+
+    Plain: a positional not starting with ``-``; a flag alone; ``--name=VALUE``, ``-xVALUE``
+    (``-O3``), or ``--name VALUE`` / ``-x VALUE`` with a VALUE that does not start with
+    ``-`` or ``=``.  Such command lines (every one cuTile writes) mean the same to click;
+    anything else (``--``, unknown options, empty values or values that look like options,
+    errors) returns None and is left to click.  test_cli_parse compares the two on
+    generated command lines."""
+    spelled = {decl: o for o in options for decl in o.decls}
+    params = {o.dest: o.absent for o in options}
+    positionals: list[str] = []
+    rest = iter(argv)
+    for arg in rest:
+        if not arg.startswith("-"):
+            positionals.append(arg)
+            continue
+        if arg.startswith("--"):
+            name, equals, value = arg.partition("=")
+            attached = value if equals else None
+        else:
+            name, attached = arg[:2], arg[2:] or None
+        option = spelled.get(name)
+        if option is None or (option.flag and attached is not None):
+            return None
+        if option.flag:
+            params[option.dest] = True
+            continue
+        value = attached if attached is not None else next(rest, None)
+        if not value or value.startswith(("-", "=")):
+            return None
+        params[option.dest] = (*params[option.dest], value) if option.multiple else value
+    params[positional] = tuple(positionals)
+    return params
+
+
 def parse_with_click(command: click.Command, prog: str, argv: Sequence[str]) -> dict:
     """Parse ``argv`` with ``command``'s params; click errors become LLVM-worded errors.
 
     ``prog`` is the tool's name (the prefix of every message); ``argv[0]`` appears in
     the "Try: '<argv0> --help'" hints, as LLVM prints it.
     """
+    import click
+
     try:
         ctx = command.make_context(prog, list(argv), resilient_parsing=False)
     except click.NoSuchOption as e:
@@ -281,26 +359,30 @@ def read_module(data: bytes, preview: tuple[str, ...] = ()) -> "Module":
 
     NVIDIA's 13.5 tools read a non-entry function only as the SIMT preview's
     ``cuda_tile.preview$func``, and that only as a bodiless extern declaration (its
-    body comes from a ``-l`` library): one with a body is refused before verification
-    without ``--preview=simt``, after it with."""
-    from .reader import read_bytecode
+    body comes from a ``-l`` library): any is refused before verification without
+    ``--preview=simt``; with it, the verifier checks the declarations and a function
+    with a body is refused after it.  A header advertising preview content (a
+    ``preview$call``) also needs a preview feature."""
+    from .reader import check_entry_arguments, read_bytecode
     from .verify import check_module
 
-    module = read_bytecode(data, filename=None)  # NVIDIA's messages name no file
+    module = read_bytecode(data, filename=None, preview=preview)  # NVIDIA's messages name no file
+    check_entry_arguments(module)
     simt = "simt" in preview
     if not simt:
         _refuse_non_entry(module, "uses preview feature 'simt', which is not enabled")
     check_module(module)
     if simt:
-        _refuse_non_entry(module, "'cuda_tile.preview$func' op must be extern when serialized to bytecode")
+        _refuse_non_entry(module, "'cuda_tile.preview$func' op must be extern when serialized to bytecode",
+                          with_body=True)
     return module
 
 
-def _refuse_non_entry(module: "Module", message: str) -> None:
+def _refuse_non_entry(module: "Module", message: str, with_body: bool = False) -> None:
     """NVIDIA reports the first non-entry function only, without its location (tileiras)."""
     from .verify import Diagnostic, Severity, VerifyError
 
-    if any(not fn.is_entry for fn in module.functions):
+    if any(not fn.is_entry and not (with_body and fn.is_extern) for fn in module.functions):
         raise VerifyError([Diagnostic(None, Severity.ERROR, message)])
 
 
@@ -323,6 +405,8 @@ def run_guarded(body: Callable[[], int]) -> int:
     except Exception as exc:  # noqa: BLE001 - the last line of defence
         sys.stdout.flush()
         if knobs.debug:
+            import traceback
+
             traceback.print_exc()
         print(f"error: internal error: {exc!r}", file=sys.stderr)
         return EXIT_COMPILE

@@ -9,8 +9,6 @@ from __future__ import annotations
 import sys
 from typing import Optional, Sequence
 
-import click
-
 from . import cli
 from .errors import EXIT_BAD_OPTION, BytecodeError, TileIRError, VersionError
 from .ir.version import SUPPORTED_VERSIONS
@@ -38,13 +36,14 @@ class NoInputError(TileIRError):
         return "error: no input file provided\n"
 
 
-@click.command(PROG, add_help_option=False)
-@click.argument("inputs", nargs=-1)
-@click.option("-g", "--print-debug-info", "debug_info", is_flag=True,
-              help="Annotate disassembly with debugging information, if present.")
-@click.option("--preview", "preview", multiple=True, help="Enable one or more named preview features")
-@click.option("--print-options", is_flag=True)  # accepted; NVIDIA's prints nothing either
-@click.option("--print-all-options", is_flag=True)
+OPTIONS = (
+    cli.Option("debug_info", ("-g", "--print-debug-info"), flag=True),
+    cli.Option("preview", ("--preview",), multiple=True),
+    cli.Option("print_options", ("--print-options",), flag=True),  # accepted; NVIDIA's prints nothing either
+    cli.Option("print_all_options", ("--print-all-options",), flag=True),
+)
+
+
 def command(inputs: tuple[str, ...], debug_info: bool, preview: tuple[str, ...], **_: bool) -> int:
     """Disassemble one bytecode file to stdout."""
     features = cli.parse_preview(PROG, preview)
@@ -93,15 +92,14 @@ def run(argv: Sequence[str]) -> int:
     stop = cli.find_immediate_flag(argv, IMMEDIATE_FLAGS)
     if stop is not None:
         try:
-            cli.parse_with_click(command, PROG, argv[:stop])
+            cli.parse_command_line(PROG, OPTIONS, "inputs", argv[:stop])
         except cli.CommandLineError as err:
             cli.print_error(err)
         sys.stdout.write(cli.format_version(TITLE) if argv[stop] == "--version" else help_text(argv[stop]))
         return 0
 
     def body() -> int:
-        params = cli.parse_with_click(command, PROG, argv)
-        return command.callback(**params)  # type: ignore[misc]
+        return command(**cli.parse_command_line(PROG, OPTIONS, "inputs", argv))
 
     return cli.run_guarded(body)
 

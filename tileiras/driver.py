@@ -11,17 +11,16 @@ it as bytecode (optionally at another version), without needing ``--gpu-name``.
 """
 from __future__ import annotations
 
+import os
 import sys
-from dataclasses import dataclass
 from enum import Enum
 from typing import Optional, Sequence
 
-import click
-
-from . import cli
+from . import cli, tilelib
 from .errors import EXIT_BAD_OPTION, CompileError, OptionError, UsageError
 from .ir.version import SUPPORTED_VERSIONS, Version, is_supported
 from .pipeline import CompileOptions, compile_module
+from .record import record
 
 PROG = "tileiras"
 TITLE = "tileiras: NVIDIA (R) Cuda Tile IR optimizing assembler"
@@ -113,12 +112,13 @@ LONG_NAMES = ("help", "help-list", "help-hidden", "help-list-hidden", "print-opt
               "opt-level", "lineinfo", "device-debug", "host-arch", "host-os", "remarks",
               "remarks-analysis", "remarks-failed", "remarks-missed", "remarks-passed",
               "remark-format", "remarks-output-file", "preview", "sanitize", "apply-controls",
-              "emit", "bytecode-version")
+              "emit", "bytecode-version", "preview-create-tile-lib", "preview-interface",
+              "preview-implementation")
 IMMEDIATE_FLAGS = (*cli.HELP_FLAGS, "--version", "--list-versions")
 REMARK_OPTIONS = ("remarks", "remarks_analysis", "remarks_failed", "remarks_missed", "remarks_passed")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DriverOptions:
     """The command line after parse-time checks (range checks come later, as in NVIDIA's)."""
 
@@ -139,35 +139,47 @@ class DriverOptions:
     remarks_output_file: str
     emit: Optional[Emit]
     bytecode_version: Optional[Version]
+    #: NVIDIA's hidden ``--preview-create-tile-lib`` mode and its two inputs (tilelib.py)
+    create_tile_lib: bool = False
+    interface: Optional[str] = None
+    implementations: tuple[str, ...] = ()
 
 
-@click.command(PROG, add_help_option=False)
-@click.argument("inputs", nargs=-1)
-@click.option("-o", "--output-file", "output_file", default=None)
-@click.option("--gpu-name", "--arch", "gpu_name", default=None)
-@click.option("-O", "--opt-level", "opt_level", default="3")
-@click.option("--lineinfo", is_flag=True)
-@click.option("-g", "--device-debug", "device_debug", is_flag=True)
-@click.option("--host-arch", default="x86_64")
-@click.option("--host-os", default="linux")
-@click.option("--preview", multiple=True)
-@click.option("-l", "libraries", multiple=True)
-@click.option("--sanitize", default=None)
-@click.option("--apply-controls", default=None)
-@click.option("--remark-format", default="command-line")
-@click.option("--remarks", default=None)
-@click.option("--remarks-analysis", default=None)
-@click.option("--remarks-failed", default=None)
-@click.option("--remarks-missed", default=None)
-@click.option("--remarks-passed", default=None)
-@click.option("--remarks-output-file", default="tileir_remarks.yaml")
-@click.option("--emit", default=None)
-@click.option("--bytecode-version", default=None)
-@click.option("--print-options", is_flag=True)  # accepted; NVIDIA's prints nothing either
-@click.option("--print-all-options", is_flag=True)
+#: The command line (``-O`` takes its value attached, as ``-O3``; see ``_parse_argv``).
+OPTIONS = (
+    cli.Option("output_file", ("-o", "--output-file")),
+    cli.Option("gpu_name", ("--gpu-name", "--arch")),
+    cli.Option("opt_level", ("-O", "--opt-level"), default="3"),
+    cli.Option("lineinfo", ("--lineinfo",), flag=True),
+    cli.Option("device_debug", ("-g", "--device-debug"), flag=True),
+    cli.Option("host_arch", ("--host-arch",), default="x86_64"),
+    cli.Option("host_os", ("--host-os",), default="linux"),
+    cli.Option("preview", ("--preview",), multiple=True),
+    cli.Option("libraries", ("-l",), multiple=True),
+    cli.Option("sanitize", ("--sanitize",)),
+    cli.Option("apply_controls", ("--apply-controls",)),
+    cli.Option("remark_format", ("--remark-format",), default="command-line"),
+    cli.Option("remarks", ("--remarks",)),
+    cli.Option("remarks_analysis", ("--remarks-analysis",)),
+    cli.Option("remarks_failed", ("--remarks-failed",)),
+    cli.Option("remarks_missed", ("--remarks-missed",)),
+    cli.Option("remarks_passed", ("--remarks-passed",)),
+    cli.Option("remarks_output_file", ("--remarks-output-file",), default="tileir_remarks.yaml"),
+    cli.Option("emit", ("--emit",)),
+    cli.Option("bytecode_version", ("--bytecode-version",)),
+    cli.Option("print_options", ("--print-options",), flag=True),  # accepted; NVIDIA's prints nothing either
+    cli.Option("print_all_options", ("--print-all-options",), flag=True),
+    cli.Option("create_tile_lib", ("--preview-create-tile-lib",), flag=True),
+    cli.Option("interface", ("--preview-interface",)),
+    cli.Option("implementations", ("--preview-implementation",), multiple=True),
+)
+
+
 def command(**params: object) -> int:
-    """Compile one Tile IR bytecode file."""
+    """Compile one Tile IR bytecode file (or, hidden as in NVIDIA's tool, make a tile library)."""
     options = parse_options(params)
+    if options.create_tile_lib:
+        return create_tile_library(options)
     return compile_file(options)
 
 
@@ -181,7 +193,7 @@ def parse_options(params: dict) -> DriverOptions:
     inputs = params["inputs"]
     if len(inputs) > 1:
         raise cli.too_many_positionals(PROG)
-    if not inputs:
+    if not inputs and not params["create_tile_lib"]:  # that mode reads no input file
         raise _NoInput()
     choice("--gpu-name", params["gpu_name"], GPU_NAMES)
     choice("--host-arch", params["host_arch"], HOST_ARCHS)
@@ -191,11 +203,9 @@ def parse_options(params: dict) -> DriverOptions:
     for name in REMARK_OPTIONS:
         choice("--" + name.replace("_", "-"), params[name], REMARK_CATEGORIES)
     preview = cli.parse_preview(PROG, params["preview"])
-    if params["libraries"] and "simt" not in preview:
-        raise cli.CommandLineError(PROG, "for the -l option: requires the SIMT preview (--preview=simt)")
     emit = Emit(choice("--emit", params["emit"], [e.value for e in Emit])) if params["emit"] else None
     return DriverOptions(
-        input=inputs[0], output_file=params["output_file"], gpu_name=params["gpu_name"],
+        input=inputs[0] if inputs else "", output_file=params["output_file"], gpu_name=params["gpu_name"],
         opt_level=_parse_int("--opt-level", params["opt_level"]),
         lineinfo=params["lineinfo"], device_debug=params["device_debug"],
         host_arch=params["host_arch"], host_os=params["host_os"], preview=preview,
@@ -203,7 +213,9 @@ def parse_options(params: dict) -> DriverOptions:
         apply_controls=params["apply_controls"], remark_format=params["remark_format"],
         remarks=tuple((n, params[n]) for n in REMARK_OPTIONS if params[n] is not None),
         remarks_output_file=params["remarks_output_file"], emit=emit,
-        bytecode_version=_parse_bytecode_version(params["bytecode_version"], emit))
+        bytecode_version=_parse_bytecode_version(params["bytecode_version"], emit),
+        create_tile_lib=params["create_tile_lib"], interface=params["interface"],
+        implementations=tuple(params["implementations"]))
 
 
 def _parse_int(option: str, text: str) -> int:
@@ -257,6 +269,7 @@ def compile_file(options: DriverOptions) -> int:
         return 0
     if not is_bytecode:
         check_codegen_options(options, module.version)
+    tilelib.link(module, options.libraries, options.preview)
     check_target(module, options.gpu_name)
     stage = options.emit.value if options.emit else "cubin"
     result = compile_module(module, CompileOptions(
@@ -268,6 +281,20 @@ def compile_file(options: DriverOptions) -> int:
     cli.write_output(options.output_file or default, output, EXIT_BAD_OPTION)
     if options.remarks:
         emit_remarks(module, options)
+    return 0
+
+
+def create_tile_library(options: DriverOptions) -> int:
+    """``--preview-create-tile-lib``: the interface and implementation files in one
+    object (``-o``, default ``elf.o``), as NVIDIA's tool writes it."""
+    library = tilelib.create(options.interface, options.implementations, options.host_arch, options.host_os)
+    path = options.output_file or tilelib.DEFAULT_OUTPUT
+    try:
+        with open(path, "wb") as f:
+            f.write(library)
+    except OSError as e:
+        raise OptionError(f"could not open output file {path}: cannot open output file '{path}': "
+                          f"{os.strerror(e.errno or 0)}") from None
     return 0
 
 
@@ -340,10 +367,10 @@ class TargetError(CompileError):
 
 def check_target(module: object, gpu_name: Optional[str]) -> None:
     """Architecture-specific verification; the rest was verified when the module was read."""
-    from .verify import VerifyError, check_module
+    from .verify import VerifyError, recheck_for_target
 
     try:
-        check_module(module, gpu_name=gpu_name)
+        recheck_for_target(module, gpu_name)
     except VerifyError as err:
         raise TargetError(str(err)) from None
 
@@ -376,7 +403,7 @@ def run(argv: Sequence[str]) -> int:
     def body() -> int:
         params = _parse_argv(argv)
         try:
-            return command.callback(**params)  # type: ignore[misc]
+            return command(**params)
         except _NoInput:
             sys.stdout.write(help_text("--help-list"))  # as NVIDIA's: the flat list
             raise
@@ -390,7 +417,7 @@ def _parse_argv(argv: Sequence[str]) -> dict:
             break
         if arg == "-O":  # -O takes its value attached (-O3), never the next argument
             raise cli.CommandLineError(PROG, "for the -O option: requires a value!")
-    return cli.parse_with_click(command, PROG, argv)
+    return cli.parse_command_line(PROG, OPTIONS, "inputs", argv)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -433,6 +433,10 @@ def _itof(em: KernelEmitter, op: Operation) -> None:
     signed = _signed(op)
     mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
     dst = T.element_type(op.result.type)
+    if dst.name == _UE5M3:  # through f32: exact below 2^24, and larger values saturate anyway
+        map_regs(em, op, lambda x: fnv8_convert(b, b.sitofp(x, F32) if signed else b.uitofp(x, F32),
+                                                T.F32, dst, to))
+        return
     if not isinstance(to, (ir.HalfType, ir.FloatType, ir.DoubleType)) and to != BF16:
         raise CompileError(f"itof to {dst} is not supported yet")
 
@@ -453,8 +457,12 @@ def _ftoi(em: KernelEmitter, op: Operation) -> None:
     rnd = {RoundingMode.ZERO: "rzi", RoundingMode.NEAREST_EVEN: "rni", RoundingMode.NEGATIVE_INF: "rmi",
            RoundingMode.POSITIVE_INF: "rpi", RoundingMode.NEAREST_INT_TO_ZERO: "rzi"}.get(mode, "rzi")
 
+    src_t = T.element_type(op.from_.type)
+
     def one(x: ir.Value) -> ir.Value:
         # PTX cvt saturates out-of-range values and maps NaN to 0
+        if src_t.name == _UE5M3:
+            x = fnv8_convert(b, x, src_t, T.BF16, BF16)
         width = max(16, to.width)
         kind = ptx_float(x.type)
         src = x if kind != "bf16" else b.fpext(x, F32)
@@ -469,6 +477,10 @@ def _ftof(em: KernelEmitter, op: Operation) -> None:
     b = em.b
     src_t, dst_t = T.element_type(op.from_.type), T.element_type(op.result.type)
     to = llvm_type(op.result.type)
+    if _UE5M3 in (src_t.name, dst_t.name):
+        mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
+        map_regs(em, op, lambda x: fnv8_convert(b, x, src_t, dst_t, to, mode))
+        return
     if src_t.name in _F4 or dst_t.name in _F4:
         native = em.target.arch >= 100
         map_regs(em, op, lambda x: f4_convert(b, x, src_t, dst_t, to, native))
@@ -560,6 +572,53 @@ def _f8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarTy
     if to == BF16:
         return b.fptrunc(b.fpext(half, F32), to)
     return b.fpext(half, to)
+
+
+_UE5M3 = "fnv8E5M3FNU"
+
+
+def fnv8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarType, to: ir.Type,
+                 mode: RoundingMode = RoundingMode.NEAREST_EVEN) -> ir.Value:
+    """fnv8E5M3FNU (UE5M3 scales; sm_107 only) <-> other floats, as NVIDIA's tileiras 13.5
+    converts them.  Values travel as i8 codes.  Narrowing is one ``cvt ... ue5m3x2`` from
+    f32, f16 or bf16 (nearest even, saturating; fp8 and f4 widen exactly to f16 first, f64
+    rounds to odd in f32 so that the second rounding is still correct).  Widening goes
+    through bf16, which holds every UE5M3 value; f16 (whose range is smaller) converts
+    directly with nearest even, or through f32 for ``rounding<zero>``."""
+    if dst.name == _UE5M3:
+        return X.cvt_to_ue5m3(b, _ue5m3_source(b, x, src))
+    if dst.name == "f16" and mode is RoundingMode.NEAREST_EVEN:
+        return X.cvt_from_ue5m3(b, x, to)
+    wide = X.cvt_from_ue5m3(b, x, BF16)
+    if to == BF16:
+        return wide
+    f32 = b.fpext(wide, F32)
+    if dst.name == "f16":
+        return X.cvt_asm(b, f"cvt.{_ROUND[mode]}.f16.f32", f32, to)
+    if dst.name in _F8:
+        return _f8_convert(b, f32, T.F32, dst, to)
+    if dst.name in _F4:
+        return f4_convert(b, f32, T.F32, dst, to, native=True)
+    if dst.name == "f8E8M0FNU":
+        raise CompileError(f"ftof from {src} to {dst} is not supported yet")
+    return b.fpext(f32, to) if isinstance(to, ir.DoubleType) else f32
+
+
+def _ue5m3_source(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType) -> ir.Value:
+    """``x`` as the f32, f16 or bf16 value ``cvt ... ue5m3x2`` rounds (exactly, or for f64
+    rounded to odd: truncated, with the last bit set when that lost anything)."""
+    if src.name in _F8:
+        return _f8_convert(b, x, src, T.F16, ir.HalfType())
+    if src.name in _F4:
+        return f4_convert(b, x, src, T.F16, ir.HalfType(), native=True)
+    if src.name == "f8E8M0FNU":
+        raise CompileError(f"ftof from {src} to {_UE5M3} is not supported yet")
+    if not isinstance(x.type, ir.DoubleType):
+        return x
+    i32 = ir.IntType(32)
+    truncated = X.cvt_asm(b, "cvt.rz.f32.f64", x, F32)
+    inexact = b.zext(b.fcmp_ordered("!=", b.fpext(truncated, ir.DoubleType()), x), i32)
+    return b.bitcast(b.or_(b.bitcast(truncated, i32), inexact), F32)
 
 
 _F4 = ("f4E2M1FN",)

@@ -500,14 +500,18 @@ def _get_global(em: KernelEmitter, op: Operation) -> None:
 
 
 def define_globals(llmod: ir.Module, globals_: Sequence) -> None:
-    """Module-level ``global``s as initialized device globals (bytes, as in the bytecode)."""
+    """Module-level ``global``s as initialized device globals (bytes, as in the bytecode).
+
+    As NVIDIA's tileiras: a public global is a ``.visible`` symbol (the host can look it
+    up by name), emitted even when no kernel uses it; a private one is internal and goes
+    when unused.  The alignment is the global's ``alignment`` or else its element size."""
     for g in globals_:
         arr = ir.ArrayType(ir.IntType(8), len(g.data))
         var = ir.GlobalVariable(llmod, arr, name=g.name, addrspace=1)
         var.initializer = ir.Constant(arr, bytearray(g.data))
-        var.align = max(g.alignment, 1)
+        var.align = g.alignment or max(1, T.element_type(g.type).bitwidth // 8)
         var.global_constant = bool(g.constant)
-        var.linkage = "internal"
+        var.linkage = "internal" if g.is_private else ""
         var.type = ir.PointerType(addrspace=1)
 
 

@@ -38,9 +38,7 @@ def decode_elements(attr: A.DenseElementsAttr, t: T.TileType) -> list:
     data = attr.data
     assert isinstance(data, bytes)
     if e.bitwidth == 1:
-        if len(data) == 1 and data[0] in (0, 0xFF):  # MLIR's i1 splat: all bits equal
-            return [data[0] & 1] * n
-        return [(data[i // 8] >> (i % 8)) & 1 for i in range(n)]
+        return A.i1_elements(data, n)
     width = max(1, e.bitwidth // 8) if e.name != "tf32" else 4
     fmt = {"f16": "<e", "f32": "<f", "tf32": "<f", "f64": "<d"}.get(e.name)
     items = [data[i:i + width] for i in range(0, len(data), width)]

@@ -123,10 +123,13 @@ def predicated_store(b: ir.IRBuilder, values: Sequence[ir.Value], address: ir.Va
     asm(b, ir.VoidType(), text, f"l,b,{ins},~{{memory}}", [address, pred, *vals], side_effect=True)
 
 
-def fence(b: ir.IRBuilder, semantics: str, scope: str) -> None:
+def fence(b: ir.IRBuilder, semantics: str, scope: str, pred: ir.Value | None = None) -> None:
     """``fence.<semantics>.<scope>`` (e.g. ``fence.acquire.gpu``): orders this thread's
-    memory accesses before and after it at ``scope``."""
-    b.asm(ir.FunctionType(ir.VoidType(), []), f"fence.{semantics}.{scope};", "~{memory}", [], side_effect=True)
+    memory accesses before and after it at ``scope``; only where ``pred`` when given."""
+    if pred is None:
+        b.asm(ir.FunctionType(ir.VoidType(), []), f"fence.{semantics}.{scope};", "~{memory}", [], side_effect=True)
+    else:
+        asm(b, ir.VoidType(), f"@$0 fence.{semantics}.{scope};", "b,~{memory}", [pred], side_effect=True)
 
 
 def fp_asm_unary(b: ir.IRBuilder, inst: str, x: ir.Value) -> ir.Value:
@@ -211,3 +214,24 @@ def predicated_nibble_store(b: ir.IRBuilder, word: ir.Value, shift: ir.Value, ni
             f"@$1 atom.{sem}.global.and.b32 %nib_old, [$0], %nib_keep; "
             f"@$1 atom.{sem}.global.or.b32 %nib_old, [$0], %nib_set; }}")
     asm(b, ir.VoidType(), text, "l,b,r,r,~{memory}", [word, pred, shift, nibble], side_effect=True)
+
+
+# -- UE5M3 scales (fnv8E5M3FNU, sm_107) ------------------------------------------------
+def cvt_to_ue5m3(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """``cvt.rn.satfinite.ue5m3x2.{f32,f16x2,bf16x2}``: an f32, half or bfloat value as a
+    UE5M3 code (i8), the pair's other half zero.  The half forms take the value in the low
+    half of their word and give its code in the low byte."""
+    if isinstance(x.type, ir.FloatType):
+        pair = asm(b, I16, "cvt.rn.satfinite.ue5m3x2.f32 $0, $2, $1;", "=h,f,f", [x, ir.Constant(x.type, 0.0)])
+    else:
+        kind = "f16x2" if isinstance(x.type, ir.HalfType) else "bf16x2"
+        word = b.zext(b.bitcast(x, I16), I32)
+        pair = asm(b, I16, f"cvt.rn.satfinite.ue5m3x2.{kind} $0, $1;", "=h,r", [word])
+    return b.trunc(pair, I8)
+
+
+def cvt_from_ue5m3(b: ir.IRBuilder, code: ir.Value, to: ir.Type) -> ir.Value:
+    """``cvt.rn.{bf16x2,f16x2}.ue5m3x2``: a UE5M3 code (i8) as a bfloat or half value."""
+    kind = "f16x2" if isinstance(to, ir.HalfType) else "bf16x2"
+    pair = asm(b, I32, f"cvt.rn.{kind}.ue5m3x2 $0, $1;", "=r,h", [b.zext(code, I16)])
+    return b.bitcast(b.trunc(pair, I16), to)

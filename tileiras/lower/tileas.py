@@ -19,12 +19,12 @@ Layout rules (``@layout_rule(OpClass)``):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
 from ..layout.linear import LinearLayout, default_blocked
+from ..record import field, record
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
@@ -38,7 +38,7 @@ DEFAULT_WARPS = 4
 CONTIGUOUS = 4
 
 
-@dataclass
+@record
 class TileAS:
     aa: TileAA
     num_warps: int                   # warps the layouts distribute tiles over (a power of two)
@@ -113,7 +113,7 @@ class TileAS:
         """The ops that use ``v`` (anywhere in the function)."""
         if self._users is None:
             self._users = {}
-            for op in self.aa.function.walk():
+            for op in self.aa.live_ops():
                 for u in op.operands:
                     self._users.setdefault(u, []).append(op)
         return self._users.get(v, [])
@@ -187,10 +187,9 @@ def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[in
     if hint:
         warps = hint
     else:
-        biggest = max((r.type.num_elements for op in aa.function.walk() for r in op.results if is_tile(r)),
-                      default=1)
+        biggest = max((r.type.num_elements for op in aa.live_ops() for r in op.results if is_tile(r)), default=1)
         warps = 1 if biggest <= 1 else DEFAULT_WARPS
-    warps += max((mma_extra_warps(op, arch) for op in aa.function.walk()), default=0)
+    warps += max((mma_extra_warps(op, arch) for op in aa.live_ops()), default=0)
     layout_warps = 1 << (warps.bit_length() - 1)
     return layout_warps, warps - layout_warps
 
@@ -208,6 +207,8 @@ def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int =
 
 def _assign_block(tas: TileAS, block: Block) -> None:
     for op in block.ops:
+        if op in tas.aa.dead:
+            continue
         rule = _RULES.get(type(op), _canonical_results)
         rule(tas, op)
 
@@ -623,7 +624,7 @@ CHUNK_REGS = 4
 ITER = "iter"
 
 
-@dataclass
+@record
 class ChunkGroup:
     """Ops that together compute a large tile element-wise from loads to a store.
 
@@ -660,7 +661,7 @@ def plan_chunks(tas: TileAS) -> None:
     """Find, in every block, stores of large tiles whose tile is computed element-wise
     from loads, constants and scalars used nowhere else: those become ChunkGroups."""
     users: dict[Value, list[Operation]] = {}
-    for op in tas.aa.function.walk():
+    for op in tas.aa.live_ops():
         for v in op.operands:
             users.setdefault(v, []).append(op)
     for op in tas.aa.function.walk():
