@@ -1,6 +1,7 @@
 """Loads branch around their whole access when the tile starts outside the tensor (the
 elements are still checked one by one), with their address arithmetic inside the branch
-from a fresh read of %tid.x; stores compute their addresses next to the stores.  Tiles
+from a fresh read of %tid.x; stores compute their addresses next to the stores (and branch
+per element where emit_memory.branch_per_element says so).  Tiles
 wholly outside the source must still load the padding value."""
 from __future__ import annotations
 
@@ -39,7 +40,11 @@ def test_load_branches_around_its_access():
     assert len(re.findall(r"ld\.global", inside)) == 2       # both elements, each still predicated
     assert "%tid.x" in inside                                   # the address arithmetic is in there
     after = body[body.index(branch.group(1) + ":"):]
-    assert "%tid.x" in after and "st.global" in after and "bra" not in after  # stores: no branch
+    # stores: no branch around the whole access; each element in a branch of its own
+    # (emit_memory.branch_per_element), the store itself unpredicated
+    assert "%tid.x" in after
+    assert len(re.findall(r"@%p\d+ bra", after)) == 2
+    assert len(re.findall(r"^\s*st\.global", after, re.MULTILINE)) == 2
 
 
 def test_tiles_outside_the_source_load_padding():

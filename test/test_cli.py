@@ -254,6 +254,53 @@ def test_errors_before_list_versions_are_reported(run):
 def test_help(run):
     r = run(["--help"])
     assert r.rc == 0 and "--gpu-name=<value>" in r.out and "--emit=<value>" in r.out
+    lines = r.out.splitlines()
+    assert lines[4:9] == ["OPTIONS:", "", "Generic Options:", "",
+                          "  --help                           - Display available options (--help-hidden for more)"]
+    assert "    =sm_90                         -   SM 90" in lines
+    assert "  -h                               - Alias for --help" not in lines  # hidden
+
+
+def test_help_variants(run):
+    """``--help-list`` is one sorted list (without itself); the hidden forms add LLVM's own."""
+    flat = run(["--help-list"]).out.splitlines()
+    assert "Generic Options:" not in flat and flat[5].startswith("  -O ")
+    names = [ln.split()[0] for ln in flat[5:] if ln.startswith("  -")]
+    assert names == sorted(names, key=lambda n: n.lstrip("-").split("=")[0])
+    assert "--help-list" not in names and "-h" not in names
+    hidden = run(["--help-list-hidden"]).out
+    assert "  --help-list-hidden               - Display list of all available options" in hidden
+    assert run(["-h"]).out == run(["--help"]).out
+    assert "  --print-options " in run(["--help-hidden"]).out
+
+
+def _without_our_options(text: str) -> str:
+    """``text`` less the category of options NVIDIA's tool lacks (--emit, --bytecode-version)."""
+    head, sep, tail = text.partition("\n\nPipeline Options (this tileiras only):\n")
+    if sep:
+        text = head + "\n"
+    lines, skip = [], False
+    for line in text.splitlines():
+        if line.startswith(("  --emit=", "  --bytecode-version=")):
+            skip = True
+            continue
+        if not (skip and line.startswith("    =")):
+            skip = False
+            lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help", "--help-hidden", "--help-list", "--help-list-hidden"])
+def test_help_is_nvidias(run, flag, real_tileiras, real_tileirdisasm):
+    """Every help text equals NVIDIA's byte for byte, apart from our extra options."""
+    for tool, real in ((driver, real_tileiras), (disasm, real_tileirdisasm)):
+        expected = subprocess.run([real, flag], capture_output=True, text=True).stdout
+        assert _without_our_options(run([flag], tool=tool).out) == expected
+
+
+def test_print_options_accepted(run):
+    r = run(["--print-options", "--print-all-options", "--version"])
+    assert (r.rc, r.err) == (0, "")
 
 
 # -- outputs ---------------------------------------------------------------------------------
@@ -462,3 +509,85 @@ def test_arch_incompatibility_is_a_compile_error(run, tileir_store):
     assert r.err.endswith("\nerror: failed to compile Tile IR program\n")
     assert run([found.path, "--gpu-name", "sm_80", "-O7"]).rc == 2
     assert run([found.path, "--gpu-name", "sm_90", "--emit=llvm"]).rc == 0
+
+
+def test_options_are_checked_after_the_header_before_the_sections(run, sample, tmp_path):
+    """NVIDIA's order: bad header (3), then -O/-g/--apply-controls (2), then the body (3)."""
+    truncated = tmp_path / "truncated.tileir"
+    truncated.write_bytes(sample.read_bytes()[:100])
+    r = run([truncated, "--gpu-name", "sm_90", "-O7"])
+    assert (r.rc, r.err) == (2, "error: invalid optimization level: 7\n")
+    r = run([truncated, "--gpu-name", "sm_90", "--apply-controls=ctl.acf"])
+    assert (r.rc, r.err) == (2, "error: --apply-controls is not supported on this platform\n")
+    r = run([truncated, "--gpu-name", "sm_90"])
+    assert r.rc == 3 and r.err.startswith("error: error at offset ")
+    header_only = tmp_path / "header.tileir"
+    header_only.write_bytes(sample.read_bytes()[:10])
+    assert run([header_only, "--gpu-name", "sm_90", "-O7"]).rc == 3
+
+
+def test_empty_apply_controls_compiles(run, sample, tmp_path):
+    out = tmp_path / "k.cubin"
+    r = run([sample, "--gpu-name", "sm_90", "--apply-controls=", "-o", out])
+    assert r.rc == 0 and out.read_bytes()[:4] == b"\x7fELF"
+    r = run([sample, "--gpu-name", "sm_90", "--apply-controls=ctl.acf", "--apply-controls=", "-o", out])
+    assert r.rc == 0  # the last one counts, as in LLVM's parser
+
+
+def _repad(data: bytes, byte: int) -> tuple[bytes, int]:
+    """``data`` with every section's alignment padding set to ``byte``; how many bytes."""
+    from tileiras.reader.stream import ByteReader
+
+    out, r, count = bytearray(data), ByteReader(data), 0
+    r.pos = 12
+    while (head := r.u8("section id")) & 0x7F:
+        length = r.varint("section length")
+        if head & 0x80:
+            alignment = r.varint("section alignment")
+            while r.pos % alignment:
+                out[r.pos], count = byte, count + 1
+                r.pos += 1
+        r.pos += length
+    return bytes(out), count
+
+
+def test_any_padding_byte_is_read_as_nvidia_reads_it(run, sample, tmp_path):
+    """Writers pad aligned sections with 0xCB, but NVIDIA's reader never looks at them."""
+    data, count = _repad(sample.read_bytes(), 0x00)
+    assert count > 0 and data != sample.read_bytes()
+    path = tmp_path / "zero_padded.tileir"
+    path.write_bytes(data)
+    assert run([path], tool=disasm).out == run([sample], tool=disasm).out
+
+
+def _module_bytes(body: str, args: str = "%a: tile<i32>") -> bytes:
+    from tileiras.ir.version import NEWEST
+    from tileiras.text.parser import parse_module
+    from tileiras.writer import write_bytecode
+
+    text = f"cuda_tile.module @m {{\n  entry @k({args}) {{\n{body}    return\n  }}\n}}\n"
+    return write_bytecode(parse_module(text, "k.mlir", version=NEWEST), version=NEWEST)
+
+
+@pytest.mark.parametrize("arg, spelled", [("i32", "'i32'"), ("token", "'!cuda_tile.token'")])
+def test_entry_arguments_must_be_rank0_tiles(run, tmp_path, arg, spelled):
+    """NVIDIA's reader refuses kernel arguments other than rank-0 tiles (exit 3)."""
+    path = tmp_path / "k.tileir"
+    path.write_bytes(_module_bytes("", f"%a: tile<i32>, %b: {arg}"))
+    for tool, extra in ((disasm, []), (driver, ["--gpu-name", "sm_90"])):
+        r = run([path, *extra], tool=tool)
+        assert (r.rc, r.err) == (3, f"error: unsupported type in bytecode for entry argument #1: {spelled}; "
+                                    "expected a rank-0 !cuda_tile.tile type\n")
+
+
+@pytest.mark.parametrize("attr, tag", [("div_by<16>", 8), ("bounded<0, 7>", 12)])
+def test_unused_optional_parameter_flags_are_refused(run, tmp_path, attr, tag):
+    """div_by/bounded say which optional parameters follow in two bits; NVIDIA refuses more."""
+    data = _module_bytes(f"    %x = assume {attr}, %a : tile<i32>\n")
+    head = bytes([tag, 16]) if tag == 8 else bytes([tag])
+    at = data.index(head) + len(head)
+    assert data[at] in (0, 3)
+    path = tmp_path / "k.tileir"
+    path.write_bytes(data[:at] + bytes([data[at] | 4]) + data[at + 1:])
+    r = run([path], tool=disasm)
+    assert (r.rc, r.err) == (3, f"error: error at offset {at}: unused bits set in optional parameter flags\n")

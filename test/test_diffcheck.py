@@ -97,7 +97,6 @@ def test_cat_and_extract_of_its_parts_move_no_data():
     """cat of two same-shape tiles concatenates registers, and extracting either part at
     constant indices picks them back: no shared memory, no barrier, same results."""
     ct = pytest.importorskip("cuda.tile")
-    from tileiras.interp.testing import array, export
     from tileiras.pipeline import CompileOptions, compile_module
 
     @ct.kernel
@@ -110,10 +109,41 @@ def test_cat_and_extract_of_its_parts_move_no_data():
         ct.store(out, index=(i, 0), tile=ct.extract(rows, index=(1, 0), shape=(16, 32))
                  - ct.extract(cols, index=(0, 0), shape=(16, 32)))
 
-    module = read_bytecode(export(parts, array(ct.float32, 2), array(ct.float32, 2), array(ct.float32, 2)))
+    module = _two_tile_kernel(parts)
     tileas = compile_module(module, CompileOptions("sm_90"), "tileas")
     assert "smem=0B" in tileas
     assert "bar.sync" not in compile_module(module, CompileOptions("sm_90"), "ptx")
+    _agrees(module)
+
+
+def test_extract_of_a_cat_part_reads_only_that_part():
+    """Extracting the second part of a cat picks from that tile itself (tileas.pick_sources):
+    the first tile, used by nothing else, is never loaded; before, the cat needed both."""
+    ct = pytest.importorskip("cuda.tile")
+    from tileiras.pipeline import CompileOptions, compile_module
+
+    @ct.kernel
+    def second(x, y, out):
+        i = ct.bid(0)
+        a = ct.load(x, index=(i, 0), shape=(16, 32))
+        b = ct.load(y, index=(i, 0), shape=(16, 32))
+        rows = ct.cat((a, b), axis=0)
+        ct.store(out, index=(i, 0), tile=ct.extract(rows, index=(1, 0), shape=(16, 32)) * 2.0)
+
+    module = _two_tile_kernel(second)
+    ptx = compile_module(module, CompileOptions("sm_90"), "ptx")
+    assert ptx.count("ld.global") == 4       # b's 4 registers a thread; 8 when a was loaded too
+    _agrees(module)
+
+
+def _two_tile_kernel(kernel):
+    """The module of a cuTile kernel (x, y, out) of 2-D f32 arrays."""
+    ct = pytest.importorskip("cuda.tile")
+    from tileiras.interp.testing import array, export
+    return read_bytecode(export(kernel, array(ct.float32, 2), array(ct.float32, 2), array(ct.float32, 2)))
+
+
+def _agrees(module) -> None:
     reports = diffcheck.check_module(module, "sm_90", grid=(2, 1, 1), extent=40)
     assert all(r.problem is None for r in reports), [r.problem for r in reports]
 

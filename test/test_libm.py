@@ -13,9 +13,10 @@ special values (NaN, +-inf, +-0, overflow, underflow) must match C99 bit for bit
 Documented bounds (max ulp error measured; asserted with a little headroom in ``ULP``):
 f64: exp 0.75 (0.61 for normal results), exp2 0.73, log 0.51, log2 0.51, sin/cos 0.75,
 tan 0.90, sinh 0.76, cosh 0.61, tanh 0.73, pow 0.95, powi 0.95, atan2 1.07, rsqrt 1.0;
-f32 (native f32 arithmetic, no f64; 32-bit Payne-Hanek for sin/cos/tan of |x| >= 105615):
-exp 0.95, exp2 0.81, log 0.73, log2 0.71, sin 1.44, cos 1.44, tan 1.74, sinh 1.04,
-cosh 0.97, tanh 1.29, pow 0.79, powi 0.78, atan2 0.87, rsqrt 1.0.
+f32 (native f32 arithmetic, no f64 but powi's; 32-bit Payne-Hanek for sin/cos/tan of
+|x| >= 105615): exp 0.95, exp2 0.81, log 0.73, log2 0.71, sin 1.44, cos 1.44, tan 1.74,
+sinh 1.04, cosh 0.97, tanh 1.29, pow 0.79, powi 0.50 (binary powering in f64, also for
+pow(x, float(n))), atan2 0.87, rsqrt 1.0.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ needs_longdouble = pytest.mark.skipif(not HAVE_LONGDOUBLE, reason="needs an 80-b
 ULP = {
     "exp": (0.8, 1.0), "exp2": (0.8, 0.9), "log": (0.52, 0.8), "log2": (0.52, 0.8),
     "sin": (0.8, 1.55), "cos": (0.8, 1.55), "tan": (0.95, 1.85), "sinh": (0.8, 1.15),
-    "cosh": (0.7, 1.1), "tanh": (0.8, 1.4), "pow": (1.0, 0.9), "fpowi": (1.0, 0.9),
+    "cosh": (0.7, 1.1), "tanh": (0.8, 1.4), "pow": (1.0, 0.9), "fpowi": (1.0, 0.51),
     "atan2": (1.1, 1.0), "rsqrt": (1.0, 1.0),
 }
 REF = {
@@ -402,7 +403,8 @@ def test_constants():
         assert table[0] == 0 and bits == int(mp.floor(2 / mp.pi * mp.mpf(2) ** n))
 
 
-def _constant_powi_kernel(ty: str, n: int, tile: int = 256) -> str:
+def _constant_powi_kernel(ty: str, n: int, tile: int = 256, op: str = "fpowi") -> str:
+    """x^n for a constant n: ``fpowi`` with an i32 tile, or ``fpowf`` with n as a float."""
     view = f"tensor_view<?x{ty}, strides=[1]>"
     pv = f"partition_view<tile=({tile}), {view}>"
     return f"""entry @k(%a: tile<ptr<{ty}>>, %c: tile<ptr<{ty}>>, %n: tile<i32>) {{
@@ -413,8 +415,8 @@ def _constant_powi_kernel(ty: str, n: int, tile: int = 256) -> str:
   %pc = make_partition_view %tc : {pv}
   %bx, %by, %bz = get_tile_block_id : tile<i32>
   %x, %k = load_view_tko weak %pa[%bx] token = %tok : {pv}, tile<i32> -> tile<{tile}x{ty}>, token
-  %e = constant <i32: {n}> : tile<{tile}xi32>
-  %r = fpowi %x, %e : tile<{tile}x{ty}>, tile<{tile}xi32>
+  {f"%e = constant <i32: {n}> : tile<{tile}xi32>" if op == "fpowi" else f"%e = constant <{ty}: {float(n):e}> : tile<{tile}x{ty}>"}
+  %r = {op} %x, %e : tile<{tile}x{ty}>{f", tile<{tile}xi32>" if op == "fpowi" else ""}
   %d = store_view_tko weak %r, %pc[%bx] token = %tok : tile<{tile}x{ty}>, {pv}, tile<i32> -> token
   return
 }}
@@ -424,16 +426,18 @@ def _constant_powi_kernel(ty: str, n: int, tile: int = 256) -> str:
 @needs_longdouble
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16], ids=["f64", "f32", "f16"])
 @pytest.mark.parametrize("n", libm.SMALL_POWI)
-def test_powi_by_small_constants(n, dtype):
-    """Constant exponents 0..3 are a few products (no log/exp): at most 0.51 ulp, and
-    pow's special values (x^0 = 1 for NaN, signed zeros and infinities, overflow)."""
+@pytest.mark.parametrize("op", ["fpowi", "fpowf"])
+def test_powi_by_small_constants(n, dtype, op):
+    """Constant exponents 0..3 (powi, or pow with 0.0..3.0) are a few products (no log/exp):
+    at most 0.51 ulp, and pow's special values (x^0 = 1 for NaN, signed zeros and infinities,
+    overflow)."""
     rng = np.random.default_rng(5)
     top = {np.float64: 1e100, np.float32: 1e12, np.float16: 30.0}[dtype]
     x = np.concatenate([rng.uniform(-4, 4, 2000), log_uniform(rng, 1 / top, top, 2000),
                         [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0]])
     x = x.astype(dtype)
-    ptx = compile_module(parse_module(_constant_powi_kernel(TYPES[dtype], n)), CompileOptions(gpu_name="sm_90"), "ptx")
-    assert "lg2" not in ptx and "ex2" not in ptx
+    ptx = compile_module(parse_module(_constant_powi_kernel(TYPES[dtype], n, op=op)), CompileOptions(gpu_name="sm_90"), "ptx")
+    assert "lg2" not in ptx and "ex2" not in ptx and "rcp" not in ptx and "div" not in ptx
     size = -(-len(x) // 256) * 256
     a = np.concatenate([x, np.zeros(size - len(x), dtype)])
     out = np.zeros(size, dtype)
@@ -444,6 +448,70 @@ def test_powi_by_small_constants(n, dtype):
     assert err.max() <= 0.51, worst("fpowi", [x], got, ref, err)
     with np.errstate(all="ignore"):
         exact = np.power(x.astype(np.float64), n).astype(dtype)
+    special = np.isnan(exact) | np.isinf(exact) | (exact == 0)
+    assert np.array_equal(np.signbit(got[special]), np.signbit(exact[special]))
+    assert np.array_equal(np.isnan(got), np.isnan(exact))
+
+
+def has_backward_branch(ptx: str) -> bool:
+    """Does the PTX branch back to a label above the branch (a loop)?"""
+    seen = set()
+    for line in ptx.splitlines():
+        line = line.strip()
+        if line.endswith(":"):
+            seen.add(line[:-1])
+        elif "bra" in line and line.rstrip(";").split()[-1] in seen:
+            return True
+    return False
+
+
+def _pow_of_int_kernel(tile: int = 256) -> str:
+    """pow(x, float(n)) for an i32 tile n (cuTile's ``x ** n`` with a float x)."""
+    fv, iv = "tensor_view<?xf32, strides=[1]>", "tensor_view<?xi32, strides=[1]>"
+    fp, ip = f"partition_view<tile=({tile}), {fv}>", f"partition_view<tile=({tile}), {iv}>"
+    return f"""entry @k(%a: tile<ptr<f32>>, %b: tile<ptr<i32>>, %c: tile<ptr<f32>>, %n: tile<i32>) {{
+  %tok = make_token : token
+  %ta = make_tensor_view %a, shape = [%n], strides = [1] : tile<i32> -> {fv}
+  %pa = make_partition_view %ta : {fp}
+  %tb = make_tensor_view %b, shape = [%n], strides = [1] : tile<i32> -> {iv}
+  %pb = make_partition_view %tb : {ip}
+  %tc = make_tensor_view %c, shape = [%n], strides = [1] : tile<i32> -> {fv}
+  %pc = make_partition_view %tc : {fp}
+  %bx, %by, %bz = get_tile_block_id : tile<i32>
+  %x, %k1 = load_view_tko weak %pa[%bx] token = %tok : {fp}, tile<i32> -> tile<{tile}xf32>, token
+  %i, %k2 = load_view_tko weak %pb[%bx] token = %tok : {ip}, tile<i32> -> tile<{tile}xi32>, token
+  %y = itof %i signed : tile<{tile}xi32> -> tile<{tile}xf32>
+  %r = fpowf %x, %y : tile<{tile}xf32>
+  %d = store_view_tko weak %r, %pc[%bx] token = %tok : tile<{tile}xf32>, {fp}, tile<i32> -> token
+  return
+}}
+"""
+
+
+@needs_longdouble
+def test_pow_of_an_integer_is_binary_powering():
+    """pow(x, float(n)) powers by float(n)'s integer value in a loop (no logarithm), within
+    0.51 ulp, huge |n| (rounded to f32 as pow sees it) and C99's special values included."""
+    rng = np.random.default_rng(3)
+    m = 3000
+    x = np.concatenate([rng.uniform(-4, 4, m), (1 + rng.uniform(-1e-5, 1e-5, m)),
+                        np.repeat([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, -2.0, 1e-45], 6)])
+    n = np.concatenate([rng.integers(-60, 60, m), rng.integers(-2**31, 2**31 - 1, m),
+                        np.tile([0, 1, -1, 3, -2, 2**31 - 1], 9)])
+    x, n = x.astype(np.float32), n.astype(np.int32)
+    ptx = compile_module(parse_module(_pow_of_int_kernel()), CompileOptions(gpu_name="sm_90"), "ptx")
+    assert "mul.rn.f64" in ptx and "div.rn" not in ptx and has_backward_branch(ptx)
+    size = -(-len(x) // 256) * 256
+    pad = lambda v: np.concatenate([v, np.zeros(size - len(v), v.dtype)])  # noqa: E731
+    out = np.zeros(size, np.float32)
+    launch(ptx, "k", (size // 256, 1, 1), [pad(x), pad(n), out, np.int32(size)])
+    got = out[:len(x)]
+    y = n.astype(np.float32)
+    ref = reference("pow", [x, y], np.float32)
+    err = ulp_error(got, ref, np.float32)
+    assert err.max() <= 0.51, worst("pow", [x, y], got, ref, err)
+    with np.errstate(all="ignore"):
+        exact = np.power(x.astype(np.float64), y.astype(np.float64)).astype(np.float32)
     special = np.isnan(exact) | np.isinf(exact) | (exact == 0)
     assert np.array_equal(np.signbit(got[special]), np.signbit(exact[special]))
     assert np.array_equal(np.isnan(got), np.isnan(exact))

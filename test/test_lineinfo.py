@@ -6,6 +6,9 @@ import re
 from pathlib import Path
 
 from tileiras import driver
+from tileiras.ir.version import NEWEST
+from tileiras.text.parser import parse_module
+from tileiras.writer import write_bytecode
 from tileiras.reader import read_bytecode
 from tileiras.text.printer import print_module
 
@@ -58,3 +61,46 @@ def test_device_debug_emits_dwarf(tmp_path, capsys):
     names = {s.name for s in read_sections(out.read_bytes())}
     assert {".debug_info", ".debug_abbrev", ".nv_debug_info_reg_sass", ".nv.tileir.debug_line"} <= names
     assert ".debug_pubnames" not in names
+
+
+NO_DEBUG_INFO = """cuda_tile.module @m {
+  entry @k(%out: tile<ptr<f32>>) {
+    %c = constant <f32: 2.0> : tile<f32>
+    %t = store_ptr_tko weak %out, %c : tile<ptr<f32>>, tile<f32> -> token
+    return
+  }
+}
+"""
+
+
+def _no_debug_info_bytecode(tmp_path: Path) -> Path:
+    path = tmp_path / "k.tileir"
+    path.write_bytes(write_bytecode(parse_module(NO_DEBUG_INFO, "k.mlir", version=NEWEST), version=NEWEST))
+    return path
+
+
+def test_lineinfo_without_debug_info_synthesizes_unknown_scope(tmp_path, capsys):
+    """A module without locations: NVIDIA's scope at ``<unknown>`` line 1, no Tile IR text."""
+    path = _no_debug_info_bytecode(tmp_path)
+    assert driver.main([str(path), "--gpu-name=sm_90", "--lineinfo", "--emit=ptx"]) == 0
+    ptx = capsys.readouterr().out
+    assert re.findall(r"\.file\s+(\d+)\s+\"([^\"]+)\"", ptx) == [("1", "<unknown>")]
+    assert set(re.findall(r"\.loc\s+(.*)", ptx)) == {"1 1 0"}
+    assert "nv_intermediate_source_section" not in ptx and ".loc_intermediate" not in ptx
+    assert "$L__func_begin" not in ptx and ".debug_macinfo" not in ptx  # nothing reads them without -g
+
+
+def test_lineinfo_without_debug_info_cubin_is_nvidias(tmp_path, real_tileiras):
+    """The same cubin sections as NVIDIA's (line tables and the embedded PTX)."""
+    import subprocess
+
+    from tileiras.codegen.ptxas import read_sections
+
+    path = _no_debug_info_bytecode(tmp_path)
+    for flags in (["--lineinfo"], ["-g", "-O0"]):
+        ours, theirs = tmp_path / "ours.cubin", tmp_path / "theirs.cubin"
+        assert driver.main([str(path), "--gpu-name=sm_90", *flags, "-o", str(ours)]) == 0
+        subprocess.run([real_tileiras, str(path), "--gpu-name=sm_90", *flags, "-o", str(theirs)], check=True)
+        names = sorted(s.name for s in read_sections(ours.read_bytes()))
+        assert names == sorted(s.name for s in read_sections(theirs.read_bytes()))
+        assert ".nv_debug_ptx_txt" in names

@@ -18,7 +18,6 @@ from kernels.multimem_text import GOLDEN_MULTIMEM, multimem_kernel
 from tileiras import diffcheck, driver
 from tileiras.codegen.ptxas import PtxasError, invoke_ptxas
 from tileiras.emulate.cubin import ptx_from_cubin
-from tileiras.errors import CompileError
 from tileiras.pipeline import CompileOptions, compile_module
 from tileiras.text.parser import parse_module
 from tileiras.tile.enums import MultimemReductionKind
@@ -143,11 +142,16 @@ def ptx_of(name: str) -> str:
 
 def instructions(ptx: str) -> set[str]:
     """The multimem and fence instructions, registers and predicates blanked."""
-    out = set()
+    return set(fences_and_instructions(ptx))
+
+
+def fences_and_instructions(ptx: str) -> list[str]:
+    """The multimem instructions and fences in order, registers and predicates blanked."""
+    out = []
     for statement in ptx.split(";"):
         s = re.sub(r"@%p\d+\s+", "", statement.strip().splitlines()[-1].strip() if statement.strip() else "")
         if s.startswith(("multimem.", "fence.")) and "mbarrier" not in s:
-            out.add(re.sub(r"\[R\+\d+\]", "[R]", re.sub(r"%\w+", "R", s)))
+            out.append(re.sub(r"\[R\+\d+\]", "[R]", re.sub(r"%\w+", "R", s)))
     return out
 
 
@@ -178,6 +182,47 @@ def test_nvidia_emits_the_same_instructions(name, real_tileiras, tmp_path):
     assert instructions(ptx_from_cubin(out.read_bytes())) == EXPECTED[name]
 
 
+#: Release writes of several instructions a thread: NVIDIA's tileiras puts a fence before each.
+RELEASE_SEQUENCES = {
+    "st_f32_x4": (dict(op="st", element="f32", ordering="release", scope="device", tile=(512,)),
+                  ["fence.release.gpu", "multimem.st.relaxed.sys.global.f32 [R], R"] * 4),
+    "red_i32_edge": (dict(op="red", element="i32", ordering="release", scope="sys", tile=(512,), shape=(1000,)),
+                     ["fence.release.sys", "multimem.red.relaxed.sys.global.add.u32 [R], R"] * 4),
+    "st_i64_x4": (dict(op="st", element="i64", ordering="release", scope="tl_blk", tile=(512,)),
+                  ["fence.release.cta", "multimem.st.relaxed.sys.global.u64 [R], R"] * 4),
+    "red_f16_pairs_of_copies": (dict(op="red", element="f16", ordering="release", scope="sys"),
+                                ["fence.release.sys", "multimem.red.relaxed.sys.global.add.v2.f16 [R], {R, R}"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RELEASE_SEQUENCES))
+def test_a_release_fence_before_every_instruction(name):
+    kwargs, expected = RELEASE_SEQUENCES[name]
+    ptx = compile_module(parse_module(multimem_kernel(**kwargs), "k.mlir"), CompileOptions(gpu_name="sm_100"), "ptx")
+    assert fences_and_instructions(ptx) == expected
+
+
+@pytest.mark.parametrize("name", sorted(RELEASE_SEQUENCES))
+def test_nvidia_fences_every_instruction(name, real_tileiras, tmp_path):
+    kwargs, expected = RELEASE_SEQUENCES[name]
+    src, out = tmp_path / "k.tileir", tmp_path / "k.cubin"
+    src.write_bytes(write_bytecode(parse_module(multimem_kernel(**kwargs), "k.mlir")))
+    subprocess.run([real_tileiras, "--gpu-name=sm_100", "--lineinfo", str(src), "-o", str(out)], check=True,
+                   capture_output=True, timeout=120)
+    assert fences_and_instructions(ptx_from_cubin(out.read_bytes())) == expected
+
+
+def test_fences_run_where_the_tile_is_and_the_thread_owns_the_pair():
+    """An edge tile's fence is predicated on the tile starting inside the tensor, not on the
+    element (NVIDIA: tile branch, fence, element branch, store); copies held by a second
+    thread neither store nor fence."""
+    ptx = compile_module(parse_module(multimem_kernel(**RELEASE_SEQUENCES["red_i32_edge"][0]), "k.mlir"),
+                         CompileOptions(gpu_name="sm_100"), "ptx")
+    fences = re.findall(r"@(%p\d+) fence\.release", ptx)
+    stores = re.findall(r"@(%p\d+) multimem\.red", ptx)
+    assert len(fences) == len(stores) == 4 and set(fences).isdisjoint(stores)
+
+
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed (pip install nvidia-cuda-nvcc)")
 @pytest.mark.parametrize("name", sorted(GOLDEN_MULTIMEM))
 def test_ptxas_accepts(name):
@@ -206,12 +251,59 @@ def test_duplicated_elements_reduce_once(monkeypatch):
     assert diffcheck.compare(expected, diffcheck.run_ptx(unguarded, "mm", (8, 1, 1), args)) is not None
 
 
-def test_half_pairs_need_a_unit_stride_dim_of_two():
-    """A 128x1 f16 tile of a row-major view has no two consecutive elements (NVIDIA's
-    tileiras compiles it to an empty kernel); ours says why it cannot."""
-    module = parse_module(multimem_kernel(element="f16", shape=(512, 512), tile=(128, 1)), "k.mlir")
-    with pytest.raises(CompileError, match=r"requires at least 2 contiguous element\(s\) per thread"):
-        compile_module(module, CompileOptions(gpu_name="sm_100"), "ptx")
+def _added(text: str) -> str:
+    """The f16 load kernel with the loaded tile added to a plain tile before the store."""
+    view = "partition_view<tile=(128x1), tensor_view<512x512xf16, strides=[512,1]>>"
+    return text.replace("%t2 = store_view_tko weak %r,", (
+        f"%q, %tq = load_view_tko weak %ppv[%bx, %zero] token = %tok : {view}, tile<i32> -> tile<128x1xf16>, "
+        "token\n    %s = addf %r, %q : tile<128x1xf16>\n    %t2 = store_view_tko weak %s,"))
+
+
+#: f16 tiles with no two elements along the unit-stride dim (128x1 of a row-major view), as
+#: NVIDIA's tileiras 13.5 compiles them: no code at all (a lone ``ret``); a load's tile is
+#: undefined, so what is computed from it and stored goes too, though it still sizes the CTA;
+#: a store or reduction goes before the CTA is sized.
+UNPAIRABLE = {
+    "ld": (multimem_kernel(element="f16", shape=(512, 512), tile=(128, 1)), 128),
+    "ld_added": (_added(multimem_kernel(element="f16", shape=(512, 512), tile=(128, 1))), 128),
+    "st": (multimem_kernel(op="st", element="bf16", shape=(512, 512), tile=(128, 1), ordering="release"), 32),
+    "red": (multimem_kernel(op="red", element="f16", shape=(512, 512), tile=(128, 1)), 32),
+}
+
+
+def body(ptx: str) -> list[str]:
+    """The entry's instructions (declarations, line info and labels left out)."""
+    text = ptx[ptx.index("{", ptx.index(".entry")) + 1:ptx.rindex("}")]
+    return [line.strip() for line in text.splitlines()
+            if line.strip() and not line.strip().startswith((".reg", ".loc", "//", "$L"))]
+
+
+@pytest.mark.parametrize("name", sorted(UNPAIRABLE))
+def test_unpairable_half_tiles_compile_to_nothing(name):
+    text, threads = UNPAIRABLE[name]
+    ptx = compile_module(parse_module(text, "k.mlir"), CompileOptions(gpu_name="sm_100"), "ptx")
+    assert body(ptx) == ["ret;"]
+    assert re.search(r"\.reqntid (\d+)", ptx).group(1) == str(threads)
+
+
+@pytest.mark.parametrize("name", sorted(UNPAIRABLE))
+def test_nvidia_compiles_unpairable_half_tiles_to_nothing(name, real_tileiras, tmp_path):
+    text, threads = UNPAIRABLE[name]
+    src, out = tmp_path / "k.tileir", tmp_path / "k.cubin"
+    src.write_bytes(write_bytecode(parse_module(text, "k.mlir")))
+    real = subprocess.run([real_tileiras, "--gpu-name=sm_100", "--lineinfo", str(src), "-o", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert (real.returncode, real.stderr) == (0, "")
+    ptx = ptx_from_cubin(out.read_bytes())
+    assert body(ptx) == ["ret;"]
+    assert re.search(r"\.reqntid (\d+)", ptx).group(1) == str(threads)
+
+
+def test_unpairable_store_exits_0(tmp_path, capsys):
+    path = tmp_path / "k.tileir"
+    path.write_bytes(write_bytecode(parse_module(UNPAIRABLE["st"][0], "k.mlir")))
+    assert driver.main([str(path), "--gpu-name=sm_100", "-o", str(tmp_path / "k.cubin")]) == 0
+    assert capsys.readouterr().err == "" and (tmp_path / "k.cubin").stat().st_size > 0
 
 
 def test_driver_exit_codes(tmp_path, capsys):
@@ -227,3 +319,73 @@ def test_driver_exit_codes(tmp_path, capsys):
     assert capsys.readouterr().err.splitlines()[0] == ("error: Incompatibility with architecture 'sm_90': multicast "
                                                        "pointers require sm_100 or sm_103 or sm_107")
     assert driver.main([str(good), "--gpu-name=sm_100", "-o", str(tmp_path / "c.cubin")]) == 0
+
+
+# -- loads whose results nothing uses ------------------------------------------------------------
+def _without(text: str, word: str) -> str:
+    return "\n".join(line for line in text.splitlines() if word not in line) + "\n"
+
+
+#: (kernel text, NVIDIA's .reqntid, instructions NVIDIA's PTX keeps).  NVIDIA's tileiras 13.5
+#: drops a load (multimem or plain, whatever its ordering, an acquire's fence too) whose value
+#: and token nothing uses, and sizes the CTA by what is left.
+UNUSED = {
+    "ld_relaxed": (_without(multimem_kernel(), "store_view_tko"), 32, set()),
+    "ld_acquire": (_without(multimem_kernel(ordering="acquire", scope="device"), "store_view_tko"), 32, set()),
+    "ld_f16": (_without(multimem_kernel(element="f16"), "store_view_tko"), 32, set()),
+    "plain_acquire": (_without(multimem_kernel(op="st", ptr_attr=None), "multimem").replace(
+        "load_view_tko weak", "load_view_tko acquire device"), 32, set()),
+    "ld_token_used": (multimem_kernel(ordering="acquire", scope="device").replace(
+        "store_view_tko weak %r,", "store_view_tko weak %c,").replace(
+        "token = %tok : tile<128xf32>", "token = %t1 : tile<128xf32>").replace(
+        "    return", "    %c = constant <f32: 1.0> : tile<128xf32>\n    return"), 128,
+        {"multimem.ld_reduce.relaxed.sys.global.add.f32 R, [R]", "fence.acquire.gpu"}),
+}
+
+
+def _reordered(text: str) -> str:
+    """``ld_token_used`` defines its constant after the store: move it before."""
+    lines = text.splitlines()
+    const = [i for i, line in enumerate(lines) if "%c = constant" in line]
+    if const:
+        line = lines.pop(const[0])
+        lines.insert(next(i for i, x in enumerate(lines) if "store_view_tko" in x), line)
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("name", sorted(UNUSED))
+def test_unused_loads_are_dropped(name):
+    text, threads, kept = UNUSED[name]
+    ptx = compile_module(parse_module(_reordered(text), "k.mlir"), CompileOptions(gpu_name="sm_100"), "ptx")
+    assert re.search(r"\.reqntid (\d+)", ptx).group(1) == str(threads)
+    assert instructions(ptx) == kept
+    assert ("ld.global" in ptx or "ld.relaxed" in ptx or "ld.acquire" in ptx) is False
+
+
+@pytest.mark.parametrize("name", sorted(UNUSED))
+def test_nvidia_drops_unused_loads(name, real_tileiras, tmp_path):
+    text, threads, kept = UNUSED[name]
+    src, out = tmp_path / "k.tileir", tmp_path / "k.cubin"
+    src.write_bytes(write_bytecode(parse_module(_reordered(text), "k.mlir")))
+    subprocess.run([real_tileiras, "--gpu-name=sm_100", "--lineinfo", str(src), "-o", str(out)], check=True,
+                   capture_output=True, timeout=120)
+    ptx = ptx_from_cubin(out.read_bytes())
+    assert re.search(r"\.reqntid (\d+)", ptx).group(1) == str(threads)
+    assert instructions(ptx) == kept
+
+
+def test_dead_ops_are_not_what_sizes_the_cta():
+    """A 128-element load nothing uses beside a scalar store: one warp, as NVIDIA's."""
+    from tileiras.lower.tileaa import analyze
+
+    text = _without(multimem_kernel(op="st", ptr_attr=None), "multimem").replace(
+        "    return", "    %one = constant <f32: 1.0> : tile<f32>\n    %p = offset %arg1, %zero : tile<ptr<f32>>, "
+                     "tile<i32> -> tile<ptr<f32>>\n    %t9 = store_ptr_tko weak %p, %one : tile<ptr<f32>>, tile<f32> -> "
+                     "token\n    return")
+    module = parse_module(text, "k.mlir")
+    aa = analyze(module.functions[0])
+    assert sorted(op.name for op in aa.dead) == ["get_tile_block_id", "load_view_tko", "make_partition_view",
+                                                  "make_partition_view", "make_tensor_view", "make_tensor_view",
+                                                  "make_token"]
+    ptx = compile_module(module, CompileOptions(gpu_name="sm_100"), "ptx")
+    assert ".reqntid 32" in ptx and "st.global" in ptx

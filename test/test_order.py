@@ -64,3 +64,96 @@ def test_loop_bodies_and_values_used_elsewhere_stay():
     order_function(fn)
     assert _names(fn.blocks[0]) == ["early", "late"]
     assert _names(fn.blocks[1]) == ["acc", "s0", "s1", "next", "more"]  # a loop body: emission order
+
+
+def test_values_do_not_move_past_a_collective():
+    """A value computed before a barrier and used after it stays before the barrier: what
+    one phase of collective work leaves behind is computed before the next phase."""
+    module, fn = _kernel()
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    x, y = fn.args[1], fn.args[2]
+    s = b.fadd(x, y, name="s")
+    b.asm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "~{memory}", [], side_effect=True)
+    t = b.fmul(x, x, name="t")
+    _store(b, b.fadd(s, t, name="u"), fn.args[0])
+    b.ret_void()
+    order_function(fn)
+    names = ["bar" if "bar.sync" in str(i) else i.name for i in fn.blocks[0].instructions]
+    assert names.index("s") < names.index("bar") < names.index("t") < names.index("u")
+
+
+def _guarded_store(b: ir.IRBuilder, value, address, index, name: str) -> None:
+    """A store predicated on ``index < 100`` (as our stores of a partial tile are)."""
+    guard = b.icmp_unsigned("<", index, ir.Constant(index.type, 100), name=f"{name}.in")
+    b.asm(ir.FunctionType(ir.VoidType(), [ir.IntType(1), F32, address.type]), "@$0 st.global.f32 [$2], $1;",
+          "b,f,l", [guard, value, address], side_effect=True)
+
+
+def test_divisions_move_before_the_address_arithmetic_of_their_stores():
+    """softmax's last step: two quotients by one sum, stored to adjacent elements.
+    Depth-first, the first division lands between the stores' address arithmetic and the
+    first store, so the address is live across ptxas's division subroutine as well; the
+    divisions move up to just after the sum (softmax_rows f16 sm_80: 22 -> 18 registers)."""
+    _, fn = _kernel()
+    p, x, y = fn.args
+    i32, i64 = ir.IntType(32), ir.IntType(64)
+    entry, body = fn.append_basic_block("entry"), fn.append_basic_block("body")
+    b = ir.IRBuilder(entry)
+    tid = b.asm(ir.FunctionType(i32, []), "mov.u32 $0, %tid.x;", "=r", [], side_effect=True, name="tid")
+    b.branch(body)
+    b.position_at_end(body)
+    total = b.fadd(x, y, name="sum")
+    q0, q1 = b.fdiv(x, total, name="q0"), b.fdiv(y, total, name="q1")
+    offset = b.mul(b.zext(tid, i64, name="wide"), ir.Constant(i64, 8), name="offset")
+    address = b.add(b.ptrtoint(p, i64, name="base"), offset, name="address")
+    _guarded_store(b, q0, address, tid, "s0")
+    _guarded_store(b, q1, b.add(address, ir.Constant(i64, 4), name="next"),
+                   b.add(tid, ir.Constant(i32, 1), name="tid1"), "s1")
+    b.ret_void()
+    order_function(fn)
+    names = _names(fn.blocks[1])
+    assert names[:3] == ["sum", "q0", "q1"], " ".join(names)
+    assert names.index("address") > names.index("q1")
+
+
+def test_a_division_stays_with_its_element_when_moving_it_up_keeps_more_values_alive():
+    """Two elements, each divided, combined with another value and stored: moving the
+    second element's division up would keep its quotient alive across the first one's
+    division too, so each element keeps its depth-first chain (ew_arith: 25 registers
+    that way, 28 with all divisions first)."""
+    _, fn = _kernel()
+    p, _, y = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("body"))
+    load = ir.FunctionType(F32, [p.type])
+    x0 = b.asm(load, "ld.global.f32 $0, [$1];", "=f,l", [p], side_effect=True, name="x0")
+    x1 = b.asm(load, "ld.global.f32 $0, [$1+4];", "=f,l", [p], side_effect=True, name="x1")
+    d0, d1 = b.fdiv(x0, y, name="d0"), b.fdiv(x1, y, name="d1")
+    r0, r1 = b.fadd(d0, x0, name="r0"), b.fadd(d1, x1, name="r1")
+    _store(b, r0, p)
+    _store(b, r1, p)
+    b.ret_void()
+    order_function(fn)
+    assert _names(fn.blocks[0]) == ["x0", "x1", "d0", "r0", "d1", "r1"]
+
+
+def test_calls_are_the_slow_path_instructions():
+    """becomes_call: IEEE division and square root (LLVM or PTX spelling), 64-bit integer
+    division; not the approximate or full-range forms, nor 32-bit integer division."""
+    from tileiras.codegen.order import becomes_call
+    _, fn = _kernel()
+    _, x, y = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("body"))
+    i32, i64 = ir.IntType(32), ir.IntType(64)
+    unary = ir.FunctionType(F32, [F32])
+
+    def asm(text):
+        return b.asm(unary, text, "=f,f", [x], False)
+    calls = [b.fdiv(x, y), b.frem(x, y), b.sdiv(ir.Constant(i64, 7), ir.Constant(i64, 3)),
+             b.urem(ir.Constant(i64, 7), ir.Constant(i64, 3)),
+             b.call(ir.Function(fn.module, unary, "llvm.sqrt.f32"), [x]),
+             asm("div.rn.f32 $0, $1, $1;"), asm("sqrt.rn.f32 $0, $1;"), asm("rcp.rz.f64 $0, $1;")]
+    inline = [b.fmul(x, y), b.sdiv(ir.Constant(i32, 7), ir.Constant(i32, 3)),
+              asm("div.approx.f32 $0, $1, $1;"), asm("div.full.f32 $0, $1, $1;"),
+              asm("sqrt.approx.f32 $0, $1;"), asm("ex2.approx.f32 $0, $1;")]
+    assert [becomes_call(i) for i in calls] == [True] * len(calls)
+    assert [becomes_call(i) for i in inline] == [False] * len(inline)

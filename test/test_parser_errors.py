@@ -53,7 +53,7 @@ CASES = [
      "all dimensions must be positive constants, got 0, 2"),
     (use_type("!cuda_tile.tile<8x4xi28>"),
      "failed to verify 'elementType': f16 or bf16 or f32 or tf32 or f64 or f8E4M3FN or f8E5M2 or f8E8M0FNU or "
-     "f4E2M1FN or i1 or i8 or i16 or i32 or i64 or Pointer type"),
+     "f4E2M1FN or fnv8E5M3FNU or i1 or i8 or i16 or i32 or i64 or Pointer type"),
     # constant literals: structure and elements before the type
     ("entry @k() {\n  %0 = constant <f32: [[1.0, 2.0, 3.0], [4.0, 5.0]]> : tile<2x3xf32>\n}\n",
      "tensor literal is invalid; ranks are not consistent between elements"),
@@ -98,7 +98,7 @@ CASES = [
      "tile<4xf32>, token\n}\n", "expected SSA operand"),
     ("entry @k() {\n  %0 = constant <f32: 10.0> : tensor<f32>\n}\n",
      "custom op 'cuda_tile.constant' result #0 must be tile of i1 or i8 or i16 or i32 or i64 or f16 or bf16 or f32 or "
-     "f64 or tf32 or f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN values, but got 'tensor<f32>'"),
+     "f64 or tf32 or f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN or fnv8E5M3FNU values, but got 'tensor<f32>'"),
 ]
 
 

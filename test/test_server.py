@@ -208,3 +208,21 @@ def test_a_different_server_on_the_socket_is_not_used(tmp_path):
     finally:
         listener.close()
         os.unlink(path)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="the test's client needs python -P")
+def test_a_tileiras_folder_where_the_command_runs_is_not_the_servers(server_env, tmp_path):
+    """The server imports this package, not a ``tileiras`` folder in the client's cwd."""
+    (tmp_path / "tileiras").mkdir()
+    (tmp_path / "tileiras" / "__init__.py").write_text("raise ImportError('the wrong tileiras')\n")
+    argv = [sys.executable, "-P", *CLIENT[1:], VADD, "--gpu-name=sm_90", "--emit=ptx"]
+    first = subprocess.run(argv, env=server_env, cwd=tmp_path, capture_output=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    wait_for_server(server_env)
+    for _ in range(60):
+        r = subprocess.run([*argv[:2], "-X", "importtime", *argv[2:]], env=server_env, cwd=tmp_path,
+                           capture_output=True, timeout=120)
+        if r.returncode == 0 and b"tileiras.driver" not in r.stderr:
+            return
+        time.sleep(0.5)
+    raise AssertionError("commands were never served")

@@ -20,6 +20,7 @@ from typing import Any, Optional, Sequence
 import ml_dtypes
 import numpy as np
 
+from .interp.values import FNV8E5M3FNU
 from .ir import types as T
 from .ir.core import Function, Module, Value
 from .tile import ops_control as CF
@@ -30,6 +31,7 @@ _DTYPES = {
     "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "tf32": np.float32, "f64": np.float64,
     "f8E4M3FN": ml_dtypes.float8_e4m3fn, "f8E5M2": ml_dtypes.float8_e5m2,
     "f8E8M0FNU": ml_dtypes.float8_e8m0fnu, "f4E2M1FN": ml_dtypes.float4_e2m1fn,
+    "fnv8E5M3FNU": FNV8E5M3FNU,
 }
 
 
@@ -54,6 +56,8 @@ def random_array(rng: np.random.Generator, dtype: Any, shape: tuple[int, ...], o
         out = values.reshape(shape).astype(dtype)
     elif dtype is ml_dtypes.float8_e8m0fnu:  # scales: powers of two around 1
         out = np.exp2(rng.integers(-4, 5, shape)).astype(dtype)
+    elif dt == FNV8E5M3FNU:  # UE5M3 codes (no numpy float type): any code, NaN included
+        out = rng.integers(0, 256, shape).astype(np.uint8).view(dt)
     else:
         out = rng.uniform(-4, 4, shape).astype(dtype)
     return np.asfortranarray(out) if order == "F" else out
@@ -142,6 +146,8 @@ def compare(expected: Outcome, got: Outcome, *, rtol: float = 1e-4, atol: float 
     if expected.failed:  # memory after a failed assert is unspecified
         return None
     for i, (e, g) in enumerate(zip(expected.arrays, got.arrays)):
+        if e.dtype == FNV8E5M3FNU:  # codes compared exactly
+            e, g = e.view(np.uint8), g.view(np.uint8)
         if np.dtype(e.dtype).kind in "iub":
             bad = np.flatnonzero(e.ravel(order="K") != g.ravel(order="K"))
         else:

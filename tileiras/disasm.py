@@ -9,8 +9,6 @@ from __future__ import annotations
 import sys
 from typing import Optional, Sequence
 
-import click
-
 from . import cli
 from .errors import EXIT_BAD_OPTION, BytecodeError, TileIRError, VersionError
 from .ir.version import SUPPORTED_VERSIONS
@@ -19,17 +17,16 @@ PROG = "tileirdisasm"
 TITLE = "tileirdisasm: NVIDIA (R) Cuda Tile IR disassembler"
 USAGE = "tileirdisasm [options] <tile bytecode file>"
 
-HELP_ENTRIES = (
-    cli.HelpEntry("-g", "Alias for --print-debug-info"),
-    cli.HelpEntry("--help", "Display available options (--help-hidden for more)"),
-    cli.HelpEntry("--preview=<feature[,feature...]>", "Enable one or more named preview features"),
-    cli.HelpEntry("--print-debug-info", "Annotate disassembly with debugging information, if present."),
-    cli.HelpEntry("--version", "Display the version of this program"),
-)
+HELP_CATEGORIES = (cli.GENERIC_OPTIONS, cli.HelpCategory("TileIR Disassembler Options", (
+    cli.HelpOption("-g", "Alias for --print-debug-info"),
+    cli.HelpOption("--preview=<feature[,feature...]>", "Enable one or more named preview features"),
+    cli.HelpOption("--print-debug-info", "Annotate disassembly with debugging information, if present."),
+)))
 
 HEADER_SIZE = 12  # magic (8), major, minor, tag (u16)
-LONG_NAMES = ("help", "help-list", "version", "preview", "print-debug-info")
-IMMEDIATE_FLAGS = ("--help", "--help-list", "--version")
+LONG_NAMES = ("help", "help-list", "help-hidden", "help-list-hidden", "print-options",
+              "print-all-options", "version", "preview", "print-debug-info")
+IMMEDIATE_FLAGS = (*cli.HELP_FLAGS, "--version")
 
 
 class NoInputError(TileIRError):
@@ -39,18 +36,21 @@ class NoInputError(TileIRError):
         return "error: no input file provided\n"
 
 
-@click.command(PROG, add_help_option=False)
-@click.argument("inputs", nargs=-1)
-@click.option("-g", "--print-debug-info", "debug_info", is_flag=True,
-              help="Annotate disassembly with debugging information, if present.")
-@click.option("--preview", "preview", multiple=True, help="Enable one or more named preview features")
-def command(inputs: tuple[str, ...], debug_info: bool, preview: tuple[str, ...]) -> int:
+OPTIONS = (
+    cli.Option("debug_info", ("-g", "--print-debug-info"), flag=True),
+    cli.Option("preview", ("--preview",), multiple=True),
+    cli.Option("print_options", ("--print-options",), flag=True),  # accepted; NVIDIA's prints nothing either
+    cli.Option("print_all_options", ("--print-all-options",), flag=True),
+)
+
+
+def command(inputs: tuple[str, ...], debug_info: bool, preview: tuple[str, ...], **_: bool) -> int:
     """Disassemble one bytecode file to stdout."""
     features = cli.parse_preview(PROG, preview)
     if len(inputs) > 1:
         raise cli.too_many_positionals(PROG)
     if not inputs:
-        sys.stdout.write(help_text())
+        sys.stdout.write(help_text("--help-list"))  # as NVIDIA's: the flat list
         raise NoInputError("no input file provided")
     text = disassemble_file(inputs[0], debug_info=debug_info, preview=features)
     sys.stdout.write(text)
@@ -83,8 +83,8 @@ def reword_version_error(err: VersionError, data: bytes) -> BytecodeError:
                         f"versions {supported}", offset=HEADER_SIZE)
 
 
-def help_text() -> str:
-    return cli.format_help(TITLE, USAGE, HELP_ENTRIES)
+def help_text(flag: str = "--help") -> str:
+    return cli.format_help(TITLE, USAGE, HELP_CATEGORIES, flag)
 
 
 def run(argv: Sequence[str]) -> int:
@@ -92,15 +92,14 @@ def run(argv: Sequence[str]) -> int:
     stop = cli.find_immediate_flag(argv, IMMEDIATE_FLAGS)
     if stop is not None:
         try:
-            cli.parse_with_click(command, PROG, argv[:stop])
+            cli.parse_command_line(PROG, OPTIONS, "inputs", argv[:stop])
         except cli.CommandLineError as err:
             cli.print_error(err)
-        sys.stdout.write(cli.format_version(TITLE) if argv[stop] == "--version" else help_text())
+        sys.stdout.write(cli.format_version(TITLE) if argv[stop] == "--version" else help_text(argv[stop]))
         return 0
 
     def body() -> int:
-        params = cli.parse_with_click(command, PROG, argv)
-        return command.callback(**params)  # type: ignore[misc]
+        return command(**cli.parse_command_line(PROG, OPTIONS, "inputs", argv))
 
     return cli.run_guarded(body)
 

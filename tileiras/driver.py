@@ -11,17 +11,16 @@ it as bytecode (optionally at another version), without needing ``--gpu-name``.
 """
 from __future__ import annotations
 
+import os
 import sys
-from dataclasses import dataclass
 from enum import Enum
 from typing import Optional, Sequence
 
-import click
-
-from . import cli
+from . import cli, tilelib
 from .errors import EXIT_BAD_OPTION, CompileError, OptionError, UsageError
 from .ir.version import SUPPORTED_VERSIONS, Version, is_supported
 from .pipeline import CompileOptions, compile_module
+from .record import record
 
 PROG = "tileiras"
 TITLE = "tileiras: NVIDIA (R) Cuda Tile IR optimizing assembler"
@@ -53,51 +52,73 @@ class Emit(Enum):
         return self not in (Emit.MLIR, Emit.BYTECODE)
 
 
-HELP_ENTRIES = (
-    cli.HelpEntry("-O", "Alias for --opt-level"),
-    cli.HelpEntry("--apply-controls=<path>", "Composite ACF file forwarded to libNVVM and PTXAS."),
-    cli.HelpEntry("--arch", "Alias for --gpu-name"),
-    cli.HelpEntry("--bytecode-version=<M.m>", "With --emit=bytecode: the version to write"),
-    cli.HelpEntry("--device-debug", "Generate debug information (if present in the input bytecode)"),
-    cli.HelpEntry("--emit=<value>", "Stop after reading and print the module (not in NVIDIA's tool)"),
-    cli.HelpEntry("=mlir", "-   MLIR text, as tileirdisasm prints it", 4),
-    cli.HelpEntry("=bytecode", "-   Tile IR bytecode", 4),
-    cli.HelpEntry("=tileaa", "-   alias-aware IR: memory dependences and value facts", 4),
-    cli.HelpEntry("=tileas", "-   scheduled IR: the layout of every tile", 4),
-    cli.HelpEntry("=sched", "-   modulo schedules of the for loops (not used by codegen yet)", 4),
-    cli.HelpEntry("=llvm", "-   NVVM LLVM IR", 4),
-    cli.HelpEntry("=ptx", "-   PTX, as passed to ptxas", 4),
-    cli.HelpEntry("=cubin", "-   the cubin (the default)", 4),
-    cli.HelpEntry("-g", "Alias for --device-debug"),
-    cli.HelpEntry("--gpu-name=<value>", "Specify name of NVIDIA GPU to generate code for."),
-    *(cli.HelpEntry(f"={n}", f"-   SM {n[3:]}", 4) for n in GPU_NAMES),
-    cli.HelpEntry("--help", "Display available options (--help-hidden for more)"),
-    cli.HelpEntry("--host-arch=<value>", "Specify the architecture for the generated host code."),
-    cli.HelpEntry("--host-os=<value>", "Specify the operating system for the generated host code."),
-    cli.HelpEntry("-l <path>", "Tile libraries to load. Requires the SIMT preview."),
-    cli.HelpEntry("--lineinfo", "Generate line-number information (if present in the input bytecode)"),
-    cli.HelpEntry("--list-versions", "List all supported bytecode versions and exit"),
-    cli.HelpEntry("-o", "Alias for --output-file"),
-    cli.HelpEntry("--opt-level=<N>", "Specify optimization level. Default Value: 3."),
-    cli.HelpEntry("--output-file=<file>", "Specify name of output file."),
-    cli.HelpEntry("--preview=<feature[,feature...]>", "Enable one or more named preview features"),
-    cli.HelpEntry("--remark-format=<value>", "Specify the format for remark output"),
-    cli.HelpEntry("--remarks=<value>", "Enable all remark types for the specified category"),
-    cli.HelpEntry("--remarks-output-file=<string>", "Output file for YAML remark format."),
-    cli.HelpEntry("--sanitize=<value>", "Enable compiler instrumentation for the sanitizer tool."),
-    cli.HelpEntry("--version", "Display the version of this program"),
-)
+def _remark_option(kind: str) -> cli.HelpOption:
+    """``--remarks-<kind>``: the same four categories, worded per remark kind."""
+    return cli.HelpOption(f"--remarks-{kind}=<value>", f"Category for {kind} optimization remarks", (
+        ("none", f"Disable {kind} remarks"), ("all", f"Show all {kind} remarks"),
+        ("memory", f"Show memory-related {kind} remarks"),
+        ("tensorcore", f"Show tensor-core {kind} remarks")))
 
-LONG_NAMES = ("help", "help-list", "version", "list-versions", "gpu-name", "arch", "output-file",
+
+#: ``--help``: NVIDIA's categories and texts, then ours (options NVIDIA's tool lacks).
+HELP_CATEGORIES = (cli.GENERIC_OPTIONS, cli.HelpCategory("TileIR Assembler Options", (
+    cli.HelpOption("-O", "Alias for --opt-level"),
+    cli.HelpOption("--apply-controls=<path>", "Composite ACF file forwarded to libNVVM and, when used, "
+                   "direct PTXAS. Paths requiring quoting, including paths with whitespace, are unsupported."),
+    cli.HelpOption("--arch", "Alias for --gpu-name"),
+    cli.HelpOption("--device-debug", "Generate debug information (if present in the input bytecode)"),
+    cli.HelpOption("-g", "Alias for --device-debug"),
+    cli.HelpOption("--gpu-name=<value>", "Specify name of NVIDIA GPU to generate code for.",
+                   [(n, f"SM {n[3:]}") for n in GPU_NAMES]),
+    cli.HelpOption("--host-arch=<value>", "Specify the architecture for the generated host code.",
+                   [(a, a) for a in HOST_ARCHS]),
+    cli.HelpOption("--host-os=<value>", "Specify the operating system for the generated host code.",
+                   [(o, o) for o in HOST_OSES]),
+    cli.HelpOption("-l <path>", "Tile libraries to load. Requires the SIMT preview."),
+    cli.HelpOption("--lineinfo", "Generate line-number information (if present in the input bytecode)"),
+    cli.HelpOption("--list-versions", "List all supported bytecode versions and exit"),
+    cli.HelpOption("-o", "Alias for --output-file"),
+    cli.HelpOption("--opt-level=<N>", "Specify optimization level. Default Value: 3."),
+    cli.HelpOption("--output-file=<file>", "Specify name of output file."),
+    cli.HelpOption("--preview=<feature[,feature...]>", "Enable one or more named preview features"),
+    cli.HelpOption("--sanitize=<value>", "Enable compiler instrumentation for the sanitizer tool "
+                   "specified by the option.", [("memcheck", "Sanitize memory accesses")]),
+)), cli.HelpCategory("TileIR Assembler Remark Options", (
+    cli.HelpOption("--remark-format=<value>", "Specify the format for remark output", (
+        ("command-line", "Print remarks to command-line"), ("yaml", "Write remarks to YAML file"))),
+    cli.HelpOption("--remarks=<value>", "Enable all remark types (passed, missed, failed, analysis) "
+                   "for the specified category", (
+                       ("none", "Disable all remarks"), ("all", "Show all remarks"),
+                       ("memory", "Show memory-related remarks"),
+                       ("tensorcore", "Show tensor-core remarks"))),
+    *(_remark_option(kind) for kind in ("analysis", "failed", "missed", "passed")),
+    cli.HelpOption("--remarks-output-file=<string>",
+                   "Output file for YAML remark format. Default is tileir_remarks.yaml"),
+), "Filter remarks by category."), cli.HelpCategory("Pipeline Options (this tileiras only)", (
+    cli.HelpOption("--bytecode-version=<M.m>", "With --emit=bytecode: the version to write"),
+    cli.HelpOption("--emit=<value>", "Stop after a stage and write its output instead of the cubin", (
+        ("mlir", "MLIR text, as tileirdisasm prints it"),
+        ("bytecode", "Tile IR bytecode"),
+        ("tileaa", "alias-aware IR: memory dependences and value facts"),
+        ("tileas", "scheduled IR: the layout of every tile"),
+        ("sched", "modulo schedules of the for loops (not used by codegen yet)"),
+        ("llvm", "NVVM LLVM IR"),
+        ("ptx", "PTX, as passed to ptxas"),
+        ("cubin", "the cubin (the default)"))),
+)))
+
+LONG_NAMES = ("help", "help-list", "help-hidden", "help-list-hidden", "print-options",
+              "print-all-options", "version", "list-versions", "gpu-name", "arch", "output-file",
               "opt-level", "lineinfo", "device-debug", "host-arch", "host-os", "remarks",
               "remarks-analysis", "remarks-failed", "remarks-missed", "remarks-passed",
               "remark-format", "remarks-output-file", "preview", "sanitize", "apply-controls",
-              "emit", "bytecode-version")
-IMMEDIATE_FLAGS = ("--help", "--help-list", "--version", "--list-versions")
+              "emit", "bytecode-version", "preview-create-tile-lib", "preview-interface",
+              "preview-implementation")
+IMMEDIATE_FLAGS = (*cli.HELP_FLAGS, "--version", "--list-versions")
 REMARK_OPTIONS = ("remarks", "remarks_analysis", "remarks_failed", "remarks_missed", "remarks_passed")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DriverOptions:
     """The command line after parse-time checks (range checks come later, as in NVIDIA's)."""
 
@@ -118,33 +139,47 @@ class DriverOptions:
     remarks_output_file: str
     emit: Optional[Emit]
     bytecode_version: Optional[Version]
+    #: NVIDIA's hidden ``--preview-create-tile-lib`` mode and its two inputs (tilelib.py)
+    create_tile_lib: bool = False
+    interface: Optional[str] = None
+    implementations: tuple[str, ...] = ()
 
 
-@click.command(PROG, add_help_option=False)
-@click.argument("inputs", nargs=-1)
-@click.option("-o", "--output-file", "output_file", default=None)
-@click.option("--gpu-name", "--arch", "gpu_name", default=None)
-@click.option("-O", "--opt-level", "opt_level", default="3")
-@click.option("--lineinfo", is_flag=True)
-@click.option("-g", "--device-debug", "device_debug", is_flag=True)
-@click.option("--host-arch", default="x86_64")
-@click.option("--host-os", default="linux")
-@click.option("--preview", multiple=True)
-@click.option("-l", "libraries", multiple=True)
-@click.option("--sanitize", default=None)
-@click.option("--apply-controls", default=None)
-@click.option("--remark-format", default="command-line")
-@click.option("--remarks", default=None)
-@click.option("--remarks-analysis", default=None)
-@click.option("--remarks-failed", default=None)
-@click.option("--remarks-missed", default=None)
-@click.option("--remarks-passed", default=None)
-@click.option("--remarks-output-file", default="tileir_remarks.yaml")
-@click.option("--emit", default=None)
-@click.option("--bytecode-version", default=None)
+#: The command line (``-O`` takes its value attached, as ``-O3``; see ``_parse_argv``).
+OPTIONS = (
+    cli.Option("output_file", ("-o", "--output-file")),
+    cli.Option("gpu_name", ("--gpu-name", "--arch")),
+    cli.Option("opt_level", ("-O", "--opt-level"), default="3"),
+    cli.Option("lineinfo", ("--lineinfo",), flag=True),
+    cli.Option("device_debug", ("-g", "--device-debug"), flag=True),
+    cli.Option("host_arch", ("--host-arch",), default="x86_64"),
+    cli.Option("host_os", ("--host-os",), default="linux"),
+    cli.Option("preview", ("--preview",), multiple=True),
+    cli.Option("libraries", ("-l",), multiple=True),
+    cli.Option("sanitize", ("--sanitize",)),
+    cli.Option("apply_controls", ("--apply-controls",)),
+    cli.Option("remark_format", ("--remark-format",), default="command-line"),
+    cli.Option("remarks", ("--remarks",)),
+    cli.Option("remarks_analysis", ("--remarks-analysis",)),
+    cli.Option("remarks_failed", ("--remarks-failed",)),
+    cli.Option("remarks_missed", ("--remarks-missed",)),
+    cli.Option("remarks_passed", ("--remarks-passed",)),
+    cli.Option("remarks_output_file", ("--remarks-output-file",), default="tileir_remarks.yaml"),
+    cli.Option("emit", ("--emit",)),
+    cli.Option("bytecode_version", ("--bytecode-version",)),
+    cli.Option("print_options", ("--print-options",), flag=True),  # accepted; NVIDIA's prints nothing either
+    cli.Option("print_all_options", ("--print-all-options",), flag=True),
+    cli.Option("create_tile_lib", ("--preview-create-tile-lib",), flag=True),
+    cli.Option("interface", ("--preview-interface",)),
+    cli.Option("implementations", ("--preview-implementation",), multiple=True),
+)
+
+
 def command(**params: object) -> int:
-    """Compile one Tile IR bytecode file."""
+    """Compile one Tile IR bytecode file (or, hidden as in NVIDIA's tool, make a tile library)."""
     options = parse_options(params)
+    if options.create_tile_lib:
+        return create_tile_library(options)
     return compile_file(options)
 
 
@@ -158,7 +193,7 @@ def parse_options(params: dict) -> DriverOptions:
     inputs = params["inputs"]
     if len(inputs) > 1:
         raise cli.too_many_positionals(PROG)
-    if not inputs:
+    if not inputs and not params["create_tile_lib"]:  # that mode reads no input file
         raise _NoInput()
     choice("--gpu-name", params["gpu_name"], GPU_NAMES)
     choice("--host-arch", params["host_arch"], HOST_ARCHS)
@@ -168,11 +203,9 @@ def parse_options(params: dict) -> DriverOptions:
     for name in REMARK_OPTIONS:
         choice("--" + name.replace("_", "-"), params[name], REMARK_CATEGORIES)
     preview = cli.parse_preview(PROG, params["preview"])
-    if params["libraries"] and "simt" not in preview:
-        raise cli.CommandLineError(PROG, "for the -l option: requires the SIMT preview (--preview=simt)")
     emit = Emit(choice("--emit", params["emit"], [e.value for e in Emit])) if params["emit"] else None
     return DriverOptions(
-        input=inputs[0], output_file=params["output_file"], gpu_name=params["gpu_name"],
+        input=inputs[0] if inputs else "", output_file=params["output_file"], gpu_name=params["gpu_name"],
         opt_level=_parse_int("--opt-level", params["opt_level"]),
         lineinfo=params["lineinfo"], device_debug=params["device_debug"],
         host_arch=params["host_arch"], host_os=params["host_os"], preview=preview,
@@ -180,7 +213,9 @@ def parse_options(params: dict) -> DriverOptions:
         apply_controls=params["apply_controls"], remark_format=params["remark_format"],
         remarks=tuple((n, params[n]) for n in REMARK_OPTIONS if params[n] is not None),
         remarks_output_file=params["remarks_output_file"], emit=emit,
-        bytecode_version=_parse_bytecode_version(params["bytecode_version"], emit))
+        bytecode_version=_parse_bytecode_version(params["bytecode_version"], emit),
+        create_tile_lib=params["create_tile_lib"], interface=params["interface"],
+        implementations=tuple(params["implementations"]))
 
 
 def _parse_int(option: str, text: str) -> int:
@@ -217,14 +252,24 @@ class _NoInput(UsageError):
 
 
 def compile_file(options: DriverOptions) -> int:
+    from .tile.codes import MAGIC
+
     data = cli.read_input_file(options.input)
+    needs_target = options.emit is None or options.emit.needs_target
+    is_bytecode = data.startswith(MAGIC) or options.emit is None
+    if needs_target and is_bytecode:  # NVIDIA's order: header, options, then the sections
+        from .reader import read_header_version
+
+        check_codegen_options(options, read_header_version(data))
     module = read_input_module(data, options.input, options.bytecode_version, text_ok=options.emit is not None,
                                preview=options.preview)
-    if options.emit is not None and not options.emit.needs_target:
+    if not needs_target:
         output = emit_module(module, options)
         cli.write_output(options.output_file or "-", output, EXIT_BAD_OPTION)
         return 0
-    check_codegen_options(options, module.version)
+    if not is_bytecode:
+        check_codegen_options(options, module.version)
+    tilelib.link(module, options.libraries, options.preview)
     check_target(module, options.gpu_name)
     stage = options.emit.value if options.emit else "cubin"
     result = compile_module(module, CompileOptions(
@@ -236,6 +281,20 @@ def compile_file(options: DriverOptions) -> int:
     cli.write_output(options.output_file or default, output, EXIT_BAD_OPTION)
     if options.remarks:
         emit_remarks(module, options)
+    return 0
+
+
+def create_tile_library(options: DriverOptions) -> int:
+    """``--preview-create-tile-lib``: the interface and implementation files in one
+    object (``-o``, default ``elf.o``), as NVIDIA's tool writes it."""
+    library = tilelib.create(options.interface, options.implementations, options.host_arch, options.host_os)
+    path = options.output_file or tilelib.DEFAULT_OUTPUT
+    try:
+        with open(path, "wb") as f:
+            f.write(library)
+    except OSError as e:
+        raise OptionError(f"could not open output file {path}: cannot open output file '{path}': "
+                          f"{os.strerror(e.errno or 0)}") from None
     return 0
 
 
@@ -284,7 +343,7 @@ def emit_module(module: object, options: DriverOptions) -> bytes:
 
 
 def check_codegen_options(options: DriverOptions, file_version: Version) -> None:
-    """The checks NVIDIA's tool makes after parsing the bytecode (exit code 2)."""
+    """The checks NVIDIA's tool makes after reading the bytecode header (exit code 2)."""
     if options.gpu_name is None:
         raise OptionError(
             "GPU architecture sm_0 is not supported by this version of tileiras. You may need a "
@@ -295,6 +354,8 @@ def check_codegen_options(options: DriverOptions, file_version: Version) -> None
     if options.device_debug and options.opt_level != 0:
         raise OptionError("optimized debugging is currently not supported, change the "
                           "optimization level to 0 or disable full debug info")
+    if options.apply_controls:  # NVIDIA's 13.5 refuses every ACF file on Linux and Windows
+        raise OptionError("--apply-controls is not supported on this platform")
 
 
 class TargetError(CompileError):
@@ -306,16 +367,16 @@ class TargetError(CompileError):
 
 def check_target(module: object, gpu_name: Optional[str]) -> None:
     """Architecture-specific verification; the rest was verified when the module was read."""
-    from .verify import VerifyError, check_module
+    from .verify import VerifyError, recheck_for_target
 
     try:
-        check_module(module, gpu_name=gpu_name)
+        recheck_for_target(module, gpu_name)
     except VerifyError as err:
         raise TargetError(str(err)) from None
 
 
-def help_text() -> str:
-    return cli.format_help(TITLE, USAGE, HELP_ENTRIES)
+def help_text(flag: str = "--help") -> str:
+    return cli.format_help(TITLE, USAGE, HELP_CATEGORIES, flag)
 
 
 def immediate_output(flag: str) -> str:
@@ -323,7 +384,7 @@ def immediate_output(flag: str) -> str:
         return cli.format_version(TITLE)
     if flag == "--list-versions":
         return "".join(f"{v}\n" for v in SUPPORTED_VERSIONS)
-    return help_text()
+    return help_text(flag)
 
 
 def run(argv: Sequence[str]) -> int:
@@ -342,9 +403,9 @@ def run(argv: Sequence[str]) -> int:
     def body() -> int:
         params = _parse_argv(argv)
         try:
-            return command.callback(**params)  # type: ignore[misc]
+            return command(**params)
         except _NoInput:
-            sys.stdout.write(help_text())
+            sys.stdout.write(help_text("--help-list"))  # as NVIDIA's: the flat list
             raise
 
     return cli.run_guarded(body)
@@ -356,7 +417,7 @@ def _parse_argv(argv: Sequence[str]) -> dict:
             break
         if arg == "-O":  # -O takes its value attached (-O3), never the next argument
             raise cli.CommandLineError(PROG, "for the -O option: requires a value!")
-    return cli.parse_with_click(command, PROG, argv)
+    return cli.parse_command_line(PROG, OPTIONS, "inputs", argv)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -175,6 +175,10 @@ def start_server(stamp: str) -> None:
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
         os.closerange(3, 1 << 16)
+        # ``-m`` puts the working folder first on the import path: run from the folder
+        # holding this package, so a ``tileiras`` folder where the command ran is not the
+        # one the server imports (its stamp would never match, and nothing be served).
+        os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         os.execv(sys.executable, [sys.executable, "-m", "tileiras.server", path])
     finally:
         os._exit(127)

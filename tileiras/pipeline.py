@@ -5,20 +5,23 @@
 ``compile_module(module, options, stop_after=EXT)`` runs the stages in order and
 returns the artifact of the last one it ran (text for dumps, bytes for the
 cubin), so every stage can be inspected and tested on its own
-(``tileiras --emit=tileaa|tileas|sched|llvm|ptx|cubin``).
+(``tileiras --emit=tileaa|tileas|sched|llvm|ptx|cubin``).  A compilation that
+reaches ``ptx`` starts LLVM's back end (``codegen.backend``) before its first stage,
+so LLVM loads in a child process while the module is lowered.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from contextlib import nullcontext
+from typing import Any, Callable, ContextManager, Optional
 
-from .errors import CompileError
+from .errors import CompileError, TileIRError
 from .ir.core import Module
+from .record import field, record
 
 ENTRY_ONLY = "non-entry functions need the SIMT preview (--preview=simt), which is not supported"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CompileOptions:
     gpu_name: str
     opt_level: int = 3
@@ -38,7 +41,7 @@ class CompileOptions:
                 self.sanitize)
 
 
-@dataclass
+@record
 class Compilation:
     """What the stages produce, one field per stage."""
 
@@ -54,9 +57,11 @@ class Compilation:
     tile_text: str = ""                                   # the module as Tile IR text (line info)
     host: Optional[bytes] = None                          # the .nv.host object (None: no kernels)
     last_stage: str = "cubin"                             # the stage whose result is wanted
+    backend: Any = None                                   # codegen.backend.Backend (ptx and cubin)
+    host_job: Optional[int] = None                        # the back end's job building ``host``
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Stage:
     ext: str
     run: Callable[[Compilation], None]
@@ -66,12 +71,20 @@ class Stage:
     feeds_later: bool = True
 
 
+#: NVIDIA's whole message when its tileiras 13.5 meets a ``preview$call`` it cannot resolve
+#: (no declaration of a callee passes its verifier, so it resolves none: see tilelib.py).
+CALL_UNRESOLVED = "failed to compile Tile IR program"
+
+
 def _tileaa(c: Compilation) -> None:
     from .lower.tileaa import analyze
+    from .tile.ops_control import PreviewCallOp
 
     for fn in c.module.functions:
         if not fn.is_entry:
             raise CompileError(ENTRY_ONLY)
+        if any(isinstance(op, PreviewCallOp) for op in fn.walk()):
+            raise CompileError(CALL_UNRESOLVED)
         c.aa[fn.name] = analyze(fn)
 
 
@@ -95,8 +108,13 @@ def _sched(c: Compilation) -> None:
 
 
 def _llvm(c: Compilation) -> None:
+    from .codegen.abi import kernel_info_from_function
     from .codegen.nvvm import Target, emit_module
 
+    c.kernels = [kernel_info_from_function(fn, c.options.gpu_name, c.tas[fn.name].num_threads)
+                 for fn in c.module.functions]
+    if c.last_stage == "cubin" and c.kernels:  # needs no PTX: the back end builds it meanwhile
+        c.host_job = c.backend.submit(_host_object, c.kernels, c.options.host_arch, c.options.host_os)
     lineinfo = c.options.lineinfo or c.options.device_debug
     if lineinfo:
         from .text.printer import print_module_with_positions
@@ -106,31 +124,35 @@ def _llvm(c: Compilation) -> None:
     c.llvm = emit_module(c.module, c.tas, target, positions if lineinfo else None)
 
 
+def _host_object(kernels: list, host_arch: str, host_os: str) -> bytes:
+    """The .nv.host object, built in the back end (its errors are raised by ``_ptx``)."""
+    from .codegen.host import build_host_object, check_host_target
+
+    return build_host_object(kernels, check_host_target(host_arch, host_os))
+
+
 def _ptx(c: Compilation) -> None:
-    from .codegen.abi import kernel_info_from_function
-    from .codegen.isolate import Isolated
-    from .codegen.nvvm import Target, llvm_to_ptx
+    from .codegen.llvm_targets import nvptx_assembly
+    from .codegen.nvvm import llvm_cpu, nvptx_ir
     from .codegen.ptx import finalize_ptx
 
-    backend = Isolated(llvm_to_ptx, c.llvm, Target(c.options.arch), c.options.opt_level)
-    c.kernels = [kernel_info_from_function(fn, c.options.gpu_name, c.tas[fn.name].num_threads)
-                 for fn in c.module.functions]
-    host_error = None
-    if c.last_stage == "cubin" and c.kernels:  # needs no PTX: build it while LLVM works
-        from .codegen.host import build_host_object, check_host_target
-
-        try:
-            c.host = build_host_object(c.kernels, check_host_target(c.options.host_arch, c.options.host_os))
-        except CompileError as err:
-            host_error = err  # reported after LLVM's own errors, as when the stages ran in turn
-    c.ptx = finalize_ptx(backend.result(), c.kernels, c.options.gpu_name)
-    if host_error is not None:
-        raise host_error
+    job = c.backend.submit(nvptx_assembly, nvptx_ir(c.llvm), llvm_cpu(c.options.arch), c.options.opt_level)
+    try:
+        ptx = c.backend.result(job)
+    except TileIRError:  # the back end died: LLVM's own message
+        raise
+    except Exception as exc:  # noqa: BLE001 - llvmlite's errors (IR that does not parse...)
+        raise CompileError(f"LLVM failed: {type(exc).__name__}: {exc}") from None
+    c.ptx = finalize_ptx(ptx, c.kernels, c.options.gpu_name)
+    if c.host_job is not None:  # its errors after LLVM's own, as when the stages ran in turn
+        c.host = c.backend.result(c.host_job)
     info = getattr(c.llvm, "_tileiras_lineinfo", None)
     if info is not None:
-        from .codegen.ptx import attach_intermediate_source
+        from .codegen.ptx import attach_intermediate_source, drop_line_table_labels
 
         c.ptx = attach_intermediate_source(c.ptx, c.tile_text, info.sources)
+        if not info.full:
+            c.ptx = drop_line_table_labels(c.ptx)
 
 
 def _cubin(c: Compilation) -> None:
@@ -169,24 +191,37 @@ STAGES: tuple[Stage, ...] = (
 STAGE_NAMES = tuple(s.ext for s in STAGES)
 
 
+def _backend(last_stage: str) -> ContextManager[Any]:
+    """LLVM's back end for a compilation that reaches ``ptx``, started now (it loads LLVM
+    while the first stages run); nothing for one that stops before."""
+    if STAGE_NAMES.index(last_stage) < STAGE_NAMES.index("ptx"):
+        return nullcontext()
+    from .codegen.backend import Backend
+
+    return Backend()
+
+
 def compile_module(module: Module, options: CompileOptions, stop_after: str = "cubin") -> Any:
     """Run the stages up to ``stop_after``; return that stage's dump."""
     if stop_after not in STAGE_NAMES:
         raise ValueError(f"unknown stage '{stop_after}' (stages: {', '.join(STAGE_NAMES)})")
-    c = Compilation(module, options, last_stage=stop_after)
-    for stage in STAGES:
-        if stage.feeds_later or stage.ext == stop_after:
-            stage.run(c)
-        if stage.ext == stop_after:
-            return stage.dump(c)
+    with _backend(stop_after) as backend:
+        c = Compilation(module, options, last_stage=stop_after, backend=backend)
+        for stage in STAGES:
+            if stage.feeds_later or stage.ext == stop_after:
+                stage.run(c)
+            if stage.ext == stop_after:
+                return stage.dump(c)
     raise AssertionError("unreachable")
 
 
 def run_stages(module: Module, options: CompileOptions, stop_after: Optional[str] = None) -> Compilation:
     """Like ``compile_module`` but hands back every stage's result (for tests and tools)."""
-    c = Compilation(module, options, last_stage=stop_after or STAGE_NAMES[-1])
-    for stage in STAGES:
-        stage.run(c)
-        if stage.ext == stop_after:
-            break
+    last_stage = stop_after or STAGE_NAMES[-1]
+    with _backend(last_stage) as backend:
+        c = Compilation(module, options, last_stage=last_stage, backend=backend)
+        for stage in STAGES:
+            stage.run(c)
+            if stage.ext == stop_after:
+                break
     return c

@@ -9,11 +9,11 @@ names NVIDIA's tool uses where the decision is the same kind.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from .ir import debug as D
 from .ir.core import Function, Module, Operation
+from .record import field, record
 from .tile import ops_arith as AR
 from .tile import ops_memory as MEM
 
@@ -46,7 +46,7 @@ class Category(enum.Enum):
         return self.value[1]
 
 
-@dataclass
+@record
 class Remark:
     kind: Kind
     category: Category

@@ -37,12 +37,13 @@ def preload() -> None:
     import difflib  # noqa: F401  (option suggestions)
     import hashlib  # noqa: F401  (line-info file names)
 
+    import click  # noqa: F401  (command lines that are not plainly spelled)
     import llvmlite.binding  # noqa: F401
     import llvmlite.ir  # noqa: F401
 
     from . import driver, pipeline, remarks  # noqa: F401
     from .codegen import abi, emit_arith, emit_control, emit_memory, emit_mma, emit_shape  # noqa: F401
-    from .codegen import host, isolate, libm, nvvm, ptx, ptxas  # noqa: F401
+    from .codegen import backend, host, libm, nvvm, ptx, ptxas  # noqa: F401
     from .codegen.llvm_targets import init_llvm
     from .lower import tileaa, tileas  # noqa: F401
     from .reader import read_bytecode  # noqa: F401

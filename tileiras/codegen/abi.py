@@ -1,6 +1,6 @@
 """The kernel ABI of NVIDIA's tileiras: what a Tile IR entry becomes in PTX and in the cubin.
 
-Pure functions and one frozen dataclass, ``KernelInfo``, which describes an entry to the
+Pure functions and one frozen record, ``KernelInfo``, which describes an entry to the
 back end (``codegen.ptx`` patches the PTX from it, ``codegen.host`` builds the host object).
 Every rule here was measured on tileiras 13.5.37 (see the tests for the observed values):
 
@@ -14,12 +14,12 @@ Every rule here was measured on tileiras 13.5.37 (see the tests for the observed
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import CompileError
 from ..ir.attrs import Attribute, DictAttr, IntegerAttr, OptimizationHintsAttr
 from ..ir.types import PointerType, ScalarType, TileType, Type
+from ..record import record
 
 #: The PTX ISA version the real tool writes (``.language`` needs 9.2 or newer).
 PTX_VERSION = "9.5"
@@ -43,7 +43,7 @@ DEFAULT_HINTS_KEY = "default"
 _GPU_NAME = re.compile(r"sm_(\d+)$")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KernelInfo:
     """One kernel entry as the back end sees it.
 

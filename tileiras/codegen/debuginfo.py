@@ -24,6 +24,8 @@ from ..ir.core import Function, Operation
 
 
 TILE_IR_FILE = "tile ir"
+#: The file of the scope synthesized for a function without locations (NVIDIA's name).
+UNKNOWN_FILE = "<unknown>"
 
 
 class LineInfo:
@@ -37,6 +39,9 @@ class LineInfo:
         self.sources: dict[tuple[int, int], tuple[str, int, int]] = {}
         self._files: dict[str, ir.DIValue] = {}
         self._cu: Optional[ir.DIValue] = None
+        #: functions without locations, whose ops all sit at line 1 of ``<unknown>``
+        self._synthesized: set[str] = set()
+        self._unknown_locations: dict[str, ir.DIValue] = {}
         i32 = ir.IntType(32)
         module.add_named_metadata("llvm.module.flags",
                                   [ir.Constant(i32, 2), "Debug Info Version", ir.Constant(i32, 3)])
@@ -60,24 +65,43 @@ class LineInfo:
             self.module.add_named_metadata("llvm.dbg.cu", self._cu)
         return self._cu
 
-    def subprogram(self, fn: Function, llfn: ir.Function) -> Optional[ir.DIValue]:
-        """The function's scope, in the Tile IR text file."""
+    def subprogram(self, fn: Function, llfn: ir.Function) -> ir.DIValue:
+        """The function's scope, in the Tile IR text file.
+
+        A function without any location gets the scope NVIDIA's tileiras synthesizes
+        for it (its ``synthesize-debug-info-scopes``): file ``<unknown>``, line 1, and
+        every op at that line (see ``location``)."""
         loc = _file_line(fn.loc) or next((_file_line(op.loc) for op in fn.walk() if _file_line(op.loc)), None)
         if loc is None:
-            return None
+            return self._synthesized_subprogram(fn, llfn)
         line = self.positions.get(("function", fn.name), (0, 0))[0] + 1
         tile = self.file(TILE_IR_FILE)
-        sp_type = self.module.add_debug_info("DISubroutineType", {"types": self.module.add_metadata([])})
-        sp = self.module.add_debug_info("DISubprogram", {
-            "name": fn.name, "linkageName": fn.name, "scope": tile, "file": tile,
-            "line": line, "type": sp_type, "scopeLine": line, "isDefinition": True,
-            "spFlags": ir.DIToken("DISPFlagDefinition | DISPFlagOptimized"), "unit": self.compile_unit(loc[0]),
-        }, is_distinct=True)
-        llfn.set_metadata("dbg", sp)
+        sp = self._add_subprogram(fn, llfn, tile, line, self.compile_unit(loc[0]))
         self.sources[(line, 2)] = self.sources[(line, 0)] = (loc[0], loc[1], 0)
         return sp
 
-    def location(self, op: Operation, scope: ir.DIValue) -> Optional[ir.DIValue]:
+    def _synthesized_subprogram(self, fn: Function, llfn: ir.Function) -> ir.DIValue:
+        unknown = self.file(UNKNOWN_FILE)
+        sp = self._add_subprogram(fn, llfn, unknown, 1, self.compile_unit(UNKNOWN_FILE))
+        self._synthesized.add(fn.name)
+        self._unknown_locations[fn.name] = self.module.add_debug_info(
+            "DILocation", {"line": 1, "column": 0, "scope": sp})
+        return sp
+
+    def _add_subprogram(self, fn: Function, llfn: ir.Function, file: ir.DIValue, line: int,
+                        unit: ir.DIValue) -> ir.DIValue:
+        sp_type = self.module.add_debug_info("DISubroutineType", {"types": self.module.add_metadata([])})
+        sp = self.module.add_debug_info("DISubprogram", {
+            "name": fn.name, "linkageName": fn.name, "scope": file, "file": file,
+            "line": line, "type": sp_type, "scopeLine": line, "isDefinition": True,
+            "spFlags": ir.DIToken("DISPFlagDefinition | DISPFlagOptimized"), "unit": unit,
+        }, is_distinct=True)
+        llfn.set_metadata("dbg", sp)
+        return sp
+
+    def location(self, op: Operation, scope: ir.DIValue, fn_name: str = "") -> Optional[ir.DIValue]:
+        if fn_name in self._synthesized:
+            return self._unknown_locations[fn_name]
         loc = _file_line(op.loc)
         if loc is None or op not in self.positions:
             return None

@@ -35,6 +35,21 @@ def map_regs(em: KernelEmitter, op: Operation, fn: Callable[..., ir.Value], oper
     em.put(op.results[0], TileVal(layout, [fn(*(t.regs[r] for t in tiles)) for r in range(count)]))
 
 
+def map_pairs(em: KernelEmitter, op: Operation, pair: Callable[[ir.Value, ir.Value], tuple[ir.Value, ir.Value]]) -> None:
+    """Like ``map_regs`` for a one-operand op whose instruction converts two registers at
+    once (``cvt ... x2``): registers 0 and 1, 2 and 3 ... go through ``pair`` together (an
+    odd last one with itself)."""
+    tile = em.tile(op, 0)
+    regs = tile.regs
+    out: list[ir.Value] = []
+    for r in range(0, len(regs), 2):
+        x = regs[r]
+        y = regs[r + 1] if r + 1 < len(regs) else x
+        lo, hi = pair(x, y)
+        out += [lo, hi] if r + 1 < len(regs) else [lo]
+    em.put(op.results[0], TileVal(em.result_layout(op.results[0]), out))
+
+
 def elem(op: Operation, i: int = 0) -> T.ScalarType:
     e = T.element_type(op.operands[i].type)
     assert isinstance(e, T.ScalarType)
@@ -427,6 +442,10 @@ def _itof(em: KernelEmitter, op: Operation) -> None:
     signed = _signed(op)
     mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
     dst = T.element_type(op.result.type)
+    if dst.name == _UE5M3:  # through f32: exact below 2^24, and larger values saturate anyway
+        map_regs(em, op, lambda x: fnv8_convert(b, b.sitofp(x, F32) if signed else b.uitofp(x, F32),
+                                                T.F32, dst, to))
+        return
     if not isinstance(to, (ir.HalfType, ir.FloatType, ir.DoubleType)) and to != BF16:
         raise CompileError(f"itof to {dst} is not supported yet")
 
@@ -447,8 +466,12 @@ def _ftoi(em: KernelEmitter, op: Operation) -> None:
     rnd = {RoundingMode.ZERO: "rzi", RoundingMode.NEAREST_EVEN: "rni", RoundingMode.NEGATIVE_INF: "rmi",
            RoundingMode.POSITIVE_INF: "rpi", RoundingMode.NEAREST_INT_TO_ZERO: "rzi"}.get(mode, "rzi")
 
+    src_t = T.element_type(op.from_.type)
+
     def one(x: ir.Value) -> ir.Value:
         # PTX cvt saturates out-of-range values and maps NaN to 0
+        if src_t.name == _UE5M3:
+            x = fnv8_convert(b, x, src_t, T.BF16, BF16)
         width = max(16, to.width)
         kind = ptx_float(x.type)
         src = x if kind != "bf16" else b.fpext(x, F32)
@@ -463,15 +486,23 @@ def _ftof(em: KernelEmitter, op: Operation) -> None:
     b = em.b
     src_t, dst_t = T.element_type(op.from_.type), T.element_type(op.result.type)
     to = llvm_type(op.result.type)
+    if _UE5M3 in (src_t.name, dst_t.name):
+        mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
+        map_regs(em, op, lambda x: fnv8_convert(b, x, src_t, dst_t, to, mode))
+        return
     if src_t.name in _F4 or dst_t.name in _F4:
         native = em.target.arch >= 100
         map_regs(em, op, lambda x: f4_convert(b, x, src_t, dst_t, to, native))
+        return
+    if dst_t.name in _F8 and src_t.name == "f32":
+        map_pairs(em, op, lambda x, y: _f32_pair_to_f8(b, x, y, dst_t))
         return
     if src_t.name in _F8 or dst_t.name in _F8:
         map_regs(em, op, lambda x: _f8_convert(b, x, src_t, dst_t, to))
         return
     if dst_t.name == "tf32" or src_t.name == "tf32":
-        map_regs(em, op, lambda x: _tf32_convert(b, x, src_t, dst_t, to))
+        mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
+        map_regs(em, op, lambda x: _tf32_convert(b, x, src_t, dst_t, to, mode))
         return
     if src_t.bitwidth < 16 or dst_t.bitwidth < 16:
         raise CompileError(f"ftof from {src_t} to {dst_t} is not supported yet")
@@ -491,9 +522,15 @@ def _ftof(em: KernelEmitter, op: Operation) -> None:
 _F8 = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
 
 
-def _tf32_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarType, to: ir.Type) -> ir.Value:
-    """tf32 values live in f32 registers with the low 13 mantissa bits zero; narrowing
-    rounds to nearest even in integer arithmetic (NaN and infinity pass through)."""
+def _tf32_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarType, to: ir.Type,
+                  mode: RoundingMode) -> ir.Value:
+    """tf32 values live in f32 registers with the low 13 mantissa bits zero; narrowing rounds
+    in integer arithmetic in the op's rounding mode (NaN and infinity pass through).
+
+    NVIDIA's tileiras narrows with ``cvt.rn.tf32.f32`` from sm_90 on; that form measured
+    worse here (cvt_float_formats sm_100: 30 registers against 24, NVIDIA 20; sm_120 26
+    against 28): with our predicated stores ptxas schedules the kernel's accesses together
+    and the count follows its scheduling more than the conversion's instructions."""
     if src.name == "tf32":
         return x if isinstance(to, ir.FloatType) else (
             b.fpext(x, to) if isinstance(to, ir.DoubleType) else b.fptrunc(x, to))
@@ -501,10 +538,29 @@ def _tf32_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.Scalar
         b.fptrunc(x, F32) if isinstance(x.type, ir.DoubleType) else b.fpext(x, F32))
     i32 = ir.IntType(32)
     bits = b.bitcast(wide, i32)
-    lsb = b.and_(b.lshr(bits, ir.Constant(i32, 13)), ir.Constant(i32, 1))
-    rounded = b.and_(b.add(bits, b.add(ir.Constant(i32, 0xFFF), lsb)), ir.Constant(i32, 0xFFFFE000))
+    low = b.and_(bits, ir.Constant(i32, 0x1FFF))
+    truncated = b.and_(bits, ir.Constant(i32, -0x2000))
+    if mode == RoundingMode.ZERO:
+        rounded = truncated
+    elif mode in (RoundingMode.NEGATIVE_INF, RoundingMode.POSITIVE_INF):
+        # away from zero when inexact and the sign is the direction's
+        negative = b.icmp_signed("<", bits, ir.Constant(i32, 0))
+        toward = negative if mode == RoundingMode.NEGATIVE_INF else b.not_(negative)
+        up = b.and_(toward, b.icmp_unsigned("!=", low, ir.Constant(i32, 0)))
+        rounded = b.add(truncated, b.select(up, ir.Constant(i32, 0x2000), ir.Constant(i32, 0)))
+    else:
+        lsb = b.and_(b.lshr(bits, ir.Constant(i32, 13)), ir.Constant(i32, 1))
+        rounded = b.and_(b.add(bits, b.add(ir.Constant(i32, 0xFFF), lsb)), ir.Constant(i32, -0x2000))
     special = b.icmp_unsigned("==", b.and_(bits, ir.Constant(i32, 0x7F800000)), ir.Constant(i32, 0x7F800000))
     return b.bitcast(b.select(special, bits, rounded), F32)
+
+
+def _f32_pair_to_f8(b: ir.IRBuilder, x: ir.Value, y: ir.Value, dst: T.ScalarType) -> tuple[ir.Value, ir.Value]:
+    """Two f32 registers as fp8 with one ``cvt.rn.satfinite.<e4m3|e5m2>x2.f32`` (as NVIDIA's
+    tileiras pairs them): ``x`` in the low byte."""
+    i8, i16 = ir.IntType(8), ir.IntType(16)
+    pair = X.asm(b, i16, f"cvt.rn.satfinite.{_F8[dst.name]}x2.f32 $0, $2, $1;", "=h,f,f", [x, y])
+    return b.trunc(pair, i8), b.trunc(b.lshr(pair, ir.Constant(i16, 8)), i8)
 
 
 def _f8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarType, to: ir.Type) -> ir.Value:
@@ -525,6 +581,53 @@ def _f8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarTy
     if to == BF16:
         return b.fptrunc(b.fpext(half, F32), to)
     return b.fpext(half, to)
+
+
+_UE5M3 = "fnv8E5M3FNU"
+
+
+def fnv8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarType, to: ir.Type,
+                 mode: RoundingMode = RoundingMode.NEAREST_EVEN) -> ir.Value:
+    """fnv8E5M3FNU (UE5M3 scales; sm_107 only) <-> other floats, as NVIDIA's tileiras 13.5
+    converts them.  Values travel as i8 codes.  Narrowing is one ``cvt ... ue5m3x2`` from
+    f32, f16 or bf16 (nearest even, saturating; fp8 and f4 widen exactly to f16 first, f64
+    rounds to odd in f32 so that the second rounding is still correct).  Widening goes
+    through bf16, which holds every UE5M3 value; f16 (whose range is smaller) converts
+    directly with nearest even, or through f32 for ``rounding<zero>``."""
+    if dst.name == _UE5M3:
+        return X.cvt_to_ue5m3(b, _ue5m3_source(b, x, src))
+    if dst.name == "f16" and mode is RoundingMode.NEAREST_EVEN:
+        return X.cvt_from_ue5m3(b, x, to)
+    wide = X.cvt_from_ue5m3(b, x, BF16)
+    if to == BF16:
+        return wide
+    f32 = b.fpext(wide, F32)
+    if dst.name == "f16":
+        return X.cvt_asm(b, f"cvt.{_ROUND[mode]}.f16.f32", f32, to)
+    if dst.name in _F8:
+        return _f8_convert(b, f32, T.F32, dst, to)
+    if dst.name in _F4:
+        return f4_convert(b, f32, T.F32, dst, to, native=True)
+    if dst.name == "f8E8M0FNU":
+        raise CompileError(f"ftof from {src} to {dst} is not supported yet")
+    return b.fpext(f32, to) if isinstance(to, ir.DoubleType) else f32
+
+
+def _ue5m3_source(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType) -> ir.Value:
+    """``x`` as the f32, f16 or bf16 value ``cvt ... ue5m3x2`` rounds (exactly, or for f64
+    rounded to odd: truncated, with the last bit set when that lost anything)."""
+    if src.name in _F8:
+        return _f8_convert(b, x, src, T.F16, ir.HalfType())
+    if src.name in _F4:
+        return f4_convert(b, x, src, T.F16, ir.HalfType(), native=True)
+    if src.name == "f8E8M0FNU":
+        raise CompileError(f"ftof from {src} to {_UE5M3} is not supported yet")
+    if not isinstance(x.type, ir.DoubleType):
+        return x
+    i32 = ir.IntType(32)
+    truncated = X.cvt_asm(b, "cvt.rz.f32.f64", x, F32)
+    inexact = b.zext(b.fcmp_ordered("!=", b.fpext(truncated, ir.DoubleType()), x), i32)
+    return b.bitcast(b.or_(b.bitcast(truncated, i32), inexact), F32)
 
 
 _F4 = ("f4E2M1FN",)

@@ -7,7 +7,6 @@ once every edge into them has been emitted.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Optional
 
 from llvmlite import ir
@@ -16,6 +15,7 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..lower.tileas import element_bytes
+from ..record import field, record
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
@@ -26,7 +26,7 @@ from .values import TileVal, byte_gep
 Incoming = tuple[ir.Block, list[list[ir.Value]]]
 
 
-@dataclass
+@record
 class Frame:
     """One enclosing structured op: where yield/continue/break go."""
 

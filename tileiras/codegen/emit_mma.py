@@ -18,7 +18,7 @@ from ..tile.enums import Signedness
 from . import intrinsics as X
 from .emit_shape import _spill
 from .nvvm import I32, KernelEmitter, emits
-from .values import TileVal, llvm_type
+from .values import BF16, TileVal, llvm_type
 
 
 def _to_acc(b: ir.IRBuilder, v: ir.Value, src: T.ScalarType, acc: ir.Type, signed: bool = True,
@@ -47,10 +47,15 @@ def _e8m0_to_f32(b: ir.IRBuilder, bits: ir.Value) -> ir.Value:
 
 
 def _scale_to_f32(b: ir.IRBuilder, bits: ir.Value, scale: T.ScalarType) -> ir.Value:
-    """A block scale (e8m0, or e4m3 for f4 operands with 16-element blocks) as f32."""
+    """A block scale (e8m0; e4m3 or UE5M3 for f4 operands) as f32."""
     if scale.name == "f8E4M3FN":
         return _to_acc(b, bits, scale, ir.FloatType())
+    if scale.name == "fnv8E5M3FNU":  # exact in bf16, so in f32
+        return b.fpext(X.cvt_from_ue5m3(b, bits, BF16), ir.FloatType())
     return _e8m0_to_f32(b, bits)
+
+
+_SCALES = ("f8E8M0FNU", "f8E4M3FN", "fnv8E5M3FNU")
 
 
 @emits(AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp)
@@ -71,7 +76,7 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
     if scaled:
         sa_t, sb_t = op.operands[3].type, op.operands[4].type
         scale_t = T.element_type(sa_t)
-        if scale_t.name not in ("f8E8M0FNU", "f8E4M3FN") or T.element_type(sb_t) != scale_t:
+        if scale_t.name not in _SCALES or T.element_type(sb_t) != scale_t:
             raise CompileError(f"'{op.name}' with {scale_t} scales is not supported yet")
         sa_off = a_bytes + element_bytes(b_t) * b_t.num_elements
         sb_off = sa_off + sa_t.num_elements

@@ -7,15 +7,20 @@ tileiras 13.5 (measured on sm_100 for every op, element type, reduction, orderin
 scope):
 
 * each instruction is ``.relaxed.sys``, whatever the op's ordering and scope; an acquire
-  load is followed by ``fence.acquire.<scope>``, a release store or reduction is preceded
-  by ``fence.release.<scope>`` (NVIDIA repeats the release fence before every instruction;
-  one before the first orders the same accesses);
+  load is followed by one ``fence.acquire.<scope>`` after all its instructions; a release
+  store or reduction puts ``fence.release.<scope>`` before every instruction, run by the
+  threads that issue it when the tile starts inside the tensor, whether or not its element
+  is in bounds (NVIDIA's branches: tile, fence, element, instruction).  NVIDIA leaves out
+  a fence when no other memory access came since the last one: its f16/bf16 pairs staged
+  through shared memory and read with one ``ldmatrix`` get a single fence for all their
+  instructions (not reproduced: we stage no pairs);
 * one scalar instruction per element for 32/64-bit types (integers: ``.u``/``.s``/``.b``
   by reduction; floats: ``add`` only, min/max are for 16-bit floats);
 * f16/bf16 only in pairs, ``.v2`` (PTX has no scalar 16-bit multimem access); a load-add
   accumulates in f32 (``.acc::f32``).  ``tileas.multimem_layout`` gives those tiles two
   consecutive elements of the unit-stride dim per register pair; a pair is in bounds when
-  its first element is (as NVIDIA's).
+  its first element is (as NVIDIA's).  A tile with no such pairs gets no code at all (a
+  load's tile is undefined: ``tileaa.unpairable``), as NVIDIA's.
 
 Stores and reductions are issued once per element (copies held by several threads are
 skipped); loads by every thread holding the element.
@@ -29,7 +34,7 @@ from ..ir.core import Operation
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics, MemoryScope, MultimemReductionKind
 from . import intrinsics as X
-from .emit_memory import Access, _barrier_if_ordered, padding_constant, scalar_indices
+from .emit_memory import Access, _barrier_if_ordered, padding_constant, scalar_indices, tile_in_range
 from .nvvm import KernelEmitter, emits
 from .values import TiledViewVal, TileVal, llvm_type
 
@@ -62,9 +67,17 @@ def _scope(op: Operation) -> str:
 
 
 def _access(em: KernelEmitter, op: Operation, layout) -> Access:
+    return Access(em, _view(em, op), layout, _indices(em, op))
+
+
+def _view(em: KernelEmitter, op: Operation) -> TiledViewVal:
     view = em.values[op.view]
     assert isinstance(view, TiledViewVal)
-    return Access(em, view, layout, scalar_indices(em, op.index))
+    return view
+
+
+def _indices(em: KernelEmitter, op: Operation) -> list[ir.Value]:
+    return scalar_indices(em, op.index)
 
 
 def _groups(em: KernelEmitter, op: Operation, layout, ty: ir.Type) -> list[list[int]]:
@@ -75,7 +88,7 @@ def _groups(em: KernelEmitter, op: Operation, layout, ty: ir.Type) -> list[list[
     view = em.values[op.view]
     unit = [k for k, d in enumerate(view.dim_map) if view.tensor.strides[d] == 1]
     step = tuple(1 if k == unit[0] else 0 for k in range(layout.rank)) if unit else None
-    if layout.size("reg") < 2 or layout.bases("reg")[0] != step:
+    if layout.size("reg") < 2 or layout.bases("reg")[0] != step:  # tileaa.unpairable emits nothing
         raise CompileError(f"'{op.definition.full_name}' with element type '{op.view.type.tensor_view.element}' "
                            "requires at least 2 contiguous element(s) per thread (PTX multimem minimum "
                            "granularity), but no valid layout could be assigned. Consider using a wider tile.")
@@ -129,12 +142,16 @@ def _multimem_write(em: KernelEmitter, op: Operation, opcode: str, qualifiers: s
     acc = _access(em, op, layout)
     owner = em.owner_predicate(layout)
     unique = set(em.unique_regs(layout))
-    if op.memory_ordering_semantics is MemoryOrderingSemantics.RELEASE:
-        X.fence(b, "release", _scope(op))
+    release = op.memory_ordering_semantics is MemoryOrderingSemantics.RELEASE
+    if release:
+        fenced = [p for p in (tile_in_range(em, _view(em, op), _indices(em, op)), owner) if p is not None]
+        fence_pred = b.and_(*fenced) if len(fenced) == 2 else fenced[0] if fenced else None
     for g in groups:
         first = g[0]
         if first not in unique:
             continue
+        if release:
+            X.fence(b, "release", _scope(op), fence_pred)
         mask = acc.masks[first] if owner is None else b.and_(acc.masks[first], owner)
         X.predicated_store(b, [_as_bits(b, tile.regs[r]) for r in g], acc.addresses[first], mask, qualifiers,
                            acc.offsets[first], opcode=opcode, suffix=_type_suffix(ty, kind))

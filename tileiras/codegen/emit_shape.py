@@ -19,7 +19,7 @@ from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Block, Operation
 from ..layout.linear import LANE, REG, WARP, LinearLayout
-from ..lower.tileas import cat_in_registers, element_bytes
+from ..lower.tileas import cat_in_registers, element_bytes, scans_in_place
 from ..tile import ops_arith as CA
 from ..tile import ops_core as CO
 from ..tile.enums import Signedness
@@ -38,9 +38,7 @@ def decode_elements(attr: A.DenseElementsAttr, t: T.TileType) -> list:
     data = attr.data
     assert isinstance(data, bytes)
     if e.bitwidth == 1:
-        if len(data) == 1 and data[0] in (0, 0xFF):  # MLIR's i1 splat: all bits equal
-            return [data[0] & 1] * n
-        return [(data[i // 8] >> (i % 8)) & 1 for i in range(n)]
+        return A.i1_elements(data, n)
     width = max(1, e.bitwidth // 8) if e.name != "tf32" else 4
     fmt = {"f16": "<e", "f32": "<f", "tf32": "<f", "f64": "<d"}.get(e.name)
     items = [data[i:i + width] for i in range(0, len(data), width)]
@@ -362,12 +360,14 @@ def _slice_origin(em: KernelEmitter, op: Operation, first_index: int, part_shape
 
 @emits(CO.ExtractOp)
 def _extract(em: KernelEmitter, op: Operation) -> None:
-    src = em.tile(op, 0)
     out = em.result_layout(op.result)
     picks = em.tas.picks.get(op)
     if picks is not None:
+        source = em.tas.pick_sources.get(op)
+        src = em.tile(op, 0) if source is None else em.values[source]
         em.put(op.result, TileVal(out, [src.regs[j] for j in picks]))
         return
+    src = em.tile(op, 0)
     part = op.result.type.shape
     origin = _slice_origin(em, op, 1, part)
     X.barrier(em.b)
@@ -396,10 +396,16 @@ def _insert(em: KernelEmitter, op: Operation) -> None:
 
 @emits(CO.ScanOp)
 def _scan(em: KernelEmitter, op: Operation) -> None:
-    """Sequential scan of each line along ``dim`` in shared memory, lines spread over threads."""
+    """A scan where the layout keeps ``dim`` apart from the other dims runs in place, bit by
+    bit (``_scan_by_bits``); otherwise each line is scanned sequentially in shared memory,
+    lines spread over threads."""
     b = em.b
     srcs = [em.tile(op, i) for i in range(len(op.operands))]
     layout = srcs[0].layout
+    if scans_in_place(layout, op.dim):
+        for r, regs in zip(op.results, _scan_by_bits(em, op, srcs)):
+            em.put(r, TileVal(layout, regs))
+        return
     shape = op.results[0].type.shape
     d = op.dim
     n = _count(shape)
@@ -423,6 +429,83 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
     X.barrier(b)
     for k, r in enumerate(op.results):
         em.put(r, TileVal(layout, _fill(em, layout, r.type, srcs[k].regs[0].type, offsets[k])))
+
+
+def _scan_by_bits(em: KernelEmitter, op: Operation, srcs: list[TileVal]) -> list[list[ir.Value]]:
+    """Inclusive scan along ``dim`` in the layout the operands are in, one bit of the
+    position along ``dim`` at a time, lowest first (registers, lanes and warps in whatever
+    order the layout gives them).  Each element keeps its prefix within its aligned block of
+    positions and that block's total; a bit step pairs each block with the one the bit
+    flips: the later of the two adds the earlier one's total to its prefixes, and both get
+    the sum as their total.  The partner's total is another register (register bits), a
+    butterfly shuffle (lane bits) or a slot in shared memory (warp bits).  ``reverse`` scans
+    from the last position: the block whose bit is clear is then the later one.
+
+    The combiner runs on (earlier, later) values, as the sequential scan does; the register
+    steps keep a thread's registers in place (NVIDIA's PTX scans with shuffles too, where
+    the sequential scan in shared memory kept 25 values live in unrolled loops)."""
+    b = em.b
+    layout = srcs[0].layout
+    d = op.dim
+    reverse = bool(op.attributes.get("reverse"))
+    block = op.regions[0].blocks[0]
+    pre = [[s.regs[r] for s in srcs] for r in range(layout.size(REG))]
+    tot = list(pre)
+    steps = sorted((base[d], name, i) for name in (REG, LANE, WARP)
+                   for i, base in enumerate(layout.bases(name)) if base[d])
+    for _, name, bit in steps:
+        if name == REG:
+            pre, tot = list(pre), list(tot)
+            for r in range(len(pre)):
+                if r >> bit & 1:
+                    continue
+                early, late = (r | 1 << bit, r) if reverse else (r, r | 1 << bit)
+                pre[late] = _combine(em, block, tot[early], pre[late])
+                tot[early] = tot[late] = _combine(em, block, tot[early], tot[late])
+            continue
+        source = em.lane if name == LANE else em.warp
+        flag = b.icmp_unsigned("!=", b.and_(source, ir.Constant(I32, 1 << bit)), ir.Constant(I32, 0))
+        later = b.not_(flag) if reverse else flag
+        partner = _partner_totals(em, op, tot, name, bit)
+        sums: dict[int, list[ir.Value]] = {}   # registers that share a total share its sum
+        new_pre, new_tot = [], []
+        for p, t, o in zip(pre, tot, partner):
+            if id(t) not in sums:
+                early = [b.select(later, x, y) for x, y in zip(o, t)]
+                late = [b.select(later, y, x) for x, y in zip(o, t)]
+                sums[id(t)] = _combine(em, block, early, late)
+            new_tot.append(sums[id(t)])
+            new_pre.append([b.select(later, x, y) for x, y in zip(_combine(em, block, o, p), p)])
+        pre, tot = new_pre, new_tot
+    return [[p[k] for p in pre] for k in range(len(srcs))]
+
+
+def _partner_totals(em: KernelEmitter, op: Operation, tot: list[list[ir.Value]], name: str,
+                    bit: int) -> list[list[ir.Value]]:
+    """Per register, the totals held by the thread whose lane (or warp) ``bit`` differs."""
+    b = em.b
+    if name == LANE:
+        shuffled: dict[int, list[ir.Value]] = {}   # registers that share a total shuffle it once
+        for vals in tot:
+            if id(vals) not in shuffled:
+                shuffled[id(vals)] = [_shuffle(em, v, 1 << bit) for v in vals]
+        return [shuffled[id(vals)] for vals in tot]
+    sizes = [element_bytes(r.type) for r in op.results]
+    count = em.tas.num_threads * len(tot)
+    offsets = [sum(count * z for z in sizes[:k]) for k in range(len(sizes))]
+    partner = b.xor(em.tid, ir.Constant(I32, 32 << bit))
+    X.barrier(b)
+    for r, vals in enumerate(tot):
+        slot = b.add(b.mul(em.tid, ir.Constant(I32, len(tot))), ir.Constant(I32, r))
+        for k, v in enumerate(vals):
+            b.store(_to_smem(b, v, _smem_type(v.type)), em.smem_slot(slot, sizes[k], offsets[k]))
+    X.barrier(b)
+    out = []
+    for r, vals in enumerate(tot):
+        slot = b.add(b.mul(partner, ir.Constant(I32, len(tot))), ir.Constant(I32, r))
+        out.append([_from_smem(b, b.load(em.smem_slot(slot, sizes[k], offsets[k]), typ=_smem_type(v.type)), v.type)
+                    for k, v in enumerate(vals)])
+    return out
 
 
 def _scan_line(em: KernelEmitter, op: Operation, block: Block, srcs: list[TileVal], start: ir.Value,

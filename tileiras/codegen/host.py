@@ -22,14 +22,15 @@ calling convention.  ``--host-arch=aarch64`` needs an LLVM with the AArch64 targ
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
-
-from llvmlite import binding as llvm
+from typing import TYPE_CHECKING, Sequence
 
 from ..errors import CompileError
+from ..record import record
 from .abi import KernelInfo
 from .llvm_targets import init_llvm
+
+if TYPE_CHECKING:  # pragma: no cover
+    from llvmlite import binding as llvm
 
 MODULE_NAME = "LLVMDialectModule"
 CALLBACK_TABLE_VERSION = 2
@@ -41,7 +42,7 @@ HOST_ARCHS = ("x86_64", "aarch64")
 HOST_OSES = ("linux", "windows")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HostTarget:
     """Where the host object runs: ``--host-arch`` and ``--host-os``."""
 
@@ -147,7 +148,9 @@ def host_module_ir(kernels: Sequence[KernelInfo], target: HostTarget = HostTarge
     return "".join(parts)
 
 
-def _target_machine(target: HostTarget) -> "llvm.TargetMachine":
+def _target_machine(target: HostTarget) -> llvm.TargetMachine:
+    from llvmlite import binding as llvm
+
     init_llvm()
     try:
         llvm_target = llvm.Target.from_triple(target.triple)
@@ -167,6 +170,8 @@ def check_host_target(arch: str, os: str) -> HostTarget:
 
 def build_host_object(kernels: Sequence[KernelInfo], target: HostTarget = HostTarget()) -> bytes:
     """The ELF relocatable ptxas embeds as ``.nv.host`` (only for modules with kernels)."""
+    from llvmlite import binding as llvm
+
     tm = _target_machine(target)
     module = llvm.parse_assembly(host_module_ir(kernels, target))
     module.triple = target.triple

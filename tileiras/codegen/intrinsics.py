@@ -117,10 +117,11 @@ def predicated_load(b: ir.IRBuilder, ty: ir.Type, count: int, address: ir.Value,
     return [b.trunc(v, ty) if wide is not ty else v for v in vals]
 
 
-def predicated_store(b: ir.IRBuilder, values: Sequence[ir.Value], address: ir.Value, pred: ir.Value,
+def predicated_store(b: ir.IRBuilder, values: Sequence[ir.Value], address: ir.Value, pred: Optional[ir.Value],
                      qualifiers: str = "global", offset: int = 0, opcode: str = "st", suffix: str = "") -> None:
     """``<opcode>.<qualifiers>[.vN].<suffix or bXX> [address + offset], values`` when ``pred``
-    (``st``, or an instruction with the same operands such as ``multimem.red``)."""
+    (``st``, or an instruction with the same operands such as ``multimem.red``); always
+    when ``pred`` is None (a store already inside its own branch)."""
     ty = values[0].type
     letter, bits = reg_class(ty)
     vals = list(values)
@@ -128,18 +129,68 @@ def predicated_store(b: ir.IRBuilder, values: Sequence[ir.Value], address: ir.Va
         letter = "h"
         vals = [b.zext(v, I16) for v in vals]
     n = len(vals)
-    src = ", ".join(f"${i + 2}" for i in range(n))
+    preds, guard = ([], "") if pred is None else ([pred], "@$1 ")
+    src = ", ".join(f"${i + 1 + len(preds)}" for i in range(n))
     src_text = f"{{{src}}}" if n > 1 else src
     vec = f".v{n}" if n > 1 else ""
-    text = f"@$1 {opcode}.{qualifiers}{vec}.{suffix or bits} {_address(0, offset)}, {src_text};"
+    text = f"{guard}{opcode}.{qualifiers}{vec}.{suffix or bits} {_address(0, offset)}, {src_text};"
     ins = ",".join(letter for _ in range(n))
-    asm(b, ir.VoidType(), text, f"l,b,{ins},~{{memory}}", [address, pred, *vals], side_effect=True)
+    cons = ",".join(["l", *("b" for _ in preds), ins, "~{memory}"])
+    asm(b, ir.VoidType(), text, cons, [address, *preds, *vals], side_effect=True)
 
 
-def fence(b: ir.IRBuilder, semantics: str, scope: str) -> None:
+def is_memory_asm(inst: ir.Instruction) -> bool:
+    """An inline asm with side effects (our loads, stores, atomics, special registers)."""
+    return isinstance(inst, ir.CallInstr) and isinstance(inst.callee, ir.InlineAsm) and inst.callee.side_effect
+
+
+def is_collective(inst: ir.Instruction) -> bool:
+    """A barrier or warp-wide exchange (shfl, redux, vote): work of a whole CTA or warp."""
+    if not isinstance(inst, ir.CallInstr):
+        return False
+    callee = inst.callee
+    if isinstance(callee, ir.InlineAsm):
+        return any(name in callee.asm for name in ("bar.sync", "barrier", "shfl.", "redux.", "vote."))
+    return callee.name.startswith(("llvm.nvvm.shfl.", "llvm.nvvm.redux.", "llvm.nvvm.vote.", "llvm.nvvm.barrier"))
+
+
+#: PTX instructions that ptxas expands into code with branches (a slow path for special
+#: operands): IEEE-rounded division, reciprocal and square root.
+_SLOW_PATH_PTX = ("div.rn", "div.rz", "div.rm", "div.rp", "div.full", "rcp.rn", "rcp.rz", "rcp.rm", "rcp.rp",
+                  "sqrt.rn", "sqrt.rz", "sqrt.rm", "sqrt.rp")
+_SLOW_PATH_INTRINSICS = ("llvm.sqrt.", "llvm.nvvm.sqrt.", "llvm.nvvm.div.", "llvm.nvvm.rcp.")
+
+
+def has_slow_path(inst: ir.Instruction, seen: Optional[set[str]] = None) -> bool:
+    """Does ``inst`` become code with branches: an IEEE float division, remainder, square
+    root or reciprocal, a 64-bit integer division by a variable, a call of a function with
+    branches or such an instruction?"""
+    if inst.opname in ("fdiv", "frem"):
+        return True
+    if inst.opname in ("sdiv", "udiv", "srem", "urem"):
+        return inst.type.width > 32 and not isinstance(inst.operands[1], ir.Constant)
+    if not isinstance(inst, ir.CallInstr):
+        return False
+    callee = inst.callee
+    if isinstance(callee, ir.InlineAsm):
+        return any(name in callee.asm for name in _SLOW_PATH_PTX)
+    if callee.name.startswith(_SLOW_PATH_INTRINSICS):
+        return True
+    seen = set() if seen is None else seen
+    if callee.name in seen:
+        return False
+    seen.add(callee.name)
+    return len(callee.blocks) > 1 or any(has_slow_path(i, seen) for block in callee.blocks
+                                         for i in block.instructions)
+
+
+def fence(b: ir.IRBuilder, semantics: str, scope: str, pred: ir.Value | None = None) -> None:
     """``fence.<semantics>.<scope>`` (e.g. ``fence.acquire.gpu``): orders this thread's
-    memory accesses before and after it at ``scope``."""
-    b.asm(ir.FunctionType(ir.VoidType(), []), f"fence.{semantics}.{scope};", "~{memory}", [], side_effect=True)
+    memory accesses before and after it at ``scope``; only where ``pred`` when given."""
+    if pred is None:
+        b.asm(ir.FunctionType(ir.VoidType(), []), f"fence.{semantics}.{scope};", "~{memory}", [], side_effect=True)
+    else:
+        asm(b, ir.VoidType(), f"@$0 fence.{semantics}.{scope};", "b,~{memory}", [pred], side_effect=True)
 
 
 def fp_asm_unary(b: ir.IRBuilder, inst: str, x: ir.Value) -> ir.Value:
@@ -224,3 +275,24 @@ def predicated_nibble_store(b: ir.IRBuilder, word: ir.Value, shift: ir.Value, ni
             f"@$1 atom.{sem}.global.and.b32 %nib_old, [$0], %nib_keep; "
             f"@$1 atom.{sem}.global.or.b32 %nib_old, [$0], %nib_set; }}")
     asm(b, ir.VoidType(), text, "l,b,r,r,~{memory}", [word, pred, shift, nibble], side_effect=True)
+
+
+# -- UE5M3 scales (fnv8E5M3FNU, sm_107) ------------------------------------------------
+def cvt_to_ue5m3(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """``cvt.rn.satfinite.ue5m3x2.{f32,f16x2,bf16x2}``: an f32, half or bfloat value as a
+    UE5M3 code (i8), the pair's other half zero.  The half forms take the value in the low
+    half of their word and give its code in the low byte."""
+    if isinstance(x.type, ir.FloatType):
+        pair = asm(b, I16, "cvt.rn.satfinite.ue5m3x2.f32 $0, $2, $1;", "=h,f,f", [x, ir.Constant(x.type, 0.0)])
+    else:
+        kind = "f16x2" if isinstance(x.type, ir.HalfType) else "bf16x2"
+        word = b.zext(b.bitcast(x, I16), I32)
+        pair = asm(b, I16, f"cvt.rn.satfinite.ue5m3x2.{kind} $0, $1;", "=h,r", [word])
+    return b.trunc(pair, I8)
+
+
+def cvt_from_ue5m3(b: ir.IRBuilder, code: ir.Value, to: ir.Type) -> ir.Value:
+    """``cvt.rn.{bf16x2,f16x2}.ue5m3x2``: a UE5M3 code (i8) as a bfloat or half value."""
+    kind = "f16x2" if isinstance(to, ir.HalfType) else "bf16x2"
+    pair = asm(b, I32, f"cvt.rn.{kind}.ue5m3x2 $0, $1;", "=r,h", [b.zext(code, I16)])
+    return b.bitcast(b.trunc(pair, I16), to)

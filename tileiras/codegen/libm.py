@@ -20,14 +20,17 @@ through f32):
 - pow: log|x| as a double-double (same kernel), y*log|x| as a double-double, exp of it
   (same kernel, the low part enters r); C99 special cases; odd-integer y keeps the sign.
 - powi: pow with the integer's exact parity (so |n| > 2^53 keeps its sign right); constant
-  exponents 0..3 take a few products instead (``_powi_small``, about 0.5 ulp).
+  exponents 0..3 (powi, or pow with a constant 0.0..3.0) take a few products instead
+  (``_powi_small``, about 0.5 ulp).
 - sin/cos/tan: |x| < 2^19: Cody-Waite with pi/2 in four parts (33+33+53+53 bits; the
   first two products are exact, the rest is summed in double-double); larger |x|:
   Payne-Hanek (``_reduce_large``, a separate non-inlined function): the 53-bit mantissa
   times a 192-bit window of 2/pi (a 1280-bit table) in 64-bit integer arithmetic gives
   the quadrant and 128 fraction bits, turned into a double-double times pi/2.
   Polynomials (degree 5 in r^2) take the double-double r; cos uses the exact error of
-  1 - r^2/2; tan divides the unrounded sin and cos in double-double.
+  1 - r^2/2; tan divides the unrounded sin and cos in double-double.  sin and cos evaluate
+  only the polynomial their quadrant needs, its coefficients loaded from a table in pairs
+  (128-bit loads, as CUDA's sin/cos; ``_sin_or_cos``).
 - sinh/cosh/tanh: from one exp kernel of |x|: expm1 as a double-double (k >= 0);
   sinh = (t + t/(t+1))/2, tanh = t/(t+2) with t = expm1(2|x|), cosh = (E + 1/E)/2; large
   |x| scale exp by 2^(k-1) (no spurious overflow).
@@ -38,6 +41,9 @@ through f32):
 
 Measured bounds are in test/test_libm.py (ULP dict); all are below 1.1 ulp for f64 and
 below 1.75 ulp for f32 (native f32; only rsqrt is shared with the f64 code).
+
+Each function's body runs in a basic block of its own behind a NaN test (``_define``), which
+keeps ptxas from interleaving a kernel's math functions into one register-hungry block.
 """
 from __future__ import annotations
 
@@ -190,9 +196,11 @@ class Ops:
         return self.b.icmp_signed("<", self.bits(x), ir.Constant(self.it, 0))
 
     def horner(self, coeffs, x):
-        acc = self.c(coeffs[-1])
-        for k in reversed(coeffs[:-1]):
-            acc = self.fma(acc, x, self.c(k))
+        """coeffs[0] + x coeffs[1] + ...; a coefficient is a float or an IR value."""
+        c = [k if isinstance(k, ir.Value) else self.c(k) for k in coeffs]
+        acc = c[-1]
+        for k in reversed(c[:-1]):
+            acc = self.fma(acc, x, k)
         return acc
 
     # -- error-free transformations and double-double helpers --------------------------------
@@ -264,7 +272,15 @@ class Ops:
 
 # -- function definition machinery ----------------------------------------------------------
 def _define(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type],
-            body: Callable[[Ops, list[ir.Value]], ir.Value], inline: bool = True) -> ir.Function:
+            body: Callable[[Ops, list[ir.Value]], ir.Value], inline: bool = True,
+            t: ir.Type = F64, nan_result: Callable[[Ops, list[ir.Value]], ir.Value] | None = None) -> ir.Function:
+    """The internal function ``name`` (computing in ``t``), once per module.
+
+    With ``nan_result``, a NaN operand branches to a block returning ``nan_result(o, args)``
+    and ``body`` runs in a block of its own.  The branch is for ptxas rather than for NaNs:
+    it schedules each basic block on its own, and a kernel's math functions inlined into one
+    straight-line block get interleaved until their temporaries all live at once (the corpus'
+    ew_transcendental f32 on sm_80: 38 registers in one block, 26 with each function in its own)."""
     fn = module.globals.get(name)
     if fn is not None:
         return fn
@@ -272,8 +288,41 @@ def _define(module: ir.Module, name: str, ret: ir.Type, args: list[ir.Type],
     fn.linkage = "internal"
     fn.attributes.add("alwaysinline" if inline else "noinline")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    b.ret(body(Ops(b), list(fn.args)))
+    o, params = Ops(b, t), list(fn.args)
+    if nan_result is not None:
+        floats = [a for a in params if a.type == t]
+        any_nan = b.fcmp_unordered("uno", floats[0], floats[-1])
+        special, main = fn.append_basic_block("nan"), fn.append_basic_block("main")
+        b.cbranch(any_nan, special, main)
+        b.position_at_end(special)
+        b.ret(nan_result(o, params))
+        b.position_at_end(main)
+    b.ret(body(o, params))
     return fn
+
+
+def _nan_unary(o: Ops, args):
+    return args[0]
+
+
+def _nan_pow(o: Ops, args):
+    """pow(x, y) with a NaN operand: 1 when y = 0 or x = 1 (C99), else NaN."""
+    x, y = args
+    return o.sel(o.b.or_(o.eq(y, o.c(0.0)), o.eq(x, o.c(1.0))), o.c(1.0), o.add(x, y))
+
+
+def _nan_powi(o: Ops, args):
+    """powi(NaN, n): 1 for n = 0, else NaN."""
+    x, n = args
+    return o.sel(o.b.icmp_signed("==", n, ir.Constant(n.type, 0)), o.c(1.0), x)
+
+
+def _nan_sum(o: Ops, args):
+    return o.add(args[0], args[1])
+
+
+#: what a NaN operand gives, per function (the guard of _define)
+NAN_RESULT = {"pow": _nan_pow, "atan2": _nan_sum, "powi": _nan_powi}
 
 
 # -- exp kernel -------------------------------------------------------------------------------
@@ -456,9 +505,9 @@ def _pow_magnitude(o: Ops, ax, y):
     return o.scale(o.add(s, e), k)
 
 
-def _pow_core(o: Ops, x, y, odd, yint, magnitude=None, yl=None):
+def _pow_core(o: Ops, x, y, odd, yint, magnitude=None):
     """x^y with C99 pow's special cases, given whether y is an odd integer / an integer
-    (``magnitude(o, |x|, y[, yl])`` computes |x|^y; yl: an exact low part of an integer y)."""
+    (``magnitude(o, |x|, y)`` computes |x|^y)."""
     inf, nan = o.c(float("inf")), o.c(float("nan"))
     ax, ay = o.abs(x), o.abs(y)
     finite_y = o.lt(ay, inf)
@@ -469,8 +518,7 @@ def _pow_core(o: Ops, x, y, odd, yint, magnitude=None, yl=None):
     if magnitude is None:
         mag = _pow_magnitude(o, axs, ys)
     else:
-        mag = magnitude(o, axs, ys, o.sel(o.b.and_(ok, o.lt(ay, o.c(H("0x1p62")))), yl, o.c(0.0))
-                        if yl is not None else o.c(0.0))
+        mag = magnitude(o, axs, ys)
     # |x| = 0 or inf: 0^y = inf^-y
     zero_like = o.sel(o.eq(ax, o.c(0.0)), o.sel(o.lt(y, o.c(0.0)), inf, o.c(0.0)),
                       o.sel(o.lt(y, o.c(0.0)), o.c(0.0), inf))
@@ -519,17 +567,21 @@ def _reduce_small(o: Ops, x):
 
 
 def _table(module: ir.Module, addrspace: int, name: str = "__tileiras_libm_two_over_pi",
-           words: list[int] = TWO_OVER_PI_TABLE, ty: ir.IntType = I64) -> ir.GlobalVariable:
-    """The constant array ``words`` (unsigned ``ty`` integers) as an internal global, once."""
+           words: list = TWO_OVER_PI_TABLE, ty: ir.Type = I64, align: int | None = None) -> ir.GlobalVariable:
+    """The constant array ``words`` (unsigned ``ty`` integers, or doubles for F64) as an
+    internal global, once."""
     g = module.globals.get(name)
     if g is None:
         at = ir.ArrayType(ty, len(words))
         g = ir.GlobalVariable(module, at, name=name, addrspace=addrspace)
         g.global_constant = True
         g.linkage = "internal"
-        g.align = ty.width // 8
-        top = 1 << ty.width
-        g.initializer = ir.Constant(at, [ir.Constant(ty, w if w < top // 2 else w - top) for w in words])
+        if ty == F64:
+            g.align, values = align or 8, [ir.Constant(ty, w) for w in words]
+        else:
+            top = 1 << ty.width
+            g.align, values = align or ty.width // 8, [ir.Constant(ty, w if w < top // 2 else w - top) for w in words]
+        g.initializer = ir.Constant(at, values)
     return g
 
 
@@ -628,6 +680,42 @@ def _cos_poly(o: Ops, rh, rl, coeffs=COS_C):
     return o.fast_two_sum(w, o.add(corr, o.fma(o.neg(rh), rl, c4)))
 
 
+def _sincos_coeffs(o: Ops, cos_quadrant, addrspace: int) -> list[ir.Value]:
+    """The coefficients of S (SIN_S) or, where ``cos_quadrant``, of C (COS_C), lowest first.
+    f32 selects between immediates; f64 loads them as pairs (128-bit loads, as CUDA's sin/cos)
+    from a table [S5 S4 S3 S2 S1 S0 C5 ... C0], so only one polynomial is evaluated."""
+    if o.t == F32:
+        return [o.sel(cos_quadrant, o.c(c), o.c(s)) for s, c in zip(SIN_S32, COS_C32)]
+    b = o.b
+    n = len(SIN_S)
+    table = _table(b.module, addrspace, "__tileiras_libm_sincos_coeffs",
+                   list(reversed(SIN_S)) + list(reversed(COS_C)), F64, align=16)
+    base = b.select(cos_quadrant, o.i(n), o.i(0))
+    vec = ir.VectorType(F64, 2)
+    high_first = []
+    for k in range(0, n, 2):
+        p = b.gep(table, [o.i(0), b.add(base, o.i(k))], inbounds=True)
+        pair = b.load(b.bitcast(p, vec.as_pointer(addrspace)), align=16)
+        high_first += [b.extract_element(pair, o.i(0)), b.extract_element(pair, o.i(1))]
+    return list(reversed(high_first))
+
+
+def _sin_or_cos(o: Ops, rh, rl, cos_quadrant, addrspace: int):
+    """sin(rh + rl), or cos(rh + rl) where ``cos_quadrant``, evaluating one polynomial: the
+    terms of _sin_poly and _cos_poly (the same roundings) with selected coefficients, head,
+    multiplier and low part; fewer live values than both polynomials and a select."""
+    z = o.mul(rh, rh)
+    poly = o.horner(_sincos_coeffs(o, cos_quadrant, addrspace), z)
+    hz = o.mul(z, o.c(0.5))
+    w = o.sub(o.c(1.0), hz)
+    zl = o.fma(rh, rh, o.neg(z))
+    cos_low = o.sub(o.sub(o.sub(o.c(1.0), w), hz), o.fma(zl, o.c(0.5), o.mul(rh, rl)))
+    sin_low = o.mul(rl, o.fma(z, o.c(-0.5), o.c(1.0)))
+    head = o.sel(cos_quadrant, w, rh)
+    mult = o.mul(o.sel(cos_quadrant, z, rh), z)
+    return o.add(head, o.fma(mult, poly, o.sel(cos_quadrant, cos_low, sin_low)))
+
+
 def _trig_body(which: str, addrspace: int, f32: bool = False):
     def body(o: Ops, args):
         (x,) = args
@@ -635,18 +723,17 @@ def _trig_body(which: str, addrspace: int, f32: bool = False):
         finite = o.lt(o.abs(x), o.c(float("inf")))
         xf = o.sel(finite, x, o.c(0.0))
         q, rh, rl = (_reduce32 if f32 else _reduce)(o, xf, addrspace)
-        sh, sl = _sin_poly(o, rh, rl, SIN_S32 if f32 else SIN_S)
-        ch, cl = _cos_poly(o, rh, rl, COS_C32 if f32 else COS_C)
-        odd = b.trunc(q, I1)
         if which == "tan":
+            sh, sl = _sin_poly(o, rh, rl, SIN_S32 if f32 else SIN_S)
+            ch, cl = _cos_poly(o, rh, rl, COS_C32 if f32 else COS_C)
+            odd = b.trunc(q, I1)
             nh, nl = o.sel(odd, o.neg(ch), sh), o.sel(odd, o.neg(cl), sl)
             dh, dl = o.sel(odd, sh, ch), o.sel(odd, sl, cl)
             qh, ql = o.dd_div(nh, nl, dh, dl)
             r = o.add(qh, ql)
         else:
             qq = q if which == "sin" else b.add(q, o.i(1))
-            odd = b.trunc(qq, I1)
-            v = o.sel(odd, o.add(ch, cl), o.add(sh, sl))
+            v = _sin_or_cos(o, rh, rl, b.trunc(qq, I1), addrspace)
             neg = b.trunc(b.lshr(qq, o.i(1)), I1)
             r = o.sel(neg, o.neg(v), v)
         if which != "cos":
@@ -732,11 +819,12 @@ def define(module: ir.Module, name: str, addrspace: int = TABLE_ADDRSPACE) -> ir
     else:
         body = _BODIES[name]
     args = [F64, F64] if name in BINARY else [F64]
-    return _define(module, f"__tileiras_{name}_f64", F64, args, body)
+    return _define(module, f"__tileiras_{name}_f64", F64, args, body, nan_result=NAN_RESULT.get(name, _nan_unary))
 
 
 def define_powi(module: ir.Module, width: int) -> ir.Function:
-    return _define(module, f"__tileiras_powi_i{width}_f64", F64, [F64, ir.IntType(width)], _powi_body)
+    return _define(module, f"__tileiras_powi_i{width}_f64", F64, [F64, ir.IntType(width)], _powi_body,
+                   nan_result=_nan_powi)
 
 
 # -- native f32 ---------------------------------------------------------------------------------------
@@ -755,10 +843,12 @@ def define_powi(module: ir.Module, width: int) -> ir.Function:
 #   Cephes tanhf polynomial below 0.625, else 1 - 2^(1-k) / ((1 + 2^-k) + q);
 # - sin/cos/tan: three-part Cody-Waite below 105615 (as CUDA's), else Payne-Hanek in 32-bit
 #   integer arithmetic (``_reduce_large32``, inline in a rarely taken branch); Cephes sinf/cosf
-#   polynomials through the generic _sin_poly/_cos_poly (tan: double-float division);
-# - pow/powi: log|x| as a double-float (s = f/(2+f) series, ~2^-40), y*log|x| as a
-#   double-float, exp with a three-part ln2; powi adds the exact low part of n (|n| > 2^24)
-#   and takes 1/(2 + f) from Ops.recip;
+#   polynomials (sin/cos: the quadrant's one, coefficients selected; tan: both, and a
+#   double-float division);
+# - pow: log|x| as a double-float (s = f/(2+f) series, ~2^-40), y*log|x| as a
+#   double-float, exp with a three-part ln2;
+# - powi, and pow(x, float(n)) for an i32 n: binary powering in f64 over the bits of |n| (a
+#   loop, as NVIDIA's powi), the base kept as B - 1 (``_powi_core32``), about 0.5 ulp;
 # - atan2: the generic body with an 11-term f32 minimax polynomial on [0, 1].
 SHIFTER32 = H("0x1.8p23")
 LOG2E32 = H("0x1.715476p+0")
@@ -999,13 +1089,12 @@ TWO_THIRDS_H32, TWO_THIRDS_L32 = H("0x1.555556p-1"), H("-0x1.555556p-26")
 LN2_C2H, LN2_C2L = H("-0x1.bd0106p-13"), H("0x1.cf79acp-40")     # ln2 - 0.693359375
 
 
-def _log_dd32(o: Ops, x, divide: bool = True):
-    """log(x) as a pair of floats (~2^-40 relative) for finite x > 0.  1/(2 + f) by div.rn or,
-    with ``divide=False``, by Ops.recip (its error is corrected with the rest of s's low part)."""
+def _log_dd32(o: Ops, x):
+    """log(x) as a pair of floats (~2^-40 relative) for finite x > 0 (1/(2 + f) by div.rn)."""
     ef, f = _split_mantissa32(o, x)
     d = o.add(o.c(2.0), f)
     dl = o.sub(f, o.sub(d, o.c(2.0)))
-    inv = o.div(o.c(1.0), d) if divide else o.recip(d, 1.7071, 2.4143, bits=20)
+    inv = o.div(o.c(1.0), d)
     sh = o.mul(f, inv)
     sl = o.mul(o.sub(o.fma(o.neg(sh), d, f), o.mul(sh, dl)), inv)
     zh, zl = o.two_prod(sh, sh)
@@ -1022,11 +1111,11 @@ def _log_dd32(o: Ops, x, divide: bool = True):
     return o.fast_two_sum(s1, low)
 
 
-def _pow_magnitude32(o: Ops, ax, y, yl, divide: bool = True):
-    """|x|^(y + yl) for finite |x| > 0, finite y (yl: exact low part of an integer exponent)."""
-    lh, ll = _log_dd32(o, ax, divide)
+def _pow_magnitude32(o: Ops, ax, y):
+    """|x|^y for finite |x| > 0, finite y."""
+    lh, ll = _log_dd32(o, ax)
     th, tl = o.two_prod(y, lh)
-    tl = o.fma(y, ll, o.fma(yl, lh, tl))
+    tl = o.fma(y, ll, tl)
     thc = _clamp(o, th, -104.0, 89.0)
     tl = o.sel(o.eq(thc, th), tl, o.c(0.0))
     kf, k = _rint32(o, thc, LOG2E32)
@@ -1041,36 +1130,117 @@ def _pow_magnitude32(o: Ops, ax, y, yl, divide: bool = True):
 
 def _pow_body32(o: Ops, args):
     x, y = args
-    return _pow_core(o, x, y, _is_odd_int(o, y), _is_int(o, y), _pow_magnitude32, None)
+    return _pow_core(o, x, y, _is_odd_int(o, y), _is_int(o, y), _pow_magnitude32)
+
+
+def _if_then(b: ir.IRBuilder, cond, then: Callable[[], ir.Value], other: ir.Value) -> ir.Value:
+    """``then()`` where ``cond``, else ``other``, with ``then``'s code in a block of its own
+    (ptxas schedules blocks apart: its temporaries do not overlap the code around it)."""
+    start, fn = b.block, b.function
+    blk, join = fn.append_basic_block("then"), fn.append_basic_block("join")
+    b.cbranch(cond, blk, join)
+    b.position_at_end(blk)
+    v = then()
+    end = b.block
+    b.branch(join)
+    b.position_at_end(join)
+    phi = b.phi(other.type)
+    phi.add_incoming(v, end)
+    phi.add_incoming(other, start)
+    return phi
+
+
+def _recip_f64(d: Ops, a):
+    """1/a for f64 a >= 0 within ~1/2 ulp, FMAs only (div.rn.f64's slow-path subroutine costs
+    ~8 registers): Newton's iteration on a's mantissa (Ops._newton_recip), the exponent then
+    subtracted as an integer.  Meant for 2^-1022 <= a < 2^200 (any f32 magnitude); 1/0 gives
+    2^1023, and a >= 2^200 gives 0 (as infinity and a result that underflows f32 would)."""
+    b = d.b
+    bits = d.bits(a)
+    expo = b.and_(bits, d.i(0x7FF << 52, I64))
+    y = d._newton_recip(d.from_bits(b.or_(b.and_(bits, d.i(2**52 - 1, I64)), d.i(0x3FF << 52, I64))), 1.0, 2.0, 60)
+    inv = d.from_bits(b.sub(b.add(d.bits(y), d.i(0x3FF << 52, I64)), expo))
+    return d.sel(d.lt(a, d.c(H("0x1p200"))), inv, d.c(0.0))
+
+
+def _one_minus_over(d: Ops, a):
+    """(1 - a) / a = 1/a - 1 for an f32 value 0 <= a < 1 in f64: y - a y with one rounding."""
+    y = _recip_f64(d, a)
+    return d.fma(d.neg(a), y, y)
 
 
 def _powi_body32(o: Ops, args):
+    """x^n for f32 x and an integer n: binary powering, as NVIDIA's powi (a loop over the bits
+    of |n|: few live values), in f64 and rounded once to f32.
+
+    The loop powers B = max(|x|, 1/|x|) >= 1 (a final reciprocal when |x| < 1 xor n < 0), kept
+    as t = B - 1 and squared as t (2 + t).  Plain squaring would double the base's relative
+    error at every step (2^31 steps' worth of 2^-53 for |n| near 2^31); in t the error stays
+    relative to t, i.e. absolute in log B, so the result is off by about |log(result)| 2^-46
+    (under 2^-39 for a finite f32), plus 2^-53 per product.  1/|x| - 1 is formed as
+    1/|x| - |x|/|x| in one rounding (the error stays relative to t)."""
     x, n = args
     b = o.b
     w = n.type.width
-    y = b.sitofp(n, o.t)
-    wide = ir.IntType(max(w, 64))
-    nn = b.sext(n, wide) if w < 64 else n
-    yc = _clamp(o, y, -H("0x1p62"), H("0x1p62"))
-    yl = b.sitofp(b.sub(nn, b.fptosi(yc, wide)), o.t)
-    odd = b.trunc(n, I1)
-    # no div.rn in powi's log: measured fewer registers with one powi per thread (ew_powi
-    # 26 -> 22 on sm_90), while pow's div.rn branch keeps two interleaved pows apart (ew_misc_math)
-    magnitude = lambda oo, ax, yy, ll: _pow_magnitude32(oo, ax, yy, ll, divide=False)  # noqa: E731
-    return _pow_core(o, x, y, odd, ir.Constant(I1, 1), magnitude, yl)
+    it = ir.IntType(max(w, 32))
+    nn = b.sext(n, it) if w < 32 else n
+    neg = b.icmp_signed("<", nn, ir.Constant(it, 0))
+    return _powi_core32(o, x, b.select(neg, b.neg(nn), nn), neg, b.trunc(n, I1))
+
+
+def _pow_int_body32(o: Ops, args):
+    """pow(x, y) for y = float(n), n an i32: binary powering with y's integer value (|y| <= 2^31:
+    an unsigned i32), not a logarithm (see ``call``)."""
+    x, y = args
+    b = o.b
+    m = b.fptoui(o.abs(y), I32)
+    return _powi_core32(o, x, m, o.lt(y, o.c(0.0)), b.trunc(m, I1))
+
+
+def _powi_core32(o: Ops, x, m0, neg_n, odd):
+    """x^(+-m0) (m0 unsigned, minus where ``neg_n``; ``odd``: the exponent's parity): the loop
+    of _powi_body32."""
+    b = o.b
+    d = Ops(b, F64)
+    it = m0.type
+    ax = b.fpext(o.abs(x), F64)
+    small = d.lt(ax, d.c(1.0))
+    invert = b.xor(small, neg_n)
+    u0 = _if_then(b, small, lambda: _one_minus_over(d, ax), d.sub(ax, d.c(1.0)))
+    pre = b.block
+    fn = b.function
+    loop, done = fn.append_basic_block("powi.loop"), fn.append_basic_block("powi.done")
+    b.cbranch(b.icmp_unsigned("!=", m0, ir.Constant(it, 0)), loop, done)
+    b.position_at_end(loop)
+    m, acc, u = b.phi(it), b.phi(F64), b.phi(F64)
+    acc1 = d.sel(b.trunc(m, I1), d.mul(acc, d.add(d.c(1.0), u)), acc)
+    m1 = b.lshr(m, ir.Constant(it, 1))
+    u1 = d.mul(u, d.add(d.c(2.0), u))
+    b.cbranch(b.icmp_unsigned("!=", m1, ir.Constant(it, 0)), loop, done)
+    for phi, first, nxt in ((m, m0, m1), (acc, d.c(1.0), acc1), (u, u0, u1)):
+        phi.add_incoming(first, pre)
+        phi.add_incoming(nxt, loop)
+    b.position_at_end(done)
+    p = b.phi(F64)
+    p.add_incoming(d.c(1.0), pre)
+    p.add_incoming(acc1, loop)
+    r = b.fptrunc(_if_then(b, invert, lambda: _recip_f64(d, p), p), F32)
+    return o.sel(b.and_(o.signbit(x), odd), o.neg(r), r)
 
 
 def define_powi32(module: ir.Module, width: int) -> ir.Function:
-    name = f"__tileiras_powi_i{width}_f32"
-    fn = module.globals.get(name)
-    if fn is not None:
-        return fn
-    fn = ir.Function(module, ir.FunctionType(F32, [F32, ir.IntType(width)]), name=name)
-    fn.linkage = "internal"
-    fn.attributes.add("alwaysinline")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    b.ret(_powi_body32(Ops(b, F32), list(fn.args)))
-    return fn
+    return _define(module, f"__tileiras_powi_i{width}_f32", F32, [F32, ir.IntType(width)], _powi_body32,
+                   t=F32, nan_result=_nan_powi)
+
+
+def define_pow_int32(module: ir.Module) -> ir.Function:
+    return _define(module, "__tileiras_pow_int_f32", F32, [F32, F32], _pow_int_body32, t=F32, nan_result=_nan_pow)
+
+
+def _int_as_float(y: ir.Value) -> bool:
+    """Is ``y`` (an f32) an IR conversion of a signed integer of at most 32 bits?"""
+    return (isinstance(y, ir.CastInstr) and y.opname == "sitofp" and y.type == F32
+            and y.operands[0].type.width <= 32)
 
 
 #: atan a = a + a z P(z), z = a^2 <= 1 (our weighted minimax fit, coefficients in f32)
@@ -1093,20 +1263,14 @@ def define32(module: ir.Module, name: str, addrspace: int = TABLE_ADDRSPACE) -> 
         body = _trig_body(name, addrspace, f32=True)
     else:
         body = _BODIES32[name]
-    fn = module.globals.get(f"__tileiras_{name}_f32")
-    if fn is not None:
-        return fn
     args = [F32, F32] if name in BINARY else [F32]
-    fn = ir.Function(module, ir.FunctionType(F32, args), name=f"__tileiras_{name}_f32")
-    fn.linkage = "internal"
-    fn.attributes.add("alwaysinline")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    b.ret(body(Ops(b, F32), list(fn.args)))
-    return fn
+    return _define(module, f"__tileiras_{name}_f32", F32, args, body, t=F32,
+                   nan_result=NAN_RESULT.get(name, _nan_unary))
 
 
 def _f32_rsqrt(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    return _rsqrt(Ops(b, F32), x)
+    fn = _define(b.module, "__tileiras_rsqrt_f32", F32, [F32], _rsqrt_body, t=F32, nan_result=_nan_unary)
+    return b.call(fn, [x])
 
 
 #: integer exponents that powi evaluates with a few products (constant exponents only)
@@ -1136,11 +1300,13 @@ def call(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     """``name`` applied to scalar floats of any width: f64 directly, narrower types through
     f64 (f32: one rounding of a < 0.51-ulp result) -- rsqrt f32 stays in f32."""
     t = args[0].type
-    if name == "powi" and isinstance(args[1], ir.Constant) and args[1].constant in SMALL_POWI:
-        return _powi_small(Ops(b, t), args[0], args[1].constant)
+    if name in ("powi", "pow") and isinstance(args[1], ir.Constant) and args[1].constant in SMALL_POWI:
+        return _powi_small(Ops(b, t), args[0], int(args[1].constant))     # pow(x, 3.0) too
     if (name in NATIVE32 or name == "powi") and not isinstance(t, ir.DoubleType):
         if name == "powi":
             fn, wide = define_powi32(b.module, args[1].type.width), [args[0], args[1]]
+        elif name == "pow" and _int_as_float(args[1]):      # pow(x, float(n)): as powi, exact
+            fn, wide = define_pow_int32(b.module), list(args)
         else:
             fn, wide = define32(b.module, name), list(args)
         wide[0] = wide[0] if isinstance(t, ir.FloatType) else b.fpext(wide[0], F32)

@@ -1,8 +1,15 @@
 """LLVM's target registry, initialized once per process (NVPTX for kernels, x86-64 for
-the .nv.host object)."""
+the .nv.host object), and the NVPTX back end itself.
+
+Only the back-end process (``codegen.backend``) calls into LLVM: this module imports
+llvmlite's bindings (libLLVM) when first called, never on import.
+"""
 from __future__ import annotations
 
 import functools
+
+NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
+NVPTX_DATA_LAYOUT = "e-p:64:64:64-p3:32:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
 
 
 @functools.cache
@@ -11,3 +18,19 @@ def init_llvm() -> None:
 
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
+
+
+def nvptx_assembly(llvm_ir: str, cpu: str, opt_level: int = 3) -> str:
+    """PTX for NVPTX LLVM IR text: LLVM's optimization pipeline at ``opt_level``, then the
+    NVPTX back end for processor ``cpu`` (``sm_90a``...)."""
+    from llvmlite import binding as llvm
+
+    init_llvm()
+    tm = llvm.Target.from_triple(NVPTX_TRIPLE).create_target_machine(cpu=cpu, opt=min(opt_level, 3))
+    parsed = llvm.parse_assembly(llvm_ir)
+    parsed.verify()
+    if opt_level > 0:
+        pto = llvm.create_pipeline_tuning_options(speed_level=min(opt_level, 3))
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(parsed, pb)
+    return tm.emit_assembly(parsed)

@@ -10,10 +10,8 @@ shared memory, and PTX generation with LLVM's NVPTX back end.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
-from llvmlite import binding as llvm
 from llvmlite import ir
 
 from ..errors import CompileError
@@ -21,9 +19,10 @@ from ..ir import types as T
 from ..ir.core import Block, Function, Module, Operation, Value
 from ..layout.linear import LANE, REG, WARP, LinearLayout
 from ..lower.tileas import ITER, TileAS, chunk_layout_of, element_bytes
+from ..record import record
 from . import intrinsics as X
 from .debuginfo import LineInfo
-from .llvm_targets import init_llvm
+from .llvm_targets import NVPTX_DATA_LAYOUT, NVPTX_TRIPLE, nvptx_assembly
 from .order import order_function
 from .values import Emitted, TileVal, byte_gep, llvm_type
 
@@ -49,7 +48,7 @@ def emits(*classes: type) -> Callable[[EmitFn], EmitFn]:
     return register
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Target:
     arch: int                    # 80, 90, 100, 120...
     lineinfo: bool = False       # attach source locations (.loc) to instructions
@@ -76,6 +75,8 @@ class KernelEmitter:
         self.pb = ir.IRBuilder(self.llfn.append_basic_block("entry"))
         self.b = ir.IRBuilder(self.llfn.append_basic_block("body"))
         self.values: dict[Value, Emitted] = {}
+        #: ids of the phis that merge a guarded load's registers with its padding
+        self.load_merges: set[int] = set()
         self._coord_cache: dict[LinearLayout, list[ir.Value]] = {}
         self._owner_cache: dict[LinearLayout, Optional[ir.Value]] = {}
         self._smem: Optional[ir.GlobalVariable] = None
@@ -156,13 +157,31 @@ class KernelEmitter:
             op = producer.get(v)
             if op is not None and op in deferred:
                 del deferred[op]
-                for u in op.operands:
+                for u in loads_first(self.reads(op)):
                     materialize(u)
                 self.emit_op(op)
+
+        def loads_first(values: Sequence[Value]) -> list[Value]:
+            """``values`` in the order to emit them: those that wait for a pending load first.
+            A load branches around its access, so what is emitted before it lands in an
+            earlier block and stays live across the load (gather_scatter: a store's
+            addresses computed before the loads of its values)."""
+            memo: dict[Value, bool] = {}
+
+            def waits(v: Value) -> bool:
+                if v not in memo:
+                    op = producer.get(v)
+                    memo[v] = False
+                    memo[v] = op is not None and op in deferred and (
+                        isinstance(op, DEFERRABLE_LOADS) or any(waits(u) for u in self.reads(op)))
+                return memo[v]
+            return sorted(values, key=lambda v: not waits(v))
 
         for op in block.ops:
             if self.b.block.is_terminated:
                 break  # code after break/continue/return is unreachable
+            if op in self.tas.aa.dead:
+                continue
             group = self.tas.chunked.get(op)
             if group is not None:
                 if op is group.anchor:
@@ -181,11 +200,13 @@ class KernelEmitter:
                 for pending in list(deferred):
                     for r in pending.results:
                         materialize(r)
+            needed = []
             for i, v in enumerate(op.operands):
                 plan = self.tas.recomputed.get((op, i))
                 # a value computed again for this use: only what its recomputation starts from
-                for u in [v] if plan is None else [w for p in plan for w in p.owner.operands if w not in plan]:
-                    materialize(u)
+                needed += [v] if plan is None else [w for p in plan for w in p.owner.operands if w not in plan]
+            for u in loads_first(needed):
+                materialize(u)
             if self.writes_memory(op):  # loads stay before the writes token-ordered after them
                 ordered = self.tas.aa.deps.get(op, ())
                 for pending in [d for d in deferred if isinstance(d, DEFERRABLE_LOADS) and d in ordered]:
@@ -221,12 +242,24 @@ class KernelEmitter:
         b.position_at_end(done)
 
     def emit_op(self, op: Operation) -> None:
+        if op in self.tas.aa.silent:  # computes or stores undefined values only (tileaa.poison_of)
+            for r in op.results:
+                layout = self.tas.layouts.get(r)
+                undefined = ir.Constant(llvm_type(r.type), ir.Undefined) if layout is not None else None
+                self.put(r, None if layout is None else TileVal(layout, [undefined] * layout.size("reg")))
+            return
         emitter = EMITTERS.get(type(op))
         if emitter is None:
             raise CompileError(f"code generation for '{op.definition.full_name}' is not supported yet")
         if self.scope is not None:
-            self.b.debug_metadata = self.lineinfo.location(op, self.scope)
+            self.b.debug_metadata = self.lineinfo.location(op, self.scope, self.fn.name)
         emitter(self, op)
+
+    def reads(self, op: Operation) -> list[Value]:
+        """The values ``op``'s emitter reads: its operands, but for an extract that picks
+        from an operand of a ``cat`` (tileas.pick_sources), that operand."""
+        source = self.tas.pick_sources.get(op)
+        return list(op.operands) if source is None else [source, *op.operands[1:]]
 
     def is_deferrable(self, op: Operation) -> bool:
         if isinstance(op, DEFERRABLE_LOADS):
@@ -481,18 +514,18 @@ def llvm_cpu(arch: int) -> str:
 
 def llvm_to_ptx(module: ir.Module, target: Target, opt_level: int = 3) -> str:
     """Optimize with LLVM's pipeline and print PTX with the NVPTX back end."""
-    init_llvm()
-    module.triple = "nvptx64-nvidia-cuda"
-    module.data_layout = "e-p:64:64:64-p3:32:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
-    tm = llvm.Target.from_triple(module.triple).create_target_machine(
-        cpu=llvm_cpu(target.arch), opt=min(opt_level, 3))
-    parsed = llvm.parse_assembly(str(module))
-    parsed.verify()
-    if opt_level > 0:
-        pto = llvm.create_pipeline_tuning_options(speed_level=min(opt_level, 3))
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(parsed, pb)
-    return tm.emit_assembly(parsed)
+    return nvptx_assembly(nvptx_ir(module), llvm_cpu(target.arch), opt_level)
+
+
+def nvptx_ir(module: ir.Module) -> str:
+    """The module's LLVM IR text for the NVPTX target (what the back end compiles); the
+    module itself is left as it was (``--emit=llvm`` prints it without a target)."""
+    saved = module.triple, module.data_layout
+    module.triple, module.data_layout = NVPTX_TRIPLE, NVPTX_DATA_LAYOUT
+    try:
+        return str(module)
+    finally:
+        module.triple, module.data_layout = saved
 
 
 def line_info(module: ir.Module) -> LineInfo:
@@ -516,4 +549,30 @@ def emit_module(module: Module, analyses: dict[str, TileAS], target: Target,
             em = KernelEmitter(llmod, fn, analyses[fn.name], target, max(cga, 1))
             em.run()
             order_function(em.llfn)
+    order_globals(llmod, [g.name for g in module.globals])
     return llmod
+
+
+def order_globals(llmod: ir.Module, module_globals: Sequence[str]) -> None:
+    """Define the launch metadata and order the globals as NVIDIA's PTX lists them.
+
+    NVIDIA's order: the formats ``print`` lowered to, ``___NV_TILE_LAUNCH_META_DATA___``,
+    the module's own globals, then the rest (math tables, constants, shared memory)."""
+    from .abi import LAUNCH_METADATA_NAME
+
+    meta_t = ir.ArrayType(ir.IntType(8), 64)
+    meta = ir.GlobalVariable(llmod, meta_t, name=LAUNCH_METADATA_NAME, addrspace=1)
+    meta.initializer = ir.Constant(meta_t, None)
+    meta.align = 8
+    own = {name: i for i, name in enumerate(module_globals)}
+
+    def rank(name: str) -> tuple[int, int]:
+        if name.startswith("printfFormat_"):
+            return (0, 0)
+        if name == LAUNCH_METADATA_NAME:
+            return (1, 0)
+        return (2, own[name]) if name in own else (3, 0)
+
+    items = sorted(llmod.globals.items(), key=lambda kv: rank(kv[0]))  # stable within a rank
+    llmod.globals.clear()
+    llmod.globals.update(items)

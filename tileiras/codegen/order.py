@@ -9,8 +9,21 @@ the terminator) computes one register's chain, then the next: the live values
 are those of one element at a time, as in NVIDIA's code.
 
 Side effects keep their order; only pure instructions move, and only later, to
-just before the first instruction (in the new order) that uses them.  A pure
+just before the first instruction (in the new order) that uses them, but never past
+a collective (barrier, shuffle, redux) emitted after them: the values a phase of
+warp- or CTA-wide work (a scan, a conversion through shared memory) leaves behind
+are computed before the next phase starts, rather than keeping what they are
+computed from live through it (scans_builtin f32 sm_80: 40 -> 27 registers).  A pure
 value used in another block stays where it was (it is ordered as a side effect).
+
+Instructions that ptxas turns into a call of a slow-path subroutine (IEEE f32/f64
+division, square root and reciprocal, 64-bit integer division; ``becomes_call``) are then
+moved up again where that helps (``_place_calls``): every value live across such a call
+needs a register the subroutine does not use, so a division is best computed before a
+store's address and predicate rather than between them (softmax_rows f16 sm_80: 22
+registers right before its store, 18 moved up, NVIDIA 19), but not so early that its
+result waits across the next element's divisions (ew_arith: 25 per element, 28 with all
+divisions first).
 
 Two kinds of code keep emission order, because measuring (``bench/code_quality.py``
 on sm_90) found it better there:
@@ -25,8 +38,13 @@ on sm_90) found it better there:
 """
 from __future__ import annotations
 
+import bisect
+import re
+
 from llvmlite import ir
 from llvmlite.ir import instructions as I
+
+from .intrinsics import is_collective
 
 #: Instruction classes that compute a value from their operands and nothing else.
 _PURE_CLASSES = (I.CastInstr, I.CompareInstr, I.SelectInstr, I.GEPInstr, I.ExtractValue, I.InsertValue,
@@ -38,6 +56,29 @@ _PURE_INTRINSICS = ("llvm.fma.", "llvm.fabs.", "llvm.minnum.", "llvm.maxnum.", "
                     "llvm.smin.", "llvm.umax.", "llvm.umin.", "llvm.abs.", "llvm.sqrt.",
                     "llvm.nvvm.mul.hi.", "llvm.nvvm.mulhi.", "llvm.floor.", "llvm.ceil.",
                     "llvm.trunc.", "llvm.rint.", "llvm.nearbyint.", "llvm.round.", "llvm.roundeven.")
+
+
+#: PTX instructions that ptxas expands into a CALL of an internal slow-path subroutine
+#: (measured with nvdisasm on sm_80): IEEE-rounded division, sqrt and rcp, f64 rsqrt, and
+#: 64-bit integer division and remainder (32-bit ones and div.full/approx are inline).
+_CALLING_PTX = re.compile(r"^\s*(?:(?:div|sqrt|rcp)\.r[nzmp]\b|rsqrt\.approx(?:\.ftz)?\.f64|(?:div|rem)\.[su]64)")
+#: their LLVM spellings (NVPTX selects div.rn / sqrt.rn / div.s64 ... for them)
+_CALLING_OPS = ("fdiv", "frem")
+_CALLING_INT_OPS = ("sdiv", "udiv", "srem", "urem")
+
+
+def becomes_call(inst: I.Instruction) -> bool:
+    """Does ptxas compile ``inst`` to a call of a slow-path subroutine?"""
+    if type(inst) is I.Instruction:
+        if inst.opname in _CALLING_OPS:
+            return True
+        return inst.opname in _CALLING_INT_OPS and isinstance(inst.type, ir.IntType) and inst.type.width == 64
+    if isinstance(inst, I.CallInstr):
+        callee = inst.callee
+        if isinstance(callee, ir.InlineAsm):
+            return bool(_CALLING_PTX.match(callee.asm))
+        return isinstance(callee, ir.Function) and callee.name.startswith("llvm.sqrt.")
+    return False
 
 
 def is_pure(inst: I.Instruction) -> bool:
@@ -62,7 +103,7 @@ def order_function(fn: ir.Function) -> None:
     position = {id(block): k for k, block in enumerate(fn.blocks)}
     for block in fn.blocks:
         if not _heads_a_loop(block, position):
-            block.instructions[:] = _ordered(block.instructions, outside)
+            block.instructions[:] = _place_calls(_ordered(block.instructions, outside), outside)
 
 
 def _heads_a_loop(block: ir.Block, position: dict[int, int]) -> bool:
@@ -117,8 +158,11 @@ def _ordered(insts: list, outside: set[int]) -> list:
     for inst in insts:
         if id(inst) in movable:
             continue
+        # a collective (barrier, shuffle) first takes the values emitted before it: they
+        # do not move past it
+        earlier = [i for i in insts[:pos[id(inst)]] if id(i) in movable] if is_collective(inst) else []
         # iterative depth-first walk: (instruction, operands already pushed)
-        stack = [(inst, False)]
+        stack = [(inst, False)] + [(v, False) for v in reversed(earlier)]
         while stack:
             cur, expanded = stack.pop()
             if id(cur) in done:
@@ -136,3 +180,137 @@ def _ordered(insts: list, outside: set[int]) -> list:
     assert len(out) == len(insts), "every instruction is placed once"
     return out
 
+
+#: _place_calls weighs each position a call may move to at a cost linear in the block:
+#: blocks where (instructions from the first such position)^2 exceeds this keep the
+#: depth-first order
+_PLACE_BUDGET = 40_000
+
+
+def _place_calls(insts: list, outside: set[int]) -> list:
+    """Move each ``becomes_call`` instruction, with the pure operands computed just for it,
+    up to where its block needs the fewest registers for values live across its calls
+    (``_across_calls``), not above the call before it; of equal costs, the position least
+    far up."""
+    calls = [i for i in insts if becomes_call(i)]
+    if not calls:
+        return insts
+    # nothing moves above the first position a call may take: weigh only from there (the
+    # values defined before and live across a call are live there too)
+    lo = min(_earliest(insts, insts.index(c), outside) for c in calls)
+    head, tail = insts[:lo], insts[lo:]
+    if len(tail) ** 2 > _PLACE_BUDGET:
+        return insts
+    facts = _Facts(tail, outside)
+    previous = -1
+    for call in calls:
+        best, best_cost = tail, _across_calls(tail, facts)
+        k = tail.index(call)
+        for p in range(k - 1, max(_earliest(tail, k, outside), previous + 1) - 1, -1):
+            moved = _hoisted(tail, k, p)
+            cost = _across_calls(moved, facts)
+            if cost < best_cost:
+                best, best_cost = moved, cost
+        tail = best
+        previous = tail.index(call)
+    return head + tail
+
+
+def _earliest(insts: list, k: int, outside: set[int]) -> int:
+    """The first position ``insts[k]`` may move to, taking along the pure operands it needs
+    that are computed in the block: just after the block's phis and the last operand that
+    cannot move (a side effect, a phi, a value used in another block)."""
+    pos = {id(i): n for n, i in enumerate(insts)}
+    start = sum(1 for i in insts if isinstance(i, I.PhiInstr))     # phis stay first
+    work, seen = [insts[k]], set()
+    while work:
+        inst = work.pop()
+        for v in _operands(inst):
+            n = pos.get(id(v))
+            if n is None or id(v) in seen:
+                continue
+            seen.add(id(v))
+            if isinstance(v, I.PhiInstr) or not is_pure(v) or id(v) in outside:
+                start = max(start, n + 1)
+            else:
+                work.append(v)
+    return min(start, k)
+
+
+def _hoisted(insts: list, k: int, p: int) -> list:
+    """``insts`` with instruction ``k`` and the operands it needs from ``p`` .. ``k-1``
+    placed at ``p``, in their order (``p`` at or after ``_earliest``)."""
+    window = insts[p:k]
+    inside = {id(i) for i in window}
+    needed = {id(insts[k])}
+    for inst in reversed(window + [insts[k]]):
+        if id(inst) in needed:
+            needed.update(id(v) for v in _operands(inst) if id(v) in inside)
+    part = [i for i in window if id(i) in needed]
+    rest = [i for i in window if id(i) not in needed]
+    return insts[:p] + part + [insts[k]] + rest + insts[k + 1:]
+
+
+def _width(v) -> int:
+    """32-bit registers a value takes across a call: none for a kernel parameter (ptxas
+    reads it from the constant bank where it is used) or a predicate (the subroutine
+    leaves some predicate registers alone)."""
+    if isinstance(v, ir.Argument):
+        return 0
+    t = v.type
+    if isinstance(t, ir.IntType) and t.width == 1:
+        return 0
+    bits = t.width if isinstance(t, ir.IntType) else 64 if isinstance(t, (ir.DoubleType, ir.PointerType)) else 32
+    return 2 if bits > 32 else 1
+
+
+def _across_calls(insts: list, facts: _Facts) -> tuple[int, int]:
+    """Registers the values live across a call need, as (most at once, in all): a value is
+    live across a call when defined before it (here or in an earlier block) and used after
+    it or in another block.  ptxas compiles one slow-path subroutine for all of a kernel's
+    calls and gives it registers none of those values occupies, so values live across
+    different calls count too when their ranges overlap (all the registers a softmax row
+    keeps while dividing them one by one)."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    calls = []
+    end = len(insts)
+    for k, inst in enumerate(insts):
+        key = id(inst)
+        first[key] = k
+        for v in facts.uses[key]:
+            last[v] = k
+        if key in facts.outside:
+            last[key] = end
+        if key in facts.calls:
+            calls.append(k)
+    change = [0] * (end + 2)
+    total = 0
+    for v, used in last.items():
+        defined = first.get(v, -1)     # -1: from an earlier block
+        n = bisect.bisect_right(calls, defined)
+        if n < len(calls) and calls[n] < used:     # a call between definition and last use
+            w = facts.width[v]
+            change[defined + 1] += w
+            change[used + 1] -= w
+            total += w
+    most = live = 0
+    for d in change:
+        live += d
+        most = max(most, live)
+    return most, total
+
+
+class _Facts:
+    """What ``_across_calls`` needs of a block's instructions, by id: the values each uses,
+    the width of every value, which are calls and which are used in other blocks."""
+
+    def __init__(self, insts: list, outside: set[int]):
+        self.uses: dict[int, list[int]] = {}
+        self.width: dict[int, int] = {}
+        for inst in insts:
+            values = [v for v in _operands(inst) if isinstance(v, (I.Instruction, ir.Argument))]
+            self.uses[id(inst)] = [id(v) for v in values]
+            self.width.update((id(v), _width(v)) for v in values + [inst])
+        self.calls = {id(i) for i in insts if becomes_call(i)}
+        self.outside = outside

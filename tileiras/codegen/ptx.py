@@ -135,6 +135,17 @@ _LOC = re.compile(r"^(\s*)\.loc\s+(\d+)\s+(\d+)\s+(\d+)(.*)$")
 _FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"(.*)$')
 
 
+_DEBUG_LABEL = re.compile(r"^\$L__(?:func_begin|func_end|tmp)\d+:\n", re.MULTILINE)
+_EMPTY_MACINFO = re.compile(r"^\t\.section\t\.debug_macinfo\t\{\t\}\n", re.MULTILINE)
+
+
+def drop_line_table_labels(ptx: str) -> str:
+    """Without ``-g``, the function and scope labels LLVM leaves for DWARF that is never
+    emitted, and its empty ``.debug_macinfo`` section: NVIDIA's ``--lineinfo`` PTX has
+    only the ``.loc`` lines."""
+    return _EMPTY_MACINFO.sub("", _DEBUG_LABEL.sub("", ptx))
+
+
 def attach_intermediate_source(ptx: str, tile_text: str,
                                sources: dict[tuple[int, int], tuple[str, int, int]]) -> str:
     """Source ``.loc``s plus ``.loc_intermediate``s, and the Tile IR text section.
@@ -151,6 +162,8 @@ def attach_intermediate_source(ptx: str, tile_text: str,
 
     llvm_files = {int(m.group(1)): m.group(2) for m in map(_FILE.match, ptx.splitlines()) if m}
     tile_ids = {k for k, name in llvm_files.items() if name.endswith(TILE_IR_FILE)}
+    if not tile_ids:  # only synthesized <unknown> scopes: NVIDIA's PTX has no Tile IR text then
+        return ptx
     paths = list(dict.fromkeys(path for path, _, _ in sources.values()))  # first-seen order
     number = {path: i + 1 for i, path in enumerate(paths)}
     tile_number = len(paths) + 1

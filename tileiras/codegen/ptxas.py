@@ -18,12 +18,12 @@ import shlex
 import struct
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
 from ..errors import CompileError
 from ..knobs import knobs
+from ..record import field, record
 from ..tools import find_ptxas
 from .abi import KernelInfo, ptx_target
 from .host import HostTarget, build_host_object
@@ -51,7 +51,7 @@ class PtxasError(CompileError):
         return f"{self.log.rstrip()}\nptxas command: {self.repro_cmd}\n{final}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KernelStats:
     """What ptxas reports for one kernel (``spill_*`` and ``barriers`` only with ``-v``)."""
 
@@ -63,7 +63,7 @@ class KernelStats:
     barriers: int = 0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PtxasResult:
     cubin: bytes
     log: str
@@ -212,7 +212,7 @@ EIATTR_LANGUAGE = 0x66
 _EIFMT_SVAL = 4  # u16 size + payload; the other formats are 4-byte records
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ElfSection:
     index: int
     name: str
@@ -226,7 +226,7 @@ class ElfSection:
     entsize: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NvInfoAttribute:
     """One ``.nv.info`` record: ``kernel`` is the function it belongs to (or None), ``value``
     the integer payload (the second word of a symbol-indexed record), ``data`` the raw bytes."""

@@ -23,13 +23,13 @@ sum of coordinate x stride, in elements) lives in byte ``o >> 1`` at bit ``4 * (
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from llvmlite import ir
 
 from ..ir import types as T
 from ..layout.linear import LinearLayout
+from ..record import record
 from . import intrinsics as X
 from .nvvm import I64, KernelEmitter, _runtime_mask
 from .values import TiledViewVal
@@ -42,7 +42,7 @@ def is_subbyte(t: T.Type) -> bool:
     return isinstance(e, T.ScalarType) and e.bitwidth == 4
 
 
-@dataclass
+@record
 class NibbleAccess:
     """Per register: element offset (i64, in elements from the tensor base), in-bounds
     predicate, and the register holding the other element of the same byte (None when

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 from typing import Optional, Union
 
 import llvmlite.ir.types as _lltypes
@@ -13,6 +12,7 @@ from ..ir import types as T
 # LLVM 22 reads opaque pointers only: make llvmlite print every pointer as ``ptr``.
 _lltypes.ir_layer_typed_pointers_enabled = False
 from ..layout.linear import LinearLayout
+from ..record import field, record
 
 
 class BFloatType(ir.Type):
@@ -73,7 +73,7 @@ def is_native_float(t: T.Type) -> bool:
     return isinstance(e, T.ScalarType) and e.name in ("f16", "bf16", "f32", "tf32", "f64")
 
 
-@dataclass
+@record
 class TileVal:
     """A tile distributed over the CTA: ``regs[i]`` is the element this thread holds
     at register index ``i`` of ``layout``."""
@@ -87,7 +87,7 @@ class TileVal:
         return self.regs[0]
 
 
-@dataclass
+@record
 class TensorViewVal:
     base: ir.Value                                     # ptr addrspace(1)
     element: T.Type
@@ -95,7 +95,7 @@ class TensorViewVal:
     strides: list[Union[int, ir.Value]]
 
 
-@dataclass
+@record
 class TiledViewVal:
     """partition_view / strided_view / gather_scatter_view over a tensor view."""
 

@@ -79,7 +79,8 @@ def _make_types() -> dict[str, PtxType]:
     packed = {"f16x2": 32, "bf16x2": 32, "f32x2": 64, "tf32": 32, "e4m3x2": 16, "e5m2x2": 16,
               "ue8m0x2": 16, "e2m1x2": 8, "e2m3x2": 16, "e3m2x2": 16, "e4m3x4": 32,
               "e5m2x4": 32, "e2m1x4": 16, "e4m3": 8, "e5m2": 8, "e2m1": 4, "e2m3": 8,
-              "e3m2": 8, "ue8m0": 8, "s8x4": 32, "u8x4": 32, "s16x2": 32, "u16x2": 32}
+              "e3m2": 8, "ue8m0": 8, "s8x4": 32, "u8x4": 32, "s16x2": 32, "u16x2": 32,
+              "ue5m3x2": 16, "ue5m3": 8}
     for name, bits in packed.items():
         table[name] = PtxType(name, bits, Kind.PACKED, RAW_DTYPES.get(bits, np.dtype(np.uint8)))
     return table

@@ -59,7 +59,7 @@ def _ftof(frame, op, x):
 @impl(C.FToIOp)
 def _ftoi(frame, op, x):
     bits = _result_elem(op).bitwidth
-    t = np.trunc(np.asarray(x).astype(np.float64))
+    t = np.trunc(F.to_float64(x))
     nan = np.isnan(t)
     t = np.where(nan, 0.0, t)
     if op.signedness is Signedness.SIGNED:

@@ -171,7 +171,7 @@ def decode_dense(attr: A.DenseElementsAttr, result_type: T.Type) -> np.ndarray:
         raw = raw & np.uint8(0xF)
         values = raw.view(FLOAT_DTYPES[elem.name]) if elem.is_float else raw
     elif elem.name == "i1":
-        values = np.frombuffer(data, dtype=np.uint8) != 0
+        values = np.array(A.i1_elements(data, n), dtype=np.uint8) != 0
     else:
         width = storage_bytes(elem)
         raw = np.frombuffer(data, dtype=UINT_OF_BITS[width * 8])

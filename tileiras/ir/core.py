@@ -6,10 +6,10 @@ here as plain attributes (``op.lhs``, ``op.rounding_mode``...).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Optional, Sequence
 
-from .attrs import DictAttr, OptimizationHintsAttr
+from ..record import field, record
+from .attrs import ArrayAttr, DictAttr, OptimizationHintsAttr
 from .types import FunctionType, Type
 from .version import Version
 
@@ -101,7 +101,7 @@ class Region:
         self.parent: Optional[Operation] = None
 
 
-@dataclass
+@record
 class Function:
     name: str
     type: FunctionType
@@ -111,6 +111,13 @@ class Function:
     hints: Optional[OptimizationHintsAttr] = None
     arg_attrs: Optional[tuple[DictAttr, ...]] = None  # 13.5+: per-argument attribute dicts
     loc: Optional["DebugAttr"] = None
+    #: 13.5+ (SIMT preview): the constant parameters of a bodiless extern declaration
+    #: (``cuda_tile.preview$func``); None for a function with a body.
+    const_params: Optional[ArrayAttr] = None
+
+    @property
+    def is_extern(self) -> bool:
+        return self.const_params is not None
 
     @property
     def entry_block(self) -> Block:
@@ -122,7 +129,7 @@ class Function:
                 yield from op.walk()
 
 
-@dataclass
+@record
 class Global:
     name: str
     type: Type
@@ -134,7 +141,7 @@ class Global:
     loc: Optional["DebugAttr"] = None
 
 
-@dataclass
+@record
 class Module:
     version: Version
     functions: list[Function] = field(default_factory=list)

@@ -6,8 +6,9 @@ writer can intern them back into a table.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import Optional, Union
+
+from ..record import record
 
 
 class DebugTag(enum.IntEnum):
@@ -20,25 +21,25 @@ class DebugTag(enum.IntEnum):
     CALL_SITE = 6
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DIUnknown:
     tag = DebugTag.UNKNOWN
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DIFile:
     name: str
     directory: str
     tag = DebugTag.FILE
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DICompileUnit:
     file: DIFile
     tag = DebugTag.COMPILE_UNIT
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DISubprogram:
     file: DIFile
     line: int
@@ -50,7 +51,7 @@ class DISubprogram:
     tag = DebugTag.SUBPROGRAM
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DILexicalBlock:
     scope: "DIScope"
     file: DIFile
@@ -59,7 +60,7 @@ class DILexicalBlock:
     tag = DebugTag.LEXICAL_BLOCK
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DILoc:
     scope: "DIScope"
     filename: str
@@ -68,7 +69,7 @@ class DILoc:
     tag = DebugTag.LOC
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DICallSite:
     callee: "DebugAttr"
     caller: "DebugAttr"

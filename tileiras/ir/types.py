@@ -7,8 +7,9 @@ the bytecode encodings live in ``tileiras.reader.types`` / ``tileiras.writer``.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import Optional
+
+from ..record import record
 
 #: Marker of a dynamic extent or stride (MLIR's ShapedType::kDynamic, i.e. INT64_MIN).
 DYNAMIC = -(1 << 63)
@@ -21,7 +22,7 @@ class Type:
         raise NotImplementedError
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ScalarType(Type):
     """An integer or floating-point element type (``i32``, ``bf16``, ``f8E4M3FN``...)."""
 
@@ -79,7 +80,7 @@ class PaddingValue(enum.IntEnum):
         return self.name.lower()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TokenType(Type):
     def __str__(self) -> str:
         return "token"
@@ -88,7 +89,7 @@ class TokenType(Type):
 TOKEN = TokenType()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PointerType(Type):
     pointee: Type
     ptr_attr: Optional[PtrAttr] = None
@@ -103,7 +104,7 @@ def format_dims(dims: tuple[int, ...]) -> str:
     return "x".join("?" if d == DYNAMIC else str(d) for d in dims)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TileType(Type):
     element: Type
     shape: tuple[int, ...] = ()
@@ -125,7 +126,7 @@ class TileType(Type):
         return f"tile<{format_dims(self.shape)}x{self.element}>"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TensorViewType(Type):
     element: Type
     shape: tuple[int, ...]
@@ -160,7 +161,7 @@ def _dim_map(dim_map: tuple[int, ...]) -> str:
     return ", dim_map=[" + ", ".join(str(d) for d in dim_map) + "]"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PartitionViewType(Type):
     tile_shape: tuple[int, ...]
     tensor_view: TensorViewType
@@ -172,7 +173,7 @@ class PartitionViewType(Type):
                 f"{self.tensor_view}{_dim_map(self.dim_map)}>")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StridedViewType(Type):
     tile_shape: tuple[int, ...]
     traversal_strides: tuple[int, ...]
@@ -186,7 +187,7 @@ class StridedViewType(Type):
                 f"{self.tensor_view}{_dim_map(self.dim_map)}>")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GatherScatterViewType(Type):
     tile_shape: tuple[int, ...]
     tensor_view: TensorViewType
@@ -198,7 +199,7 @@ class GatherScatterViewType(Type):
                 f"{self.tensor_view}, sparse_dim={self.sparse_dim}>")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FunctionType(Type):
     inputs: tuple[Type, ...]
     results: tuple[Type, ...]

@@ -1,12 +1,13 @@
 """Bytecode versions (major, minor) and the set this implementation reads and writes."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import total_ordering
+
+from ..record import record
 
 
 @total_ordering
-@dataclass(frozen=True)
+@record(frozen=True)
 class Version:
     major: int
     minor: int

@@ -13,8 +13,9 @@ A base of all zeros means that bit does not change the element: those threads
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
+
+from ..record import record
 
 REG, LANE, WARP = "reg", "lane", "warp"
 
@@ -25,7 +26,7 @@ def log2(n: int) -> int:
     return n.bit_length() - 1
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LinearLayout:
     #: (input dim name, bases); each base is a tuple with one coordinate per output dim.
     ins: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...]

@@ -1,6 +1,6 @@
 """cuda_tile -> TileAA: the alias-aware view of a function.
 
-Two analyses, neither of which mutates the IR:
+Three analyses, none of which mutates the IR:
 
 * **Memory dependences.**  Tokens order memory operations.  Following each
   memory op's token operand back through ``join_tokens`` and loop-carried
@@ -10,19 +10,24 @@ Two analyses, neither of which mutates the IR:
   and integer arithmetic give, per integer or pointer value, a known divisor
   and bounds.  Later stages use them to pick vector widths, drop bounds checks
   and choose 32-bit index math.
+* **Dead ops.**  Ops whose results nothing live uses and that only compute them
+  (``DEAD_IF_UNUSED``): later stages give them no layout, no code and no say in
+  the CTA size.
+* **Poison.**  What NVIDIA's tileiras leaves undefined (``unpairable``): values
+  computed from it emit no code, and stores of them none either.
 
 ``analyze(fn)`` returns a ``TileAA`` holding both; ``format_tileaa`` dumps it
 (``--emit=tileaa``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from math import gcd
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Block, Function, Operation, Value
+from ..record import field, record
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
@@ -38,7 +43,7 @@ WRITES = (MEM.StorePtrTkoOp, MEM.StoreViewTkoOp, MEM.AtomicCASTkoOp, MEM.AtomicR
           MEM.AtomicRedViewTkoOp, MEM.MultimemReduceViewTkoOp, MEM.MultimemStoreViewTkoOp)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Facts:
     """What is known about every element of an integer (or pointer) value."""
 
@@ -64,7 +69,17 @@ def pow2_divisor(n: int) -> int:
     return min(n & -n, MAX_DIVISOR)
 
 
-@dataclass
+#: Ops that only produce their results, so can go when nothing uses them: the pure ones and
+#: these.  Loads are among them whatever their ordering: NVIDIA's tileiras 13.5 drops a
+#: load (plain or multimem, weak, relaxed or acquire, with the acquire's fence) whose value
+#: and token are both unused, and sizes the CTA by what is left (a kernel left empty gets
+#: one warp).
+REMOVABLE_LOADS = (MEM.LoadPtrTkoOp, MEM.LoadViewTkoOp, MEM.MultimemLoadReduceViewTkoOp)
+DEAD_IF_UNUSED = REMOVABLE_LOADS + (MEM.MakeTensorViewOp, MEM.GetTensorShapeOp, MEM.GetIndexSpaceShapeOp,
+                                    CF.AssumeOp, AR.DivIOp, CO.ReduceOp, CO.ScanOp)
+
+
+@record
 class TileAA:
     function: Function
     facts: dict[Value, Facts] = field(default_factory=dict)
@@ -72,7 +87,16 @@ class TileAA:
     deps: dict[Operation, frozenset[Operation]] = field(default_factory=dict)
     #: token value -> memory ops that completed when it was produced
     token_sources: dict[Value, frozenset[Operation]] = field(default_factory=dict)
+    #: ops no live op needs (see DEAD_IF_UNUSED), nested ones included
+    dead: frozenset[Operation] = frozenset()
+    #: undefined values (see ``unpairable``) and the live ops that emit no code for them
+    poison: frozenset[Value] = frozenset()
+    silent: frozenset[Operation] = frozenset()
     _observed: Optional[frozenset[Operation]] = None
+
+    def live_ops(self) -> Iterator[Operation]:
+        """The function's ops, nested ones included, less the dead ones."""
+        return (op for op in self.function.walk() if op not in self.dead)
 
     def fact(self, v: Value) -> Facts:
         return self.facts.get(v, UNKNOWN)
@@ -91,7 +115,84 @@ class TileAA:
 def analyze(fn: Function) -> TileAA:
     aa = TileAA(fn)
     _walk_block(aa, fn.entry_block)
+    aa.dead = dead_ops(fn)
+    aa.poison, silent = poison_of(fn, aa.dead)
+    # and what only those need: no code, though still part of the kernel (its CTA size)
+    aa.silent = silent | (dead_ops(fn, silent) - aa.dead) if silent else silent
     return aa
+
+
+MULTIMEM_WRITES = (MEM.MultimemStoreViewTkoOp, MEM.MultimemReduceViewTkoOp)
+STORES = (MEM.StoreViewTkoOp, MEM.StorePtrTkoOp) + MULTIMEM_WRITES
+
+
+def unpairable(op: Operation) -> bool:
+    """A multimem op on f16/bf16 whose tile has fewer than two elements along the view's
+    unit-stride dim: PTX multimem takes 16-bit floats only in pairs, and NVIDIA's tileiras
+    13.5 then compiles no code for the op (its message "requires at least 2 contiguous
+    element(s) per thread ..." is never printed): a load's tile is left undefined, a store
+    or reduction goes (measured: such a kernel compiles to a lone ``ret``)."""
+    if not isinstance(op, (MEM.MultimemLoadReduceViewTkoOp,) + MULTIMEM_WRITES):
+        return False
+    view = op.view.type
+    tensor = view.tensor_view
+    unit = [k for k, d in enumerate(view.dim_map) if tensor.strides[d] == 1]
+    return tensor.element.bitwidth == 16 and len(unit) == 1 and view.tile_shape[unit[0]] < 2
+
+
+def poison_of(fn: Function, dead: frozenset[Operation]) -> tuple[frozenset[Value], frozenset[Operation]]:
+    """(undefined values, live ops that emit no code): an unpairable load's tile, and the
+    results of side-effect-free ops with an undefined operand, are undefined; those ops,
+    unpairable multimem ops and stores of undefined tiles emit nothing (LLVM drops a store
+    of poison; NVIDIA's PTX shows none)."""
+    poison: set[Value] = set()
+    silent: set[Operation] = set()
+    for op in fn.walk():
+        if op in dead:
+            continue
+        if unpairable(op):
+            silent.add(op)
+            poison.update(r for r in op.results if not isinstance(r.type, T.TokenType))
+        elif isinstance(op, STORES) and _stored(op) in poison:
+            silent.add(op)
+        elif _removable(op) and not isinstance(op, REMOVABLE_LOADS) and any(v in poison for v in op.operands):
+            silent.add(op)
+            poison.update(op.results)
+    return frozenset(poison), frozenset(silent)
+
+
+def _stored(op: Operation) -> Value:
+    return op.value if isinstance(op, MEM.StorePtrTkoOp) else op.tile
+
+
+def _removable(op: Operation) -> bool:
+    if isinstance(op, MULTIMEM_WRITES) and unpairable(op):
+        return True
+    return isinstance(op, DEAD_IF_UNUSED) or ("pure" in op.definition.traits and not isinstance(op, CF.YieldOp))
+
+
+def dead_ops(fn: Function, silent: frozenset[Operation] = frozenset()) -> frozenset[Operation]:
+    """Every op not needed by an op that must run: marked from those (and, inside a live
+    op's regions, from the ones there), through operands; the ops of a dead op's regions
+    are dead with it.  ``silent`` ops (which emit no code) need nothing and are needed
+    only by a non-silent op."""
+    producer = {r: op for op in fn.walk() for r in op.results}
+    live: set[Operation] = set()
+
+    def roots(ops: list[Operation]) -> list[Operation]:
+        return [op for op in ops if not _removable(op) and op not in silent]
+
+    work = roots(fn.entry_block.ops)
+    while work:
+        op = work.pop()
+        if op in live:
+            continue
+        live.add(op)
+        if op in silent:
+            continue
+        work += [producer[v] for v in op.operands if v in producer]
+        work += [o for region in op.regions for block in region.blocks for o in roots(block.ops)]
+    return frozenset(op for op in fn.walk() if op not in live)
 
 
 def _walk_block(aa: TileAA, block: Block) -> None:

@@ -19,12 +19,12 @@ Layout rules (``@layout_rule(OpClass)``):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
-from ..layout.linear import LinearLayout, default_blocked
+from ..layout.linear import LANE, REG, WARP, LinearLayout, default_blocked
+from ..record import field, record
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
@@ -38,7 +38,7 @@ DEFAULT_WARPS = 4
 CONTIGUOUS = 4
 
 
-@dataclass
+@record
 class TileAS:
     aa: TileAA
     num_warps: int                   # warps the layouts distribute tiles over (a power of two)
@@ -52,6 +52,9 @@ class TileAS:
     pairs: dict[Value, int] = field(default_factory=dict)
     #: extracts that pick registers: the source register of each result register
     picks: dict[Operation, list[int]] = field(default_factory=dict)
+    #: extracts whose registers all come from one operand of an in-register ``cat``: that
+    #: operand, which they pick from directly (``picks`` counts its registers)
+    pick_sources: dict[Operation, Value] = field(default_factory=dict)
     #: conversions (keys of ``converts``) done by computing the value again in the wanted
     #: layout instead of through shared memory: the layout of each value on the way
     #: (see recompute_plan)
@@ -113,7 +116,7 @@ class TileAS:
         """The ops that use ``v`` (anywhere in the function)."""
         if self._users is None:
             self._users = {}
-            for op in self.aa.function.walk():
+            for op in self.aa.live_ops():
                 for u in op.operands:
                     self._users.setdefault(u, []).append(op)
         return self._users.get(v, [])
@@ -187,10 +190,9 @@ def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[in
     if hint:
         warps = hint
     else:
-        biggest = max((r.type.num_elements for op in aa.function.walk() for r in op.results if is_tile(r)),
-                      default=1)
+        biggest = max((r.type.num_elements for op in aa.live_ops() for r in op.results if is_tile(r)), default=1)
         warps = 1 if biggest <= 1 else DEFAULT_WARPS
-    warps += max((mma_extra_warps(op, arch) for op in aa.function.walk()), default=0)
+    warps += max((mma_extra_warps(op, arch) for op in aa.live_ops()), default=0)
     layout_warps = 1 << (warps.bit_length() - 1)
     return layout_warps, warps - layout_warps
 
@@ -208,6 +210,8 @@ def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int =
 
 def _assign_block(tas: TileAS, block: Block) -> None:
     for op in block.ops:
+        if op in tas.aa.dead:
+            continue
         rule = _RULES.get(type(op), _canonical_results)
         rule(tas, op)
 
@@ -399,9 +403,23 @@ def _scan(tas: TileAS, op: Operation) -> None:
         _want(tas, op, i, src)
     for r in op.results:
         tas.layouts[r] = src
-    n = op.results[0].type.num_elements
-    tas.scratch[op] = max(tas.scratch.get(op, 0), n * sum(element_bytes(r.type) for r in op.results))
+    if scans_in_place(src, op.dim):
+        # warps exchange their totals through a slot per thread and register
+        if any(base[op.dim] for base in src.bases(WARP)):
+            n = tas.num_threads * src.size(REG)
+            tas.scratch[op] = max(tas.scratch.get(op, 0), n * sum(element_bytes(r.type) for r in op.results))
+    else:
+        n = op.results[0].type.num_elements
+        tas.scratch[op] = max(tas.scratch.get(op, 0), n * sum(element_bytes(r.type) for r in op.results))
     _combiner_block(tas, op)
+
+
+def scans_in_place(layout: LinearLayout, dim: int) -> bool:
+    """Does every register, lane and warp bit of ``layout`` move along ``dim`` only or not
+    at all?  Then a scan along ``dim`` combines elements where they are (codegen's
+    ``_scan_by_bits``), no line needs another's elements."""
+    return all(not base[dim] or not any(c for k, c in enumerate(base) if k != dim)
+               for name in (REG, LANE, WARP) for base in layout.bases(name))
 
 
 def _combiner_block(tas: TileAS, op: Operation) -> None:
@@ -438,8 +456,26 @@ def _extract(tas: TileAS, op: Operation) -> None:
         picked = tas.layouts[op.source].select_block(origin, part)
         if picked is not None:
             tas.layouts[op.result], tas.picks[op] = picked
+            _pick_through_cats(tas, op)
             return
     _through_smem(tas, op)
+
+
+def _pick_through_cats(tas: TileAS, op: Operation) -> None:
+    """An extract whose registers all come from one operand of an in-register ``cat``
+    picks them from that operand: the other operand need not be computed (or loaded) for
+    it, and is not kept live until the extract (cat_extract f32: the second half of a
+    ``cat`` loaded and stored first, then the first half)."""
+    source, picks = op.source, tas.picks[op]
+    while isinstance(source.owner, CO.CatOp) and cat_in_registers(source.owner):
+        cat = source.owner
+        n = tas.layouts[cat.lhs].size(REG)
+        k = 0 if all(j < n for j in picks) else 1 if all(j >= n for j in picks) else None
+        if k is None or (cat, k) in tas.converts:
+            break
+        source, picks = cat.operands[k], [j - k * n for j in picks]
+    if source is not op.source:
+        tas.pick_sources[op], tas.picks[op] = source, picks
 
 
 @layout_rule(CO.InsertOp, CO.PackOp, CO.UnpackOp)
@@ -623,7 +659,7 @@ CHUNK_REGS = 4
 ITER = "iter"
 
 
-@dataclass
+@record
 class ChunkGroup:
     """Ops that together compute a large tile element-wise from loads to a store.
 
@@ -660,7 +696,7 @@ def plan_chunks(tas: TileAS) -> None:
     """Find, in every block, stores of large tiles whose tile is computed element-wise
     from loads, constants and scalars used nowhere else: those become ChunkGroups."""
     users: dict[Value, list[Operation]] = {}
-    for op in tas.aa.function.walk():
+    for op in tas.aa.live_ops():
         for v in op.operands:
             users.setdefault(v, []).append(op)
     for op in tas.aa.function.walk():

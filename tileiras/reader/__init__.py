@@ -7,7 +7,6 @@ dependency order (strings, types, constants, debug, globals, functions).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import BytecodeError, VersionError
@@ -15,6 +14,7 @@ from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Block, Function, Global, Module, Region
 from ..ir.version import NEWEST, V13_3, V13_5, Version, is_supported
+from ..record import field, record
 from ..tile.codes import MAGIC, PREVIEW_TAG_BIT, SectionId
 from .debug import DebugSection
 from .ops import BodyReader
@@ -32,7 +32,7 @@ FUNC_HINTS = 0x04          # before 13.5: optimization hints follow
 FUNC_EXTERN_IMPL = 0x04    # 13.5+: extern implementation (preview)
 
 
-@dataclass
+@record
 class Layout:
     """How a file laid out its tables; lets the writer reproduce it byte for byte."""
 
@@ -44,9 +44,11 @@ class Layout:
     function_debug: list[int] = field(default_factory=list)  # each function's debug list index
 
 
-def read_bytecode(data: bytes, filename: Optional[str] = "<input>") -> Module:
+def read_bytecode(data: bytes, filename: Optional[str] = "<input>", preview: tuple[str, ...] = ()) -> Module:
+    """``preview``: the enabled preview features (``--preview``); a file whose header
+    advertises preview content (the SIMT preview's ``preview$call``) needs one."""
     r = ByteReader(data, filename=filename)
-    version, tag = _read_header(r)
+    version, tag = _read_header(r, preview)
     payloads, order = _split_sections(r)
 
     def section(sid: SectionId) -> Optional[ByteReader]:
@@ -64,7 +66,8 @@ def read_bytecode(data: bytes, filename: Optional[str] = "<input>") -> Module:
     fsec = section(SectionId.FUNCTION)
     function_debug: list[int] = []
     if fsec is not None:
-        for fn, debug_index in _read_functions(fsec, version, strings, types, constants, attrs, debug):
+        for fn, debug_index in _read_functions(fsec, version, strings, types, constants, attrs, debug,
+                                               bool(tag & PREVIEW_TAG_BIT)):
             module.functions.append(fn)
             function_debug.append(debug_index)
     module.layout = Layout(
@@ -73,7 +76,33 @@ def read_bytecode(data: bytes, filename: Optional[str] = "<input>") -> Module:
     return module
 
 
-def _read_header(r: ByteReader) -> tuple[Version, int]:
+def check_entry_arguments(module: Module, filename: Optional[str] = None) -> None:
+    """A format invariant NVIDIA's tools check once the module is read: a kernel's
+    arguments are rank-0 tiles (anything else cannot be passed as a kernel parameter).
+    The dialect allows more (cuda-tile's round-trip tests have token arguments), so
+    ``read_bytecode`` itself does not check it."""
+    from ..verify.diagnostic import quoted
+
+    for fn in module.functions:
+        if not fn.is_entry:
+            continue
+        for i, t in enumerate(fn.type.inputs):
+            if not (isinstance(t, T.TileType) and not t.shape):
+                raise BytecodeError(f"unsupported type in bytecode for entry argument #{i}: {quoted(t)}; "
+                                    "expected a rank-0 !cuda_tile.tile type", filename=filename)
+
+
+def read_header_version(data: bytes, filename: Optional[str] = None) -> Version:
+    """The bytecode version after checking only the 12-byte header (magic, version, tag).
+
+    NVIDIA's tileiras checks its options against the header before it reads any section,
+    so a bad ``-O`` beats a truncated body (and its sm_0 message names this version); a
+    preview header's need of ``--preview`` is checked later too."""
+    return _read_header(ByteReader(data, filename=filename), None)[0]
+
+
+def _read_header(r: ByteReader, preview: Optional[tuple[str, ...]] = ()) -> tuple[Version, int]:
+    """``preview``: the enabled preview features, None not to check them yet."""
     if len(r.data) < len(MAGIC) or r.data[:len(MAGIC)] != MAGIC:
         raise BytecodeError(NOT_TILE_IR, filename=r.filename)
     r.pos = len(MAGIC)
@@ -89,9 +118,9 @@ def _read_header(r: ByteReader) -> tuple[Version, int]:
         if version != NEWEST:
             r.fail(f"public-preview bytecode at version {version}.{tag} is not readable; "
                    f"preview content is only valid at the current version {NEWEST}")
-        r.fail("public-preview bytecode requires at least one enabled preview feature, "
-               "and this reader supports none")
-    if tag:
+        if preview is not None and not preview:
+            r.fail("public-preview bytecode requires at least one enabled preview feature")
+    if tag & ~PREVIEW_TAG_BIT:
         r.fail(f"header has unrecognized version tag bits ({tag:#x});", 12)
     return version, tag
 
@@ -125,9 +154,8 @@ def _split_sections(r: ByteReader) -> tuple[dict[SectionId, ByteReader], list[tu
             alignment = r.varint("section alignment")
             if alignment == 0 or alignment & (alignment - 1) or alignment > 4096:
                 r.fail(f"section alignment {alignment} is not a power of two up to 4096", apos)
-            while r.pos % alignment:
-                if r.u8("section padding") != 0xCB:
-                    r.fail("invalid section padding byte (expected 0xCB)", r.pos - 1)
+            while r.pos % alignment:  # writers pad with 0xCB; NVIDIA's reader takes any byte
+                r.u8("section padding")
         payloads[kind] = r.sub(length, "section")
         order.append((sid, alignment))
 
@@ -162,7 +190,7 @@ def _read_globals(r: ByteReader, version: Version, strings: StringTable, types: 
 
 
 def _read_functions(r: ByteReader, version: Version, strings: StringTable, types: TypeTable,
-                    constants: ConstantTable, attrs: AttrReader, debug: DebugSection):
+                    constants: ConstantTable, attrs: AttrReader, debug: DebugSection, preview: bool = False):
     for _ in range(r.count("number of functions", 4)):
         start = r.pos
         name = strings.read(r, "function name")
@@ -190,12 +218,18 @@ def _read_functions(r: ByteReader, version: Version, strings: StringTable, types
             if flags & FUNC_HINTS:
                 hints = _hints(r, attrs)
         body = r.sub(r.varint("function body length"), "function body")
+        const_params = None
+        if version >= V13_5 and not is_entry and body.remaining == 0:  # an extern declaration (SIMT preview)
+            at = r.pos
+            const_params = attrs.read(r)
+            if not isinstance(const_params, A.ArrayAttr):
+                r.fail("extern function const params payload is not an ArrayAttr", at)
         block = Block(sig.inputs)
-        reader = BodyReader(version, strings, types, constants, attrs)
+        reader = BodyReader(version, strings, types, constants, attrs, preview)
         reader.values.extend(block.args)
         reader.read_ops(body, block)
         fn = Function(name, sig, Region([block]), is_entry=is_entry, is_private=bool(flags & FUNC_PRIVATE),
-                      hints=hints, arg_attrs=arg_attrs)
+                      hints=hints, arg_attrs=arg_attrs, const_params=const_params)
         _attach_locations(fn, reader.order, debug, debug_index, r)
         yield fn, debug_index
     if not r.at_end():

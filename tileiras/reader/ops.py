@@ -22,8 +22,9 @@ class BodyReader:
     in which the debug section lists their locations."""
 
     def __init__(self, version: Version, strings: StringTable, types: TypeTable,
-                 constants: ConstantTable, attrs: AttrReader):
+                 constants: ConstantTable, attrs: AttrReader, preview: bool = False):
         self.version = version
+        self.preview = preview  # the header advertises preview content: preview opcodes are read
         self.strings, self.types, self.constants, self.attrs = strings, types, constants, attrs
         self.values: list[Value] = []
         self.order: list[Optional[Operation]] = []
@@ -39,8 +40,8 @@ class BodyReader:
     def read_op(self, r: ByteReader) -> Operation:
         start = r.pos
         opcode = r.varint("opcode")
-        if opcode >= PREVIEW_OPCODE_BASE:
-            r.fail(f"malformed bytecode: encountered public-preview opcode {opcode:#x} "
+        if opcode >= PREVIEW_OPCODE_BASE and not self.preview:
+            r.fail(f"malformed bytecode: encountered public-preview opcode {opcode} "
                    "but the header does not advertise preview content", start)
         defn = OPS_BY_OPCODE.get(opcode)
         if defn is None or defn.since > self.version:

@@ -311,7 +311,7 @@ class AttrReader:
 
     def _div_by(self, r: ByteReader) -> A.Attribute:
         divisor = r.varint("divisor")
-        flags = r.u8("div_by flags")
+        flags = _optional_flags(r, "div_by flags", 2)
         every = r.signed_varint("every") if flags & 1 else None
         along = r.signed_varint("along") if flags & 2 else None
         return A.DivByAttr(divisor, every, along)
@@ -326,10 +326,19 @@ class AttrReader:
         return self.hints(r)
 
     def _bounded(self, r: ByteReader) -> A.Attribute:
-        flags = r.u8("bounded flags")
+        flags = _optional_flags(r, "bounded flags", 2)
         lower = r.signed_varint("lower bound") if flags & 1 else None
         upper = r.signed_varint("upper bound") if flags & 2 else None
         return A.BoundedAttr(lower, upper)
+
+
+def _optional_flags(r: ByteReader, what: str, count: int) -> int:
+    """A byte saying which of ``count`` optional parameters follow; other bits are errors
+    (NVIDIA's reader refuses them)."""
+    flags = r.u8(what)
+    if flags >> count:
+        r.fail("unused bits set in optional parameter flags", r.pos - 1)
+    return flags
 
 
 _ATTR_DECODERS: dict[AttrTag, Callable[[AttrReader, ByteReader], A.Attribute]] = {

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
 from ..lower.tileaa import WRITES, TileAA
+from ..record import field, record
 from ..tile import ops_control as CF
 from .latency import LatencyModel, OpClass, OpCost, Pipe, classify
 
@@ -48,7 +48,7 @@ class DepKind(enum.Enum):
     MEMORY = "memory"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Node:
     """One op of the body.  ``work``: instructions per warp.  ``inner``: for an op with
     regions, ``(class, work, times)`` for every op inside it, ``times`` being how often
@@ -74,7 +74,7 @@ class Node:
         return OpCost(latency, tuple(sorted(pipes.items(), key=lambda pn: pn[0].value)))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Edge:
     src: int
     dst: int
@@ -91,7 +91,7 @@ NodeSpec = Node | str | tuple
 EdgeSpec = Edge | tuple
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DDG:
     nodes: tuple[Node, ...]
     edges: tuple[Edge, ...]

@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
+
+from ..record import record
 
 
 class Pipe(enum.Enum):
@@ -97,7 +98,7 @@ def arch_family(arch: int) -> ArchFamily:
     return ArchFamily.BLACKWELL
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class OpCost:
     """One instruction of a class: cycles until the result, cycles held per pipe."""
 
@@ -123,7 +124,7 @@ class OpCost:
         return sum(c for p, c in self.occupancy if p is pipe)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LatencyModel:
     """Per op class, the cost of one instruction; per pipe, how many ops it accepts a cycle."""
 

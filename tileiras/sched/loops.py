@@ -6,17 +6,16 @@ The scheduling algorithm and the latency model are arguments.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..ir.core import Function
 from ..lower.tileaa import TileAA
+from ..record import record
 from ..tile import ops_control as CF
 from .ddg import DDG, DEFAULT_THREADS, build_loop_ddg
 from .latency import LatencyModel
 from .modulo import MinII, Schedule, Scheduler, min_ii, modulo_schedule
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LoopSchedule:
     index: int            # pre-order position among the function's for loops
     depth: int            # 0 for a loop at the function's top level

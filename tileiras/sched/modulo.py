@@ -29,8 +29,8 @@ Everything is deterministic: no iteration over hashed sets.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
+from ..record import record
 from .ddg import DDG, Edge
 from .latency import LatencyModel, OpCost, Pipe
 from .mrt import ModuloReservationTable
@@ -43,7 +43,7 @@ class SchedulingError(ValueError):
     """No valid schedule with ``ii <= max_ii``."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MinII:
     res: int
     rec: int
@@ -53,7 +53,7 @@ class MinII:
         return max(self.res, self.rec, 1)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Schedule:
     ii: int
     cycle_of: tuple[int, ...]

@@ -7,8 +7,9 @@ from typing import Any
 
 from ..ir.attrs import (ArrayAttr, Attribute, BoolAttr, BoundedAttr, DenseElementsAttr, DictAttr,
                         DivByAttr, FloatAttr, IntegerAttr, OptimizationHintsAttr, SameElementsAttr,
-                        StringAttr, TypeAttr)
+                        StringAttr, TypeAttr, i1_elements)
 from ..ir.types import ScalarType, TileType, Type
+from .escape import escape_string
 from .floats import format_float
 
 #: Non-splat dense constants with more elements than this print as a hex blob.
@@ -17,22 +18,6 @@ HEX_ELEMENTS_THRESHOLD = 100
 
 def print_type(t: Type) -> str:
     return str(t)
-
-
-def escape_string(text: str | bytes) -> str:
-    """MLIR's printEscapedString, quotes included."""
-    data = text.encode() if isinstance(text, str) else text
-    out = ['"']
-    for b in data:
-        ch = chr(b)
-        if ch == "\\":
-            out.append("\\\\")
-        elif 0x20 <= b < 0x7F and ch != '"':
-            out.append(ch)
-        else:
-            out.append("\\" + format(b, "02X"))
-    out.append('"')
-    return "".join(out)
 
 
 def is_bare_identifier(name: str) -> bool:
@@ -159,9 +144,8 @@ def print_predicate(a: Attribute) -> str:
 
 
 def dense_elements(a: DenseElementsAttr) -> list[int]:
-    """Element bit patterns of numeric dense data.  i1 data is packed eight
-    elements a byte (least significant bit first); one byte for more than eight
-    elements is a splat; i4/f4 data takes one byte an element."""
+    """Element bit patterns of numeric dense data (i1: ``i1_elements``; i4/f4 data
+    takes one byte an element)."""
     elem = a.type.element if isinstance(a.type, TileType) else a.type
     shape = a.type.shape if isinstance(a.type, TileType) else ()
     assert isinstance(elem, ScalarType)
@@ -171,11 +155,7 @@ def dense_elements(a: DenseElementsAttr) -> list[int]:
     for d in shape:
         count *= d
     if elem.bitwidth == 1:
-        if len(data) == (count + 7) // 8:
-            return [(data[i // 8] >> (i % 8)) & 1 for i in range(count)]
-        if len(data) == 1:
-            return [int(data[0] != 0)] * count
-        return [b & 1 for b in data]
+        return i1_elements(data, count)
     if elem.bitwidth == 4:  # one element a byte (MLIR's storage; tileirdisasm 13.5 reads it so)
         return [b & 0xF for b in data]
     width = elem.bitwidth // 8

@@ -8,22 +8,23 @@ for the ops whose text depends on block arguments (``for``, ``loop``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ..ir.attrs import DenseElementsAttr
 from ..ir.core import Function, Operation
 from ..ir.types import DYNAMIC, PointerType, TensorViewType, TileType
+from ..record import record
 from ..tile import ops_control
 from ..tile.enums import SymbolVisibility
-from .attributes import dense_typed, print_hints, print_predicate, print_type, symbol_ref
+from .parser_attrs import mlir_type
+from .attributes import dense_typed, print_attr, print_hints, print_predicate, print_type, symbol_ref
 from .syntax import Element, FieldRef, TypeOf
 
 if TYPE_CHECKING:  # pragma: no cover
     from .printer import OpPrinter
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Directive:
     print: Callable[["OpPrinter", Operation, tuple[Element, ...]], None]
     glued: bool = False
@@ -131,6 +132,21 @@ def _inbounds(p: "OpPrinter", op: Operation, args: tuple[Element, ...]) -> None:
         p.write("inbounds = [" + ", ".join("true" if f else "false" for f in flags) + "]")
 
 
+def _callee(p: "OpPrinter", op: Operation, args: tuple[Element, ...]) -> None:
+    """``@name``; constant arguments (none in any file seen) in angle brackets after it."""
+    p.write(symbol_ref(op.attributes[_name(args[0])]))
+    const_args = op.attributes.get(_name(args[1])) or ()
+    if const_args:
+        p.write("<" + ", ".join(print_attr(a) for a in const_args) + ">")
+
+
+def _call_type(p: "OpPrinter", op: Operation, args: tuple[Element, ...]) -> None:
+    """MLIR's functional type: ``(!cuda_tile.tile<4xf32>) -> !cuda_tile.tile<4xf32>``."""
+    ins = [mlir_type(v.type) for v in p.field_values(op, _name(args[0]))]
+    outs = [mlir_type(v.type) for v in p.field_values(op, _name(args[1]))]
+    p.write(f"({', '.join(ins)}) -> " + (outs[0] if len(outs) == 1 else f"({', '.join(outs)})"))
+
+
 def _first_type(p: "OpPrinter", op: Operation, args: tuple[Element, ...]) -> None:
     values = p.field_values(op, _name(args[0]))
     if values:
@@ -151,6 +167,8 @@ DIRECTIVES: dict[str, Directive] = {
     "ArgumentRegion": Directive(_argument_region),
     "SymbolRef": Directive(_symbol_ref),
     "SymbolVisibility": Directive(_symbol_visibility),
+    "Callee": Directive(_callee),
+    "CallType": Directive(_call_type),
 }
 
 

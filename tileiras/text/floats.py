@@ -9,12 +9,13 @@ byte for byte for every Tile IR float type.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional
 
+from ..record import record
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class FloatFormat:
     """An IEEE-like binary format: field widths and which specials exist."""
 
@@ -50,10 +51,12 @@ FORMATS: dict[str, FloatFormat] = {
     "f8E4M3FN": FloatFormat(4, 3, has_inf=False, nan_all_ones=True),
     "f4E2M1FN": FloatFormat(2, 1, has_inf=False, no_nan=True),
     "f8E8M0FNU": FloatFormat(8, 0, has_inf=False, signed=False, no_zero=True),
+    # NVIDIA's UE5M3 scales: unsigned, bias 15, subnormals, NaN only 0xFF
+    "fnv8E5M3FNU": FloatFormat(5, 3, has_inf=False, nan_all_ones=True, signed=False),
 }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Decoded:
     negative: bool
     kind: str  # "zero", "normal", "inf", "nan"

@@ -9,16 +9,16 @@ and numbered per name in that order.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Hashable, Optional, Union
 
 from ..ir.core import Module
 from ..ir.debug import (DICallSite, DICompileUnit, DIFile, DILexicalBlock, DILoc, DISubprogram,
                         DIUnknown)
-from .attributes import escape_string
+from ..record import record
+from .escape import escape_string
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FileLineCol:
     """MLIR's FileLineColLoc: the source position inside a ``di_loc``."""
 

@@ -17,7 +17,6 @@ are not ops in our IR, are parsed here, as the printer prints them here.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Optional
 
 from .. import tile  # noqa: F401  (registers every op)
@@ -25,6 +24,7 @@ from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Function, Global, Module, Operation, Region
 from ..ir.version import NEWEST, Version
+from ..record import field, record
 from ..tile import ops_control
 from ..tile.enums import SymbolVisibility
 from ..tile.ops_core import GlobalOp
@@ -42,7 +42,7 @@ MODULE_WORDS = ("module", "builtin.module")
 SPLIT_MARKER = re.compile(r"^// -----\s*$", re.MULTILINE)
 
 
-@dataclass
+@record
 class ParsedText:
     """A parsed text: its module, and ops found outside any function (only
     tests write those; they are kept so the verifier can look at them)."""

@@ -11,21 +11,21 @@ resolved once the whole text is read.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..ir import debug as D
 from ..ir.core import Module
+from ..record import record
 from .locations import FileLineCol
 from .parser_scan import ParseError, Scanner
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TextLoc(D.DILoc):
     """MLIR's FileLineColLoc on an op or function: ``scope`` is always None."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class UnsupportedLoc:
     """A location kind the bytecode cannot carry (``fused[...]``, ``"name"(...)``).
 
@@ -38,7 +38,7 @@ class UnsupportedLoc:
     name: Optional[str] = None  # a NameLoc's name
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Alias:
     name: str
     pos: int
@@ -250,7 +250,7 @@ class Locations:
         return D.DILoc(scope, where.filename, where.line, where.column)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Param:
     """One parameter of a debug-info attribute: its key, its C++ type in cuda-tile
     (what MLIR's messages name) and whether it may be left out."""

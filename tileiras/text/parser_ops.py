@@ -12,12 +12,12 @@ expected type as MLIR does (``use of value '%x' expects different type...``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Operation, Region
+from ..record import field, record
 from ..tile import ops_arith, ops_control, ops_core, ops_memory
 from ..tile.enums import ComparisonOrdering, MemoryOrderingSemantics, Signedness, SymbolVisibility
 from ..tile.registry import Attr, AttrKind, Multiplicity, OpDef, Operand, RegionDef, Result
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _IEEE = ("nearest_even", "zero", "negative_inf", "positive_inf")
 
 
-@dataclass
+@record
 class Ref:
     """A use of an SSA value in the text: ``%name`` or ``%name#index``."""
 
@@ -40,7 +40,7 @@ class Ref:
     pos: int
 
 
-@dataclass
+@record
 class OpSyntax:
     """What the text of one op says, by field name."""
 
@@ -443,7 +443,7 @@ def _check_literal(sc: Any, element: T.ScalarType) -> None:
 
 
 _CONSTANT_ELEMENTS = ("i1", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64", "tf32", "f8E4M3FN",
-                      "f8E5M2", "f8E8M0FNU", "f4E2M1FN")
+                      "f8E5M2", "f8E8M0FNU", "f4E2M1FN", "fnv8E5M3FNU")
 
 
 def _constant_element(p: OpSyntax) -> T.ScalarType:
@@ -589,6 +589,28 @@ def _first_type(p: OpSyntax, args: tuple[Element, ...]) -> None:
     p.types[_name(args[0])] = [t] * count
 
 
+def _callee(p: OpSyntax, args: tuple[Element, ...]) -> None:
+    p.attrs[_name(args[0])] = p.body.symbol_name()
+    p.attrs[_name(args[1])] = ()
+
+
+def _call_type(p: OpSyntax, args: tuple[Element, ...]) -> None:
+    """``(T, ...) -> R`` or ``(T, ...) -> (R, ...)``: the operand and result types."""
+    sc = p.sc
+
+    def type_list() -> list[T.Type]:
+        sc.expect("(")
+        types: list[T.Type] = []
+        while not sc.accept(")"):
+            types.append(PA.parse_type(sc))
+            sc.accept(",")
+        return types
+
+    p.types[_name(args[0])] = type_list()
+    sc.expect("->")
+    p.types[_name(args[1])] = type_list() if sc.peek("(") else [PA.parse_type(sc)]
+
+
 PARSE_DIRECTIVES: dict[str, Callable[[OpSyntax, tuple[Element, ...]], None]] = {
     "FirstType": _first_type,
     "Inbounds": _inbounds,
@@ -602,6 +624,8 @@ PARSE_DIRECTIVES: dict[str, Callable[[OpSyntax, tuple[Element, ...]], None]] = {
     "ArgumentRegion": _argument_region,
     "SymbolRef": _symbol_ref,
     "SymbolVisibility": _symbol_visibility,
+    "Callee": _callee,
+    "CallType": _call_type,
 }
 
 

@@ -8,10 +8,10 @@ comments first, then reads one lexical item at the current position.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import TileIRError
+from ..record import record
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_$.\-]*")
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
@@ -39,7 +39,7 @@ class ParseError(TileIRError):
         return "\n".join(f"{where}: error: {m}" for m in self.messages)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Position:
     """A place in the text: what op locations default to and errors point at."""
 

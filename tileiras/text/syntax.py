@@ -40,38 +40,39 @@ an optional group advances the spacing state even when it is not printed.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Optional, Union
+
+from ..record import record
 
 
 class FormatError(ValueError):
     """A malformed ``syntax`` string (a bug in an op definition)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Literal:
     text: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Whitespace:
     text: str  # "", " " or "\n"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FieldRef:
     name: str
     anchor: bool = False
     default: Optional[str] = None  # keyword that makes an attribute anchor absent
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TypeOf:
     name: str
     anchor: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AttrDict:
     """``attr-dict`` / ``attr-dict-with-keyword(fields)``: ``fields`` are the
     op attributes printed in the dictionary (``$reduction^=add`` drops the
@@ -81,14 +82,14 @@ class AttrDict:
     fields: tuple[FieldRef, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Custom:
     name: str
     args: tuple["Element", ...]
     anchor: bool = False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class OptionalGroup:
     elements: tuple["Element", ...]
 
@@ -103,7 +104,7 @@ class OptionalGroup:
 Element = Union[Literal, Whitespace, FieldRef, TypeOf, AttrDict, Custom, OptionalGroup]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Format:
     elements: tuple[Element, ...]
     source: str
@@ -245,7 +246,7 @@ def parse_format(text: str) -> Format:
 # MLIR's automatic spacing, shared by the printer and (for round trips) tests.
 
 
-@dataclass
+@record
 class SpacingState:
     """Whether the next element gets a leading space (MLIR ``shouldEmitSpace``)
     and whether the previous element was punctuation (``lastWasPunctuation``)."""

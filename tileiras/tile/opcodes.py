@@ -120,6 +120,8 @@ OPCODES: dict[str, tuple[int, Version]] = {
     "multimem_load_reduce_view_tko": (0x7B, _V("13.5")),
     "multimem_reduce_view_tko": (0x7C, _V("13.5")),
     "multimem_store_view_tko": (0x7D, _V("13.5")),
+    # SIMT preview (read only from a file whose header advertises preview content)
+    "preview$call": (0x4002, _V("13.5")),
 }
 
 #: Opcodes at or above this value are preview (experimental) ops.

@@ -95,3 +95,17 @@ class ReturnOp(Operation):
 class YieldOp(Operation):
     operands = Variadic()
     syntax = "attr-dict ($operands^ `:` type($operands))?"
+
+
+@tile_op("preview$call", sized_results=True)
+class PreviewCallOp(Operation):
+    """SIMT preview: a call of an extern ``preview$func`` (its code comes from a ``-l`` tile
+    library).  NVIDIA's 13.5 tools read and print it; none of its callees can be declared
+    in a module they accept, and its tileiras compiles none (tilelib.py)."""
+    results = Result(variadic=True)
+    callee = Attr(AttrKind.STRING)
+    const_args = Attr(AttrKind.ARRAY)
+    arg_attrs = Attr(AttrKind.ARRAY, optional=True)
+    res_attrs = Attr(AttrKind.ARRAY, optional=True)
+    args = Variadic()
+    syntax = "custom<Callee>($callee, $const_args) `` `(` $args `)` attr-dict `:` custom<CallType>($args, $results)"

@@ -20,11 +20,11 @@ numbers that must never change (opcodes) live apart in ``opcodes.py``.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..ir.core import Operation
 from ..ir.version import V13_1, Version
+from ..record import field, record
 from .opcodes import OPCODES
 
 
@@ -51,7 +51,7 @@ class Multiplicity(enum.Enum):
     VARIADIC = "variadic"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Operand:
     multiplicity: Multiplicity = Multiplicity.SINGLE
     since: Version = V13_1
@@ -66,7 +66,7 @@ def Variadic(since: Version = V13_1) -> Operand:  # noqa: N802
     return Operand(Multiplicity.VARIADIC, since)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Attr:
     kind: AttrKind
     enum: Optional[type] = None
@@ -84,7 +84,7 @@ class Attr:
         return self.kind is AttrKind.UNIT or self.optional
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Result:
     variadic: bool = False
     since: Version = V13_1
@@ -93,7 +93,7 @@ class Result:
     name: str = ""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RegionDef:
     name: str = ""
 
@@ -107,7 +107,7 @@ class OperandEncoding(enum.Enum):
     COUNTED = "counted"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class OpDef:
     name: str                      # mnemonic without the dialect prefix
     opcode: int

@@ -22,7 +22,8 @@ from .context import RULES, Context, verifies
 from .diagnostic import Diagnostic, Severity, VerifyError
 from .generic import check_invariants
 
-__all__ = ["verify_module", "check_module", "VerifyError", "Diagnostic", "Severity", "verifies"]
+__all__ = ["verify_module", "check_module", "recheck_for_target", "VerifyError", "Diagnostic", "Severity",
+           "verifies"]
 
 
 def verify_module(module: Module, *, gpu_name: Optional[str] = None,
@@ -31,7 +32,7 @@ def verify_module(module: Module, *, gpu_name: Optional[str] = None,
     "error" to check them as cuda-tile-opt's -Wunsupported-hints / -Werr-hints do."""
     ctx = Context(module, gpu_name, hints=hints)
     versions.check_module(ctx, module)
-    structure.check_symbols(ctx, module)
+    structure.check_globals(ctx, module)
     types.check_globals(ctx, module)
     debuginfo.check_globals(ctx, module)
     for fn in module.functions:
@@ -42,6 +43,7 @@ def verify_module(module: Module, *, gpu_name: Optional[str] = None,
         debuginfo.check_scopes(ctx, fn)
         _walk_region(ctx, fn.body, set())
     ctx.function = None
+    structure.check_symbol_table(ctx, module)
     return ctx.diagnostics
 
 
@@ -51,6 +53,21 @@ def check_module(module: Module, *, gpu_name: Optional[str] = None) -> list[Diag
     if any(d.is_error for d in diagnostics):
         raise VerifyError(diagnostics)
     return diagnostics
+
+
+def recheck_for_target(module: Module, gpu_name: str) -> None:
+    """``check_module(module, gpu_name=gpu_name)`` for a module that passed ``check_module``
+    without one: only the rules that read the target (``arch.TARGET_RULES``) run again,
+    and the whole verifier only when they find an error, so the report is the same.  A
+    second full pass would cost up to 10 ms of a large kernel's compile."""
+    ctx = Context(module, gpu_name)
+    for fn in module.functions:
+        ctx.function = fn
+        for op in fn.walk():
+            for rule in arch.TARGET_RULES:
+                rule(ctx, op)
+    if ctx.error_count:
+        check_module(module, gpu_name=gpu_name)
 
 
 def _walk_region(ctx: Context, region: Region, visible: set[Value]) -> None:

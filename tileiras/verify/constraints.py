@@ -8,10 +8,10 @@ ODS name (``"result=to"``) so messages read like NVIDIA's.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..ir import types as T
+from ..record import record
 from ..tile import ops_arith as A
 from ..tile import ops_control as C
 from ..tile import ops_core as K
@@ -19,12 +19,12 @@ from ..tile import ops_memory as M
 
 INTS = ("i1", "i8", "i16", "i32", "i64")
 BASE_FLOATS = ("f16", "bf16", "f32", "f64")
-FLOATS = BASE_FLOATS + ("tf32", "f8E4M3FN", "f8E5M2", "f8E8M0FNU", "f4E2M1FN")
+FLOATS = BASE_FLOATS + ("tf32", "f8E4M3FN", "f8E5M2", "f8E8M0FNU", "f4E2M1FN", "fnv8E5M3FNU")
 NUMBERS = INTS + FLOATS
 PTR = "ptr"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TypeConstraint:
     summary: str
     accepts: Callable[[T.Type], bool]
@@ -78,7 +78,7 @@ SCALAR_PTR = tile_of((PTR,), rank=0)
 MMAF_OPERAND = tile_of(("f16", "bf16", "f32", "f64", "tf32", "f8E4M3FN", "f8E5M2"), summary="mmaf operand tile type")
 MMAF_RESULT = tile_of(("f16", "f32", "f64"), summary="mmaf acc/result tile type")
 MMAF_SCALED_OPERAND = tile_of(("f8E4M3FN", "f8E5M2", "f4E2M1FN"), summary="mmaf_scaled operand tile type")
-MMAF_SCALED_SCALE = tile_of(("f8E4M3FN", "f8E8M0FNU"), summary="mmaf_scaled scale tile type")
+MMAF_SCALED_SCALE = tile_of(("f8E4M3FN", "f8E8M0FNU", "fnv8E5M3FNU"), summary="mmaf_scaled scale tile type")
 MMAF_SCALED_RESULT = tile_of(("f32",), summary="mmaf_scaled result tile type")
 MMAI_OPERAND = tile_of(("i8",), summary="mmai operand tile type")
 MMAI_ACC = tile_of(("i32",), summary="mmai acc tile type")
@@ -86,7 +86,7 @@ MMAI_RESULT = tile_of(("i32",), summary="mmai result tile type")
 FMA_TILE = tile_of(BASE_FLOATS)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Match:
     """A relation between fields: ``kind`` is type/shape/rank/element, or a custom
     message with ``check(types) -> bool`` for NVIDIA's TypesMatchWith traits."""
@@ -105,7 +105,7 @@ def custom(message: str, check: Callable[[list[T.Type]], bool], *fields: str) ->
     return Match("custom", fields, message, check)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Signature:
     fields: dict[str, TypeConstraint]
     matches: tuple[Match, ...] = ()

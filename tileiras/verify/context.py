@@ -6,11 +6,11 @@ in registration order (family modules are imported in a fixed order).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ..ir.core import Function, Module, Operation
 from ..ir.debug import DebugAttr
+from ..record import field, record
 from .diagnostic import Diagnostic, Severity
 
 Rule = Callable[["Context", Operation], None]
@@ -30,7 +30,7 @@ def verifies(*op_classes: type) -> Callable[[Rule], Rule]:
     return register
 
 
-@dataclass
+@record
 class Context:
     module: Module
     gpu_name: Optional[str] = None

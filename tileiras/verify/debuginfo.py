@@ -23,15 +23,15 @@ compile unit...) is checked where they are made: by the text parser
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ..ir import debug as D
 from ..ir.core import Function, Module, Operation
-from ..text.attributes import escape_string
+from ..record import record
+from ..text.escape import escape_string
 from .context import Context
 
 
-@dataclass(frozen=True, eq=False)
+@record(frozen=True, eq=False)
 class StandIn:
     """The location of a function that only stands in for a place ops were written
     outside any function (the conformance runner verifies loose ops in one): the

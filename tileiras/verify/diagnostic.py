@@ -9,12 +9,12 @@ as real tileiras does for compile-time errors
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import TileIRError
 from ..ir import types as T
 from ..ir.debug import DICallSite, DILexicalBlock, DILoc, DISubprogram, DebugAttr
+from ..record import record
 
 
 class Severity(enum.Enum):
@@ -23,7 +23,7 @@ class Severity(enum.Enum):
     NOTE = "note"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Diagnostic:
     loc: Optional[DebugAttr]
     severity: Severity

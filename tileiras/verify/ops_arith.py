@@ -160,8 +160,8 @@ def _scaled_problem(op: Operation) -> str:
         if problem:
             return problem
     element, scale = str(lhs.element), str(ls.element)
-    if scale == "f8E4M3FN" and element != "f4E2M1FN":
-        return (f"unsupported combination of element types. Scale type 'f8E4M3FN' expects lhs and rhs element "
+    if scale in ("f8E4M3FN", "fnv8E5M3FNU") and element != "f4E2M1FN":
+        return (f"unsupported combination of element types. Scale type '{scale}' expects lhs and rhs element "
                 f"types to be 'f4E2M1FN', but got {quoted(lhs.element)}")
     if scale == "f8E8M0FNU" and element not in ("f8E4M3FN", "f8E5M2", "f4E2M1FN"):
         return (f"unsupported combination of element types. Scale type 'f8E8M0FNU' expects lhs and rhs element "
@@ -177,8 +177,8 @@ def _scaled_problem(op: Operation) -> str:
     if element == "f4E2M1FN" and scale == "f8E4M3FN" and block != 16:
         return ("shape error: f4E2M1FN element type with f8E4M3FN scales requires block scale factor of lhs_scale "
                 f"and rhs_scale to be 16, but got {block}")
-    if element == "f4E2M1FN" and scale == "f8E8M0FNU" and block not in (16, 32):
-        return ("shape error: f4E2M1FN element type with f8E8M0FNU scales requires block scale factor of "
+    if element == "f4E2M1FN" and scale in ("f8E8M0FNU", "fnv8E5M3FNU") and block not in (16, 32):
+        return (f"shape error: f4E2M1FN element type with {scale} scales requires block scale factor of "
                 f"lhs_scale and rhs_scale to be 16 or 32, but got {block}")
     return ""
 

@@ -110,9 +110,9 @@ def check_trunci(ctx: Context, op: Operation) -> None:
 _FLOAT_SEMANTICS = {
     "f16": (15, -14, 11), "bf16": (127, -126, 8), "f32": (127, -126, 24), "tf32": (127, -126, 11),
     "f64": (1023, -1022, 53), "f8E4M3FN": (8, -6, 4), "f8E5M2": (15, -14, 3), "f8E8M0FNU": (127, -127, 1),
-    "f4E2M1FN": (2, 0, 2),
+    "f4E2M1FN": (2, 0, 2), "fnv8E5M3FNU": (16, -14, 4),
 }
-_LOW_PRECISION = ("f8E4M3FN", "f8E5M2", "f4E2M1FN")
+_LOW_PRECISION = ("f8E4M3FN", "f8E5M2", "f4E2M1FN", "fnv8E5M3FNU")
 _IEEE = (RoundingMode.NEAREST_EVEN, RoundingMode.ZERO, RoundingMode.NEGATIVE_INF, RoundingMode.POSITIVE_INF)
 
 

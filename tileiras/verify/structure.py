@@ -37,33 +37,48 @@ def parent_name(op: Optional[Operation]) -> str:
 
 
 # -- module level ------------------------------------------------------------------------
-def check_symbols(ctx: Context, module: Module) -> None:
-    seen: set[str] = set()
-    for symbol in [*module.globals, *module.functions]:
-        if symbol.name in seen:
-            ctx.emit(symbol.loc, f"redefinition of symbol named '{symbol.name}'")
-        seen.add(symbol.name)
+def check_globals(ctx: Context, module: Module) -> None:
     for g in module.globals:
         if not isinstance(g.type, T.TileType) or g.type.rank != 1:
             ctx.emit(g.loc, "'cuda_tile.global' op type must have rank 1")
 
 
-@verifies(K.GetGlobalOp)
-def check_get_global(ctx: Context, op: Operation) -> None:
+def check_symbol_table(ctx: Context, module: Module) -> None:
+    """The module's symbol table, checked as MLIR's SymbolTable trait does once every op is
+    verified: the first redefinition ends it; else the first symbol use that fails
+    (``get_global``) is the one reported."""
+    seen: set[str] = set()
+    for symbol in [*module.globals, *module.functions]:
+        if symbol.name in seen:
+            ctx.emit(symbol.loc, f"redefinition of symbol named '{symbol.name}'")
+            return
+        seen.add(symbol.name)
+    for fn in module.functions:
+        for op in fn.walk():
+            if isinstance(op, K.GetGlobalOp) and _global_use_problem(ctx, op):
+                return
+
+
+def _global_use_problem(ctx: Context, op: Operation) -> bool:
     name = op.attributes.get("name")
     g = next((g for g in ctx.module.globals if g.name == name), None)
     if g is None:
         ctx.op_error(op, f"'{name}' does not reference a valid global")
-        return
+        return True
     pointer = op.result.type.element
     element = T.element_type(g.type)
     if pointer.pointee != element:
         ctx.op_error(op, f"pointee type of result type {quoted(pointer)} does not match type "
                          f"{quoted(element)} of the global @{name}")
+        return True
+    return False
 
 
 # -- functions ---------------------------------------------------------------------------
 def check_function(ctx: Context, fn: Function) -> None:
+    if fn.is_extern:
+        _check_extern(ctx, fn)
+        return
     prefix = f"'{ENTRY}' op "
     loc = fn.loc
     if fn.type.results and fn.is_entry:
@@ -87,6 +102,22 @@ def check_function(ctx: Context, fn: Function) -> None:
                 ctx.emit(loc, prefix + f"type of entry block argument #{i}({quoted(got)}) must match the type "
                                        f"of the corresponding argument in function signature({quoted(want)})")
     _check_block_end(ctx, None, block, (C.ReturnOp,), loc)
+
+
+EXTERN = "'cuda_tile.preview$func' op "
+ACCESS = "cuda_tile.preview$access"
+
+
+def _check_extern(ctx: Context, fn: Function) -> None:
+    """A bodiless extern declaration (SIMT preview), as NVIDIA's 13.5 tools check it.  Each
+    argument needs a ``cuda_tile.preview$access`` attribute, whose bytecode encoding is not
+    public (no attribute tag its reader takes gives one), so no declaration passes."""
+    if not fn.is_private:
+        ctx.emit(fn.loc, EXTERN + "symbol declaration cannot have public visibility")
+    elif not fn.type.inputs:
+        ctx.emit(fn.loc, EXTERN + "extern functions must declare at least one input")
+    else:
+        ctx.emit(fn.loc, EXTERN + f"extern function argument 0 must have a '{ACCESS}' arg attr")
 
 
 def _check_block_end(ctx: Context, owner: Optional[Operation], block: Block,

@@ -15,7 +15,7 @@ from .context import Context, verifies
 MAX_TILE_ELEMENTS = 1 << 24
 I32_MAX = (1 << 31) - 1
 NUMBER_NAMES = ("f16", "bf16", "f32", "tf32", "f64", "f8E4M3FN", "f8E5M2", "f8E8M0FNU", "f4E2M1FN",
-                "i1", "i8", "i16", "i32", "i64")
+                "fnv8E5M3FNU", "i1", "i8", "i16", "i32", "i64")
 FLOAT_PADDINGS = (T.PaddingValue.NEG_ZERO, T.PaddingValue.NAN, T.PaddingValue.POS_INF, T.PaddingValue.NEG_INF)
 
 
@@ -57,8 +57,8 @@ def own_type_problems(t: T.Type) -> list[str]:
     return type_problems(t)
 
 
-_NUMBERS = ("f16 or bf16 or f32 or tf32 or f64 or f8E4M3FN or f8E5M2 or f8E8M0FNU or f4E2M1FN or i1 or i8 or i16 "
-            "or i32 or i64")
+#: NVIDIA's element-type lists in the order its messages name them (13.5 lists fnv8E5M3FNU).
+_NUMBERS = " or ".join(NUMBER_NAMES)
 _TILE_ELEMENT = f"failed to verify 'elementType': {_NUMBERS} or Pointer type"
 
 
@@ -91,15 +91,13 @@ def tile_shape_problems(shape: tuple[int, ...], element: T.Type) -> list[str]:
 def _pointer_problems(t: T.PointerType) -> list[str]:
     if _is_number(t.pointee):
         return []
-    return ["failed to verify 'pointeeType': f16 or bf16 or f32 or tf32 or f64 or f8E4M3FN or f8E5M2 or "
-            "f8E8M0FNU or f4E2M1FN or i1 or i8 or i16 or i32 or i64"]
+    return [f"failed to verify 'pointeeType': {_NUMBERS}"]
 
 
 def _tensor_view_problems(t: T.TensorViewType) -> list[str]:
     e = t.element
     if not (_is_number(e) or isinstance(e, T.PointerType)):
-        return ["failed to verify 'elementType': f16 or bf16 or f32 or tf32 or f64 or f8E4M3FN or f8E5M2 or "
-                "f8E8M0FNU or f4E2M1FN or i1 or i8 or i16 or i32 or i64 or Pointer type"]
+        return [f"failed to verify 'elementType': {_NUMBERS} or Pointer type"]
     if len(t.shape) != len(t.strides):
         return [f"expected shape and stride to be of same rank but got shape of rank {len(t.shape)} "
                 f"and stride of rank {len(t.strides)}"]

@@ -6,12 +6,13 @@ from typing import Iterator
 
 from ..ir import types as T
 from ..ir.core import Module, Operation
-from ..ir.version import V13_2, V13_3, Version
+from ..ir.version import V13_2, V13_3, V13_4, Version
 from ..tile.registry import AttrKind
 from .context import Context, verifies
 
 #: Element types and the version that introduced them (the rest are 13.1).
-TYPE_SINCE: dict[str, Version] = {"f8E8M0FNU": V13_2, "f4E2M1FN": V13_3, "i4": V13_3}
+TYPE_SINCE: dict[str, Version] = {"f8E8M0FNU": V13_2, "f4E2M1FN": V13_3, "i4": V13_3,
+                                  "fnv8E5M3FNU": V13_4}
 
 
 def scalars_in(t: T.Type) -> Iterator[T.ScalarType]:
@@ -30,7 +31,8 @@ def scalars_in(t: T.Type) -> Iterator[T.ScalarType]:
 
 
 #: How NVIDIA's bytecode writer names the newer element types in its version errors.
-TYPE_WRITER_NAMES = {"f8E8M0FNU": "Float8E8M0FNU", "f4E2M1FN": "Float4E2M1FN"}
+TYPE_WRITER_NAMES = {"f8E8M0FNU": "Float8E8M0FNU", "f4E2M1FN": "Float4E2M1FN",
+                     "fnv8E5M3FNU": "FloatNV8E5M3FNU"}
 
 
 def _type_gate(ctx: Context, loc: object, t: T.Type, version: Version) -> None:

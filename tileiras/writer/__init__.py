@@ -13,7 +13,8 @@ from typing import Any, Callable, Optional
 from ..ir import attrs as A
 from ..ir.core import Function, Module, Operation, Value
 from ..ir.version import V13_3, V13_5, Version, is_supported
-from ..tile.codes import MAGIC, AttrTag, SectionId
+from ..tile.codes import MAGIC, PREVIEW_TAG_BIT, AttrTag, SectionId
+from ..tile.opcodes import PREVIEW_OPCODE_BASE
 from ..tile.registry import AttrKind, Multiplicity, OperandEncoding
 from .pools import DebugPool, Pool, TypePool, WriteError, int_list, pad, signed_varint, varint, write_offset_table
 
@@ -87,6 +88,8 @@ class Encoder:
         code = body.encode()
         varint(len(code), buf)
         buf += code
+        if fn.const_params is not None:  # an extern declaration (SIMT preview) has no body
+            self.attribute(fn.const_params, buf)
         self.debug_lists.append(body.debug_ids)
 
 
@@ -361,8 +364,9 @@ def write_bytecode(module: Module, version: Optional[Version] = None) -> bytes:
     payloads[SectionId.TYPE] = _table(enc.types.encoded(), 4)
     payloads[SectionId.STRING] = _table(list(enc.strings.items), 4)
 
+    preview = any(op.definition.opcode >= PREVIEW_OPCODE_BASE for fn in module.functions for op in fn.walk())
     out = bytearray(MAGIC)
-    out += bytes([version.major, version.minor]) + (0).to_bytes(2, "little")
+    out += bytes([version.major, version.minor]) + (PREVIEW_TAG_BIT if preview else 0).to_bytes(2, "little")
     sections = enc.layout.sections if enc.layout else DEFAULT_SECTIONS
     for sid, alignment in sections:
         if sid == SectionId.END:

@@ -82,8 +82,32 @@ def float_to_float(x: np.ndarray, dst_dt: np.dtype, mode: Rounding, ftz: bool) -
     return canonical(round_to(x.astype(F64), 0.0, dst_dt, mode))
 
 
+#: Every UE5M3 code's value (PTX ISA 9.4's unsigned scale format: 5 exponent bits with bias
+#: 15, 3 mantissa bits, subnormals, no infinity, NaN only 0xFF): ml_dtypes has no such type.
+_UE5M3_EXP, _UE5M3_MAN = np.arange(256) >> 3, np.arange(256) & 7
+UE5M3_VALUES = np.where(_UE5M3_EXP == 0, _UE5M3_MAN * 2.0 ** -17, (8 + _UE5M3_MAN) * 2.0 ** (_UE5M3_EXP - 18))
+UE5M3_VALUES[0xFF] = np.nan
+
+
+def to_ue5m3(x: np.ndarray, mode: Rounding) -> np.ndarray:
+    """UE5M3 codes of float64 values (``.satfinite``, the only form PTX has): rounded to
+    3 mantissa bits with ``mode``, clamped to [0, 114688] (negative values to +0, as an
+    unsigned saturating conversion; unchecked on sm_107 hardware), NaN -> 0xFF."""
+    x = np.asarray(x, F64)
+    nan = np.isnan(x)
+    x = np.clip(np.where(nan, 0.0, x), 0.0, UE5M3_VALUES[0xFE])  # rounding stays within
+    with np.errstate(divide="ignore"):
+        top = np.floor(np.log2(np.where(x > 0, x, 1.0)))      # exponent of the leading bit
+    quantum = np.ldexp(1.0, (np.maximum(top, -14) - 3).astype(np.int64))
+    steps = {Rounding.RZ: np.trunc, Rounding.RP: np.ceil, Rounding.RM: np.floor}.get(mode, np.rint)(x / quantum)
+    codes = np.searchsorted(UE5M3_VALUES[:0xFF], steps * quantum)
+    return np.where(nan, 0xFF, codes).astype(np.uint8)
+
+
 def to_small_float(x: np.ndarray, fmt: str, mode: Rounding, satfinite: bool, relu: bool) -> np.ndarray:
     """f32/f16/bf16 values -> raw bits of fmt (f16, bf16, e4m3, e5m2, e2m1, ...)."""
+    if fmt == "ue5m3":
+        return to_ue5m3(x, mode)
     dt = FORMAT_DTYPES[fmt]
     x = np.asarray(x).astype(F64)
     if relu:
@@ -118,7 +142,7 @@ def tf32_round(x: np.ndarray, mode: Rounding) -> np.ndarray:
 
 
 PACKED_DST = {"f16x2": "f16", "bf16x2": "bf16", "e4m3x2": "e4m3", "e5m2x2": "e5m2",
-              "ue8m0x2": "ue8m0", "e2m1x2": "e2m1", "e2m3x2": "e2m3", "e3m2x2": "e3m2",
+              "ue8m0x2": "ue8m0", "e2m1x2": "e2m1", "e2m3x2": "e2m3", "e3m2x2": "e3m2", "ue5m3x2": "ue5m3",
               "e4m3x4": "e4m3", "e5m2x4": "e5m2", "e2m1x4": "e2m1"}
 
 
@@ -154,9 +178,11 @@ def compile_cvt(ctx, ins):
 
 def compile_cvt_packed(ctx, ins, dst: PtxType, src: PtxType, mode, satfinite, relu):
     nsrc = len(ins.operands) - 1
-    if dst.name in PACKED_DST and not src.name in PACKED_DST:
+    half_pairs = ("f16x2", "bf16x2")
+    if dst.name in PACKED_DST and (src.name not in PACKED_DST or src.name in half_pairs
+                                   and dst.name not in half_pairs):
         fmt = PACKED_DST[dst.name]
-        elem_bits = FORMAT_DTYPES[fmt].itemsize * 8 if fmt not in ("e2m1",) else 4
+        elem_bits = 8 if fmt == "ue5m3" else FORMAT_DTYPES[fmt].itemsize * 8 if fmt not in ("e2m1",) else 4
         count = int(dst.name[-1])
 
         def pack(*xs):
@@ -183,7 +209,7 @@ def compile_cvt_packed(ctx, ins, dst: PtxType, src: PtxType, mode, satfinite, re
         return elementwise(ctx, ins, src, pack, nsrc, out_ty=dst)
     if src.name in PACKED_DST:                 # widen: cvt.rn.f16x2.e4m3x2 d, a
         fmt = PACKED_DST[src.name]
-        sdt = FORMAT_DTYPES[fmt]
+        sdt = FORMAT_DTYPES.get(fmt, np.dtype(np.uint8))
         out_fmt = PACKED_DST.get(dst.name, dst.name)
         odt = FORMAT_DTYPES[out_fmt]
 
@@ -195,7 +221,7 @@ def compile_cvt_packed(ctx, ins, dst: PtxType, src: PtxType, mode, satfinite, re
             count = int(src.name[-1])
             for k in range(count):
                 raw = ((a >> np.uint64(ebits * k)) & np.uint64((1 << ebits) - 1)).astype(np.uint8)
-                val = raw.view(sdt).astype(F64) if ebits == 8 else raw.view(sdt).astype(F64)
+                val = UE5M3_VALUES[raw] if fmt == "ue5m3" else raw.view(sdt).astype(F64)
                 if relu:
                     val = np.where(np.isnan(val), val, np.maximum(val, 0.0))
                 conv = np.asarray(val.astype(odt)).view(np.dtype(f"u{odt.itemsize}")).astype(np.uint64)

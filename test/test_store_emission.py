@@ -1,0 +1,180 @@
+"""Where stores and what they store are computed.  Stores of straight-line per-element chains
+branch per element (emit_memory.branch_per_element): ptxas then computes one element's chain
+after the other instead of interleaving them.  A store's operands that wait for a load are
+emitted first (nvvm.emit_block), so its addresses are computed after the load's branch.
+Atomic reductions address their tile from its origin, with per-thread offsets they share."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from tileiras import diffcheck
+from tileiras.codegen.ptxas import invoke_ptxas
+from tileiras.pipeline import CompileOptions, compile_module
+from tileiras.text.parser import parse_module
+from tileiras.tools import find_ptxas
+
+
+def kernel(n: int, elem: str, body: list[str]) -> str:
+    """Loads tiles %a and %b of ``n`` elements of x and y, computes ``body`` (its last line
+    defines %r) and stores %r to o."""
+    view = f"tensor_view<?x{elem}, strides=[1]>"
+    part = f"partition_view<tile=({n}), {view}>"
+    tile = f"tile<{n}x{elem}>"
+    lines = ["%tok = make_token : token",
+             *(f"%{v}v = make_tensor_view %{v}, shape = [%n], strides = [1] : tile<i32> -> {view}"
+               for v in "xyo"),
+             "%bx, %by, %bz = get_tile_block_id : tile<i32>",
+             *(f"%{v}p = make_partition_view %{v}v : {part}" for v in "xyo"),
+             f"%a, %at = load_view_tko weak %xp[%bx] token = %tok : {part}, tile<i32> -> {tile}, token",
+             f"%b, %bt = load_view_tko weak %yp[%bx] token = %tok : {part}, tile<i32> -> {tile}, token",
+             *(line.replace("TILE", tile) for line in body),
+             f"%st = store_view_tko weak %r, %op[%bx] token = %tok : {tile}, {part}, tile<i32> -> token",
+             "return"]
+    ptr = f"tile<ptr<{elem}>>"
+    return ("cuda_tile.module @kernels {\n"
+            f"  entry @k(%x: {ptr}, %y: {ptr}, %o: {ptr}, %n: tile<i32>) {{\n"
+            + "".join(f"    {line}\n" for line in lines) + "  }\n}\n")
+
+
+#: int_arith's shape: floor division and remainder by a divisor that is never 0.
+INT_DIVISION = ["%one = constant <i32: 1> : TILE",
+                "%ab = absi %b : TILE",
+                "%d = maxi %ab, %one signed : TILE",
+                "%q = divi %a, %d signed rounding<negative_inf> : TILE",
+                "%m = remi %b, %d signed : TILE",
+                "%p = muli %a, %b : TILE",
+                "%s = addi %q, %m : TILE",
+                "%r = addi %s, %p : TILE"]
+FLOAT_DIVISION = ["%r = divf %a, %b : TILE"]
+
+
+def stores(ptx: str) -> tuple[int, int]:
+    """(unpredicated, predicated) global stores."""
+    plain = len(re.findall(r"^\s*st\.global", ptx, re.MULTILINE))
+    guarded = len(re.findall(r"^\s*@%p\d+ st\.global", ptx, re.MULTILINE))
+    return plain, guarded
+
+
+def test_integer_chains_store_in_a_branch_each():
+    ptx = diffcheck.compile_ptx(parse_module(kernel(256, "i32", INT_DIVISION), "k.mlir"), "sm_90")
+    assert stores(ptx) == (2, 0)   # two registers a thread, each in its own block
+
+
+@pytest.mark.parametrize("n, elem, body", [
+    (256, "f32", FLOAT_DIVISION),   # div.rn.f32: ptxas's slow path already splits the blocks
+    (128, "i32", INT_DIVISION),     # one register a thread: nothing to keep apart
+])
+def test_other_stores_stay_predicated(n, elem, body):
+    ptx = diffcheck.compile_ptx(parse_module(kernel(n, elem, body), "k.mlir"), "sm_90")
+    assert stores(ptx) == (0, n // 128)
+
+
+def test_branched_stores_compute_the_same():
+    """Grid 3 over 600 elements: the last tile is partly outside, its stores are skipped."""
+    module = parse_module(kernel(256, "i32", INT_DIVISION), "k.mlir")
+    rng = np.random.default_rng(7)
+    x, y = (rng.integers(-1000, 1000, 600, dtype=np.int32) for _ in range(2))
+    o = np.full(768, 12345, dtype=np.int32)
+    args = [x, y, o, np.int32(600)]
+    expected = diffcheck.run_interpreter(module, "k", (3, 1, 1), args)
+    got = diffcheck.run_ptx(diffcheck.compile_ptx(module, "sm_90"), "k", (3, 1, 1), args)
+    assert diffcheck.compare(expected, got) is None
+    assert np.all(got.arrays[2][600:] == 12345)
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not installed (nvidia-cuda-nvcc)")
+def test_integer_division_registers():
+    """Interleaved, the two elements' divisions took 21 registers on sm_90; one after the
+    other they take 18 (NVIDIA's tileiras: 22 for corpus int_arith i32)."""
+    ptx = diffcheck.compile_ptx(parse_module(kernel(256, "i32", INT_DIVISION), "k.mlir"), "sm_90")
+    assert invoke_ptxas(ptx, "sm_90", verbose=True).stats["k"].registers <= 20
+
+
+#: A scatter of 2 * x[tile] through pointers o + block start + iota.
+SCATTER = """cuda_tile.module @kernels {
+  entry @k(%x: tile<ptr<f32>>, %n: tile<i32>, %o: tile<ptr<f32>>) {
+    %tok = make_token : token
+    %xv = make_tensor_view %x, shape = [%n], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
+    %bx, %by, %bz = get_tile_block_id : tile<i32>
+    %xp = make_partition_view %xv : partition_view<tile=(128), tensor_view<?xf32, strides=[1]>>
+    %a, %at = load_view_tko weak %xp[%bx] token = %tok : partition_view<tile=(128), tensor_view<?xf32, strides=[1]>>, tile<i32> -> tile<128xf32>, token
+    %two = constant <f32: 2.0> : tile<128xf32>
+    %v = mulf %a, %two : tile<128xf32>
+    %i = iota : tile<128xi32>
+    %c = constant <i32: 128> : tile<i32>
+    %s = muli %bx, %c : tile<i32>
+    %s1 = reshape %s : tile<i32> -> tile<1xi32>
+    %sb = broadcast %s1 : tile<1xi32> -> tile<128xi32>
+    %idx = addi %i, %sb : tile<128xi32>
+    %o1 = reshape %o : tile<ptr<f32>> -> tile<1xptr<f32>>
+    %ob = broadcast %o1 : tile<1xptr<f32>> -> tile<128xptr<f32>>
+    %p = offset %ob, %idx : tile<128xptr<f32>>, tile<128xi32> -> tile<128xptr<f32>>
+    %st = store_ptr_tko weak %p, %v token = %tok : tile<128xptr<f32>>, tile<128xf32> -> token
+    return
+  }
+}
+"""
+
+
+def test_scatter_addresses_follow_the_load_of_the_values():
+    """The pointers (operand 0) are emitted after the values (operand 1), which wait for
+    x's load: the address arithmetic lands in the block after the load's branch, next to
+    the store, and is not live across the load (gather_scatter sm_80: 18 -> 16 registers)."""
+    llvm = compile_module(parse_module(SCATTER, "k.mlir"), CompileOptions(gpu_name="sm_90"), "llvm")
+    body = llvm[llvm.index("{"):]
+    block_of, block = {}, None
+    for line in body.splitlines():
+        if re.match(r"^[\w.\"]+:$", line):
+            block = line[:-1]
+        elif re.match(r'\s*(%"[^"]+") = getelementptr i8, ptr addrspace\(1\) %"arg2"', line):
+            block_of["address"] = block
+        elif "st.global" in line:
+            block_of["store"] = block
+    assert block_of["address"] == block_of["store"] != "body"
+
+
+def atomic_kernel(ops: int) -> str:
+    """Loads a 32x32 f32 tile of x and adds it atomically into ``ops`` tiles of o: (0,0),
+    (0,1), (1,0), (1,1), ..."""
+    v = "tensor_view<?x?xf32, strides=[?,1]>"
+    p = f"partition_view<tile=(32x32), {v}>"
+    lines = ["%tok = make_token : token",
+             f"%xv = make_tensor_view %x, shape = [%m, %n], strides = [%n, 1] : tile<i32> -> {v}",
+             f"%ov = make_tensor_view %o, shape = [%m, %n], strides = [%n, 1] : tile<i32> -> {v}",
+             "%bx, %by, %bz = get_tile_block_id : tile<i32>",
+             "%c0 = constant <i32: 0> : tile<i32>",
+             "%c1 = constant <i32: 1> : tile<i32>",
+             f"%xp = make_partition_view %xv : {p}",
+             f"%op = make_partition_view %ov : {p}",
+             f"%a, %at = load_view_tko weak %xp[%bx, %c0] token = %tok : {p}, tile<i32> -> tile<32x32xf32>, token"]
+    for k in range(ops):
+        i, j = ("%c1" if k & 2 else "%c0"), ("%c1" if k & 1 else "%c0")
+        lines.append(f"%r{k} = atomic_red_view_tko relaxed device %op[{i}, {j}], addf, %a token = %tok : "
+                     f"tile<32x32xf32>, {p}, tile<i32> -> token")
+    lines.append("return")
+    return ("cuda_tile.module @kernels {\n"
+            "  entry @k(%x: tile<ptr<f32>>, %o: tile<ptr<f32>>, %m: tile<i32>, %n: tile<i32>) {\n"
+            + "".join(f"    {line}\n" for line in lines) + "  }\n}\n")
+
+
+def test_atomic_reductions_into_several_tiles_compute():
+    module = parse_module(atomic_kernel(4), "k.mlir")
+    rng = np.random.default_rng(3)
+    x = rng.integers(-8, 8, (64, 70)).astype(np.float32)
+    o = np.zeros((64, 70), dtype=np.float32)
+    args = [x, o, np.int32(64), np.int32(70)]
+    expected = diffcheck.run_interpreter(module, "k", (2, 1, 1), args)
+    got = diffcheck.run_ptx(diffcheck.compile_ptx(module, "sm_90"), "k", (2, 1, 1), args)
+    assert diffcheck.compare(expected, got) is None
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not installed (nvidia-cuda-nvcc)")
+def test_atomic_reductions_share_the_thread_offsets():
+    """Each atomic reduction's addresses are its tile origin plus per-thread offsets that
+    all of them share (emit_memory.Access from_tile_origin): 28 registers on sm_80, 40 with
+    every address computed whole."""
+    ptx = diffcheck.compile_ptx(parse_module(atomic_kernel(4), "k.mlir"), "sm_80")
+    assert invoke_ptxas(ptx, "sm_80", verbose=True).stats["k"].registers <= 32
