@@ -174,3 +174,26 @@ def test_tiles_reduced_along_rows_spread_rows_over_lanes():
     assert regs <= 48
     reports = diffcheck.check_module(module, "sm_90", grid=(2, 1, 1), extent=40)
     assert all(r.problem is None for r in reports), [r.problem for r in reports]
+
+
+IF_WITHOUT_ELSE = """cuda_tile.module @m {
+  entry @k(%out: tile<ptr<i32>>, %n: tile<i32>) {
+    %z = constant <i32: 0> : tile<i32>
+    %c = cmpi greater_than %n, %z, signed : tile<i32> -> tile<i1>
+    if %c {
+      %t = store_ptr_tko weak %out, %n : tile<ptr<i32>>, tile<i32> -> token
+    }
+    return
+  }
+}
+"""
+
+
+def test_if_without_else_compiles_and_agrees():
+    """An ``if`` whose else region is empty (no block): was an internal error in tileaa."""
+    from tileiras.text.parser import parse_module
+
+    module = parse_module(IF_WITHOUT_ELSE, "k.mlir")
+    assert not module.functions[0].entry_block.ops[2].regions[1].blocks
+    reports = diffcheck.check_module(module, "sm_90")
+    assert reports and all(r.problem is None for r in reports), [r.problem for r in reports]

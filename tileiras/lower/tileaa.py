@@ -232,6 +232,8 @@ def _visit_region_op(aa: TileAA, op: Operation) -> None:
     the body reach loads early in it."""
     inits = list(op.operands[3:] if isinstance(op, CF.ForOp) else op.operands if isinstance(op, CF.LoopOp) else ())
     for region in op.regions:
+        if not region.blocks:  # an ``if`` without ``else``
+            continue
         block = region.blocks[0]
         carried = block.args[1:] if isinstance(op, CF.ForOp) else block.args
         for arg, init in zip(carried, inits):
