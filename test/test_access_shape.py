@@ -52,8 +52,7 @@ def test_tiles_outside_the_source_load_padding():
     module = parse_module(COPY, "k.mlir")
     x, o = np.arange(300, dtype=np.float32), np.zeros(1024, dtype=np.float32)
     args = [x, np.int32(300), o, np.int32(1024)]
-    expected = diffcheck.run_interpreter(module, "k", (4, 1, 1), args)
-    got = diffcheck.run_ptx(diffcheck.compile_ptx(module, "sm_90"), "k", (4, 1, 1), args)
+    expected, got = diffcheck.run_both(module, "k", (4, 1, 1), args, "sm_90")
     assert diffcheck.compare(expected, got) is None
     out = got.arrays[1]
     assert np.array_equal(out[:300], x + 1) and np.all(np.isneginf(out[300:]))

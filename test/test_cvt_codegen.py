@@ -61,8 +61,7 @@ def _run(dst: str, modes: tuple[str, ...], arch: str):
         x[np.isnan(x)] = 1.0    # hardware give +MAX_NORM (not this test's business)
     args = [x, np.int32(n)] + [np.zeros(n, np.float32) for _ in modes]
     ptx = diffcheck.compile_ptx(module, arch)
-    expected = diffcheck.run_interpreter(module, "k", (2, 1, 1), args)
-    got = diffcheck.run_ptx(ptx, "k", (2, 1, 1), args)
+    expected, got = diffcheck.run_both(module, "k", (2, 1, 1), args, ptx=ptx)
     return ptx, expected, got
 
 

@@ -153,8 +153,7 @@ def test_a_negative_tile_index_loads_padding():
     module = parse_module(SHIFTED, "k.mlir")
     x, o = np.arange(300, dtype=np.float32), np.zeros(384, dtype=np.float32)
     args = [x, np.int32(300), o, np.int32(384)]
-    expected = diffcheck.run_interpreter(module, "k", (3, 1, 1), args)
-    got = diffcheck.run_ptx(diffcheck.compile_ptx(module, "sm_90"), "k", (3, 1, 1), args)
+    expected, got = diffcheck.run_both(module, "k", (3, 1, 1), args, "sm_90")
     assert diffcheck.compare(expected, got) is None
     out = got.arrays[1]
     assert np.all(np.isposinf(out[:128])) and np.array_equal(out[128:], x[:256])
@@ -225,7 +224,6 @@ def test_i64_copy_registers_match_nvidia():
     assert stats_from_cubin(run_ptxas(ptx, "sm_80"))["k"].registers <= 8
     x, o = np.arange(100, dtype=np.int64) - 50, np.zeros(128, dtype=np.int64)
     args = [x, np.int64(100), o, np.int64(100)]
-    expected = diffcheck.run_interpreter(module, "k", (2, 1, 1), args)
-    got = diffcheck.run_ptx(ptx, "k", (2, 1, 1), args)
+    expected, got = diffcheck.run_both(module, "k", (2, 1, 1), args, ptx=ptx)
     assert diffcheck.compare(expected, got) is None
     assert np.array_equal(got.arrays[1][:100], 2 * x) and not got.arrays[1][100:].any()

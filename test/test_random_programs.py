@@ -27,8 +27,7 @@ def _check(seed: int, gpu_name: str) -> None:
     c = np.zeros((N, N), np.float32)
     args = [a, b, c, np.int32(N)]
     grid = (4, 4, 1)
-    expected = diffcheck.run_interpreter(module, "k", grid, args)
-    got = diffcheck.run_ptx(diffcheck.compile_ptx(module, gpu_name), "k", grid, args)
+    expected, got = diffcheck.run_both(module, "k", grid, args, gpu_name)
     # sums and scans associate differently (interpreter: left to right; compiled: a tree
     # over registers, lanes and warps): allow for the reassociation error
     scale = max(1.0, float(np.nanmax(np.abs(expected.arrays[2]))))
@@ -55,8 +54,7 @@ def _check_int(seed: int, gpu_name: str) -> None:
     a, b = (rng.integers(-2**31, 2**31, (N, N), dtype=np.int64).astype(np.int32) for _ in range(2))
     args = [a, b, np.zeros((N, N), np.int32), np.int32(N)]
     grid = (4, 4, 1)
-    expected = diffcheck.run_interpreter(module, "k", grid, args)
-    got = diffcheck.run_ptx(diffcheck.compile_ptx(module, gpu_name), "k", grid, args)
+    expected, got = diffcheck.run_both(module, "k", grid, args, gpu_name)
     problem = diffcheck.compare(expected, got)
     assert problem is None, f"seed {seed}: {problem}\n{text}"
 

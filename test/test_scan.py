@@ -56,8 +56,7 @@ def run(text: str, rows: int, cols: int, elem: str) -> None:
         x = rng.standard_normal((n, cols)).astype(np.float32)
     o = np.zeros((n, cols), dtype=x.dtype)
     args = [x, o, np.int32(n)]
-    expected = diffcheck.run_interpreter(module, "k", (2, 1, 1), args)
-    got = diffcheck.run_ptx(diffcheck.compile_ptx(module, "sm_90"), "k", (2, 1, 1), args)
+    expected, got = diffcheck.run_both(module, "k", (2, 1, 1), args, "sm_90")
     assert diffcheck.compare(expected, got) is None
 
 

@@ -79,8 +79,7 @@ def test_branched_stores_compute_the_same():
     x, y = (rng.integers(-1000, 1000, 600, dtype=np.int32) for _ in range(2))
     o = np.full(768, 12345, dtype=np.int32)
     args = [x, y, o, np.int32(600)]
-    expected = diffcheck.run_interpreter(module, "k", (3, 1, 1), args)
-    got = diffcheck.run_ptx(diffcheck.compile_ptx(module, "sm_90"), "k", (3, 1, 1), args)
+    expected, got = diffcheck.run_both(module, "k", (3, 1, 1), args, "sm_90")
     assert diffcheck.compare(expected, got) is None
     assert np.all(got.arrays[2][600:] == 12345)
 
@@ -166,8 +165,7 @@ def test_atomic_reductions_into_several_tiles_compute():
     x = rng.integers(-8, 8, (64, 70)).astype(np.float32)
     o = np.zeros((64, 70), dtype=np.float32)
     args = [x, o, np.int32(64), np.int32(70)]
-    expected = diffcheck.run_interpreter(module, "k", (2, 1, 1), args)
-    got = diffcheck.run_ptx(diffcheck.compile_ptx(module, "sm_90"), "k", (2, 1, 1), args)
+    expected, got = diffcheck.run_both(module, "k", (2, 1, 1), args, "sm_90")
     assert diffcheck.compare(expected, got) is None
 
 

@@ -28,8 +28,7 @@ E2M1_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -
 def run_both(text: str, args: list, grid=(1, 1, 1), gpu_name: str = "sm_100") -> tuple:
     module = parse_module(text, "subbyte.mlir")
     check_module(module, gpu_name=gpu_name)
-    expected = diffcheck.run_interpreter(module, "k", grid, args)
-    got = diffcheck.run_ptx(diffcheck.compile_ptx(module, gpu_name), "k", grid, args)
+    expected, got = diffcheck.run_both(module, "k", grid, args, gpu_name)
     return expected, got
 
 

@@ -133,6 +133,14 @@ def run_ptx(ptx: str, entry: str, grid: tuple, args: Sequence[Any], who: str = "
     return Outcome([a for a in copies if isinstance(a, np.ndarray)], result.trap is not None, result.output)
 
 
+def run_both(module: Module, entry: str, grid: tuple, args: Sequence[Any], gpu_name: str = "sm_90",
+             ptx: Optional[str] = None) -> tuple[Outcome, Outcome]:
+    """The interpreter's outcome and our PTX's (``ptx``, else compiled for ``gpu_name``) on
+    the same arguments: the two sides ``compare`` takes."""
+    expected = run_interpreter(module, entry, grid, args)
+    return expected, run_ptx(ptx if ptx is not None else compile_ptx(module, gpu_name), entry, grid, args)
+
+
 def compile_ptx(module: Module, gpu_name: str) -> str:
     from .pipeline import CompileOptions, compile_module
 
@@ -181,8 +189,7 @@ def check_module(module: Module, gpu_name: str = "sm_90", grid: tuple = (2, 2, 1
             continue
         args = synthesize_args(fn, np.random.default_rng(seed), extent)
         try:
-            expected = run_interpreter(module, fn.name, grid, args)
-            got = run_ptx(ptx, fn.name, grid, args)
+            expected, got = run_both(module, fn.name, grid, args, ptx=ptx)
             reports.append(EntryReport(fn.name, compare(expected, got)))
         except Exception as err:  # noqa: BLE001 - reported per entry
             reports.append(EntryReport(fn.name, f"{type(err).__name__}: {err}"))
