@@ -47,26 +47,23 @@ TWO_OPTIONS = ("implementation files must be one of two options: (1) a Tile IR b
                "fatbin); or (2) an implementation-provider shared library (.so/.dll)")
 
 
-class LibraryError(CompileError):
-    """A ``-l`` library NVIDIA's tool refuses (exit code 5): its lines, printed as they are."""
+class _Lines:
+    """An error of several lines, printed as they are (mixed into an error class)."""
 
     def __init__(self, *lines: str):
-        super().__init__("\n".join(lines))
+        super().__init__("\n".join(lines))  # type: ignore[call-arg]
         self.lines = lines
 
     def __str__(self) -> str:
         return "\n".join(self.lines)
 
 
-class CreateError(OptionError):
+class LibraryError(_Lines, CompileError):
+    """A ``-l`` library NVIDIA's tool refuses (exit code 5)."""
+
+
+class CreateError(_Lines, OptionError):
     """``--preview-create-tile-lib`` refused its inputs (exit code 2)."""
-
-    def __init__(self, *lines: str):
-        super().__init__("\n".join(lines))
-        self.lines = lines
-
-    def __str__(self) -> str:
-        return "\n".join(self.lines)
 
 
 # -- the container -------------------------------------------------------------------------
