@@ -561,12 +561,9 @@ def test_any_padding_byte_is_read_as_nvidia_reads_it(run, sample, tmp_path):
 
 
 def _module_bytes(body: str, args: str = "%a: tile<i32>") -> bytes:
-    from tileiras.ir.version import NEWEST
-    from tileiras.text.parser import parse_module
-    from tileiras.writer import write_bytecode
+    from _build import bytecode
 
-    text = f"cuda_tile.module @m {{\n  entry @k({args}) {{\n{body}    return\n  }}\n}}\n"
-    return write_bytecode(parse_module(text, "k.mlir", version=NEWEST), version=NEWEST)
+    return bytecode(f"cuda_tile.module @m {{\n  entry @k({args}) {{\n{body}    return\n  }}\n}}\n")
 
 
 @pytest.mark.parametrize("arg, spelled", [("i32", "'i32'"), ("token", "'!cuda_tile.token'")])

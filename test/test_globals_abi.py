@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 
+from _build import bytecode_file
 from tileiras import driver
-from tileiras.ir.version import NEWEST
-from tileiras.text.parser import parse_module
-from tileiras.writer import write_bytecode
 from tileiras.emulate.cubin import ptx_from_cubin
 
 GLOBALS = """cuda_tile.module @m {
@@ -43,21 +40,15 @@ def _global_lines(ptx: str) -> list[str]:
     return [line for line in ptx.splitlines() if re.match(r"^(\.visible )?\.global ", line)]
 
 
-def _bytecode(tmp_path: Path) -> Path:
-    path = tmp_path / "k.tileir"
-    path.write_bytes(write_bytecode(parse_module(GLOBALS, "k.mlir", version=NEWEST), version=NEWEST))
-    return path
-
-
 def test_globals_are_declared_as_nvidias(tmp_path, capsys):
-    path = _bytecode(tmp_path)
+    path = bytecode_file(tmp_path, GLOBALS)
     capsys.readouterr()
     assert driver.main([str(path), "--gpu-name=sm_90", "--emit=ptx"]) == 0
     assert _global_lines(capsys.readouterr().out) == EXPECTED
 
 
 def test_globals_match_nvidias_ptx(tmp_path, real_tileiras):
-    path = _bytecode(tmp_path)
+    path = bytecode_file(tmp_path, GLOBALS)
     cubin = tmp_path / "nv.cubin"
     subprocess.run([real_tileiras, str(path), "--gpu-name=sm_90", "--lineinfo", "-o", str(cubin)], check=True)
     assert _global_lines(ptx_from_cubin(cubin.read_bytes())) == EXPECTED

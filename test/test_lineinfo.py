@@ -5,10 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from _build import bytecode_file
 from tileiras import driver
-from tileiras.ir.version import NEWEST
-from tileiras.text.parser import parse_module
-from tileiras.writer import write_bytecode
 from tileiras.reader import read_bytecode
 from tileiras.text.printer import print_module
 
@@ -73,15 +71,9 @@ NO_DEBUG_INFO = """cuda_tile.module @m {
 """
 
 
-def _no_debug_info_bytecode(tmp_path: Path) -> Path:
-    path = tmp_path / "k.tileir"
-    path.write_bytes(write_bytecode(parse_module(NO_DEBUG_INFO, "k.mlir", version=NEWEST), version=NEWEST))
-    return path
-
-
 def test_lineinfo_without_debug_info_synthesizes_unknown_scope(tmp_path, capsys):
     """A module without locations: NVIDIA's scope at ``<unknown>`` line 1, no Tile IR text."""
-    path = _no_debug_info_bytecode(tmp_path)
+    path = bytecode_file(tmp_path, NO_DEBUG_INFO)
     assert driver.main([str(path), "--gpu-name=sm_90", "--lineinfo", "--emit=ptx"]) == 0
     ptx = capsys.readouterr().out
     assert re.findall(r"\.file\s+(\d+)\s+\"([^\"]+)\"", ptx) == [("1", "<unknown>")]
@@ -96,7 +88,7 @@ def test_lineinfo_without_debug_info_cubin_is_nvidias(tmp_path, real_tileiras):
 
     from tileiras.codegen.ptxas import read_sections
 
-    path = _no_debug_info_bytecode(tmp_path)
+    path = bytecode_file(tmp_path, NO_DEBUG_INFO)
     for flags in (["--lineinfo"], ["-g", "-O0"]):
         ours, theirs = tmp_path / "ours.cubin", tmp_path / "theirs.cubin"
         assert driver.main([str(path), "--gpu-name=sm_90", *flags, "-o", str(ours)]) == 0

@@ -19,6 +19,7 @@ import subprocess
 
 import pytest
 
+from _build import bytecode_file
 from tileiras import disasm, driver
 from tileiras.ir.version import V13_1, NEWEST
 from tileiras.text.parser import parse_module
@@ -42,10 +43,7 @@ ENTRY = """\
 
 
 def bytecode(tmp_path, body: str, version=NEWEST, name: str = "k.tileir"):
-    path = tmp_path / name
-    path.write_bytes(write_bytecode(parse_module("cuda_tile.module @m {\n" + body + "}\n", "k.mlir",
-                                                 version=version), version=version))
-    return path
+    return bytecode_file(tmp_path, "cuda_tile.module @m {\n" + body + "}\n", version, name)
 
 
 @pytest.fixture

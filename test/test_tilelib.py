@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import _build
 from tileiras import diffcheck, driver, tilelib
 from tileiras.emulate.cubin import ptx_from_cubin
 from tileiras.ir.version import V13_1, V13_5
 from tileiras.text.parser import parse_module
-from tileiras.writer import write_bytecode
 
 KERNEL = """cuda_tile.module @m {
   global @g <f32: [9.0, 8.0]> : tile<2xf32>
@@ -56,7 +56,7 @@ BAD_OP = ("cuda_tile.module @lib {\n  entry @bad() {\n    %c = constant <f32: 1.
 
 
 def bytecode(text: str, version=V13_5) -> bytes:
-    return write_bytecode(parse_module(text, "k.mlir", version=version), version=version)
+    return _build.bytecode(text, version)
 
 
 @pytest.fixture
