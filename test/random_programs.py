@@ -19,6 +19,8 @@ class Program:
     cols: int
     lines: list[str] = field(default_factory=list)
     counter: int = 0
+    #: only combiners whose result does not depend on the order (max/min): results bit-exact
+    exact: bool = False
 
     @property
     def tile(self) -> str:
@@ -55,6 +57,7 @@ def _select(p: Program, rng: random.Random, x: str, y: str) -> str:
 
 
 FLOAT_REDUCTIONS = (("addf", "0.000000e+00"), ("maxf", "-3.000000e+38"), ("minf", "3.000000e+38"))
+ORDERLESS = FLOAT_REDUCTIONS[1:]
 INT_REDUCTIONS = (("addi", "0"), ("xori", "0"), ("maxi signed", "-2147483648"))
 
 
@@ -102,7 +105,7 @@ def _constant(p: Program, rng: random.Random) -> str:
 def _scan(p: Program, rng: random.Random, x: str) -> str:
     dim = rng.randrange(2)
     reverse = rng.choice(["true", "false"])
-    kind, identity = rng.choice([("addf", "0.000000e+00"), ("maxf", "-3.000000e+38")])
+    kind, identity = rng.choice(ORDERLESS[:1] if p.exact else [("addf", "0.000000e+00"), ("maxf", "-3.000000e+38")])
     out = p.fresh()
     p.emit(f"{out} = scan {x} dim={dim} reverse={reverse} identities=[{identity} : f32] : {p.tile} -> {p.tile}")
     _combiner(p, kind)
@@ -254,7 +257,7 @@ def _clamp(p: Program, x: str, bound: str) -> str:
 
 def _scalar_of(p: Program, rng: random.Random, x: str) -> str:
     """The maximum (or sum) of the whole tile, a tile<f32> every thread sees."""
-    kind, identity = rng.choice([("maxf", "-3.000000e+38"), ("addf", "0.000000e+00")])
+    kind, identity = rng.choice(ORDERLESS if p.exact else [("maxf", "-3.000000e+38"), ("addf", "0.000000e+00")])
     r, s = p.fresh(), p.fresh()
     p.emit(f"{r} = reduce {x} dim=0 identities=[{identity} : f32] : {p.tile} -> tile<{p.cols}xf32>")
     _combiner(p, kind)
@@ -394,17 +397,21 @@ def _math(p: Program, rng: random.Random, x: str, y: str) -> str:
     return out
 
 
-def generate_mixed(seed: int) -> str:
-    """Like ``generate``, with control flow, cat/extract, relayouts, iota, int round trips and math."""
+def generate_mixed(seed: int, elem: str = "f32", exact: bool = False) -> str:
+    """Like ``generate``, with control flow, cat/extract, relayouts, iota, int round trips and
+    math, on ``elem`` (f16, bf16, f32, f64) tiles.  ``exact``: only max/min reductions and
+    scans, so the compiled result must equal the interpreter's bit for bit (every other op
+    rounds once, whatever the order of evaluation)."""
     rng = random.Random(seed)
     rows, cols = rng.choice([(8, 32), (16, 16), (32, 8), (4, 64), (32, 32), (16, 64)])
-    p = Program(rows, cols)
+    p = Program(rows, cols, exact=exact)
     values = _load_inputs(p, VIEW, p.tile)
     steps = [(0.12, lambda x, y: _binary(p, rng, x, y)), (0.22, lambda x, y: _branch(p, rng, x, y)),
              (0.32, lambda x, y: _loop_with_branch(p, rng, x, y)), (0.42, lambda x, y: _cat_extract(p, rng, x, y)),
              (0.52, lambda x, y: _relayout(p, rng, x)), (0.60, lambda x, y: _iota_add(p, rng, x)),
              (0.70, lambda x, y: _through_ints(p, rng, x)), (0.82, lambda x, y: _math(p, rng, x, y)),
-             (0.90, lambda x, y: _reduce_back(p, rng, x)), (1.00, lambda x, y: _scan(p, rng, x))]
+             (0.90, lambda x, y: _reduce_back(p, rng, x, kinds=ORDERLESS if exact else FLOAT_REDUCTIONS)),
+             (1.00, lambda x, y: _scan(p, rng, x))]
     for _ in range(rng.randint(3, 10)):
         x, y = rng.choice(values), rng.choice(values)
         r = rng.random()
@@ -412,4 +419,5 @@ def generate_mixed(seed: int) -> str:
     out = values[-1]
     for other in values[-3:-1]:  # keep more of the program live
         out = _binary(p, rng, out, other)
-    return _store_result(p, out, "f32", VIEW, p.tile)
+    text = _store_result(p, out, "f32", VIEW, p.tile).replace("f32", elem)
+    return text.replace("3.000000e+38", "6.550400e+04") if elem == "f16" else text
