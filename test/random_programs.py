@@ -421,3 +421,56 @@ def generate_mixed(seed: int, elem: str = "f32", exact: bool = False) -> str:
         out = _binary(p, rng, out, other)
     text = _store_result(p, out, "f32", VIEW, p.tile).replace("f32", elem)
     return text.replace("3.000000e+38", "6.550400e+04") if elem == "f16" else text
+
+
+# --------------------------------------------------------------------------- view programs
+#
+# ``generate_views`` stresses the memory side: each operand is read through its own view
+# (partition or strided, row- or column-major tensor, dim_map, padding value) and the result
+# written through another, so the index math, masks and padding of every combination are
+# compared with the interpreter.
+
+PADDINGS = (None, "zero", "neg_zero", "nan", "pos_inf", "neg_inf")
+
+
+def _view_type(rng: random.Random, rows: int, cols: int, column_major: bool, load: bool) -> str:
+    tensor = "tensor_view<?x?xf32, strides=[1,?]>" if column_major else VIEW
+    dim_map = rng.choice(["", ", dim_map=[1, 0]"])
+    padding = rng.choice(PADDINGS) if load else None
+    pad = f", padding_value = {padding}" if padding else ""
+    if load and rng.random() < 0.4:
+        strides = [rng.choice([max(1, n // 2), n, n + 3]) for n in (rows, cols)]
+        return (f"strided_view<tile=({rows}x{cols}), traversal_strides=[{strides[0]},{strides[1]}]{pad}, "
+                f"{tensor}{dim_map}>")
+    return f"partition_view<tile=({rows}x{cols}){pad}, {tensor}{dim_map}>"
+
+
+def generate_views(seed: int) -> str:
+    rng = random.Random(seed)
+    rows, cols = rng.choice([(8, 32), (16, 16), (32, 8), (4, 64), (32, 32), (16, 64)])
+    p = Program(rows, cols)
+    p.emit("%tok = make_token : token")
+    p.emit("%bx, %by, %bz = get_tile_block_id : tile<i32>")
+    views = {}
+    for name in "abc":
+        column_major = rng.random() < 0.4
+        strides = "[1, %n]" if column_major else "[%n, 1]"
+        tensor = "tensor_view<?x?xf32, strides=[1,?]>" if column_major else VIEW
+        views[name] = _view_type(rng, rows, cols, column_major, load=name != "c")
+        kind = views[name].split("<", 1)[0]
+        p.emit(f"%t{name} = make_tensor_view %{name}, shape = [%n, %n], strides = {strides} : tile<i32> -> {tensor}")
+        p.emit(f"%p{name} = make_{kind} %t{name} : {views[name]}")
+    loaded = []
+    for name in "ab":
+        first, second = rng.choice([("%bx", "%by"), ("%by", "%bx"), ("%bx", "%bx")])
+        p.emit(f"%x{name}, %tk{name} = load_view_tko weak %p{name}[{first}, {second}] token = %tok : "
+               f"{views[name]}, tile<i32> -> {p.tile}, token")
+        loaded.append(f"%x{name}")
+    out = _binary(p, rng, *loaded)
+    if rows == cols and rng.random() < 0.3:
+        out = _transpose(p, rng, out)
+    p.emit(f"%done = store_view_tko weak {out}, %pc[%bx, %by] token = %tok : {p.tile}, {views['c']}, "
+           "tile<i32> -> token")
+    p.emit("return")
+    header = "entry @k(%a: tile<ptr<f32>>, %b: tile<ptr<f32>>, %c: tile<ptr<f32>>, %n: tile<i32>) {"
+    return header + "\n" + "\n".join(p.lines) + "\n}\n"

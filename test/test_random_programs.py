@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from random_programs import generate, generate_int, generate_mixed
+from random_programs import generate, generate_int, generate_mixed, generate_views
 
 from tileiras import diffcheck
 from tileiras.text.parser import parse_module
@@ -20,12 +20,12 @@ from tileiras.verify import check_module
 N = 100  # array extent: tiles at the edges are partial
 
 
-def _run(text: str, seed: int, gpu_name: str, dtype=np.float32):
+def _run(text: str, seed: int, gpu_name: str, dtype=np.float32, n: int = N):
     module = parse_module(text, f"random{seed}.mlir")
     check_module(module, gpu_name=gpu_name)
     rng = np.random.default_rng(seed)
-    a, b = (rng.uniform(-4, 4, (N, N)).astype(dtype) for _ in range(2))
-    args = [a, b, np.full((N, N), np.nan, dtype), np.int32(N)]  # NaN: what no tile stored
+    a, b = (rng.uniform(-4, 4, (n, n)).astype(dtype) for _ in range(2))
+    args = [a, b, np.full((n, n), np.nan, dtype), np.int32(n)]  # NaN: what no tile stored
     return diffcheck.run_both(module, "k", (4, 4, 1), args, gpu_name)
 
 
@@ -107,3 +107,25 @@ def test_random_mixed_program_f64(seed):
     scale = max(1.0, float(np.nanmax(np.abs(expected.arrays[2]))))
     problem = diffcheck.compare(expected, got, rtol=1e-10, atol=1e-12 * scale)
     assert problem is None, f"seed {seed}: {problem}\n{text}"
+
+
+def _check_views(seed: int) -> None:
+    text = generate_views(seed)
+    n = (64, 77, 100)[seed % 3]  # 77: rows start unaligned, no vector accesses
+    expected, got = _run(text, seed, ARCHS[seed % 4], n=n)
+    problem = diffcheck.compare(expected, got, rtol=0, atol=0)
+    assert problem is None, f"seed {seed}: {problem}\n{text}"
+    assert np.count_nonzero(~np.isnan(expected.arrays[2])) > 0, "nothing stored"
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_view_program(seed):
+    """Operands read through partition/strided views of row- or column-major tensors with
+    dim_map and padding values, written through another view: elementwise, so exact."""
+    _check_views(seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(16, 96))
+def test_random_view_program_more(seed):
+    _check_views(seed)
