@@ -58,7 +58,6 @@ def _select(p: Program, rng: random.Random, x: str, y: str) -> str:
 
 FLOAT_REDUCTIONS = (("addf", "0.000000e+00"), ("maxf", "-3.000000e+38"), ("minf", "3.000000e+38"))
 ORDERLESS = FLOAT_REDUCTIONS[1:]
-INT_REDUCTIONS = (("addi", "0"), ("xori", "0"), ("maxi signed", "-2147483648"))
 
 
 def _combiner(p: Program, op: str, elem: str = "f32") -> None:
@@ -189,27 +188,37 @@ def generate(seed: int) -> str:
 
 
 INT_VIEW = "tensor_view<?x?xi32, strides=[?,1]>"
+INT_BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64}
 
 
-def _int_binary(p: Program, rng: random.Random, x: str, y: str) -> str:
-    tile = p.tile.replace("f32", "i32")
+def _int_splat(p: Program, value: int, elem: str, tile: str) -> str:
+    c, s, b = p.fresh(), p.fresh(), p.fresh()
+    p.emit(f"{c} = constant <{elem}: {value}> : tile<{elem}>")
+    p.emit(f"{s} = reshape {c} : tile<{elem}> -> tile<1x1x{elem}>")
+    p.emit(f"{b} = broadcast {s} : tile<1x1x{elem}> -> {tile}")
+    return b
+
+
+def _int_binary(p: Program, rng: random.Random, x: str, y: str, elem: str = "i32") -> str:
+    tile = p.tile.replace("f32", elem)
     out = p.fresh()
     op = rng.choice(["addi", "subi", "muli", "maxi signed", "mini unsigned", "andi", "ori", "xori",
-                     "divi signed", "divi unsigned", "remi signed", "shri signed", "shri unsigned", "shli"])
+                     "divi signed", "divi unsigned", "remi signed", "shri signed", "shri unsigned", "shli",
+                     "select"])
     name, *flag = op.split()
+    if name == "select":  # x where x <s y or x >u y, else y
+        pred, sign = rng.choice([("less_than", "signed"), ("greater_than", "unsigned")])
+        c = p.fresh()
+        p.emit(f"{c} = cmpi {pred} {x}, {y}, {sign} : {tile} -> tile<{p.rows}x{p.cols}xi1>")
+        p.emit(f"{out} = select {c}, {x}, {y} : tile<{p.rows}x{p.cols}xi1>, {tile}")
+        return out
     if name in ("divi", "remi"):  # a divisor that is never zero: y | 1
-        one, s, b, d = p.fresh(), p.fresh(), p.fresh(), p.fresh()
-        p.emit(f"{one} = constant <i32: 1> : tile<i32>")
-        p.emit(f"{s} = reshape {one} : tile<i32> -> tile<1x1xi32>")
-        p.emit(f"{b} = broadcast {s} : tile<1x1xi32> -> {tile}")
-        p.emit(f"{d} = ori {y}, {b} : {tile}")
+        d = p.fresh()
+        p.emit(f"{d} = ori {y}, {_int_splat(p, 1, elem, tile)} : {tile}")
         y = d
-    if name in ("shli", "shri"):  # shift amounts 0..40 (past the width too)
-        m, s, b, amt = p.fresh(), p.fresh(), p.fresh(), p.fresh()
-        p.emit(f"{m} = constant <i32: 40> : tile<i32>")
-        p.emit(f"{s} = reshape {m} : tile<i32> -> tile<1x1xi32>")
-        p.emit(f"{b} = broadcast {s} : tile<1x1xi32> -> {tile}")
-        p.emit(f"{amt} = remi {y}, {b} unsigned : {tile}")
+    if name in ("shli", "shri"):  # shift amounts 0..width+7 (past the width too)
+        amt = p.fresh()
+        p.emit(f"{amt} = remi {y}, {_int_splat(p, INT_BITS[elem] + 8, elem, tile)} unsigned : {tile}")
         y = amt
     if name == "divi" and rng.random() < 0.5 and flag[0] == "signed":
         flag = [f"signed rounding<{rng.choice(['positive_inf', 'negative_inf'])}>"]
@@ -218,18 +227,21 @@ def _int_binary(p: Program, rng: random.Random, x: str, y: str) -> str:
     return out
 
 
-def generate_int(seed: int) -> str:
-    """Like ``generate``, on i32 tiles with signed/unsigned ops: results must match exactly."""
+def generate_int(seed: int, elem: str = "i32") -> str:
+    """Like ``generate``, on ``elem`` (i8..i64) tiles with signed/unsigned ops: results must
+    match exactly."""
     rng = random.Random(seed)
     rows, cols = rng.choice([(8, 32), (16, 16), (32, 8), (4, 64), (32, 32)])
     p = Program(rows, cols)
-    tile = f"tile<{rows}x{cols}xi32>"
-    values = _load_inputs(p, INT_VIEW, tile)
+    tile = f"tile<{rows}x{cols}x{elem}>"
+    view = INT_VIEW.replace("i32", elem)
+    reductions = (("addi", "0"), ("xori", "0"), ("maxi signed", str(-2 ** (INT_BITS[elem] - 1))))
+    values = _load_inputs(p, view, tile)
     for _ in range(rng.randint(3, 12)):
         x, y = rng.choice(values), rng.choice(values)
-        values.append(_reduce_back(p, rng, x, "i32", INT_REDUCTIONS) if rng.random() < 0.2
-                      else _int_binary(p, rng, x, y))
-    return _store_result(p, values[-1], "i32", INT_VIEW, tile)
+        values.append(_reduce_back(p, rng, x, elem, reductions) if rng.random() < 0.2
+                      else _int_binary(p, rng, x, y, elem))
+    return _store_result(p, values[-1], elem, view, tile)
 
 
 # --------------------------------------------------------------------------- mixed programs

@@ -50,13 +50,18 @@ def test_random_program_more(seed):
     _check(seed, "sm_80" if seed % 2 else "sm_90")
 
 
-def _check_int(seed: int, gpu_name: str) -> None:
-    text = generate_int(seed)
+INT_DTYPES = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64}
+
+
+def _check_int(seed: int, gpu_name: str, elem: str = "i32") -> None:
+    text = generate_int(seed, elem)
     module = parse_module(text, f"random_int{seed}.mlir")
     check_module(module, gpu_name=gpu_name)
     rng = np.random.default_rng(seed)
-    a, b = (rng.integers(-2**31, 2**31, (N, N), dtype=np.int64).astype(np.int32) for _ in range(2))
-    args = [a, b, np.zeros((N, N), np.int32), np.int32(N)]
+    dtype = INT_DTYPES[elem]
+    info = np.iinfo(dtype)
+    a, b = (rng.integers(info.min, info.max, (N, N), dtype=dtype, endpoint=True) for _ in range(2))
+    args = [a, b, np.zeros((N, N), dtype), np.int32(N)]
     grid = (4, 4, 1)
     expected, got = diffcheck.run_both(module, "k", grid, args, gpu_name)
     problem = diffcheck.compare(expected, got)
@@ -129,3 +134,10 @@ def test_random_view_program(seed):
 @pytest.mark.parametrize("seed", range(16, 96))
 def test_random_view_program_more(seed):
     _check_views(seed)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("elem", ["i8", "i16", "i64"])
+def test_random_int_program_widths(elem, seed):
+    """Narrow integers wrap, shift and divide in their own width; i64 in 64-bit registers."""
+    _check_int(seed, ARCHS[seed % 4], elem)
