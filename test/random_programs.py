@@ -334,6 +334,43 @@ def _loop_with_branch(p: Program, rng: random.Random, x: str, y: str) -> str:
     return res
 
 
+def _while_loop(p: Program, rng: random.Random, x: str, y: str) -> str:
+    """``loop`` carrying a counter and a tile: leaves after ``trips`` rounds, or early (break)
+    when the tile's maximum passes a threshold; every third round skips the update (continue)."""
+    t = p.tile
+    lo, lim, one, three, zero, thr, res = (p.fresh() for _ in range(7))
+    p.emit(f"{lo} = constant <i32: 0> : tile<i32>")
+    p.emit(f"{lim} = constant <i32: {rng.randrange(6)}> : tile<i32>")
+    p.emit(f"{one} = constant <i32: 1> : tile<i32>")
+    p.emit(f"{three} = constant <i32: 3> : tile<i32>")
+    p.emit(f"{zero} = constant <i32: 0> : tile<i32>")
+    p.emit(f"{thr} = constant <f32: {rng.choice(['2.000000e+00', '8.000000e+00', '1.000000e+02'])}> : tile<f32>")
+    p.emit(f"{res}:2 = loop iter_values(%k = {lo}, %w = {x}) : tile<i32>, {t} -> tile<i32>, {t} {{")
+    go, k1, rem, skip, big = (p.fresh() for _ in range(5))
+    p.emit(f"  {go} = cmpi less_than %k, {lim}, signed : tile<i32> -> tile<i1>")
+    p.emit(f"  if {go} {{")
+    p.emit("  } else {")
+    p.emit(f"    break %k, %w : tile<i32>, {t}")
+    p.emit("  }")
+    p.emit(f"  {k1} = addi %k, {one} : tile<i32>")
+    p.emit(f"  {rem} = remi {k1}, {three} signed : tile<i32>")
+    p.emit(f"  {skip} = cmpi equal {rem}, {zero}, signed : tile<i32> -> tile<i1>")
+    p.emit(f"  if {skip} {{")
+    p.emit(f"    continue {k1}, %w : tile<i32>, {t}")
+    p.emit("  } else {")
+    p.emit("  }")
+    w1 = _clamp(p, _binary(p, rng, "%w", y), "1.000000e+03")
+    s = _scalar_of(p, rng, w1)
+    p.emit(f"  {big} = cmpf greater_than ordered {s}, {thr} : tile<f32> -> tile<i1>")
+    p.emit(f"  if {big} {{")
+    p.emit(f"    break {k1}, {w1} : tile<i32>, {t}")
+    p.emit("  } else {")
+    p.emit("  }")
+    p.emit(f"  continue {k1}, {w1} : tile<i32>, {t}")
+    p.emit("}")
+    return f"{res}#1"
+
+
 def _cat_extract(p: Program, rng: random.Random, x: str, y: str) -> str:
     dim = rng.randrange(2)
     both = f"tile<{p.rows * 2}x{p.cols}xf32>" if dim == 0 else f"tile<{p.rows}x{p.cols * 2}xf32>"
@@ -423,7 +460,7 @@ def generate_mixed(seed: int, elem: str = "f32", exact: bool = False) -> str:
              (0.52, lambda x, y: _relayout(p, rng, x)), (0.60, lambda x, y: _iota_add(p, rng, x)),
              (0.70, lambda x, y: _through_ints(p, rng, x)), (0.82, lambda x, y: _math(p, rng, x, y)),
              (0.90, lambda x, y: _reduce_back(p, rng, x, kinds=ORDERLESS if exact else FLOAT_REDUCTIONS)),
-             (1.00, lambda x, y: _scan(p, rng, x))]
+             (0.95, lambda x, y: _scan(p, rng, x)), (1.00, lambda x, y: _while_loop(p, rng, x, y))]
     for _ in range(rng.randint(3, 10)):
         x, y = rng.choice(values), rng.choice(values)
         r = rng.random()
