@@ -472,6 +472,8 @@ def _ftoi(em: KernelEmitter, op: Operation) -> None:
         # PTX cvt saturates out-of-range values and maps NaN to 0
         if src_t.name == _UE5M3:
             x = fnv8_convert(b, x, src_t, T.BF16, BF16)
+        elif src_t.name == _E8M0:
+            x = X.cvt_ue8m0x2_to_bf16x2(b, x, x, BF16)[0]
         width = max(16, to.width)
         kind = ptx_float(x.type)
         src = x if kind != "bf16" else b.fpext(x, F32)
@@ -486,6 +488,10 @@ def _ftof(em: KernelEmitter, op: Operation) -> None:
     b = em.b
     src_t, dst_t = T.element_type(op.from_.type), T.element_type(op.result.type)
     to = llvm_type(op.result.type)
+    if _E8M0 in (src_t.name, dst_t.name):
+        mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
+        map_pairs(em, op, lambda x, y: e8m0_pair(b, x, y, src_t, dst_t, to, mode))
+        return
     if _UE5M3 in (src_t.name, dst_t.name):
         mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
         map_regs(em, op, lambda x: fnv8_convert(b, x, src_t, dst_t, to, mode))
@@ -598,9 +604,18 @@ def fnv8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarT
         return X.cvt_to_ue5m3(b, _ue5m3_source(b, x, src))
     if dst.name == "f16" and mode is RoundingMode.NEAREST_EVEN:
         return X.cvt_from_ue5m3(b, x, to)
-    wide = X.cvt_from_ue5m3(b, x, BF16)
+    return _from_bf16(b, X.cvt_from_ue5m3(b, x, BF16), dst, to, mode)
+
+
+def _from_bf16(b: ir.IRBuilder, wide: ir.Value, dst: T.ScalarType, to: ir.Type, mode: RoundingMode) -> ir.Value:
+    """A bf16 value that is a scale widened exactly (UE5M3, UE8M0) as ``dst``: f32 and f64
+    exactly, f16 through f32 in ``mode``, the narrow formats with their own conversions."""
     if to == BF16:
         return wide
+    if dst.name == _UE5M3:
+        return X.cvt_to_ue5m3(b, wide)
+    if isinstance(to, ir.DoubleType):
+        return b.fpext(wide, to)
     f32 = b.fpext(wide, F32)
     if dst.name == "f16":
         return X.cvt_asm(b, f"cvt.{_ROUND[mode]}.f16.f32", f32, to)
@@ -608,9 +623,7 @@ def fnv8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarT
         return _f8_convert(b, f32, T.F32, dst, to)
     if dst.name in _F4:
         return f4_convert(b, f32, T.F32, dst, to, native=True)
-    if dst.name == "f8E8M0FNU":
-        raise CompileError(f"ftof from {src} to {dst} is not supported yet")
-    return b.fpext(f32, to) if isinstance(to, ir.DoubleType) else f32
+    return f32
 
 
 def _ue5m3_source(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType) -> ir.Value:
@@ -620,14 +633,44 @@ def _ue5m3_source(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType) -> ir.Value:
         return _f8_convert(b, x, src, T.F16, ir.HalfType())
     if src.name in _F4:
         return f4_convert(b, x, src, T.F16, ir.HalfType(), native=True)
-    if src.name == "f8E8M0FNU":
-        raise CompileError(f"ftof from {src} to {_UE5M3} is not supported yet")
     if not isinstance(x.type, ir.DoubleType):
         return x
     i32 = ir.IntType(32)
     truncated = X.cvt_asm(b, "cvt.rz.f32.f64", x, F32)
     inexact = b.zext(b.fcmp_ordered("!=", b.fpext(truncated, ir.DoubleType()), x), i32)
     return b.bitcast(b.or_(b.bitcast(truncated, i32), inexact), F32)
+
+
+_E8M0 = "f8E8M0FNU"
+
+
+def e8m0_pair(b: ir.IRBuilder, x: ir.Value, y: ir.Value, src: T.ScalarType, dst: T.ScalarType, to: ir.Type,
+              mode: RoundingMode) -> tuple[ir.Value, ir.Value]:
+    """Two registers converted to or from f8E8M0FNU (UE8M0 scales, i8 codes; sm_100+, where
+    the verifier lets the type through) with one paired instruction, as NVIDIA's tileiras
+    13.5 converts them.  Narrowing: each source as f32, then ``cvt.{rz,rp}.satfinite.ue8m0x2.f32``
+    (the op's rounding is ``zero`` or ``positive_inf``, the verifier's rule).  Widening:
+    ``cvt.rn.bf16x2.ue8m0x2``, exact, then each bf16 value on to ``dst``."""
+    if dst.name == _E8M0:
+        rounding = "rp" if mode is RoundingMode.POSITIVE_INF else "rz"
+        return X.cvt_f32x2_to_ue8m0x2(b, rounding, _e8m0_source(b, x, src, rounding),
+                                      _e8m0_source(b, y, src, rounding))
+    lo, hi = X.cvt_ue8m0x2_to_bf16x2(b, x, y, BF16)
+    return _from_bf16(b, lo, dst, to, mode), _from_bf16(b, hi, dst, to, mode)
+
+
+def _e8m0_source(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, rounding: str) -> ir.Value:
+    """``x`` as the f32 value ``cvt ... ue8m0x2.f32`` rounds: exactly, or for f64 rounded to
+    f32 in the same direction first (``cvt.{rz,rp}.f32.f64``, as NVIDIA's tileiras does)."""
+    if src.name in _F8:
+        return _f8_convert(b, x, src, T.F32, F32)
+    if src.name in _F4:
+        return f4_convert(b, x, src, T.F32, F32, native=True)
+    if src.name == _UE5M3:
+        return b.fpext(X.cvt_from_ue5m3(b, x, BF16), F32)
+    if isinstance(x.type, ir.DoubleType):
+        return X.cvt_asm(b, f"cvt.{rounding}.f32.f64", x, F32)
+    return _to_f32(b, x)
 
 
 _F4 = ("f4E2M1FN",)

@@ -137,10 +137,14 @@ def to_format(x: np.ndarray, name: str, mode: Optional[RoundingMode] = None) -> 
 
 
 def to_e8m0(x: np.ndarray, mode: Optional[RoundingMode]) -> np.ndarray:
-    """f8E8M0FNU (a power of two 2^-127..2^127, NaN = 0xFF): rounding ``zero`` truncates to the
-    power of two below, ``positive_inf`` takes the one above; zero, negative and tiny inputs
-    give the smallest value 2^-127, huge ones 2^127 (the format has neither zero nor sign)."""
-    x = np.asarray(x, dtype=np.float64)
+    """f8E8M0FNU (a power of two 2^-127..2^127, NaN = 0xFF) of |x|: rounding ``zero`` takes the
+    power of two at or below, ``positive_inf`` the one at or above; zero and anything up to
+    2^-127 give the smallest value, larger ones and infinities 2^127 (the format has neither
+    zero nor sign).  That is ``cvt.{rz,rp}.satfinite.ue8m0x2.f32``, what NVIDIA's tileiras
+    emits; it rounds an f64 source to f32 first in the same direction (``cvt.{rz,rp}.f32.f64``),
+    so does this (exact for every narrower source): a negative f64 just above a power of two
+    in magnitude rounds toward it there, and ``positive_inf`` then keeps that power."""
+    x = round_f64(np.asarray(x, dtype=np.float64), FORMATS["f32"], mode)
     with np.errstate(all="ignore"):
         m, e = np.frexp(np.abs(x))
         exp = e.astype(np.int64) - 1
