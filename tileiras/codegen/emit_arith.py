@@ -576,7 +576,7 @@ def _f8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarTy
         return _f8_convert(b, _f8_convert(b, x, src, T.F32, F32), T.F32, dst, to)
     if dst.name in _F8:
         wide = x if isinstance(x.type, ir.FloatType) else (
-            b.fpext(x, F32) if not isinstance(x.type, ir.DoubleType) else b.fptrunc(x, F32))
+            b.fpext(x, F32) if not isinstance(x.type, ir.DoubleType) else _f64_to_f32_odd(b, x))
         pair = X.asm(b, i16, f"cvt.rn.satfinite.{_F8[dst.name]}x2.f32 $0, $2, $1;", "=h,f,f",
                      [wide, ir.Constant(F32, 0.0)])
         return b.trunc(pair, ir.IntType(8))
@@ -633,8 +633,14 @@ def _ue5m3_source(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType) -> ir.Value:
         return _f8_convert(b, x, src, T.F16, ir.HalfType())
     if src.name in _F4:
         return f4_convert(b, x, src, T.F16, ir.HalfType(), native=True)
-    if not isinstance(x.type, ir.DoubleType):
-        return x
+    return _f64_to_f32_odd(b, x) if isinstance(x.type, ir.DoubleType) else x
+
+
+def _f64_to_f32_odd(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """An f64 rounded to odd in f32 (truncated, the last bit set when that lost anything), as
+    NVIDIA's tileiras narrows f64 to the 8-bit formats: rounding that again to a format of
+    at most 22 significand bits is the correct rounding of ``x`` (rounding to nearest in f32
+    first could land on a tie of the narrow format and round it the wrong way)."""
     i32 = ir.IntType(32)
     truncated = X.cvt_asm(b, "cvt.rz.f32.f64", x, F32)
     inexact = b.zext(b.fcmp_ordered("!=", b.fpext(truncated, ir.DoubleType()), x), i32)
@@ -682,15 +688,15 @@ _E2M1_STEPS = ((0.25, ">"), (0.75, ">="), (1.25, ">"), (1.75, ">="), (2.5, ">"),
 def f4_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarType, to: ir.Type,
                native: bool) -> ir.Value:
     """f4E2M1FN <-> other floats.  Values travel as i8 holding the 4-bit pattern.  Narrowing
-    rounds to nearest even and saturates to +-6 (NaN -> +6, as the interpreter);
+    rounds to nearest even and saturates to +-6 (NaN -> +6, as the interpreter and, per
+    cuda_fp4.hpp, ``cvt.rn.satfinite.e2m1x2``; f64 rounds to odd in f32 first, as NVIDIA's);
     ``native`` (sm_100+) uses ``cvt ... e2m1x2``, else integer/compare arithmetic."""
     if src.name in _F4 and dst.name in _F4:
         return x
     if dst.name in _F4:
-        wide = _f8_convert(b, x, src, T.F32, F32) if src.name in _F8 else _to_f32(b, x)
-        if native:
-            nan = b.fcmp_unordered("uno", wide, wide)
-            wide = b.select(nan, ir.Constant(F32, 6.0), wide)  # cvt: NaN pattern differs
+        wide = _f8_convert(b, x, src, T.F32, F32) if src.name in _F8 else (
+            _f64_to_f32_odd(b, x) if isinstance(x.type, ir.DoubleType) else _to_f32(b, x))
+        if native:  # NaN gives +6 by itself
             return X.cvt_f32x2_to_e2m1x2(b, ir.Constant(F32, 0.0), wide)
         return _f32_to_e2m1(b, wide)
     if native:
