@@ -1,14 +1,19 @@
-"""f8E8M0FNU (UE8M0 scales: a power of two 2^-127..2^127, NaN 0xFF) converted to and from the
-other float types, as NVIDIA's tileiras 13.5 converts them.
+"""8-bit float conversions compiled as NVIDIA's tileiras 13.5 compiles them, bit for bit: the
+interpreter against our PTX in the emulator and, where NVIDIA's tool is installed, against
+NVIDIA's PTX in the emulator.
 
-Measured with tileiras 13.5 on kernels written as text: any op using the type is refused below
-sm_100 (``Incompatibility with architecture 'sm_90': unsupported type 'f8E8M0FNU'``, exit 5);
-conversions to it take only ``rounding<zero>`` or ``rounding<positive_inf>`` (exit 3 otherwise).
-On sm_100/103/110/120/121 NVIDIA narrows every source as f32 (f64 with ``cvt.{rz,rp}.f32.f64``,
-fp8/f4/UE5M3 widened exactly) with ``cvt.{rz,rp}.satfinite.ue8m0x2.f32`` and widens with
-``cvt.rn.bf16x2.ue8m0x2`` and then from bf16 on; so do we, two registers an instruction.
-Every result is compared bit for bit: the interpreter against our PTX in the emulator, and,
-where NVIDIA's tool is installed, against NVIDIA's PTX in the emulator.
+f8E8M0FNU (UE8M0 scales: a power of two 2^-127..2^127, NaN 0xFF), measured on kernels written
+as text: any op using the type is refused below sm_100 (``Incompatibility with architecture
+'sm_90': unsupported type 'f8E8M0FNU'``, exit 5); conversions to it take only
+``rounding<zero>`` or ``rounding<positive_inf>`` (exit 3 otherwise).  On sm_100/103/110/120/121
+NVIDIA narrows every source as f32 (f64 with ``cvt.{rz,rp}.f32.f64``, fp8/f4/UE5M3 widened
+exactly) with ``cvt.{rz,rp}.satfinite.ue8m0x2.f32`` and widens with ``cvt.rn.bf16x2.ue8m0x2``
+and then from bf16 on; so do we, two registers an instruction.
+
+f8E4M3FN and f8E5M2: NVIDIA narrows with a bare ``cvt.rn.satfinite.{e4m3x2,e5m2x2}`` from f32
+or f16x2 (bf16 through f32, f64 rounded to odd in f32), whose NaN is NaN per the PTX ISA, so
+NaN stays NaN in both formats (the spec's table says +MAX_NORM for e4m3; the hardware running
+NVIDIA's code wins: see ``tileiras.interp.floats``); infinities and overflow give +-MAX_NORM.
 """
 from __future__ import annotations
 
@@ -249,4 +254,69 @@ def test_nvidias_ptx_agrees(tmp_path, real_tileiras, src, outs, x):
     with open(cubin, "rb") as f:
         nvidia = ptx_from_cubin(f.read())
     expected, got, _ = run(src, outs, x, ptx=nvidia)
+    assert_same_bits(expected, got, x)
+
+
+# -- f8E4M3FN and f8E5M2: NaN, infinities, overflow ---------------------------------------------
+FP8 = [("f8E4M3FN", ""), ("f8E5M2", "")]
+FP8_SOURCES = [("f32", f32_sweep), ("f64", f64_sweep), ("f16", lambda: every(np.float16, 16)),
+               ("bf16", lambda: every(ml_dtypes.bfloat16, 16))]
+
+
+@pytest.mark.parametrize("src, inputs", FP8_SOURCES, ids=[s for s, _ in FP8_SOURCES])
+def test_fp8_narrowing_bit_exact(src, inputs):
+    x = inputs()
+    expected, got, _ = run(src, FP8, x, gpu="sm_90")
+    assert_same_bits(expected, got, x)
+    with np.errstate(invalid="ignore"):  # signalling NaNs
+        wide = x.astype(np.float64)
+    for out, top in zip(expected, (448.0, 57344.0)):
+        values = out.astype(np.float64)
+        assert np.array_equal(np.isnan(values), np.isnan(wide))                  # NaN stays NaN, only NaN
+        huge = np.isinf(wide) | (np.abs(wide) > 2 * top)
+        assert np.array_equal(values[huge], np.copysign(top, wide[huge]))        # +-MAX_NORM, inf too
+
+
+@pytest.mark.parametrize("src", ["f8E4M3FN", "f8E5M2"])
+def test_fp8_widening_bit_exact(src):
+    """Every code, NaN and (e5m2) infinity included, to the wider types and the other fp8."""
+    x = every(DTYPES[src])
+    other = "f8E5M2" if src == "f8E4M3FN" else "f8E4M3FN"
+    expected, got, _ = run(src, [("f32", ""), ("f64", ""), ("f16", ""), ("bf16", ""), (other, "")], x, gpu="sm_90")
+    assert_same_bits(expected, got, x)
+    exact = x.astype(np.float64)
+    np.testing.assert_array_equal(expected[1], exact)                             # NaN and inf kept
+    converted = expected[4].astype(np.float64)
+    assert np.array_equal(np.isnan(converted), np.isnan(exact))
+    if src == "f8E5M2":
+        assert converted[0x7C] == 448.0 and converted[0xFC] == -448.0            # inf -> +-MAX_NORM
+
+
+def test_f64_rounds_once():
+    """f64 -> fp8/f4 rounds to odd in f32 first, as NVIDIA's: a value a hair off a tie of the
+    narrow format must not become the tie in f32 (2^-10 is half e4m3's smallest step, 0.25
+    e2m1's)."""
+    ties = np.array([2.0**-10, 2.0**-17, 0.25, 0.75, 2.5], np.float64)
+    x = np.resize(np.concatenate([ties * (1 + 2.0**-40), ties * (1 - 2.0**-40), ties]), TILE)
+    outs = FP8 + [("f4E2M1FN", "")]
+    expected, got, _ = run("f64", outs, x)
+    assert_same_bits(expected, got, x)
+    e4m3, e5m2, e2m1 = (e.astype(np.float64) for e in expected)
+    assert e4m3[[0, 5, 10]].tolist() == [2.0**-9, 0.0, 0.0]
+    assert e5m2[[1, 6, 11]].tolist() == [2.0**-16, 0.0, 0.0]
+    assert e2m1[[2, 3, 4, 7, 8, 9]].tolist() == [0.5, 1.0, 3.0, 0.0, 0.5, 2.0]
+
+
+@pytest.mark.parametrize("src, outs, x", [("f32", FP8, f32_sweep()), ("f16", FP8, every(np.float16, 16)),
+                                          ("f64", FP8 + [("f4E2M1FN", "")], f64_sweep()),
+                                          ("f8E4M3FN", [("f8E5M2", ""), ("f32", "")], every(DTYPES["f8E4M3FN"])),
+                                          ("f8E5M2", [("f8E4M3FN", ""), ("f16", "")], every(DTYPES["f8E5M2"]))])
+def test_nvidias_fp8_ptx_agrees(tmp_path, real_tileiras, src, outs, x):
+    """NVIDIA's PTX in the emulator gives the interpreter's codes: NaN stays NaN."""
+    gpu = "sm_100" if ("f4E2M1FN", "") in outs else "sm_90"
+    _, rc, stderr, cubin = compile_both(tmp_path, real_tileiras, kernel(src, outs), gpu)
+    assert rc == 0, stderr
+    with open(cubin, "rb") as f:
+        nvidia = ptx_from_cubin(f.read())
+    expected, got, _ = run(src, outs, x, gpu=gpu, ptx=nvidia)
     assert_same_bits(expected, got, x)
