@@ -199,6 +199,20 @@ def test_ftoi_from_e8m0():
     assert_same_bits(expected, got, ALL_E8M0)
 
 
+@pytest.mark.parametrize("src", ["f8E4M3FN", "f8E5M2", "f4E2M1FN"])
+def test_ftoi_from_narrow_floats(src):
+    """Widened exactly to f16 first, as NVIDIA's (``cvt.rzi.s32.f16``); i16 saturates (e5m2
+    reaches 57344), NaN gives 0.  (i8 is left out: out of range it is undefined, and NVIDIA's
+    ``cvt.rzi.s16`` then truncation wraps where the interpreter saturates.)"""
+    x = every(DTYPES[src], 4 if src == "f4E2M1FN" else 8)
+    expected, got, ptx = run(src, [("i32", ""), ("i16", "")], x, op="ftoi")
+    assert_same_bits(expected, got, x)
+    assert expected[0][[0x00, 0x7F if src == "f8E4M3FN" else 0x0]].tolist() == [0, 0]
+    if src == "f8E5M2":
+        assert expected[1][0x7B] == 32767 and expected[0][0x7B] == 57344 and expected[0][0xFB] == -57344
+    assert "cvt.rzi.s32.f16" in ptx
+
+
 # -- UE5M3 (sm_107, the only target with both) --------------------------------------------------
 def test_ue5m3_both_ways_bit_exact():
     ue = every(DTYPES["fnv8E5M3FNU"])

@@ -470,10 +470,7 @@ def _ftoi(em: KernelEmitter, op: Operation) -> None:
 
     def one(x: ir.Value) -> ir.Value:
         # PTX cvt saturates out-of-range values and maps NaN to 0
-        if src_t.name == _UE5M3:
-            x = fnv8_convert(b, x, src_t, T.BF16, BF16)
-        elif src_t.name == _E8M0:
-            x = X.cvt_ue8m0x2_to_bf16x2(b, x, x, BF16)[0]
+        x = _ftoi_source(b, x, src_t, em.target.arch >= 100)
         width = max(16, to.width)
         kind = ptx_float(x.type)
         src = x if kind != "bf16" else b.fpext(x, F32)
@@ -481,6 +478,20 @@ def _ftoi(em: KernelEmitter, op: Operation) -> None:
                       src, ir.IntType(width))
         return b.trunc(r, to) if width != to.width else r
     map_regs(em, op, one)
+
+
+def _ftoi_source(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, native_f4: bool) -> ir.Value:
+    """``x`` as a value ``cvt.<rounding>i`` takes: the 8- and 4-bit floats (i8 codes) widened
+    exactly, as NVIDIA's tileiras widens them (fp8 and f4 to f16, the scales to bf16)."""
+    if src.name == _UE5M3:
+        return fnv8_convert(b, x, src, T.BF16, BF16)
+    if src.name == _E8M0:
+        return X.cvt_ue8m0x2_to_bf16x2(b, x, x, BF16)[0]
+    if src.name in _F8:
+        return _f8_convert(b, x, src, T.F16, ir.HalfType())
+    if src.name in _F4:
+        return f4_convert(b, x, src, T.F16, ir.HalfType(), native_f4)
+    return x
 
 
 @emits(CO.FToFOp)
