@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from random_programs import generate, generate_int
+from random_programs import generate, generate_int, generate_mixed
 
 from tileiras import diffcheck
 from tileiras.text.parser import parse_module
@@ -19,8 +19,9 @@ from tileiras.verify import check_module
 N = 100  # array extent: tiles at the edges are partial
 
 
-def _check(seed: int, gpu_name: str) -> None:
-    module = parse_module(generate(seed), f"random{seed}.mlir")
+def _check(seed: int, gpu_name: str, make=generate) -> None:
+    text = make(seed)
+    module = parse_module(text, f"random{seed}.mlir")
     check_module(module, gpu_name=gpu_name)
     rng = np.random.default_rng(seed)
     a, b = (rng.uniform(-4, 4, (N, N)).astype(np.float32) for _ in range(2))
@@ -32,7 +33,7 @@ def _check(seed: int, gpu_name: str) -> None:
     # over registers, lanes and warps): allow for the reassociation error
     scale = max(1.0, float(np.nanmax(np.abs(expected.arrays[2]))))
     problem = diffcheck.compare(expected, got, rtol=1e-4, atol=1e-5 * scale)
-    assert problem is None, f"seed {seed}: {problem}\n{generate(seed)}"
+    assert problem is None, f"seed {seed}: {problem}\n{text}"
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -62,3 +63,19 @@ def _check_int(seed: int, gpu_name: str) -> None:
 @pytest.mark.parametrize("seed", range(30))
 def test_random_int_program(seed):
     _check_int(seed, "sm_90" if seed % 3 else "sm_80")
+
+
+ARCHS = ("sm_80", "sm_90", "sm_100", "sm_120")
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_mixed_program(seed):
+    """Branches (uniform on the block id or a reduced value), loops with a branch inside,
+    cat/extract, relayouts, iota, int round trips and math functions."""
+    _check(seed, ARCHS[seed % 4], generate_mixed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(24, 124))
+def test_random_mixed_program_more(seed):
+    _check(seed, ARCHS[seed % 4], generate_mixed)
