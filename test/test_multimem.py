@@ -140,6 +140,19 @@ def ptx_of(name: str) -> str:
                           CompileOptions(gpu_name="sm_100"), "ptx")
 
 
+def nvidia_ptx(real_tileiras: str, tmp_path, text: str) -> str:
+    """NVIDIA's PTX for Tile IR ``text`` (compiled with line info, read from the cubin)."""
+    src, out = tmp_path / "k.tileir", tmp_path / "k.cubin"
+    src.write_bytes(write_bytecode(parse_module(text, "k.mlir")))
+    subprocess.run([real_tileiras, "--gpu-name=sm_100", "--lineinfo", str(src), "-o", str(out)], check=True,
+                   capture_output=True, timeout=120)
+    return ptx_from_cubin(out.read_bytes())
+
+
+def reqntid(ptx: str) -> int:
+    return int(re.search(r"\.reqntid (\d+)", ptx).group(1))
+
+
 def instructions(ptx: str) -> set[str]:
     """The multimem and fence instructions, registers and predicates blanked."""
     return set(fences_and_instructions(ptx))
@@ -176,11 +189,8 @@ def test_instructions_as_nvidia(name):
 @pytest.mark.parametrize("name", sorted(GOLDEN_MULTIMEM))
 def test_nvidia_emits_the_same_instructions(name, real_tileiras, tmp_path):
     """EXPECTED is what NVIDIA's tool emits today (its PTX from the cubin)."""
-    src, out = tmp_path / "k.tileir", tmp_path / "k.cubin"
-    src.write_bytes(write_bytecode(parse_module(multimem_kernel(**GOLDEN_MULTIMEM[name]), "k.mlir")))
-    subprocess.run([real_tileiras, "--gpu-name=sm_100", "--lineinfo", str(src), "-o", str(out)], check=True,
-                   capture_output=True, timeout=120)
-    assert instructions(ptx_from_cubin(out.read_bytes())) == EXPECTED[name]
+    ptx = nvidia_ptx(real_tileiras, tmp_path, multimem_kernel(**GOLDEN_MULTIMEM[name]))
+    assert instructions(ptx) == EXPECTED[name]
 
 
 #: Release writes of several instructions a thread: NVIDIA's tileiras puts a fence before each.
@@ -206,11 +216,7 @@ def test_a_release_fence_before_every_instruction(name):
 @pytest.mark.parametrize("name", sorted(RELEASE_SEQUENCES))
 def test_nvidia_fences_every_instruction(name, real_tileiras, tmp_path):
     kwargs, expected = RELEASE_SEQUENCES[name]
-    src, out = tmp_path / "k.tileir", tmp_path / "k.cubin"
-    src.write_bytes(write_bytecode(parse_module(multimem_kernel(**kwargs), "k.mlir")))
-    subprocess.run([real_tileiras, "--gpu-name=sm_100", "--lineinfo", str(src), "-o", str(out)], check=True,
-                   capture_output=True, timeout=120)
-    assert fences_and_instructions(ptx_from_cubin(out.read_bytes())) == expected
+    assert fences_and_instructions(nvidia_ptx(real_tileiras, tmp_path, multimem_kernel(**kwargs))) == expected
 
 
 def test_fences_run_where_the_tile_is_and_the_thread_owns_the_pair():
@@ -319,15 +325,11 @@ LOAD_CTA_SIZES = {
 }
 
 
-def threads(ptx: str) -> int:
-    return int(re.search(r"\.reqntid (\d+)", ptx).group(1))
-
-
 @pytest.mark.parametrize("name", sorted(CTA_SIZES))
 def test_cta_size_as_nvidia(name):
     text, expected, forms = CTA_SIZES[name]
     ptx = compile_module(parse_module(text, "k.mlir"), CompileOptions(gpu_name="sm_100"), "ptx")
-    assert (threads(ptx), instructions(ptx)) == (expected, forms)
+    assert (reqntid(ptx), instructions(ptx)) == (expected, forms)
 
 
 @pytest.mark.parametrize("name", sorted(LOAD_CTA_SIZES))
@@ -336,19 +338,15 @@ def test_load_reduce_cta_size_as_nvidia(name):
     text, expected, forms = LOAD_CTA_SIZES[name]
     ptx = compile_module(parse_module(text, "k.mlir"), CompileOptions(gpu_name="sm_100"), "ptx")
     assert instructions(ptx) == forms
-    assert threads(ptx) == expected
+    assert reqntid(ptx) == expected
 
 
 @pytest.mark.parametrize("name", sorted(CTA_SIZES) + sorted(LOAD_CTA_SIZES))
 def test_nvidia_cta_sizes(name, real_tileiras, tmp_path):
     """CTA_SIZES and LOAD_CTA_SIZES are what NVIDIA's tool emits today."""
     text, expected, forms = {**CTA_SIZES, **LOAD_CTA_SIZES}[name]
-    src, out = tmp_path / "k.tileir", tmp_path / "k.cubin"
-    src.write_bytes(write_bytecode(parse_module(text, "k.mlir")))
-    subprocess.run([real_tileiras, "--gpu-name=sm_100", "--lineinfo", str(src), "-o", str(out)], check=True,
-                   capture_output=True, timeout=120)
-    ptx = ptx_from_cubin(out.read_bytes())
-    assert (threads(ptx), instructions(ptx)) == (expected, forms)
+    ptx = nvidia_ptx(real_tileiras, tmp_path, text)
+    assert (reqntid(ptx), instructions(ptx)) == (expected, forms)
 
 
 @pytest.mark.parametrize("name", ["st_f16_4096", "red_f16_edge_release", "red_bf16_dim_map", "st_f16_iota",
@@ -473,12 +471,8 @@ def test_unused_loads_are_dropped(name):
 @pytest.mark.parametrize("name", sorted(UNUSED))
 def test_nvidia_drops_unused_loads(name, real_tileiras, tmp_path):
     text, threads, kept = UNUSED[name]
-    src, out = tmp_path / "k.tileir", tmp_path / "k.cubin"
-    src.write_bytes(write_bytecode(parse_module(_reordered(text), "k.mlir")))
-    subprocess.run([real_tileiras, "--gpu-name=sm_100", "--lineinfo", str(src), "-o", str(out)], check=True,
-                   capture_output=True, timeout=120)
-    ptx = ptx_from_cubin(out.read_bytes())
-    assert re.search(r"\.reqntid (\d+)", ptx).group(1) == str(threads)
+    ptx = nvidia_ptx(real_tileiras, tmp_path, _reordered(text))
+    assert reqntid(ptx) == threads
     assert instructions(ptx) == kept
 
 
