@@ -627,3 +627,72 @@ def _splat_1d(p: Program, value: str, n: int) -> str:
     p.emit(f"{r} = reshape {c} : tile<f32> -> tile<1xf32>")
     p.emit(f"{b} = broadcast {r} : tile<1xf32> -> tile<{n}xf32>")
     return b
+
+
+# --------------------------------------------------------------------------- shape programs
+#
+# ``generate_shapes`` moves one loaded tile through 3-d reshapes, permutations, reductions
+# over any axis (kept as a size-1 axis and broadcast back) and 3-d cat/extract before it is
+# reshaped back and stored: the layout conversions between all these shapes are what is
+# compared.
+
+def _t3(shape: tuple, elem: str = "f32") -> str:
+    return "tile<" + "x".join(str(d) for d in shape) + f"x{elem}>"
+
+
+def generate_shapes(seed: int) -> str:
+    rng = random.Random(seed)
+    rows, cols = rng.choice([(16, 16), (32, 32), (8, 64), (64, 8), (16, 64)])
+    p = Program(rows, cols)
+    values = _load_inputs(p, VIEW, p.tile)
+    n = rows * cols
+    a = rng.choice([2, 4, 8])
+    b = rng.choice([d for d in (2, 4, 8, 16) if n % (a * d) == 0 and n // (a * d) >= 2])
+    shape = (a, b, n // (a * b))
+    cur = p.fresh()
+    p.emit(f"{cur} = reshape {rng.choice(values)} : {p.tile} -> {_t3(shape)}")
+    other = p.fresh()
+    p.emit(f"{other} = reshape {values[1]} : {p.tile} -> {_t3(shape)}")
+    for _ in range(rng.randint(2, 6)):
+        kind = rng.random()
+        out = p.fresh()
+        if kind < 0.35:
+            perm = rng.choice([(0, 2, 1), (1, 0, 2), (2, 1, 0), (1, 2, 0), (2, 0, 1)])
+            new = tuple(shape[i] for i in perm)
+            p.emit(f"{out} = permute {cur} [{', '.join(map(str, perm))}] : {_t3(shape)} -> {_t3(new)}")
+            o2 = p.fresh()
+            p.emit(f"{o2} = permute {other} [{', '.join(map(str, perm))}] : {_t3(shape)} -> {_t3(new)}")
+            shape, cur, other = new, out, o2
+        elif kind < 0.6:
+            axis = rng.randrange(3)
+            kept = tuple(d for i, d in enumerate(shape) if i != axis)
+            one = tuple(1 if i == axis else d for i, d in enumerate(shape))
+            op, identity = rng.choice(ORDERLESS)
+            r, s = p.fresh(), p.fresh()
+            p.emit(f"{r} = reduce {cur} dim={axis} identities=[{identity} : f32] : {_t3(shape)} -> {_t3(kept)}")
+            _combiner(p, op)
+            p.emit(f"{s} = reshape {r} : {_t3(kept)} -> {_t3(one)}")
+            b2 = p.fresh()
+            p.emit(f"{b2} = broadcast {s} : {_t3(one)} -> {_t3(shape)}")
+            p.emit(f"{out} = subf {other}, {b2} : {_t3(shape)}")
+            cur = out
+        elif kind < 0.8:
+            axis = rng.randrange(3)
+            both = tuple(d * 2 if i == axis else d for i, d in enumerate(shape))
+            half = rng.randrange(2)
+            c = p.fresh()
+            p.emit(f"{c} = cat {cur}, {other} dim = {axis} : {_t3(shape)}, {_t3(shape)} -> {_t3(both)}")
+            idx = []
+            for i in range(3):
+                k = p.fresh()
+                p.emit(f"{k} = constant <i32: {half if i == axis else 0}> : tile<i32>")
+                idx.append(k)
+            p.emit(f"{out} = extract {c}[{', '.join(idx)}] : {_t3(both)} -> {_t3(shape)}")
+            cur = out
+        else:
+            op = rng.choice(["addf", "mulf", "maxf", "subf"])
+            p.emit(f"{out} = {op} {cur}, {other} : {_t3(shape)}")
+            cur, other = out, cur
+    back = p.fresh()
+    p.emit(f"{back} = reshape {cur} : {_t3(shape)} -> {p.tile}")
+    return _store_result(p, back, "f32", VIEW, p.tile)

@@ -11,7 +11,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from random_programs import generate, generate_int, generate_mixed, generate_pointers, generate_views
+from random_programs import (generate, generate_int, generate_mixed, generate_pointers, generate_shapes,
+                             generate_views)
 
 from tileiras import diffcheck
 from tileiras.text.parser import parse_module
@@ -170,3 +171,13 @@ def test_random_pointer_program(seed):
 @pytest.mark.parametrize("seed", range(16, 96))
 def test_random_pointer_program_more(seed):
     _check_pointers(seed)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_shape_program(seed):
+    """3-d reshapes, permutations, reductions over any axis broadcast back, 3-d cat/extract:
+    data movement only (and max/min/sub), so exact."""
+    text = generate_shapes(seed)
+    expected, got = _run(text, seed, ARCHS[seed % 4])
+    problem = diffcheck.compare(expected, got, rtol=0, atol=0)
+    assert problem is None, f"seed {seed}: {problem}\n{text}"
