@@ -61,3 +61,14 @@ def test_other_reductions_shuffle(element, body, gpu):
     assert ("redux.sync" in ptx) == (element == "i32")
     assert ("shfl.sync.bfly" in ptx) == (element != "i32")
     assert [r.problem for r in diffcheck.check_module(module, gpu, grid=(3, 1, 1), extent=700)] == [None]
+
+
+def test_shared_addresses_are_32_bit():
+    """The warps' partial results meet in shared memory, addressed with 32-bit registers as
+    in NVIDIA's PTX (64-bit shared addresses cost cat_extract four registers on sm_80)."""
+    module = parse_module(reduce_kernel("addi"), "k.mlir")
+    ptx = diffcheck.compile_ptx(module, "sm_80")
+    addresses = re.findall(r"(?:ld|st)\.shared\S*\s+(?:\S+,\s*)?\[([^\]+]+)", ptx)
+    assert addresses and all(a.startswith("%r") for a in addresses), addresses
+    assert not re.search(r"mov\.b64\s+%rd\d+, global_smem", ptx)
+    assert [r.problem for r in diffcheck.check_module(module, "sm_80", grid=(3, 1, 1), extent=700)] == [None]
