@@ -4,8 +4,10 @@ cat, extract, insert.
 Reductions combine in three steps, each in a fixed order (ascending coordinate
 along the reduced dim): registers within a thread, lanes of a warp with
 butterfly shuffles (one redux.sync for 32-bit integer ops over a whole warp, whose
-result does not depend on the order), then warps through shared memory.  Scans and the ops that
-move elements between arbitrary positions go through shared memory.
+result does not depend on the order), then warps through shared memory (read back one
+warp's partial a lane and folded by a butterfly, where every lane of a warp holds the same
+results).  Scans and the ops that move elements between arbitrary positions go through
+shared memory.
 """
 from __future__ import annotations
 
