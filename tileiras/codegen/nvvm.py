@@ -554,6 +554,18 @@ def emit_module(module: Module, analyses: dict[str, TileAS], target: Target,
     return llmod
 
 
+def define_launch_metadata(llmod: ir.Module) -> None:
+    """``___NV_TILE_LAUNCH_META_DATA___``: 64 zero bytes, global, 8-aligned, in every module
+    with an entry (the CUDA driver reads it; no code does).  The only place it is made:
+    ``ptx.finalize_ptx`` checks it is there."""
+    from .abi import LAUNCH_METADATA_NAME
+
+    meta_t = ir.ArrayType(ir.IntType(8), 64)
+    meta = ir.GlobalVariable(llmod, meta_t, name=LAUNCH_METADATA_NAME, addrspace=1)
+    meta.initializer = ir.Constant(meta_t, None)
+    meta.align = 8
+
+
 def order_globals(llmod: ir.Module, module_globals: Sequence[str]) -> None:
     """Define the launch metadata and order the globals as NVIDIA's PTX lists them.
 
@@ -561,10 +573,7 @@ def order_globals(llmod: ir.Module, module_globals: Sequence[str]) -> None:
     the module's own globals, then the rest (math tables, constants, shared memory)."""
     from .abi import LAUNCH_METADATA_NAME
 
-    meta_t = ir.ArrayType(ir.IntType(8), 64)
-    meta = ir.GlobalVariable(llmod, meta_t, name=LAUNCH_METADATA_NAME, addrspace=1)
-    meta.initializer = ir.Constant(meta_t, None)
-    meta.align = 8
+    define_launch_metadata(llmod)
     own = {name: i for i, name in enumerate(module_globals)}
 
     def rank(name: str) -> tuple[int, int]:
