@@ -427,9 +427,10 @@ class KernelEmitter:
         return self._smem
 
     def smem_slot(self, index: ir.Value, elem_bytes: int, base: int = 0) -> ir.Value:
-        """Address of element ``index`` (i32) of an array of ``elem_bytes`` at ``base``."""
+        """Address of element ``index`` (i32) of an array of ``elem_bytes`` at ``base``; 32-bit
+        arithmetic, as shared addresses are 32 bits (``llvm_targets.NVPTX_OPTIONS``)."""
         b = self.b
-        off = b.add(b.mul(b.zext(index, I64), ir.Constant(I64, elem_bytes)), ir.Constant(I64, base))
+        off = b.add(b.mul(index, ir.Constant(I32, elem_bytes)), ir.Constant(I32, base))
         return byte_gep(b, self.smem(), off)
 
     def flat_index(self, coords: Sequence[ir.Value], shape: Sequence[int]) -> ir.Value:
