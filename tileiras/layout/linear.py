@@ -253,10 +253,17 @@ def default_blocked(shape: Sequence[int], num_warps: int, vector: int = 1,
     order = list(order) or list(reversed(range(rank)))
     spt = [1] * rank
     spt[-1] = min(vector, shape[-1])
+    return blocked(shape, spt, *_fill_threads(shape, spt, order, num_warps), order)
+
+
+def _fill_threads(shape: tuple[int, ...], spt: Sequence[int], order: Sequence[int],
+                  num_warps: int) -> tuple[list[int], list[int]]:
+    """Lanes, then warps, per dim: each dim along ``order`` takes what its elements left
+    after ``spt`` have room for; leftovers broadcast along the slowest dim."""
+    rank = len(shape)
     tpw, wpc = [1] * rank, [1] * rank
     lanes_left, warps_left = 32, num_warps
-    room = [s for s in shape]
-    room[-1] //= spt[-1]
+    room = [s // t for s, t in zip(shape, spt)]
     for d in order:
         take = min(lanes_left, room[d])
         tpw[d] = take
@@ -269,4 +276,28 @@ def default_blocked(shape: Sequence[int], num_warps: int, vector: int = 1,
         warps_left //= take
         room[d] = max(room[d] // take, 1)
     wpc[order[-1]] *= warps_left
-    return blocked(shape, spt, tpw, wpc, order)
+    return tpw, wpc
+
+
+def sector_blocked(shape: Sequence[int], num_warps: int, vector: int, run: int, regs: int) -> LinearLayout:
+    """A coalesced layout that keeps a thread on few rows: ``vector`` contiguous elements a
+    thread, ``run`` lanes over consecutive ones (together a whole number of 32-byte
+    sectors), then up to ``regs`` elements of the thread further along the last dim, at a
+    stride of ``vector * run`` (compile-time offsets from one row address), and only then
+    lanes and warps over the rest of the last dim and over the other dims.
+
+    A warp's access then touches as few sectors as ``default_blocked``'s, while a thread
+    meets as few rows as with many contiguous elements: each row a thread touches costs
+    it a 64-bit address and a bounds predicate when the row stride is known only at run
+    time (atomic_tile_reduce 32x32: 8 rows a thread with lanes along the whole row, 2
+    here).  Tiles of one dim, or whose rows fit in one run, are ``default_blocked``'s."""
+    shape = tuple(shape)
+    rank = len(shape)
+    low = vector * run
+    if rank < 2 or shape[-1] <= low or regs <= vector:
+        return default_blocked(shape, num_warps, vector)
+    high = shape[-1] // low
+    split = shape[:-1] + (high, low)
+    spt = [1] * (rank - 1) + [min(high, regs // vector), vector]
+    order = list(reversed(range(rank + 1)))
+    return blocked(split, spt, *_fill_threads(split, spt, order, num_warps), order).reshape(shape)

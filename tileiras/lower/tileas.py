@@ -23,7 +23,7 @@ from typing import Callable, Optional
 
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
-from ..layout.linear import LANE, REG, WARP, LinearLayout, default_blocked
+from ..layout.linear import LANE, REG, WARP, LinearLayout, default_blocked, sector_blocked
 from ..record import field, record
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
@@ -34,8 +34,16 @@ from .subbyte import holds_pairs, is_subbyte, plan_pairs, unit_dim
 from .tileaa import TileAA
 
 DEFAULT_WARPS = 4
-#: Consecutive last-dim elements per thread in canonical layouts (16 bytes of f32).
+#: Consecutive last-dim elements per thread where a tile is not accessed in global memory
+#: (16 bytes of f32): reductions along the rows fold in registers.
 CONTIGUOUS = 4
+#: Elements one global load or store instruction moves per thread.  Scalar today: cuTile
+#: gives no alignment facts, so neither NVIDIA's tileiras nor we emit ``.v2``/``.v4``
+#: global accesses for its kernels.
+GLOBAL_VECTOR = 1
+#: Bytes the GPU moves global memory in: a warp's access costs one transaction per
+#: distinct sector its threads touch.
+SECTOR = 32
 
 
 @record
@@ -74,17 +82,34 @@ class TileAS:
     def smem_bytes(self) -> int:
         return max(self.scratch.values(), default=0)
 
-    def canonical(self, shape: tuple[int, ...], min_vector: int = 1) -> LinearLayout:
-        """Each thread holds up to ``CONTIGUOUS`` consecutive elements of the last dim
-        (fewer when the tile has fewer elements than threads times that, but at least
-        ``min_vector`` where the dim has them): reductions along it start in registers,
-        and global accesses can be vectorized."""
+    def canonical(self, shape: tuple[int, ...], min_vector: int = 1, nbytes: int = 4) -> LinearLayout:
+        """The layout of a tile of ``shape`` and ``nbytes`` elements (what one element of
+        its global accesses takes, ``access_bytes``) that its global accesses coalesce in.
+        Each thread holds ``access_vector`` consecutive last-dim elements at a time (at
+        least ``min_vector`` where the dim has them) and lanes hold the next ones, so a
+        warp's instruction touches consecutive addresses (32 lanes times 4 bytes of f32:
+        four 32-byte sectors), as NVIDIA's layouts and Triton's coalesced blocked layouts
+        do: thread t holds t, t+128, ... of a 1-D tile.  Rows longer than a sector's worth
+        of lanes are held a few elements of a row a thread (``sector_blocked``)."""
+        if not shape:
+            return default_blocked(shape, self.num_warps)
         n = 1
         for d in shape:
             n *= d
-        vector = min(max(CONTIGUOUS, min_vector), shape[-1],
-                     max(min_vector, n // self.layout_threads)) if shape else 1
-        return default_blocked(shape, self.num_warps, vector)
+        regs = max(1, n // self.layout_threads)
+        vector = min(max(self.access_vector(shape), min_vector), shape[-1], max(min_vector, regs))
+        run = max(1, min(32, SECTOR // (vector * nbytes)))
+        return sector_blocked(shape, self.num_warps, vector, run, regs)
+
+    def canonical_type(self, t: T.Type) -> LinearLayout:
+        return self.canonical(t.shape, nbytes=access_bytes(t))
+
+    def access_vector(self, shape: tuple[int, ...]) -> int:
+        """Consecutive elements a thread's global access of a tile of ``shape`` moves in
+        one instruction: ``GLOBAL_VECTOR`` (the hook for when alignment facts allow
+        ``.v2``/``.v4``; more elements per thread than the access moves would make a
+        warp's instruction stride over memory and touch that many times the sectors)."""
+        return GLOBAL_VECTOR
 
     def paired(self, shape: tuple[int, ...], dim: int, exact: bool = False) -> LinearLayout:
         """The canonical layout with ``dim`` as its fastest dim, at least two consecutive
@@ -96,12 +121,12 @@ class TileAS:
         order = [k for k in range(len(shape)) if k != dim] + [dim]
         inverse = [order.index(k) for k in range(len(shape))]
         permuted = tuple(shape[k] for k in order)
-        layout = default_blocked(permuted, self.num_warps, 2) if exact else self.canonical(permuted, min_vector=2)
+        layout = default_blocked(permuted, self.num_warps, 2) if exact else self.canonical(permuted, min_vector=2, nbytes=1)
         return layout.permute(inverse)
 
     def canonical_of(self, v: Value) -> LinearLayout:
         dim = self.pairs.get(v)
-        return self.canonical(v.type.shape) if dim is None else self.paired(v.type.shape, dim)
+        return self.canonical_type(v.type) if dim is None else self.paired(v.type.shape, dim)
 
     def row_reduction_layout(self, shape: tuple[int, ...]) -> LinearLayout:
         """Lanes and warps over the other dims first, then along the last one: a thread
@@ -135,6 +160,15 @@ class TileAS:
 
 def is_tile(v: Value) -> bool:
     return isinstance(v.type, T.TileType)
+
+
+def access_bytes(t: T.Type) -> int:
+    """Bytes of global memory one element of tile type ``t`` is accessed in: a pointer
+    tile's pointee (a gather through it), sub-byte elements a byte."""
+    e = t.element if isinstance(t, T.TileType) else t
+    if isinstance(e, T.PointerType):
+        e = e.pointee
+    return max(1, getattr(e, "bitwidth", 32) // 8)
 
 
 def element_bytes(t: T.Type) -> int:
@@ -245,7 +279,7 @@ def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int =
     tas.pairs = plan_pairs(aa.function, ELEMENTWISE)
     for a in aa.function.entry_block.args:
         if is_tile(a):
-            tas.layouts[a] = tas.canonical(a.type.shape)
+            tas.layouts[a] = tas.canonical_type(a.type)
     _assign_block(tas, aa.function.entry_block)
     plan_chunks(tas)
     return tas
@@ -377,12 +411,12 @@ def _operand_layout_for(op: Operation, i: int, result: LinearLayout) -> LinearLa
 def _canonical_results(tas: TileAS, op: Operation) -> None:
     for r in op.results:
         if is_tile(r):
-            tas.layouts[r] = tas.canonical(r.type.shape) if op.regions else tas.canonical_of(r)
+            tas.layouts[r] = tas.canonical_type(r.type) if op.regions else tas.canonical_of(r)
     for region in op.regions:
         for block in region.blocks:
             for a in block.args:
                 if is_tile(a):
-                    tas.layouts[a] = tas.canonical(a.type.shape)
+                    tas.layouts[a] = tas.canonical_type(a.type)
             _assign_block(tas, block)
 
 
@@ -599,7 +633,7 @@ def multimem_layout(tas: TileAS, view: T.PartitionViewType) -> LinearLayout:
     tensor = view.tensor_view
     unit = [k for k, d in enumerate(view.dim_map) if tensor.strides[d] == 1]
     if tensor.element.bitwidth != 16 or len(unit) != 1:
-        return tas.canonical(shape)
+        return tas.canonical(shape, nbytes=access_bytes(tensor.element))
     return tas.paired(shape, unit[0], exact=True)
 
 
@@ -628,7 +662,7 @@ def _any_layout(tas: TileAS, op: Operation) -> None:
 def _to_canonical(tas: TileAS, op: Operation) -> None:
     for i, v in enumerate(op.operands):
         if is_tile(v):
-            _want(tas, op, i, tas.canonical(v.type.shape))
+            _want(tas, op, i, tas.canonical_type(v.type))
 
 
 @layout_rule(CF.YieldOp, CF.ContinueOp, CF.BreakOp, CF.ReturnOp)
