@@ -67,6 +67,8 @@ class TileAS:
     #: layout instead of through shared memory: the layout of each value on the way
     #: (see recompute_plan)
     recomputed: dict[tuple[Operation, int], dict[Value, LinearLayout]] = field(default_factory=dict)
+    #: shapes of matrix multiply results: their tiles keep ``contiguous`` layouts (canonical)
+    mma_shapes: frozenset = frozenset()
     _users: Optional[dict[Value, list[Operation]]] = None
 
     @property
@@ -90,9 +92,16 @@ class TileAS:
         warp's instruction touches consecutive addresses (32 lanes times 4 bytes of f32:
         four 32-byte sectors), as NVIDIA's layouts and Triton's coalesced blocked layouts
         do: thread t holds t, t+128, ... of a 1-D tile.  Rows longer than a sector's worth
-        of lanes are held a few elements of a row a thread (``sector_blocked``)."""
+        of lanes are held a few elements of a row a thread (``sector_blocked``).
+
+        Tiles of a matrix multiply's result shape (its accumulators, their epilogue) keep
+        ``contiguous``: the multiply reads a row of A and a column of B per element and k,
+        and NVIDIA's epilogues store from the MMA's fragment layout, no more coalesced
+        (flash_attention 64x64: 232 registers coalesced, 196 contiguous, NVIDIA 198)."""
         if not shape:
             return default_blocked(shape, self.num_warps)
+        if shape in self.mma_shapes:
+            return self.contiguous(shape)
         n = 1
         for d in shape:
             n *= d
@@ -100,6 +109,15 @@ class TileAS:
         vector = min(max(self.access_vector(shape), min_vector), shape[-1], max(min_vector, regs))
         run = max(1, min(32, SECTOR // (vector * nbytes)))
         return sector_blocked(shape, self.num_warps, vector, run, regs)
+
+    def contiguous(self, shape: tuple[int, ...]) -> LinearLayout:
+        """Up to ``CONTIGUOUS`` consecutive last-dim elements a thread, lanes over the next:
+        few rows a thread, for loads that are not worth coalescing (``_view_access``)."""
+        n = 1
+        for d in shape:
+            n *= d
+        vector = min(CONTIGUOUS, shape[-1], max(1, n // self.layout_threads)) if shape else 1
+        return default_blocked(shape, self.num_warps, vector)
 
     def canonical_type(self, t: T.Type) -> LinearLayout:
         return self.canonical(t.shape, nbytes=access_bytes(t))
@@ -275,7 +293,8 @@ def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[in
 
 
 def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int = 0) -> TileAS:
-    tas = TileAS(aa, *choose_num_warps(aa, num_warps_hint, arch))
+    tas = TileAS(aa, *choose_num_warps(aa, num_warps_hint, arch),
+                 mma_shapes=frozenset(op.results[0].type.shape for op in aa.live_ops() if isinstance(op, MMA_OPS)))
     tas.pairs = plan_pairs(aa.function, ELEMENTWISE)
     for a in aa.function.entry_block.args:
         if is_tile(a):
@@ -594,7 +613,11 @@ def _view_access(tas: TileAS, op: Operation) -> None:
     """Gather/scatter index tiles are looked up by coordinate through smem; 4-bit tiles are
     stored from a layout holding byte pairs (lower/subbyte.py).  A loaded tile that only
     feeds reductions along its last dim, where the canonical layout would give each thread
-    several rows, takes ``row_reduction_layout``."""
+    several rows, takes ``row_reduction_layout``; one that only feeds matrix multiplies as
+    A or B (staged in shared memory, so any layout does) takes ``contiguous``: each row a
+    thread loads costs it a 64-bit address live through the K loop, and NVIDIA's tileiras
+    too loads those operands a row a thread, uncoalesced (gemm_basic f16 128x128x32: 16
+    rows a thread coalesced, 255 registers and spills; 8 rows, 211)."""
     for v in op.index:
         if is_tile(v) and v.type.rank > 0:
             _need_scratch(tas, op, v.type.num_elements * element_bytes(v.type))
@@ -604,11 +627,21 @@ def _view_access(tas: TileAS, op: Operation) -> None:
             if r not in tas.pairs and _feeds_row_reductions(tas, r) \
                     and any(any(b[:-1]) for b in layout.bases(REG_DIM)):
                 layout = tas.row_reduction_layout(r.type.shape)
+            elif r not in tas.pairs and _feeds_mma_operands(tas, r):
+                layout = tas.contiguous(r.type.shape)
             tas.layouts[r] = layout
     dim = unit_dim(op.view.type)
     if isinstance(op, MEM.StoreViewTkoOp) and is_subbyte(op.tile.type) and dim is not None \
             and op.tile.type.shape[dim] > 1 and not holds_pairs(tas.layouts[op.tile], dim):
         _want(tas, op, 0, tas.paired(op.tile.type.shape, dim))
+
+
+def _feeds_mma_operands(tas: TileAS, v: Value) -> bool:
+    """Is ``v`` used, through reshapes and permutes, only as a matrix multiply's A or B?"""
+    users = tas.users(v)
+    return bool(users) and all(
+        _feeds_mma_operands(tas, u.result) if isinstance(u, RELABELS)
+        else isinstance(u, MMA_OPS) and u.operands[2] is not v for u in users)
 
 
 def _feeds_row_reductions(tas: TileAS, v: Value) -> bool:
@@ -645,7 +678,10 @@ def _print(tas: TileAS, op: Operation) -> None:
             _need_scratch(tas, op, v.type.num_elements * element_bytes(v.type))
 
 
-@layout_rule(AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp)
+MMA_OPS = (AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp)
+
+
+@layout_rule(*MMA_OPS)
 def _mma(tas: TileAS, op: Operation) -> None:
     """SIMT matrix multiply: the result takes the accumulator's layout; A and B (and
     their block scales) are staged in shared memory."""
