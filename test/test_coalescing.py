@@ -1,0 +1,117 @@
+"""Global accesses coalesce: a warp's scalar load or store touches as few 32-byte sectors
+as its bytes need (lower/tileas.py ``TileAS.canonical``, layout/linear.py ``sector_blocked``),
+counted by the emulator as Nsight counts them (tileiras/emulate/traffic.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+from tileiras import diffcheck
+from tileiras.emulate import launch
+from tileiras.layout.linear import LANE, REG, WARP, default_blocked, sector_blocked
+from tileiras.lower.tileas import TileAS
+from tileiras.text.parser import parse_module
+
+VADD = """cuda_tile.module @kernels {
+  entry @vadd(%ap: tile<ptr<f32>>, %bp: tile<ptr<f32>>, %cp: tile<ptr<f32>>, %n: tile<i32>) {
+    %tok = make_token : token
+    %av = make_tensor_view %ap, shape = [%n], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
+    %bv = make_tensor_view %bp, shape = [%n], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
+    %cv = make_tensor_view %cp, shape = [%n], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
+    %bx, %by, %bz = get_tile_block_id : tile<i32>
+    %apv = make_partition_view %av : partition_view<tile=(1024), tensor_view<?xf32, strides=[1]>>
+    %bpv = make_partition_view %bv : partition_view<tile=(1024), tensor_view<?xf32, strides=[1]>>
+    %cpv = make_partition_view %cv : partition_view<tile=(1024), tensor_view<?xf32, strides=[1]>>
+    %a, %t1 = load_view_tko weak %apv[%bx] token = %tok : partition_view<tile=(1024), tensor_view<?xf32, strides=[1]>>, tile<i32> -> tile<1024xf32>, token
+    %b, %t2 = load_view_tko weak %bpv[%bx] token = %tok : partition_view<tile=(1024), tensor_view<?xf32, strides=[1]>>, tile<i32> -> tile<1024xf32>, token
+    %c = addf %a, %b : tile<1024xf32>
+    %t3 = store_view_tko weak %c, %cpv[%bx] token = %tok : tile<1024xf32>, partition_view<tile=(1024), tensor_view<?xf32, strides=[1]>>, tile<i32> -> token
+    return
+  }
+}
+"""
+
+#: a 32x32 tile of a row-major matrix whose row stride is known only at run time, plus one
+COPY2D = """cuda_tile.module @kernels {
+  entry @copy2d(%xp: tile<ptr<f32>>, %op: tile<ptr<f32>>, %n: tile<i32>, %s: tile<i32>) {
+    %tok = make_token : token
+    %xv = make_tensor_view %xp, shape = [%n, %n], strides = [%s, 1] : tile<i32> -> tensor_view<?x?xf32, strides=[?,1]>
+    %ov = make_tensor_view %op, shape = [%n, %n], strides = [%s, 1] : tile<i32> -> tensor_view<?x?xf32, strides=[?,1]>
+    %bx, %by, %bz = get_tile_block_id : tile<i32>
+    %xpv = make_partition_view %xv : partition_view<tile=(32x32), tensor_view<?x?xf32, strides=[?,1]>>
+    %opv = make_partition_view %ov : partition_view<tile=(32x32), tensor_view<?x?xf32, strides=[?,1]>>
+    %t, %t1 = load_view_tko weak %xpv[%bx, %by] token = %tok : partition_view<tile=(32x32), tensor_view<?x?xf32, strides=[?,1]>>, tile<i32> -> tile<32x32xf32>, token
+    %one = constant <f32: 1.0> : tile<32x32xf32>
+    %r = addf %t, %one : tile<32x32xf32>
+    %t2 = store_view_tko weak %r, %opv[%bx, %by] token = %tok : tile<32x32xf32>, partition_view<tile=(32x32), tensor_view<?x?xf32, strides=[?,1]>>, tile<i32> -> token
+    return
+  }
+}
+"""
+
+
+def run_with_traffic(text: str, entry: str, grid: tuple, args: list):
+    ptx = diffcheck.compile_ptx(parse_module(text, "k.mlir"), "sm_90")
+    return launch(ptx, entry, grid, args, traffic=True).check()
+
+
+def test_vadd_reads_four_sectors_per_request():
+    """1024 f32 over 128 threads: each warp instruction reads 32 consecutive floats (128
+    bytes, four sectors), as NVIDIA's PTX does; 4 elements a thread at once would read
+    16-byte strides, 16 sectors a request."""
+    n = 1024
+    a, b = np.arange(n, dtype=np.float32), np.full(n, 0.5, np.float32)
+    c = np.zeros(n, np.float32)
+    result = run_with_traffic(VADD, "vadd", (1, 1, 1), [a, b, c, np.int32(n)])
+    assert np.array_equal(c, a + b)
+    t = result.traffic
+    assert (t.loads.requests, t.loads.sectors) == (2 * 4 * 8, 2 * 4 * 8 * 4)
+    assert (t.stores.requests, t.stores.sectors) == (32, 128)
+    assert t.loads.efficiency == t.stores.efficiency == 1.0
+
+
+def test_2d_tile_reads_whole_sectors():
+    """Rows of 32 f32 in a 64-wide matrix: every warp access uses all of every sector."""
+    s = 64
+    x = np.arange(s * s, dtype=np.float32)
+    o = np.zeros_like(x)
+    result = run_with_traffic(COPY2D, "copy2d", (2, 2, 1), [x, o, np.int32(s), np.int32(s)])
+    assert np.array_equal(o.reshape(s, s)[:s, :s], (x + 1).reshape(s, s))
+    t = result.traffic
+    assert t.loads.sectors_per_request == t.stores.sectors_per_request == 4.0
+    assert t.loads.efficiency == t.stores.efficiency == 1.0
+
+
+def tile_as(warps: int = 4) -> TileAS:
+    return TileAS(None, warps)
+
+
+def test_1d_canonical_layout_is_lane_major():
+    """Thread t holds elements t, t+128, t+256, ... of a 1-D tile."""
+    layout = tile_as().canonical((1024,))
+    assert layout.bases(LANE) == ((1,), (2,), (4,), (8,), (16,))
+    assert layout.bases(WARP) == ((32,), (64,))
+    assert layout.bases(REG) == ((128,), (256,), (512,))
+
+
+def test_2d_canonical_layout_keeps_a_thread_on_few_rows():
+    """32x32 f32: eight lanes over a sector of a row, a thread's four elements of a row
+    eight apart, so it meets two rows (as many as with four contiguous elements), not
+    eight (lanes along whole rows)."""
+    layout = tile_as().canonical((32, 32))
+    assert layout.bases(LANE)[:3] == ((0, 1), (0, 2), (0, 4))
+    rows = {layout.apply(reg=r)[0] for r in range(layout.size(REG))}
+    assert len(rows) == 2
+    assert len({layout.apply(reg=r)[0] for r in range(8)} - {0}) == 1
+    assert default_blocked((32, 32), 4, 1).size(REG) == 8
+    assert len({default_blocked((32, 32), 4, 1).apply(reg=r)[0] for r in range(8)}) == 8
+    # f64: four lanes fill a sector; f16: sixteen
+    assert tile_as().canonical((16, 16), nbytes=8).bases(LANE)[:2] == ((0, 1), (0, 2))
+    assert tile_as().canonical((16, 64), nbytes=2).bases(LANE)[:5] == ((0, 1), (0, 2), (0, 4), (0, 8), (1, 0))
+
+
+def test_sector_blocked_covers_the_tile_once():
+    for shape, regs in (((32, 32), 8), ((16, 256), 32), ((4, 8, 16), 4), ((128, 128), 128)):
+        layout = sector_blocked(shape, 4, 1, 8, regs)
+        seen = {layout.apply(reg=r, lane=l, warp=w) for r in range(layout.size(REG))
+                for l in range(32) for w in range(4)}
+        assert len(seen) == int(np.prod(shape)) and layout.size(REG) == regs
