@@ -689,6 +689,34 @@ mov.b32 %r2, {%rs1, %rs2};
     np.testing.assert_array_equal(halves[:, 0][:3], np.array([2.0, -0.015625, 448.0], np.float16))
 
 
+#: (x, rz code, rp code): |x| as a power of two; zero and up to 2^-127 give 0x00, NaN 0xFF.
+UE8M0_CASES = [(1.0, 127, 127), (3.0, 128, 129), (-3.0, 128, 129), (0.75, 126, 127), (0.0, 0, 0), (-0.0, 0, 0),
+               (2.0**-127, 0, 0), (3 * 2.0**-128, 0, 1), (2.0**-149, 0, 0), (2.0**127, 254, 254),
+               (1.5 * 2.0**127, 254, 255), (np.inf, 255, 255), (-np.inf, 255, 255), (np.nan, 255, 255)]
+
+
+@pytest.mark.parametrize("rounding", ["rz", "rp"])
+@pytest.mark.parametrize("satfinite", ["", ".satfinite"])
+def test_cvt_f32_to_ue8m0(rounding, satfinite):
+    """As cuda_fp8.hpp spells these instructions out; ``.satfinite`` turns overflow (0xFF, not
+    NaN) into 0xFE."""
+    x = np.resize(np.array([c[0] for c in UE8M0_CASES], np.float32), 32)
+    out, _ = run_unary(f"cvt.{rounding}{satfinite}.ue8m0x2.f32 %rs1, %r1, %r1;\ncvt.u32.u16 %r2, %rs1;", x,
+                       np.uint32)
+    want = np.array([c[1 if rounding == "rz" else 2] for c in UE8M0_CASES])
+    if satfinite:
+        want = np.where(np.isnan([c[0] for c in UE8M0_CASES]), 255, np.minimum(want, 254))
+    assert (out[:len(want)] & 0xFF).tolist() == want.tolist()
+    assert (out[:len(want)] >> 8).tolist() == want.tolist()
+
+
+def test_cvt_nan_to_a_format_without_nan_is_max():
+    """e2m1 has no NaN: ``cvt.rn.satfinite.e2m1x2.f32`` gives +6 (0x7) for it, as cuda_fp4.hpp."""
+    x = np.resize(np.array([np.nan, -np.nan, 7.0, -1.0], np.float32), 32)
+    out, _ = run_unary("{ .reg .b8 b; cvt.rn.satfinite.e2m1x2.f32 b, %r1, %r1; cvt.u32.u8 %r2, b; }", x, np.uint32)
+    assert out[:4].tolist() == [0x77, 0x77, 0x77, 0xAA]
+
+
 def test_cvt_f16x2_and_bf16x2_from_f32_pairs():
     x = np.array([1.0001, -2.5, 3.14159, 65504.0 * 2] * 8, np.float32)
     out, _ = run_unary("cvt.rn.f16x2.f32 %r2, %r1, %r1;", x, np.uint32)

@@ -25,6 +25,8 @@ needs_ptxas = pytest.mark.skipif(find_ptxas() is None, reason="ptxas not install
 ARCHS = ("sm_80", "sm_90", "sm_100", "sm_120")
 
 KERNEL_LL = """\
+@___NV_TILE_LAUNCH_META_DATA___ = addrspace(1) global [64 x i8] zeroinitializer, align 8
+
 declare i32 @llvm.nvvm.read.ptx.sreg.tid.x()
 declare i32 @llvm.nvvm.read.ptx.sreg.ctaid.x()
 

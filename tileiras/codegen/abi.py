@@ -27,7 +27,6 @@ PTX_VERSION = "9.5"
 LANGUAGE_TILEIR = 7
 #: The 64-byte global every non-empty module declares (used by the driver, never by code).
 LAUNCH_METADATA_NAME = "___NV_TILE_LAUNCH_META_DATA___"
-LAUNCH_METADATA_DECL = f".visible .global .align 8 .b8 {LAUNCH_METADATA_NAME}[64];"
 
 DEFAULT_THREADS_PER_CTA = 128
 WARP_SIZE = 32

@@ -470,8 +470,7 @@ def _ftoi(em: KernelEmitter, op: Operation) -> None:
 
     def one(x: ir.Value) -> ir.Value:
         # PTX cvt saturates out-of-range values and maps NaN to 0
-        if src_t.name == _UE5M3:
-            x = fnv8_convert(b, x, src_t, T.BF16, BF16)
+        x = _ftoi_source(b, x, src_t, em.target.arch >= 100)
         width = max(16, to.width)
         kind = ptx_float(x.type)
         src = x if kind != "bf16" else b.fpext(x, F32)
@@ -481,11 +480,29 @@ def _ftoi(em: KernelEmitter, op: Operation) -> None:
     map_regs(em, op, one)
 
 
+def _ftoi_source(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, native_f4: bool) -> ir.Value:
+    """``x`` as a value ``cvt.<rounding>i`` takes: the 8- and 4-bit floats (i8 codes) widened
+    exactly, as NVIDIA's tileiras widens them (fp8 and f4 to f16, the scales to bf16)."""
+    if src.name == _UE5M3:
+        return fnv8_convert(b, x, src, T.BF16, BF16)
+    if src.name == _E8M0:
+        return X.cvt_ue8m0x2_to_bf16x2(b, x, x, BF16)[0]
+    if src.name in _F8:
+        return _f8_convert(b, x, src, T.F16, ir.HalfType())
+    if src.name in _F4:
+        return f4_convert(b, x, src, T.F16, ir.HalfType(), native_f4)
+    return x
+
+
 @emits(CO.FToFOp)
 def _ftof(em: KernelEmitter, op: Operation) -> None:
     b = em.b
     src_t, dst_t = T.element_type(op.from_.type), T.element_type(op.result.type)
     to = llvm_type(op.result.type)
+    if _E8M0 in (src_t.name, dst_t.name):
+        mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
+        map_pairs(em, op, lambda x, y: e8m0_pair(b, x, y, src_t, dst_t, to, mode))
+        return
     if _UE5M3 in (src_t.name, dst_t.name):
         mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
         map_regs(em, op, lambda x: fnv8_convert(b, x, src_t, dst_t, to, mode))
@@ -570,7 +587,7 @@ def _f8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarTy
         return _f8_convert(b, _f8_convert(b, x, src, T.F32, F32), T.F32, dst, to)
     if dst.name in _F8:
         wide = x if isinstance(x.type, ir.FloatType) else (
-            b.fpext(x, F32) if not isinstance(x.type, ir.DoubleType) else b.fptrunc(x, F32))
+            b.fpext(x, F32) if not isinstance(x.type, ir.DoubleType) else _f64_to_f32_odd(b, x))
         pair = X.asm(b, i16, f"cvt.rn.satfinite.{_F8[dst.name]}x2.f32 $0, $2, $1;", "=h,f,f",
                      [wide, ir.Constant(F32, 0.0)])
         return b.trunc(pair, ir.IntType(8))
@@ -598,9 +615,18 @@ def fnv8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarT
         return X.cvt_to_ue5m3(b, _ue5m3_source(b, x, src))
     if dst.name == "f16" and mode is RoundingMode.NEAREST_EVEN:
         return X.cvt_from_ue5m3(b, x, to)
-    wide = X.cvt_from_ue5m3(b, x, BF16)
+    return _from_bf16(b, X.cvt_from_ue5m3(b, x, BF16), dst, to, mode)
+
+
+def _from_bf16(b: ir.IRBuilder, wide: ir.Value, dst: T.ScalarType, to: ir.Type, mode: RoundingMode) -> ir.Value:
+    """A bf16 value that is a scale widened exactly (UE5M3, UE8M0) as ``dst``: f32 and f64
+    exactly, f16 through f32 in ``mode``, the narrow formats with their own conversions."""
     if to == BF16:
         return wide
+    if dst.name == _UE5M3:
+        return X.cvt_to_ue5m3(b, wide)
+    if isinstance(to, ir.DoubleType):
+        return b.fpext(wide, to)
     f32 = b.fpext(wide, F32)
     if dst.name == "f16":
         return X.cvt_asm(b, f"cvt.{_ROUND[mode]}.f16.f32", f32, to)
@@ -608,9 +634,7 @@ def fnv8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarT
         return _f8_convert(b, f32, T.F32, dst, to)
     if dst.name in _F4:
         return f4_convert(b, f32, T.F32, dst, to, native=True)
-    if dst.name == "f8E8M0FNU":
-        raise CompileError(f"ftof from {src} to {dst} is not supported yet")
-    return b.fpext(f32, to) if isinstance(to, ir.DoubleType) else f32
+    return f32
 
 
 def _ue5m3_source(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType) -> ir.Value:
@@ -620,14 +644,50 @@ def _ue5m3_source(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType) -> ir.Value:
         return _f8_convert(b, x, src, T.F16, ir.HalfType())
     if src.name in _F4:
         return f4_convert(b, x, src, T.F16, ir.HalfType(), native=True)
-    if src.name == "f8E8M0FNU":
-        raise CompileError(f"ftof from {src} to {_UE5M3} is not supported yet")
-    if not isinstance(x.type, ir.DoubleType):
-        return x
+    return _f64_to_f32_odd(b, x) if isinstance(x.type, ir.DoubleType) else x
+
+
+def _f64_to_f32_odd(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """An f64 rounded to odd in f32 (truncated, the last bit set when that lost anything), as
+    NVIDIA's tileiras narrows f64 to the 8-bit formats: rounding that again to a format of
+    at most 22 significand bits is the correct rounding of ``x`` (rounding to nearest in f32
+    first could land on a tie of the narrow format and round it the wrong way)."""
     i32 = ir.IntType(32)
     truncated = X.cvt_asm(b, "cvt.rz.f32.f64", x, F32)
     inexact = b.zext(b.fcmp_ordered("!=", b.fpext(truncated, ir.DoubleType()), x), i32)
     return b.bitcast(b.or_(b.bitcast(truncated, i32), inexact), F32)
+
+
+_E8M0 = "f8E8M0FNU"
+
+
+def e8m0_pair(b: ir.IRBuilder, x: ir.Value, y: ir.Value, src: T.ScalarType, dst: T.ScalarType, to: ir.Type,
+              mode: RoundingMode) -> tuple[ir.Value, ir.Value]:
+    """Two registers converted to or from f8E8M0FNU (UE8M0 scales, i8 codes; sm_100+, where
+    the verifier lets the type through) with one paired instruction, as NVIDIA's tileiras
+    13.5 converts them.  Narrowing: each source as f32, then ``cvt.{rz,rp}.satfinite.ue8m0x2.f32``
+    (the op's rounding is ``zero`` or ``positive_inf``, the verifier's rule).  Widening:
+    ``cvt.rn.bf16x2.ue8m0x2``, exact, then each bf16 value on to ``dst``."""
+    if dst.name == _E8M0:
+        rounding = "rp" if mode is RoundingMode.POSITIVE_INF else "rz"
+        return X.cvt_f32x2_to_ue8m0x2(b, rounding, _e8m0_source(b, x, src, rounding),
+                                      _e8m0_source(b, y, src, rounding))
+    lo, hi = X.cvt_ue8m0x2_to_bf16x2(b, x, y, BF16)
+    return _from_bf16(b, lo, dst, to, mode), _from_bf16(b, hi, dst, to, mode)
+
+
+def _e8m0_source(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, rounding: str) -> ir.Value:
+    """``x`` as the f32 value ``cvt ... ue8m0x2.f32`` rounds: exactly, or for f64 rounded to
+    f32 in the same direction first (``cvt.{rz,rp}.f32.f64``, as NVIDIA's tileiras does)."""
+    if src.name in _F8:
+        return _f8_convert(b, x, src, T.F32, F32)
+    if src.name in _F4:
+        return f4_convert(b, x, src, T.F32, F32, native=True)
+    if src.name == _UE5M3:
+        return b.fpext(X.cvt_from_ue5m3(b, x, BF16), F32)
+    if isinstance(x.type, ir.DoubleType):
+        return X.cvt_asm(b, f"cvt.{rounding}.f32.f64", x, F32)
+    return _to_f32(b, x)
 
 
 _F4 = ("f4E2M1FN",)
@@ -639,15 +699,15 @@ _E2M1_STEPS = ((0.25, ">"), (0.75, ">="), (1.25, ">"), (1.75, ">="), (2.5, ">"),
 def f4_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarType, to: ir.Type,
                native: bool) -> ir.Value:
     """f4E2M1FN <-> other floats.  Values travel as i8 holding the 4-bit pattern.  Narrowing
-    rounds to nearest even and saturates to +-6 (NaN -> +6, as the interpreter);
+    rounds to nearest even and saturates to +-6 (NaN -> +6, as the interpreter and, per
+    cuda_fp4.hpp, ``cvt.rn.satfinite.e2m1x2``; f64 rounds to odd in f32 first, as NVIDIA's);
     ``native`` (sm_100+) uses ``cvt ... e2m1x2``, else integer/compare arithmetic."""
     if src.name in _F4 and dst.name in _F4:
         return x
     if dst.name in _F4:
-        wide = _f8_convert(b, x, src, T.F32, F32) if src.name in _F8 else _to_f32(b, x)
-        if native:
-            nan = b.fcmp_unordered("uno", wide, wide)
-            wide = b.select(nan, ir.Constant(F32, 6.0), wide)  # cvt: NaN pattern differs
+        wide = _f8_convert(b, x, src, T.F32, F32) if src.name in _F8 else (
+            _f64_to_f32_odd(b, x) if isinstance(x.type, ir.DoubleType) else _to_f32(b, x))
+        if native:  # NaN gives +6 by itself
             return X.cvt_f32x2_to_e2m1x2(b, ir.Constant(F32, 0.0), wide)
         return _f32_to_e2m1(b, wide)
     if native:

@@ -296,3 +296,19 @@ def cvt_from_ue5m3(b: ir.IRBuilder, code: ir.Value, to: ir.Type) -> ir.Value:
     kind = "f16x2" if isinstance(to, ir.HalfType) else "bf16x2"
     pair = asm(b, I32, f"cvt.rn.{kind}.ue5m3x2 $0, $1;", "=r,h", [b.zext(code, I16)])
     return b.bitcast(b.trunc(pair, I16), to)
+
+
+# -- UE8M0 scales (f8E8M0FNU, sm_100+) --------------------------------------------------
+def cvt_f32x2_to_ue8m0x2(b: ir.IRBuilder, rounding: str, x: ir.Value, y: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """``cvt.{rz,rp}.satfinite.ue8m0x2.f32``: two f32 values as UE8M0 codes (i8 each, ``x``'s
+    first).  PTX has only these two roundings, and NVIDIA's tileiras always saturates."""
+    pair = asm(b, I16, f"cvt.{rounding}.satfinite.ue8m0x2.f32 $0, $2, $1;", "=h,f,f", [x, y])
+    return b.trunc(pair, I8), b.trunc(b.lshr(pair, ir.Constant(I16, 8)), I8)
+
+
+def cvt_ue8m0x2_to_bf16x2(b: ir.IRBuilder, x: ir.Value, y: ir.Value, bf16: ir.Type) -> tuple[ir.Value, ir.Value]:
+    """``cvt.rn.bf16x2.ue8m0x2``: two UE8M0 codes (i8) as ``bf16`` values, exactly (2^-127 is
+    a bf16 subnormal; 0xFF gives NaN)."""
+    codes = b.or_(b.zext(x, I16), b.shl(b.zext(y, I16), ir.Constant(I16, 8)))
+    pair = asm(b, I32, "cvt.rn.bf16x2.ue8m0x2 $0, $1;", "=r,h", [codes])
+    return (b.bitcast(b.trunc(pair, I16), bf16), b.bitcast(b.trunc(b.lshr(pair, ir.Constant(I32, 16)), I16), bf16))

@@ -4,7 +4,7 @@ One named function per concern, each a pure ``str -> str`` rewrite:
 
 * ``set_ptx_version``      ``.version 9.5`` (``.language`` needs 9.2+; LLVM prints older ones);
 * ``set_target``           ``.target sm_XXa`` on sm_90+, ``sm_8x`` below;
-* ``declare_launch_metadata``  the 64-byte ``___NV_TILE_LAUNCH_META_DATA___`` global;
+* ``require_launch_metadata``  the 64-byte ``___NV_TILE_LAUNCH_META_DATA___`` global is there;
 * ``set_entry_params``     parameter declarations exactly as the real tool spells them;
 * ``set_entry_directives`` ``.reqntid``, ``.minnctapersm 1``, ``.maxnreg``, cluster, ``.language 7``.
 
@@ -17,18 +17,11 @@ import re
 from typing import Any, Sequence
 
 from ..errors import CompileError
-from .abi import (LAUNCH_METADATA_DECL, LAUNCH_METADATA_NAME, PTX_VERSION, KernelInfo,
+from .abi import (LAUNCH_METADATA_NAME, PTX_VERSION, KernelInfo,
                   entry_directives, param_decl, ptx_target)
 
 _VERSION = re.compile(r"^([ \t]*\.version[ \t]+)\d+\.\d+", re.MULTILINE)
 _TARGET = re.compile(r"^([ \t]*\.target[ \t]+)sm_\w+", re.MULTILINE)
-_ENTRY_LINE = r"[ \t]*(?:\.visible[ \t]+|\.weak[ \t]+)?\.entry\b"
-#: The first entry, or the ``// .globl`` comment LLVM prints above it (blank lines between).
-_FIRST_ENTRY = re.compile(rf"^(?:[ \t]*// \.globl[^\n]*\n(?=(?:[ \t]*\n)*{_ENTRY_LINE})|(?={_ENTRY_LINE}))",
-                          re.MULTILINE)
-
-#: A module-scope variable that LLVM linked in from libdevice (``__cudart_sin_cos_coeffs``...).
-_LIBDEVICE_GLOBAL = re.compile(r"^\.(?:global|const)\b[^\n;]*\b__(?:cudart|nv)_\w*", re.MULTILINE)
 
 
 def set_ptx_version(ptx: str, version: str = PTX_VERSION) -> str:
@@ -47,23 +40,15 @@ def set_target(ptx: str, gpu_name: str) -> str:
     return out
 
 
-def declare_launch_metadata(ptx: str) -> str:
-    """Declare ``___NV_TILE_LAUNCH_META_DATA___`` unless the module already does.
+def require_launch_metadata(ptx: str) -> str:
+    """Check that the PTX defines ``___NV_TILE_LAUNCH_META_DATA___``.
 
-    The real tool's LLVM prints it after the module's own globals: before the first entry
-    (after its ``// .globl`` comment), or before globals linked from libdevice.  Best is for
-    the LLVM module to define it (``LAUNCH_METADATA_NAME``); then this leaves it in place."""
-    if re.search(rf"\b{LAUNCH_METADATA_NAME}\b", ptx):
-        return ptx
-    m = _FIRST_ENTRY.search(ptx)
-    if m is None:
-        raise CompileError("malformed PTX: no .entry to declare the launch metadata before")
-    lib = _LIBDEVICE_GLOBAL.search(ptx, 0, m.start())
-    if lib is not None:  # the module's own globals, META, then those linked from libdevice
-        return f"{ptx[:lib.start()]}{LAUNCH_METADATA_DECL}\n{ptx[lib.start():]}"
-    if m.group(0):  # after the comment: "// .globl k", META, blank line, ".entry k("
-        return f"{ptx[:m.end()]}{LAUNCH_METADATA_DECL}\n{ptx[m.end():]}"
-    return f"{ptx[:m.end()]}{LAUNCH_METADATA_DECL}\n\n{ptx[m.end():]}"
+    The LLVM module defines it (``nvvm.define_launch_metadata``), so LLVM prints it where
+    NVIDIA's PTX has it; there is no second, textual way to put it in."""
+    if not re.search(rf"^[^/\n]*\b{LAUNCH_METADATA_NAME}\b", ptx, re.MULTILINE):
+        raise CompileError(f"malformed PTX: no {LAUNCH_METADATA_NAME} global "
+                           "(codegen.nvvm.define_launch_metadata defines it)")
+    return ptx
 
 
 def _entry_match(ptx: str, name: str) -> re.Match:
@@ -124,7 +109,7 @@ def finalize_ptx(ptx: str, kernels: Sequence[KernelInfo], options: Any) -> str:
     gpu_name = _gpu_name(options, kernels)
     ptx = set_target(set_ptx_version(ptx), gpu_name)
     if kernels:
-        ptx = declare_launch_metadata(ptx)
+        ptx = require_launch_metadata(ptx)
     for info in kernels:
         ptx = set_entry_directives(set_entry_params(ptx, info), info)
     return ptx

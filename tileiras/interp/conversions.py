@@ -2,7 +2,8 @@
 pointer<->int, pack/unpack.
 
 * ``ftof`` rounds once with the op's mode; f8/f4 targets saturate to +-MAX (inf too),
-  e4m3 turns NaN into +MAX, e5m2 keeps NaN (spec 5.1.3); f8E8M0FNU: see ``floats.to_e8m0``.
+  e4m3 and e5m2 keep NaN (the hardware running NVIDIA's code, not the spec's table: see
+  ``floats.E4M3_NAN``), f4 turns it into +MAX; f8E8M0FNU: see ``floats.to_e8m0``.
 * ``ftoi`` truncates toward zero and saturates to the target range, NaN -> 0 (what PTX's
   ``cvt.rzi`` does; out-of-range input is undefined in the spec unless ``saturating``).
 * ``itof`` rounds to nearest (or the given mode); integers beyond 2^53 round exactly.

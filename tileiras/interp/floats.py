@@ -4,7 +4,8 @@ All results are computed exactly and rounded once:
 
 * ``round_f64(x, fmt, mode)`` rounds float64 values (exact inputs) to ``fmt`` with any IEEE
   rounding mode, vectorized, with IEEE overflow (to inf or max finite, by mode) or, for the
-  8- and 4-bit formats, saturation to +-MAX (spec 5.1.3: e4m3 NaN -> +MAX, e5m2 NaN stays NaN).
+  8- and 4-bit formats, saturation to +-MAX (infinities too); NaN stays NaN in e4m3 and e5m2
+  (below) and becomes +MAX in e2m1, which has no NaN.
 * Arithmetic on formats narrower than f64 first forms a float64 *round-to-odd* approximation of
   the exact result (``sticky``: the exact value's error sign folded into the last bit), which
   then rounds correctly to any format with <= 51 significand bits in any mode.
@@ -43,13 +44,22 @@ class FloatFormat:
         return FLOAT_DTYPES[self.name]
 
 
+# NaN -> f8E4M3FN is NaN (0x7F here), not the +MAX_NORM of the spec's
+# table (5.1.3): the hardware running NVIDIA's code is the ground truth.  NVIDIA's tileiras
+# 13.5 converts f32, f16, bf16 and f64 (rounded to odd in f32 first) to e4m3 and e5m2 with a
+# bare ``cvt.rn.satfinite.{e4m3x2,e5m2x2}.{f32,f16x2}`` and nothing around it for NaN, and the
+# PTX ISA (cvt, ``.satfinite``) says "if the input value is NaN, then the result is NaN in the
+# specified destination format"; only finite overflow and infinities clamp to +-MAX_NORM.
+# CUDA's own conversion (cuda_fp8.hpp) gives 0x7F | sign too.  So NaN stays NaN in both fp8
+# formats (which NaN, sign and payload, is left open), as in the emulator running our PTX or
+# NVIDIA's; e2m1 has no NaN and gives +MAX.
 FORMATS = {
     "f16": FloatFormat("f16", 11, -14, 65504.0, True, False, False),
     "bf16": FloatFormat("bf16", 8, -126, (2 - 2**-7) * 2.0**127, True, False, False),
     "f32": FloatFormat("f32", 24, -126, float(np.finfo(np.float32).max), True, False, False),
     "tf32": FloatFormat("tf32", 11, -126, (2 - 2**-10) * 2.0**127, True, False, False),
     "f64": FloatFormat("f64", 53, -1022, float(np.finfo(np.float64).max), True, False, False),
-    "f8E4M3FN": FloatFormat("f8E4M3FN", 4, -6, 448.0, False, True, True),
+    "f8E4M3FN": FloatFormat("f8E4M3FN", 4, -6, 448.0, False, True, False),
     "f8E5M2": FloatFormat("f8E5M2", 3, -14, 57344.0, True, True, False),
     "f4E2M1FN": FloatFormat("f4E2M1FN", 2, 0, 6.0, False, True, True),
     "fnv8E5M3FNU": FloatFormat("fnv8E5M3FNU", 4, -14, 1.75 * 2.0**16, False, True, False),
@@ -127,10 +137,14 @@ def to_format(x: np.ndarray, name: str, mode: Optional[RoundingMode] = None) -> 
 
 
 def to_e8m0(x: np.ndarray, mode: Optional[RoundingMode]) -> np.ndarray:
-    """f8E8M0FNU (a power of two 2^-127..2^127, NaN = 0xFF): rounding ``zero`` truncates to the
-    power of two below, ``positive_inf`` takes the one above; zero, negative and tiny inputs
-    give the smallest value 2^-127, huge ones 2^127 (the format has neither zero nor sign)."""
-    x = np.asarray(x, dtype=np.float64)
+    """f8E8M0FNU (a power of two 2^-127..2^127, NaN = 0xFF) of |x|: rounding ``zero`` takes the
+    power of two at or below, ``positive_inf`` the one at or above; zero and anything up to
+    2^-127 give the smallest value, larger ones and infinities 2^127 (the format has neither
+    zero nor sign).  That is ``cvt.{rz,rp}.satfinite.ue8m0x2.f32``, what NVIDIA's tileiras
+    emits; it rounds an f64 source to f32 first in the same direction (``cvt.{rz,rp}.f32.f64``),
+    so does this (exact for every narrower source): a negative f64 just above a power of two
+    in magnitude rounds toward it there, and ``positive_inf`` then keeps that power."""
+    x = round_f64(np.asarray(x, dtype=np.float64), FORMATS["f32"], mode)
     with np.errstate(all="ignore"):
         m, e = np.frexp(np.abs(x))
         exp = e.astype(np.int64) - 1
@@ -175,7 +189,8 @@ def to_float64(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x)
     if x.dtype == FNV8E5M3FNU:
         return FNV8_VALUES[x.view(np.uint8)]
-    return x.astype(np.float64)
+    with np.errstate(invalid="ignore"):  # a signalling NaN widens to a quiet one
+        return x.astype(np.float64)
 
 
 def flush_subnormal(x: np.ndarray) -> np.ndarray:

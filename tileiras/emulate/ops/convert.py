@@ -104,10 +104,36 @@ def to_ue5m3(x: np.ndarray, mode: Rounding) -> np.ndarray:
     return np.where(nan, 0xFF, codes).astype(np.uint8)
 
 
+def to_ue8m0(x: np.ndarray, mode: Rounding, satfinite: bool) -> np.ndarray:
+    """UE8M0 codes (the biased exponent of a power of two 2^-127..2^127, NaN 0xFF) of |x|:
+    ``.rz`` the power of two at or below, ``.rp`` the one at or above (the only roundings PTX
+    has); zero and anything up to 2^-127 give 0x00.  Overflow (infinity too) gives 0xFF, which
+    ``.satfinite`` turns into 0xFE; NaN gives 0xFF.  As CUDA's cuda_fp8.hpp spells out these
+    instructions (its fallback for ``__nv_cvt_float_to_e8m0``: the exponent field of |x| in
+    bf16, rounded in the same direction, plus one when the rounding left a fraction)."""
+    a = np.abs(np.asarray(x, F64))
+    with np.errstate(all="ignore"):
+        frac, e = np.frexp(a)
+        exp = e.astype(np.int64) - 1 + ((mode is Rounding.RP) & (frac != 0.5))
+        codes = np.where(a == 0, 0, np.clip(exp + 127, 0, 255))
+    codes = np.where(np.isinf(a), 255, codes)
+    if satfinite:
+        codes = np.minimum(codes, 254)
+    return np.where(np.isnan(a), 255, codes).astype(np.uint8)
+
+
+#: Formats with no NaN code (the only cvt forms to them saturate): a NaN source gives +MAX_NORM,
+#: as CUDA's cuda_fp4.hpp and cuda_fp6.hpp spell out these instructions ("NaN converts to
+#: positive FP4_MAXNORM").
+NO_NAN = ("e2m1", "e2m3", "e3m2")
+
+
 def to_small_float(x: np.ndarray, fmt: str, mode: Rounding, satfinite: bool, relu: bool) -> np.ndarray:
     """f32/f16/bf16 values -> raw bits of fmt (f16, bf16, e4m3, e5m2, e2m1, ...)."""
     if fmt == "ue5m3":
         return to_ue5m3(x, mode)
+    if fmt == "ue8m0":
+        return to_ue8m0(x, mode, satfinite)
     dt = FORMAT_DTYPES[fmt]
     x = np.asarray(x).astype(F64)
     if relu:
@@ -115,11 +141,8 @@ def to_small_float(x: np.ndarray, fmt: str, mode: Rounding, satfinite: bool, rel
     if satfinite:
         m = MAX_FINITE[fmt]
         x = np.where(np.isnan(x), x, np.clip(x, -m, m))
-    if fmt == "ue8m0":
-        lg = np.log2(np.where(x > 0, x, 1.0))
-        e = {Rounding.RZ: np.floor, Rounding.RP: np.ceil}.get(mode, np.rint)(lg)
-        e = np.clip(e + 127, 0, 254)
-        return np.where(np.isnan(x), 255, e).astype(np.uint8)
+    if fmt in NO_NAN:
+        x = np.where(np.isnan(x), MAX_FINITE[fmt], x)
     r = round_to(x, 0.0, dt, mode if mode is not Rounding.RNA else Rounding.RN)
     bits = dt.itemsize * 8
     return np.asarray(r, dt).view(np.dtype(f"u{dt.itemsize}")) if bits >= 8 else r
