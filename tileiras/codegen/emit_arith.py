@@ -442,9 +442,8 @@ def _itof(em: KernelEmitter, op: Operation) -> None:
     signed = _signed(op)
     mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
     dst = T.element_type(op.result.type)
-    if dst.name == _UE5M3:  # through f32: exact below 2^24, and larger values saturate anyway
-        map_regs(em, op, lambda x: fnv8_convert(b, b.sitofp(x, F32) if signed else b.uitofp(x, F32),
-                                                T.F32, dst, to))
+    if dst.name in _ITOF_VIA:
+        map_regs(em, op, lambda x: _int_to_narrow(b, x, signed, dst, to))
         return
     if not isinstance(to, (ir.HalfType, ir.FloatType, ir.DoubleType)) and to != BF16:
         raise CompileError(f"itof to {dst} is not supported yet")
@@ -455,6 +454,30 @@ def _itof(em: KernelEmitter, op: Operation) -> None:
         src = f"{'s' if signed else 'u'}{x.type.width}"
         return X.cvt_asm(b, f"cvt.{_ROUND[mode]}.{ptx_float(to)}.{src}", x, to)
     map_regs(em, op, one)
+
+
+#: The float an integer goes through on its way to an 8- or 4-bit format, as NVIDIA's
+#: tileiras 13.5 converts it (``cvt.rn.{f16,f32}.{s,u}N``, then the format's satfinite ``cvt``).
+_ITOF_VIA = {"f8E4M3FN": T.F16, "f4E2M1FN": T.F16, "f8E5M2": T.F32, "fnv8E5M3FNU": T.F32}
+
+
+def _int_to_narrow(b: ir.IRBuilder, x: ir.Value, signed: bool, dst: T.ScalarType, to: ir.Type) -> ir.Value:
+    """An integer as an fp8, f4 or UE5M3 code with NVIDIA's two roundings: to f16 for e4m3
+    and e2m1 (then ``cvt.rn.satfinite.{e4m3x2,e2m1x2}.f16x2``), to f32 for e5m2 and UE5M3
+    (then ``cvt.rn.satfinite.{e5m2x2,ue5m3x2}.f32``), the pair's other half zero.  The first
+    rounding is exact for every integer the format does not saturate (f16 holds them up to
+    2048, past e4m3's 448 and e2m1's 6; f32 up to 2^24, past e5m2's 57344 and UE5M3's
+    114688), and larger ones saturate either way (f16's inf too), so the result is the
+    spec's single rounding.  (f16 would not do for e5m2: 4609 is 4608 in f16, a tie that
+    goes to 4096, where 4609 itself rounds to 5120.)"""
+    via = _ITOF_VIA[dst.name]
+    wide = llvm_type(via)
+    value = b.sitofp(x, wide) if signed else b.uitofp(x, wide)
+    if dst.name == _UE5M3:
+        return X.cvt_to_ue5m3(b, value)
+    if via == T.F32:
+        return _f8_convert(b, value, T.F32, dst, to)
+    return X.cvt_f16_to_narrow(b, "e2m1" if dst.name in _F4 else _F8[dst.name], value)
 
 
 @emits(CO.FToIOp)
