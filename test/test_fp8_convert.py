@@ -49,7 +49,7 @@ def kernel(src: str, outs: list[tuple[str, str]], op: str = "ftof") -> str:
         otv, opv = view(dst)
         mode = f"rounding<{rounding}> " if rounding else ""
         conv = (f"ftoi %t signed : tile<{TILE}x{src}> -> tile<{TILE}x{dst}>" if op == "ftoi" else
-                f"itof %t {op.split()[1]} : tile<{TILE}x{src}> -> tile<{TILE}x{dst}>" if op.startswith("itof") else
+                f"itof %t {op.split()[1]} {mode}: tile<{TILE}x{src}> -> tile<{TILE}x{dst}>" if op.startswith("itof") else
                 f"ftof %t {mode}: tile<{TILE}x{src}> -> tile<{TILE}x{dst}>")
         body += [f"%v{k} = make_tensor_view %o{k}, shape = [%n], strides = [1] : tile<i32> -> {otv}",
                  f"%p{k} = make_partition_view %v{k} : {opv}",
@@ -427,3 +427,41 @@ def test_nvidias_itof_narrow_ptx_agrees(tmp_path, real_tileiras, src, sign):
         nvidia = ptx_from_cubin(f.read())
     expected, got, _ = run(src, NARROW, x, gpu="sm_107", ptx=nvidia, op=f"itof {sign}")
     assert_same_bits(expected, got, x)
+
+
+@pytest.mark.parametrize("sign, one", [("signed", -1.0), ("unsigned", 1.0)])
+def test_itof_narrow_from_i1(sign, one):
+    """true is -1 signed, 1 unsigned; UE5M3 has no sign, -1 gives 0."""
+    x = np.resize(np.array([True, False]), TILE)
+    expected, got, _ = run("i1", NARROW, x, gpu="sm_107", op=f"itof {sign}")
+    assert_same_bits(expected, got, x)
+    assert [e[:2].astype(np.float64).tolist() for e in expected[:3]] == [[one, 0.0]] * 3
+    assert codes(expected[3])[:2].tolist() == ([0x78, 0] if one > 0 else [0, 0])  # 0x78 is 1.0
+
+
+ITOF_REFUSALS = [
+    (kernel("i32", [("f8E4M3FN", "zero")], "itof signed"), "sm_90", 3,
+     "'cuda_tile.itof' op invalid rounding mode specified. Only 'nearest_even' is supported"),
+    (kernel("i8", [(E8M0, "")], "itof unsigned"), "sm_100", 3,
+     "'cuda_tile.itof' op integer to f8E8M0FNU conversion is not supported, please first convert to another "
+     "float type"),
+    (kernel("i16", [("f4E2M1FN", "")], "itof signed"), "sm_90", 5,
+     "Incompatibility with architecture 'sm_90': unsupported type 'f4E2M1FN'"),
+    (kernel("i64", [("fnv8E5M3FNU", "")], "itof signed"), "sm_120", 5,
+     "Incompatibility with architecture 'sm_120': unsupported type 'fnv8E5M3FNU'"),
+]
+
+
+@pytest.mark.parametrize("text, gpu, rc, message", ITOF_REFUSALS)
+def test_itof_refusals(tmp_path, capsys, text, gpu, rc, message):
+    path = tmp_path / "k.tileir"
+    path.write_bytes(bytecode(text))
+    assert driver.main([str(path), f"--gpu-name={gpu}", "-o", str(tmp_path / "ours.cubin")]) == rc
+    assert capsys.readouterr().err.splitlines()[0] == f"error: {message}"
+
+
+@pytest.mark.parametrize("text, gpu, rc, message", ITOF_REFUSALS)
+def test_itof_refusals_same_as_nvidia(tmp_path, capsys, real_tileiras, text, gpu, rc, message):
+    ours, theirs, stderr, _ = compile_both(tmp_path, real_tileiras, text, gpu)
+    assert (ours, theirs) == (rc, rc)
+    assert capsys.readouterr().err.splitlines()[0] == stderr.splitlines()[0] == f"error: {message}"
