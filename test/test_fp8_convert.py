@@ -27,6 +27,7 @@ from _build import bytecode
 
 from tileiras import diffcheck, driver
 from tileiras.emulate.cubin import ptx_from_cubin
+from tileiras.interp import floats
 from tileiras.text.parser import parse_module
 
 E8M0 = "f8E8M0FNU"
@@ -237,7 +238,21 @@ def compile_both(tmp_path, real_tileiras, text: str, gpu: str) -> tuple[int, int
     return ours, real.returncode, real.stderr, str(tmp_path / "nv.cubin")
 
 
-@pytest.mark.parametrize("text, gpu, rc, message", [
+#: NVIDIA's refusals of itof to the narrow formats
+ITOF_REFUSALS = [
+    (kernel("i32", [("f8E4M3FN", "zero")], "itof signed"), "sm_90", 3,
+     "'cuda_tile.itof' op invalid rounding mode specified. Only 'nearest_even' is supported"),
+    (kernel("i8", [(E8M0, "")], "itof unsigned"), "sm_100", 3,
+     "'cuda_tile.itof' op integer to f8E8M0FNU conversion is not supported, please first convert to another "
+     "float type"),
+    (kernel("i16", [("f4E2M1FN", "")], "itof signed"), "sm_90", 5,
+     "Incompatibility with architecture 'sm_90': unsupported type 'f4E2M1FN'"),
+    (kernel("i64", [("fnv8E5M3FNU", "")], "itof signed"), "sm_120", 5,
+     "Incompatibility with architecture 'sm_120': unsupported type 'fnv8E5M3FNU'"),
+]
+
+
+@pytest.mark.parametrize("text, gpu, rc, message", ITOF_REFUSALS + [
     (kernel("f32", ROUNDINGS), "sm_90", 5, "Incompatibility with architecture 'sm_90': unsupported type 'f8E8M0FNU'"),
     (kernel("f32", [(E8M0, "")]), "sm_100", 3,
      "'cuda_tile.ftof' op invalid rounding mode specified for conversion to f8E8M0FNU. Only 'zero' and "
@@ -253,7 +268,8 @@ def test_refusals_as_nvidia(tmp_path, capsys, text, gpu, rc, message):
 
 
 @pytest.mark.parametrize("text, gpu, rc", [(kernel("f32", ROUNDINGS), "sm_90", 5),
-                                           (kernel("f32", [(E8M0, "")]), "sm_100", 3)])
+                                           (kernel("f32", [(E8M0, "")]), "sm_100", 3)] +
+                         [(text, gpu, rc) for text, gpu, rc, _ in ITOF_REFUSALS])
 def test_refusals_same_as_nvidia(tmp_path, capsys, real_tileiras, text, gpu, rc):
     ours, theirs, stderr, _ = compile_both(tmp_path, real_tileiras, text, gpu)
     assert (ours, theirs) == (rc, rc)
@@ -371,12 +387,7 @@ def single_rounding(x: np.ndarray, signed: bool, dst: str) -> np.ndarray:
     """The spec's rounding of each integer, once: exact in float64 up to 2^53, and every
     larger value saturates."""
     v = x if signed else x.view(f"u{x.itemsize}")
-    return finfo_round(v.astype(np.float64), dst)
-
-
-def finfo_round(values: np.ndarray, dst: str) -> np.ndarray:
-    from tileiras.interp import floats
-    return floats.to_format(values, dst)
+    return floats.to_format(v.astype(np.float64), dst)
 
 
 @pytest.mark.parametrize("sign", SIGNS)
@@ -411,7 +422,7 @@ def test_itof_narrow_known_answers():
 
 def test_itof_fp8_on_sm_90():
     x = every(np.int8)
-    expected, got, ptx = run("i8", FP8, x, gpu="sm_90", op="itof signed")
+    expected, got, _ = run("i8", FP8, x, gpu="sm_90", op="itof signed")
     assert_same_bits(expected, got, x)
     assert expected[0].astype(np.float64)[[1, 17, 19, 127, 128]].tolist() == [1.0, 16.0, 20.0, 128.0, -128.0]
 
@@ -438,30 +449,3 @@ def test_itof_narrow_from_i1(sign, one):
     assert [e[:2].astype(np.float64).tolist() for e in expected[:3]] == [[one, 0.0]] * 3
     assert codes(expected[3])[:2].tolist() == ([0x78, 0] if one > 0 else [0, 0])  # 0x78 is 1.0
 
-
-ITOF_REFUSALS = [
-    (kernel("i32", [("f8E4M3FN", "zero")], "itof signed"), "sm_90", 3,
-     "'cuda_tile.itof' op invalid rounding mode specified. Only 'nearest_even' is supported"),
-    (kernel("i8", [(E8M0, "")], "itof unsigned"), "sm_100", 3,
-     "'cuda_tile.itof' op integer to f8E8M0FNU conversion is not supported, please first convert to another "
-     "float type"),
-    (kernel("i16", [("f4E2M1FN", "")], "itof signed"), "sm_90", 5,
-     "Incompatibility with architecture 'sm_90': unsupported type 'f4E2M1FN'"),
-    (kernel("i64", [("fnv8E5M3FNU", "")], "itof signed"), "sm_120", 5,
-     "Incompatibility with architecture 'sm_120': unsupported type 'fnv8E5M3FNU'"),
-]
-
-
-@pytest.mark.parametrize("text, gpu, rc, message", ITOF_REFUSALS)
-def test_itof_refusals(tmp_path, capsys, text, gpu, rc, message):
-    path = tmp_path / "k.tileir"
-    path.write_bytes(bytecode(text))
-    assert driver.main([str(path), f"--gpu-name={gpu}", "-o", str(tmp_path / "ours.cubin")]) == rc
-    assert capsys.readouterr().err.splitlines()[0] == f"error: {message}"
-
-
-@pytest.mark.parametrize("text, gpu, rc, message", ITOF_REFUSALS)
-def test_itof_refusals_same_as_nvidia(tmp_path, capsys, real_tileiras, text, gpu, rc, message):
-    ours, theirs, stderr, _ = compile_both(tmp_path, real_tileiras, text, gpu)
-    assert (ours, theirs) == (rc, rc)
-    assert capsys.readouterr().err.splitlines()[0] == stderr.splitlines()[0] == f"error: {message}"
