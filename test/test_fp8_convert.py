@@ -17,6 +17,7 @@ NVIDIA's code wins: see ``tileiras.interp.floats``); infinities and overflow giv
 """
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 
@@ -384,10 +385,18 @@ def near_ties(bits: int) -> np.ndarray:
 
 
 def single_rounding(x: np.ndarray, signed: bool, dst: str) -> np.ndarray:
-    """The spec's rounding of each integer, once: exact in float64 up to 2^53, and every
-    larger value saturates."""
+    """The spec's rounding of each integer, once: through float64 rounded to odd (exact up
+    to 2^53), which the second rounding to a narrower format cannot get wrong."""
     v = x if signed else x.view(f"u{x.itemsize}")
-    return floats.to_format(v.astype(np.float64), dst)
+    return floats.to_format(np.array([odd_f64(int(i)) for i in v]), dst)
+
+
+def odd_f64(v: int) -> float:
+    """``v`` truncated to 53 significant bits, the last one set when that lost anything."""
+    shift = max(abs(v).bit_length() - 53, 0)
+    t = abs(v) >> shift
+    t |= int(t << shift != abs(v))
+    return math.copysign(math.ldexp(t, shift), v)
 
 
 @pytest.mark.parametrize("sign", SIGNS)
@@ -449,3 +458,20 @@ def test_itof_narrow_from_i1(sign, one):
     assert [e[:2].astype(np.float64).tolist() for e in expected[:3]] == [[one, 0.0]] * 3
     assert codes(expected[3])[:2].tolist() == ([0x78, 0] if one > 0 else [0, 0])  # 0x78 is 1.0
 
+
+
+@pytest.mark.parametrize("gpu", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("src", ["i32", "i64"])
+def test_itof_bf16_tf32_round_once(src, gpu):
+    """To tf32 (and bf16 below sm_90, which has no ``cvt.rn.bf16.s32``) through f32 rounded to
+    odd, as NVIDIA's tf32 code: 2049 is 2048 in tf32, and 2^24 + 2^16 + 1, just above a bf16
+    tie, goes up (through f32 rounded to nearest it would be the tie and go to 2^24)."""
+    x = near_ties(int(src[1:]))
+    x[:3] = [2049, 2**24 + 2**16 + 1, -(2**24 + 2**16 + 1)]
+    outs = [("bf16", ""), ("tf32", "")]
+    expected, got, ptx = run(src, outs, x, gpu=gpu, op="itof signed")
+    assert_same_bits(expected, got, x)
+    for out, (dst, _) in zip(expected, outs):
+        np.testing.assert_array_equal(out.astype(np.float64), single_rounding(x, True, dst))
+    assert expected[1][0] == 2048 and expected[0][1:3].astype(np.float64).tolist() == [2**24 + 2**17, -(2**24 + 2**17)]
+    assert f"cvt.rz.f32.s{src[1:]}" in ptx

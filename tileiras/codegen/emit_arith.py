@@ -447,13 +447,35 @@ def _itof(em: KernelEmitter, op: Operation) -> None:
         return
     if not isinstance(to, (ir.HalfType, ir.FloatType, ir.DoubleType)) and to != BF16:
         raise CompileError(f"itof to {dst} is not supported yet")
+    # tf32 always, bf16 where PTX has no cvt.rn.bf16.s32 (below sm_90): through f32 rounded to odd
+    via_f32 = dst.name == "tf32" or (dst.name == "bf16" and em.target.arch < 90)
 
     def one(x: ir.Value) -> ir.Value:
+        if via_f32 and x.type.width >= 32:
+            odd = _int_to_f32_odd(b, x, signed)
+            return _tf32_convert(b, odd, T.F32, dst, to, mode) if dst.name == "tf32" else b.fptrunc(odd, to)
+        if dst.name == "tf32":  # i8, i16: exact in f32 and in tf32
+            return b.sitofp(x, F32) if signed else b.uitofp(x, F32)
         if mode == RoundingMode.NEAREST_EVEN:
             return b.sitofp(x, to) if signed else b.uitofp(x, to)
         src = f"{'s' if signed else 'u'}{x.type.width}"
         return X.cvt_asm(b, f"cvt.{_ROUND[mode]}.{ptx_float(to)}.{src}", x, to)
     map_regs(em, op, one)
+
+
+def _int_to_f32_odd(b: ir.IRBuilder, x: ir.Value, signed: bool) -> ir.Value:
+    """A 32- or 64-bit integer rounded to odd in f32 (toward zero, the last bit set when that
+    lost anything), as NVIDIA's tileiras converts integers to tf32 (``cvt.rz.f32.s32``,
+    ``cvt.rzi.s32.f32`` back, compare, ``or``): rounding that again to bf16 or tf32 is the
+    integer's single rounding.  (Rounding to nearest in f32 first, as NVIDIA's sm_80 code
+    for bf16 does, turns 2^24 + 2^16 + 1 into the bf16 tie 2^24 + 2^16 and then 2^24, where
+    the integer itself rounds to 2^24 + 2^17.)"""
+    i32 = ir.IntType(32)
+    kind = f"{'s' if signed else 'u'}{x.type.width}"
+    truncated = X.cvt_asm(b, f"cvt.rz.f32.{kind}", x, F32)
+    back = X.cvt_asm(b, f"cvt.rzi.{kind}.f32", truncated, x.type)
+    inexact = b.zext(b.icmp_unsigned("!=", back, x), i32)
+    return b.bitcast(b.or_(b.bitcast(truncated, i32), inexact), F32)
 
 
 #: The float an integer goes through on its way to an 8- or 4-bit format, as NVIDIA's
