@@ -140,6 +140,19 @@ def ptx_of(name: str) -> str:
                           CompileOptions(gpu_name="sm_100"), "ptx")
 
 
+def nvidia_ptx(real_tileiras: str, tmp_path, text: str) -> str:
+    """NVIDIA's PTX for Tile IR ``text`` (compiled with line info, read from the cubin)."""
+    src, out = tmp_path / "k.tileir", tmp_path / "k.cubin"
+    src.write_bytes(write_bytecode(parse_module(text, "k.mlir")))
+    subprocess.run([real_tileiras, "--gpu-name=sm_100", "--lineinfo", str(src), "-o", str(out)], check=True,
+                   capture_output=True, timeout=120)
+    return ptx_from_cubin(out.read_bytes())
+
+
+def reqntid(ptx: str) -> int:
+    return int(re.search(r"\.reqntid (\d+)", ptx).group(1))
+
+
 def instructions(ptx: str) -> set[str]:
     """The multimem and fence instructions, registers and predicates blanked."""
     return set(fences_and_instructions(ptx))
@@ -164,6 +177,7 @@ EXPECTED = {  # NVIDIA's tileiras 13.5 on sm_100 for the same kernels
     "multimem_st_f64": {"multimem.st.relaxed.sys.global.f64 [R], R"},
     "multimem_red_i32_xor": {"multimem.red.relaxed.sys.global.xor.b32 [R], R"},
     "multimem_red_bf16_release": {"multimem.red.relaxed.sys.global.add.v2.bf16 [R], {R, R}", "fence.release.sys"},
+    "multimem_st_bf16_dim_map_3d": {"multimem.st.relaxed.sys.global.v2.bf16 [R], {R, R}"},
 }
 
 
@@ -175,11 +189,8 @@ def test_instructions_as_nvidia(name):
 @pytest.mark.parametrize("name", sorted(GOLDEN_MULTIMEM))
 def test_nvidia_emits_the_same_instructions(name, real_tileiras, tmp_path):
     """EXPECTED is what NVIDIA's tool emits today (its PTX from the cubin)."""
-    src, out = tmp_path / "k.tileir", tmp_path / "k.cubin"
-    src.write_bytes(write_bytecode(parse_module(multimem_kernel(**GOLDEN_MULTIMEM[name]), "k.mlir")))
-    subprocess.run([real_tileiras, "--gpu-name=sm_100", "--lineinfo", str(src), "-o", str(out)], check=True,
-                   capture_output=True, timeout=120)
-    assert instructions(ptx_from_cubin(out.read_bytes())) == EXPECTED[name]
+    ptx = nvidia_ptx(real_tileiras, tmp_path, multimem_kernel(**GOLDEN_MULTIMEM[name]))
+    assert instructions(ptx) == EXPECTED[name]
 
 
 #: Release writes of several instructions a thread: NVIDIA's tileiras puts a fence before each.
@@ -205,11 +216,7 @@ def test_a_release_fence_before_every_instruction(name):
 @pytest.mark.parametrize("name", sorted(RELEASE_SEQUENCES))
 def test_nvidia_fences_every_instruction(name, real_tileiras, tmp_path):
     kwargs, expected = RELEASE_SEQUENCES[name]
-    src, out = tmp_path / "k.tileir", tmp_path / "k.cubin"
-    src.write_bytes(write_bytecode(parse_module(multimem_kernel(**kwargs), "k.mlir")))
-    subprocess.run([real_tileiras, "--gpu-name=sm_100", "--lineinfo", str(src), "-o", str(out)], check=True,
-                   capture_output=True, timeout=120)
-    assert fences_and_instructions(ptx_from_cubin(out.read_bytes())) == expected
+    assert fences_and_instructions(nvidia_ptx(real_tileiras, tmp_path, multimem_kernel(**kwargs))) == expected
 
 
 def test_fences_run_where_the_tile_is_and_the_thread_owns_the_pair():
@@ -249,6 +256,105 @@ def test_duplicated_elements_reduce_once(monkeypatch):
     assert diffcheck.compare(expected, diffcheck.run_ptx(good, "mm", (8, 1, 1), args)) is None
     unguarded = re.sub(r"@%p\d+ (multimem\.red)", r"\1", good)
     assert diffcheck.compare(expected, diffcheck.run_ptx(unguarded, "mm", (8, 1, 1), args)) is not None
+
+
+# -- CTA size ------------------------------------------------------------------------------------
+def _computed(kwargs: dict, *lines: str, keep_load: bool = False) -> str:
+    """The store/reduce kernel with its tile ``%r`` computed by ``lines`` (the plain load
+    kept as ``%q`` when ``keep_load``)."""
+    text = multimem_kernel(**kwargs)
+    load = next(line for line in text.splitlines() if "load_view_tko" in line)
+    kept = [load.strip().replace("%r, %t1", "%q, %t1")] if keep_load else []
+    return text.replace(load, "\n".join("    " + line for line in kept + list(lines)))
+
+
+ST16 = dict(op="st", element="f16")
+MULTIMEM_LOADED = ("%r, %t1 = multimem_load_reduce_view_tko relaxed sys %mpv[%bx] token = %tok : partition_view<"
+                   "tile=(128), tensor_view<1024xf16, strides=[1], #cuda_tile.ptr_attr<multicast>>>, tile<i32>, token "
+                   "-> tile<128xf16>, token")
+SPLAT = ("%p0 = offset %arg1, %zero : tile<ptr<f16>>, tile<i32> -> tile<ptr<f16>>",
+         "%s0, %t1 = load_ptr_tko weak %p0 : tile<ptr<f16>> -> tile<f16>, token",
+         "%s1 = reshape %s0 : tile<f16> -> tile<1xf16>", "%r = broadcast %s1 : tile<1xf16> -> tile<128xf16>")
+ST_F16 = "multimem.st.relaxed.sys.global.v2.f16 [R], {R, R}"
+RED_BF16 = "multimem.red.relaxed.sys.global.add.v2.bf16 [R], {R, R}"
+LD_F16 = "multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v2.f16 {R, R}, [R]"
+
+#: (kernel text, NVIDIA's .reqntid, its multimem instructions and fences), NVIDIA's tileiras
+#: 13.5 on sm_100.  A 16-bit store or reduction whose tile must change layout to become
+#: pairs (computed from a load or iota, whatever the shape, strides, dim_map, ordering) is
+#: staged through shared memory by a second warp group: 256 threads; a single pair, a
+#: constant, a splat scalar or a multimem load's tile (already pairs) keep 128; 32/64-bit
+#: types always do.
+CTA_SIZES = {
+    "st_f16": (multimem_kernel(**ST16), 256, {ST_F16}),
+    "red_bf16_4": (multimem_kernel(op="red", element="bf16", tile=(4,)), 256, {RED_BF16}),
+    "st_f16_4096": (multimem_kernel(op="st", element="f16", shape=(8192,), tile=(4096,)), 256, {ST_F16}),
+    "st_f16_weak": (multimem_kernel(op="st", element="f16", ordering="weak", scope=""), 256, {ST_F16}),
+    "red_f16_edge_release": (multimem_kernel(op="red", element="f16", ordering="release", scope="device",
+                                             shape=(1000,), tile=(256,)), 256,
+                             {"multimem.red.relaxed.sys.global.add.v2.f16 [R], {R, R}", "fence.release.gpu"}),
+    "st_f16_2x2": (multimem_kernel(op="st", element="f16", shape=(64, 64), tile=(2, 2)), 256, {ST_F16}),
+    "red_bf16_dim_map": (multimem_kernel(op="red", element="bf16", shape=(64, 64), strides=(1, 64), tile=(8, 32),
+                                         dim_map=(1, 0)), 256, {RED_BF16}),
+    "st_f16_iota": (_computed(ST16, "%io = iota : tile<128xi32>",
+                              "%r = itof %io signed : tile<128xi32> -> tile<128xf16>"), 256, {ST_F16}),
+    "st_f16_added": (_computed(ST16, "%r = addf %q, %q : tile<128xf16>", keep_load=True), 256, {ST_F16}),
+    "st_f16_one_pair": (multimem_kernel(op="st", element="f16", tile=(2,)), 128, {ST_F16}),
+    "st_f16_1x2": (multimem_kernel(op="st", element="f16", shape=(64, 64), tile=(1, 2)), 128, {ST_F16}),
+    "st_f16_constant": (_computed(ST16, "%r = constant <f16: 1.0> : tile<128xf16>"), 128, {ST_F16}),
+    "st_f16_splat": (_computed(ST16, *SPLAT), 128, {ST_F16}),
+    "st_f16_multimem_loaded": (_computed(ST16, MULTIMEM_LOADED), 128, {ST_F16, LD_F16}),
+    "st_f32": (multimem_kernel(op="st", element="f32"), 128, {"multimem.st.relaxed.sys.global.f32 [R], R"}),
+    "red_i64_umax": (multimem_kernel(op="red", element="i64", reduction="umax"), 128,
+                     {"multimem.red.relaxed.sys.global.max.u64 [R], R"}),
+    "red_f32_dim_map": (multimem_kernel(op="red", element="f32", shape=(64, 64), tile=(16, 8), dim_map=(1, 0)), 128,
+                        {"multimem.red.relaxed.sys.global.add.f32 [R], R"}),
+    "ld_f16_256": (multimem_kernel(element="f16", shape=(4096,), tile=(256,)), 128, {LD_F16}),
+    "ld_f16_32x32": (multimem_kernel(element="f16", shape=(512, 512), tile=(32, 32)), 128, {LD_F16}),
+    "ld_f16_dim_map": (multimem_kernel(element="f16", shape=(64, 64), tile=(16, 8), dim_map=(1, 0)), 128, {LD_F16}),
+}
+#: Load-reduces NVIDIA's tileiras also runs in two warp groups (256 threads), by a rule we
+#: have not found: 16-bit tiles under 64 elements and 1-D ones from 512 do, those from 64
+#: to 256 elements do not; 2-D ones from 512 mostly do, yet 32x32, 16x64, 64x16, 256x2 not.
+#: We keep 128 threads for every load-reduce.
+LOAD_CTA_SIZES = {
+    "ld_f16_2": (multimem_kernel(element="f16", shape=(4096,), tile=(2,)), 256, {LD_F16}),
+    "ld_f16_32": (multimem_kernel(element="f16", shape=(4096,), tile=(32,)), 256, {LD_F16}),
+    "ld_f16_512": (multimem_kernel(element="f16", shape=(4096,), tile=(512,)), 256, {LD_F16}),
+    "ld_f16_16x32": (multimem_kernel(element="f16", shape=(512, 512), tile=(16, 32)), 256, {LD_F16}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CTA_SIZES))
+def test_cta_size_as_nvidia(name):
+    text, expected, forms = CTA_SIZES[name]
+    ptx = compile_module(parse_module(text, "k.mlir"), CompileOptions(gpu_name="sm_100"), "ptx")
+    assert (reqntid(ptx), instructions(ptx)) == (expected, forms)
+
+
+@pytest.mark.parametrize("name", sorted(LOAD_CTA_SIZES))
+@pytest.mark.xfail(strict=True, reason="NVIDIA's rule for two warp groups around a load-reduce is not reproduced")
+def test_load_reduce_cta_size_as_nvidia(name):
+    text, expected, forms = LOAD_CTA_SIZES[name]
+    ptx = compile_module(parse_module(text, "k.mlir"), CompileOptions(gpu_name="sm_100"), "ptx")
+    assert instructions(ptx) == forms
+    assert reqntid(ptx) == expected
+
+
+@pytest.mark.parametrize("name", sorted(CTA_SIZES) + sorted(LOAD_CTA_SIZES))
+def test_nvidia_cta_sizes(name, real_tileiras, tmp_path):
+    """CTA_SIZES and LOAD_CTA_SIZES are what NVIDIA's tool emits today."""
+    text, expected, forms = {**CTA_SIZES, **LOAD_CTA_SIZES}[name]
+    ptx = nvidia_ptx(real_tileiras, tmp_path, text)
+    assert (reqntid(ptx), instructions(ptx)) == (expected, forms)
+
+
+@pytest.mark.parametrize("name", ["st_f16_4096", "red_f16_edge_release", "red_bf16_dim_map", "st_f16_iota",
+                                  "st_f16_added", "st_f16_2x2"])
+def test_256_thread_kernels_agree_with_the_interpreter(name):
+    module = parse_module(CTA_SIZES[name][0], "k.mlir")
+    reports = diffcheck.check_module(module, "sm_100", grid=(4, 1, 1))
+    assert [r.problem for r in reports] == [None]
 
 
 def _added(text: str) -> str:
@@ -365,12 +471,8 @@ def test_unused_loads_are_dropped(name):
 @pytest.mark.parametrize("name", sorted(UNUSED))
 def test_nvidia_drops_unused_loads(name, real_tileiras, tmp_path):
     text, threads, kept = UNUSED[name]
-    src, out = tmp_path / "k.tileir", tmp_path / "k.cubin"
-    src.write_bytes(write_bytecode(parse_module(_reordered(text), "k.mlir")))
-    subprocess.run([real_tileiras, "--gpu-name=sm_100", "--lineinfo", str(src), "-o", str(out)], check=True,
-                   capture_output=True, timeout=120)
-    ptx = ptx_from_cubin(out.read_bytes())
-    assert re.search(r"\.reqntid (\d+)", ptx).group(1) == str(threads)
+    ptx = nvidia_ptx(real_tileiras, tmp_path, _reordered(text))
+    assert reqntid(ptx) == threads
     assert instructions(ptx) == kept
 
 

@@ -17,7 +17,8 @@ def _dims(values: Sequence[int], sep: str) -> str:
 
 def multimem_kernel(op: str = "ld", element: str = "f32", ordering: str = "relaxed", scope: str = "sys",
                     reduction: str = "add", shape: Sequence[int] = (1024,), strides: Optional[Sequence[int]] = None,
-                    tile: Sequence[int] = (128,), view: str = "partition", ptr_attr: Optional[str] = "multicast") -> str:
+                    tile: Sequence[int] = (128,), view: str = "partition", ptr_attr: Optional[str] = "multicast",
+                    dim_map: Optional[Sequence[int]] = None) -> str:
     if strides is None:  # row-major
         strides = [1]
         for d in reversed(shape[1:]):
@@ -28,13 +29,14 @@ def multimem_kernel(op: str = "ld", element: str = "f32", ordering: str = "relax
     mtv = f"tensor_view<{dims}x{element}, strides=[{_dims(strides, ',')}]{attr}>"
     ptv = f"tensor_view<{dims}x{element}, strides=[{_dims(strides, ',')}]>"
     t = _dims(tile, "x")
+    mapped = f", dim_map=[{_dims(dim_map, ', ')}]" if dim_map else ""  # both views
     if view == "partition":
-        mpv = f"partition_view<tile=({t}), {mtv}>"
+        mpv = f"partition_view<tile=({t}), {mtv}{mapped}>"
         make = f"make_partition_view %mtv : {mpv}"
     else:
         mpv = f"strided_view<tile=({t}), traversal_strides=[{_dims(tile, ',')}], {mtv}>"
         make = f"make_strided_view %mtv : {mpv}"
-    ppv = f"partition_view<tile=({t}), {ptv}>"
+    ppv = f"partition_view<tile=({t}), {ptv}{mapped}>"
     tt = f"tile<{t}x{element}>"
     index = ", ".join(["%bx"] + ["%zero"] * (len(tile) - 1))
     sem = f"{ordering} {scope}".strip()
@@ -62,7 +64,8 @@ def multimem_kernel(op: str = "ld", element: str = "f32", ordering: str = "relax
 
 #: Kernels whose PTX is pinned (test_golden_ptx) and run by both oracles (test_multimem):
 #: every op, the four float types and both integer widths, f16 pairs along a row-major and a
-#: column-major unit-stride dim, edge tiles, duplicated elements, acquire/release fences.
+#: column-major unit-stride dim and through a dim_map, edge tiles, duplicated elements,
+#: acquire/release fences; 16-bit stores and reductions of loaded tiles take 256 threads.
 GOLDEN_MULTIMEM = {
     "multimem_ld_f32_acquire": dict(op="ld", element="f32", ordering="acquire", scope="device"),
     "multimem_ld_f16_add": dict(op="ld", element="f16"),
@@ -74,4 +77,6 @@ GOLDEN_MULTIMEM = {
     "multimem_red_i32_xor": dict(op="red", element="i32", reduction="xor"),
     "multimem_red_bf16_release": dict(op="red", element="bf16", ordering="release", scope="sys", shape=(256, 8),
                                       tile=(32, 8)),
+    "multimem_st_bf16_dim_map_3d": dict(op="st", element="bf16", shape=(8, 16, 32), tile=(2, 4, 8),
+                                        dim_map=(2, 0, 1)),
 }

@@ -13,14 +13,16 @@ scope):
   is in bounds (NVIDIA's branches: tile, fence, element, instruction).  NVIDIA leaves out
   a fence when no other memory access came since the last one: its f16/bf16 pairs staged
   through shared memory and read with one ``ldmatrix`` get a single fence for all their
-  instructions (not reproduced: we stage no pairs);
+  instructions (not reproduced: we stage no pairs; ``tileas.multimem_extra_warps`` has
+  when NVIDIA stages them, which sizes the CTA);
 * one scalar instruction per element for 32/64-bit types (integers: ``.u``/``.s``/``.b``
   by reduction; floats: ``add`` only, min/max are for 16-bit floats);
 * f16/bf16 only in pairs, ``.v2`` (PTX has no scalar 16-bit multimem access); a load-add
   accumulates in f32 (``.acc::f32``).  ``tileas.multimem_layout`` gives those tiles two
-  consecutive elements of the unit-stride dim per register pair; a pair is in bounds when
-  its first element is (as NVIDIA's).  A tile with no such pairs gets no code at all (a
-  load's tile is undefined: ``tileaa.unpairable``), as NVIDIA's.
+  consecutive elements of the unit-stride dim per register pair, lanes and warps over
+  consecutive pairs (as NVIDIA's: a warp's instruction covers 128 contiguous bytes); a
+  pair is in bounds when its first element is (as NVIDIA's).  A tile with no such pairs
+  gets no code at all (a load's tile is undefined: ``tileaa.unpairable``), as NVIDIA's.
 
 Stores and reductions are issued once per element (copies held by several threads are
 skipped); loads by every thread holding the element.

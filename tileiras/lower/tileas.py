@@ -86,14 +86,18 @@ class TileAS:
                      max(min_vector, n // self.layout_threads)) if shape else 1
         return default_blocked(shape, self.num_warps, vector)
 
-    def paired(self, shape: tuple[int, ...], dim: int) -> LinearLayout:
+    def paired(self, shape: tuple[int, ...], dim: int, exact: bool = False) -> LinearLayout:
         """The canonical layout with ``dim`` as its fastest dim, at least two consecutive
-        elements of it a thread (4-bit bytes, lower/subbyte.py; f16 pairs of multimem)."""
+        elements of it a thread (4-bit bytes, lower/subbyte.py); ``exact``: exactly two,
+        lanes and warps over consecutive pairs first (f16 pairs of multimem, as NVIDIA's:
+        a warp's instruction covers 32 consecutive pairs)."""
         if shape[dim] < 2:
             return self.canonical(shape)
         order = [k for k in range(len(shape)) if k != dim] + [dim]
         inverse = [order.index(k) for k in range(len(shape))]
-        return self.canonical(tuple(shape[k] for k in order), min_vector=2).permute(inverse)
+        permuted = tuple(shape[k] for k in order)
+        layout = default_blocked(permuted, self.num_warps, 2) if exact else self.canonical(permuted, min_vector=2)
+        return layout.permute(inverse)
 
     def canonical_of(self, v: Value) -> LinearLayout:
         dim = self.pairs.get(v)
@@ -184,6 +188,45 @@ def mma_extra_warps(op: Operation, arch: int) -> int:
     return 4 if big else 0
 
 
+#: Producers whose tiles come in a layout of their own (not the multimem pair layout).
+FIXED_LAYOUT_SOURCES = (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp, CO.IotaOp)
+
+
+def multimem_extra_warps(op: Operation) -> int:
+    """Warps NVIDIA's tileiras (13.5) adds to the CTA for a multimem store or reduction of
+    f16/bf16 pairs (kernel ABI: ``.reqntid`` 256, not 128).  It stages the pairs through
+    shared memory: one warp group computes the tile and writes it there, a second group
+    waits on an mbarrier, reads the pairs and issues the ``multimem`` instructions.  It
+    does so when the tile must change layout to become pairs (``needs_pairing``) and has
+    more than one pair (a single pair takes a warp in each group: still 128 threads).
+    Measured on sm_100 (test_multimem.py, CTA_SIZES).  We stage nothing: our layouts
+    spread the tile over all eight warps, which issue the same ``multimem`` instructions
+    (each thread half as many as a thread of NVIDIA's second group)."""
+    if not isinstance(op, (MEM.MultimemStoreViewTkoOp, MEM.MultimemReduceViewTkoOp)):
+        return 0
+    tile = op.tile.type
+    if tile.element.bitwidth != 16 or tile.num_elements <= 2:
+        return 0
+    return 4 if needs_pairing(op.tile) else 0
+
+
+def needs_pairing(v: Value) -> bool:
+    """Does tile ``v`` come from a producer with a layout of its own (loads, iota, values
+    carried by a block), through any ops?  Constants, single elements and multimem
+    loads take the pair layout as they are (NVIDIA keeps 128 threads for them)."""
+    seen: set[Value] = set()
+    work = [v]
+    while work:
+        u = work.pop()
+        if u in seen or u.type.num_elements == 1 or isinstance(u.owner, MEM.MultimemLoadReduceViewTkoOp):
+            continue
+        seen.add(u)
+        if u.is_block_argument or isinstance(u.owner, FIXED_LAYOUT_SOURCES) or u.owner.regions:
+            return True
+        work.extend(x for x in u.owner.operands if is_tile(x))
+    return False
+
+
 def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[int, int]:
     """(warps the layouts use, extra warps in the CTA).  Layouts need a power of two;
     warps beyond it (a non-power-of-two hint, the MMA warp group) hold copies."""
@@ -192,7 +235,7 @@ def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[in
     else:
         biggest = max((r.type.num_elements for op in aa.live_ops() for r in op.results if is_tile(r)), default=1)
         warps = 1 if biggest <= 1 else DEFAULT_WARPS
-    warps += max((mma_extra_warps(op, arch) for op in aa.live_ops()), default=0)
+    warps += max((max(mma_extra_warps(op, arch), multimem_extra_warps(op)) for op in aa.live_ops()), default=0)
     layout_warps = 1 << (warps.bit_length() - 1)
     return layout_warps, warps - layout_warps
 
@@ -557,7 +600,7 @@ def multimem_layout(tas: TileAS, view: T.PartitionViewType) -> LinearLayout:
     unit = [k for k, d in enumerate(view.dim_map) if tensor.strides[d] == 1]
     if tensor.element.bitwidth != 16 or len(unit) != 1:
         return tas.canonical(shape)
-    return tas.paired(shape, unit[0])
+    return tas.paired(shape, unit[0], exact=True)
 
 
 @layout_rule(CF.PrintTkoOp)
