@@ -523,3 +523,176 @@ def generate_views(seed: int) -> str:
     p.emit("return")
     header = "entry @k(%a: tile<ptr<f32>>, %b: tile<ptr<f32>>, %c: tile<ptr<f32>>, %n: tile<i32>) {"
     return header + "\n" + "\n".join(p.lines) + "\n}\n"
+
+
+# --------------------------------------------------------------------------- pointer programs
+#
+# ``generate_pointers`` reads and writes through tiles of pointers: a gather at a permuted
+# index (masked, with a padding value), element-wise work, then a masked scatter to another
+# permutation or atomic adds into a few bins.  The values added are integers, so the sums
+# are exact in any order and the result does not depend on the atomics' interleaving.
+
+def _pointer_tile(p: Program, arg: str, n: int, index: str, idx: str) -> str:
+    r, b, out = p.fresh(), p.fresh(), p.fresh()
+    p.emit(f"{r} = reshape {arg} : tile<ptr<f32>> -> tile<1xptr<f32>>")
+    p.emit(f"{b} = broadcast {r} : tile<1xptr<f32>> -> tile<{n}xptr<f32>>")
+    p.emit(f"{out} = offset {b}, {index} : tile<{n}xptr<f32>>, tile<{n}x{idx}> -> tile<{n}xptr<f32>>")
+    return out
+
+
+def _permute_index(p: Program, rng: random.Random, i: str, n: int) -> str:
+    """A bijection of 0..len-1 (len = %n) where i < len: i, len-1-i, or (i*k + c) mod len with k
+    prime to every extent the tests use (64, 77, 256, 300: k in 1, 13, 17), so that no two
+    elements scatter to one address (the winner of such a race is unspecified)."""
+    t = f"tile<{n}xi32>"
+    kind = rng.choice(["same", "reverse", "affine"])
+    if kind == "same":
+        return i
+    out = p.fresh()
+    if kind == "reverse":
+        last = p.fresh()
+        p.emit(f"{last} = subi %nb, {_int_splat_1d(p, 1, n)} : {t}")
+        p.emit(f"{out} = subi {last}, {i} : {t}")
+        return out
+    k, c = rng.choice([1, 13, 17]), rng.randrange(17)
+    m, s = p.fresh(), p.fresh()
+    p.emit(f"{m} = muli {i}, {_int_splat_1d(p, k, n)} : {t}")
+    p.emit(f"{s} = addi {m}, {_int_splat_1d(p, c, n)} : {t}")
+    p.emit(f"{out} = remi {s}, %nb unsigned : {t}")
+    return out
+
+
+def _int_splat_1d(p: Program, value: int, n: int, elem: str = "i32") -> str:
+    c, r, b = p.fresh(), p.fresh(), p.fresh()
+    p.emit(f"{c} = constant <{elem}: {value}> : tile<{elem}>")
+    p.emit(f"{r} = reshape {c} : tile<{elem}> -> tile<1x{elem}>")
+    p.emit(f"{b} = broadcast {r} : tile<1x{elem}> -> tile<{n}x{elem}>")
+    return b
+
+
+def generate_pointers(seed: int) -> str:
+    rng = random.Random(seed)
+    n = rng.choice([32, 64, 128, 256, 512])
+    p = Program(1, n)
+    t, ti, tm = f"tile<{n}xf32>", f"tile<{n}xi32>", f"tile<{n}xi1>"
+    p.emit("%tok = make_token : token")
+    p.emit("%bx, %by, %bz = get_tile_block_id : tile<i32>")
+    nr, base, io, i, inside = p.fresh(), p.fresh(), p.fresh(), p.fresh(), p.fresh()
+    p.emit(f"{nr} = reshape %n : tile<i32> -> tile<1xi32>")
+    p.emit(f"%nb = broadcast {nr} : tile<1xi32> -> {ti}")
+    bb, bxb = p.fresh(), p.fresh()
+    p.emit(f"{bb} = reshape %bx : tile<i32> -> tile<1xi32>")
+    p.emit(f"{bxb} = broadcast {bb} : tile<1xi32> -> {ti}")
+    p.emit(f"{base} = muli {bxb}, {_int_splat_1d(p, n, n)} : {ti}")
+    p.emit(f"{io} = iota : {ti}")
+    p.emit(f"{i} = addi {base}, {io} : {ti}")
+    p.emit(f"{inside} = cmpi less_than {i}, %nb, unsigned : {ti} -> {tm}")
+    pad = _splat_1d(p, rng.choice(["0.000000e+00", "-1.000000e+00", "0x7FC00000"]), n)
+    src = _permute_index(p, rng, i, n)
+    idx = "i32"
+    if rng.random() < 0.4:  # 64-bit offsets
+        wide = p.fresh()
+        p.emit(f"{wide} = exti {src} unsigned : {ti} -> tile<{n}xi64>")
+        src, idx = wide, "i64"
+    pa = _pointer_tile(p, "%a", n, src, idx)
+    pb = _pointer_tile(p, "%b", n, i, "i32")
+    xa, ka, xb, kb = p.fresh(), p.fresh(), p.fresh(), p.fresh()
+    p.emit(f"{xa}, {ka} = load_ptr_tko weak {pa}, {inside}, {pad} token = %tok : "
+           f"tile<{n}xptr<f32>>, {tm}, {t} -> {t}, token")
+    p.emit(f"{xb}, {kb} = load_ptr_tko weak {pb}, {inside} token = %tok : tile<{n}xptr<f32>>, {tm} -> {t}, token")
+    val = p.fresh()
+    op = rng.choice(["addf", "subf", "mulf", "maxf"])
+    p.emit(f"{val} = {op} {xa}, {xb} : {t}")
+    fl = p.fresh()
+    p.emit(f"{fl} = floor {val} : {t}")
+    if rng.random() < 0.5:
+        dst = _permute_index(p, rng, i, n)
+        pc = _pointer_tile(p, "%c", n, dst, "i32")
+        p.emit(f"%done = store_ptr_tko weak {pc}, {fl}, {inside} token = %tok : tile<{n}xptr<f32>>, {t}, {tm} -> token")
+    else:  # atomic adds into 16 bins
+        bins, old, tk = p.fresh(), p.fresh(), p.fresh()
+        p.emit(f"{bins} = remi {i}, {_int_splat_1d(p, 16, n)} unsigned : {ti}")
+        pc = _pointer_tile(p, "%c", n, bins, "i32")
+        order = rng.choice(["relaxed", "acq_rel"])
+        p.emit(f"{old}, {tk} = atomic_rmw_tko {order} device {pc}, addf, {fl}, {inside} token = %tok : "
+               f"tile<{n}xptr<f32>>, {t}, {tm} -> {t}, token")
+    p.emit("return")
+    header = "entry @k(%a: tile<ptr<f32>>, %b: tile<ptr<f32>>, %c: tile<ptr<f32>>, %n: tile<i32>) {"
+    return header + "\n" + "\n".join(p.lines) + "\n}\n"
+
+
+def _splat_1d(p: Program, value: str, n: int) -> str:
+    c, r, b = p.fresh(), p.fresh(), p.fresh()
+    p.emit(f"{c} = constant <f32: {value}> : tile<f32>")
+    p.emit(f"{r} = reshape {c} : tile<f32> -> tile<1xf32>")
+    p.emit(f"{b} = broadcast {r} : tile<1xf32> -> tile<{n}xf32>")
+    return b
+
+
+# --------------------------------------------------------------------------- shape programs
+#
+# ``generate_shapes`` moves one loaded tile through 3-d reshapes, permutations, reductions
+# over any axis (kept as a size-1 axis and broadcast back) and 3-d cat/extract before it is
+# reshaped back and stored: the layout conversions between all these shapes are what is
+# compared.
+
+def _t3(shape: tuple, elem: str = "f32") -> str:
+    return "tile<" + "x".join(str(d) for d in shape) + f"x{elem}>"
+
+
+def generate_shapes(seed: int) -> str:
+    rng = random.Random(seed)
+    rows, cols = rng.choice([(16, 16), (32, 32), (8, 64), (64, 8), (16, 64)])
+    p = Program(rows, cols)
+    values = _load_inputs(p, VIEW, p.tile)
+    n = rows * cols
+    a = rng.choice([2, 4, 8])
+    b = rng.choice([d for d in (2, 4, 8, 16) if n % (a * d) == 0 and n // (a * d) >= 2])
+    shape = (a, b, n // (a * b))
+    cur = p.fresh()
+    p.emit(f"{cur} = reshape {rng.choice(values)} : {p.tile} -> {_t3(shape)}")
+    other = p.fresh()
+    p.emit(f"{other} = reshape {values[1]} : {p.tile} -> {_t3(shape)}")
+    for _ in range(rng.randint(2, 6)):
+        kind = rng.random()
+        out = p.fresh()
+        if kind < 0.35:
+            perm = rng.choice([(0, 2, 1), (1, 0, 2), (2, 1, 0), (1, 2, 0), (2, 0, 1)])
+            new = tuple(shape[i] for i in perm)
+            p.emit(f"{out} = permute {cur} [{', '.join(map(str, perm))}] : {_t3(shape)} -> {_t3(new)}")
+            o2 = p.fresh()
+            p.emit(f"{o2} = permute {other} [{', '.join(map(str, perm))}] : {_t3(shape)} -> {_t3(new)}")
+            shape, cur, other = new, out, o2
+        elif kind < 0.6:
+            axis = rng.randrange(3)
+            kept = tuple(d for i, d in enumerate(shape) if i != axis)
+            one = tuple(1 if i == axis else d for i, d in enumerate(shape))
+            op, identity = rng.choice(ORDERLESS)
+            r, s = p.fresh(), p.fresh()
+            p.emit(f"{r} = reduce {cur} dim={axis} identities=[{identity} : f32] : {_t3(shape)} -> {_t3(kept)}")
+            _combiner(p, op)
+            p.emit(f"{s} = reshape {r} : {_t3(kept)} -> {_t3(one)}")
+            b2 = p.fresh()
+            p.emit(f"{b2} = broadcast {s} : {_t3(one)} -> {_t3(shape)}")
+            p.emit(f"{out} = subf {other}, {b2} : {_t3(shape)}")
+            cur = out
+        elif kind < 0.8:
+            axis = rng.randrange(3)
+            both = tuple(d * 2 if i == axis else d for i, d in enumerate(shape))
+            half = rng.randrange(2)
+            c = p.fresh()
+            p.emit(f"{c} = cat {cur}, {other} dim = {axis} : {_t3(shape)}, {_t3(shape)} -> {_t3(both)}")
+            idx = []
+            for i in range(3):
+                k = p.fresh()
+                p.emit(f"{k} = constant <i32: {half if i == axis else 0}> : tile<i32>")
+                idx.append(k)
+            p.emit(f"{out} = extract {c}[{', '.join(idx)}] : {_t3(both)} -> {_t3(shape)}")
+            cur = out
+        else:
+            op = rng.choice(["addf", "mulf", "maxf", "subf"])
+            p.emit(f"{out} = {op} {cur}, {other} : {_t3(shape)}")
+            cur, other = out, cur
+    back = p.fresh()
+    p.emit(f"{back} = reshape {cur} : {_t3(shape)} -> {p.tile}")
+    return _store_result(p, back, "f32", VIEW, p.tile)

@@ -11,7 +11,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from random_programs import generate, generate_int, generate_mixed, generate_views
+from random_programs import (generate, generate_int, generate_mixed, generate_pointers, generate_shapes,
+                             generate_views)
 
 from tileiras import diffcheck
 from tileiras.text.parser import parse_module
@@ -141,3 +142,42 @@ def test_random_view_program_more(seed):
 def test_random_int_program_widths(elem, seed):
     """Narrow integers wrap, shift and divide in their own width; i64 in 64-bit registers."""
     _check_int(seed, ARCHS[seed % 4], elem)
+
+
+def _check_pointers(seed: int) -> None:
+    text = generate_pointers(seed)
+    module = parse_module(text, f"random_ptr{seed}.mlir")
+    gpu_name = ARCHS[seed % 4]
+    check_module(module, gpu_name=gpu_name)
+    n = (300, 256, 77)[seed % 3]
+    tile = int(text.split("iota : tile<")[1].split("x")[0])
+    rng = np.random.default_rng(seed)
+    a, b = (rng.uniform(-40, 40, n).astype(np.float32) for _ in range(2))
+    args = [a, b, np.zeros(n, np.float32), np.int32(n)]
+    expected, got = diffcheck.run_both(module, "k", (-(-n // tile), 1, 1), args, gpu_name)
+    problem = diffcheck.compare(expected, got, rtol=0, atol=0)
+    assert problem is None, f"seed {seed}: {problem}\n{text}"
+    assert np.count_nonzero(expected.arrays[2]) > 0, "nothing stored"
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_pointer_program(seed):
+    """Masked gathers at permuted (32- or 64-bit) offsets with padding, masked scatters to
+    another permutation, atomic adds of integers into 16 bins: exact."""
+    _check_pointers(seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(16, 96))
+def test_random_pointer_program_more(seed):
+    _check_pointers(seed)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_shape_program(seed):
+    """3-d reshapes, permutations, reductions over any axis broadcast back, 3-d cat/extract:
+    data movement only (and max/min/sub), so exact."""
+    text = generate_shapes(seed)
+    expected, got = _run(text, seed, ARCHS[seed % 4])
+    problem = diffcheck.compare(expected, got, rtol=0, atol=0)
+    assert problem is None, f"seed {seed}: {problem}\n{text}"

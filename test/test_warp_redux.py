@@ -47,7 +47,8 @@ def test_i32_warp_reduction_is_one_redux(body, signedness, identity, flavour):
     module = parse_module(reduce_kernel(body, signedness=signedness, identity=identity), "k.mlir")
     ptx = diffcheck.compile_ptx(module, "sm_90")
     assert re.findall(r"redux\.sync\.(\S+)", ptx) == [flavour]
-    assert "shfl" not in ptx
+    # no shuffles within a warp; the 4 warps' partials are folded by lanes 0-3 (two steps)
+    assert re.findall(r"shfl\.sync\.(\w+)\.b32\s+%r\d+, %r\d+, (\d+)", ptx) == [("bfly", "1"), ("bfly", "2")]
     reports = diffcheck.check_module(module, "sm_90", grid=(3, 1, 1), extent=700)
     assert [r.problem for r in reports] == [None]
 
@@ -59,5 +60,17 @@ def test_other_reductions_shuffle(element, body, gpu):
     module = parse_module(reduce_kernel(body, element), "k.mlir")
     ptx = diffcheck.compile_ptx(module, gpu)
     assert ("redux.sync" in ptx) == (element == "i32")
-    assert ("shfl.sync.bfly" in ptx) == (element != "i32")
+    # five shuffle steps within each warp, then two to fold the 4 warps' partials
+    assert len(re.findall(r"shfl\.sync\.bfly", ptx)) == (2 if element == "i32" else 5 + 2) * (2 if element == "i64" else 1)
     assert [r.problem for r in diffcheck.check_module(module, gpu, grid=(3, 1, 1), extent=700)] == [None]
+
+
+def test_shared_addresses_are_32_bit():
+    """The warps' partial results meet in shared memory, addressed with 32-bit registers as
+    in NVIDIA's PTX (64-bit shared addresses cost cat_extract four registers on sm_80)."""
+    module = parse_module(reduce_kernel("addi"), "k.mlir")
+    ptx = diffcheck.compile_ptx(module, "sm_80")
+    addresses = re.findall(r"(?:ld|st)\.shared\S*\s+(?:\S+,\s*)?\[([^\]+]+)", ptx)
+    assert addresses and all(a.startswith("%r") for a in addresses), addresses
+    assert not re.search(r"mov\.b64\s+%rd\d+, global_smem", ptx)
+    assert [r.problem for r in diffcheck.check_module(module, "sm_80", grid=(3, 1, 1), extent=700)] == [None]

@@ -16,7 +16,7 @@ import sys
 from enum import Enum
 from typing import Optional, Sequence
 
-from . import cli, tilelib
+from . import cli
 from .errors import EXIT_BAD_OPTION, CompileError, OptionError, UsageError
 from .ir.version import SUPPORTED_VERSIONS, Version, is_supported
 from .pipeline import CompileOptions, compile_module
@@ -269,7 +269,10 @@ def compile_file(options: DriverOptions) -> int:
         return 0
     if not is_bytecode:
         check_codegen_options(options, module.version)
-    tilelib.link(module, options.libraries, options.preview)
+    if options.libraries:
+        from . import tilelib
+
+        tilelib.link(module, options.libraries, options.preview)
     check_target(module, options.gpu_name)
     stage = options.emit.value if options.emit else "cubin"
     result = compile_module(module, CompileOptions(
@@ -287,6 +290,8 @@ def compile_file(options: DriverOptions) -> int:
 def create_tile_library(options: DriverOptions) -> int:
     """``--preview-create-tile-lib``: the interface and implementation files in one
     object (``-o``, default ``elf.o``), as NVIDIA's tool writes it."""
+    from . import tilelib
+
     library = tilelib.create(options.interface, options.implementations, options.host_arch, options.host_os)
     path = options.output_file or tilelib.DEFAULT_OUTPUT
     try:

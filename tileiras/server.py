@@ -41,8 +41,8 @@ def preload() -> None:
     import llvmlite.binding  # noqa: F401
     import llvmlite.ir  # noqa: F401
 
-    from . import driver, pipeline, remarks  # noqa: F401
-    from .codegen import abi, emit_arith, emit_control, emit_memory, emit_mma, emit_shape  # noqa: F401
+    from . import driver, pipeline, remarks, tilelib  # noqa: F401
+    from .codegen import abi, emit_arith, emit_control, emit_memory, emit_mma, emit_multimem, emit_shape  # noqa: F401
     from .codegen import backend, host, libm, nvvm, ptx, ptxas  # noqa: F401
     from .codegen.llvm_targets import init_llvm
     from .lower import tileaa, tileas  # noqa: F401

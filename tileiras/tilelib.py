@@ -24,7 +24,6 @@ What NVIDIA's tileiras 13.5 does (measured; the preview is undocumented):
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import struct
 from typing import Optional, Sequence
@@ -262,6 +261,8 @@ def _open(path: str) -> dict[str, bytes]:
 def _load_provider(path: str) -> None:
     """NVIDIA ``dlopen``s a library without implementation sections as an implementation
     provider; its first line is the loader's own (dlerror) message."""
+    import ctypes
+
     try:
         provider = ctypes.CDLL(path, mode=os.RTLD_LAZY | os.RTLD_LOCAL)
     except OSError as err:

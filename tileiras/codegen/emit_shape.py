@@ -4,8 +4,10 @@ cat, extract, insert.
 Reductions combine in three steps, each in a fixed order (ascending coordinate
 along the reduced dim): registers within a thread, lanes of a warp with
 butterfly shuffles (one redux.sync for 32-bit integer ops over a whole warp, whose
-result does not depend on the order), then warps through shared memory.  Scans and the ops that
-move elements between arbitrary positions go through shared memory.
+result does not depend on the order), then warps through shared memory (read back one
+warp's partial a lane and folded by a butterfly, where every lane of a warp holds the same
+results).  Scans and the ops that move elements between arbitrary positions go through
+shared memory.
 """
 from __future__ import annotations
 
@@ -196,12 +198,7 @@ def _reduce(em: KernelEmitter, op: Operation) -> None:
         partial = [[X.redux_sync(em.b, redux, acc[0])] for acc in partial]
         lane_bases = []
     for bit in sorted((i for i, base in enumerate(lane_bases) if base[dim]), key=lambda i: lane_bases[i][dim]):
-        upper = em.b.icmp_unsigned("!=", em.b.and_(em.lane, ir.Constant(I32, 1 << bit)), ir.Constant(I32, 0))
-        for q, acc in enumerate(partial):
-            other = [_shuffle(em, v, 1 << bit) for v in acc]
-            lo = [em.b.select(upper, o, a) for a, o in zip(acc, other)]
-            hi = [em.b.select(upper, a, o) for a, o in zip(acc, other)]
-            partial[q] = _combine(em, block, lo, hi)
+        partial = [_butterfly(em, block, acc, bit) for acc in partial]
     # 3. warps: through shared memory, in warp order along ``dim``
     warp_bases = src_layout.bases(WARP)
     warp_bits = sorted((i for i, base in enumerate(warp_bases) if base[dim]), key=lambda i: warp_bases[i][dim])
@@ -237,6 +234,17 @@ def _warp_redux_kind(em: KernelEmitter, block: Block, layout: LinearLayout, dim:
     return kind
 
 
+def _butterfly(em: KernelEmitter, block: Block, acc: list[ir.Value], bit: int) -> list[ir.Value]:
+    """One butterfly step over lane bit ``bit``: each lane combines its values with its
+    partner's, the lower lane's on the left, so both lanes compute the same result."""
+    b = em.b
+    upper = b.icmp_unsigned("!=", b.and_(em.lane, ir.Constant(I32, 1 << bit)), ir.Constant(I32, 0))
+    other = [_shuffle(em, v, 1 << bit) for v in acc]
+    lo = [b.select(upper, o, a) for a, o in zip(acc, other)]
+    hi = [b.select(upper, a, o) for a, o in zip(acc, other)]
+    return _combine(em, block, lo, hi)
+
+
 def _reduce_warps(em: KernelEmitter, op: Operation, out: LinearLayout, partial: list[list[ir.Value]],
                   warp_bits: list[int], block: Block) -> list[list[ir.Value]]:
     b = em.b
@@ -257,6 +265,8 @@ def _reduce_warps(em: KernelEmitter, op: Operation, out: LinearLayout, partial: 
             st = _smem_type(v.type)
             b.store(_to_smem(b, v, st), em.smem_slot(slot_index, sizes[k], offsets[k]))
     X.barrier(b)
+    if 4 <= groups <= 32 and not any(any(base) for base in out.bases(LANE)):
+        return _fold_warps_in_lanes(em, out, partial, groups, n, sizes, offsets, block)
     result = []
     for q, vals in enumerate(partial):
         flat = em.flat_index(em.coords(out, q), out.shape) if out.rank else ir.Constant(I32, 0)
@@ -266,6 +276,29 @@ def _reduce_warps(em: KernelEmitter, op: Operation, out: LinearLayout, partial: 
             got = [_from_smem(b, b.load(em.smem_slot(idx, sizes[k], offsets[k]), typ=_smem_type(v.type)), v.type)
                    for k, v in enumerate(vals)]
             acc = got if acc is None else _combine(em, block, acc, got)
+        result.append(acc)
+    return result
+
+
+def _fold_warps_in_lanes(em: KernelEmitter, out: LinearLayout, partial: list[list[ir.Value]], groups: int,
+                         n: int, sizes: list[int], offsets: list[int], block: Block) -> list[list[ir.Value]]:
+    """The warps' partial results (in shared memory, warp ``g``'s at slot ``g * n + flat``)
+    folded as NVIDIA's PTX folds them: lane ``l`` reads warp ``l mod groups``'s and a
+    butterfly over the low lane bits combines them, so every lane ends with the whole tree.
+
+    Only for results every lane of a warp holds alike (no lane bits in ``out``).  Reading
+    all ``groups`` slots in every lane instead is one ``ld.shared.v4`` whose register quad
+    must be aligned, which cost float_compare_where two registers on sm_80 (18 against 16)."""
+    b = em.b
+    mine = b.and_(em.lane, ir.Constant(I32, groups - 1))
+    result = []
+    for q, vals in enumerate(partial):
+        flat = em.flat_index(em.coords(out, q), out.shape) if out.rank else ir.Constant(I32, 0)
+        idx = b.add(b.mul(mine, ir.Constant(I32, n)), flat)
+        acc = [_from_smem(b, b.load(em.smem_slot(idx, sizes[k], offsets[k]), typ=_smem_type(v.type)), v.type)
+               for k, v in enumerate(vals)]
+        for bit in range(groups.bit_length() - 1):
+            acc = _butterfly(em, block, acc, bit)
         result.append(acc)
     return result
 

@@ -48,6 +48,14 @@ def emits(*classes: type) -> Callable[[EmitFn], EmitFn]:
     return register
 
 
+def _optional_emitter(op_class: type) -> Optional[EmitFn]:
+    """The emitter of an op from a family few kernels use (MMA, multimem): its module is
+    imported on first use, not at every start (a cold ``tileiras`` imports what it runs)."""
+    from . import emit_mma, emit_multimem  # noqa: F401  (register emitters)
+
+    return EMITTERS.get(op_class)
+
+
 @record(frozen=True)
 class Target:
     arch: int                    # 80, 90, 100, 120...
@@ -248,7 +256,7 @@ class KernelEmitter:
                 undefined = ir.Constant(llvm_type(r.type), ir.Undefined) if layout is not None else None
                 self.put(r, None if layout is None else TileVal(layout, [undefined] * layout.size("reg")))
             return
-        emitter = EMITTERS.get(type(op))
+        emitter = EMITTERS.get(type(op)) or _optional_emitter(type(op))
         if emitter is None:
             raise CompileError(f"code generation for '{op.definition.full_name}' is not supported yet")
         if self.scope is not None:
@@ -419,9 +427,10 @@ class KernelEmitter:
         return self._smem
 
     def smem_slot(self, index: ir.Value, elem_bytes: int, base: int = 0) -> ir.Value:
-        """Address of element ``index`` (i32) of an array of ``elem_bytes`` at ``base``."""
+        """Address of element ``index`` (i32) of an array of ``elem_bytes`` at ``base``; 32-bit
+        arithmetic, as shared addresses are 32 bits (``llvm_targets.NVPTX_OPTIONS``)."""
         b = self.b
-        off = b.add(b.mul(b.zext(index, I64), ir.Constant(I64, elem_bytes)), ir.Constant(I64, base))
+        off = b.add(b.mul(index, ir.Constant(I32, elem_bytes)), ir.Constant(I32, base))
         return byte_gep(b, self.smem(), off)
 
     def flat_index(self, coords: Sequence[ir.Value], shape: Sequence[int]) -> ir.Value:
@@ -535,7 +544,7 @@ def line_info(module: ir.Module) -> LineInfo:
 def emit_module(module: Module, analyses: dict[str, TileAS], target: Target,
                 positions: Optional[dict] = None) -> ir.Module:
     """LLVM IR for every entry function of ``module``."""
-    from . import emit_arith, emit_control, emit_memory, emit_mma, emit_multimem, emit_shape  # noqa: F401  (register emitters)
+    from . import emit_arith, emit_control, emit_memory, emit_shape  # noqa: F401  (register emitters)
 
     llmod = ir.Module(name="tileiras")
     if target.lineinfo:
