@@ -1,4 +1,5 @@
-"""How well our kernels' global accesses coalesce, against NVIDIA's PTX for the same bytecode.
+"""How well our kernels' global accesses coalesce, and how many instructions they execute,
+against NVIDIA's PTX for the same bytecode.
 
     python bench/coalescing.py [PATH ...] [--every K] [--all]
 
@@ -10,8 +11,10 @@ and store is counted as a request with the distinct 32-byte sectors its threads 
 GPU moves sectors, so ``ours / nvidia`` total sectors is the memory traffic ratio (1.0: same
 transactions; 4.0: four times the L1/L2 transactions for the same data).
 
-A kernel is flagged SECTORS when ours moves more than 10% more sectors than NVIDIA's.  The
-table lists flagged kernels (every kernel with --all), then a summary.  A benchmark, not a test.
+The emulator also counts executed thread-instructions (PTX, not SASS: a proxy for issue
+time).  A kernel is flagged SECTORS when ours moves more than 10% more sectors than NVIDIA's,
+INSTR when it executes more than 10% more instructions.  The table lists flagged kernels
+(every kernel with --all), then a summary.  A benchmark, not a test.
 """
 from __future__ import annotations
 
@@ -41,10 +44,12 @@ def arch_of(path: Path) -> str:
 
 
 def traffic_of(ptx: str, entry: str, args: list) -> Traffic:
+    """The launch's traffic, with its executed thread-instructions as ``.instructions``."""
     copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     result = launch(ptx, entry, GRID, copies, traffic=True)
     if result.trap is not None and result.trap.kind not in ("trap", "assert"):
         raise RuntimeError(f"{result.trap.kind}: {result.trap.message}")
+    result.traffic.instructions = result.thread_instructions
     return result.traffic
 
 
@@ -69,11 +74,20 @@ def ratio(nv: Traffic, ours: Traffic) -> Optional[float]:
     return sectors(ours) / sectors(nv) if sectors(nv) else None
 
 
+def instr_ratio(nv: Traffic, ours: Traffic) -> float:
+    return ours.instructions / max(nv.instructions, 1)
+
+
 def row(name: str, nv: Traffic, ours: Traffic, flag: str) -> str:
     r = ratio(nv, ours)
     spr = lambda c: f"{c.sectors_per_request:5.1f}"  # noqa: E731
     return (f"{name[:46]:46s} {spr(nv.loads)}/{spr(ours.loads)}  {spr(nv.stores)}/{spr(ours.stores)}  "
-            f"{sectors(nv):>8d}/{sectors(ours):<8d} {'-' if r is None else f'{r:5.2f}'}  {flag}")
+            f"{sectors(nv):>8d}/{sectors(ours):<8d} {'-' if r is None else f'{r:5.2f}'}  "
+            f"{instr_ratio(nv, ours):6.2f}  {flag}")
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values if v > 0))
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -85,8 +99,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     paths = opts.paths or [REPO.parent / "shared" / "corpus"]
     files = sorted(f for p in paths for f in (p.glob("*.tileir") if p.is_dir() else [p]))[::opts.every]
     files = [f for f in files if f.with_suffix(".ptx").exists()]
-    print(f"{'kernel':46s} {'ld sect/req':>12s}  {'st sect/req':>12s}  {'sectors nv/ours':>17s} ratio")
-    ratios, flagged, failed = [], 0, []
+    print(f"{'kernel':46s} {'ld sect/req':>12s}  {'st sect/req':>12s}  {'sectors nv/ours':>17s} ratio  instr")
+    ratios, instrs, flagged, slower, failed = [], [], 0, 0, []
     for f in files:
         try:
             rows = measure(f)
@@ -94,19 +108,27 @@ def main(argv: Optional[list[str]] = None) -> int:
             failed.append(f"{f.name}: {type(err).__name__}: {str(err)[:120]}")
             continue
         for entry, nv, ours in rows:
-            r = ratio(nv, ours)
-            flag = "SECTORS" if r is not None and r > SLACK else ""
+            r, ri = ratio(nv, ours), instr_ratio(nv, ours)
+            flags = ["SECTORS"] if r is not None and r > SLACK else []
+            flags += ["INSTR"] if ri > SLACK else []
+            flag = " ".join(flags)
             if r is not None:
                 ratios.append(r)
-            flagged += bool(flag)
+            instrs.append(ri)
+            flagged += "SECTORS" in flags
+            slower += "INSTR" in flags
             if flag or opts.all:
                 print(row(f"{f.name}", nv, ours, flag))
     for line in failed:
         print(f"not measured: {line}")
     if ratios:
         print(f"kernels moving more than nvidia+10% sectors (SECTORS): {flagged} of {len(ratios)}")
-        print(f"sector ratio ours/nvidia: geomean {math.exp(statistics.fmean(math.log(r) for r in ratios if r > 0)):.2f}, "
+        print(f"sector ratio ours/nvidia: geomean {geomean(ratios):.2f}, "
               f"median {statistics.median(ratios):.2f}, max {max(ratios):.2f}")
+    if instrs:
+        print(f"kernels executing more than nvidia+10% instructions (INSTR): {slower} of {len(instrs)}")
+        print(f"executed-instruction ratio ours/nvidia: geomean {geomean(instrs):.2f}, "
+              f"median {statistics.median(instrs):.2f}, max {max(instrs):.2f}")
     return 0
 
 

@@ -1,7 +1,8 @@
 """Loads branch around their whole access when the tile starts outside the tensor (the
 elements are still checked one by one), with their address arithmetic inside the branch
 from a fresh read of %tid.x; stores compute their addresses next to the stores (and branch
-per element where emit_memory.branch_per_element says so).  Tiles
+per element where emit_memory.branch_per_element says so, around the whole store where
+emit_memory.guard_whole_store does).  Tiles
 wholly outside the source must still load the padding value."""
 from __future__ import annotations
 
@@ -40,10 +41,11 @@ def test_load_branches_around_its_access():
     assert len(re.findall(r"ld\.global", inside)) == 2       # both elements, each still predicated
     assert "%tid.x" in inside                                   # the address arithmetic is in there
     after = body[body.index(branch.group(1) + ":"):]
-    # stores: no branch around the whole access; each element in a branch of its own
+    # stores of x + 1 (one instruction each): a branch around the whole access
+    # (emit_memory.guard_whole_store), then each element in a branch of its own
     # (emit_memory.branch_per_element), the store itself unpredicated
     assert "%tid.x" in after
-    assert len(re.findall(r"@%p\d+ bra", after)) == 2
+    assert len(re.findall(r"@%p\d+ bra", after)) == 3
     assert len(re.findall(r"^\s*st\.global", after, re.MULTILINE)) == 2
 
 

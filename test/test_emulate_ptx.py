@@ -659,6 +659,27 @@ def test_cvt_f32_to_f16_rounding_modes(mode):
     assert np.all(np.abs(got - nearest) <= np.abs(nearest) * 2**-10 + 2**-24) | np.isinf(nearest).any()
 
 
+
+def test_cvt_to_bf16_rounds_once():
+    """``cvt.rn.bf16.s32`` and ``.f64`` round the exact value once: 2^24 + 2^16 + 1 is just
+    above a bf16 tie and goes up (through f32 it would be the tie itself and go to even),
+    as 1 + 2^-8 + 2^-30 does; checked against exact rounding on near-tie sweeps."""
+    from tileiras.interp.floats import FORMATS, round_f64
+    p = [1 << k for k in range(31)]
+    ints = np.array(sorted({a + b + c for a in p for b in p[:20] for c in (0, 1)}), np.int64)[:1024]
+    ints = np.resize(np.concatenate([ints, -ints]).astype(np.int32), 2048)
+    out, _ = run_unary("cvt.rn.bf16.s32 %rs1, %r1;\ncvt.u32.u16 %r2, %rs1;", ints, np.uint32)
+    got = out.astype(np.uint16).view(ml_dtypes.bfloat16).astype(np.float64)
+    np.testing.assert_array_equal(got, round_f64(ints.astype(np.float64), FORMATS["bf16"]))
+    assert got[np.flatnonzero(ints == 2**24 + 2**16 + 1)[0]] == 2**24 + 2**17
+    x = np.resize(np.array([1 + 2.0**-8 + 2.0**-30, -(1 + 2.0**-8 + 2.0**-30), 1 + 2.0**-8, 3.5e38, 2.0**-133 * 1.5]),
+                  64) * np.repeat([1.0, 2.0**-100], 32)
+    out, _ = run_unary("cvt.rn.bf16.f64 %rs1, %rd7;\ncvt.u32.u16 %r2, %rs1;", x, np.uint32, in_width=8,
+                       ld="ld.global.b64 %rd7, [%rd3];")
+    got = out.astype(np.uint16).view(ml_dtypes.bfloat16).astype(np.float64)
+    np.testing.assert_array_equal(got, round_f64(x, FORMATS["bf16"]))
+    assert got[:3].tolist() == [1 + 2.0**-7, -(1 + 2.0**-7), 1.0]
+
 def test_cvt_fp8_satfinite_pairs_and_back():
     a = np.array([1.0, 500.0, -1000.0, np.nan, 0.1, 3.3] + [0.0] * 26, np.float32)
     b = np.array([2.0, -0.015625, 448.0, 1e-9, -7.0, 57344.0 * 2] + [0.0] * 26, np.float32)

@@ -17,6 +17,7 @@ NVIDIA's code wins: see ``tileiras.interp.floats``); infinities and overflow giv
 """
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 
@@ -27,6 +28,7 @@ from _build import bytecode
 
 from tileiras import diffcheck, driver
 from tileiras.emulate.cubin import ptx_from_cubin
+from tileiras.interp import floats
 from tileiras.text.parser import parse_module
 
 E8M0 = "f8E8M0FNU"
@@ -36,7 +38,7 @@ DTYPES = diffcheck._DTYPES
 
 def kernel(src: str, outs: list[tuple[str, str]], op: str = "ftof") -> str:
     """x (``src``, %n elements, a tile of TILE per block) converted once per (type, rounding)
-    of ``outs`` and stored to out[k]."""
+    of ``outs`` and stored to out[k]; ``op`` is ``ftof``, ``ftoi`` or ``itof signed|unsigned``."""
     def view(e: str) -> tuple[str, str]:
         tv = f"tensor_view<?x{e}, strides=[1]>"
         return tv, f"partition_view<tile=({TILE}), {tv}>"
@@ -49,6 +51,7 @@ def kernel(src: str, outs: list[tuple[str, str]], op: str = "ftof") -> str:
         otv, opv = view(dst)
         mode = f"rounding<{rounding}> " if rounding else ""
         conv = (f"ftoi %t signed : tile<{TILE}x{src}> -> tile<{TILE}x{dst}>" if op == "ftoi" else
+                f"itof %t {op.split()[1]} {mode}: tile<{TILE}x{src}> -> tile<{TILE}x{dst}>" if op.startswith("itof") else
                 f"ftof %t {mode}: tile<{TILE}x{src}> -> tile<{TILE}x{dst}>")
         body += [f"%v{k} = make_tensor_view %o{k}, shape = [%n], strides = [1] : tile<i32> -> {otv}",
                  f"%p{k} = make_partition_view %v{k} : {opv}",
@@ -236,7 +239,21 @@ def compile_both(tmp_path, real_tileiras, text: str, gpu: str) -> tuple[int, int
     return ours, real.returncode, real.stderr, str(tmp_path / "nv.cubin")
 
 
-@pytest.mark.parametrize("text, gpu, rc, message", [
+#: NVIDIA's refusals of itof to the narrow formats
+ITOF_REFUSALS = [
+    (kernel("i32", [("f8E4M3FN", "zero")], "itof signed"), "sm_90", 3,
+     "'cuda_tile.itof' op invalid rounding mode specified. Only 'nearest_even' is supported"),
+    (kernel("i8", [(E8M0, "")], "itof unsigned"), "sm_100", 3,
+     "'cuda_tile.itof' op integer to f8E8M0FNU conversion is not supported, please first convert to another "
+     "float type"),
+    (kernel("i16", [("f4E2M1FN", "")], "itof signed"), "sm_90", 5,
+     "Incompatibility with architecture 'sm_90': unsupported type 'f4E2M1FN'"),
+    (kernel("i64", [("fnv8E5M3FNU", "")], "itof signed"), "sm_120", 5,
+     "Incompatibility with architecture 'sm_120': unsupported type 'fnv8E5M3FNU'"),
+]
+
+
+@pytest.mark.parametrize("text, gpu, rc, message", ITOF_REFUSALS + [
     (kernel("f32", ROUNDINGS), "sm_90", 5, "Incompatibility with architecture 'sm_90': unsupported type 'f8E8M0FNU'"),
     (kernel("f32", [(E8M0, "")]), "sm_100", 3,
      "'cuda_tile.ftof' op invalid rounding mode specified for conversion to f8E8M0FNU. Only 'zero' and "
@@ -252,7 +269,8 @@ def test_refusals_as_nvidia(tmp_path, capsys, text, gpu, rc, message):
 
 
 @pytest.mark.parametrize("text, gpu, rc", [(kernel("f32", ROUNDINGS), "sm_90", 5),
-                                           (kernel("f32", [(E8M0, "")]), "sm_100", 3)])
+                                           (kernel("f32", [(E8M0, "")]), "sm_100", 3)] +
+                         [(text, gpu, rc) for text, gpu, rc, _ in ITOF_REFUSALS])
 def test_refusals_same_as_nvidia(tmp_path, capsys, real_tileiras, text, gpu, rc):
     ours, theirs, stderr, _ = compile_both(tmp_path, real_tileiras, text, gpu)
     assert (ours, theirs) == (rc, rc)
@@ -334,3 +352,126 @@ def test_nvidias_fp8_ptx_agrees(tmp_path, real_tileiras, src, outs, x):
         nvidia = ptx_from_cubin(f.read())
     expected, got, _ = run(src, outs, x, gpu=gpu, ptx=nvidia)
     assert_same_bits(expected, got, x)
+
+
+# -- itof to the 8- and 4-bit formats --------------------------------------------------------------
+# NVIDIA's tileiras 13.5 (measured on text kernels, i1/i8/i16/i32/i64 signed and unsigned, sm_80..
+# sm_120): ``cvt.rn.f16.{s,u}N`` then ``cvt.rn.satfinite.{e4m3x2,e2m1x2}.f16x2`` for e4m3 (sm_89+)
+# and e2m1 (sm_100+); ``cvt.rn.f32.{s,u}N`` then ``cvt.rn.satfinite.{e5m2x2,ue5m3x2}.f32`` for e5m2
+# and UE5M3 (sm_107 only); i8 goes as s16/u16, i1 as a select of -1.0 or 1.0 and 0.  Any
+# rounding but nearest_even is refused (exit 3), f8E8M0FNU with "please first convert to another
+# float type" (exit 3); the types elsewhere with the usual exit 5.
+NARROW = [("f8E4M3FN", ""), ("f8E5M2", ""), ("f4E2M1FN", ""), ("fnv8E5M3FNU", "")]
+SIGNS = ["signed", "unsigned"]
+
+
+def near_ties(bits: int) -> np.ndarray:
+    """Integers of a ``bits``-bit type that decide the 8- and 4-bit roundings: every sum of
+    two powers of two (the formats' values and ties) and three (just off a tie: 4609 is
+    2^12 + 2^9 + 1, which rounds to 5120 in e5m2 but to 4096 through f16), each +-1 and
+    negated, the range's ends and the formats' saturation points, then random values."""
+    p = [1 << k for k in range(bits)]
+    sums = {a + b for a in p for b in p} | {a + b + c for a in p[:20] for b in p[:14] for c in p[:4]}
+    special = {448, 464, 465, 479, 480, 57344, 61439, 61440, 61441, 65504, 65519, 65520, 65536, 114688,
+               122879, 122880, 2**24 + 1, 2**53 + 1, 2**63 - 1}
+    values = np.array(sorted(v + d for v in sums | special for d in (-1, 0, 1) if 0 <= v + d < 2**bits), np.uint64)
+    rng = np.random.default_rng(bits)
+    values = np.concatenate([values, rng.integers(0, 2**bits, 2048, dtype=np.uint64, endpoint=False)
+                             if bits < 64 else rng.integers(0, 2**63, 2048, dtype=np.uint64) * 2 + 1])
+    dtype = np.dtype(f"i{bits // 8}")
+    x = values.astype(f"u{bits // 8}").view(dtype)
+    x = np.concatenate([x, -x, np.array([np.iinfo(dtype).min, np.iinfo(dtype).max, 0, -1], dtype)])
+    return np.resize(x, -(-x.size // TILE) * TILE)
+
+
+def single_rounding(x: np.ndarray, signed: bool, dst: str) -> np.ndarray:
+    """The spec's rounding of each integer, once: through float64 rounded to odd (exact up
+    to 2^53), which the second rounding to a narrower format cannot get wrong."""
+    v = x if signed else x.view(f"u{x.itemsize}")
+    return floats.to_format(np.array([odd_f64(int(i)) for i in v]), dst)
+
+
+def odd_f64(v: int) -> float:
+    """``v`` truncated to 53 significant bits, the last one set when that lost anything."""
+    shift = max(abs(v).bit_length() - 53, 0)
+    t = abs(v) >> shift
+    t |= int(t << shift != abs(v))
+    return math.copysign(math.ldexp(t, shift), v)
+
+
+@pytest.mark.parametrize("sign", SIGNS)
+@pytest.mark.parametrize("src", ["i8", "i16", "i32", "i64"])
+def test_itof_narrow_bit_exact(src, sign):
+    """i8 and i16 every value, i32 and i64 the near-tie sweep, to all four formats at once
+    (sm_107 admits them all): the interpreter, our PTX and one rounding agree bit for bit."""
+    bits = int(src[1:])
+    x = every(np.int8) if bits == 8 else every(np.int16, 16) if bits == 16 else near_ties(bits)
+    expected, got, ptx = run(src, NARROW, x, gpu="sm_107", op=f"itof {sign}")
+    assert_same_bits(expected, got, x)
+    for out, (dst, _) in zip(expected, NARROW):
+        np.testing.assert_array_equal(codes(out), codes(single_rounding(x, sign == "signed", dst)))
+    k = "s" if sign == "signed" else "u"
+    width = max(bits, 16)
+    assert f"cvt.rn.f16.{k}{width}" in ptx and f"cvt.rn.f32.{k}{width}" in ptx
+    assert ("cvt.rn.satfinite.e4m3x2.f16x2" in ptx and "cvt.rn.satfinite.e2m1x2.f16x2" in ptx
+            and "cvt.rn.satfinite.e5m2x2.f32" in ptx and "cvt.rn.satfinite.ue5m3x2.f32" in ptx)
+
+
+def test_itof_narrow_known_answers():
+    """Ties to even, saturation (f16's inf too: 65520 and up), and e5m2's near-tie 4609."""
+    x = np.resize(np.array([4608, 4609, -4609, 5, 7, -5, 464, 480, 65519, 65520, -70000, 61439, 61440,
+                            2**31 - 1, 3, 0], np.int32), TILE)
+    expected, got, _ = run("i32", NARROW, x, gpu="sm_107", op="itof signed")
+    assert_same_bits(expected, got, x)
+    e4m3, e5m2, e2m1, _ = (e[:16].astype(np.float64).tolist() for e in expected)
+    assert e5m2[:3] == [4096.0, 5120.0, -5120.0] and e5m2[10:14] == [-57344.0, 57344.0, 57344.0, 57344.0]
+    assert e4m3[6:11] == [448.0, 448.0, 448.0, 448.0, -448.0] and e4m3[14] == 3.0
+    assert e2m1[3:6] == [4.0, 6.0, -4.0] and e2m1[13:16] == [6.0, 3.0, 0.0]
+
+
+def test_itof_fp8_on_sm_90():
+    x = every(np.int8)
+    expected, got, _ = run("i8", FP8, x, gpu="sm_90", op="itof signed")
+    assert_same_bits(expected, got, x)
+    assert expected[0].astype(np.float64)[[1, 17, 19, 127, 128]].tolist() == [1.0, 16.0, 20.0, 128.0, -128.0]
+
+
+@pytest.mark.parametrize("sign", SIGNS)
+@pytest.mark.parametrize("src", ["i8", "i32", "i64"])
+def test_nvidias_itof_narrow_ptx_agrees(tmp_path, real_tileiras, src, sign):
+    """NVIDIA's PTX for the same kernel, in the emulator, gives the interpreter's codes."""
+    x = every(np.int8) if src == "i8" else near_ties(int(src[1:]))
+    _, rc, stderr, cubin = compile_both(tmp_path, real_tileiras, kernel(src, NARROW, f"itof {sign}"), "sm_107")
+    assert rc == 0, stderr
+    with open(cubin, "rb") as f:
+        nvidia = ptx_from_cubin(f.read())
+    expected, got, _ = run(src, NARROW, x, gpu="sm_107", ptx=nvidia, op=f"itof {sign}")
+    assert_same_bits(expected, got, x)
+
+
+@pytest.mark.parametrize("sign, one", [("signed", -1.0), ("unsigned", 1.0)])
+def test_itof_narrow_from_i1(sign, one):
+    """true is -1 signed, 1 unsigned; UE5M3 has no sign, -1 gives 0."""
+    x = np.resize(np.array([True, False]), TILE)
+    expected, got, _ = run("i1", NARROW, x, gpu="sm_107", op=f"itof {sign}")
+    assert_same_bits(expected, got, x)
+    assert [e[:2].astype(np.float64).tolist() for e in expected[:3]] == [[one, 0.0]] * 3
+    assert codes(expected[3])[:2].tolist() == ([0x78, 0] if one > 0 else [0, 0])  # 0x78 is 1.0
+
+
+
+@pytest.mark.parametrize("gpu", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("src", ["i32", "i64"])
+def test_itof_bf16_tf32_round_once(src, gpu):
+    """To tf32 (and bf16 below sm_90, which has no ``cvt.rn.bf16.s32``) through f32 rounded to
+    odd, as NVIDIA's tf32 code: 2049 is 2048 in tf32, and 2^24 + 2^16 + 1, just above a bf16
+    tie, goes up (through f32 rounded to nearest it would be the tie and go to 2^24)."""
+    x = near_ties(int(src[1:]))
+    x[:3] = [2049, 2**24 + 2**16 + 1, -(2**24 + 2**16 + 1)]
+    outs = [("bf16", ""), ("tf32", "")]
+    expected, got, ptx = run(src, outs, x, gpu=gpu, op="itof signed")
+    assert_same_bits(expected, got, x)
+    for out, (dst, _) in zip(expected, outs):
+        np.testing.assert_array_equal(out.astype(np.float64), single_rounding(x, True, dst))
+    assert expected[1][0] == 2048 and expected[0][1:3].astype(np.float64).tolist() == [2**24 + 2**17, -(2**24 + 2**17)]
+    assert f"cvt.rz.f32.s{src[1:]}" in ptx

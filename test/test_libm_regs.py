@@ -101,4 +101,4 @@ def test_powi_registers_within_nvidia_plus_10_percent(arch):
 
 @needs_ptxas
 def test_pow_of_an_integer_registers():
-    assert registers(_pow_of_int_kernel(128), "sm_90") <= 16
+    assert registers(_pow_of_int_kernel(128), "sm_90") <= 17      # NVIDIA: 16 (+10%: 17.6)

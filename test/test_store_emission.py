@@ -1,6 +1,7 @@
 """Where stores and what they store are computed.  Stores of straight-line per-element chains
 branch per element (emit_memory.branch_per_element): ptxas then computes one element's chain
-after the other instead of interleaving them.  A store's operands that wait for a load are
+after the other instead of interleaving them.  A store of a few cheaply computed registers
+is branched around whole on its tile test (emit_memory.guard_whole_store).  A store's operands that wait for a load are
 emitted first (nvvm.emit_block), so its addresses are computed after the load's branch.
 Atomic reductions address their tile from its origin, with per-thread offsets they share."""
 from __future__ import annotations
@@ -63,33 +64,99 @@ def test_integer_chains_store_in_a_branch_each():
     assert stores(ptx) == (2, 0)   # two registers a thread, each in its own block
 
 
-@pytest.mark.parametrize("n, elem, body", [
-    (256, "f32", FLOAT_DIVISION),   # div.rn.f32: ptxas's slow path already splits the blocks
-    (128, "i32", INT_DIVISION),     # one register a thread: nothing to keep apart
-])
-def test_other_stores_stay_predicated(n, elem, body):
-    ptx = diffcheck.compile_ptx(parse_module(kernel(n, elem, body), "k.mlir"), "sm_90")
-    assert stores(ptx) == (0, n // 128)
+def test_float_division_stores_stay_predicated():
+    """div.rn.f32: ptxas's slow path already splits the blocks."""
+    ptx = diffcheck.compile_ptx(parse_module(kernel(256, "f32", FLOAT_DIVISION), "k.mlir"), "sm_90")
+    assert stores(ptx) == (0, 2)
 
 
-def test_branched_stores_compute_the_same():
-    """Grid 3 over 600 elements: the last tile is partly outside, its stores are skipped."""
-    module = parse_module(kernel(256, "i32", INT_DIVISION), "k.mlir")
-    rng = np.random.default_rng(7)
-    x, y = (rng.integers(-1000, 1000, 600, dtype=np.int32) for _ in range(2))
-    o = np.full(768, 12345, dtype=np.int32)
-    args = [x, y, o, np.int32(600)]
-    expected, got = diffcheck.run_both(module, "k", (3, 1, 1), args, "sm_90")
+def test_one_register_a_thread_stores_in_a_branch():
+    ptx = diffcheck.compile_ptx(parse_module(kernel(128, "i32", INT_DIVISION), "k.mlir"), "sm_90")
+    assert stores(ptx) == (1, 0)
+
+
+#: 64 f32 elements stored as the bytes of their f16 values: ``pack`` redistributes them
+#: through shared memory, so each thread's one stored register is read from there.
+PACKED = """cuda_tile.module @kernels {
+  entry @k(%x: tile<ptr<f32>>, %o: tile<ptr<i8>>, %n: tile<i32>) {
+    %tok = make_token : token
+    %xv = make_tensor_view %x, shape = [%n], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
+    %ov = make_tensor_view %o, shape = [%n], strides = [1] : tile<i32> -> tensor_view<?xi8, strides=[1]>
+    %bx, %by, %bz = get_tile_block_id : tile<i32>
+    %xp = make_partition_view %xv : partition_view<tile=(64), tensor_view<?xf32, strides=[1]>>
+    %op = make_partition_view %ov : partition_view<tile=(128), tensor_view<?xi8, strides=[1]>>
+    %a, %at = load_view_tko weak %xp[%bx] token = %tok : partition_view<tile=(64), tensor_view<?xf32, strides=[1]>>, tile<i32> -> tile<64xf32>, token
+    %h = ftof %a : tile<64xf32> -> tile<64xf16>
+    %r = pack %h : tile<64xf16> -> tile<128xi8>
+    %st = store_view_tko weak %r, %op[%bx] token = %tok : tile<128xi8>, partition_view<tile=(128), tensor_view<?xi8, strides=[1]>>, tile<i32> -> token
+    return
+  }
+}
+"""
+
+
+def test_one_register_read_from_shared_memory_stays_predicated():
+    ptx = diffcheck.compile_ptx(parse_module(PACKED, "k.mlir"), "sm_90")
+    assert "ld.shared" in ptx and stores(ptx) == (0, 1)
+
+
+def conversions(views: str) -> str:
+    """Loads a 256-element f32 tile of x and stores it converted to each of ``views``
+    (element types), each view of its own extent."""
+    lines = ["%tok = make_token : token",
+             "%xv = make_tensor_view %x, shape = [%n], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>",
+             "%bx, %by, %bz = get_tile_block_id : tile<i32>",
+             "%xp = make_partition_view %xv : partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>",
+             "%a, %at = load_view_tko weak %xp[%bx] token = %tok : partition_view<tile=(256), "
+             "tensor_view<?xf32, strides=[1]>>, tile<i32> -> tile<256xf32>, token"]
+    params = ["%x: tile<ptr<f32>>", "%n: tile<i32>"]
+    for k, elem in enumerate(views):
+        view = f"tensor_view<?x{elem}, strides=[1]>"
+        part = f"partition_view<tile=(256), {view}>"
+        params += [f"%o{k}: tile<ptr<{elem}>>", f"%n{k}: tile<i32>"]
+        lines += [f"%v{k} = make_tensor_view %o{k}, shape = [%n{k}], strides = [1] : tile<i32> -> {view}",
+                  f"%p{k} = make_partition_view %v{k} : {part}",
+                  f"%c{k} = ftof %a : tile<256xf32> -> tile<256x{elem}>",
+                  f"%s{k} = store_view_tko weak %c{k}, %p{k}[%bx] token = %tok : tile<256x{elem}>, {part}, "
+                  "tile<i32> -> token"]
+    return ("cuda_tile.module @kernels {\n"
+            f"  entry @k({', '.join(params)}) {{\n"
+            + "".join(f"    {line}\n" for line in lines + ["return"]) + "  }\n}\n")
+
+
+#: cvt_float_formats' shape: one loaded tile stored as f16, bf16 and both fp8 formats
+FORMATS = ("f16", "bf16", "f8E4M3FN", "f8E5M2")
+
+
+def test_short_chains_store_under_their_tile_test():
+    """Each store of a few cheaply computed registers is branched around on its view's
+    tile test (emit_memory.guard_whole_store): one tile count (ceil(extent / 256), a
+    ``shr.u64``) per view, the load's and the four stores'."""
+    ptx = diffcheck.compile_ptx(parse_module(conversions(FORMATS), "k.mlir"), "sm_100")
+    assert len(re.findall(r"shr\.u64\s+%rd\d+, %rd\d+, 8;", ptx)) == 1 + len(FORMATS)
+
+
+def test_tile_tested_stores_compute_the_same():
+    """Grid 3 over 600 source elements: f16's 300 end inside tile 1, so its tile 2 is skipped
+    whole; bf16's 700 reach into tile 2."""
+    module = parse_module(conversions(("f16", "bf16")), "k.mlir")
+    x = np.random.default_rng(5).standard_normal(600).astype(np.float32)
+    h = np.full(768, 7.0, dtype=np.float16)
+    g = np.full(768, 9, dtype=np.uint16)      # bf16 bits
+    args = [x, np.int32(600), h, np.int32(300), g, np.int32(700)]
+    expected, got = diffcheck.run_both(module, "k", (3, 1, 1), args, "sm_100")
     assert diffcheck.compare(expected, got) is None
-    assert np.all(got.arrays[2][600:] == 12345)
+    assert np.all(got.arrays[1][300:] == 7.0) and np.all(got.arrays[2][700:] == 9)
 
 
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas not installed (nvidia-cuda-nvcc)")
-def test_integer_division_registers():
-    """Interleaved, the two elements' divisions took 21 registers on sm_90; one after the
-    other they take 18 (NVIDIA's tileiras: 22 for corpus int_arith i32)."""
-    ptx = diffcheck.compile_ptx(parse_module(kernel(256, "i32", INT_DIVISION), "k.mlir"), "sm_90")
-    assert invoke_ptxas(ptx, "sm_90", verbose=True).stats["k"].registers <= 20
+def test_tile_tested_stores_registers():
+    """Without the tile tests ptxas merges the four stores' address arithmetic and
+    predicates into one block: 16 registers on sm_100, 12 with them (corpus
+    cvt_float_formats, which also stores a sum of the conversions: 26 -> 18, NVIDIA's
+    tileiras 20)."""
+    ptx = diffcheck.compile_ptx(parse_module(conversions(FORMATS), "k.mlir"), "sm_100")
+    assert invoke_ptxas(ptx, "sm_100", verbose=True).stats["k"].registers <= 13
 
 
 #: A scatter of 2 * x[tile] through pointers o + block start + iota.

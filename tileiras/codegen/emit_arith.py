@@ -442,19 +442,64 @@ def _itof(em: KernelEmitter, op: Operation) -> None:
     signed = _signed(op)
     mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
     dst = T.element_type(op.result.type)
-    if dst.name == _UE5M3:  # through f32: exact below 2^24, and larger values saturate anyway
-        map_regs(em, op, lambda x: fnv8_convert(b, b.sitofp(x, F32) if signed else b.uitofp(x, F32),
-                                                T.F32, dst, to))
+    if dst.name in _ITOF_VIA:
+        map_regs(em, op, lambda x: _int_to_narrow(b, x, signed, dst, to))
         return
     if not isinstance(to, (ir.HalfType, ir.FloatType, ir.DoubleType)) and to != BF16:
         raise CompileError(f"itof to {dst} is not supported yet")
+    # tf32 always, bf16 where PTX has no cvt.rn.bf16.s32 (below sm_90): through f32 rounded to odd
+    via_f32 = dst.name == "tf32" or (dst.name == "bf16" and em.target.arch < 90)
 
     def one(x: ir.Value) -> ir.Value:
+        if via_f32 and x.type.width >= 32:
+            odd = _int_to_f32_odd(b, x, signed)
+            return _tf32_convert(b, odd, T.F32, dst, to, mode) if dst.name == "tf32" else b.fptrunc(odd, to)
+        if dst.name == "tf32":  # i8, i16: exact in f32 and in tf32
+            return b.sitofp(x, F32) if signed else b.uitofp(x, F32)
         if mode == RoundingMode.NEAREST_EVEN:
             return b.sitofp(x, to) if signed else b.uitofp(x, to)
         src = f"{'s' if signed else 'u'}{x.type.width}"
         return X.cvt_asm(b, f"cvt.{_ROUND[mode]}.{ptx_float(to)}.{src}", x, to)
     map_regs(em, op, one)
+
+
+def _int_to_f32_odd(b: ir.IRBuilder, x: ir.Value, signed: bool) -> ir.Value:
+    """A 32- or 64-bit integer rounded to odd in f32 (toward zero, the last bit set when that
+    lost anything), as NVIDIA's tileiras converts integers to tf32 (``cvt.rz.f32.s32``,
+    ``cvt.rzi.s32.f32`` back, compare, ``or``): rounding that again to bf16 or tf32 is the
+    integer's single rounding.  (Rounding to nearest in f32 first, as NVIDIA's sm_80 code
+    for bf16 does, turns 2^24 + 2^16 + 1 into the bf16 tie 2^24 + 2^16 and then 2^24, where
+    the integer itself rounds to 2^24 + 2^17.)"""
+    i32 = ir.IntType(32)
+    kind = f"{'s' if signed else 'u'}{x.type.width}"
+    truncated = X.cvt_asm(b, f"cvt.rz.f32.{kind}", x, F32)
+    back = X.cvt_asm(b, f"cvt.rzi.{kind}.f32", truncated, x.type)
+    inexact = b.zext(b.icmp_unsigned("!=", back, x), i32)
+    return b.bitcast(b.or_(b.bitcast(truncated, i32), inexact), F32)
+
+
+#: The float an integer goes through on its way to an 8- or 4-bit format, as NVIDIA's
+#: tileiras 13.5 converts it (``cvt.rn.{f16,f32}.{s,u}N``, then the format's satfinite ``cvt``).
+_ITOF_VIA = {"f8E4M3FN": T.F16, "f4E2M1FN": T.F16, "f8E5M2": T.F32, "fnv8E5M3FNU": T.F32}
+
+
+def _int_to_narrow(b: ir.IRBuilder, x: ir.Value, signed: bool, dst: T.ScalarType, to: ir.Type) -> ir.Value:
+    """An integer as an fp8, f4 or UE5M3 code with NVIDIA's two roundings: to f16 for e4m3
+    and e2m1 (then ``cvt.rn.satfinite.{e4m3x2,e2m1x2}.f16x2``), to f32 for e5m2 and UE5M3
+    (then ``cvt.rn.satfinite.{e5m2x2,ue5m3x2}.f32``), the pair's other half zero.  The first
+    rounding is exact for every integer the format does not saturate (f16 holds them up to
+    2048, past e4m3's 448 and e2m1's 6; f32 up to 2^24, past e5m2's 57344 and UE5M3's
+    114688), and larger ones saturate either way (f16's inf too), so the result is the
+    spec's single rounding.  (f16 would not do for e5m2: 4609 is 4608 in f16, a tie that
+    goes to 4096, where 4609 itself rounds to 5120.)"""
+    via = _ITOF_VIA[dst.name]
+    wide = llvm_type(via)
+    value = b.sitofp(x, wide) if signed else b.uitofp(x, wide)
+    if dst.name == _UE5M3:
+        return X.cvt_to_ue5m3(b, value)
+    if via == T.F32:
+        return _f8_convert(b, value, T.F32, dst, to)
+    return X.cvt_f16_to_narrow(b, "e2m1" if dst.name in _F4 else _F8[dst.name], value)
 
 
 @emits(CO.FToIOp)

@@ -10,6 +10,7 @@ only), and repeated registers within a thread are stored once.
 from __future__ import annotations
 
 import struct
+from contextlib import nullcontext
 from typing import Optional, Sequence, Union
 
 from llvmlite import ir
@@ -17,6 +18,7 @@ from llvmlite import ir
 from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation
+from ..record import record
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import AtomicRMWMode, MemoryOrderingSemantics, MemoryScope
@@ -140,7 +142,7 @@ def tile_in_range(em: KernelEmitter, view: TiledViewVal, indices: Sequence[ir.Va
     ``_index_here``); stores compute theirs next to the stores the same way, without the
     branch.  The branch bounds how far ptxas hoists the next access's address arithmetic
     and loads, and the local address arithmetic keeps no index live from one access to
-    the next: measured on the 69 sm_90 corpus kernels, 9 more meet NVIDIA's registers +
+    the next (``guard_whole_store`` branches around some stores too): measured on the 69 sm_90 corpus kernels, 9 more meet NVIDIA's registers +
     10% (tuple_params 13 -> 10, NVIDIA 10; memory_ordering 14 -> 11; softmax_rows f32 40
     -> 32).  Branching around stores too was worse where the stored value is long
     arithmetic (LLVM sinks it into the branch: int_arith i64 32 -> 38, ew_transcendental
@@ -390,10 +392,13 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
         SB.store_nibbles(em, nib, tile.regs, em.unique_regs(layout), owner, q)
         em.put(op.results[0], None)
         return
-    with em.coordinates_here():  # the address arithmetic next to the stores (see tile_in_range)
+    regs = em.unique_regs(layout)
+    values = [tile.regs[r] for r in regs]
+    apart = branch_per_element(em, values)
+    guard = tile_in_range(em, view, indices) if guard_whole_store(em, values) else None
+    with em.b.if_then(guard) if guard is not None else nullcontext(), em.coordinates_here():
+        # the address arithmetic next to the stores (see tile_in_range)
         acc = Access(em, view, layout, indices, gather)
-        regs = em.unique_regs(layout)
-        apart = branch_per_element(em, [tile.regs[r] for r in regs])
         for reg in regs:
             if apart:
                 with em.b.if_then(acc.masks[reg]):
@@ -403,39 +408,91 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
     em.put(op.results[0], None)
 
 
+@record(frozen=True)
+class Chain:
+    """What computes a store's values: the ids of every instruction met walking back from
+    them to where the walk stops (the merges of guarded loads, the prologue, memory
+    accesses), the instructions of the current block computed on the way, and whether the
+    walk stayed in the block (else a value comes from another block: control flow)."""
+    met: frozenset
+    computed: tuple
+    straight: bool
+
+
+def value_chain(em: KernelEmitter, values: Sequence[ir.Value]) -> Chain:
+    """The ``Chain`` of ``values``, walked back from the current block."""
+    here, entry = em.b.block, em.llfn.blocks[0]
+    met: set[int] = set()
+    computed: list[ir.Instruction] = []
+    straight = True
+    work = list(values)
+    while work:
+        v = work.pop()
+        if not isinstance(v, ir.Instruction) or id(v) in met:
+            continue
+        met.add(id(v))
+        if id(v) in em.load_merges or v.parent is entry or X.is_memory_asm(v):
+            continue
+        if v.parent is not here:
+            straight = False
+            continue
+        computed.append(v)
+        work.extend(v.operands)
+    return Chain(frozenset(met), tuple(computed), straight)
+
+
+#: guard_whole_store's limits: registers stored, instructions computing each of them
+WHOLE_STORE_GUARD_REGS = 4
+WHOLE_STORE_GUARD_CHAIN = 4
+
+
+def guard_whole_store(em: KernelEmitter, values: list[ir.Value]) -> bool:
+    """Branch around the whole store on its tile test (``tile_in_range``), as NVIDIA's PTX
+    branches around every store?  Without the branch ptxas moves the address arithmetic
+    and predicates of consecutive stores into one block and keeps them live together: a
+    tile loaded once and stored converted to five views (cvt_float_formats sm_100: 26
+    registers, 18 with the branch, NVIDIA 20; sm_120 30 -> 19, NVIDIA 27), cat_extract
+    sm_80 30 -> 19 (NVIDIA 22).
+
+    Only for a few registers (``WHOLE_STORE_GUARD_REGS``), each computed by a short chain
+    of the current block (``WHOLE_STORE_GUARD_CHAIN`` instructions): LLVM sinks what the
+    store needs into the branch, long arithmetic too (int_arith i32 19 -> 28 registers,
+    ew_transcendental f64 46 -> 54), and a matrix multiply's epilogue stores many registers
+    (gemm_fp8 e4m3 sm_100 64 -> 72, mma_scaled_mx 72 -> 85).  Measured on the corpus (492
+    kernels), with branch_per_element's single registers: 23 -> 13 kernels over NVIDIA's
+    registers + 10%, none newly over."""
+    return 0 < len(values) <= WHOLE_STORE_GUARD_REGS and all(
+        len(value_chain(em, [v]).computed) <= WHOLE_STORE_GUARD_CHAIN for v in values)
+
+
 def branch_per_element(em: KernelEmitter, values: list[ir.Value]) -> bool:
     """Store each of ``values`` in its own branch (``if (in bounds) st``) rather than with a
     predicate?  ptxas schedules the independent chains that compute a thread's registers
     together when they share a basic block, and keeps several of them live at once; in a
     branch each chain gets a block of its own (LLVM sinks it there), as in NVIDIA's PTX.
 
-    Only for two registers or more, whose chains are straight-line code of the current block
-    back to the loads (a chain with control flow cannot be sunk whole) and use no instruction
-    that ptxas expands into a branchy slow path (IEEE division and square root, 64-bit
-    integer division), whose blocks already keep the chains apart.  Measured on the corpus
-    (476 kernels): int_arith i32 28 -> 19 registers on sm_90 (NVIDIA 22), int_bitwise u32
-    20 -> 14, transpose2d 28 -> 22; branching always was worse for division-heavy kernels
-    (ew_rounding f32 30 -> 38, int_arith i64 32 -> 36) and single registers (ew_powi 22 -> 24)."""
-    if len(values) < 2:
+    Only for chains that are straight-line code of the current block back to the loads (a
+    chain with control flow cannot be sunk whole) and use no instruction that ptxas expands
+    into a branchy slow path (IEEE division and square root, 64-bit integer division), whose
+    blocks already keep the chains apart.  Measured on the corpus (476 kernels): int_arith
+    i32 28 -> 19 registers on sm_90 (NVIDIA 22), int_bitwise u32 20 -> 14, transpose2d 28 ->
+    22; branching always was worse for division-heavy kernels (ew_rounding f32 30 -> 38,
+    int_arith i64 32 -> 36).  A single register branches too (cvt_float_rounding sm_100 13
+    -> 11, NVIDIA 11; bitcast_bits sm_100 10 -> 9, NVIDIA 9), but not one read from shared
+    memory (a layout conversion's result: pack_unpack_bytes f16 sm_90 13 -> 16, NVIDIA 14)."""
+    if not values:
         return False
-    here, entry = em.b.block, em.llfn.blocks[0]
-    seen: set[int] = set()
-    work = list(values)
-    while work:
-        v = work.pop()
-        if not isinstance(v, ir.Instruction) or id(v) in seen:
-            continue
-        seen.add(id(v))
-        if id(v) in em.load_merges or v.parent is entry or X.is_memory_asm(v):
-            continue
-        if v.parent is not here or X.has_slow_path(v):
-            return False
-        work.extend(v.operands)
+    chain = value_chain(em, values)
+    if not chain.straight or any(X.has_slow_path(v) for v in chain.computed):
+        return False
+    if len(values) == 1 and any(isinstance(v, ir.LoadInstr) for v in chain.computed):
+        return False
+    here = em.b.block
     # sunk into the branches, the chains' inputs would stay live across collective work
     # done since (a scan's shuffles and barriers: scans_builtin i32 sm_80 26 -> 32)
     position = {id(inst): k for k, inst in enumerate(here.instructions)}
-    first = min((position[k] for k in seen if k in position), default=len(here.instructions))
-    return not any(X.is_collective(inst) and id(inst) not in seen for inst in here.instructions[first:])
+    first = min((position[k] for k in chain.met if k in position), default=len(here.instructions))
+    return not any(X.is_collective(inst) and id(inst) not in chain.met for inst in here.instructions[first:])
 
 
 def _reject_subbyte_pointers(op: Operation, ptrs: T.Type) -> None:

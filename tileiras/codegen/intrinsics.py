@@ -255,6 +255,18 @@ def cvt_f32x2_to_e2m1x2(b: ir.IRBuilder, hi: ir.Value, lo: ir.Value) -> ir.Value
     return b.trunc(asm(b, I16, text, "=h,f,f", [hi, lo]), I8)
 
 
+def cvt_f16_to_narrow(b: ir.IRBuilder, fmt: str, half: ir.Value) -> ir.Value:
+    """``cvt.rn.satfinite.{e4m3x2,e5m2x2,e2m1x2}.f16x2``: a half value as a ``fmt`` code
+    (i8), the pair's other half zero: the value sits in the low half of the word and its code
+    in the low byte (nibble for e2m1, whose ``.b8`` destination is declared in a scope as
+    NVIDIA's tileiras does)."""
+    pair = b.insert_element(ir.Constant(ir.VectorType(half.type, 2), None), half, ir.Constant(I32, 0))
+    word = b.bitcast(pair, I32)  # mov.b32 {x, 0}, as NVIDIA's
+    text = (f"cvt.rn.satfinite.{fmt}x2.f16x2 $0, $1;" if fmt != "e2m1" else
+            "{ .reg .b8 %e2m1x2_out; cvt.rn.satfinite.e2m1x2.f16x2 %e2m1x2_out, $1; cvt.u16.u8 $0, %e2m1x2_out; }")
+    return b.trunc(asm(b, I16, text, "=h,r", [word]), I8)
+
+
 def cvt_e2m1x2_to_f16x2(b: ir.IRBuilder, pair: ir.Value) -> ir.Value:
     """``cvt.rn.f16x2.e2m1x2``: a byte of two e2m1 values (i8) as an f16x2 word (i32; the
     low nibble's value in the low half)."""

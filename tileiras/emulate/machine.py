@@ -18,6 +18,13 @@ reconverges at the return point.
 Barriers: a thread that executes ``bar.sync b`` waits; when the waiting and arrived threads
 of its CTA reach the expected count (every non-exited thread of the CTA, or the explicit
 count), they are released.  If no thread can run and some are waiting, that is a deadlock.
+
+mbarrier waits (``ops/mbarrier.py``): a thread whose ``mbarrier.try_wait`` finds its phase
+incomplete is suspended at the instruction, as the hardware suspends it, and made runnable
+again when an mbarrier operation completes the phase (it then re-executes ``try_wait`` and
+sees the phase complete).  When nothing else can run, the suspended threads time out: their
+``try_wait`` returns false, as it does on the GPU once the time limit passes.  Timeouts that
+repeat with no mbarrier or barrier making progress in between are a deadlock.
 """
 from __future__ import annotations
 
@@ -25,13 +32,15 @@ from typing import Optional
 
 import numpy as np
 
-from .memory import GlobalMemory
+from .memory import GlobalMemory, gather
 from .program import Program
 from .ptxtypes import RAW_DTYPES
 
 RUNNING, WAITING, EXITED = 0, 1, 2
 NO_PC = np.iinfo(np.int64).max
 CLUSTER_BARRIER = 16             # wait_bar value of barrier.cluster.wait
+MBARRIER_WAIT = 17               # wait_bar value of a suspended mbarrier.try_wait
+FRUITLESS_TIMEOUTS = 100         # try_wait timeouts in a row without progress: a deadlock
 
 
 class Deadlock(RuntimeError):
@@ -72,6 +81,11 @@ class Batch:
         self.cc: Optional[np.ndarray] = None
         self.depth: Optional[np.ndarray] = None
         self.cluster_phase: Optional[np.ndarray] = None
+        self.mbar_offset: Optional[np.ndarray] = None    # shared byte offset waited on
+        self.mbar_parity: Optional[np.ndarray] = None    # parity of the phase waited for
+        self.mbar_timed_out: Optional[np.ndarray] = None
+        self.progress = 0                                # mbarrier updates and barrier releases
+        self.timeouts = (0, -1)                          # (fruitless timeouts, progress then)
         self.cta_of = np.repeat(np.arange(self.ncta, dtype=np.int64), self.nthreads)
         self.linear_tid = np.tile(np.arange(self.nthreads, dtype=np.int64), self.ncta)
         warps_per_cta = -(-self.nthreads // 32)
@@ -158,6 +172,8 @@ class Batch:
         """(uniform, pc, live, nlive), or None when every thread has exited."""
         running = self.status == RUNNING
         if not running.any():
+            if self.time_out_mbarrier_waits():
+                return False, 0, None, 0
             if (self.status == WAITING).any():
                 self.raise_deadlock()
             return None
@@ -195,8 +211,11 @@ class Batch:
 
     def raise_deadlock(self) -> None:
         waiting = np.flatnonzero(self.status == WAITING)
-        lines = sorted({self.prog.instructions[max(int(p) - 1, 0)].line for p in self.pc[waiting]})
-        raise Deadlock(f"deadlock: {len(waiting)} threads wait at barriers (PTX lines {lines}) "
+        # a barrier's waiters are past it; a suspended try_wait's are at it
+        at = self.pc[waiting] - (self.wait_bar[waiting] != MBARRIER_WAIT)
+        lines = sorted({self.prog.instructions[max(int(p), 0)].line for p in at})
+        what = "barriers or mbarrier phases" if self.mbarrier_waiters().size else "barriers"
+        raise Deadlock(f"deadlock: {len(waiting)} threads wait at {what} (PTX lines {lines}) "
                        f"that the other threads of their CTA never reach")
 
     # -- barriers
@@ -256,6 +275,55 @@ class Batch:
         cta_bar = done.nonzero()
         self.bar_arrived[cta_bar] = 0
         self.bar_expected[cta_bar] = 0
+        self.progress += 1
+
+    # -- mbarrier waits
+    def mbarrier_wait(self, idx: np.ndarray, offsets: np.ndarray, parity: np.ndarray) -> None:
+        """Suspend threads ``idx`` until the mbarrier at shared byte ``offsets`` (of
+        ``self.shared``) completes the phase of ``parity``."""
+        if self.mbar_offset is None:
+            self.mbar_offset = np.zeros(self.n, np.int64)
+            self.mbar_parity = np.zeros(self.n, np.uint64)
+            self.mbar_timed_out = np.zeros(self.n, bool)
+        self.status[idx] = WAITING
+        self.wait_bar[idx] = MBARRIER_WAIT
+        self.mbar_offset[idx] = offsets
+        self.mbar_parity[idx] = parity
+
+    def mbarrier_waiters(self) -> np.ndarray:
+        if self.mbar_offset is None:
+            return np.zeros(0, np.int64)
+        return np.flatnonzero((self.status == WAITING) & (self.wait_bar == MBARRIER_WAIT))
+
+    def release_mbarrier_waits(self) -> None:
+        """An mbarrier changed: wake the threads whose phase has completed."""
+        self.progress += 1
+        waiting = self.mbarrier_waiters()
+        if waiting.size:
+            phase = gather(self.shared, self.mbar_offset[waiting], 8) >> np.uint64(63)
+            self.status[waiting[phase != self.mbar_parity[waiting]]] = RUNNING
+
+    def take_timeouts(self, idx: np.ndarray) -> np.ndarray:
+        """Which of threads ``idx`` come back from a timed-out wait (the flag is cleared)."""
+        if self.mbar_timed_out is None:
+            return np.zeros(len(idx), bool)
+        out = self.mbar_timed_out[idx].copy()
+        self.mbar_timed_out[idx] = False
+        return out
+
+    def time_out_mbarrier_waits(self) -> bool:
+        """Nothing else can run: suspended ``try_wait`` threads resume, their wait failed."""
+        waiting = self.mbarrier_waiters()
+        if not waiting.size:
+            return False
+        fruitless, seen = self.timeouts
+        fruitless = fruitless + 1 if seen == self.progress else 0
+        if fruitless >= FRUITLESS_TIMEOUTS:
+            return False
+        self.timeouts = (fruitless, self.progress)
+        self.mbar_timed_out[waiting] = True
+        self.status[waiting] = RUNNING
+        return True
 
     def exit_threads(self, idx) -> None:
         self.status[idx] = EXITED

@@ -6,7 +6,8 @@ pointer<->int, pack/unpack.
   ``floats.E4M3_NAN``), f4 turns it into +MAX; f8E8M0FNU: see ``floats.to_e8m0``.
 * ``ftoi`` truncates toward zero and saturates to the target range, NaN -> 0 (what PTX's
   ``cvt.rzi`` does; out-of-range input is undefined in the spec unless ``saturating``).
-* ``itof`` rounds to nearest (or the given mode); integers beyond 2^53 round exactly.
+* ``itof`` rounds to nearest (or the given mode); integers beyond 2^53 round exactly.  To
+  the 8- and 4-bit formats it rounds twice, as NVIDIA's code does (see ``_itof_narrow``).
 """
 from __future__ import annotations
 
@@ -81,15 +82,39 @@ def _itof(frame, op, x):
     bits = bits_of(op.from_.type)
     dst = _result_elem(op).name
     v = to_signed(x, bits) if op.signedness is Signedness.SIGNED else to_unsigned(x)
-    f = v.astype(np.float64)
-    big = np.abs(f) >= 2.0 ** 53
-    if dst in ("f8E8M0FNU", "fnv8E5M3FNU"):
-        return (F.to_format(f, dst, op.rounding_mode),)
+    if dst in _ITOF_VIA:
+        return (_itof_narrow(v, dst),)
+    if dst == "f8E8M0FNU":
+        return (F.to_format(v.astype(np.float64), dst, op.rounding_mode),)
     fmt = F.FORMATS[dst]
-    out = F.round_f64(f, fmt, op.rounding_mode)
+    return (_round_integers(v, fmt, op.rounding_mode).astype(fmt.dtype),)
+
+
+def _round_integers(v: np.ndarray, fmt: F.FloatFormat, mode) -> np.ndarray:
+    """Integers ``v`` rounded once to ``fmt`` (float64 values); beyond 2^53, where float64
+    itself would round, exactly through ``Fraction``."""
+    f = v.astype(np.float64)
+    out = F.round_f64(f, fmt, mode)
+    big = np.abs(f) >= 2.0 ** 53
     for i in zip(*np.nonzero(big)) if big.ndim else ([()] if big else []):
-        out[i] = F.round_fraction(Fraction(int(v[i])), fmt, op.rounding_mode)
-    return (out.astype(fmt.dtype),)
+        out[i] = F.round_fraction(Fraction(int(v[i])), fmt, mode)
+    return out
+
+
+#: The float an integer goes through on its way to an 8- or 4-bit format in NVIDIA's code.
+_ITOF_VIA = {"f8E4M3FN": "f16", "f4E2M1FN": "f16", "f8E5M2": "f32", "fnv8E5M3FNU": "f32"}
+
+
+def _itof_narrow(v: np.ndarray, dst: str) -> np.ndarray:
+    """Integers as e4m3, e5m2, e2m1 or UE5M3, as NVIDIA's tileiras 13.5 compiles ``itof``
+    (only ``nearest_even`` verifies): ``cvt.rn.f16.{s,u}N`` for e4m3 and e2m1,
+    ``cvt.rn.f32.{s,u}N`` for e5m2 and UE5M3, then the format's ``cvt.rn.satfinite``.  The
+    hardware running that code is the reference, so the interpreter rounds twice too, rather
+    than once as the spec's conversion rule reads.  The two agree on every integer: the
+    first rounding is exact up to 2048 (f16) or 2^24 (f32), beyond each format's largest
+    value (448, 6; 57344, 114688), and what lies beyond saturates to +-MAX either way,
+    f16's infinity included (satfinite)."""
+    return F.to_format(_round_integers(v, F.FORMATS[_ITOF_VIA[dst]], None), dst)
 
 
 @impl(C.IntToPtrOp)
