@@ -148,11 +148,11 @@ def _agrees(module) -> None:
     assert reports and all(r.problem is None for r in reports), [r.problem for r in reports]
 
 
-def test_tiles_reduced_along_rows_spread_rows_over_lanes():
-    """A 16x256 tile that only feeds row reductions puts its rows on lanes (one row, 32
-    registers per thread) instead of the canonical 8 rows x 4 columns: the reductions fold
-    in registers, the results take one register, and the kernel fits in fewer registers
-    (64 before, NVIDIA's tileiras 48)."""
+def test_tiles_reduced_along_rows_keep_a_row_a_thread():
+    """A 16x256 tile that only feeds row reductions holds one row per thread (32 registers
+    of it, eight apart, eight lanes over a sector): the reductions fold in registers, then
+    over three lane bits, the results take one register, the loads coalesce, and the kernel
+    fits in fewer registers (64 with 8 rows x 4 columns a thread, NVIDIA's tileiras 48)."""
     ct = pytest.importorskip("cuda.tile")
     from tileiras.codegen.ptxas import run_ptxas, stats_from_cubin
     from tileiras.interp.testing import array, export
@@ -167,9 +167,9 @@ def test_tiles_reduced_along_rows_spread_rows_over_lanes():
 
     module = read_bytecode(export(rows, array(ct.float32, 2), array(ct.float32), array(ct.float32)))
     tileas = compile_module(module, CompileOptions("sm_90"), "tileas")
-    assert "lane=[(1,0),(2,0),(4,0),(8,0),(0,4)]" in tileas
+    assert "reg=[(0,8),(0,16),(0,32),(0,64),(0,128)] lane=[(0,1),(0,2),(0,4),(1,0),(2,0)]" in tileas
     ptx = compile_module(module, CompileOptions("sm_90"), "ptx")
-    assert ptx.count("shfl.sync") == 2   # one lane bit along the rows, per reduction
+    assert ptx.count("shfl.sync") == 6   # three lane bits along the rows, per reduction
     regs = stats_from_cubin(run_ptxas(ptx, "sm_90"))[module.functions[0].name].registers
     assert regs <= 48
     reports = diffcheck.check_module(module, "sm_90", grid=(2, 1, 1), extent=40)
