@@ -208,12 +208,7 @@ class KernelEmitter:
                 for pending in list(deferred):
                     for r in pending.results:
                         materialize(r)
-            needed = []
-            for i, v in enumerate(op.operands):
-                plan = self.tas.recomputed.get((op, i))
-                # a value computed again for this use: only what its recomputation starts from
-                needed += [v] if plan is None else [w for p in plan for w in p.owner.operands if w not in plan]
-            for u in loads_first(needed):
+            for u in loads_first(self.reads(op)):
                 materialize(u)
             if self.writes_memory(op):  # loads stay before the writes token-ordered after them
                 ordered = self.tas.aa.deps.get(op, ())
@@ -265,11 +260,22 @@ class KernelEmitter:
 
     def reads(self, op: Operation) -> list[Value]:
         """The values ``op``'s emitter reads: its operands, but for an extract that picks
-        from an operand of a ``cat`` (tileas.pick_sources), that operand."""
+        from an operand of a ``cat`` (tileas.pick_sources), that operand, and for an operand
+        computed again in another layout (tileas.recompute_plan), what that starts from."""
         source = self.tas.pick_sources.get(op)
-        return list(op.operands) if source is None else [source, *op.operands[1:]]
+        operands = list(op.operands) if source is None else [source, *op.operands[1:]]
+        out = []
+        for i, v in enumerate(operands):
+            plan = self.tas.recomputed.get((op, i))
+            # a value computed again for this use: only what its recomputation starts from
+            out += [v] if plan is None else [w for p in plan for w in p.owner.operands if w not in plan]
+        return out
 
     def is_deferrable(self, op: Operation) -> bool:
+        if isinstance(op, _MEM.JoinTokensOp):
+            # emitted when its token is used: joining a weak load's token must not force
+            # the load (a use recomputed in another layout may have left it unused)
+            return True
         if isinstance(op, DEFERRABLE_LOADS):
             return (op.attributes.get("memory_ordering_semantics") == MemoryOrderingSemantics.WEAK
                     and not self.tas.aa.needs_barrier(op))
