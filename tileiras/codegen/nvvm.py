@@ -123,7 +123,13 @@ class KernelEmitter:
         then keeps its address arithmetic inside its branch, as NVIDIA's PTX does; ptxas
         keeps fewer values live across the kernel than when every access shares them.
         Tile indices are extended to 64 bits again in here too (``self.here``,
-        emit_memory._index_here)."""
+        emit_memory._index_here).
+
+        Not inside a loop: there the fresh reads would run every iteration (inline asm is
+        not hoisted), while the prologue's coordinates cost nothing per trip."""
+        if self.in_loop:
+            yield
+            return
         saved = (self.pb, self.tid, self.lane, self.warp, self.extra, self._coord_cache, self._owner_cache,
                  self._iter_cache, self.here)
         self.pb, self._coord_cache, self._owner_cache, self._iter_cache = self.b, {}, {}, {}
