@@ -13,6 +13,7 @@ from .machine import Batch, Deadlock, KernelTrap, StepLimit
 from .memory import GLOBAL_BASE, GlobalMemory, MemoryFault
 from .parser import parse_ptx
 from .program import Program, compile_program
+from .traffic import Traffic
 from ..interp.values import is_nibble_dtype, pack_nibbles, unpack_nibbles
 from .ptxtypes import BF16, TYPES
 
@@ -45,6 +46,7 @@ class EmulationResult:
     trap: Optional[TrapInfo] = None
     instruction_counts: collections.Counter = field(default_factory=collections.Counter)
     steps: int = 0
+    traffic: Optional[Traffic] = None                # launch(..., traffic=True): traffic.py
 
     @property
     def output(self) -> str:
@@ -102,6 +104,7 @@ class Launch:
         self.printf: list = []
         self.asserts: list = []
         self.arrays: list = []
+        self.traffic: Optional[Traffic] = None
 
     def allocate_globals(self) -> None:
         layout = self.prog.globals
@@ -257,13 +260,14 @@ class Launch:
 def launch(ptx: str, kernel: Optional[str], grid: Any, args: Sequence[Any], *,
            block: Any = None, cluster: Any = None, smem_bytes: int = 0,
            max_steps: int = DEFAULT_MAX_STEPS,
-           batch_threads: int = DEFAULT_BATCH_THREADS) -> EmulationResult:
+           batch_threads: int = DEFAULT_BATCH_THREADS, traffic: bool = False) -> EmulationResult:
     """Emulate ``kernel`` of ``ptx`` over ``grid`` CTAs.
 
     ``args`` follow the kernel's ``.param`` list: numpy arrays for pointers (allocated in
     global memory; their contents are copied back after the launch), numbers for scalars.
     ``block`` defaults to ``.reqntid``; ``cluster`` to ``.reqnctapercluster`` (or 1x1x1).
     For kernels with ``.blocksareclusters``, ``grid`` counts clusters, as cuTile launches it.
+    ``traffic``: count global-memory requests and sectors (``EmulationResult.traffic``).
     """
     prog = load_program(ptx, kernel)
     block = dim3(block) if block is not None else dim3(prog.reqntid or (1,))
@@ -277,6 +281,8 @@ def launch(ptx: str, kernel: Optional[str], grid: Any, args: Sequence[Any], *,
     run.allocate_globals()
     run.set_params(args)
     result = EmulationResult(prog.function.name, grid, block, cluster)
+    if traffic:
+        run.traffic = result.traffic = Traffic()
     coords = run.cta_coords()
     per_cluster = int(np.prod(cluster))
     nthreads = int(np.prod(block))

@@ -165,6 +165,8 @@ def compile_ld(ctx, ins):
 
     def run(m, idx):
         addr = addr_r(m, idx)
+        if m.launch.traffic is not None and space == "global":
+            m.launch.traffic.record(thread_ids(m, idx), addr, width * vec, store=False)
         for k, w in enumerate(writers):
             raw = read_memory(m, idx, addr + step * np.uint64(k) if k else addr, width, space)
             w(m, idx, raw.view(ty.dtype) if raw.dtype != ty.dtype else raw)
@@ -183,6 +185,8 @@ def compile_st(ctx, ins):
 
     def run(m, idx):
         addr = addr_r(m, idx)
+        if m.launch.traffic is not None and space == "global":
+            m.launch.traffic.record(thread_ids(m, idx), addr, width * len(readers), store=True)
         for k, r in enumerate(readers):
             v = np.asarray(r(m, idx))
             v = v.view(raw_t) if v.dtype != raw_t else v
@@ -301,6 +305,8 @@ def compile_multimem(ctx, ins):
 
     def run(m, idx):
         addr = addr_r(m, idx)
+        if m.launch.traffic is not None and space == "global":
+            m.launch.traffic.record(thread_ids(m, idx), addr, width * len(readers), store=True)
         for k, r in enumerate(readers):
             atomic(m, idx, addr + step * np.uint64(k) if k else addr, space, ty, op, r(m, idx), None)
     return run

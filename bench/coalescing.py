@@ -1,0 +1,114 @@
+"""How well our kernels' global accesses coalesce, against NVIDIA's PTX for the same bytecode.
+
+    python bench/coalescing.py [PATH ...] [--every K] [--all]
+
+PATHs are .tileir files or folders of them (default: ../shared/corpus beside the repo); each
+needs NVIDIA's PTX beside it (``NAME.ptx`` for ``NAME.tileir``, as in the corpus).  Both PTXs
+run in the emulator on the same synthesized arguments (``diffcheck.synthesize_args``, a 2x2
+grid) with ``traffic=True`` (``tileiras/emulate/traffic.py``): every warp-level global load
+and store is counted as a request with the distinct 32-byte sectors its threads touch.  A
+GPU moves sectors, so ``ours / nvidia`` total sectors is the memory traffic ratio (1.0: same
+transactions; 4.0: four times the L1/L2 transactions for the same data).
+
+A kernel is flagged SECTORS when ours moves more than 10% more sectors than NVIDIA's.  The
+table lists flagged kernels (every kernel with --all), then a summary.  A benchmark, not a test.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tileiras.diffcheck import compile_ptx, synthesize_args  # noqa: E402
+from tileiras.emulate import launch  # noqa: E402
+from tileiras.emulate.traffic import Traffic  # noqa: E402
+from tileiras.reader import read_bytecode  # noqa: E402
+
+SLACK = 1.10
+GRID = (2, 2, 1)
+
+
+def arch_of(path: Path) -> str:
+    return next(p for p in path.name.split(".") if p.startswith("sm_"))
+
+
+def traffic_of(ptx: str, entry: str, args: list) -> Traffic:
+    copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    result = launch(ptx, entry, GRID, copies, traffic=True)
+    if result.trap is not None and result.trap.kind not in ("trap", "assert"):
+        raise RuntimeError(f"{result.trap.kind}: {result.trap.message}")
+    return result.traffic
+
+
+def measure(path: Path) -> list[tuple[str, Traffic, Traffic]]:
+    """(entry, NVIDIA's traffic, ours) for every entry of one file."""
+    module = read_bytecode(path.read_bytes())
+    theirs = path.with_suffix(".ptx").read_text()
+    ours = compile_ptx(module, arch_of(path))
+    rows = []
+    for fn in module.functions:
+        if fn.is_entry:
+            args = synthesize_args(fn, np.random.default_rng(1))
+            rows.append((fn.name, traffic_of(theirs, fn.name, args), traffic_of(ours, fn.name, args)))
+    return rows
+
+
+def sectors(t: Traffic) -> int:
+    return t.loads.sectors + t.stores.sectors
+
+
+def ratio(nv: Traffic, ours: Traffic) -> Optional[float]:
+    return sectors(ours) / sectors(nv) if sectors(nv) else None
+
+
+def row(name: str, nv: Traffic, ours: Traffic, flag: str) -> str:
+    r = ratio(nv, ours)
+    spr = lambda c: f"{c.sectors_per_request:5.1f}"  # noqa: E731
+    return (f"{name[:46]:46s} {spr(nv.loads)}/{spr(ours.loads)}  {spr(nv.stores)}/{spr(ours.stores)}  "
+            f"{sectors(nv):>8d}/{sectors(ours):<8d} {'-' if r is None else f'{r:5.2f}'}  {flag}")
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("paths", nargs="*", type=Path)
+    ap.add_argument("--every", type=int, default=1, help="take every K-th file")
+    ap.add_argument("--all", action="store_true", help="list every kernel, not only flagged ones")
+    opts = ap.parse_args(argv)
+    paths = opts.paths or [REPO.parent / "shared" / "corpus"]
+    files = sorted(f for p in paths for f in (p.glob("*.tileir") if p.is_dir() else [p]))[::opts.every]
+    files = [f for f in files if f.with_suffix(".ptx").exists()]
+    print(f"{'kernel':46s} {'ld sect/req':>12s}  {'st sect/req':>12s}  {'sectors nv/ours':>17s} ratio")
+    ratios, flagged, failed = [], 0, []
+    for f in files:
+        try:
+            rows = measure(f)
+        except Exception as err:  # noqa: BLE001 - a benchmark reports and goes on
+            failed.append(f"{f.name}: {type(err).__name__}: {str(err)[:120]}")
+            continue
+        for entry, nv, ours in rows:
+            r = ratio(nv, ours)
+            flag = "SECTORS" if r is not None and r > SLACK else ""
+            if r is not None:
+                ratios.append(r)
+            flagged += bool(flag)
+            if flag or opts.all:
+                print(row(f"{f.name}", nv, ours, flag))
+    for line in failed:
+        print(f"not measured: {line}")
+    if ratios:
+        print(f"kernels moving more than nvidia+10% sectors (SECTORS): {flagged} of {len(ratios)}")
+        print(f"sector ratio ours/nvidia: geomean {math.exp(statistics.fmean(math.log(r) for r in ratios if r > 0)):.2f}, "
+              f"median {statistics.median(ratios):.2f}, max {max(ratios):.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""Global-memory traffic counted by the emulator (tileiras/emulate/traffic.py): requests and
+distinct 32-byte sectors per warp-level access, as Nsight Compute counts them."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from test_emulate_ptx import VADD, kernel
+
+from tileiras.emulate import launch
+from tileiras.emulate.traffic import Traffic
+
+#: thread t copies element t * STRIDE: STRIDE 1 coalesces, 4 touches four times the sectors
+STRIDED_COPY = """
+ld.param.b64 %rd1, [k_param_0];
+ld.param.b64 %rd2, [k_param_1];
+ld.param.b32 %r1, [k_param_2];
+mov.u32 %r4, %tid.x;
+mul.lo.s32 %r5, %r4, %r1;
+mul.wide.s32 %rd4, %r5, 4;
+add.s64 %rd5, %rd1, %rd4;
+add.s64 %rd6, %rd2, %rd4;
+ld.global.b32 %r6, [%rd5];
+st.global.b32 [%rd6], %r6;
+ret;
+"""
+COPY = kernel(STRIDED_COPY, ".param .u64 .ptr .global .align 1 k_param_0, .param .u64 .ptr .global .align 1 k_param_1,"
+                            ".param .u32 k_param_2", directives=".reqntid 128")
+
+#: each thread loads a v4 of four consecutive floats: a warp reads 512 contiguous bytes
+VECTOR_LOAD = kernel("""
+ld.param.b64 %rd1, [k_param_0];
+mov.u32 %r4, %tid.x;
+mul.wide.s32 %rd4, %r4, 16;
+add.s64 %rd5, %rd1, %rd4;
+ld.global.v4.b32 {%r6, %r7, %r8, %r9}, [%rd5];
+ret;
+""", ".param .u64 .ptr .global .align 1 k_param_0", directives=".reqntid 128")
+
+
+@pytest.mark.parametrize("stride,sectors_per_request", [(1, 4), (2, 8), (4, 16), (8, 32), (16, 32)])
+def test_strided_access_sectors(stride, sectors_per_request):
+    src = np.arange(128 * stride, dtype=np.float32)
+    dst = np.zeros_like(src)
+    t = launch(COPY, "k", (1,), [src, dst, stride], traffic=True).check().traffic
+    assert (t.loads.requests, t.stores.requests) == (4, 4)          # 4 warps, one access each
+    assert t.loads.sectors_per_request == t.stores.sectors_per_request == sectors_per_request
+    assert t.loads.bytes == 128 * 4
+    assert t.loads.efficiency == pytest.approx(4 / (32 * sectors_per_request / 32))
+    assert np.array_equal(dst[::stride], src[::stride])
+
+
+def test_vector_loads_count_their_whole_width():
+    t = launch(VECTOR_LOAD, "k", (1,), [np.zeros(512, np.float32)], traffic=True).check().traffic
+    assert (t.loads.requests, t.loads.sectors, t.loads.bytes) == (4, 64, 2048)
+    assert t.loads.efficiency == 1.0 and t.stores.requests == 0
+
+
+def test_inactive_threads_and_partial_warps():
+    """Predicated-off threads neither request nor touch sectors (the tail of vector add)."""
+    n = 200
+    a, b = np.ones(n, np.float32), np.ones(n, np.float32)
+    t = launch(VADD, "k", (2,), [a, b, np.zeros(n, np.float32), n], traffic=True).check().traffic
+    # 200 threads active: warps 0-5 full, warp 6 has 8 threads (one sector per array)
+    assert t.stores.requests == 7 and t.stores.sectors == 6 * 4 + 1
+    assert t.loads.requests == 14 and t.loads.bytes == 2 * 200 * 4
+
+
+def test_off_by_default():
+    assert launch(VADD, "k", (1,), [np.ones(4, np.float32)] * 3 + [4]).traffic is None
+    assert Traffic().loads.efficiency == 1.0
