@@ -6,7 +6,8 @@ against NVIDIA's PTX for the same bytecode.
 PATHs are .tileir files or folders of them (default: ../shared/corpus beside the repo); each
 needs NVIDIA's PTX beside it (``NAME.ptx`` for ``NAME.tileir``, as in the corpus).  Both PTXs
 run in the emulator on the same synthesized arguments (``diffcheck.synthesize_args``, a 2x2
-grid) with ``traffic=True`` (``tileiras/emulate/traffic.py``): every warp-level global load
+grid; arrays of ``--extent`` elements along each dynamic dim, 512 by default, 64 for 3-d and
+wider views, so the measured tiles are full ones, as in real work, not mostly edges) with ``traffic=True`` (``tileiras/emulate/traffic.py``): every warp-level global load
 and store is counted as a request with the distinct 32-byte sectors its threads touch.  A
 GPU moves sectors, so ``ours / nvidia`` total sectors is the memory traffic ratio (1.0: same
 transactions; 4.0: four times the L1/L2 transactions for the same data).
@@ -53,7 +54,13 @@ def traffic_of(ptx: str, entry: str, args: list) -> Traffic:
     return result.traffic
 
 
-def measure(path: Path) -> list[tuple[str, Traffic, Traffic]]:
+def view_rank(fn) -> int:
+    from tileiras.tile import ops_memory as MEM
+
+    return max((op.result.type.rank for op in fn.walk() if isinstance(op, MEM.MakeTensorViewOp)), default=1)
+
+
+def measure(path: Path, extent: int = 512) -> list[tuple[str, Traffic, Traffic]]:
     """(entry, NVIDIA's traffic, ours) for every entry of one file."""
     module = read_bytecode(path.read_bytes())
     theirs = path.with_suffix(".ptx").read_text()
@@ -61,7 +68,7 @@ def measure(path: Path) -> list[tuple[str, Traffic, Traffic]]:
     rows = []
     for fn in module.functions:
         if fn.is_entry:
-            args = synthesize_args(fn, np.random.default_rng(1))
+            args = synthesize_args(fn, np.random.default_rng(1), extent if view_rank(fn) <= 2 else 64)
             rows.append((fn.name, traffic_of(theirs, fn.name, args), traffic_of(ours, fn.name, args)))
     return rows
 
@@ -95,6 +102,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("paths", nargs="*", type=Path)
     ap.add_argument("--every", type=int, default=1, help="take every K-th file")
     ap.add_argument("--all", action="store_true", help="list every kernel, not only flagged ones")
+    ap.add_argument("--extent", type=int, default=512, help="elements along each dynamic dim (1-d, 2-d views)")
     opts = ap.parse_args(argv)
     paths = opts.paths or [REPO.parent / "shared" / "corpus"]
     files = sorted(f for p in paths for f in (p.glob("*.tileir") if p.is_dir() else [p]))[::opts.every]
@@ -103,7 +111,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ratios, instrs, flagged, slower, failed = [], [], 0, 0, []
     for f in files:
         try:
-            rows = measure(f)
+            rows = measure(f, opts.extent)
         except Exception as err:  # noqa: BLE001 - a benchmark reports and goes on
             failed.append(f"{f.name}: {type(err).__name__}: {str(err)[:120]}")
             continue
