@@ -1,17 +1,21 @@
-"""How well our kernels' global accesses coalesce, against NVIDIA's PTX for the same bytecode.
+"""How well our kernels' global accesses coalesce, and how many instructions they execute,
+against NVIDIA's PTX for the same bytecode.
 
     python bench/coalescing.py [PATH ...] [--every K] [--all]
 
 PATHs are .tileir files or folders of them (default: ../shared/corpus beside the repo); each
 needs NVIDIA's PTX beside it (``NAME.ptx`` for ``NAME.tileir``, as in the corpus).  Both PTXs
 run in the emulator on the same synthesized arguments (``diffcheck.synthesize_args``, a 2x2
-grid) with ``traffic=True`` (``tileiras/emulate/traffic.py``): every warp-level global load
+grid; arrays of ``--extent`` elements along each dynamic dim, 512 by default, 64 for 3-d and
+wider views, so the measured tiles are full ones, as in real work, not mostly edges) with ``traffic=True`` (``tileiras/emulate/traffic.py``): every warp-level global load
 and store is counted as a request with the distinct 32-byte sectors its threads touch.  A
 GPU moves sectors, so ``ours / nvidia`` total sectors is the memory traffic ratio (1.0: same
 transactions; 4.0: four times the L1/L2 transactions for the same data).
 
-A kernel is flagged SECTORS when ours moves more than 10% more sectors than NVIDIA's.  The
-table lists flagged kernels (every kernel with --all), then a summary.  A benchmark, not a test.
+The emulator also counts executed thread-instructions (PTX, not SASS: a proxy for issue
+time).  A kernel is flagged SECTORS when ours moves more than 10% more sectors than NVIDIA's,
+INSTR when it executes more than 10% more instructions.  The table lists flagged kernels
+(every kernel with --all), then a summary.  A benchmark, not a test.
 """
 from __future__ import annotations
 
@@ -41,14 +45,22 @@ def arch_of(path: Path) -> str:
 
 
 def traffic_of(ptx: str, entry: str, args: list) -> Traffic:
+    """The launch's traffic, with its executed thread-instructions as ``.instructions``."""
     copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     result = launch(ptx, entry, GRID, copies, traffic=True)
     if result.trap is not None and result.trap.kind not in ("trap", "assert"):
         raise RuntimeError(f"{result.trap.kind}: {result.trap.message}")
+    result.traffic.instructions = result.thread_instructions
     return result.traffic
 
 
-def measure(path: Path) -> list[tuple[str, Traffic, Traffic]]:
+def view_rank(fn) -> int:
+    from tileiras.tile import ops_memory as MEM
+
+    return max((op.result.type.rank for op in fn.walk() if isinstance(op, MEM.MakeTensorViewOp)), default=1)
+
+
+def measure(path: Path, extent: int = 512) -> list[tuple[str, Traffic, Traffic]]:
     """(entry, NVIDIA's traffic, ours) for every entry of one file."""
     module = read_bytecode(path.read_bytes())
     theirs = path.with_suffix(".ptx").read_text()
@@ -56,7 +68,7 @@ def measure(path: Path) -> list[tuple[str, Traffic, Traffic]]:
     rows = []
     for fn in module.functions:
         if fn.is_entry:
-            args = synthesize_args(fn, np.random.default_rng(1))
+            args = synthesize_args(fn, np.random.default_rng(1), extent if view_rank(fn) <= 2 else 64)
             rows.append((fn.name, traffic_of(theirs, fn.name, args), traffic_of(ours, fn.name, args)))
     return rows
 
@@ -69,11 +81,20 @@ def ratio(nv: Traffic, ours: Traffic) -> Optional[float]:
     return sectors(ours) / sectors(nv) if sectors(nv) else None
 
 
+def instr_ratio(nv: Traffic, ours: Traffic) -> float:
+    return ours.instructions / max(nv.instructions, 1)
+
+
 def row(name: str, nv: Traffic, ours: Traffic, flag: str) -> str:
     r = ratio(nv, ours)
     spr = lambda c: f"{c.sectors_per_request:5.1f}"  # noqa: E731
     return (f"{name[:46]:46s} {spr(nv.loads)}/{spr(ours.loads)}  {spr(nv.stores)}/{spr(ours.stores)}  "
-            f"{sectors(nv):>8d}/{sectors(ours):<8d} {'-' if r is None else f'{r:5.2f}'}  {flag}")
+            f"{sectors(nv):>8d}/{sectors(ours):<8d} {'-' if r is None else f'{r:5.2f}'}  "
+            f"{instr_ratio(nv, ours):6.2f}  {flag}")
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values if v > 0))
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -81,32 +102,41 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("paths", nargs="*", type=Path)
     ap.add_argument("--every", type=int, default=1, help="take every K-th file")
     ap.add_argument("--all", action="store_true", help="list every kernel, not only flagged ones")
+    ap.add_argument("--extent", type=int, default=512, help="elements along each dynamic dim (1-d, 2-d views)")
     opts = ap.parse_args(argv)
     paths = opts.paths or [REPO.parent / "shared" / "corpus"]
     files = sorted(f for p in paths for f in (p.glob("*.tileir") if p.is_dir() else [p]))[::opts.every]
     files = [f for f in files if f.with_suffix(".ptx").exists()]
-    print(f"{'kernel':46s} {'ld sect/req':>12s}  {'st sect/req':>12s}  {'sectors nv/ours':>17s} ratio")
-    ratios, flagged, failed = [], 0, []
+    print(f"{'kernel':46s} {'ld sect/req':>12s}  {'st sect/req':>12s}  {'sectors nv/ours':>17s} ratio  instr")
+    ratios, instrs, flagged, slower, failed = [], [], 0, 0, []
     for f in files:
         try:
-            rows = measure(f)
+            rows = measure(f, opts.extent)
         except Exception as err:  # noqa: BLE001 - a benchmark reports and goes on
             failed.append(f"{f.name}: {type(err).__name__}: {str(err)[:120]}")
             continue
         for entry, nv, ours in rows:
-            r = ratio(nv, ours)
-            flag = "SECTORS" if r is not None and r > SLACK else ""
+            r, ri = ratio(nv, ours), instr_ratio(nv, ours)
+            flags = ["SECTORS"] if r is not None and r > SLACK else []
+            flags += ["INSTR"] if ri > SLACK else []
+            flag = " ".join(flags)
             if r is not None:
                 ratios.append(r)
-            flagged += bool(flag)
+            instrs.append(ri)
+            flagged += "SECTORS" in flags
+            slower += "INSTR" in flags
             if flag or opts.all:
                 print(row(f"{f.name}", nv, ours, flag))
     for line in failed:
         print(f"not measured: {line}")
     if ratios:
         print(f"kernels moving more than nvidia+10% sectors (SECTORS): {flagged} of {len(ratios)}")
-        print(f"sector ratio ours/nvidia: geomean {math.exp(statistics.fmean(math.log(r) for r in ratios if r > 0)):.2f}, "
+        print(f"sector ratio ours/nvidia: geomean {geomean(ratios):.2f}, "
               f"median {statistics.median(ratios):.2f}, max {max(ratios):.2f}")
+    if instrs:
+        print(f"kernels executing more than nvidia+10% instructions (INSTR): {slower} of {len(instrs)}")
+        print(f"executed-instruction ratio ours/nvidia: geomean {geomean(instrs):.2f}, "
+              f"median {statistics.median(instrs):.2f}, max {max(instrs):.2f}")
     return 0
 
 

@@ -1,9 +1,12 @@
 """codegen/order.py: pure values move to just before their first use, side effects keep order."""
 from __future__ import annotations
 
+import pytest
 from llvmlite import ir
 
 from tileiras.codegen.order import order_function
+from tileiras.pipeline import CompileOptions, compile_module
+from tileiras.text.parser import parse_module
 
 F32 = ir.FloatType()
 
@@ -157,3 +160,53 @@ def test_calls_are_the_slow_path_instructions():
               asm("sqrt.approx.f32 $0, $1;"), asm("ex2.approx.f32 $0, $1;")]
     assert [becomes_call(i) for i in calls] == [True] * len(calls)
     assert [becomes_call(i) for i in inline] == [False] * len(inline)
+
+
+# --------------------------------------------------------------------------- loops
+
+LOOP_KERNEL = """
+entry @k(%a: tile<ptr<f32>>, %c: tile<ptr<f32>>, %n: tile<i32>) {
+  %tok = make_token : token
+  %ta = make_tensor_view %a, shape = [%n, %n], strides = [%n, 1] : tile<i32> -> tensor_view<?x?xf32, strides=[?,1]>
+  %tc = make_tensor_view %c, shape = [%n, %n], strides = [%n, 1] : tile<i32> -> tensor_view<?x?xf32, strides=[?,1]>
+  %pa = make_partition_view %ta : partition_view<tile=(1x256), tensor_view<?x?xf32, strides=[?,1]>>
+  %pc = make_partition_view %tc : partition_view<tile=(1x256), tensor_view<?x?xf32, strides=[?,1]>>
+  %bx, %by, %bz = get_tile_block_id : tile<i32>
+  %zero = constant <f32: 0.000000e+00> : tile<1x256xf32>
+  %lo = constant <i32: 0> : tile<i32>
+  %hi = constant <i32: 16> : tile<i32>
+  %one = constant <i32: 1> : tile<i32>
+  %sum = for %i in (%lo to %hi, step %one) : tile<i32> iter_values(%acc = %zero) -> (tile<1x256xf32>) {
+    %x, %t = load_view_tko weak %pa[%bx, %i] token = %tok : partition_view<tile=(1x256), tensor_view<?x?xf32, strides=[?,1]>>, tile<i32> -> tile<1x256xf32>, token
+    %s = addf %acc, %x : tile<1x256xf32>
+    continue %s : tile<1x256xf32>
+  }
+  %done = store_view_tko weak %sum, %pc[%bx, %lo] token = %tok : tile<1x256xf32>, partition_view<tile=(1x256), tensor_view<?x?xf32, strides=[?,1]>>, tile<i32> -> token
+  return
+}
+"""
+
+
+def loop_bodies(ptx: str) -> list[str]:
+    """The text between each label and a later branch back to it."""
+    lines = [line.strip() for line in ptx.splitlines()]
+    bodies = []
+    for i, line in enumerate(lines):
+        if line.endswith(":"):
+            label = line[:-1]
+            for j in range(i + 1, len(lines)):
+                if "bra" in lines[j] and lines[j].rstrip(";").split()[-1] == label:
+                    bodies.append("\n".join(lines[i:j + 1]))
+    return bodies
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_loop_bodies_do_not_read_the_thread_id(arch):
+    """Guarded accesses outside loops read %tid.x afresh (as NVIDIA's PTX); inside a loop
+    that would run on every trip, so the coordinates come from the prologue and LLVM hoists
+    the arithmetic on them out of the loop."""
+    ptx = compile_module(parse_module(LOOP_KERNEL, "loop.mlir"), CompileOptions(gpu_name=arch), "ptx")
+    bodies = loop_bodies(ptx)
+    assert bodies, "no loop in the PTX"
+    for body in bodies:
+        assert "%tid.x" not in body and "cvt.u64.u32" not in body.split("ld.global")[0]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from tileiras import diffcheck
+from tileiras.codegen import emit_shape
 from tileiras.layout.linear import LinearLayout
 from tileiras.lower.tileas import scans_in_place
 from tileiras.pipeline import CompileOptions, compile_module
@@ -87,3 +88,83 @@ def test_layouts_that_mix_the_dim_scan_through_shared_memory():
     mixed = layout([(1, 1)], [(0, 2), (0, 4), (0, 8), (0, 1), (2, 0)])
     assert scans_in_place(plain, 0) and scans_in_place(plain, 1)
     assert not scans_in_place(mixed, 0) and not scans_in_place(mixed, 1)
+
+
+def affine_scan_kernel(rows: int, cols: int, dim: int, reverse: bool) -> str:
+    """Scans pairs (a, b), the maps x -> a*x + b, by composition: (a1, b1) then (a2, b2) is
+    (a1*a2, b1*a2 + b2).  Associative but not commutative, so a scan that combines two
+    blocks in the wrong order, or the wrong way round, gives other values."""
+    view = f"tensor_view<?x{cols}xi32, strides=[{cols},1]>"
+    part = f"partition_view<tile=({rows}x{cols}), {view}>"
+    tile = f"tile<{rows}x{cols}xi32>"
+    lines = ["%tok = make_token : token",
+             "%c0 = constant <i32: 0> : tile<i32>",
+             "%bx, %by, %bz = get_tile_block_id : tile<i32>"]
+    for name in ("x", "y", "o", "p"):
+        lines += [f"%{name}v = make_tensor_view %{name}, shape = [%n, {cols}], strides = [{cols}, 1] : "
+                  f"tile<i32> -> {view}",
+                  f"%{name}q = make_partition_view %{name}v : {part}"]
+    for name in ("x", "y"):
+        lines.append(f"%{name}t, %{name}k = load_view_tko weak %{name}q[%bx, %c0] token = %tok : {part}, "
+                     f"tile<i32> -> {tile}, token")
+    lines += [f"%a, %b = scan %xt, %yt dim={dim} reverse={str(reverse).lower()} identities=[1 : i32, 0 : i32] "
+              f": {tile}, {tile} -> {tile}, {tile}",
+              "(%a1: tile<i32>, %a2: tile<i32>, %b1: tile<i32>, %b2: tile<i32>) {",
+              "  %aa = muli %a1, %a2 : tile<i32>",
+              "  %ba = muli %b1, %a2 : tile<i32>",
+              "  %bb = addi %ba, %b2 : tile<i32>",
+              "  yield %aa, %bb : tile<i32>, tile<i32>",
+              "}"]
+    for name, v in (("o", "%a"), ("p", "%b")):
+        lines.append(f"%s{name} = store_view_tko weak {v}, %{name}q[%bx, %c0] token = %tok : {tile}, {part}, "
+                     "tile<i32> -> token")
+    lines.append("return")
+    ptr = "tile<ptr<i32>>"
+    return ("cuda_tile.module @kernels {\n"
+            f"  entry @k(%x: {ptr}, %y: {ptr}, %o: {ptr}, %p: {ptr}, %n: tile<i32>) {{\n"
+            + "".join(f"    {line}\n" for line in lines) + "  }\n}\n")
+
+
+def run_affine(text: str, rows: int, cols: int) -> None:
+    rng = np.random.default_rng(5)
+    n = 2 * rows - 3
+    x = rng.integers(-3, 4, (n, cols)).astype(np.int32)
+    y = rng.integers(-9, 10, (n, cols)).astype(np.int32)
+    o, p = np.zeros_like(x), np.zeros_like(x)
+    expected, got = diffcheck.run_both(parse_module(text, "k.mlir"), "k", (2, 1, 1), [x, y, o, p, np.int32(n)], "sm_80")
+    assert diffcheck.compare(expected, got) is None
+
+
+def nvidia_spans(steps):
+    """NVIDIA's cross-warp shape: every bit from the lowest warp bit to the highest in one round."""
+    warps = [k for k, (_, name, _) in enumerate(steps) if name == "warp"]
+    return [range(warps[0], warps[-1] + 1)] if warps else []
+
+
+CROSS_WARP = [(16, 16, 0), (8, 64, 0), (64, 64, 0), (2, 256, 1)]
+
+
+@pytest.mark.parametrize("spans", ["rounds", "nvidia"])
+@pytest.mark.parametrize("rows, cols, dim", CROSS_WARP)
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_non_commutative_scan_across_warps(rows, cols, dim, reverse, spans, monkeypatch):
+    """A two-operand, non-commutative combiner keeps its (earlier, later) order through
+    registers, lanes and warps, a round per warp bit and in NVIDIA's single round."""
+    if spans == "nvidia":
+        monkeypatch.setattr(emit_shape, "warp_spans", nvidia_spans)
+    run_affine(affine_scan_kernel(rows, cols, dim, reverse), rows, cols)
+
+
+@pytest.mark.parametrize("spans, barriers, stores", [("rounds", 6, 2), ("nvidia", 3, 1)])
+def test_the_cross_warp_step_writes_each_total_once_a_round(spans, barriers, stores, monkeypatch):
+    """16x16 along dim 0 crosses two warp bits; a thread holds two lines (two distinct
+    totals, one vector store).  Each round: a barrier, one store of the thread's totals, a
+    barrier, the reads and folds, a closing barrier."""
+    if spans == "nvidia":
+        monkeypatch.setattr(emit_shape, "warp_spans", nvidia_spans)
+    text = scan_kernel(16, 16, 0, True, "muli")
+    ptx = compile_module(parse_module(text, "k.mlir"), CompileOptions(gpu_name="sm_80"), "ptx")
+    assert ptx.count("bar.sync") == barriers
+    assert ptx.count("st.shared.v2.b32") == stores and ptx.count("st.shared") == stores
+    tileas = compile_module(parse_module(text, "k.mlir"), CompileOptions(gpu_name="sm_80"), "tileas")
+    assert "smem=1024B" in tileas          # 128 threads x 2 totals x 4 bytes

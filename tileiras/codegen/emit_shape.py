@@ -21,7 +21,7 @@ from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Block, Operation
 from ..layout.linear import LANE, REG, WARP, LinearLayout
-from ..lower.tileas import cat_in_registers, element_bytes, scans_in_place
+from ..lower.tileas import cat_in_registers, element_bytes, scan_steps, scans_in_place
 from ..tile import ops_arith as CA
 from ..tile import ops_core as CO
 from ..tile.enums import Signedness
@@ -470,75 +470,202 @@ def _scan_by_bits(em: KernelEmitter, op: Operation, srcs: list[TileVal]) -> list
     order the layout gives them).  Each element keeps its prefix within its aligned block of
     positions and that block's total; a bit step pairs each block with the one the bit
     flips: the later of the two adds the earlier one's total to its prefixes, and both get
-    the sum as their total.  The partner's total is another register (register bits), a
-    butterfly shuffle (lane bits) or a slot in shared memory (warp bits).  ``reverse`` scans
-    from the last position: the block whose bit is clear is then the later one.
+    the sum as their total.  The partner's total is another register (register bits) or a
+    butterfly shuffle (lane bits); warp bits go through shared memory, in the spans
+    ``warp_spans`` picks (``_scan_across_warps``).  ``reverse`` scans from the last
+    position: the block whose bit is clear is then the later one.
 
     The combiner runs on (earlier, later) values, as the sequential scan does; the register
     steps keep a thread's registers in place (NVIDIA's PTX scans with shuffles too, where
     the sequential scan in shared memory kept 25 values live in unrolled loops)."""
-    b = em.b
     layout = srcs[0].layout
-    d = op.dim
-    reverse = bool(op.attributes.get("reverse"))
-    block = op.regions[0].blocks[0]
     pre = [[s.regs[r] for s in srcs] for r in range(layout.size(REG))]
     tot = list(pre)
-    steps = sorted((base[d], name, i) for name in (REG, LANE, WARP)
-                   for i, base in enumerate(layout.bases(name)) if base[d])
-    for _, name, bit in steps:
-        if name == REG:
-            pre, tot = list(pre), list(tot)
-            for r in range(len(pre)):
-                if r >> bit & 1:
-                    continue
-                early, late = (r | 1 << bit, r) if reverse else (r, r | 1 << bit)
-                pre[late] = _combine(em, block, tot[early], pre[late])
-                tot[early] = tot[late] = _combine(em, block, tot[early], tot[late])
+    steps = scan_steps(layout, op.dim)
+    spans = {span[0]: span for span in warp_spans(steps)}
+    k = 0
+    while k < len(steps):
+        if k in spans:
+            pre, tot = _scan_across_warps(em, op, pre, tot, [steps[i] for i in spans[k]])
+            k = spans[k][-1] + 1
             continue
-        source = em.lane if name == LANE else em.warp
-        flag = b.icmp_unsigned("!=", b.and_(source, ir.Constant(I32, 1 << bit)), ir.Constant(I32, 0))
-        later = b.not_(flag) if reverse else flag
-        partner = _partner_totals(em, op, tot, name, bit)
-        sums: dict[int, list[ir.Value]] = {}   # registers that share a total share its sum
-        new_pre, new_tot = [], []
-        for p, t, o in zip(pre, tot, partner):
-            if id(t) not in sums:
-                early = [b.select(later, x, y) for x, y in zip(o, t)]
-                late = [b.select(later, y, x) for x, y in zip(o, t)]
-                sums[id(t)] = _combine(em, block, early, late)
-            new_tot.append(sums[id(t)])
-            new_pre.append([b.select(later, x, y) for x, y in zip(_combine(em, block, o, p), p)])
-        pre, tot = new_pre, new_tot
+        _, name, bit = steps[k]
+        pre, tot = _scan_bit(em, op, pre, tot, name, bit)
+        k += 1
     return [[p[k] for p in pre] for k in range(len(srcs))]
 
 
-def _partner_totals(em: KernelEmitter, op: Operation, tot: list[list[ir.Value]], name: str,
-                    bit: int) -> list[list[ir.Value]]:
-    """Per register, the totals held by the thread whose lane (or warp) ``bit`` differs."""
+def warp_spans(steps: list[tuple[int, str, int]]) -> list[range]:
+    """Which of a scan's ``steps`` go through shared memory together: a round per warp bit.
+    NVIDIA's PTX takes every bit from the lowest warp bit to the highest in one round (each
+    warp's totals written once, then folded one after another); ``_scan_across_warps`` does
+    that for ``[range(lowest, highest + 1)]``, but ptxas gave it more registers wherever a
+    thread holds several lines (sm_80/90/100/120, scans_builtin f32 8x64: 36-40 against
+    32; i32 16x16: 32 against 30-32; a 64x64 max-scan: 126 against 109), as it loads
+    every earlier warp's totals of every line, where a round loads one partner's."""
+    return [range(k, k + 1) for k, (_, name, _) in enumerate(steps) if name == WARP]
+
+
+Totals = list[list[ir.Value]]   # per register, a value per operand
+
+
+def _scan_bit(em: KernelEmitter, op: Operation, pre: Totals, tot: Totals, name: str,
+              bit: int) -> tuple[Totals, Totals]:
+    """One register or lane bit of ``_scan_by_bits``: new prefixes and totals."""
     b = em.b
-    if name == LANE:
-        shuffled: dict[int, list[ir.Value]] = {}   # registers that share a total shuffle it once
-        for vals in tot:
-            if id(vals) not in shuffled:
-                shuffled[id(vals)] = [_shuffle(em, v, 1 << bit) for v in vals]
-        return [shuffled[id(vals)] for vals in tot]
-    sizes = [element_bytes(r.type) for r in op.results]
-    count = em.tas.num_threads * len(tot)
-    offsets = [sum(count * z for z in sizes[:k]) for k in range(len(sizes))]
-    partner = b.xor(em.tid, ir.Constant(I32, 32 << bit))
+    reverse = bool(op.attributes.get("reverse"))
+    block = op.regions[0].blocks[0]
+    if name == REG:
+        new_pre, new_tot = list(pre), list(tot)
+        sums: dict[tuple[int, int], list[ir.Value]] = {}   # registers that share totals share their sum
+        for r in range(len(pre)):
+            if r >> bit & 1:
+                continue
+            early, late = (r | 1 << bit, r) if reverse else (r, r | 1 << bit)
+            new_pre[late] = _combine(em, block, tot[early], pre[late])
+            key = (id(tot[early]), id(tot[late]))
+            if key not in sums:
+                sums[key] = _combine(em, block, tot[early], tot[late])
+            new_tot[early] = new_tot[late] = sums[key]
+        return new_pre, new_tot
+    later = _bit_set(em, name, bit)
+    if reverse:
+        later = b.not_(later)
+    partner = _shuffled_totals(em, tot, bit)
+    sums: dict[int, list[ir.Value]] = {}   # registers that share a total share its sum
+    new_pre, new_tot = [], []
+    for p, t, o in zip(pre, tot, partner):
+        if id(t) not in sums:
+            early = [b.select(later, x, y) for x, y in zip(o, t)]
+            late = [b.select(later, y, x) for x, y in zip(o, t)]
+            sums[id(t)] = _combine(em, block, early, late)
+        new_tot.append(sums[id(t)])
+        new_pre.append([b.select(later, x, y) for x, y in zip(_combine(em, block, o, p), p)])
+    return new_pre, new_tot
+
+
+def _bit_set(em: KernelEmitter, name: str, bit: int) -> ir.Value:
+    """i1: is ``bit`` of this thread's lane (or warp) set?"""
+    source = em.lane if name == LANE else em.warp
+    return em.b.icmp_unsigned("!=", em.b.and_(source, ir.Constant(I32, 1 << bit)), ir.Constant(I32, 0))
+
+
+def _shuffled_totals(em: KernelEmitter, tot: Totals, bit: int) -> Totals:
+    """Per register, the totals held by the lane whose ``bit`` differs."""
+    shuffled: dict[int, list[ir.Value]] = {}   # registers that share a total shuffle it once
+    for vals in tot:
+        if id(vals) not in shuffled:
+            shuffled[id(vals)] = [_shuffle(em, v, 1 << bit) for v in vals]
+    return [shuffled[id(vals)] for vals in tot]
+
+
+def _scan_across_warps(em: KernelEmitter, op: Operation, pre: Totals, tot: Totals,
+                       steps: list[tuple[int, str, int]]) -> tuple[Totals, Totals]:
+    """The bits ``steps`` (warp bits, with any register and lane bits between them) in one
+    round through shared memory: each thread writes its distinct totals once, a barrier,
+    then it folds the totals of the blocks of its span (the blocks that differ from its own
+    in ``steps`` only) one after another in scan order, combining (earlier, later), and
+    picks the fold of the blocks before its own as it goes (a select per block, so only the
+    running fold and the pick stay live).  A register's new prefix is that pick combined
+    with its prefix; the span's first block keeps its prefix.  A closing barrier keeps the
+    results computed here (codegen/order.py moves no value past one) rather than at their
+    use, where the folds would stay live instead (scans_builtin i32 sm_80: 34 -> 32)."""
+    b = em.b
+    reverse = bool(op.attributes.get("reverse"))
+    block = op.regions[0].blocks[0]
+    shared = _SharedTotals(em, op, tot, steps)
+    runtime = _tid_mask([(name, bit) for _, name, bit in steps if name != REG])
+    span_bits = range(len(steps))
+    reg_part = [sum(1 << k for k in span_bits if steps[k][1] == REG and r >> steps[k][2] & 1)
+                for r in range(len(pre))]
+    order = list(range(1 << len(steps)))[::-1 if reverse else 1]
+    lines: dict[tuple, list[int]] = {}   # registers whose spans hold the same totals
+    for r in range(len(pre)):
+        lines.setdefault(tuple(shared.source(r, j) for j in order), []).append(r)
+    mine = b.and_(em.tid, ir.Constant(I32, runtime))
+    new_pre, new_tot = list(pre), list(tot)
+    for sources, regs in lines.items():
+        picked: dict[int, Optional[list[ir.Value]]] = {r: None for r in regs}
+        acc: Optional[list[ir.Value]] = None
+        for j, source in zip(order, sources):
+            if acc is not None:
+                here = b.icmp_unsigned("==", mine, ir.Constant(I32, shared.thread_bits(j)))
+                for r in regs:
+                    if _span_reg_bits(steps, j) == reg_part[r]:
+                        picked[r] = acc if picked[r] is None else [b.select(here, x, y) for x, y in zip(acc, picked[r])]
+            totals = shared.load(source)
+            acc = totals if acc is None else _combine(em, block, acc, totals)
+        for r in regs:
+            new_tot[r] = acc
+            if picked[r] is None:
+                continue
+            new_pre[r] = _combine(em, block, picked[r], pre[r])
+            if _span_reg_bits(steps, order[0]) == reg_part[r]:   # the first block keeps its prefix
+                first = b.icmp_unsigned("==", mine, ir.Constant(I32, shared.thread_bits(order[0])))
+                new_pre[r] = [b.select(first, x, y) for x, y in zip(pre[r], new_pre[r])]
     X.barrier(b)
-    for r, vals in enumerate(tot):
-        slot = b.add(b.mul(em.tid, ir.Constant(I32, len(tot))), ir.Constant(I32, r))
-        for k, v in enumerate(vals):
-            b.store(_to_smem(b, v, _smem_type(v.type)), em.smem_slot(slot, sizes[k], offsets[k]))
-    X.barrier(b)
-    out = []
-    for r, vals in enumerate(tot):
-        slot = b.add(b.mul(partner, ir.Constant(I32, len(tot))), ir.Constant(I32, r))
-        out.append([_from_smem(b, b.load(em.smem_slot(slot, sizes[k], offsets[k]), typ=_smem_type(v.type)), v.type)
-                    for k, v in enumerate(vals)])
-    return out
+    return new_pre, new_tot
+
+
+def _span_reg_bits(steps: list[tuple[int, str, int]], j: int) -> int:
+    """The bits of span block ``j`` that are register bits."""
+    return sum(1 << k for k, (_, name, _) in enumerate(steps) if name == REG and j >> k & 1)
+
+
+def _tid_mask(bits: Sequence[tuple[str, int]]) -> int:
+    """The bits of %tid.x that these lane and warp bits are."""
+    return sum((1 if name == LANE else 32) << bit for name, bit in bits)
+
+
+class _SharedTotals:
+    """Each distinct total of a thread in its slot of shared memory (a slot per thread and
+    distinct total), written at construction between two barriers; ``load`` reads a slot
+    once however many registers want it."""
+
+    def __init__(self, em: KernelEmitter, op: Operation, tot: Totals, steps: list[tuple[int, str, int]]):
+        self.em, self.tot, self.steps = em, tot, steps
+        b = em.b
+        slots: dict[int, int] = {}
+        self.slot_of = [slots.setdefault(id(t), len(slots)) for t in tot]
+        self.per_thread = len(slots)
+        count = em.tas.num_threads * self.per_thread
+        self.sizes = [element_bytes(r.type) for r in op.results]
+        self.offsets = [sum(count * z for z in self.sizes[:k]) for k in range(len(self.sizes))]
+        X.barrier(b)
+        for r, vals in enumerate(tot):
+            if self.slot_of.index(self.slot_of[r]) == r:   # the first register with this total
+                for k, v in enumerate(vals):
+                    b.store(_to_smem(b, v, _smem_type(v.type)), self._address(em.tid, self.slot_of[r], k))
+        X.barrier(b)
+        runtime = [(name, bit) for _, name, bit in steps if name != REG]
+        self.base = b.and_(em.tid, ir.Constant(I32, ~_tid_mask(runtime) & 0xFFFFFFFF))
+        self.cache: dict[tuple[int, int], list[ir.Value]] = {}
+
+    def _address(self, thread: ir.Value, slot: int, k: int) -> ir.Value:
+        b = self.em.b
+        index = b.add(b.mul(thread, ir.Constant(I32, self.per_thread)), ir.Constant(I32, slot))
+        return self.em.smem_slot(index, self.sizes[k], self.offsets[k])
+
+    def thread_bits(self, j: int) -> int:
+        """The %tid.x bits of the thread that holds span block ``j``."""
+        return _tid_mask([(name, bit) for k, (_, name, bit) in enumerate(self.steps) if name != REG and j >> k & 1])
+
+    def source(self, r: int, j: int) -> tuple[int, int]:
+        """Where register ``r`` finds the totals of block ``j`` of its span: (slot, thread bits)."""
+        for k, (_, name, bit) in enumerate(self.steps):
+            if name == REG:
+                r = r | 1 << bit if j >> k & 1 else r & ~(1 << bit)
+        return self.slot_of[r], self.thread_bits(j)
+
+    def load(self, source: tuple[int, int]) -> list[ir.Value]:
+        if source not in self.cache:
+            b = self.em.b
+            slot, bits = source
+            thread = b.or_(self.base, ir.Constant(I32, bits))
+            r = self.slot_of.index(slot)
+            self.cache[source] = [_from_smem(b, b.load(self._address(thread, slot, k), typ=_smem_type(v.type)), v.type)
+                                  for k, v in enumerate(self.tot[r])]
+        return self.cache[source]
 
 
 def _scan_line(em: KernelEmitter, op: Operation, block: Block, srcs: list[TileVal], start: ir.Value,

@@ -123,12 +123,17 @@ class KernelEmitter:
         then keeps its address arithmetic inside its branch, as NVIDIA's PTX does; ptxas
         keeps fewer values live across the kernel than when every access shares them.
         Tile indices are extended to 64 bits again in here too (``self.here``,
-        emit_memory._index_here)."""
+        emit_memory._index_here).
+
+        Inside a loop the coordinates still start from the prologue's %tid.x, in plain
+        arithmetic LLVM hoists out of the loop: a fresh read (inline asm, never hoisted)
+        and what is computed from it would run on every trip."""
         saved = (self.pb, self.tid, self.lane, self.warp, self.extra, self._coord_cache, self._owner_cache,
                  self._iter_cache, self.here)
+        tid = self.tid
         self.pb, self._coord_cache, self._owner_cache, self._iter_cache = self.b, {}, {}, {}
-        self.here = True
-        self._thread_position(X.sreg_here(self.b, "tid.x"))
+        self.here = not self.in_loop
+        self._thread_position(tid if self.in_loop else X.sreg_here(self.b, "tid.x"))
         try:
             yield
         finally:

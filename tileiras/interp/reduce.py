@@ -3,7 +3,10 @@
 Evaluation order (the interpreter's fixed choice; the spec leaves it open): sequential,
 left to right along ``dim`` (right to left for ``scan ... reverse``), starting from the
 identity: ``acc = identity; for j in order: acc = body(x[j], acc)`` with the body's
-arguments bound as ``[x0[j], acc0, x1[j], acc1, ...]``.  The combiner runs once per position
+arguments bound as ``[x0[j], acc0, x1[j], acc1, ...]`` for reduce; a scan binds the earlier
+value first, ``[acc0, x0[j], ...]``, as NVIDIA's PTX does (a ``subi %lhs, %rhs`` scan
+compiles to ``sub`` of the value shuffled up from the lower lane minus the lane's own), which
+tells a non-commutative combiner's results apart.  The combiner runs once per position
 along ``dim``, on all positions of the other dimensions at once (the body's rank-0 ops are
 applied element-wise to those tiles).
 """
@@ -22,8 +25,10 @@ def _identities(op) -> list[np.ndarray]:
             for a, v in zip(getattr(op.identities, "elements", op.identities), op.operand_group(0))]
 
 
-def _combine(frame, op, elements: list[np.ndarray], accs: list[np.ndarray]) -> list[np.ndarray]:
-    args = [v for pair in zip(elements, accs) for v in pair]
+def _combine(frame, op, elements: list[np.ndarray], accs: list[np.ndarray],
+             earlier_first: bool = False) -> list[np.ndarray]:
+    pairs = zip(accs, elements) if earlier_first else zip(elements, accs)
+    args = [v for pair in pairs for v in pair]
     term = frame.run_region(op.body, args)
     if term.kind is not TermKind.YIELD or len(term.values) != len(accs):
         raise InterpError("combiner region must yield one value per operand", op)
@@ -52,7 +57,7 @@ def _scan(frame, op, *tiles):
     outs = [np.empty_like(t) for t in tiles]
     order = range(n - 1, -1, -1) if op.reverse else range(n)
     for j in order:
-        accs = _combine(frame, op, [np.take(t, j, axis=dim) for t in tiles], accs)
+        accs = _combine(frame, op, [np.take(t, j, axis=dim) for t in tiles], accs, earlier_first=True)
         for o, a in zip(outs, accs):
             index = [slice(None)] * o.ndim
             index[dim] = j

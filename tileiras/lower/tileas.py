@@ -481,9 +481,13 @@ def _scan(tas: TileAS, op: Operation) -> None:
     for r in op.results:
         tas.layouts[r] = src
     if scans_in_place(src, op.dim):
-        # warps exchange their totals through a slot per thread and register
-        if any(base[op.dim] for base in src.bases(WARP)):
-            n = tas.num_threads * src.size(REG)
+        # warps exchange their totals through a slot per thread and distinct total: registers
+        # that differ in the register bits below the lowest warp bit share one
+        steps = scan_steps(src, op.dim)
+        warps = [k for k, (_, name, _) in enumerate(steps) if name == WARP]
+        if warps:
+            shared = sum(1 for _, name, _ in steps[:warps[0]] if name == REG)
+            n = tas.num_threads * (src.size(REG) >> shared)
             tas.scratch[op] = max(tas.scratch.get(op, 0), n * sum(element_bytes(r.type) for r in op.results))
     else:
         n = op.results[0].type.num_elements
@@ -497,6 +501,13 @@ def scans_in_place(layout: LinearLayout, dim: int) -> bool:
     ``_scan_by_bits``), no line needs another's elements."""
     return all(not base[dim] or not any(c for k, c in enumerate(base) if k != dim)
                for name in (REG, LANE, WARP) for base in layout.bases(name))
+
+
+def scan_steps(layout: LinearLayout, dim: int) -> list[tuple[int, str, int]]:
+    """The bits of an in-place scan along ``dim``, lowest position first: (the position
+    the bit adds, REG/LANE/WARP, which bit of those)."""
+    return sorted((base[dim], name, i) for name in (REG, LANE, WARP)
+                  for i, base in enumerate(layout.bases(name)) if base[dim])
 
 
 def _combiner_block(tas: TileAS, op: Operation) -> None:
