@@ -313,15 +313,72 @@ CTA_SIZES = {
     "ld_f16_32x32": (multimem_kernel(element="f16", shape=(512, 512), tile=(32, 32)), 128, {LD_F16}),
     "ld_f16_dim_map": (multimem_kernel(element="f16", shape=(64, 64), tile=(16, 8), dim_map=(1, 0)), 128, {LD_F16}),
 }
-#: Load-reduces NVIDIA's tileiras also runs in two warp groups (256 threads), by a rule we
-#: have not found: 16-bit tiles under 64 elements and 1-D ones from 512 do, those from 64
-#: to 256 elements do not; 2-D ones from 512 mostly do, yet 32x32, 16x64, 64x16, 256x2 not.
-#: We keep 128 threads for every load-reduce.
+def _then(text: str, line: str) -> str:
+    """The load-reduce kernel with ``line`` computing ``%s`` from its tile ``%r``, stored instead."""
+    return text.replace("%t2 = store_view_tko weak %r,", f"{line}\n    %t2 = store_view_tko weak %s,")
+
+
+def _ld(tile: tuple, element: str = "f16", **kwargs) -> str:
+    return multimem_kernel(element=element, shape=(64,) * len(tile) if len(tile) == 3 else (8192,) * len(tile),
+                           tile=tile, **kwargs)
+
+
+LD_F32 = "multimem.ld_reduce.relaxed.sys.global.add.f32 R, [R]"
+LD_BF16 = "multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v2.bf16 {R, R}, [R]"
+#: Load-reduces NVIDIA's tileiras runs in two warp groups (256 threads: warps 4-7 load-reduce
+#: into shared memory and arrive on an mbarrier, warps 0-3 wait and go on) or not, measured on
+#: sm_100 (``tileas.load_reduce_stages`` has the fitted rule).  Whatever uses the tile but a
+#: store takes 256, f32 and f64 too; stored as it is, 32/64-bit tiles keep 128, and 16-bit ones
+#: (orderings, reduction kinds, row- or column-major store views alike) take 256 under 64
+#: elements and from 512, but 128 from 64 to 256, for 256x2 and for most 1024-element tiles of
+#: at least 8 along the last dim and 8 across the others.  Measured 2-D f16 tiles stored as
+#: they are (rows down, columns across; 128 marked ``-``, 256 ``#``):
+#:
+#:        cols 2  4  8  16 32 64 128 256 512 1024 2048 4096
+#:   rows 1    #  #  #  #  #  -  -   -   #   #    #    #
+#:        2    #  #  #  #  -  -  -   #   #   #    #
+#:        4    #  #  #  -  -  -  #   #   #   #
+#:        8    #  #  -  -  -  #  -   #   #
+#:        16   #  -  -  -  #  -  #   #
+#:        32   -  -  -  #  -  #  #
+#:        64   -  -  #  -  #  #
+#:        128  -  #  -  #  #
+#:        256  -  #  #  #
+#:        512  #  #  #
+#:        1024 #  #
+#:        2048 #
 LOAD_CTA_SIZES = {
-    "ld_f16_2": (multimem_kernel(element="f16", shape=(4096,), tile=(2,)), 256, {LD_F16}),
-    "ld_f16_32": (multimem_kernel(element="f16", shape=(4096,), tile=(32,)), 256, {LD_F16}),
-    "ld_f16_512": (multimem_kernel(element="f16", shape=(4096,), tile=(512,)), 256, {LD_F16}),
-    "ld_f16_16x32": (multimem_kernel(element="f16", shape=(512, 512), tile=(16, 32)), 256, {LD_F16}),
+    "ld_f16_2": (_ld((2,)), 256, {LD_F16}),
+    "ld_f16_32": (_ld((32,)), 256, {LD_F16}),
+    "ld_bf16_32": (_ld((32,), "bf16"), 256, {LD_BF16}),
+    "ld_f16_64": (_ld((64,)), 128, {LD_F16}),
+    "ld_f16_512": (_ld((512,)), 256, {LD_F16}),
+    "ld_f16_acquire_512": (_ld((512,), ordering="acquire", scope="device"), 256, {LD_F16, "fence.acquire.gpu"}),
+    "ld_f16_max_32": (_ld((32,), reduction="max"), 256, {"multimem.ld_reduce.relaxed.sys.global.max.v2.f16 {R, R}, [R]"}),
+    "ld_f16_16x32": (_ld((16, 32)), 256, {LD_F16}),
+    "ld_f16_256x2": (_ld((256, 2)), 128, {LD_F16}),
+    "ld_f16_2x2": (_ld((2, 2)), 256, {LD_F16}),
+    "ld_f16_4x16": (_ld((4, 16)), 128, {LD_F16}),
+    "ld_f16_8x128": (_ld((8, 128)), 128, {LD_F16}),
+    "ld_f16_4x256": (_ld((4, 256)), 256, {LD_F16}),
+    "ld_f16_256x4": (_ld((256, 4)), 256, {LD_F16}),
+    "ld_f16_2x2x2": (_ld((2, 2, 2)), 256, {LD_F16}),
+    "ld_f16_4x4x4": (_ld((4, 4, 4)), 128, {LD_F16}),
+    "ld_f16_8x8x8": (_ld((8, 8, 8)), 256, {LD_F16}),
+    "ld_f16_2x8x64": (_ld((2, 8, 64)), 128, {LD_F16}),
+    "ld_f16_2x2x256": (_ld((2, 2, 256)), 256, {LD_F16}),
+    "ld_f16_added_64": (_then(_ld((64,)), "%s = addf %r, %r : tile<64xf16>"), 256, {LD_F16}),
+    "ld_f16_added_8x128": (_then(_ld((8, 128)), "%s = addf %r, %r : tile<8x128xf16>"), 256, {LD_F16}),
+    "ld_f32_added": (_then(_ld((128,), "f32"), "%s = addf %r, %r : tile<128xf32>"), 256, {LD_F32}),
+    "ld_f32_negated": (_then(_ld((32,), "f32"), "%s = negf %r : tile<32xf32>"), 256, {LD_F32}),
+    "ld_i32_added": (_then(_ld((128,), "i32"), "%s = addi %r, %r : tile<128xi32>"), 256,
+                     {"multimem.ld_reduce.relaxed.sys.global.add.u32 R, [R]"}),
+    "ld_f32_1024": (_ld((1024,), "f32"), 128, {LD_F32}),
+    "ld_f32_32": (_ld((32,), "f32"), 128, {LD_F32}),
+}
+#: Measured shapes the fitted rule gets wrong (NVIDIA's .reqntid, ours differs).
+LOAD_CTA_MISFITS = {
+    "ld_f16_4x32x8": (_ld((4, 32, 8)), 256, {LD_F16}),
 }
 
 
@@ -332,27 +389,29 @@ def test_cta_size_as_nvidia(name):
     assert (reqntid(ptx), instructions(ptx)) == (expected, forms)
 
 
-@pytest.mark.parametrize("name", sorted(LOAD_CTA_SIZES))
-@pytest.mark.xfail(strict=True, reason="NVIDIA's rule for two warp groups around a load-reduce is not reproduced")
+@pytest.mark.parametrize("name", sorted(LOAD_CTA_SIZES) + [
+    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="NVIDIA's rule is not found; the fit misses it"))
+    for n in sorted(LOAD_CTA_MISFITS)])
 def test_load_reduce_cta_size_as_nvidia(name):
-    text, expected, forms = LOAD_CTA_SIZES[name]
+    text, expected, forms = {**LOAD_CTA_SIZES, **LOAD_CTA_MISFITS}[name]
     ptx = compile_module(parse_module(text, "k.mlir"), CompileOptions(gpu_name="sm_100"), "ptx")
     assert instructions(ptx) == forms
     assert reqntid(ptx) == expected
 
 
-@pytest.mark.parametrize("name", sorted(CTA_SIZES) + sorted(LOAD_CTA_SIZES))
+@pytest.mark.parametrize("name", sorted(CTA_SIZES) + sorted(LOAD_CTA_SIZES) + sorted(LOAD_CTA_MISFITS))
 def test_nvidia_cta_sizes(name, real_tileiras, tmp_path):
-    """CTA_SIZES and LOAD_CTA_SIZES are what NVIDIA's tool emits today."""
-    text, expected, forms = {**CTA_SIZES, **LOAD_CTA_SIZES}[name]
+    """CTA_SIZES, LOAD_CTA_SIZES and LOAD_CTA_MISFITS are what NVIDIA's tool emits today."""
+    text, expected, forms = {**CTA_SIZES, **LOAD_CTA_SIZES, **LOAD_CTA_MISFITS}[name]
     ptx = nvidia_ptx(real_tileiras, tmp_path, text)
     assert (reqntid(ptx), instructions(ptx)) == (expected, forms)
 
 
 @pytest.mark.parametrize("name", ["st_f16_4096", "red_f16_edge_release", "red_bf16_dim_map", "st_f16_iota",
-                                  "st_f16_added", "st_f16_2x2"])
+                                  "st_f16_added", "st_f16_2x2", "ld_f16_2", "ld_f16_512", "ld_f16_16x32",
+                                  "ld_f16_2x2x2", "ld_f16_added_64", "ld_f32_added", "ld_i32_added"])
 def test_256_thread_kernels_agree_with_the_interpreter(name):
-    module = parse_module(CTA_SIZES[name][0], "k.mlir")
+    module = parse_module({**CTA_SIZES, **LOAD_CTA_SIZES}[name][0], "k.mlir")
     reports = diffcheck.check_module(module, "sm_100", grid=(4, 1, 1))
     assert [r.problem for r in reports] == [None]
 

@@ -31,7 +31,7 @@ from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
 from .subbyte import holds_pairs, is_subbyte, plan_pairs, unit_dim
-from .tileaa import TileAA
+from .tileaa import TileAA, unpairable
 
 DEFAULT_WARPS = 4
 #: Consecutive last-dim elements per thread where a tile is not accessed in global memory
@@ -244,22 +244,56 @@ def mma_extra_warps(op: Operation, arch: int) -> int:
 FIXED_LAYOUT_SOURCES = (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp, CO.IotaOp)
 
 
-def multimem_extra_warps(op: Operation) -> int:
-    """Warps NVIDIA's tileiras (13.5) adds to the CTA for a multimem store or reduction of
-    f16/bf16 pairs (kernel ABI: ``.reqntid`` 256, not 128).  It stages the pairs through
-    shared memory: one warp group computes the tile and writes it there, a second group
-    waits on an mbarrier, reads the pairs and issues the ``multimem`` instructions.  It
-    does so when the tile must change layout to become pairs (``needs_pairing``) and has
-    more than one pair (a single pair takes a warp in each group: still 128 threads).
-    Measured on sm_100 (test_multimem.py, CTA_SIZES).  We stage nothing: our layouts
-    spread the tile over all eight warps, which issue the same ``multimem`` instructions
-    (each thread half as many as a thread of NVIDIA's second group)."""
+def multimem_extra_warps(op: Operation, aa: Optional[TileAA] = None) -> int:
+    """Warps NVIDIA's tileiras (13.5) adds to the CTA for a multimem op (kernel ABI:
+    ``.reqntid`` 256, not 128).  It stages the tile through shared memory: one warp group
+    computes the tile and writes it there, a second group waits on an mbarrier, reads it and
+    goes on.  Measured on sm_100 (test_multimem.py, CTA_SIZES and LOAD_CTA_SIZES):
+
+    * a store or reduction of f16/bf16 pairs when the tile must change layout to become
+      pairs (``needs_pairing``) and has more than one pair (a single pair takes a warp in
+      each group: still 128 threads);
+    * a load-reduce whose tile is used by anything but a ``store_view`` (arithmetic,
+      a reduction: whatever the element type, f32 and f64 too), or, stored as it is, a
+      16-bit one by ``load_reduce_stages``.
+
+    We stage nothing: our layouts spread the tile over all eight warps, which issue the
+    same ``multimem`` instructions (each thread half as many as a thread of NVIDIA's)."""
+    if isinstance(op, MEM.MultimemLoadReduceViewTkoOp):
+        return 4 if aa is not None and load_reduce_stages(op, aa) else 0
     if not isinstance(op, (MEM.MultimemStoreViewTkoOp, MEM.MultimemReduceViewTkoOp)):
         return 0
     tile = op.tile.type
     if tile.element.bitwidth != 16 or tile.num_elements <= 2:
         return 0
     return 4 if needs_pairing(op.tile) else 0
+
+
+#: Consumers a load-reduce's tile goes to unchanged (a multimem store of it: 128 threads, measured).
+STORED_AS_IT_IS = (MEM.StoreViewTkoOp, MEM.MultimemStoreViewTkoOp, MEM.MultimemReduceViewTkoOp)
+
+
+def load_reduce_stages(op: Operation, aa: TileAA) -> bool:
+    """Does NVIDIA's tileiras run this load-reduce in a warp group of its own?  Fitted to its
+    ``.reqntid`` on sm_100 (test_multimem.py, LOAD_CTA_SIZES; the rule is not NVIDIA's own,
+    which its schedule pass decides): always when the tile feeds anything but a
+    store (``STORED_AS_IT_IS``); stored as it is, 32/64-bit tiles never, 16-bit ones under 64 elements
+    (pairs fewer than a warp's lanes) and from 512 elements, but not from 64 to 256, nor
+    256x2 (NVIDIA loops over its rows) nor 1024 elements of at least 8 along the last
+    dim and 8 across the others (one measured shape, 4x32x8, breaks this last part).
+    Unpairable 16-bit tiles (``tileaa.unpairable``) emit no code: 128 threads."""
+    if unpairable(op):  # no code, whatever uses its (undefined) tile
+        return False
+    tile = op.results[0]
+    if any(tile in u.operands and not isinstance(u, STORED_AS_IT_IS) for u in aa.live_ops()):
+        return True
+    shape = tuple(tile.type.shape)
+    n = tile.type.num_elements
+    if tile.type.element.bitwidth != 16 or 64 <= n <= 256 or shape == (256, 2):
+        return False
+    if n == 1024 and len(shape) >= 2 and 8 <= shape[-1] <= n // 8:
+        return False
+    return True
 
 
 def needs_pairing(v: Value) -> bool:
@@ -287,7 +321,7 @@ def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[in
     else:
         biggest = max((r.type.num_elements for op in aa.live_ops() for r in op.results if is_tile(r)), default=1)
         warps = 1 if biggest <= 1 else DEFAULT_WARPS
-    warps += max((max(mma_extra_warps(op, arch), multimem_extra_warps(op)) for op in aa.live_ops()), default=0)
+    warps += max((max(mma_extra_warps(op, arch), multimem_extra_warps(op, aa)) for op in aa.live_ops()), default=0)
     layout_warps = 1 << (warps.bit_length() - 1)
     return layout_warps, warps - layout_warps
 
