@@ -115,3 +115,26 @@ def test_sector_blocked_covers_the_tile_once():
         seen = {layout.apply(reg=r, lane=l, warp=w) for r in range(layout.size(REG))
                 for l in range(32) for w in range(4)}
         assert len(seen) == int(np.prod(shape)) and layout.size(REG) == regs
+
+
+def test_a_one_row_tile_is_laid_out_as_its_row():
+    """A 1x256 tile (a row of a matrix, reshaped to 256 as cuTile writes it) gets the 1-d
+    lane-major layout: the reshape is free, and a loop using the row twice loads each
+    element once (with a sector-blocked row, each use loaded it again in the 1-d layout)."""
+    t = TileAS.__new__(TileAS)
+    t.num_warps, t.extra_warps = 4, 0
+    row = sector_blocked((1, 256), 4, 1, 8, 4)
+    assert row.reshape((256,)) == default_blocked((256,), 4, 1)
+    from test_order import LOOP_KERNEL
+    text = LOOP_KERNEL.replace("%s = addf %acc, %x : tile<1x256xf32>",
+                               "%r = reshape %x : tile<1x256xf32> -> tile<256xf32>\n"
+                               "    %m = maxf %r, %r : tile<256xf32>\n"
+                               "    %q = addf %m, %r : tile<256xf32>\n"
+                               "    %s2 = reshape %q : tile<256xf32> -> tile<1x256xf32>\n"
+                               "    %s = addf %acc, %s2 : tile<1x256xf32>")
+    ptx = diffcheck.compile_ptx(parse_module(text, "row.mlir"), "sm_90")
+    x = np.arange(256 * 256, dtype=np.float32).reshape(256, 256)
+    out = np.zeros((256, 256), np.float32)
+    # block 0 walks its row's 16 tiles; only the first lies inside the 256 columns
+    t = launch(ptx, "k", (1, 1, 1), [x, out, 256], traffic=True).check().traffic
+    assert (t.loads.bytes, t.loads.requests, t.loads.sectors) == (256 * 4, 8, 32)   # each element once

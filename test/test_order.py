@@ -210,3 +210,12 @@ def test_loop_bodies_do_not_read_the_thread_id(arch):
     assert bodies, "no loop in the PTX"
     for body in bodies:
         assert "%tid.x" not in body and "cvt.u64.u32" not in body.split("ld.global")[0]
+
+
+def test_wide_accesses_in_loops_keep_fresh_coordinates():
+    """An access of many registers a thread (here 64x128 f32: 64) keeps computing its
+    addresses inside the loop: hoisted, every row's address would stay live across it
+    (a 128x128 matrix multiply's operand loads spilled on sm_120)."""
+    wide = LOOP_KERNEL.replace("1x256", "64x128")
+    ptx = compile_module(parse_module(wide, "wide.mlir"), CompileOptions(gpu_name="sm_90"), "ptx")
+    assert any("%tid.x" in body for body in loop_bodies(ptx))

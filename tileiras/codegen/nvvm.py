@@ -56,6 +56,11 @@ def _optional_emitter(op_class: type) -> Optional[EmitFn]:
     return EMITTERS.get(op_class)
 
 
+#: Registers a thread of a guarded access inside a loop may hold for its addresses to be
+#: computed from hoistable coordinates (KernelEmitter.coordinates_here).
+HOISTED_ACCESS_REGISTERS = 8
+
+
 @record(frozen=True)
 class Target:
     arch: int                    # 80, 90, 100, 120...
@@ -116,7 +121,7 @@ class KernelEmitter:
             self.warp = self.pb.and_(self.warp, ir.Constant(I32, self.tas.num_warps - 1), name="warp")
 
     @contextmanager
-    def coordinates_here(self):
+    def coordinates_here(self, registers: int = 1):
         """Inside: thread coordinates are computed again in the current block, from a
         fresh read of %tid.x that LLVM may neither hoist nor merge with another, instead
         of coming from the prologue.  A guarded memory access (emit_memory.tile_in_range)
@@ -125,15 +130,20 @@ class KernelEmitter:
         Tile indices are extended to 64 bits again in here too (``self.here``,
         emit_memory._index_here).
 
-        Inside a loop the coordinates still start from the prologue's %tid.x, in plain
-        arithmetic LLVM hoists out of the loop: a fresh read (inline asm, never hoisted)
-        and what is computed from it would run on every trip."""
+        Inside a loop, for an access of at most ``HOISTED_ACCESS_REGISTERS`` registers a
+        thread, the coordinates start from the prologue's %tid.x, in plain arithmetic LLVM
+        hoists out of the loop: a fresh read (inline asm, never hoisted) and what is computed
+        from it would run on every trip (loop_accumulate, layernorm: 1.5x NVIDIA's executed
+        instructions).  Wider accesses (a matrix multiply's operand tiles) still compute
+        their addresses afresh: hoisted, each row's address would stay live through the loop
+        (gemm_basic 128x128 on sm_120 spilled)."""
         saved = (self.pb, self.tid, self.lane, self.warp, self.extra, self._coord_cache, self._owner_cache,
                  self._iter_cache, self.here)
+        hoisted = self.in_loop and registers <= HOISTED_ACCESS_REGISTERS
         tid = self.tid
         self.pb, self._coord_cache, self._owner_cache, self._iter_cache = self.b, {}, {}, {}
-        self.here = not self.in_loop
-        self._thread_position(tid if self.in_loop else X.sreg_here(self.b, "tid.x"))
+        self.here = not hoisted
+        self._thread_position(tid if hoisted else X.sreg_here(self.b, "tid.x"))
         try:
             yield
         finally:

@@ -290,11 +290,15 @@ def sector_blocked(shape: Sequence[int], num_warps: int, vector: int, run: int, 
     meets as few rows as with many contiguous elements: each row a thread touches costs
     it a 64-bit address and a bounds predicate when the row stride is known only at run
     time (atomic_tile_reduce 32x32: 8 rows a thread with lanes along the whole row, 2
-    here).  Tiles of one dim, or whose rows fit in one run, are ``default_blocked``'s."""
+    here).  Tiles of one dim, or of one row (1x256: its reshape to 256 must stay free),
+    or whose rows fit in one run, are ``default_blocked``'s."""
     shape = tuple(shape)
     rank = len(shape)
     low = vector * run
-    if rank < 2 or shape[-1] <= low or regs <= vector:
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    if rank < 2 or rows == 1 or shape[-1] <= low or regs <= vector:
         return default_blocked(shape, num_warps, vector)
     high = shape[-1] // low
     split = shape[:-1] + (high, low)
