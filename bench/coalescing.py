@@ -62,7 +62,11 @@ def view_rank(fn) -> int:
 
 def measure(path: Path, extent: int = 512) -> list[tuple[str, Traffic, Traffic]]:
     """(entry, NVIDIA's traffic, ours) for every entry of one file."""
+    from tileiras.tile import ops_control as CF
+
     module = read_bytecode(path.read_bytes())
+    if any(isinstance(op, CF.PrintTkoOp) for fn in module.functions for op in fn.walk()):
+        raise RuntimeError("prints (every element, per thread: too slow to emulate at full size)")
     theirs = path.with_suffix(".ptx").read_text()
     ours = compile_ptx(module, arch_of(path))
     rows = []
