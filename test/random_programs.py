@@ -92,13 +92,20 @@ def _transpose(p: Program, rng: random.Random, x: str) -> str:
     return out
 
 
-def _constant(p: Program, rng: random.Random) -> str:
+def _splat(p: Program, value, elem: str = "f32", shape: tuple = ()) -> str:
+    """``value`` broadcast to a tile of ``shape`` (default: the program's rows x cols):
+    constant, reshape to all-ones dims, broadcast."""
+    shape = shape or (p.rows, p.cols)
+    ones, full = "x".join("1" for _ in shape), "x".join(str(d) for d in shape)
     c, s, b = p.fresh(), p.fresh(), p.fresh()
-    value = rng.choice(["1.500000e+00", "-2.000000e+00", "2.500000e-01"])
-    p.emit(f"{c} = constant <f32: {value}> : tile<f32>")
-    p.emit(f"{s} = reshape {c} : tile<f32> -> tile<1x1xf32>")
-    p.emit(f"{b} = broadcast {s} : tile<1x1xf32> -> {p.tile}")
+    p.emit(f"{c} = constant <{elem}: {value}> : tile<{elem}>")
+    p.emit(f"{s} = reshape {c} : tile<{elem}> -> tile<{ones}x{elem}>")
+    p.emit(f"{b} = broadcast {s} : tile<{ones}x{elem}> -> tile<{full}x{elem}>")
     return b
+
+
+def _constant(p: Program, rng: random.Random) -> str:
+    return _splat(p, rng.choice(["1.500000e+00", "-2.000000e+00", "2.500000e-01"]))
 
 
 def _scan(p: Program, rng: random.Random, x: str) -> str:
@@ -191,14 +198,6 @@ INT_VIEW = "tensor_view<?x?xi32, strides=[?,1]>"
 INT_BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64}
 
 
-def _int_splat(p: Program, value: int, elem: str, tile: str) -> str:
-    c, s, b = p.fresh(), p.fresh(), p.fresh()
-    p.emit(f"{c} = constant <{elem}: {value}> : tile<{elem}>")
-    p.emit(f"{s} = reshape {c} : tile<{elem}> -> tile<1x1x{elem}>")
-    p.emit(f"{b} = broadcast {s} : tile<1x1x{elem}> -> {tile}")
-    return b
-
-
 def _int_binary(p: Program, rng: random.Random, x: str, y: str, elem: str = "i32") -> str:
     tile = p.tile.replace("f32", elem)
     out = p.fresh()
@@ -214,11 +213,11 @@ def _int_binary(p: Program, rng: random.Random, x: str, y: str, elem: str = "i32
         return out
     if name in ("divi", "remi"):  # a divisor that is never zero: y | 1
         d = p.fresh()
-        p.emit(f"{d} = ori {y}, {_int_splat(p, 1, elem, tile)} : {tile}")
+        p.emit(f"{d} = ori {y}, {_splat(p, 1, elem)} : {tile}")
         y = d
     if name in ("shli", "shri"):  # shift amounts 0..width+7 (past the width too)
         amt = p.fresh()
-        p.emit(f"{amt} = remi {y}, {_int_splat(p, INT_BITS[elem] + 8, elem, tile)} unsigned : {tile}")
+        p.emit(f"{amt} = remi {y}, {_splat(p, INT_BITS[elem] + 8, elem)} unsigned : {tile}")
         y = amt
     if name == "divi" and rng.random() < 0.5 and flag[0] == "signed":
         flag = [f"signed rounding<{rng.choice(['positive_inf', 'negative_inf'])}>"]
@@ -250,14 +249,6 @@ def generate_int(seed: int, elem: str = "i32") -> str:
 # reduced to a scalar), loops with a branch inside, cat/extract, reshapes that change the
 # layout, iota, float <-> int conversions through narrower integers, fma, division and math
 # functions.  Values stay f32 tiles of one shape, clamped where a conversion or exp needs it.
-
-def _splat(p: Program, value: str, elem: str = "f32") -> str:
-    c, s, b = p.fresh(), p.fresh(), p.fresh()
-    p.emit(f"{c} = constant <{elem}: {value}> : tile<{elem}>")
-    p.emit(f"{s} = reshape {c} : tile<{elem}> -> tile<1x1x{elem}>")
-    p.emit(f"{b} = broadcast {s} : tile<1x1x{elem}> -> tile<{p.rows}x{p.cols}x{elem}>")
-    return b
-
 
 def _clamp(p: Program, x: str, bound: str) -> str:
     hi, lo = _splat(p, bound), _splat(p, "-" + bound)
@@ -551,23 +542,15 @@ def _permute_index(p: Program, rng: random.Random, i: str, n: int) -> str:
     out = p.fresh()
     if kind == "reverse":
         last = p.fresh()
-        p.emit(f"{last} = subi %nb, {_int_splat_1d(p, 1, n)} : {t}")
+        p.emit(f"{last} = subi %nb, {_splat(p, 1, 'i32', (n,))} : {t}")
         p.emit(f"{out} = subi {last}, {i} : {t}")
         return out
     k, c = rng.choice([1, 13, 17]), rng.randrange(17)
     m, s = p.fresh(), p.fresh()
-    p.emit(f"{m} = muli {i}, {_int_splat_1d(p, k, n)} : {t}")
-    p.emit(f"{s} = addi {m}, {_int_splat_1d(p, c, n)} : {t}")
+    p.emit(f"{m} = muli {i}, {_splat(p, k, 'i32', (n,))} : {t}")
+    p.emit(f"{s} = addi {m}, {_splat(p, c, 'i32', (n,))} : {t}")
     p.emit(f"{out} = remi {s}, %nb unsigned : {t}")
     return out
-
-
-def _int_splat_1d(p: Program, value: int, n: int, elem: str = "i32") -> str:
-    c, r, b = p.fresh(), p.fresh(), p.fresh()
-    p.emit(f"{c} = constant <{elem}: {value}> : tile<{elem}>")
-    p.emit(f"{r} = reshape {c} : tile<{elem}> -> tile<1x{elem}>")
-    p.emit(f"{b} = broadcast {r} : tile<1x{elem}> -> tile<{n}x{elem}>")
-    return b
 
 
 def generate_pointers(seed: int) -> str:
@@ -583,11 +566,11 @@ def generate_pointers(seed: int) -> str:
     bb, bxb = p.fresh(), p.fresh()
     p.emit(f"{bb} = reshape %bx : tile<i32> -> tile<1xi32>")
     p.emit(f"{bxb} = broadcast {bb} : tile<1xi32> -> {ti}")
-    p.emit(f"{base} = muli {bxb}, {_int_splat_1d(p, n, n)} : {ti}")
+    p.emit(f"{base} = muli {bxb}, {_splat(p, n, 'i32', (n,))} : {ti}")
     p.emit(f"{io} = iota : {ti}")
     p.emit(f"{i} = addi {base}, {io} : {ti}")
     p.emit(f"{inside} = cmpi less_than {i}, %nb, unsigned : {ti} -> {tm}")
-    pad = _splat_1d(p, rng.choice(["0.000000e+00", "-1.000000e+00", "0x7FC00000"]), n)
+    pad = _splat(p, rng.choice(["0.000000e+00", "-1.000000e+00", "0x7FC00000"]), "f32", (n,))
     src = _permute_index(p, rng, i, n)
     idx = "i32"
     if rng.random() < 0.4:  # 64-bit offsets
@@ -611,7 +594,7 @@ def generate_pointers(seed: int) -> str:
         p.emit(f"%done = store_ptr_tko weak {pc}, {fl}, {inside} token = %tok : tile<{n}xptr<f32>>, {t}, {tm} -> token")
     else:  # atomic adds into 16 bins
         bins, old, tk = p.fresh(), p.fresh(), p.fresh()
-        p.emit(f"{bins} = remi {i}, {_int_splat_1d(p, 16, n)} unsigned : {ti}")
+        p.emit(f"{bins} = remi {i}, {_splat(p, 16, 'i32', (n,))} unsigned : {ti}")
         pc = _pointer_tile(p, "%c", n, bins, "i32")
         order = rng.choice(["relaxed", "acq_rel"])
         p.emit(f"{old}, {tk} = atomic_rmw_tko {order} device {pc}, addf, {fl}, {inside} token = %tok : "
@@ -619,14 +602,6 @@ def generate_pointers(seed: int) -> str:
     p.emit("return")
     header = "entry @k(%a: tile<ptr<f32>>, %b: tile<ptr<f32>>, %c: tile<ptr<f32>>, %n: tile<i32>) {"
     return header + "\n" + "\n".join(p.lines) + "\n}\n"
-
-
-def _splat_1d(p: Program, value: str, n: int) -> str:
-    c, r, b = p.fresh(), p.fresh(), p.fresh()
-    p.emit(f"{c} = constant <f32: {value}> : tile<f32>")
-    p.emit(f"{r} = reshape {c} : tile<f32> -> tile<1xf32>")
-    p.emit(f"{b} = broadcast {r} : tile<1xf32> -> tile<{n}xf32>")
-    return b
 
 
 # --------------------------------------------------------------------------- shape programs
