@@ -33,8 +33,10 @@ sys.path.insert(0, str(REPO))
 
 from tileiras.diffcheck import compile_ptx, synthesize_args  # noqa: E402
 from tileiras.emulate import launch  # noqa: E402
-from tileiras.emulate.traffic import Traffic  # noqa: E402
+from tileiras.emulate.launch import EmulationResult  # noqa: E402
 from tileiras.reader import read_bytecode  # noqa: E402
+from tileiras.tile import ops_control as CF  # noqa: E402
+from tileiras.tile import ops_memory as MEM  # noqa: E402
 
 SLACK = 1.10
 GRID = (2, 2, 1)
@@ -44,26 +46,21 @@ def arch_of(path: Path) -> str:
     return next(p for p in path.name.split(".") if p.startswith("sm_"))
 
 
-def traffic_of(ptx: str, entry: str, args: list) -> Traffic:
-    """The launch's traffic, with its executed thread-instructions as ``.instructions``."""
+def emulated(ptx: str, entry: str, args: list) -> EmulationResult:
+    """One launch with its global-memory traffic counted."""
     copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
     result = launch(ptx, entry, GRID, copies, traffic=True)
     if result.trap is not None and result.trap.kind not in ("trap", "assert"):
         raise RuntimeError(f"{result.trap.kind}: {result.trap.message}")
-    result.traffic.instructions = result.thread_instructions
-    return result.traffic
+    return result
 
 
 def view_rank(fn) -> int:
-    from tileiras.tile import ops_memory as MEM
-
     return max((op.result.type.rank for op in fn.walk() if isinstance(op, MEM.MakeTensorViewOp)), default=1)
 
 
-def measure(path: Path, extent: int = 512) -> list[tuple[str, Traffic, Traffic]]:
-    """(entry, NVIDIA's traffic, ours) for every entry of one file."""
-    from tileiras.tile import ops_control as CF
-
+def measure(path: Path, extent: int = 512) -> list[tuple[str, EmulationResult, EmulationResult]]:
+    """(entry, NVIDIA's launch, ours) for every entry of one file."""
     module = read_bytecode(path.read_bytes())
     if any(isinstance(op, CF.PrintTkoOp) for fn in module.functions for op in fn.walk()):
         raise RuntimeError("prints (every element, per thread: too slow to emulate at full size)")
@@ -73,26 +70,27 @@ def measure(path: Path, extent: int = 512) -> list[tuple[str, Traffic, Traffic]]
     for fn in module.functions:
         if fn.is_entry:
             args = synthesize_args(fn, np.random.default_rng(1), extent if view_rank(fn) <= 2 else 64)
-            rows.append((fn.name, traffic_of(theirs, fn.name, args), traffic_of(ours, fn.name, args)))
+            rows.append((fn.name, emulated(theirs, fn.name, args), emulated(ours, fn.name, args)))
     return rows
 
 
-def sectors(t: Traffic) -> int:
-    return t.loads.sectors + t.stores.sectors
+def sectors(r: EmulationResult) -> int:
+    return r.traffic.loads.sectors + r.traffic.stores.sectors
 
 
-def ratio(nv: Traffic, ours: Traffic) -> Optional[float]:
+def ratio(nv: EmulationResult, ours: EmulationResult) -> Optional[float]:
     return sectors(ours) / sectors(nv) if sectors(nv) else None
 
 
-def instr_ratio(nv: Traffic, ours: Traffic) -> float:
-    return ours.instructions / max(nv.instructions, 1)
+def instr_ratio(nv: EmulationResult, ours: EmulationResult) -> float:
+    return ours.thread_instructions / max(nv.thread_instructions, 1)
 
 
-def row(name: str, nv: Traffic, ours: Traffic, flag: str) -> str:
+def row(name: str, nv: EmulationResult, ours: EmulationResult, flag: str) -> str:
     r = ratio(nv, ours)
     spr = lambda c: f"{c.sectors_per_request:5.1f}"  # noqa: E731
-    return (f"{name[:46]:46s} {spr(nv.loads)}/{spr(ours.loads)}  {spr(nv.stores)}/{spr(ours.stores)}  "
+    a, b = nv.traffic, ours.traffic
+    return (f"{name[:46]:46s} {spr(a.loads)}/{spr(b.loads)}  {spr(a.stores)}/{spr(b.stores)}  "
             f"{sectors(nv):>8d}/{sectors(ours):<8d} {'-' if r is None else f'{r:5.2f}'}  "
             f"{instr_ratio(nv, ours):6.2f}  {flag}")
 

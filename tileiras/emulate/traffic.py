@@ -46,7 +46,6 @@ class Counts:
 class Traffic:
     loads: Counts = field(default_factory=Counts)
     stores: Counts = field(default_factory=Counts)
-    instructions: int = 0    # executed thread-instructions, filled in by whoever wants them
 
     def record(self, threads: np.ndarray, addr: np.ndarray, nbytes: int, store: bool) -> None:
         """One instruction executed by ``threads`` (batch thread indices, warps are runs of 32)
