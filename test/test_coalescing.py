@@ -4,6 +4,7 @@ counted by the emulator as Nsight counts them (tileiras/emulate/traffic.py)."""
 from __future__ import annotations
 
 import numpy as np
+from test_order import LOOP_KERNEL
 
 from tileiras import diffcheck
 from tileiras.emulate import launch
@@ -121,11 +122,8 @@ def test_a_one_row_tile_is_laid_out_as_its_row():
     """A 1x256 tile (a row of a matrix, reshaped to 256 as cuTile writes it) gets the 1-d
     lane-major layout: the reshape is free, and a loop using the row twice loads each
     element once (with a sector-blocked row, each use loaded it again in the 1-d layout)."""
-    t = TileAS.__new__(TileAS)
-    t.num_warps, t.extra_warps = 4, 0
     row = sector_blocked((1, 256), 4, 1, 8, 4)
     assert row.reshape((256,)) == default_blocked((256,), 4, 1)
-    from test_order import LOOP_KERNEL
     text = LOOP_KERNEL.replace("%s = addf %acc, %x : tile<1x256xf32>",
                                "%r = reshape %x : tile<1x256xf32> -> tile<256xf32>\n"
                                "    %m = maxf %r, %r : tile<256xf32>\n"
