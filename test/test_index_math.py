@@ -227,3 +227,30 @@ def test_i64_copy_registers_match_nvidia():
     expected, got = diffcheck.run_both(module, "k", (2, 1, 1), args, ptx=ptx)
     assert diffcheck.compare(expected, got) is None
     assert np.array_equal(got.arrays[1][:100], 2 * x) and not got.arrays[1][100:].any()
+
+
+def test_thread_index_is_not_masked_to_the_cta():
+    """%tid.x is known to be under the CTA size (``!range`` on its reads), so the lane and
+    warp bits of a 128-thread layout give the thread's coordinate as %tid.x itself, not
+    ``tid & 127`` (intrinsics._below)."""
+    ptx = _ptx(ABS.replace("SHAPE_N", "%n").replace("SHAPE_M", "%m"))
+    tids = re.findall(r"mov\.u32 (%r\d+), %tid\.x;", ptx)
+    assert len(tids) == 2                                   # the load's and the store's
+    assert not re.search(r"and\.b32\s+%r\d+, %r\d+, 127;", ptx)
+    assert all(re.search(rf"cvt\.u64\.u32\s+%rd\d+, {t};", ptx) for t in tids)
+
+
+def test_two_registers_a_thread_registers_match_nvidia():
+    """Tiles of 256 f32 in 128 threads times 0.5 (cuTile's pdl_chain without its
+    griddepcontrol): 12 registers on sm_100 as NVIDIA's tileiras, 14 when the thread's
+    coordinate was ``tid & 127``; and the right values."""
+    text = (ABS.replace("SHAPE_N", "%n").replace("SHAPE_M", "%m").replace("128", "256")
+            .replace("%r = absf %t : tile<256xf32>",
+                     "%h = constant <f32: 0.5> : tile<256xf32>\n    %r = mulf %t, %h : tile<256xf32>"))
+    module = parse_module(text, "k.mlir")
+    ptx = diffcheck.compile_ptx(module, "sm_100")
+    assert stats_from_cubin(run_ptxas(ptx, "sm_100"))["k"].registers <= 12
+    x, o = np.arange(300, dtype=np.float32), np.full(512, 5.0, dtype=np.float32)
+    expected, got = diffcheck.run_both(module, "k", (2, 1, 1), [x, np.int32(300), o, np.int32(300)], ptx=ptx)
+    assert diffcheck.compare(expected, got) is None
+    assert np.array_equal(got.arrays[1][:300], x / 2) and np.all(got.arrays[1][300:] == 5.0)

@@ -103,7 +103,7 @@ class KernelEmitter:
         if target.lineinfo:
             self.lineinfo = line_info(module)
             self.scope = self.lineinfo.subprogram(fn, self.llfn)
-        self._thread_position(X.sreg(self.pb, "tid.x"))
+        self._thread_position(X.sreg(self.pb, "tid.x", self.tas.num_threads))
         for arg, llarg, v in zip(fn.entry_block.args, self.llfn.args, fn.entry_block.args):
             llarg.name = f"arg{arg.index}"
             self.values[v] = TileVal(tas.layouts[v], [llarg]) if v in tas.layouts else None
@@ -143,7 +143,7 @@ class KernelEmitter:
         tid = self.tid
         self.pb, self._coord_cache, self._owner_cache, self._iter_cache = self.b, {}, {}, {}
         self.here = not hoisted
-        self._thread_position(tid if hoisted else X.sreg_here(self.b, "tid.x"))
+        self._thread_position(tid if hoisted else X.sreg_here(self.b, "tid.x", self.tas.num_threads))
         try:
             yield
         finally:
