@@ -159,6 +159,56 @@ def test_tile_tested_stores_registers():
     assert invoke_ptxas(ptx, "sm_100", verbose=True).stats["k"].registers <= 13
 
 
+#: bitcast_bits' shape: tile bx of x (extent %n) to tile bx of o (extent %m) as the exponent
+#: of x plus x with its exponent replaced by 127, in bits: five integer instructions (the
+#: bitcasts and the shift's overflow test cost none)
+EXPONENT_BITS = """cuda_tile.module @kernels {
+  entry @k(%x: tile<ptr<f32>>, %n0: tile<i32>, %o: tile<ptr<i32>>, %m0: tile<i32>) {
+    %tok = make_token : token
+    %n = assume bounded<0, ?>, %n0 : tile<i32>
+    %m = assume bounded<0, ?>, %m0 : tile<i32>
+    %xv = make_tensor_view %x, shape = [%n], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
+    %ov = make_tensor_view %o, shape = [%m], strides = [1] : tile<i32> -> tensor_view<?xi32, strides=[1]>
+    %bx, %by, %bz = get_tile_block_id : tile<i32>
+    %xp = make_partition_view %xv : partition_view<tile=(128), tensor_view<?xf32, strides=[1]>>
+    %op = make_partition_view %ov : partition_view<tile=(128), tensor_view<?xi32, strides=[1]>>
+    %a, %at = load_view_tko weak %xp[%bx] token = %tok : partition_view<tile=(128), tensor_view<?xf32, strides=[1]>>, tile<i32> -> tile<128xf32>, token
+    %i = bitcast %a : tile<128xf32> -> tile<128xi32>
+    %c23 = constant <i32: 23> : tile<128xi32>
+    %c255 = constant <i32: 255> : tile<128xi32>
+    %cm = constant <i32: -2139095041> : tile<128xi32>
+    %c1 = constant <i32: 1065353216> : tile<128xi32>
+    %e = shri %i, %c23 unsigned : tile<128xi32>
+    %e8 = andi %e, %c255 : tile<128xi32>
+    %k = andi %i, %cm : tile<128xi32>
+    %k1 = ori %k, %c1 : tile<128xi32>
+    %r = addi %e8, %k1 : tile<128xi32>
+    %st = store_view_tko weak %r, %op[%bx] token = %tok : tile<128xi32>, partition_view<tile=(128), tensor_view<?xi32, strides=[1]>>, tile<i32> -> token
+    return
+  }
+}
+"""
+
+
+def test_chains_of_few_instructions_store_under_their_tile_test():
+    """The chain is counted in instructions that do work (emit_memory.instruction_count:
+    5 of its 8), so the store is branched around on its tile test: a tile count
+    (``shr.u64`` by 7) for x and one for o.  9 registers on sm_90 as NVIDIA's tileiras,
+    10 without the test."""
+    module = parse_module(EXPONENT_BITS, "k.mlir")
+    ptx = diffcheck.compile_ptx(module, "sm_90")
+    assert len(re.findall(r"shr\.u64\s+%rd\d+, %rd\d+, 7;", ptx)) == 2
+    assert invoke_ptxas(ptx, "sm_90", verbose=True).stats["k"].registers <= 9
+    x = np.random.default_rng(3).standard_normal(200).astype(np.float32)
+    o = np.full(256, 2, dtype=np.int32)
+    expected, got = diffcheck.run_both(module, "k", (2, 1, 1), [x, np.int32(200), o, np.int32(150)], "sm_90")
+    assert diffcheck.compare(expected, got) is None
+    bits = x.view(np.uint32)
+    want = ((bits >> 23) & 255) + ((bits & 0x807FFFFF) | 0x3F800000)
+    assert np.array_equal(got.arrays[1][:150].view(np.uint32), want[:150])
+    assert np.all(got.arrays[1][150:] == 2)
+
+
 #: A scatter of 2 * x[tile] through pointers o + block start + iota.
 SCATTER = """cuda_tile.module @kernels {
   entry @k(%x: tile<ptr<f32>>, %n: tile<i32>, %o: tile<ptr<f32>>) {
