@@ -254,3 +254,15 @@ def test_two_registers_a_thread_registers_match_nvidia():
     expected, got = diffcheck.run_both(module, "k", (2, 1, 1), [x, np.int32(300), o, np.int32(300)], ptx=ptx)
     assert diffcheck.compare(expected, got) is None
     assert np.array_equal(got.arrays[1][:300], x / 2) and np.all(got.arrays[1][300:] == 5.0)
+
+
+def test_later_registers_index_from_the_first():
+    """A thread's second element of a 256-tile is its first's index + 128 in 64 bits, as
+    NVIDIA's PTX adds it (emit_memory._element_index; LLVM writes the add as an ``or``,
+    bit 7 of the first index being clear): no 32-bit ``tid | 128`` extended and added to
+    the tile start again."""
+    ptx = _ptx(ABS.replace("SHAPE_N", "%n").replace("SHAPE_M", "%m").replace("128", "256"), "sm_100")
+    firsts = re.findall(r"or\.b64\s+(%rd\d+), %rd\d+, %rd\d+;", ptx)
+    seconds = re.findall(r"(?:or|add)\.[bs]64\s+%rd\d+, (%rd\d+), 128;", ptx)
+    assert len(seconds) == 2 and set(seconds) <= set(firsts)     # the load's and the store's
+    assert not re.search(r"or\.b32\s+%r\d+, %r\d+, 128;", ptx)
