@@ -52,9 +52,10 @@ def test_interpreter_matches_compiled(case, k, arch, bytecode_cache):
     assert problem is None, problem
 
 
-#: NVIDIA's PTX uses instructions the emulator does not model yet for the gemms (mma.sync,
-#: ldmatrix, cp.async); unchecked_bounds promises in-bounds accesses (inbounds=true), which
-#: random 100-element inputs break, so NVIDIA's unmasked loads leave the arrays.
+#: NVIDIA's sm_90 PTX for the gemms uses wgmma, which the emulator does not model yet (its
+#: mma.sync PTX for sm_80/sm_120 is checked below); unchecked_bounds promises in-bounds
+#: accesses (inbounds=true), which random 100-element inputs break, so NVIDIA's unmasked
+#: loads leave the arrays.
 REAL_PTX_UNSUPPORTED = {"gemm", "gemm_epilogue", "batched_gemm", "int8_gemm", "fp8_gemm", "tf32_gemm",
                         "unchecked_bounds"}
 
@@ -75,4 +76,32 @@ def test_interpreter_matches_real_ptx(case, k, real_tileiras, tmp_path, bytecode
     entry = read_bytecode(data).functions[k].name
     c = Case(data, entry, make_inputs(case.params[k], np.random.default_rng(1), 100), GRID)
     problem = compare(run_interpreter(c), run_real_ptx(c, real_tileiras, str(tmp_path)))
+    assert problem is None, problem
+
+
+#: the gemm cases with the mma.sync form NVIDIA's tileiras gives each on sm_80 / sm_120
+REAL_MMA_SYNC = [
+    ("gemm", "sm_80", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+    ("gemm", "sm_120", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+    ("batched_gemm", "sm_80", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+    ("gemm_epilogue", "sm_120", "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"),
+    ("tf32_gemm", "sm_80", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"),
+    ("int8_gemm", "sm_80", "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.u8.s32"),
+    ("fp8_gemm", "sm_120", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"),
+    ("mx_f4_gemm", "sm_120",
+     "mma.sync.aligned.kind::mxf4.block_scale.scale_vec::2X.m16n8k64.row.col.f32.e2m1.e2m1.f32.ue8m0"),
+]
+
+
+@pytest.mark.parametrize("name, arch, instruction", REAL_MMA_SYNC, ids=[f"{n}-{a}" for n, a, _ in REAL_MMA_SYNC])
+def test_real_mma_sync_ptx_matches_interpreter(name, arch, instruction, real_tileiras, tmp_path):
+    """NVIDIA's tensor-core PTX, emulated (mma.sync fragments, block scales), agrees with
+    the interpreter: the ground truth for our own tensor-core lowering."""
+    from differential import run_real_ptx
+
+    case = next(c for c in ALL_CASES if c.name == name)
+    data = export(case, arch=arch)
+    c = Case(data, read_bytecode(data).functions[0].name, make_inputs(case.params[0], np.random.default_rng(1), 100),
+             GRID)
+    problem = compare(run_interpreter(c), run_real_ptx(c, real_tileiras, str(tmp_path), arch, expect=instruction))
     assert problem is None, problem
