@@ -52,10 +52,9 @@ def test_interpreter_matches_compiled(case, k, arch, bytecode_cache):
     assert problem is None, problem
 
 
-#: NVIDIA's sm_90 PTX for the gemms uses wgmma, which the emulator does not model yet (its
-#: mma.sync PTX for sm_80/sm_120 is checked below); unchecked_bounds promises in-bounds
-#: accesses (inbounds=true), which random 100-element inputs break, so NVIDIA's unmasked
-#: loads leave the arrays.
+#: the gemms' tensor-core PTX is checked on its own below (test_real_tensor_core_ptx...);
+#: unchecked_bounds promises in-bounds accesses (inbounds=true), which random 100-element
+#: inputs break, so NVIDIA's unmasked loads leave the arrays.
 REAL_PTX_UNSUPPORTED = {"gemm", "gemm_epilogue", "batched_gemm", "int8_gemm", "fp8_gemm", "tf32_gemm",
                         "unchecked_bounds"}
 
@@ -79,8 +78,12 @@ def test_interpreter_matches_real_ptx(case, k, real_tileiras, tmp_path, bytecode
     assert problem is None, problem
 
 
-#: the gemm cases with the mma.sync form NVIDIA's tileiras gives each on sm_80 / sm_120
-REAL_MMA_SYNC = [
+#: the gemm cases with the tensor-core instruction NVIDIA's tileiras gives each (mma.sync on
+#: sm_80 and sm_120, wgmma on sm_90 with its operands in swizzled shared memory)
+REAL_TENSOR_CORE = [
+    ("gemm", "sm_90", "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"),
+    ("gemm_epilogue", "sm_90", "wgmma.mma_async.sync.aligned.m64n64k16.f16.f16.f16"),
+    ("fp8_gemm", "sm_90", "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"),
     ("gemm", "sm_80", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
     ("gemm", "sm_120", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
     ("batched_gemm", "sm_80", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
@@ -93,10 +96,12 @@ REAL_MMA_SYNC = [
 ]
 
 
-@pytest.mark.parametrize("name, arch, instruction", REAL_MMA_SYNC, ids=[f"{n}-{a}" for n, a, _ in REAL_MMA_SYNC])
-def test_real_mma_sync_ptx_matches_interpreter(name, arch, instruction, real_tileiras, tmp_path):
-    """NVIDIA's tensor-core PTX, emulated (mma.sync fragments, block scales), agrees with
-    the interpreter: the ground truth for our own tensor-core lowering."""
+@pytest.mark.parametrize("name, arch, instruction", REAL_TENSOR_CORE,
+                         ids=[f"{n}-{a}" for n, a, _ in REAL_TENSOR_CORE])
+def test_real_tensor_core_ptx_matches_interpreter(name, arch, instruction, real_tileiras, tmp_path):
+    """NVIDIA's tensor-core PTX, emulated (mma.sync fragments, block scales, wgmma
+    descriptors and swizzles), agrees with the interpreter: the ground truth for our own
+    tensor-core lowering."""
     from differential import run_real_ptx
 
     case = next(c for c in ALL_CASES if c.name == name)

@@ -219,3 +219,132 @@ def test_partial_warp_traps():
     result = launch(ptx, "k", (1,), [fa, fb, fc, np.zeros_like(fc)])
     assert result.trap is not None and result.trap.kind == "mma"
     assert "16 threads" in str(result.trap)
+
+
+# -- wgmma ------------------------------------------------------------------------------------
+def descriptor(start: int, lbo: int, sbo: int, swizzle: int = 0) -> int:
+    return (start >> 4) | (lbo >> 4) << 16 | (sbo >> 4) << 32 | swizzle << 62
+
+
+def interleaved_image(x: np.ndarray, lbo: int, sbo: int, size: int) -> np.ndarray:
+    """A K-major operand (rows x K f16) as 8-row x 16-byte core matrices without swizzle:
+    core matrix (i, j) at i * sbo + j * lbo, its row r 16 bytes at + 16 r."""
+    image = np.zeros(size, np.uint8)
+    raw = x.view(np.uint8)
+    for i in range(x.shape[0] // 8):
+        for j in range(x.shape[1] * 2 // 16):
+            for r in range(8):
+                at = i * sbo + j * lbo + 16 * r
+                image[at:at + 16] = raw[8 * i + r, 16 * j:16 * j + 16]
+    return image
+
+
+def swizzled_image(x: np.ndarray, sbo: int, width: int, size: int) -> np.ndarray:
+    """The same with a ``width``-byte swizzle: 8 rows of ``width`` bytes a group, the
+    16-byte chunk c of row r of a group stored at chunk c ^ (r / (128 / width)) % (width / 16)."""
+    image = np.zeros(size, np.uint8)
+    raw = x.view(np.uint8)
+    for row in range(x.shape[0]):
+        for c in range(x.shape[1] * 2 // 16):
+            r = row % 8
+            phys = c ^ ((r * width // 128) % (width // 16))
+            at = (row // 8) * sbo + r * width + 16 * phys
+            image[at:at + 16] = raw[row, 16 * c:16 * c + 16]
+    return image
+
+
+def wgmma_kernel(opcode: str, n: int, guard: str = "") -> str:
+    """128 threads copy the shared image (u32 per thread and round), then one wgmma with
+    the descriptors and scale-d from parameters; thread t stores D register r at out[r * 128 + t]."""
+    regs = n // 2
+    dvec = "{" + ", ".join(f"%f{i}" for i in range(regs)) + "}"
+    zero = "\n".join(f"ld.global.f32 %f{i}, [%rd7+{i * 512}];" for i in range(regs))
+    stores = "\n".join(f"st.global.f32 [%rd8+{i * 512}], %f{i};" for i in range(regs))
+    return HEADER.replace("sm_120a", "sm_90a") + f""".shared .align 1024 .b8 smem[16384];
+.visible .entry k(.param .u64 k_image, .param .u64 k_c, .param .u64 k_out, .param .u64 k_da,
+                  .param .u64 k_db, .param .u32 k_keep)
+.reqntid 128
+{{
+.reg .pred %p<4>;
+.reg .b32 %r<16>;
+.reg .f32 %f<64>;
+.reg .b64 %rd<16>;
+mov.u32 %r1, %tid.x;
+ld.param.b64 %rd1, [k_image];
+mov.u32 %r2, 0;
+COPY:
+shl.b32 %r3, %r2, 9;
+shl.b32 %r4, %r1, 2;
+add.s32 %r5, %r3, %r4;
+cvt.u64.u32 %rd2, %r5;
+add.s64 %rd3, %rd1, %rd2;
+ld.global.b32 %r6, [%rd3];
+mov.u32 %r7, smem;
+add.s32 %r8, %r7, %r5;
+st.shared.b32 [%r8], %r6;
+add.s32 %r2, %r2, 1;
+setp.lt.u32 %p1, %r2, 32;
+@%p1 bra COPY;
+bar.sync 0;
+mul.wide.u32 %rd6, %r1, 4;
+ld.param.b64 %rd4, [k_c];
+add.s64 %rd7, %rd4, %rd6;
+ld.param.b64 %rd5, [k_out];
+add.s64 %rd8, %rd5, %rd6;
+{zero}
+ld.param.b64 %rd9, [k_da];
+ld.param.b64 %rd10, [k_db];
+ld.param.b32 %r9, [k_keep];
+setp.ne.b32 %p2, %r9, 0;
+{guard}
+wgmma.fence.sync.aligned;
+{opcode} {dvec}, %rd9, %rd10, %p2, 1, 1, 0, 0;
+wgmma.commit_group.sync.aligned;
+wgmma.wait_group.sync.aligned 0;
+{stores}
+DONE:
+ret;
+}}
+"""
+
+
+def wgmma_d(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, column) of D register r of thread t, [r, t] (PTX ISA, wgmma D fragments)."""
+    r, t = np.meshgrid(np.arange(n // 2), np.arange(128), indexing="ij")
+    lane = t % 32
+    return 16 * (t // 32) + lane // 4 + 8 * ((r % 4) // 2), 8 * (r // 4) + 2 * (lane % 4) + r % 2
+
+
+@pytest.mark.parametrize("layout", ["interleave", "swizzle32", "swizzle64", "swizzle128"])
+@pytest.mark.parametrize("keep", [1, 0])
+def test_wgmma_descriptors(layout, keep):
+    n, size = 16, 16384
+    a = (RNG.integers(-8, 9, (64, 16)) / 4).astype(np.float16)
+    bt = (RNG.integers(-8, 9, (n, 16)) / 4).astype(np.float16)        # B stored K-major: N rows of K
+    b_at = 8192
+    if layout == "interleave":       # core matrices along K 128 bytes apart, row groups 256
+        image = interleaved_image(a, 128, 256, size) | np.roll(interleaved_image(bt, 128, 256, size), b_at)
+        da, db = descriptor(0, 128, 256), descriptor(b_at, 128, 256)
+    else:
+        width = int(layout[7:])
+        image = swizzled_image(a, 8 * width, width, size) | np.roll(swizzled_image(bt, 8 * width, width, size), b_at)
+        mode = {128: 1, 64: 2, 32: 3}[width]
+        da, db = descriptor(0, 16, 8 * width, mode), descriptor(b_at, 16, 8 * width, mode)
+    rows, cols = wgmma_d(n)
+    c = RNG.standard_normal((64, n)).astype(np.float32)
+    c_regs = c[rows, cols]
+    out = np.zeros_like(c_regs)
+    ptx = wgmma_kernel(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16", n)
+    launch(ptx, "k", (1,), [image, c_regs, out, np.uint64(da), np.uint64(db), np.uint32(keep)]).check()
+    d = np.zeros((64, n), np.float32)
+    d[rows, cols] = out
+    expected = a.astype(np.float64) @ bt.astype(np.float64).T + (c if keep else 0)
+    np.testing.assert_allclose(d, expected.astype(np.float32), rtol=1e-6)
+
+
+def test_wgmma_partial_warpgroup_traps():
+    ptx = wgmma_kernel("wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16", 16,
+                       guard="setp.ge.u32 %p3, %r1, 64;\n@%p3 bra DONE;")
+    result = launch(ptx, "k", (1,), [np.zeros(16384, np.uint8), np.zeros((8, 128), np.float32),
+                                    np.zeros((8, 128), np.float32), np.uint64(0), np.uint64(0), np.uint32(1)])
+    assert result.trap is not None and result.trap.kind == "wgmma" and "64 threads" in str(result.trap)

@@ -1,5 +1,7 @@
-"""mma.sync: the warp-level matrix multiply-accumulate of tensor cores (PTX ISA, "Warp
-Level Matrix Multiply-Accumulate Instructions"), for the ``m16n8kK`` shapes.
+"""Tensor-core matrix multiply-accumulate: ``mma.sync`` (PTX ISA, "Warp Level Matrix
+Multiply-Accumulate Instructions", the ``m16n8kK`` shapes) and ``wgmma.mma_async``
+(warpgroup MMA with K-major operands in shared memory, see ``descriptor_offsets``;
+it completes when issued, so ``wgmma.fence/commit_group/wait_group`` have nothing to do).
 
 Every ``m16n8kK`` fragment follows one pattern once the operands are seen as 32-bit words
 (``K * bits / 32`` words per row of A and per column of B).  With ``g = lane / 4`` and
@@ -211,20 +213,157 @@ def compile_mma(ctx, ins):
         cm = np.zeros((warps, 16, 8), vtype)
         cm[:, c_rows, c_cols] = c.transpose(0, 2, 1)
         d = _round_acc(np.einsum("wmk,wkn->wmn", a, b) + cm, s.dtype, s.satfinite)
-        per_thread = d[:, c_rows, c_cols].transpose(0, 2, 1).reshape(idx.size, 4)   # [thread, element]
-        if s.dtype == "f16":
-            bits = per_thread.view(np.uint16).astype(np.uint32)
-            for j, write in enumerate(d_ws):
-                write(m, idx, bits[:, 2 * j] | (bits[:, 2 * j + 1] << np.uint32(16)))
-        else:
-            for j, write in enumerate(d_ws):
-                write(m, idx, per_thread[:, j])
+        write_accumulator(d_ws, m, idx, d[:, c_rows, c_cols].transpose(0, 2, 1).reshape(idx.size, 4), s.dtype)
     return run
 
 
 def read_accumulator(regs: np.ndarray, name: str) -> np.ndarray:
-    """C's four elements per lane, [warp, lane, element]: f16 pairs unpacked."""
+    """Accumulator elements, [..., element], from registers [..., register]: f16 pairs unpacked."""
     if name != "f16":
         return regs
     halves = np.stack([regs & np.uint32(0xFFFF), regs >> np.uint32(16)], axis=-1)
-    return halves.astype(np.uint16).view(np.float16).astype(np.float64).reshape(*regs.shape[:2], 4)
+    return halves.astype(np.uint16).view(np.float16).astype(np.float64).reshape(*regs.shape[:-1], -1)
+
+
+# -- wgmma: warpgroup MMA with operands in shared memory ----------------------------------------
+#: the descriptor's swizzle field (bits 62-63) -> the swizzle width in bytes (0: none)
+SWIZZLE_BYTES = {0: 0, 1: 128, 2: 64, 3: 32}
+
+
+def descriptor_offsets(desc: int, rows: int, row_bytes: int) -> np.ndarray:
+    """Shared-memory byte offsets [row, byte] of a K-major operand (``rows`` rows of A or
+    columns of B, ``row_bytes`` bytes of K each) described by a wgmma matrix descriptor
+    (PTX ISA, "Matrix Descriptor Format"): start address, leading and stride byte
+    offsets (bits 0-13, 16-29, 32-45, each in 16-byte units) and the swizzle mode.
+
+    Rows come in groups of 8, ``SBO`` bytes apart.  Without swizzling a group is made of
+    8x16-byte core matrices, ``LBO`` bytes apart along K, each row 16 bytes.  With a
+    swizzle of W bytes a group is 8 rows of W bytes, and the 16-byte chunk index (address
+    bits 4 and up) is XORed with the row within the repeat (address bits 7 and up), as
+    the hardware does on the absolute shared address."""
+    start = (desc & 0x3FFF) << 4
+    lbo = ((desc >> 16) & 0x3FFF) << 4
+    sbo = ((desc >> 32) & 0x3FFF) << 4
+    if (desc >> 49) & 0x7:
+        raise UnsupportedInstruction("wgmma descriptor with a non-zero base offset")
+    width = SWIZZLE_BYTES[(desc >> 62) & 0x3]
+    row, byte = np.meshgrid(np.arange(rows), np.arange(row_bytes), indexing="ij")
+    if width == 0:
+        return start + (row // 8) * sbo + (byte // 16) * lbo + (row % 8) * 16 + byte % 16
+    if row_bytes > width:
+        raise UnsupportedInstruction(f"wgmma operand of {row_bytes}-byte rows in a {width}-byte swizzle")
+    addr = start + (row // 8) * sbo + (row % 8) * width + byte
+    mask = width // 16 - 1
+    return addr ^ (((addr >> 7) & mask) << 4)
+
+
+class WgmmaShape:
+    def __init__(self, parts: list[str]):
+        mods = parts[2:]
+        shape = next((p for p in mods if re.fullmatch(r"m\d+n\d+k\d+", p)), None)
+        if shape is None or "sync" not in mods or "aligned" not in mods:
+            raise UnsupportedInstruction(f"{'.'.join(parts)}")
+        self.m, self.n, self.k = map(int, re.findall(r"\d+", shape))
+        self.satfinite = "satfinite" in mods
+        self.dtype, self.atype, self.btype = [p for p in mods[mods.index(shape) + 1:] if p != "satfinite"]
+        for t in (self.atype, self.btype):
+            if t not in ELEMENT_BITS or ELEMENT_BITS[t] < 8:
+                raise UnsupportedInstruction(f"wgmma with .{t} operands")
+        if self.dtype not in ACCUMULATOR_REGISTER:
+            raise UnsupportedInstruction(f"wgmma with a .{self.dtype} accumulator")
+        self.acc_regs = self.n // (4 if self.dtype == "f16" else 2)
+
+
+def wgmma_d_positions(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, columns) of the m64nN accumulator, [element, thread of the warpgroup]: warp w
+    holds rows 16w..16w+15 as an m16n8 accumulator per 8 columns."""
+    i, tid = np.meshgrid(np.arange(n // 2), np.arange(128), indexing="ij")
+    lane, w = tid % 32, tid // 32
+    j, e = i // 4, i % 4
+    return 16 * w + lane // 4 + 8 * (e // 2), 8 * j + 2 * (lane % 4) + e % 2
+
+
+@handles("wgmma")
+def compile_wgmma(ctx, ins):
+    kind = ins.parts[1]
+    if kind in ("fence", "commit_group", "wait_group"):
+        # mma_async runs to completion when issued, so its results are there before any wait
+        return lambda m, idx: None
+    if kind != "mma_async":
+        raise UnsupportedInstruction(f"wgmma.{kind}")
+    s = WgmmaShape(ins.parts)
+    ops = ins.operands
+    d_ops = vector_items(ops[0])
+    if len(d_ops) != s.acc_regs:
+        raise UnsupportedInstruction(f"{'.'.join(ins.parts)} with {len(d_ops)} accumulator registers")
+    a_in_registers = len(vector_items(ops[1])) > 1
+    a_rs = [reader(ctx, r, U32) for r in vector_items(ops[1])] if a_in_registers else None
+    a_desc = None if a_in_registers else reader(ctx, ops[1], ptx_type("u64"))
+    b_desc = reader(ctx, ops[2], ptx_type("u64"))
+    scale_d = reader(ctx, ops[3], ptx_type("pred"))
+    immediates = [int(op.value) for op in ops[4:]]
+    scale_a, scale_b = (immediates + [1, 1])[:2]
+    if any(immediates[2:]):
+        raise UnsupportedInstruction("wgmma with transposed (MN-major) operands")
+    d_rs = [reader(ctx, r, ACCUMULATOR_REGISTER[s.dtype]) for r in d_ops]
+    d_ws = [writer(ctx, r, ACCUMULATOR_REGISTER[s.dtype]) for r in d_ops]
+    a_bytes = s.k * ELEMENT_BITS[s.atype] // 8
+    b_bytes = s.k * ELEMENT_BITS[s.btype] // 8
+    d_rows, d_cols = wgmma_d_positions(s.n)
+    a_rows, a_cols = a_positions(s.k, ELEMENT_BITS[s.atype])        # per warp, 16 rows
+    name = ".".join(ins.parts)
+    vtype = np.int64 if s.dtype == "s32" else np.float64
+
+    def operand(m, cta: int, desc: int, rows: int, row_bytes: int, element: str) -> np.ndarray:
+        offs = descriptor_offsets(desc, rows, row_bytes)
+        if offs.max() >= m.smem_size:
+            raise KernelTrap("wgmma", f"{name}: descriptor {desc:#x} reaches past the "
+                             f"{m.smem_size}-byte shared window")
+        raw = m.shared[cta * m.smem_size + offs]                            # [row, byte] uint8
+        words = raw.reshape(rows, row_bytes // 4, 4).view(np.uint32)[..., 0]
+        return decode(words, element, ELEMENT_BITS[element]).reshape(rows, -1)
+
+    def run(m, idx):
+        idx = np.arange(m.n) if isinstance(idx, slice) else idx
+        group = m.cta_of[idx] * m.nthreads + m.linear_tid[idx] // 128 * 128
+        starts = np.r_[0, np.flatnonzero(np.diff(group)) + 1]
+        sizes = np.diff(np.r_[starts, idx.size])
+        if np.any(sizes != 128) or np.any(m.linear_tid[idx].reshape(-1, 128) % 128 != np.arange(128)):
+            raise KernelTrap("wgmma", f"{name}: executed by {int(sizes.min())} threads of a warpgroup, "
+                             "not all 128 (.aligned requires the whole warpgroup)")
+        regs = np.stack([np.broadcast_to(np.asarray(r(m, idx)), idx.shape) for r in d_rs], -1)
+        acc = read_accumulator(regs[None], s.dtype)[0] if s.dtype == "f16" else regs.astype(vtype)
+        keep = np.broadcast_to(np.asarray(scale_d(m, idx)), idx.shape)
+        b_descs = np.broadcast_to(np.asarray(b_desc(m, idx)), idx.shape)
+        if a_in_registers:
+            a_words = np.stack([np.broadcast_to(np.asarray(r(m, idx)), idx.shape).astype(np.uint32)
+                                for r in a_rs], -1)
+        else:
+            a_descs = np.broadcast_to(np.asarray(a_desc(m, idx)), idx.shape)
+        out = np.empty_like(acc)
+        for q, first in enumerate(starts):
+            cta = int(m.cta_of[idx[first]])
+            b = operand(m, cta, int(b_descs[first]), s.n, b_bytes, s.btype).T          # K x N
+            if a_in_registers:
+                words = a_words[first:first + 128].reshape(4, 32, -1).transpose(0, 2, 1)   # [warp, reg, lane]
+                a = np.zeros((4, 16, s.k), vtype)
+                a[:, a_rows, a_cols] = decode(words, s.atype, ELEMENT_BITS[s.atype])
+                a = a.reshape(64, s.k)
+            else:
+                a = operand(m, cta, int(a_descs[first]), 64, a_bytes, s.atype)
+            c = np.zeros((64, s.n), vtype)
+            if keep[first]:
+                c[d_rows, d_cols] = acc[first:first + 128].T
+            d = _round_acc(scale_a * scale_b * (a.astype(vtype) @ b.astype(vtype)) + c, s.dtype, s.satfinite)
+            out[first:first + 128] = d[d_rows, d_cols].T
+        write_accumulator(d_ws, m, idx, out, s.dtype)
+    return run
+
+
+def write_accumulator(writers, m, idx, values: np.ndarray, name: str) -> None:
+    """Store accumulator elements ([thread, element]) into D's registers, f16 ones in pairs."""
+    if name == "f16":
+        bits = values.astype(np.float16).view(np.uint16).astype(np.uint32)
+        values = bits[:, 0::2] | (bits[:, 1::2] << np.uint32(16))
+    for j, write in enumerate(writers):
+        write(m, idx, values[:, j])
