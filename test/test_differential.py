@@ -79,11 +79,15 @@ def test_interpreter_matches_real_ptx(case, k, real_tileiras, tmp_path, bytecode
 
 
 #: the gemm cases with the tensor-core instruction NVIDIA's tileiras gives each (mma.sync on
-#: sm_80 and sm_120, wgmma on sm_90 with its operands in swizzled shared memory)
+#: sm_80 and sm_120, wgmma on sm_90 with its operands in swizzled shared memory, tcgen05 on
+#: sm_100 with its accumulator in tensor memory)
 REAL_TENSOR_CORE = [
     ("gemm", "sm_90", "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"),
     ("gemm_epilogue", "sm_90", "wgmma.mma_async.sync.aligned.m64n64k16.f16.f16.f16"),
     ("fp8_gemm", "sm_90", "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"),
+    ("gemm", "sm_100", "tcgen05.mma.cta_group::1.kind::f16"),
+    ("gemm_epilogue", "sm_100", "tcgen05.ld.sync.aligned.16x32bx2.x16.pack::16b.b32"),
+    ("fp8_gemm", "sm_100", "tcgen05.mma.cta_group::1.kind::f8f6f4"),
     ("gemm", "sm_80", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
     ("gemm", "sm_120", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
     ("batched_gemm", "sm_80", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
@@ -99,9 +103,9 @@ REAL_TENSOR_CORE = [
 @pytest.mark.parametrize("name, arch, instruction", REAL_TENSOR_CORE,
                          ids=[f"{n}-{a}" for n, a, _ in REAL_TENSOR_CORE])
 def test_real_tensor_core_ptx_matches_interpreter(name, arch, instruction, real_tileiras, tmp_path):
-    """NVIDIA's tensor-core PTX, emulated (mma.sync fragments, block scales, wgmma
-    descriptors and swizzles), agrees with the interpreter: the ground truth for our own
-    tensor-core lowering."""
+    """NVIDIA's tensor-core PTX, emulated (mma.sync fragments, block scales, wgmma and
+    tcgen05 descriptors and swizzles, tensor memory), agrees with the interpreter: the
+    ground truth for our own tensor-core lowering."""
     from differential import run_real_ptx
 
     case = next(c for c in ALL_CASES if c.name == name)

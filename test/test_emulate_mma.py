@@ -253,6 +253,28 @@ def swizzled_image(x: np.ndarray, sbo: int, width: int, size: int) -> np.ndarray
     return image
 
 
+def copy_to_shared(param: str, rounds: int) -> str:
+    """PTX: 128 threads copy ``rounds`` x 512 bytes from the global array ``param`` to the
+    start of ``smem`` (thread t moves bytes 4t..4t+3 of each 512), then a barrier.  Uses
+    %r190-%r197, %rd14, %rd15, %p0; the thread id must be in %r1."""
+    return f"""ld.param.b64 %rd14, [{param}];
+mov.u32 %r190, 0;
+COPY:
+shl.b32 %r191, %r190, 9;
+shl.b32 %r192, %r1, 2;
+add.s32 %r193, %r191, %r192;
+cvt.u64.u32 %rd15, %r193;
+add.s64 %rd15, %rd14, %rd15;
+ld.global.b32 %r194, [%rd15];
+mov.u32 %r195, smem;
+add.s32 %r196, %r195, %r193;
+st.shared.b32 [%r196], %r194;
+add.s32 %r190, %r190, 1;
+setp.lt.u32 %p0, %r190, {rounds};
+@%p0 bra COPY;
+bar.sync 0;"""
+
+
 def wgmma_kernel(opcode: str, n: int, guard: str = "") -> str:
     """128 threads copy the shared image (u32 per thread and round), then one wgmma with
     the descriptors and scale-d from parameters; thread t stores D register r at out[r * 128 + t]."""
@@ -266,26 +288,11 @@ def wgmma_kernel(opcode: str, n: int, guard: str = "") -> str:
 .reqntid 128
 {{
 .reg .pred %p<4>;
-.reg .b32 %r<16>;
+.reg .b32 %r<200>;
 .reg .f32 %f<64>;
 .reg .b64 %rd<16>;
 mov.u32 %r1, %tid.x;
-ld.param.b64 %rd1, [k_image];
-mov.u32 %r2, 0;
-COPY:
-shl.b32 %r3, %r2, 9;
-shl.b32 %r4, %r1, 2;
-add.s32 %r5, %r3, %r4;
-cvt.u64.u32 %rd2, %r5;
-add.s64 %rd3, %rd1, %rd2;
-ld.global.b32 %r6, [%rd3];
-mov.u32 %r7, smem;
-add.s32 %r8, %r7, %r5;
-st.shared.b32 [%r8], %r6;
-add.s32 %r2, %r2, 1;
-setp.lt.u32 %p1, %r2, 32;
-@%p1 bra COPY;
-bar.sync 0;
+{copy_to_shared("k_image", 32)}
 mul.wide.u32 %rd6, %r1, 4;
 ld.param.b64 %rd4, [k_c];
 add.s64 %rd7, %rd4, %rd6;

@@ -149,7 +149,7 @@ def scale_factors(data: np.ndarray, byte_id: np.ndarray, thread_id: np.ndarray,
     return out
 
 
-def _round_acc(d: np.ndarray, name: str, satfinite: bool) -> np.ndarray:
+def round_accumulator(d: np.ndarray, name: str, satfinite: bool) -> np.ndarray:
     if name == "s32":
         if satfinite:
             return np.clip(d, -2**31, 2**31 - 1).astype(np.int64)
@@ -212,7 +212,7 @@ def compile_mma(ctx, ins):
         c = read_accumulator(gather(c_rs, m, idx, vtype if s.ctype != "f16" else np.uint32), s.ctype)
         cm = np.zeros((warps, 16, 8), vtype)
         cm[:, c_rows, c_cols] = c.transpose(0, 2, 1)
-        d = _round_acc(np.einsum("wmk,wkn->wmn", a, b) + cm, s.dtype, s.satfinite)
+        d = round_accumulator(np.einsum("wmk,wkn->wmn", a, b) + cm, s.dtype, s.satfinite)
         write_accumulator(d_ws, m, idx, d[:, c_rows, c_cols].transpose(0, 2, 1).reshape(idx.size, 4), s.dtype)
     return run
 
@@ -354,7 +354,7 @@ def compile_wgmma(ctx, ins):
             c = np.zeros((64, s.n), vtype)
             if keep[first]:
                 c[d_rows, d_cols] = acc[first:first + 128].T
-            d = _round_acc(scale_a * scale_b * (a.astype(vtype) @ b.astype(vtype)) + c, s.dtype, s.satfinite)
+            d = round_accumulator(scale_a * scale_b * (a.astype(vtype) @ b.astype(vtype)) + c, s.dtype, s.satfinite)
             out[first:first + 128] = d[d_rows, d_cols].T
         write_accumulator(d_ws, m, idx, out, s.dtype)
     return run
