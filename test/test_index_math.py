@@ -266,3 +266,20 @@ def test_later_registers_index_from_the_first():
     seconds = re.findall(r"(?:or|add)\.[bs]64\s+%rd\d+, (%rd\d+), 128;", ptx)
     assert len(seconds) == 2 and set(seconds) <= set(firsts)     # the load's and the store's
     assert not re.search(r"or\.b32\s+%r\d+, %r\d+, 128;", ptx)
+
+
+def test_a_store_without_tile_test_masks_its_thread_index():
+    """A store of a long chain is not branched around on its tile test
+    (emit_memory.guard_whole_store); its fresh %tid.x read carries no range, and its
+    coordinate stays ``tid & 127`` (nvvm.KernelEmitter.coordinates_here: float_compare_where
+    sm_80 16 -> 18 registers unmasked), while the load's, in its branch, has none."""
+    chain = "\n    ".join(["%c = constant <f32: 3.0> : tile<128xf32>", "%r1 = mulf %t, %c : tile<128xf32>",
+                            "%r2 = addf %r1, %t : tile<128xf32>", "%r3 = mulf %r2, %r1 : tile<128xf32>",
+                            "%r4 = subf %r3, %t : tile<128xf32>", "%r5 = mulf %r4, %r2 : tile<128xf32>",
+                            "%r = addf %r5, %r3 : tile<128xf32>"])
+    text = ABS.replace("SHAPE_N", "%n").replace("SHAPE_M", "%m").replace("%r = absf %t : tile<128xf32>", chain)
+    ptx = _ptx(text, "sm_80")
+    tids = re.findall(r"mov\.u32 (%r\d+), %tid\.x;", ptx)
+    assert len(tids) == 2                                   # the load's and the store's
+    masked = [t for t in tids if re.search(rf"and\.b32\s+%r\d+, {t}, 127;", ptx)]
+    assert masked == [tids[1]]

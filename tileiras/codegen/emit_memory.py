@@ -409,7 +409,7 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
     values = [tile.regs[r] for r in regs]
     apart = branch_per_element(em, values)
     guard = tile_in_range(em, view, indices) if guard_whole_store(em, values) else None
-    with em.b.if_then(guard) if guard is not None else nullcontext(), em.coordinates_here(len(regs)):
+    with em.b.if_then(guard) if guard is not None else nullcontext(), em.coordinates_here(len(regs), tested=guard is not None):
         # the address arithmetic next to the stores (see tile_in_range)
         acc = Access(em, view, layout, indices, gather)
         for reg in regs:

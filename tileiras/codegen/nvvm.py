@@ -121,7 +121,7 @@ class KernelEmitter:
             self.warp = self.pb.and_(self.warp, ir.Constant(I32, self.tas.num_warps - 1), name="warp")
 
     @contextmanager
-    def coordinates_here(self, registers: int = 1):
+    def coordinates_here(self, registers: int = 1, tested: bool = True):
         """Inside: thread coordinates are computed again in the current block, from a
         fresh read of %tid.x that LLVM may neither hoist nor merge with another, instead
         of coming from the prologue.  A guarded memory access (emit_memory.tile_in_range)
@@ -136,14 +136,19 @@ class KernelEmitter:
         from it would run on every trip (loop_accumulate, layernorm: 1.5x NVIDIA's executed
         instructions).  Wider accesses (a matrix multiply's operand tiles) still compute
         their addresses afresh: hoisted, each row's address would stay live through the loop
-        (gemm_basic 128x128 on sm_120 spilled)."""
+        (gemm_basic 128x128 on sm_120 spilled).
+
+        The fresh read is known to be under the CTA size (``intrinsics._below``) only in
+        the branch of a tile test (``tested``): a store without one computes its
+        coordinates among the code around it, and there the unmasked %tid.x costs ptxas
+        registers (float_compare_where sm_80 16 -> 18, NVIDIA 16)."""
         saved = (self.pb, self.tid, self.lane, self.warp, self.extra, self._coord_cache, self._owner_cache,
                  self._iter_cache, self.here)
         hoisted = self.in_loop and registers <= HOISTED_ACCESS_REGISTERS
         tid = self.tid
         self.pb, self._coord_cache, self._owner_cache, self._iter_cache = self.b, {}, {}, {}
         self.here = not hoisted
-        self._thread_position(tid if hoisted else X.sreg_here(self.b, "tid.x", self.tas.num_threads))
+        self._thread_position(tid if hoisted else X.sreg_here(self.b, "tid.x", self.tas.num_threads if tested else None))
         try:
             yield
         finally:
