@@ -9,9 +9,11 @@ defines them (and as NVIDIA's own tensor-core PTX needs them: test_differential)
 from __future__ import annotations
 
 
+import numpy as np
 import pytest
 
 from tileiras import diffcheck
+from tileiras.emulate import launch
 from tileiras.layout.linear import mma_blocks, mma_fragment
 from tileiras.pipeline import CompileOptions, compile_module
 from tileiras.text.parser import parse_module
@@ -162,3 +164,16 @@ def test_other_matrix_multiplies_stay_on_cuda_cores(case):
 def test_cuda_core_fallback_still_matches_interpreter():
     module = parse_module(gemm_kernel(64, 64, 8, "f16", "f32"), "k.mlir")
     assert [r.problem for r in diffcheck.check_module(module, "sm_80", grid=(2, 2, 1), extent=100)] == [None]
+
+
+@pytest.mark.parametrize("case, form, ldmatrix", TENSOR_CORE_CASES, ids=CASE_IDS)
+def test_fragment_loads_have_no_bank_conflicts(case, form, ldmatrix):
+    """The staged rows are padded (tileas.mma_staging_pitches) so that the fragment loads
+    (ldmatrix phases, tf32 words, 8-bit B bytes) meet no shared-memory bank twice; the
+    emulator counts the wavefronts each warp's request takes."""
+    module = parse_module(gemm_kernel(**case), "k.mlir")
+    fn = module.functions[0]
+    args = diffcheck.synthesize_args(fn, np.random.default_rng(1), 128)
+    ptx = diffcheck.compile_ptx(module, arch_for(case))
+    shared = launch(ptx, fn.name, (1, 1, 1), args, traffic=True).check().traffic.shared_loads
+    assert shared.requests > 0 and shared.conflicts == 0

@@ -18,7 +18,7 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation
 from ..layout.linear import LinearLayout, mma_blocks
-from ..lower.tileas import element_bytes, tensor_core_mma
+from ..lower.tileas import element_bytes, mma_staging_pitches, tensor_core_mma
 from ..tile import ops_arith as AR
 from ..tile.enums import Signedness
 from . import intrinsics as X
@@ -135,7 +135,8 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
 
 def _tensor_core_mma(em: KernelEmitter, op: Operation, lhs: TileVal, rhs: TileVal, acc: TileVal) -> None:
     """C += A @ B with ``mma.sync.aligned.m16n8kK`` (``tileas.tensor_core_mma``): A and B
-    are staged in shared memory row-major; then, per K-step of the instruction, every
+    are staged in shared memory row-major, rows padded (``tileas.mma_staging_pitches``)
+    against bank conflicts; then, per K-step of the instruction, every
     warp multiplies the 16x8 blocks of the accumulator it holds (``mma_fragment``:
     registers ``4 (j + i * column_blocks)`` are block (i, j)), A's fragments for all its
     row blocks first, then one column block's B at a time, so few fragment registers are
@@ -145,12 +146,13 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, lhs: TileVal, rhs: TileVa
     b = em.b
     a_t, b_t, c_t = (v.type for v in op.operands[:3])
     form = tensor_core_mma(op, em.target.arch)
-    a_bytes = element_bytes(a_t) * a_t.num_elements
+    a_pitch, b_pitch = mma_staging_pitches(op)
+    a_bytes = element_bytes(a_t) * a_t.shape[0] * a_pitch
     X.barrier(b)
-    _spill(em, lhs, a_t)
-    _spill(em, rhs, b_t, offset=a_bytes)
+    _spill(em, lhs, a_t, place=lambda c: b.add(b.mul(c[0], ir.Constant(I32, a_pitch)), c[1]))
+    _spill(em, rhs, b_t, offset=a_bytes, place=lambda c: b.add(b.mul(c[0], ir.Constant(I32, b_pitch)), c[1]))
     X.barrier(b)
-    operands = TensorCoreOperands(em, form, acc.layout, a_t.shape[-1], c_t.shape[1], a_bytes)
+    operands = TensorCoreOperands(em, form, acc.layout, a_pitch, b_pitch, a_bytes)
     sum_ty = I32 if form.integer else ir.FloatType()
     out_ty = acc.regs[0].type
     sums = [v if v.type == sum_ty else b.fpext(v, sum_ty) for v in acc.regs]
@@ -165,13 +167,14 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, lhs: TileVal, rhs: TileVa
                 out[base:base + 4] = mma_sync(b, form, a_frag, b_frag, out[base:base + 4])
         return out
 
-    sums = counted_loop(em, "mma.k", a_t.shape[-1], form.k, sums, step)
+    sums = counted_loop(em, "mma.k", a_t.shape[-1], form.k, sums, step)  # K, not the pitch
     em.put(op.result, TileVal(acc.layout, [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in sums]))
 
 
 class TensorCoreOperands:
     """Where this thread's mma fragments sit in the row-major A (M x K) and B (K x N)
-    that ``_tensor_core_mma`` staged in shared memory (PTX ISA fragment tables):
+    that ``_tensor_core_mma`` staged in shared memory, rows ``k`` and ``n`` elements apart
+    (the padded pitches), as the PTX ISA fragment tables place them:
 
     * 16- and 8-bit A: ``ldmatrix.x4``, lane l pointing at row l % 16 of its row block and
       16 bytes further along K for l >= 16 (8-bit elements are pairs of bytes to ldmatrix);

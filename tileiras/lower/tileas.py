@@ -781,6 +781,25 @@ def tensor_core_mma(op: Operation, arch: int) -> Optional[TensorCoreMma]:
     return form
 
 
+#: bytes each row of a tensor-core operand staged in shared memory is padded by: the rows an
+#: ldmatrix phase (8 rows of 16 bytes) or a fragment load reads then start in different
+#: banks (a 64-byte row pitch would put every other row in the same 4 banks)
+MMA_ROW_PAD = 16
+
+
+def mma_staging_pitches(op: Operation) -> tuple[int, int]:
+    """Row pitches, in elements, of A (M x K) and B (K x N) staged in shared memory for a
+    tensor-core matrix multiply, each row padded by ``MMA_ROW_PAD`` bytes, except B's where
+    its fragments read other rows (emit_mma.TensorCoreOperands): an 8-bit B's by 4 bytes
+    (bytes of rows 4t + e, t = 0..3, which 16 bytes would put in the same banks two by
+    two), a 32-bit B's to a pitch of 8 words mod 32 (words of rows t, t = 0..3, at the
+    columns of 8 lanes)."""
+    size = element_bytes(op.lhs.type)
+    n = op.rhs.type.shape[-1]
+    b_pad = {1: 4, 4: 4 * ((8 - n) % 32)}.get(size, MMA_ROW_PAD)
+    return op.lhs.type.shape[-1] + MMA_ROW_PAD // size, n + b_pad // size
+
+
 def tensor_core_layout(op: Operation, arch: int, num_warps: int) -> Optional[LinearLayout]:
     """The accumulator layout (``mma_fragment``) when ``op`` runs on tensor cores
     (``tensor_core_mma``; warps beyond the 16x8 blocks hold copies); None when it stays
@@ -796,6 +815,11 @@ def _mma(tas: TileAS, op: Operation) -> None:
     their block scales) are staged in shared memory."""
     staged = [v for i, v in enumerate(op.operands) if i != 2]
     tas.layouts[op.result] = tas.layouts[op.operands[2]]
+    if tuple(op.result.type.shape) in tas.mma_layouts:      # padded rows for tensor cores
+        a_pitch, b_pitch = mma_staging_pitches(op)
+        rows = op.lhs.type.shape[-2] * a_pitch + op.rhs.type.shape[-2] * b_pitch
+        _need_scratch(tas, op, rows * element_bytes(op.lhs.type))
+        return
     _need_scratch(tas, op, sum(v.type.num_elements * element_bytes(v.type) for v in staged))
 
 
