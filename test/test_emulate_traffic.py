@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from test_emulate_ptx import VADD, kernel
 
 from tileiras.emulate import launch
@@ -129,3 +128,20 @@ ret;
     t = launch(ptx, "k", (1,), [], traffic=True).check().traffic
     assert t.shared_loads.requests == 1
     assert (t.shared_loads.wavefronts, t.shared_loads.ideal_wavefronts) == (wavefronts, 4)
+
+
+def test_multimem_reductions_count_as_stores():
+    """multimem.red moves its vector to memory like a store (it once failed to count)."""
+    body = """
+ld.param.b64 %rd1, [k_param_0];
+mov.u32 %r1, %tid.x;
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+multimem.red.relaxed.sys.global.add.u32 [%rd3], %r1;
+ret;
+"""
+    out = np.zeros(32, np.uint32)
+    t = launch(kernel(body, ".param .u64 k_param_0", directives=".reqntid 32"), "k", (1,), [out],
+               traffic=True).check().traffic
+    assert (t.stores.requests, t.stores.sectors, t.stores.bytes) == (1, 4, 128)
+    assert list(out[:4]) == [0, 1, 2, 3]

@@ -8,7 +8,6 @@ interpreter in the emulator, which runs ``mma.sync`` and ``ldmatrix`` as the PTX
 defines them (and as NVIDIA's own tensor-core PTX needs them: test_differential)."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
@@ -74,7 +73,7 @@ def gemm_kernel(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", rank:
     c_lines, c_pv, c_args = view("c", acc, (*batch, m, n))
     zeros = ", ".join(["%c0"] * (rank - 2))
     pre = zeros + ", " if zeros else ""
-    t = lambda *s: "x".join(map(str, s))   # noqa: E731
+    t = lambda *s: "x".join(map(str, s))
     idx = "tile<i32>" + ", tile<i32>" * (rank - 1)
     ta, tb = f"tile<{t(*batch, m, k)}x{ab}>", f"tile<{t(*batch, k, n)}x{bt}>"
     tc = f"tile<{t(*batch, m, n)}x{acc}>"

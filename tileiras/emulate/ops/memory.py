@@ -9,13 +9,21 @@ order, one "round" of distinct addresses at a time.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 import numpy as np
 
-from ..memory import (LOCAL_GENERIC_BASE, SHARED_GENERIC_BASE, SHARED_OFFSET_MASK,
-                      SHARED_RANK_SHIFT, WINDOW_SIZE, MemoryFault, gather, scatter)
+from ..memory import (
+    LOCAL_GENERIC_BASE,
+    SHARED_GENERIC_BASE,
+    SHARED_OFFSET_MASK,
+    SHARED_RANK_SHIFT,
+    WINDOW_SIZE,
+    MemoryFault,
+    gather,
+    scatter,
+)
 from ..operands import reader, type_of, vector_items, writer
 from ..parser import Addr, Reg, Sym
 from ..ptxtypes import BF16, RAW_DTYPES, PtxType, ptx_type
@@ -314,8 +322,8 @@ def compile_multimem(ctx, ins):
 
     def run(m, idx):
         addr = addr_r(m, idx)
-        if m.launch.traffic is not None and space == "global":
-            m.launch.traffic.record(thread_ids(m, idx), addr, width * len(readers), store=True)
+        if m.launch.traffic is not None:
+            count_traffic(m, idx, addr, int(step) * len(readers), space, store=True)
         for k, r in enumerate(readers):
             atomic(m, idx, addr + step * np.uint64(k) if k else addr, space, ty, op, r(m, idx), None)
     return run
