@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from test_emulate_ptx import VADD, kernel
 
 from tileiras.emulate import launch

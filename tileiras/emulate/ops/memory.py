@@ -9,21 +9,13 @@ order, one "round" of distinct addresses at a time.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
+from typing import Callable
 
 import numpy as np
 
-from ..memory import (
-    LOCAL_GENERIC_BASE,
-    SHARED_GENERIC_BASE,
-    SHARED_OFFSET_MASK,
-    SHARED_RANK_SHIFT,
-    WINDOW_SIZE,
-    MemoryFault,
-    gather,
-    scatter,
-)
+from ..memory import (LOCAL_GENERIC_BASE, SHARED_GENERIC_BASE, SHARED_OFFSET_MASK,
+                      SHARED_RANK_SHIFT, WINDOW_SIZE, MemoryFault, gather, scatter)
 from ..operands import reader, type_of, vector_items, writer
 from ..parser import Addr, Reg, Sym
 from ..ptxtypes import BF16, RAW_DTYPES, PtxType, ptx_type
