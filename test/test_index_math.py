@@ -269,13 +269,13 @@ def test_later_registers_index_from_the_first():
 
 
 def test_a_store_without_tile_test_masks_its_thread_index():
-    """A store of a long chain is not branched around on its tile test
+    """A store of a long chain with a division is not branched around on its tile test
     (emit_memory.guard_whole_store); its fresh %tid.x read carries no range, and its
     coordinate stays ``tid & 127`` (nvvm.KernelEmitter.coordinates_here: float_compare_where
     sm_80 16 -> 18 registers unmasked), while the load's, in its branch, has none."""
     chain = "\n    ".join(["%c = constant <f32: 3.0> : tile<128xf32>", "%r1 = mulf %t, %c : tile<128xf32>",
                             "%r2 = addf %r1, %t : tile<128xf32>", "%r3 = mulf %r2, %r1 : tile<128xf32>",
-                            "%r4 = subf %r3, %t : tile<128xf32>", "%r5 = mulf %r4, %r2 : tile<128xf32>",
+                            "%r4 = divf %r3, %t rounding<nearest_even> : tile<128xf32>", "%r5 = mulf %r4, %r2 : tile<128xf32>",
                             "%r = addf %r5, %r3 : tile<128xf32>"])
     text = ABS.replace("SHAPE_N", "%n").replace("SHAPE_M", "%m").replace("%r = absf %t : tile<128xf32>", chain)
     ptx = _ptx(text, "sm_80")

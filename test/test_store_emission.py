@@ -149,6 +149,49 @@ def test_tile_tested_stores_compute_the_same():
     assert np.all(got.arrays[1][300:] == 7.0) and np.all(got.arrays[2][700:] == 9)
 
 
+#: int_bitwise's shape: a longer chain of cheap integer instructions per element
+BITWISE = ["%c7 = constant <i32: 7> : TILE",
+           "%s = andi %b, %c7 : TILE",
+           "%e = xori %a, %b : TILE",
+           "%u = ori %e, %a : TILE",
+           "%l = shli %u, %s : TILE",
+           "%h = shri %a, %s unsigned : TILE",
+           "%r = addi %l, %h : TILE"]
+#: as long, with a float division (a ptxas slow path)
+FLOAT_CHAIN = ["%q = divf %a, %b : TILE",
+               "%s = addf %q, %a : TILE",
+               "%t = mulf %s, %b : TILE",
+               "%u = subf %t, %a : TILE",
+               "%v = mulf %u, %u : TILE",
+               "%r = addf %v, %q : TILE"]
+
+
+def own_output_extent(text: str) -> str:
+    """``kernel``'s module with o shaped by a parameter %m of its own, so that the store's
+    tile count (ceil(m / 256), a ``shr.u64``) is not the loads'."""
+    return (text.replace("%n: tile<i32>)", "%n: tile<i32>, %m: tile<i32>)")
+            .replace("%ov = make_tensor_view %o, shape = [%n]", "%ov = make_tensor_view %o, shape = [%m]"))
+
+
+@pytest.mark.parametrize("body, elem, guarded", [(BITWISE, "i32", True), (FLOAT_CHAIN, "f32", False)])
+def test_long_plain_chains_store_under_their_tile_test(body, elem, guarded):
+    """A store of a few registers computed by a longer chain is branched around whole on
+    its tile test when the chain has no ptxas slow path (emit_memory.guard_whole_store):
+    the store's tile count is computed besides the loads' one.  Grid 3 over 700 input and
+    600 output elements: the store's tile 2 is partly outside and left as it was."""
+    module = parse_module(own_output_extent(kernel(256, elem, body)), "k.mlir")
+    ptx = diffcheck.compile_ptx(module, "sm_120")
+    assert len(re.findall(r"shr\.u64\s+%rd\d+, %rd\d+, 8;", ptx)) == 1 + guarded
+    dtype = np.int32 if elem == "i32" else np.float32
+    x = np.random.default_rng(3).integers(-99, 99, 700).astype(dtype)
+    y = np.random.default_rng(4).integers(1, 99, 700).astype(dtype)
+    out = np.full(768, 5, dtype=dtype)
+    expected, got = diffcheck.run_both(module, "k", (3, 1, 1), [x, y, out, np.int32(700), np.int32(600)],
+                                       "sm_120")
+    assert diffcheck.compare(expected, got) is None
+    assert np.all(got.arrays[2][600:] == 5) and not np.all(got.arrays[2][:600] == 5)
+
+
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas not installed (nvidia-cuda-nvcc)")
 def test_tile_tested_stores_registers():
     """Without the tile tests ptxas merges the four stores' address arithmetic and
@@ -160,8 +203,7 @@ def test_tile_tested_stores_registers():
 
 
 #: bitcast_bits' shape: tile bx of x (extent %n) to tile bx of o (extent %m) as the exponent
-#: of x plus x with its exponent replaced by 127, in bits: five integer instructions (the
-#: bitcasts and the shift's overflow test cost none)
+#: of x plus x with its exponent replaced by 127, in bits
 EXPONENT_BITS = """cuda_tile.module @kernels {
   entry @k(%x: tile<ptr<f32>>, %n0: tile<i32>, %o: tile<ptr<i32>>, %m0: tile<i32>) {
     %tok = make_token : token
@@ -191,10 +233,9 @@ EXPONENT_BITS = """cuda_tile.module @kernels {
 
 
 def test_chains_of_few_instructions_store_under_their_tile_test():
-    """The chain is counted in instructions that do work (emit_memory.instruction_count:
-    5 of its 8), so the store is branched around on its tile test: a tile count
-    (``shr.u64`` by 7) for x and one for o.  9 registers on sm_90 as NVIDIA's tileiras,
-    10 without the test."""
+    """A short chain without slow paths (emit_memory.guard_whole_store): the store is
+    branched around on its tile test, a tile count (``shr.u64`` by 7) for x and one for o.
+    9 registers on sm_90 as NVIDIA's tileiras, 10 without the test."""
     module = parse_module(EXPONENT_BITS, "k.mlir")
     ptx = diffcheck.compile_ptx(module, "sm_90")
     assert len(re.findall(r"shr\.u64\s+%rd\d+, %rd\d+, 7;", ptx)) == 2

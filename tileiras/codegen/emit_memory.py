@@ -454,9 +454,11 @@ def value_chain(em: KernelEmitter, values: Sequence[ir.Value]) -> Chain:
     return Chain(frozenset(met), tuple(computed), straight)
 
 
-#: guard_whole_store's limits: registers stored, instructions computing each of them
+#: guard_whole_store's limits: registers stored, instructions computing each of them (any
+#: chain, and one without ptxas slow paths)
 WHOLE_STORE_GUARD_REGS = 4
-WHOLE_STORE_GUARD_CHAIN = 5
+WHOLE_STORE_GUARD_CHAIN = 4
+WHOLE_STORE_GUARD_PLAIN_CHAIN = 64
 
 
 def guard_whole_store(em: KernelEmitter, values: list[ir.Value]) -> bool:
@@ -467,31 +469,24 @@ def guard_whole_store(em: KernelEmitter, values: list[ir.Value]) -> bool:
     registers, 18 with the branch, NVIDIA 20; sm_120 30 -> 19, NVIDIA 27), cat_extract
     sm_80 30 -> 19 (NVIDIA 22).
 
-    Only for a few registers (``WHOLE_STORE_GUARD_REGS``), each computed by a short chain
-    of the current block (``WHOLE_STORE_GUARD_CHAIN`` instructions): LLVM sinks what the
-    store needs into the branch, long arithmetic too (int_arith i32 19 -> 28 registers,
-    ew_transcendental f64 46 -> 54), and a matrix multiply's epilogue stores many registers
-    (gemm_fp8 e4m3 sm_100 64 -> 72, mma_scaled_mx 72 -> 85).  Measured on the corpus (492
-    kernels), with branch_per_element's single registers: 23 -> 13 kernels over NVIDIA's
-    registers + 10%, none newly over.  The chain counts the instructions that do work
-    (``instruction_count``), five at most: bitcast_bits f32 sm_90 10 -> 9 registers
-    (NVIDIA 9), pack_unpack_bytes f16 12 -> 10; none newly over."""
-    return 0 < len(values) <= WHOLE_STORE_GUARD_REGS and all(
-        instruction_count(value_chain(em, [v]).computed) <= WHOLE_STORE_GUARD_CHAIN for v in values)
-
-
-def instruction_count(chain: Sequence[ir.Instruction]) -> int:
-    """How many of ``chain``'s LLVM instructions become PTX instructions: not bitcasts (a
-    register renamed), nor what LLVM computes at compile time (``_constant``), nor selects
-    on such a condition.  A shift by a constant amount brings an overflow test and a
-    select of that kind (bitcast_bits f32: 10 instructions, 5 of them work)."""
-    known: dict[int, bool] = {}
-
-    def free(inst: ir.Instruction) -> bool:
-        if inst.opname == "bitcast" or _constant(inst, known):
-            return True
-        return isinstance(inst, ir.SelectInstr) and _constant(inst.operands[0], known)
-    return sum(1 for inst in chain if not free(inst))
+    Only for a few registers (``WHOLE_STORE_GUARD_REGS``; a matrix multiply's epilogue
+    stores many: gemm_fp8 e4m3 sm_100 64 -> 72, mma_scaled_mx 72 -> 85), each computed by a
+    short chain of the current block (``WHOLE_STORE_GUARD_CHAIN`` instructions), or by a
+    longer one (``WHOLE_STORE_GUARD_PLAIN_CHAIN``) without ptxas slow paths (division,
+    square root, 64-bit division: ``X.has_slow_path``).  LLVM sinks what the store needs
+    into the branch: long arithmetic with slow paths got worse there (int_arith i64 28 ->
+    40 registers, ew_transcendental f64 46 -> 54), and so did the 90-instruction chains of
+    scans (scans_builtin f32 8x64 32 -> 46), while plain chains did better (int_bitwise u8
+    t512 sm_120 28 -> 22, NVIDIA 25; grid3d 29 -> 22; scans_builtin i32 16x16 34 -> 28, NVIDIA
+    30; bitcast_bits sm_90 10 -> 9, NVIDIA 9).  Measured on the corpus (492 kernels): 17 ->
+    5 kernels over NVIDIA's registers + 10% (with nvvm.demand_order), none newly over."""
+    if not 0 < len(values) <= WHOLE_STORE_GUARD_REGS:
+        return False
+    lengths = [len(value_chain(em, [v]).computed) for v in values]
+    if max(lengths) <= WHOLE_STORE_GUARD_CHAIN:
+        return True
+    return max(lengths) <= WHOLE_STORE_GUARD_PLAIN_CHAIN and not any(
+        X.has_slow_path(v) for v in value_chain(em, values).computed)
 
 
 def _constant(v: ir.Value, known: dict[int, bool]) -> bool:
