@@ -209,7 +209,7 @@ class Access:
                         folded += const[k] * stride * esize
                         within = b.zext(runtime_only[k], I64)
                         first = b.add(starts[k], within)
-                        if const[k] and not _constant(starts[k], {}):
+                        if const[k] and rank == 1 and not _constant(starts[k], {}):
                             t = _element_index(b, first, const[k])
                         coords.append(within if origin is not None else first)
                     else:
@@ -235,7 +235,9 @@ def _element_index(b: ir.IRBuilder, first: ir.Value, const: int) -> ir.Value:
     128``) rather than forming each register's coordinate in 32 bits and adding the tile
     start to that: ptxas then keeps the tile start live beside the first index (pdl_chain
     f32 sm_100 12 -> 10 registers, NVIDIA 12).  Not for a constant tile start, where
-    LLVM tests the 32-bit coordinate itself (insert_tiles sm_120 32 -> 38)."""
+    LLVM tests the 32-bit coordinate itself (insert_tiles sm_120 32 -> 38), nor for a
+    tile of several dims, whose row indices are multiplied by a stride (padding_modes
+    64x32 sm_120 48 -> 52, NVIDIA 47)."""
     return b.add(first, ir.Constant(I64, const))
 
 
