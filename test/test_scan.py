@@ -168,3 +168,51 @@ def test_the_cross_warp_step_writes_each_total_once_a_round(spans, barriers, sto
     assert ptx.count("st.shared.v2.b32") == stores and ptx.count("st.shared") == stores
     tileas = compile_module(parse_module(text, "k.mlir"), CompileOptions(gpu_name="sm_80"), "tileas")
     assert "smem=1024B" in tileas          # 128 threads x 2 totals x 4 bytes
+
+
+def two_scans_kernel() -> str:
+    """scans_builtin's shape: one 16x16 tile scanned along the row (adds, inside a warp)
+    and, reversed, along the column (multiplies, across warps), each stored to its own view."""
+    view = "tensor_view<?x16xi32, strides=[16,1]>"
+    part = f"partition_view<tile=(16x16), {view}>"
+    tile = "tile<16x16xi32>"
+    lines = ["%tok = make_token : token",
+             "%c0 = constant <i32: 0> : tile<i32>",
+             "%bx, %by, %bz = get_tile_block_id : tile<i32>"]
+    for name in ("x", "o", "p"):
+        lines += [f"%{name}v = make_tensor_view %{name}, shape = [%n, 16], strides = [16, 1] : tile<i32> -> {view}",
+                  f"%{name}q = make_partition_view %{name}v : {part}"]
+    lines.append(f"%t, %k = load_view_tko weak %xq[%bx, %c0] token = %tok : {part}, tile<i32> -> {tile}, token")
+    for name, dim, reverse, combiner, identity in (("s", 1, "false", "addi", 0), ("m", 0, "true", "muli", 1)):
+        lines += [f"%{name} = scan %t dim={dim} reverse={reverse} identities=[{identity} : i32] : {tile} -> {tile}",
+                  f"(%{name}1: tile<i32>, %{name}2: tile<i32>) {{",
+                  f"  %{name}3 = {combiner} %{name}1, %{name}2 : tile<i32>",
+                  f"  yield %{name}3 : tile<i32>",
+                  "}"]
+    for name, v in (("o", "%s"), ("p", "%m")):
+        lines.append(f"%w{name} = store_view_tko weak {v}, %{name}q[%bx, %c0] token = %tok : {tile}, {part}, "
+                     "tile<i32> -> token")
+    lines.append("return")
+    ptr = "tile<ptr<i32>>"
+    return ("cuda_tile.module @kernels {\n"
+            f"  entry @k(%x: {ptr}, %o: {ptr}, %p: {ptr}, %n: tile<i32>) {{\n"
+            + "".join(f"    {line}\n" for line in lines) + "  }\n}\n")
+
+
+def test_a_scan_is_stored_before_a_later_scan_crosses_warps():
+    """Scans are emitted where their result is first needed: the row scan's store goes
+    before the column scan's barriers, so its values are not kept through them, and is
+    predicated, not a branch per register (the shuffles' results would stay live across
+    the other register's branch)."""
+    text = two_scans_kernel()
+    ptx = compile_module(parse_module(text, "k.mlir"), CompileOptions(gpu_name="sm_80"), "ptx")
+    body = ptx[ptx.index("shfl.sync"):]
+    assert body.index("st.global") < body.index("bar.sync")
+    first = body[:body.index("bar.sync")]
+    assert first.count("st.global") == 2
+    assert all(line.lstrip().startswith("@%p") for line in first.splitlines() if "st.global" in line)
+    rng = np.random.default_rng(3)
+    x = rng.integers(-3, 4, (29, 16)).astype(np.int32)
+    o, p = np.zeros_like(x), np.zeros_like(x)
+    expected, got = diffcheck.run_both(parse_module(text, "k.mlir"), "k", (2, 1, 1), [x, o, p, np.int32(29)], "sm_80")
+    assert diffcheck.compare(expected, got) is None

@@ -29,12 +29,18 @@ from .values import Emitted, TileVal, byte_gep, llvm_type
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 
 from ..tile import ops_control as _CF  # noqa: E402
+from ..tile import ops_core as _CO  # noqa: E402
 from ..tile import ops_memory as _MEM  # noqa: E402
 from ..tile.enums import MemoryOrderingSemantics  # noqa: E402
 
 #: Loads that may be emitted later than they stand (weak ones, not ordered after a write).
 DEFERRABLE_LOADS = (_MEM.LoadViewTkoOp, _MEM.LoadPtrTkoOp)
 Y_TERMINATORS = (_CF.YieldOp,)
+#: Ops whose region is a combiner (no side effects): emitted, as pure ops are, where their
+#: result is first needed.  A store of one scan's result then goes before a later scan
+#: through shared memory instead of after it, and the first scan's values do not wait in
+#: registers across the second's barriers (scans_builtin i32 16x16 sm_90: 34 -> 30).
+DEFERRABLE_COMBINERS = (_CO.ScanOp, _CO.ReduceOp)
 
 EmitFn = Callable[["KernelEmitter", Operation], None]
 EMITTERS: dict[type, EmitFn] = {}
@@ -284,7 +290,7 @@ class KernelEmitter:
             plan = self.tas.recomputed.get((op, i))
             # a value computed again for this use: only what its recomputation starts from
             out += [v] if plan is None else [w for p in plan for w in p.owner.operands if w not in plan]
-        return out
+        return out + captured(op)
 
     def is_deferrable(self, op: Operation) -> bool:
         if isinstance(op, _MEM.JoinTokensOp):
@@ -294,6 +300,8 @@ class KernelEmitter:
         if isinstance(op, DEFERRABLE_LOADS):
             return (op.attributes.get("memory_ordering_semantics") == MemoryOrderingSemantics.WEAK
                     and not self.tas.aa.needs_barrier(op))
+        if isinstance(op, DEFERRABLE_COMBINERS):
+            return True
         return "pure" in op.definition.traits and not op.regions and not isinstance(op, Y_TERMINATORS)
 
     @staticmethod
@@ -480,6 +488,24 @@ class KernelEmitter:
             slot = self.smem_slot(self.flat_index(self.coords(dst, reg), dst.shape), esize)
             regs.append(_from_smem(self.b, self.b.load(slot, typ=store_ty), tv.regs[0].type))
         return TileVal(dst, regs)
+
+
+def captured(op: Operation) -> list[Value]:
+    """The values the ops inside ``op``'s regions use that are defined outside them: a
+    deferred op with a region needs them emitted as it needs its operands."""
+    inside: set[Value] = set()
+    used: dict[Value, None] = {}
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.ops:
+                for o in inner.walk():
+                    inside.update(o.results)
+                    for r in o.regions:
+                        for b in r.blocks:
+                            inside.update(b.args)
+                    used.update((v, None) for v in o.operands)
+            inside.update(block.args)
+    return [v for v in used if v not in inside]
 
 
 def _runtime_mask(layout: LinearLayout, dim: int) -> int:
