@@ -76,7 +76,7 @@ def test_scans_agree_with_the_interpreter(rows, cols, dim, reverse, combiner):
 def test_scans_use_shuffles_not_a_loop():
     text = scan_kernel(16, 16, 1, False, "addi", scans=2)
     llvm = compile_module(parse_module(text, "k.mlir"), CompileOptions(gpu_name="sm_90"), "llvm")
-    assert "scan.loop" not in llvm and "shfl.sync.bfly" in llvm
+    assert "scan.loop" not in llvm and "shfl.sync.up" in llvm
     assert "smem=0B" in compile_module(parse_module(text, "k.mlir"), CompileOptions(gpu_name="sm_90"), "tileas")
     run(text, 16, 16, "i32")
 
@@ -153,6 +153,22 @@ def test_a_non_commutative_scan_across_warps(rows, cols, dim, reverse, spans, mo
     if spans == "nvidia":
         monkeypatch.setattr(emit_shape, "warp_spans", nvidia_spans)
     run_affine(affine_scan_kernel(rows, cols, dim, reverse), rows, cols)
+
+
+@pytest.mark.parametrize("rows, cols, dim", [
+    (16, 16, 1),    # three lane bits, then the register bit (the last step)
+    (8, 64, 1),     # three lane bits, two register bits, a lane bit
+    (4, 16, 1),     # four lane bits, nothing after them
+    (64, 8, 0),     # two lane bits from lane bit 3, two warp bits, two register bits
+])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_non_commutative_scan_after_a_lane_run(rows, cols, dim, reverse):
+    """Lane bits holding the lowest positions scan with shfl.up/down (_scan_lanes); the
+    steps after them take each register's total from the run's last lane in scan order."""
+    text = affine_scan_kernel(rows, cols, dim, reverse)
+    ptx = compile_module(parse_module(text, "k.mlir"), CompileOptions(gpu_name="sm_80"), "ptx")
+    assert ("shfl.sync.down" if reverse else "shfl.sync.up") in ptx
+    run_affine(text, rows, cols)
 
 
 @pytest.mark.parametrize("spans, barriers, stores", [("rounds", 6, 2), ("nvidia", 3, 1)])
