@@ -474,9 +474,7 @@ def branch_per_element(em: KernelEmitter, values: list[ir.Value]) -> bool:
     Only for chains that are straight-line code of the current block back to the loads (a
     chain with control flow cannot be sunk whole) and use no instruction that ptxas expands
     into a branchy slow path (IEEE division and square root, 64-bit integer division), whose
-    blocks already keep the chains apart, and no shuffle (a scan's: LLVM sinks what follows
-    the shuffles, whose results then all stay live across the first register's branch;
-    scans_builtin i32 16x16 sm_80 32 -> 29 registers).  Measured on the corpus (476 kernels): int_arith
+    blocks already keep the chains apart.  Measured on the corpus (476 kernels): int_arith
     i32 28 -> 19 registers on sm_90 (NVIDIA 22), int_bitwise u32 20 -> 14, transpose2d 28 ->
     22; branching always was worse for division-heavy kernels (ew_rounding f32 30 -> 38,
     int_arith i64 32 -> 36).  A single register branches too (cvt_float_rounding sm_100 13
@@ -485,7 +483,7 @@ def branch_per_element(em: KernelEmitter, values: list[ir.Value]) -> bool:
     if not values:
         return False
     chain = value_chain(em, values)
-    if not chain.straight or any(X.has_slow_path(v) or X.is_collective(v) for v in chain.computed):
+    if not chain.straight or any(X.has_slow_path(v) for v in chain.computed):
         return False
     if len(values) == 1 and any(isinstance(v, ir.LoadInstr) for v in chain.computed):
         return False
