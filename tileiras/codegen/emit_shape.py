@@ -550,6 +550,7 @@ class _HeldTotals:
         self.group = ((1 << count) - 1) << first
         self.lane_bits = 0 if op.attributes.get("reverse") else self.group
         self.cache: dict[int, list[ir.Value]] = {}
+        self.source: Optional[ir.Value] = None    # the lane a register step shuffles from
 
     def __len__(self) -> int:
         return len(self.pre)
@@ -559,9 +560,11 @@ class _HeldTotals:
 
     def __getitem__(self, r: int) -> list[ir.Value]:
         if r not in self.cache:
-            b = self.em.b
-            lane = b.or_(b.and_(self.em.lane, ir.Constant(I32, ~self.group & 31)), ir.Constant(I32, self.lane_bits))
-            self.cache[r] = [_shuffle(self.em, v, 0, "idx", lane) for v in self.pre[r]]
+            if self.source is None:
+                b = self.em.b
+                self.source = b.or_(b.and_(self.em.lane, ir.Constant(I32, ~self.group & 31)),
+                                    ir.Constant(I32, self.lane_bits))
+            self.cache[r] = [_shuffle(self.em, v, 0, "idx", self.source) for v in self.pre[r]]
         return self.cache[r]
 
 
