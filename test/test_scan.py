@@ -155,19 +155,20 @@ def test_a_non_commutative_scan_across_warps(rows, cols, dim, reverse, spans, mo
     run_affine(affine_scan_kernel(rows, cols, dim, reverse), rows, cols)
 
 
-@pytest.mark.parametrize("rows, cols, dim", [
-    (16, 16, 1),    # three lane bits, then the register bit (the last step)
-    (8, 64, 1),     # three lane bits, two register bits, a lane bit
-    (4, 16, 1),     # four lane bits, nothing after them
-    (64, 8, 0),     # two lane bits from lane bit 3, two warp bits, two register bits
+@pytest.mark.parametrize("rows, cols, dim, lane_run", [
+    (16, 16, 1, True),     # three lane bits, then the register bit (the last step)
+    (4, 16, 1, True),      # four lane bits, nothing after them
+    (64, 8, 0, True),      # two lane bits from lane bit 3, two warp bits, two register bits
+    (8, 64, 1, False),     # three lane bits, two register bits, a lane bit: a butterfly
 ])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_a_non_commutative_scan_after_a_lane_run(rows, cols, dim, reverse):
-    """Lane bits holding the lowest positions scan with shfl.up/down (_scan_lanes); the
-    steps after them take each register's total from the run's last lane in scan order."""
+def test_a_non_commutative_scan_after_a_lane_run(rows, cols, dim, lane_run, reverse):
+    """Lane bits holding the lowest positions scan with shfl.up/down (_scan_lanes) where
+    the steps after them need few of the run's totals; those steps take each register's
+    total from the run's last lane in scan order."""
     text = affine_scan_kernel(rows, cols, dim, reverse)
     ptx = compile_module(parse_module(text, "k.mlir"), CompileOptions(gpu_name="sm_80"), "ptx")
-    assert ("shfl.sync.down" if reverse else "shfl.sync.up") in ptx
+    assert (("shfl.sync.down" if reverse else "shfl.sync.up") in ptx) == lane_run
     run_affine(text, rows, cols)
 
 

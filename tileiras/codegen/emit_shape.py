@@ -507,10 +507,19 @@ def _scan_by_bits(em: KernelEmitter, op: Operation, srcs: list[TileVal]) -> list
 
 def _lane_run(steps: list[tuple[int, str, int]]) -> int:
     """How many of a scan's first ``steps`` are lane bits next to each other that hold the
-    positions 1, 2, 4, ... in order (``_scan_lanes`` scans those)."""
+    positions 1, 2, 4, ... in order (``_scan_lanes`` scans those), or 0 where the steps
+    after them need every register's total: ``_HeldTotals`` shuffles those one by one, and
+    the butterfly, which keeps them, took fewer registers (an f32 8x64 row scan with two
+    register bits and a lane bit after three lane bits: 32 against 38 on sm_80/90).  The
+    run's totals are free for a warp round (read from shared memory) and cheap for a
+    closing register step (the earlier registers' only: scans_builtin i32 16x16, 32 -> 23
+    registers on sm_80, NVIDIA 26)."""
     m = 0
     while m < len(steps) and steps[m][:2] == (1 << m, LANE) and steps[m][2] == steps[0][2] + m:
         m += 1
+    rest = steps[m:]
+    if rest and rest[0][1] != WARP and not (len(rest) == 1 and rest[0][1] == REG):
+        return 0
     return m
 
 
@@ -551,12 +560,6 @@ class _HeldTotals:
         self.lane_bits = 0 if op.attributes.get("reverse") else self.group
         self.cache: dict[int, list[ir.Value]] = {}
         self.source: Optional[ir.Value] = None    # the lane a register step shuffles from
-
-    def __len__(self) -> int:
-        return len(self.pre)
-
-    def __iter__(self):
-        return (self[r] for r in range(len(self.pre)))
 
     def __getitem__(self, r: int) -> list[ir.Value]:
         if r not in self.cache:
