@@ -80,9 +80,11 @@ def run_compiled(c: Case, gpu_name: str = "sm_90") -> Outcome:
     return diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays))
 
 
-def run_real_ptx(c: Case, real_tileiras: str, workdir: str, gpu_name: str = "sm_90") -> Outcome:
+def run_real_ptx(c: Case, real_tileiras: str, workdir: str, gpu_name: str = "sm_90",
+                 expect: Optional[str] = None) -> Outcome:
     """NVIDIA's tileiras compiles the case (its PTX from the cubin's ``.nv_debug_ptx_txt``);
-    the emulator runs that PTX: a third opinion next to the interpreter and our code."""
+    the emulator runs that PTX: a third opinion next to the interpreter and our code.
+    ``expect``: an instruction the PTX must contain (what the test means to exercise)."""
     import os
     import subprocess
 
@@ -96,4 +98,5 @@ def run_real_ptx(c: Case, real_tileiras: str, workdir: str, gpu_name: str = "sm_
                    capture_output=True)
     with open(out, "rb") as f:
         ptx = ptx_from_cubin(f.read())
+    assert expect is None or expect in ptx, f"NVIDIA's PTX has no {expect}"
     return diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), who="NVIDIA's")

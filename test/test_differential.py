@@ -52,9 +52,9 @@ def test_interpreter_matches_compiled(case, k, arch, bytecode_cache):
     assert problem is None, problem
 
 
-#: NVIDIA's PTX uses instructions the emulator does not model yet for the gemms (mma.sync,
-#: ldmatrix, cp.async); unchecked_bounds promises in-bounds accesses (inbounds=true), which
-#: random 100-element inputs break, so NVIDIA's unmasked loads leave the arrays.
+#: the gemms' tensor-core PTX is checked on its own below (test_real_tensor_core_ptx...);
+#: unchecked_bounds promises in-bounds accesses (inbounds=true), which random 100-element
+#: inputs break, so NVIDIA's unmasked loads leave the arrays.
 REAL_PTX_UNSUPPORTED = {"gemm", "gemm_epilogue", "batched_gemm", "int8_gemm", "fp8_gemm", "tf32_gemm",
                         "unchecked_bounds"}
 
@@ -75,4 +75,42 @@ def test_interpreter_matches_real_ptx(case, k, real_tileiras, tmp_path, bytecode
     entry = read_bytecode(data).functions[k].name
     c = Case(data, entry, make_inputs(case.params[k], np.random.default_rng(1), 100), GRID)
     problem = compare(run_interpreter(c), run_real_ptx(c, real_tileiras, str(tmp_path)))
+    assert problem is None, problem
+
+
+#: the gemm cases with the tensor-core instruction NVIDIA's tileiras gives each (mma.sync on
+#: sm_80 and sm_120, wgmma on sm_90 with its operands in swizzled shared memory, tcgen05 on
+#: sm_100 with its accumulator in tensor memory)
+REAL_TENSOR_CORE = [
+    ("gemm", "sm_90", "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"),
+    ("gemm_epilogue", "sm_90", "wgmma.mma_async.sync.aligned.m64n64k16.f16.f16.f16"),
+    ("fp8_gemm", "sm_90", "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"),
+    ("gemm", "sm_100", "tcgen05.mma.cta_group::1.kind::f16"),
+    ("gemm_epilogue", "sm_100", "tcgen05.ld.sync.aligned.16x32bx2.x16.pack::16b.b32"),
+    ("fp8_gemm", "sm_100", "tcgen05.mma.cta_group::1.kind::f8f6f4"),
+    ("gemm", "sm_80", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+    ("gemm", "sm_120", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+    ("batched_gemm", "sm_80", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+    ("gemm_epilogue", "sm_120", "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"),
+    ("tf32_gemm", "sm_80", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"),
+    ("int8_gemm", "sm_80", "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.u8.s32"),
+    ("fp8_gemm", "sm_120", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"),
+    ("mx_f4_gemm", "sm_120",
+     "mma.sync.aligned.kind::mxf4.block_scale.scale_vec::2X.m16n8k64.row.col.f32.e2m1.e2m1.f32.ue8m0"),
+]
+
+
+@pytest.mark.parametrize("name, arch, instruction", REAL_TENSOR_CORE,
+                         ids=[f"{n}-{a}" for n, a, _ in REAL_TENSOR_CORE])
+def test_real_tensor_core_ptx_matches_interpreter(name, arch, instruction, real_tileiras, tmp_path):
+    """NVIDIA's tensor-core PTX, emulated (mma.sync fragments, block scales, wgmma and
+    tcgen05 descriptors and swizzles, tensor memory), agrees with the interpreter: the
+    ground truth for our own tensor-core lowering."""
+    from differential import run_real_ptx
+
+    case = next(c for c in ALL_CASES if c.name == name)
+    data = export(case, arch=arch)
+    c = Case(data, read_bytecode(data).functions[0].name, make_inputs(case.params[0], np.random.default_rng(1), 100),
+             GRID)
+    problem = compare(run_interpreter(c), run_real_ptx(c, real_tileiras, str(tmp_path), arch, expect=instruction))
     assert problem is None, problem

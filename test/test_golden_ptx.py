@@ -34,14 +34,14 @@ from tileiras.tools import find_ptxas
 
 GOLDEN_DIR = Path(__file__).parent / "golden_ptx"
 
-#: Non-MMA kernels covering the op families: arithmetic, math, conversions, reductions,
-#: scans, control flow, persistent loops, gathers, atomics, shape ops, asserts, hints
-#: (clusters, occupancy), tuple parameters, PDL.
+#: Kernels covering the op families: arithmetic, math, conversions, reductions, scans,
+#: control flow, persistent loops, gathers, atomics, shape ops, asserts, hints (clusters,
+#: occupancy), tuple parameters, PDL, and a K-looped gemm on tensor cores (mma.sync).
 GOLDEN_KERNELS = (
     "float_arith", "half_arith", "int_arith_i64", "math_funcs", "conversions", "fp8_convert",
     "col_reductions", "scans", "softmax_rows", "while_break_continue", "persistent_tiles",
     "gather_scatter", "atomics", "reshape_permute", "debug_assert", "kernel_hints",
-    "tuple_params_v2", "pdl_chain",
+    "tuple_params_v2", "pdl_chain", "gemm",
 )
 MAX_DIFF_LINES = 200
 #: Text kernels (name -> Tile IR text), compiled for TEXT_ARCH only.

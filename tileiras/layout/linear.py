@@ -305,3 +305,30 @@ def sector_blocked(shape: Sequence[int], num_warps: int, vector: int, run: int, 
     spt = [1] * (rank - 1) + [min(high, regs // vector), vector]
     order = list(reversed(range(rank + 1)))
     return blocked(split, spt, *_fill_threads(split, spt, order, num_warps), order).reshape(shape)
+
+
+def mma_fragment(shape: Sequence[int], num_warps: int) -> LinearLayout:
+    """The accumulator layout of ``mma.sync.m16n8kK`` tiled over an ``M x N`` tile: lane
+    ``l`` of a 16x8 block holds row ``l / 4`` and ``l / 4 + 8``, columns ``2 (l % 4)`` and
+    the next (registers 0-3: (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)).  Warps split
+    the 16-row blocks first, then the 8-column ones; a warp's further blocks are its
+    registers, column blocks first, so block (i, j) of a warp is registers
+    ``4 (j + i * column_blocks)`` to ``+ 3``.  Warps beyond the blocks hold copies (zero
+    bases).  ``M`` a multiple of 16 and ``N`` of 8."""
+    m, n = shape
+    warp_bits = log2(num_warps)
+    m_bits, n_bits = log2(m // 16), log2(n // 8)
+    wm = min(warp_bits, m_bits)
+    wn = min(warp_bits - wm, n_bits)
+    regs = [(0, 1), (8, 0)] + [(0, 8 << (wn + j)) for j in range(n_bits - wn)] \
+        + [(16 << (wm + i), 0) for i in range(m_bits - wm)]
+    lanes = [(0, 2), (0, 4), (1, 0), (2, 0), (4, 0)]
+    warps = [(16 << i, 0) for i in range(wm)] + [(0, 8 << j) for j in range(wn)] \
+        + [(0, 0)] * (warp_bits - wm - wn)
+    return LinearLayout(((REG, tuple(regs)), (LANE, tuple(lanes)), (WARP, tuple(warps))), (m, n))
+
+
+def mma_blocks(layout: LinearLayout) -> tuple[int, int]:
+    """(16-row blocks, 8-column blocks) one warp holds in an ``mma_fragment`` layout."""
+    regs = layout.bases(REG)[2:]
+    return 1 << sum(1 for r in regs if r[0]), 1 << sum(1 for r in regs if r[1])

@@ -23,7 +23,7 @@ from typing import Callable, Optional
 
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
-from ..layout.linear import LANE, REG, WARP, LinearLayout, default_blocked, sector_blocked
+from ..layout.linear import LANE, REG, WARP, LinearLayout, default_blocked, mma_fragment, sector_blocked
 from ..record import field, record
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
@@ -69,6 +69,9 @@ class TileAS:
     recomputed: dict[tuple[Operation, int], dict[Value, LinearLayout]] = field(default_factory=dict)
     #: shapes of matrix multiply results: their tiles keep ``contiguous`` layouts (canonical)
     mma_shapes: frozenset = frozenset()
+    #: shapes of tensor-core matrix multiply results: their tiles take the MMA's fragment
+    #: layout (``tensor_core_layout``)
+    mma_layouts: dict = field(default_factory=dict)
     _users: Optional[dict[Value, list[Operation]]] = None
 
     @property
@@ -100,6 +103,8 @@ class TileAS:
         (flash_attention 64x64: 232 registers coalesced, 196 contiguous, NVIDIA 198)."""
         if not shape:
             return default_blocked(shape, self.num_warps)
+        if shape in self.mma_layouts:
+            return self.mma_layouts[shape]
         if shape in self.mma_shapes:
             return self.contiguous(shape)
         n = 1
@@ -329,6 +334,10 @@ def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[in
 def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int = 0) -> TileAS:
     tas = TileAS(aa, *choose_num_warps(aa, num_warps_hint, arch),
                  mma_shapes=frozenset(op.results[0].type.shape for op in aa.live_ops() if isinstance(op, MMA_OPS)))
+    for op in aa.live_ops():
+        layout = tensor_core_layout(op, arch, tas.num_warps)
+        if layout is not None:
+            tas.mma_layouts[layout.shape] = layout
     tas.pairs = plan_pairs(aa.function, ELEMENTWISE)
     for a in aa.function.entry_block.args:
         if is_tile(a):
@@ -724,6 +733,26 @@ def _print(tas: TileAS, op: Operation) -> None:
 
 
 MMA_OPS = (AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp)
+#: mmaf operand types that ``mma.sync.m16n8k16`` multiplies (sm_80 and later), and the
+#: accumulator types it can feed (sums in f32; an f16 accumulator rounds once at the end)
+TENSOR_CORE_OPERANDS = ("f16", "bf16")
+TENSOR_CORE_ACCUMULATORS = ("f32", "f16")
+
+
+def tensor_core_layout(op: Operation, arch: int, num_warps: int) -> Optional[LinearLayout]:
+    """The accumulator layout (``mma_fragment``) when ``op`` runs on tensor cores as
+    ``mma.sync.m16n8k16`` blocks: a 2-D mmaf of f16 or bf16 operands into f32 or f16, on
+    sm_80 and later, M, N and K multiples of 16, 8 and 16 (warps beyond the 16x8 blocks
+    hold copies); None when it stays on CUDA cores."""
+    if not isinstance(op, AR.MmaFOp) or arch < 80 or op.result.type.rank != 2:
+        return None
+    a, b, c = (T.element_type(v.type).name for v in op.operands[:3])
+    if a != b or a not in TENSOR_CORE_OPERANDS or c not in TENSOR_CORE_ACCUMULATORS or (a == "bf16" and c != "f32"):
+        return None
+    (m, n), k = op.result.type.shape, op.lhs.type.shape[-1]
+    if m % 16 or n % 8 or k % 16:
+        return None
+    return mma_fragment((m, n), num_warps)
 
 
 @layout_rule(*MMA_OPS)
