@@ -2,6 +2,8 @@
 registers in a thread, lanes by shuffles, warps through shared memory; the interpreter agrees."""
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,14 @@ from tileiras.pipeline import CompileOptions, compile_module
 from tileiras.text.parser import parse_module
 
 COMBINERS = {"addi": "i32", "maxi": "i32", "muli": "i32", "addf": "f32"}
+
+
+def entry_text(pointers: Sequence[str], elem: str, lines: Sequence[str]) -> str:
+    """A module of one entry @k(%<pointer>: ptr<elem> ..., %n: i32) whose body is ``lines``."""
+    params = "".join(f"%{name}: tile<ptr<{elem}>>, " for name in pointers)
+    return ("cuda_tile.module @kernels {\n"
+            f"  entry @k({params}%n: tile<i32>) {{\n"
+            + "".join(f"    {line}\n" for line in lines) + "  }\n}\n")
 
 
 def scan_kernel(rows: int, cols: int, dim: int, reverse: bool, combiner: str, scans: int = 1) -> str:
@@ -41,10 +51,7 @@ def scan_kernel(rows: int, cols: int, dim: int, reverse: bool, combiner: str, sc
                   "}"]
     lines += [f"%st = store_view_tko weak %s{scans}, %op[%bx, %c0] token = %tok : {tile}, {part}, tile<i32> -> token",
               "return"]
-    ptr = f"tile<ptr<{elem}>>"
-    return ("cuda_tile.module @kernels {\n"
-            f"  entry @k(%x: {ptr}, %o: {ptr}, %n: tile<i32>) {{\n"
-            + "".join(f"    {line}\n" for line in lines) + "  }\n}\n")
+    return entry_text("xo", elem, lines)
 
 
 def run(text: str, rows: int, cols: int, elem: str) -> None:
@@ -90,20 +97,32 @@ def test_layouts_that_mix_the_dim_scan_through_shared_memory():
     assert not scans_in_place(mixed, 0) and not scans_in_place(mixed, 1)
 
 
+def i32_views(rows: int, cols: int, names: str) -> tuple[str, str, list[str]]:
+    """The partition view and tile types of rows x cols i32 tiles, and the lines that open an
+    entry: a token, %c0, the block ids, a view %<name>q of each pointer in ``names``."""
+    view = f"tensor_view<?x{cols}xi32, strides=[{cols},1]>"
+    part = f"partition_view<tile=({rows}x{cols}), {view}>"
+    lines = ["%tok = make_token : token",
+             "%c0 = constant <i32: 0> : tile<i32>",
+             "%bx, %by, %bz = get_tile_block_id : tile<i32>"]
+    for name in names:
+        lines += [f"%{name}v = make_tensor_view %{name}, shape = [%n, {cols}], strides = [{cols}, 1] : "
+                  f"tile<i32> -> {view}",
+                  f"%{name}q = make_partition_view %{name}v : {part}"]
+    return part, f"tile<{rows}x{cols}xi32>", lines
+
+
+def i32_stores(part: str, tile: str, stored: Sequence[tuple[str, str]]) -> list[str]:
+    """Each (view name, value) of ``stored`` stored at the block's tile, then the return."""
+    return [f"%s{name} = store_view_tko weak {v}, %{name}q[%bx, %c0] token = %tok : {tile}, {part}, "
+            "tile<i32> -> token" for name, v in stored] + ["return"]
+
+
 def affine_scan_kernel(rows: int, cols: int, dim: int, reverse: bool) -> str:
     """Scans pairs (a, b), the maps x -> a*x + b, by composition: (a1, b1) then (a2, b2) is
     (a1*a2, b1*a2 + b2).  Associative but not commutative, so a scan that combines two
     blocks in the wrong order, or the wrong way round, gives other values."""
-    view = f"tensor_view<?x{cols}xi32, strides=[{cols},1]>"
-    part = f"partition_view<tile=({rows}x{cols}), {view}>"
-    tile = f"tile<{rows}x{cols}xi32>"
-    lines = ["%tok = make_token : token",
-             "%c0 = constant <i32: 0> : tile<i32>",
-             "%bx, %by, %bz = get_tile_block_id : tile<i32>"]
-    for name in ("x", "y", "o", "p"):
-        lines += [f"%{name}v = make_tensor_view %{name}, shape = [%n, {cols}], strides = [{cols}, 1] : "
-                  f"tile<i32> -> {view}",
-                  f"%{name}q = make_partition_view %{name}v : {part}"]
+    part, tile, lines = i32_views(rows, cols, "xyop")
     for name in ("x", "y"):
         lines.append(f"%{name}t, %{name}k = load_view_tko weak %{name}q[%bx, %c0] token = %tok : {part}, "
                      f"tile<i32> -> {tile}, token")
@@ -115,14 +134,7 @@ def affine_scan_kernel(rows: int, cols: int, dim: int, reverse: bool) -> str:
               "  %bb = addi %ba, %b2 : tile<i32>",
               "  yield %aa, %bb : tile<i32>, tile<i32>",
               "}"]
-    for name, v in (("o", "%a"), ("p", "%b")):
-        lines.append(f"%s{name} = store_view_tko weak {v}, %{name}q[%bx, %c0] token = %tok : {tile}, {part}, "
-                     "tile<i32> -> token")
-    lines.append("return")
-    ptr = "tile<ptr<i32>>"
-    return ("cuda_tile.module @kernels {\n"
-            f"  entry @k(%x: {ptr}, %y: {ptr}, %o: {ptr}, %p: {ptr}, %n: tile<i32>) {{\n"
-            + "".join(f"    {line}\n" for line in lines) + "  }\n}\n")
+    return entry_text("xyop", "i32", lines + i32_stores(part, tile, [("o", "%a"), ("p", "%b")]))
 
 
 def run_affine(text: str, rows: int, cols: int) -> None:
@@ -190,15 +202,7 @@ def test_the_cross_warp_step_writes_each_total_once_a_round(spans, barriers, sto
 def two_scans_kernel() -> str:
     """scans_builtin's shape: one 16x16 tile scanned along the row (adds, inside a warp)
     and, reversed, along the column (multiplies, across warps), each stored to its own view."""
-    view = "tensor_view<?x16xi32, strides=[16,1]>"
-    part = f"partition_view<tile=(16x16), {view}>"
-    tile = "tile<16x16xi32>"
-    lines = ["%tok = make_token : token",
-             "%c0 = constant <i32: 0> : tile<i32>",
-             "%bx, %by, %bz = get_tile_block_id : tile<i32>"]
-    for name in ("x", "o", "p"):
-        lines += [f"%{name}v = make_tensor_view %{name}, shape = [%n, 16], strides = [16, 1] : tile<i32> -> {view}",
-                  f"%{name}q = make_partition_view %{name}v : {part}"]
+    part, tile, lines = i32_views(16, 16, "xop")
     lines.append(f"%t, %k = load_view_tko weak %xq[%bx, %c0] token = %tok : {part}, tile<i32> -> {tile}, token")
     for name, dim, reverse, combiner, identity in (("s", 1, "false", "addi", 0), ("m", 0, "true", "muli", 1)):
         lines += [f"%{name} = scan %t dim={dim} reverse={reverse} identities=[{identity} : i32] : {tile} -> {tile}",
@@ -206,14 +210,7 @@ def two_scans_kernel() -> str:
                   f"  %{name}3 = {combiner} %{name}1, %{name}2 : tile<i32>",
                   f"  yield %{name}3 : tile<i32>",
                   "}"]
-    for name, v in (("o", "%s"), ("p", "%m")):
-        lines.append(f"%w{name} = store_view_tko weak {v}, %{name}q[%bx, %c0] token = %tok : {tile}, {part}, "
-                     "tile<i32> -> token")
-    lines.append("return")
-    ptr = "tile<ptr<i32>>"
-    return ("cuda_tile.module @kernels {\n"
-            f"  entry @k(%x: {ptr}, %o: {ptr}, %p: {ptr}, %n: tile<i32>) {{\n"
-            + "".join(f"    {line}\n" for line in lines) + "  }\n}\n")
+    return entry_text("xop", "i32", lines + i32_stores(part, tile, [("o", "%s"), ("p", "%m")]))
 
 
 def test_a_scan_is_stored_before_a_later_scan_crosses_warps():
