@@ -13,7 +13,8 @@ GPU moves sectors, so ``ours / nvidia`` total sectors is the memory traffic rati
 transactions; 4.0: four times the L1/L2 transactions for the same data).
 
 The emulator also counts executed thread-instructions (PTX, not SASS: a proxy for issue
-time).  A kernel is flagged SECTORS when ours moves more than 10% more sectors than NVIDIA's,
+time) and shared-memory wavefronts, with the bank conflicts among them (the wavefronts
+beyond each request's bytes over 128; ``traffic.py``).  A kernel is flagged SECTORS when ours moves more than 10% more sectors than NVIDIA's,
 INSTR when it executes more than 10% more instructions.  The table lists flagged kernels
 (every kernel with --all), then a summary.  A benchmark, not a test.
 
@@ -96,13 +97,22 @@ def instr_ratio(nv: EmulationResult, ours: EmulationResult) -> float:
     return ours.thread_instructions / max(nv.thread_instructions, 1)
 
 
+def shared_wavefronts(r: EmulationResult) -> int:
+    return r.traffic.shared_loads.wavefronts + r.traffic.shared_stores.wavefronts
+
+
+def shared_conflicts(r: EmulationResult) -> int:
+    return r.traffic.shared_loads.conflicts + r.traffic.shared_stores.conflicts
+
+
 def row(name: str, nv: EmulationResult, ours: EmulationResult, flag: str) -> str:
     r = ratio(nv, ours)
     spr = lambda c: f"{c.sectors_per_request:5.1f}"  # noqa: E731
     a, b = nv.traffic, ours.traffic
     return (f"{name[:46]:46s} {spr(a.loads)}/{spr(b.loads)}  {spr(a.stores)}/{spr(b.stores)}  "
             f"{sectors(nv):>8d}/{sectors(ours):<8d} {'-' if r is None else f'{r:5.2f}'}  "
-            f"{instr_ratio(nv, ours):6.2f}  {flag}")
+            f"{instr_ratio(nv, ours):6.2f}  {shared_wavefronts(nv):>7d}/{shared_wavefronts(ours):<7d} "
+            f"{shared_conflicts(nv):>6d}/{shared_conflicts(ours):<6d} {flag}")
 
 
 def geomean(values: list[float]) -> float:
@@ -119,7 +129,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     paths = opts.paths or [REPO.parent / "shared" / "corpus"]
     files = sorted(f for p in paths for f in (p.glob("*.tileir") if p.is_dir() else [p]))[::opts.every]
     files = [f for f in files if f.with_suffix(".ptx").exists()]
-    print(f"{'kernel':46s} {'ld sect/req':>12s}  {'st sect/req':>12s}  {'sectors nv/ours':>17s} ratio  instr")
+    print(f"{'kernel':46s} {'ld sect/req':>12s}  {'st sect/req':>12s}  {'sectors nv/ours':>17s} ratio  instr"
+          f"  {'smem wavefronts':>15s} {'conflicts':>13s}")
     ratios, instrs, flagged, slower, failed, tensor = [], [], 0, 0, [], []
     for f in files:
         try:

@@ -52,11 +52,9 @@ def test_interpreter_matches_compiled(case, k, arch, bytecode_cache):
     assert problem is None, problem
 
 
-#: the gemms' tensor-core PTX is checked on its own below (test_real_tensor_core_ptx...);
 #: unchecked_bounds promises in-bounds accesses (inbounds=true), which random 100-element
 #: inputs break, so NVIDIA's unmasked loads leave the arrays.
-REAL_PTX_UNSUPPORTED = {"gemm", "gemm_epilogue", "batched_gemm", "int8_gemm", "fp8_gemm", "tf32_gemm",
-                        "unchecked_bounds"}
+REAL_PTX_UNSUPPORTED = {"unchecked_bounds"}
 
 
 @pytest.mark.slow

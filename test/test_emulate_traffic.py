@@ -69,3 +69,80 @@ def test_inactive_threads_and_partial_warps():
 def test_off_by_default():
     assert launch(VADD, "k", (1,), [np.ones(4, np.float32)] * 3 + [4]).traffic is None
     assert Traffic().loads.efficiency == 1.0
+
+
+# -- shared memory: bank conflicts ------------------------------------------------------------
+def shared_kernel(access: str, stride_bytes: int, width: int = 4) -> str:
+    """Thread t stores then loads shared memory at t * stride_bytes (``access``: st/ld
+    suffix, e.g. ``b32`` or ``v4.b32``)."""
+    regs = "{%r6, %r7, %r8, %r9}" if access.startswith("v4") else "%r6"
+    return kernel(f"""
+mov.u32 %r4, %tid.x;
+mul.lo.s32 %r5, %r4, {stride_bytes};
+mov.u32 %r10, smem;
+add.s32 %r11, %r10, %r5;
+mov.u32 %r6, 0;
+mov.u32 %r7, 0;
+mov.u32 %r8, 0;
+mov.u32 %r9, 0;
+st.shared.{access} [%r11], {regs};
+ld.shared.{access} {regs}, [%r11];
+ret;
+""", "", directives=".reqntid 32", extra=".shared .align 16 .b8 smem[8192];\n")
+
+
+@pytest.mark.parametrize("stride, wavefronts", [(4, 1), (8, 2), (16, 4), (128, 32), (132, 1), (0, 1)])
+def test_shared_bank_conflicts(stride, wavefronts):
+    """32 threads, 4 bytes each: a stride of 2 words puts two threads' words in each used
+    bank (2 wavefronts), 32 words (128 bytes) all in one bank; 33 words is conflict-free,
+    and one word for every thread is a broadcast."""
+    t = launch(shared_kernel("b32", stride), "k", (1,), [], traffic=True).check().traffic
+    assert (t.shared_loads.requests, t.shared_stores.requests) == (1, 1)
+    assert t.shared_loads.wavefronts == t.shared_stores.wavefronts == wavefronts
+    assert t.shared_loads.ideal_wavefronts == 1
+    assert t.shared_loads.conflicts == wavefronts - 1
+    assert t.loads.requests == 0                       # global counts untouched
+
+
+def test_shared_vector_accesses_need_their_bytes_over_128():
+    t = launch(shared_kernel("v4.b32", 16), "k", (1,), [], traffic=True).check().traffic
+    assert (t.shared_loads.wavefronts, t.shared_loads.ideal_wavefronts) == (4, 4)
+    t = launch(shared_kernel("v4.b32", 32), "k", (1,), [], traffic=True).check().traffic
+    assert (t.shared_loads.wavefronts, t.shared_loads.ideal_wavefronts) == (8, 4)
+
+
+@pytest.mark.parametrize("pitch, wavefronts", [(64, 16), (80, 4), (128, 32)])
+def test_ldmatrix_rows_conflict_with_the_row_pitch(pitch, wavefronts):
+    """ldmatrix.x4 reads 32 rows of 16 bytes, ``pitch`` bytes apart (512 bytes: 4 passes
+    at best).  A 64-byte pitch (32 f16 a row) puts every other row in the same 4 banks
+    (16 rows a bank), a 128-byte one every row (32); 80 bytes spreads 8 rows over all 32
+    banks."""
+    body = f"""
+mov.u32 %r4, %tid.x;
+mul.lo.s32 %r5, %r4, {pitch};
+mov.u32 %r10, smem;
+add.s32 %r11, %r10, %r5;
+ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{%r6, %r7, %r8, %r9}}, [%r11];
+ret;
+"""
+    ptx = kernel(body, "", directives=".reqntid 32", extra=".shared .align 16 .b8 smem[8192];\n")
+    t = launch(ptx, "k", (1,), [], traffic=True).check().traffic
+    assert t.shared_loads.requests == 1
+    assert (t.shared_loads.wavefronts, t.shared_loads.ideal_wavefronts) == (wavefronts, 4)
+
+
+def test_multimem_reductions_count_as_stores():
+    """multimem.red moves its vector to memory like a store (it once failed to count)."""
+    body = """
+ld.param.b64 %rd1, [k_param_0];
+mov.u32 %r1, %tid.x;
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd3, %rd1, %rd2;
+multimem.red.relaxed.sys.global.add.u32 [%rd3], %r1;
+ret;
+"""
+    out = np.zeros(32, np.uint32)
+    t = launch(kernel(body, ".param .u64 k_param_0", directives=".reqntid 32"), "k", (1,), [out],
+               traffic=True).check().traffic
+    assert (t.stores.requests, t.stores.sectors, t.stores.bytes) == (1, 4, 128)
+    assert list(out[:4]) == [0, 1, 2, 3]

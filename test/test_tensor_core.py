@@ -1,5 +1,6 @@
-"""Matrix multiplies on tensor cores: ``mma.sync.m16n8k16`` for f16/bf16 mmaf on sm_80 and
-later (lower/tileas.tensor_core_layout, codegen/emit_mma._tensor_core_mma).
+"""Matrix multiplies on tensor cores: ``mma.sync.m16n8kK`` for f16, bf16, tf32 and 8-bit
+float mmaf and 8-bit integer mmai on sm_80 and later (lower/tileas.tensor_core_mma,
+codegen/emit_mma._tensor_core_mma).
 
 The accumulator takes the MMA fragment layout (layout/linear.mma_fragment); A and B go
 through shared memory and come back with ldmatrix.  Each kernel is checked against the
@@ -7,11 +8,11 @@ interpreter in the emulator, which runs ``mma.sync`` and ``ldmatrix`` as the PTX
 defines them (and as NVIDIA's own tensor-core PTX needs them: test_differential)."""
 from __future__ import annotations
 
-import re
-
+import numpy as np
 import pytest
 
 from tileiras import diffcheck
+from tileiras.emulate import launch
 from tileiras.layout.linear import mma_blocks, mma_fragment
 from tileiras.pipeline import CompileOptions, compile_module
 from tileiras.text.parser import parse_module
@@ -47,8 +48,13 @@ def test_warps_beyond_the_blocks_hold_copies():
 
 
 # -- code generation --------------------------------------------------------------------------
-def gemm_kernel(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", rank: int = 2) -> str:
-    """C[bx, by] = A[bx, :K] @ B[:K, by], zero-padded partial tiles."""
+def gemm_kernel(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", rank: int = 2, bt: str = "",
+                signs: str = "signed unsigned") -> str:
+    """C[bx, by] = A[bx, :K] @ B[:K, by], zero-padded partial tiles.  ``ab`` (and ``bt``
+    for B when it differs) names the operand type: tf32 operands are loaded as f32 and
+    converted, i8 ones multiply with mmai (``signs``)."""
+    bt = bt or ab
+
     def view(name: str, elem: str, tile: tuple[int, ...]) -> tuple[list[str], str, str]:
         dims = "x".join("?" * len(tile))
         tv = f"tensor_view<{dims}x{elem}, strides=[{','.join(['?'] * (len(tile) - 1) + ['1'])}]>"
@@ -60,24 +66,35 @@ def gemm_kernel(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", rank:
         return lines, pv, ", ".join([f"%{name}: tile<ptr<{elem}>>"]
                                     + [f"%{name}_d{i}: tile<i32>" for i in range(len(tile))]
                                     + [f"%{name}_s{i}: tile<i32>" for i in range(len(tile) - 1)])
+    stored = {"tf32": "f32"}
     batch = (1,) * (rank - 2)
-    a_lines, a_pv, a_args = view("a", ab, (*batch, m, k))
-    b_lines, b_pv, b_args = view("b", ab, (*batch, k, n))
+    a_lines, a_pv, a_args = view("a", stored.get(ab, ab), (*batch, m, k))
+    b_lines, b_pv, b_args = view("b", stored.get(bt, bt), (*batch, k, n))
     c_lines, c_pv, c_args = view("c", acc, (*batch, m, n))
     zeros = ", ".join(["%c0"] * (rank - 2))
     pre = zeros + ", " if zeros else ""
-    t = lambda *s: "x".join(map(str, s))   # noqa: E731
+    t = lambda *s: "x".join(map(str, s))
     idx = "tile<i32>" + ", tile<i32>" * (rank - 1)
+    ta, tb = f"tile<{t(*batch, m, k)}x{ab}>", f"tile<{t(*batch, k, n)}x{bt}>"
+    tc = f"tile<{t(*batch, m, n)}x{acc}>"
     body = a_lines + b_lines + c_lines + [
         "%tok = make_token : token",
         "%c0 = constant <i32: 0> : tile<i32>",
         "%bx, %by, %bz = get_tile_block_id : tile<i32>",
-        f"%ta, %t1 = load_view_tko weak %a_p[{pre}%bx, %c0] token = %tok : {a_pv}, {idx} -> tile<{t(*batch, m, k)}x{ab}>, token",
-        f"%tb, %t2 = load_view_tko weak %b_p[{pre}%c0, %by] token = %tok : {b_pv}, {idx} -> tile<{t(*batch, k, n)}x{ab}>, token",
-        f"%z = constant <{acc}: 0.5> : tile<{t(*batch, m, n)}x{acc}>",
-        f"%r = mmaf %ta, %tb, %z : tile<{t(*batch, m, k)}x{ab}>, tile<{t(*batch, k, n)}x{ab}>, tile<{t(*batch, m, n)}x{acc}>",
-        f"%st = store_view_tko weak %r, %c_p[{pre}%bx, %by] token = %tok : tile<{t(*batch, m, n)}x{acc}>, {c_pv}, {idx} -> token",
-        "return"]
+        (f"%la, %t1 = load_view_tko weak %a_p[{pre}%bx, %c0] token = %tok : {a_pv}, {idx} -> "
+         f"tile<{t(*batch, m, k)}x{stored.get(ab, ab)}>, token"),
+        (f"%lb, %t2 = load_view_tko weak %b_p[{pre}%c0, %by] token = %tok : {b_pv}, {idx} -> "
+         f"tile<{t(*batch, k, n)}x{stored.get(bt, bt)}>, token")]
+    lhs, rhs = "%la", "%lb"
+    if ab == "tf32":
+        body += [f"%ta = ftof %la : tile<{t(*batch, m, k)}xf32> -> {ta}", f"%tb = ftof %lb : tile<{t(*batch, k, n)}xf32> -> {tb}"]
+        lhs, rhs = "%ta", "%tb"
+    if ab == "i8":
+        body += [f"%z = constant <i32: 5> : {tc}", f"%r = mmai {lhs}, {rhs}, %z {signs} : {ta}, {tb}, {tc}"]
+    else:
+        body += [f"%z = constant <{acc}: 0.5> : {tc}", f"%r = mmaf {lhs}, {rhs}, %z : {ta}, {tb}, {tc}"]
+    body += [f"%st = store_view_tko weak %r, %c_p[{pre}%bx, %by] token = %tok : {tc}, {c_pv}, {idx} -> token",
+             "return"]
     return ("cuda_tile.module @kernels {\n"
             f"  entry @k({a_args}, {b_args}, {c_args}) {{\n" + "".join(f"    {x}\n" for x in body) + "  }\n}\n")
 
@@ -87,33 +104,49 @@ def ptx_of(text: str, arch: str = "sm_80") -> str:
 
 
 TENSOR_CORE_CASES = [
-    # (M, N, K, operands, accumulator)
-    (64, 64, 32, "f16", "f32"),
-    (32, 64, 64, "bf16", "f32"),
-    (64, 32, 16, "f16", "f16"),
-    (16, 16, 16, "f16", "f32"),        # fewer 16x8 blocks than warps: copies
-    (128, 16, 32, "bf16", "f32"),
+    # (gemm_kernel arguments, the mma.sync form, ldmatrix used for A / B)
+    ({"m": 64, "n": 64, "k": 32, "ab": "f16"}, "m16n8k16.row.col.f32.f16.f16.f32", (True, True)),
+    ({"m": 32, "n": 64, "k": 64, "ab": "bf16"}, "m16n8k16.row.col.f32.bf16.bf16.f32", (True, True)),
+    ({"m": 64, "n": 32, "k": 16, "ab": "f16", "acc": "f16"}, "m16n8k16.row.col.f32.f16.f16.f32", (True, True)),
+    ({"m": 16, "n": 16, "k": 16, "ab": "f16"}, "m16n8k16.row.col.f32.f16.f16.f32", (True, True)),  # warp copies
+    ({"m": 128, "n": 16, "k": 32, "ab": "bf16"}, "m16n8k16.row.col.f32.bf16.bf16.f32", (True, True)),
+    ({"m": 32, "n": 32, "k": 16, "ab": "tf32"}, "m16n8k8.row.col.f32.tf32.tf32.f32", (False, False)),
+    ({"m": 32, "n": 64, "k": 64, "ab": "i8", "acc": "i32"}, "m16n8k32.row.col.s32.s8.u8.s32", (True, False)),
+    ({"m": 64, "n": 32, "k": 32, "ab": "i8", "acc": "i32", "signs": "unsigned signed"},
+     "m16n8k32.row.col.s32.u8.s8.s32", (True, False)),
+    ({"m": 64, "n": 64, "k": 64, "ab": "f8E4M3FN", "bt": "f8E5M2"}, "m16n8k32.row.col.f32.e4m3.e5m2.f32",
+     (True, False)),
 ]
+CASE_IDS = [f"{c['m']}x{c['n']}x{c['k']}-{c['ab']}{c.get('bt', '')}-{c.get('acc', 'f32')}{c.get('signs', '')}"
+            .replace(" ", "_") for c, _, _ in TENSOR_CORE_CASES]
 
 
-@pytest.mark.parametrize("m, n, k, ab, acc", TENSOR_CORE_CASES)
-def test_tensor_core_gemm_uses_mma_sync(m, n, k, ab, acc):
-    ptx = ptx_of(gemm_kernel(m, n, k, ab, acc))
-    blocks = (m // 16) * (n // 8)
-    mmas = re.findall(rf"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.{ab}\.{ab}\.f32", ptx)
-    # every warp runs its blocks for each 16-deep step of K (loops may be unrolled)
-    assert len(mmas) >= max(1, blocks // 4)
-    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
-    assert "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16" in ptx
+def arch_for(case: dict) -> str:
+    return "sm_90" if case["ab"].startswith("f8") else "sm_80"      # 8-bit float mma: sm_89+
+
+
+@pytest.mark.parametrize("case, form, ldmatrix", TENSOR_CORE_CASES, ids=CASE_IDS)
+def test_tensor_core_gemm_uses_mma_sync(case, form, ldmatrix):
+    ptx = ptx_of(gemm_kernel(**case), arch_for(case))
+    assert f"mma.sync.aligned.{form} " in ptx
+    assert ("ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx) == ldmatrix[0]
+    assert ("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16" in ptx) == ldmatrix[1]
     assert "fma.rn.f32" not in ptx
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_100", "sm_120"])
-@pytest.mark.parametrize("m, n, k, ab, acc", TENSOR_CORE_CASES)
-def test_tensor_core_gemm_matches_interpreter(m, n, k, ab, acc, arch):
-    module = parse_module(gemm_kernel(m, n, k, ab, acc), "k.mlir")
+@pytest.mark.parametrize("case, form, ldmatrix", TENSOR_CORE_CASES, ids=CASE_IDS)
+def test_tensor_core_gemm_matches_interpreter(case, form, ldmatrix, arch):
+    if arch == "sm_80" and case["ab"].startswith("f8"):
+        pytest.skip("8-bit float mma needs sm_89")
+    module = parse_module(gemm_kernel(**case), "k.mlir")
     reports = diffcheck.check_module(module, arch, grid=(2, 2, 1), extent=100)
     assert [r.problem for r in reports] == [None]
+
+
+def test_8bit_floats_stay_on_cuda_cores_below_sm_89():
+    ptx = ptx_of(gemm_kernel(64, 64, 64, "f8E4M3FN"), "sm_80")
+    assert "mma.sync" not in ptx and "fma.rn.f32" in ptx
 
 
 @pytest.mark.parametrize("case", [
@@ -130,3 +163,16 @@ def test_other_matrix_multiplies_stay_on_cuda_cores(case):
 def test_cuda_core_fallback_still_matches_interpreter():
     module = parse_module(gemm_kernel(64, 64, 8, "f16", "f32"), "k.mlir")
     assert [r.problem for r in diffcheck.check_module(module, "sm_80", grid=(2, 2, 1), extent=100)] == [None]
+
+
+@pytest.mark.parametrize("case, form, ldmatrix", TENSOR_CORE_CASES, ids=CASE_IDS)
+def test_fragment_loads_have_no_bank_conflicts(case, form, ldmatrix):
+    """The staged rows are padded (tileas.mma_staging_pitches) so that the fragment loads
+    (ldmatrix phases, tf32 words, 8-bit B bytes) meet no shared-memory bank twice; the
+    emulator counts the wavefronts each warp's request takes."""
+    module = parse_module(gemm_kernel(**case), "k.mlir")
+    fn = module.functions[0]
+    args = diffcheck.synthesize_args(fn, np.random.default_rng(1), 128)
+    ptx = diffcheck.compile_ptx(module, arch_for(case))
+    shared = launch(ptx, fn.name, (1, 1, 1), args, traffic=True).check().traffic.shared_loads
+    assert shared.requests > 0 and shared.conflicts == 0

@@ -17,8 +17,8 @@ from llvmlite import ir
 from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation
-from ..layout.linear import mma_blocks
-from ..lower.tileas import element_bytes
+from ..layout.linear import LinearLayout, mma_blocks
+from ..lower.tileas import element_bytes, mma_staging_pitches, tensor_core_mma
 from ..tile import ops_arith as AR
 from ..tile.enums import Signedness
 from . import intrinsics as X
@@ -73,7 +73,7 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
     b = em.b
     a_t, b_t, c_t = (v.type for v in op.operands[:3])
     lhs, rhs, acc = (em.tile(op, i) for i in range(3))
-    if isinstance(op, AR.MmaFOp) and em.tas.mma_layouts.get(tuple(c_t.shape)) == acc.layout:
+    if em.tas.mma_layouts.get(tuple(c_t.shape)) == acc.layout and tensor_core_mma(op, em.target.arch):
         _tensor_core_mma(em, op, lhs, rhs, acc)
         return
     rank = c_t.rank
@@ -134,57 +134,105 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
 
 
 def _tensor_core_mma(em: KernelEmitter, op: Operation, lhs: TileVal, rhs: TileVal, acc: TileVal) -> None:
-    """C += A @ B with ``mma.sync.aligned.m16n8k16`` (f16 or bf16 operands, f32 sums):
-    A and B are staged in shared memory row-major and their fragments read with
-    ``ldmatrix`` (B's transposed on the way); then, per
-    16-deep step of K, every warp multiplies the 16x8 blocks of the accumulator it holds
-    (``mma_fragment``: registers ``4 (j + i * column_blocks)`` are block (i, j)).  An f16
-    accumulator is summed in f32 and rounded once, as on CUDA cores."""
+    """C += A @ B with ``mma.sync.aligned.m16n8kK`` (``tileas.tensor_core_mma``): A and B
+    are staged in shared memory row-major, rows padded (``tileas.mma_staging_pitches``)
+    against bank conflicts; then, per K-step of the instruction, every
+    warp multiplies the 16x8 blocks of the accumulator it holds (``mma_fragment``:
+    registers ``4 (j + i * column_blocks)`` are block (i, j)), A's fragments for all its
+    row blocks first, then one column block's B at a time, so few fragment registers are
+    live beside the accumulators.  Fragment addresses are two per-thread bases plus
+    constants (``TensorCoreOperands``).  Float sums are f32 (an f16 accumulator rounds
+    once at the end, as on CUDA cores); integer sums are i32."""
     b = em.b
     a_t, b_t, c_t = (v.type for v in op.operands[:3])
-    n, k = c_t.shape[1], a_t.shape[-1]
-    kind = T.element_type(a_t).name
-    a_bytes = element_bytes(a_t) * a_t.num_elements
+    form = tensor_core_mma(op, em.target.arch)
+    a_pitch, b_pitch = mma_staging_pitches(op)
+    a_bytes = element_bytes(a_t) * a_t.shape[0] * a_pitch
     X.barrier(b)
-    _spill(em, lhs, a_t)
-    _spill(em, rhs, b_t, offset=a_bytes)
+    _spill(em, lhs, a_t, place=lambda c: b.add(b.mul(c[0], ir.Constant(I32, a_pitch)), c[1]))
+    _spill(em, rhs, b_t, offset=a_bytes, place=lambda c: b.add(b.mul(c[0], ir.Constant(I32, b_pitch)), c[1]))
     X.barrier(b)
-    rows_blocks, cols_blocks = mma_blocks(acc.layout)
-    g = b.lshr(em.lane, ir.Constant(I32, 2))
-    two_t = b.shl(b.and_(em.lane, ir.Constant(I32, 3)), ir.Constant(I32, 1))
-    # this thread's first A row and B column (block 0): (g, 2t) of its first 16x8 block;
-    # the other blocks are at constant offsets, so every fragment is one shared load at
-    # a constant offset from two base indices
-    row0, col0 = em.coords(acc.layout, 0)
-    k_const = ir.Constant(I32, k)
-    # ldmatrix rows of A: lane l gives row l % 16 of its block, K columns 8 (l / 16) on
-    lane = em.lane
-    a_row = b.add(b.sub(row0, g), b.and_(lane, ir.Constant(I32, 15)))
-    a_base = b.add(b.mul(a_row, k_const), b.shl(b.lshr(lane, ir.Constant(I32, 4)), ir.Constant(I32, 3)))
-    # ldmatrix.trans rows of B: lane l (< 16) gives K row l of the 16 at its block's columns
-    b_base = b.add(b.mul(b.and_(em.lane, ir.Constant(I32, 15)), ir.Constant(I32, n)), b.sub(col0, two_t))
-    row_offsets = [acc.layout.apply(reg=4 * cols_blocks * i)[0] for i in range(rows_blocks)]
-    col_offsets = [acc.layout.apply(reg=4 * j)[1] for j in range(cols_blocks)]
-    f32 = ir.FloatType()
+    operands = TensorCoreOperands(em, form, acc.layout, a_pitch, b_pitch, a_bytes)
+    sum_ty = I32 if form.integer else ir.FloatType()
     out_ty = acc.regs[0].type
-    sums = [v if v.type == f32 else b.fpext(v, f32) for v in acc.regs]
+    sums = [v if v.type == sum_ty else b.fpext(v, sum_ty) for v in acc.regs]
 
     def step(k0: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
-        a_k, b_k = b.add(a_base, k0), b.add(b_base, b.mul(k0, ir.Constant(I32, n)))
-
-        # A's fragments for every row block, then one column block's B at a time: few
-        # fragment registers are live beside the accumulators
-        a_frags = [ldmatrix(b, em.smem_slot(b.add(a_k, ir.Constant(I32, r * k)), 2), 4) for r in row_offsets]
+        a_frags = operands.a_fragments(k0)
         out = list(sums)
-        for j, c in enumerate(col_offsets):
-            b_frag = ldmatrix(b, em.smem_slot(b.add(b_k, ir.Constant(I32, c)), 2, a_bytes), 2, trans=True)
+        for j in range(operands.cols_blocks):
+            b_frag = operands.b_fragment(k0, j)
             for i, a_frag in enumerate(a_frags):
-                base = 4 * (j + cols_blocks * i)
-                out[base:base + 4] = mma_m16n8k16(b, kind, a_frag, b_frag, out[base:base + 4])
+                base = 4 * (j + operands.cols_blocks * i)
+                out[base:base + 4] = mma_sync(b, form, a_frag, b_frag, out[base:base + 4])
         return out
 
-    sums = counted_loop(em, "mma.k", k, 16, sums, step)
+    sums = counted_loop(em, "mma.k", a_t.shape[-1], form.k, sums, step)  # K, not the pitch
     em.put(op.result, TileVal(acc.layout, [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in sums]))
+
+
+class TensorCoreOperands:
+    """Where this thread's mma fragments sit in the row-major A (M x K) and B (K x N)
+    that ``_tensor_core_mma`` staged in shared memory, rows ``k`` and ``n`` elements apart
+    (the padded pitches), as the PTX ISA fragment tables place them:
+
+    * 16- and 8-bit A: ``ldmatrix.x4``, lane l pointing at row l % 16 of its row block and
+      16 bytes further along K for l >= 16 (8-bit elements are pairs of bytes to ldmatrix);
+    * 16-bit B: ``ldmatrix.x2.trans`` from 16 K rows (lanes 0-15) at the block's columns;
+    * 32-bit (tf32) A and B: one 32-bit load a register;
+    * 8-bit B: four byte loads from consecutive K rows a register, packed low byte first."""
+
+    def __init__(self, em: KernelEmitter, form, layout: LinearLayout, k: int, n: int, b_offset: int):
+        self.em, self.form, self.k, self.n, self.b_offset = em, form, k, n, b_offset
+        b = em.b
+        self.esize = form.bits // 8
+        self.rows_blocks, self.cols_blocks = mma_blocks(layout)
+        lane = em.lane
+        g = b.lshr(lane, ir.Constant(I32, 2))
+        t = b.and_(lane, ir.Constant(I32, 3))
+        row0, col0 = em.coords(layout, 0)              # (g, 2t) of the thread's first block
+        block_row = b.sub(row0, g)
+        block_col = b.sub(col0, b.shl(t, ir.Constant(I32, 1)))
+        if form.bits == 32:
+            self.a_base = b.add(b.mul(row0, ir.Constant(I32, k)), t)
+            self.b_base = b.add(b.mul(t, ir.Constant(I32, n)), b.add(block_col, g))
+        else:
+            a_row = b.add(block_row, b.and_(lane, ir.Constant(I32, 15)))
+            half = b.mul(b.lshr(lane, ir.Constant(I32, 4)), ir.Constant(I32, 16 // self.esize))
+            self.a_base = b.add(b.mul(a_row, ir.Constant(I32, k)), half)
+            b_row = b.and_(lane, ir.Constant(I32, 15)) if form.bits == 16 else b.shl(t, ir.Constant(I32, 2))
+            b_col = block_col if form.bits == 16 else b.add(block_col, g)
+            self.b_base = b.add(b.mul(b_row, ir.Constant(I32, n)), b_col)
+        self.row_offsets = [layout.apply(reg=4 * self.cols_blocks * i)[0] for i in range(self.rows_blocks)]
+        self.col_offsets = [layout.apply(reg=4 * j)[1] for j in range(self.cols_blocks)]
+
+    def _slot(self, base: ir.Value, offset: int, byte_base: int, esize: int) -> ir.Value:
+        b = self.em.b
+        return self.em.smem_slot(b.add(base, ir.Constant(I32, offset)), esize, byte_base)
+
+    def a_fragments(self, k0: ir.Value) -> list[list[ir.Value]]:
+        b, k = self.em.b, self.k
+        base = b.add(self.a_base, k0)
+        if self.form.bits == 32:
+            return [[b.load(self._slot(base, (r + 8 * (q % 2)) * k + 4 * (q // 2), 0, 4), typ=I32)
+                     for q in range(4)] for r in self.row_offsets]
+        return [ldmatrix(b, self._slot(base, r * k, 0, self.esize), 4) for r in self.row_offsets]
+
+    def b_fragment(self, k0: ir.Value, j: int) -> list[ir.Value]:
+        b, n, c = self.em.b, self.n, self.col_offsets[j]
+        base = b.add(self.b_base, b.mul(k0, ir.Constant(I32, n)))
+        if self.form.bits == 16:
+            return ldmatrix(b, self._slot(base, c, self.b_offset, 2), 2, trans=True)
+        if self.form.bits == 32:
+            return [b.load(self._slot(base, c + 4 * q * n, self.b_offset, 4), typ=I32) for q in range(2)]
+        regs = []
+        for q in range(2):
+            word: ir.Value = ir.Constant(I32, 0)
+            for e in range(4):
+                byte = b.load(self._slot(base, c + (16 * q + e) * n, self.b_offset, 1), typ=ir.IntType(8))
+                word = b.or_(word, b.shl(b.zext(byte, I32), ir.Constant(I32, 8 * e)))
+            regs.append(word)
+        return regs
 
 
 def counted_loop(em: KernelEmitter, name: str, stop: int, stride: int, init: list[ir.Value],
@@ -230,12 +278,13 @@ def ldmatrix(b: ir.IRBuilder, row: ir.Value, count: int, trans: bool = False) ->
     return [b.extract_value(result, q) for q in range(count)]
 
 
-def mma_m16n8k16(b: ir.IRBuilder, kind: str, a: list[ir.Value], bb: list[ir.Value], c: list[ir.Value]) -> list[ir.Value]:
-    """One ``mma.sync.aligned.m16n8k16.row.col.f32.<kind>.<kind>.f32``: D = A B + C for a
-    warp, four A and two B registers (two elements each) and four f32 accumulators a
-    thread; C is tied to D, so the accumulators stay in their registers."""
-    f32 = ir.FloatType()
-    text = (f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 "
-            "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$0, $1, $2, $3};")
-    result = X.asm(b, ir.LiteralStructType([f32] * 4), text, "=f,=f,=f,=f,r,r,r,r,r,r,0,1,2,3", [*a, *bb, *c])
+def mma_sync(b: ir.IRBuilder, form, a: list[ir.Value], bb: list[ir.Value], c: list[ir.Value]) -> list[ir.Value]:
+    """One ``mma.sync`` of ``form`` (``tileas.TensorCoreMma``): D = A B + C for a warp,
+    four A and two B registers and four accumulators a thread; C is tied to D, so the
+    accumulators stay in their registers."""
+    ty = I32 if form.integer else ir.FloatType()
+    reg = "r" if form.integer else "f"
+    text = f"{form.opcode} {{$0, $1, $2, $3}}, {{$4, $5, $6, $7}}, {{$8, $9}}, {{$0, $1, $2, $3}};"
+    result = X.asm(b, ir.LiteralStructType([ty] * 4), text, ",".join([f"={reg}"] * 4 + ["r"] * 6 + ["0", "1", "2", "3"]),
+                   [*a, *bb, *c])
     return [b.extract_value(result, e) for e in range(4)]

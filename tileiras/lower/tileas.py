@@ -29,7 +29,7 @@ from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
-from ..tile.enums import MemoryOrderingSemantics
+from ..tile.enums import MemoryOrderingSemantics, Signedness
 from .subbyte import holds_pairs, is_subbyte, plan_pairs, unit_dim
 from .tileaa import TileAA, unpairable
 
@@ -733,26 +733,80 @@ def _print(tas: TileAS, op: Operation) -> None:
 
 
 MMA_OPS = (AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp)
-#: mmaf operand types that ``mma.sync.m16n8k16`` multiplies (sm_80 and later), and the
-#: accumulator types it can feed (sums in f32; an f16 accumulator rounds once at the end)
-TENSOR_CORE_OPERANDS = ("f16", "bf16")
-TENSOR_CORE_ACCUMULATORS = ("f32", "f16")
+@record(frozen=True)
+class TensorCoreMma:
+    """One ``mma.sync.aligned.m16n8kK.row.col`` form: its type suffix (``f32.f16.f16.f32``),
+    K per instruction, the operands' element bits and the accumulator kind."""
+    types: str
+    k: int
+    bits: int
+    integer: bool
+
+    @property
+    def opcode(self) -> str:
+        return f"mma.sync.aligned.m16n8k{self.k}.row.col.{self.types}"
+
+
+#: mma.sync operand formats per Tile IR element type: (PTX name, bits, K, lowest arch)
+MMA_SYNC_FORMATS = {"f16": ("f16", 16, 16, 80), "bf16": ("bf16", 16, 16, 80), "tf32": ("tf32", 32, 8, 80),
+                    "f8E4M3FN": ("e4m3", 8, 32, 89), "f8E5M2": ("e5m2", 8, 32, 89)}
+
+
+def tensor_core_mma(op: Operation, arch: int) -> Optional[TensorCoreMma]:
+    """The ``mma.sync`` form a 2-D matrix multiply runs as on tensor cores, or None (CUDA
+    cores): mmaf of f16, bf16 (f32 sums), tf32 or 8-bit floats (sm_89+; e4m3 and e5m2 may
+    mix) and mmai of 8-bit integers, M, N and K multiples of 16, 8 and the instruction's K.
+    Float sums are f32 and an f16 accumulator rounds once at the end, as on CUDA cores;
+    integer sums wrap (NVIDIA's tileiras saturates them, ``.satfinite``; the two differ
+    only past 2^31)."""
+    if not isinstance(op, (AR.MmaFOp, AR.MmaIOp)) or arch < 80 or op.result.type.rank != 2:
+        return None
+    a, b, c = (T.element_type(v.type).name for v in op.operands[:3])
+    (m, n), k = op.result.type.shape, op.lhs.type.shape[-1]
+    if isinstance(op, AR.MmaIOp):
+        if (a, b, c) != ("i8", "i8", "i32"):
+            return None
+        sign = {Signedness.SIGNED: "s8", Signedness.UNSIGNED: "u8"}
+        types = f"s32.{sign[op.signedness_lhs]}.{sign[op.signedness_rhs]}.s32"
+        form = TensorCoreMma(types, 32, 8, True)
+    else:
+        fa, fb = MMA_SYNC_FORMATS.get(a), MMA_SYNC_FORMATS.get(b)
+        if fa is None or fb is None or fa[1:] != fb[1:] or (fa[1] == 16 and a != b) or arch < fa[3]:
+            return None
+        if c not in ("f32", "f16") or (c == "f16" and a != "f16" and fa[1] != 8):
+            return None
+        form = TensorCoreMma(f"f32.{fa[0]}.{fb[0]}.f32", fa[2], fa[1], False)
+    if m % 16 or n % 8 or k % form.k:
+        return None
+    return form
+
+
+#: bytes each row of a tensor-core operand staged in shared memory is padded by: the rows an
+#: ldmatrix phase (8 rows of 16 bytes) or a fragment load reads then start in different
+#: banks (a 64-byte row pitch would put every other row in the same 4 banks)
+MMA_ROW_PAD = 16
+
+
+def mma_staging_pitches(op: Operation) -> tuple[int, int]:
+    """Row pitches, in elements, of A (M x K) and B (K x N) staged in shared memory for a
+    tensor-core matrix multiply, each row padded by ``MMA_ROW_PAD`` bytes, except B's where
+    its fragments read other rows (emit_mma.TensorCoreOperands): an 8-bit B's by 4 bytes
+    (bytes of rows 4t + e, t = 0..3, which 16 bytes would put in the same banks two by
+    two), a 32-bit B's to a pitch of 8 words mod 32 (words of rows t, t = 0..3, at the
+    columns of 8 lanes)."""
+    size = element_bytes(op.lhs.type)
+    n = op.rhs.type.shape[-1]
+    b_pad = {1: 4, 4: 4 * ((8 - n) % 32)}.get(size, MMA_ROW_PAD)
+    return op.lhs.type.shape[-1] + MMA_ROW_PAD // size, n + b_pad // size
 
 
 def tensor_core_layout(op: Operation, arch: int, num_warps: int) -> Optional[LinearLayout]:
-    """The accumulator layout (``mma_fragment``) when ``op`` runs on tensor cores as
-    ``mma.sync.m16n8k16`` blocks: a 2-D mmaf of f16 or bf16 operands into f32 or f16, on
-    sm_80 and later, M, N and K multiples of 16, 8 and 16 (warps beyond the 16x8 blocks
-    hold copies); None when it stays on CUDA cores."""
-    if not isinstance(op, AR.MmaFOp) or arch < 80 or op.result.type.rank != 2:
+    """The accumulator layout (``mma_fragment``) when ``op`` runs on tensor cores
+    (``tensor_core_mma``; warps beyond the 16x8 blocks hold copies); None when it stays
+    on CUDA cores."""
+    if tensor_core_mma(op, arch) is None:
         return None
-    a, b, c = (T.element_type(v.type).name for v in op.operands[:3])
-    if a != b or a not in TENSOR_CORE_OPERANDS or c not in TENSOR_CORE_ACCUMULATORS or (a == "bf16" and c != "f32"):
-        return None
-    (m, n), k = op.result.type.shape, op.lhs.type.shape[-1]
-    if m % 16 or n % 8 or k % 16:
-        return None
-    return mma_fragment((m, n), num_warps)
+    return mma_fragment(op.result.type.shape, num_warps)
 
 
 @layout_rule(*MMA_OPS)
@@ -761,6 +815,11 @@ def _mma(tas: TileAS, op: Operation) -> None:
     their block scales) are staged in shared memory."""
     staged = [v for i, v in enumerate(op.operands) if i != 2]
     tas.layouts[op.result] = tas.layouts[op.operands[2]]
+    if tuple(op.result.type.shape) in tas.mma_layouts:      # padded rows for tensor cores
+        a_pitch, b_pitch = mma_staging_pitches(op)
+        rows = op.lhs.type.shape[-2] * a_pitch + op.rhs.type.shape[-2] * b_pitch
+        _need_scratch(tas, op, rows * element_bytes(op.lhs.type))
+        return
     _need_scratch(tas, op, sum(v.type.num_elements * element_bytes(v.type) for v in staged))
 
 

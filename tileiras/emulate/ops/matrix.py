@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..memory import SHARED_OFFSET_MASK
 from ..operands import reader, vector_items, writer
 from ..ptxtypes import ptx_type
 from ..registry import UnsupportedInstruction, handles
@@ -45,6 +46,17 @@ def element_addresses(m, tids, addr_r, matrix: int, trans: bool) -> list[tuple[n
     return [(rows[first + 2 * (lane % 4) + k] + column, 2) for k in (0, 1)]
 
 
+def count_rows(m, tids, addr_r, space: str, count: int, store: bool) -> None:
+    """Shared-memory traffic of an ldmatrix/stmatrix: the 16-byte rows lanes 0 to 8 count - 1
+    point at."""
+    if m.launch.traffic is None or space != "shared":
+        return
+    rows = np.broadcast_to(np.asarray(addr_r(m, slice(None)), np.uint64), (m.n,))[tids]
+    lanes = m.linear_tid[tids] % 32 < 8 * count
+    offsets = (rows & np.uint64(SHARED_OFFSET_MASK)).astype(np.int64)
+    m.launch.traffic.record_shared(tids[lanes], offsets[lanes], 16, store=store)
+
+
 @handles("ldmatrix")
 def compile_ldmatrix(ctx, ins):
     addr_r, space, regs, trans = matrix_operands(ctx, ins, ins.operands[1], ins.operands[0])
@@ -52,6 +64,7 @@ def compile_ldmatrix(ctx, ins):
 
     def run(m, idx):
         tids = thread_ids(m, idx)
+        count_rows(m, tids, addr_r, space, len(writers), store=False)
         for i, write in enumerate(writers):
             value = np.zeros(len(tids), np.uint32)
             for k, (addr, width) in enumerate(element_addresses(m, tids, addr_r, i, trans)):
@@ -67,6 +80,7 @@ def compile_stmatrix(ctx, ins):
 
     def run(m, idx):
         tids = thread_ids(m, idx)
+        count_rows(m, tids, addr_r, space, len(readers), store=True)
         for i, read in enumerate(readers):
             value = np.broadcast_to(np.asarray(read(m, idx), np.uint32), tids.shape)
             for k, (addr, width) in enumerate(element_addresses(m, tids, addr_r, i, trans)):

@@ -149,6 +149,15 @@ def vec_count(parts: list[str]) -> int:
     return 1
 
 
+def count_traffic(m, idx, addr, nbytes: int, space: str, store: bool) -> None:
+    """Global accesses in sectors, shared ones (within the CTA's window) in wavefronts."""
+    if space == "global":
+        m.launch.traffic.record(thread_ids(m, idx), addr, nbytes, store=store)
+    elif space == "shared":
+        offsets = np.asarray(addr, np.uint64) & np.uint64(SHARED_OFFSET_MASK)
+        m.launch.traffic.record_shared(thread_ids(m, idx), offsets.astype(np.int64), nbytes, store=store)
+
+
 @handles("ld", "ldu")
 def compile_ld(ctx, ins):
     ty = type_of(ins.parts)
@@ -165,8 +174,8 @@ def compile_ld(ctx, ins):
 
     def run(m, idx):
         addr = addr_r(m, idx)
-        if m.launch.traffic is not None and space == "global":
-            m.launch.traffic.record(thread_ids(m, idx), addr, width * vec, store=False)
+        if m.launch.traffic is not None:
+            count_traffic(m, idx, addr, width * vec, space, store=False)
         for k, w in enumerate(writers):
             raw = read_memory(m, idx, addr + step * np.uint64(k) if k else addr, width, space)
             w(m, idx, raw.view(ty.dtype) if raw.dtype != ty.dtype else raw)
@@ -185,8 +194,8 @@ def compile_st(ctx, ins):
 
     def run(m, idx):
         addr = addr_r(m, idx)
-        if m.launch.traffic is not None and space == "global":
-            m.launch.traffic.record(thread_ids(m, idx), addr, width * len(readers), store=True)
+        if m.launch.traffic is not None:
+            count_traffic(m, idx, addr, width * len(readers), space, store=True)
         for k, r in enumerate(readers):
             v = np.asarray(r(m, idx))
             v = v.view(raw_t) if v.dtype != raw_t else v
@@ -305,8 +314,8 @@ def compile_multimem(ctx, ins):
 
     def run(m, idx):
         addr = addr_r(m, idx)
-        if m.launch.traffic is not None and space == "global":
-            m.launch.traffic.record(thread_ids(m, idx), addr, width * len(readers), store=True)
+        if m.launch.traffic is not None:
+            count_traffic(m, idx, addr, int(step) * len(readers), space, store=True)
         for k, r in enumerate(readers):
             atomic(m, idx, addr + step * np.uint64(k) if k else addr, space, ty, op, r(m, idx), None)
     return run
