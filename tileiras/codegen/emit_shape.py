@@ -149,20 +149,23 @@ def _combine(em: KernelEmitter, block: Block, lhs: Sequence[ir.Value], rhs: Sequ
     return inline_combiner(em, block, args)
 
 
-def _shuffle(em: KernelEmitter, v: ir.Value, mask: int) -> ir.Value:
-    """Butterfly shuffle of any scalar of at most 64 bits."""
+def _shuffle(em: KernelEmitter, v: ir.Value, mask: int, mode: str = "bfly",
+             lane: Optional[ir.Value] = None) -> ir.Value:
+    """Shuffle of any scalar of at most 64 bits: butterfly over ``mask``, or another
+    ``X.shfl_sync`` mode with ``lane`` (``mask`` when none)."""
     b = em.b
     t = v.type
+    lane = ir.Constant(I32, mask) if lane is None else lane
     bits = t.width if isinstance(t, ir.IntType) else {"half": 16, "bfloat": 16, "float": 32, "double": 64}[str(t)]
     it = ir.IntType(bits)
     raw = v if isinstance(t, ir.IntType) else b.bitcast(v, it)
     if bits <= 32:
         wide = b.zext(raw, I32) if bits < 32 else raw
-        got = X.shfl_bfly(b, wide, mask)
+        got = X.shfl_sync(b, mode, wide, lane)
         back = b.trunc(got, it) if bits < 32 else got
     else:
-        lo = X.shfl_bfly(b, b.trunc(raw, I32), mask)
-        hi = X.shfl_bfly(b, b.trunc(b.lshr(raw, ir.Constant(I64, 32)), I32), mask)
+        lo = X.shfl_sync(b, mode, b.trunc(raw, I32), lane)
+        hi = X.shfl_sync(b, mode, b.trunc(b.lshr(raw, ir.Constant(I64, 32)), I32), lane)
         back = b.or_(b.zext(lo, I64), b.shl(b.zext(hi, I64), ir.Constant(I64, 32)))
     return back if isinstance(t, ir.IntType) else b.bitcast(back, t)
 
@@ -473,26 +476,99 @@ def _scan_by_bits(em: KernelEmitter, op: Operation, srcs: list[TileVal]) -> list
     the sum as their total.  The partner's total is another register (register bits) or a
     butterfly shuffle (lane bits); warp bits go through shared memory, in the spans
     ``warp_spans`` picks (``_scan_across_warps``).  ``reverse`` scans from the last
-    position: the block whose bit is clear is then the later one.
+    position: the block whose bit is clear is then the later one.  Lane bits that hold the
+    lowest positions, in order, scan first with one value a register (``_scan_lanes``).
 
     The combiner runs on (earlier, later) values, as the sequential scan does; the register
     steps keep a thread's registers in place (NVIDIA's PTX scans with shuffles too, where
     the sequential scan in shared memory kept 25 values live in unrolled loops)."""
     layout = srcs[0].layout
     pre = [[s.regs[r] for s in srcs] for r in range(layout.size(REG))]
-    tot = list(pre)
     steps = scan_steps(layout, op.dim)
+    run = _lane_run(steps)
+    held = None
+    if run:
+        pre = _scan_lanes(em, op, pre, steps[0][2], run)
+        held = _HeldTotals(em, op, pre, steps[0][2], run)
+    tot = held if held is not None else list(pre)
     spans = {span[0]: span for span in warp_spans(steps)}
-    k = 0
+    k = run
     while k < len(steps):
         if k in spans:
-            pre, tot = _scan_across_warps(em, op, pre, tot, [steps[i] for i in spans[k]])
+            pre, tot = _scan_across_warps(em, op, pre, tot, [steps[i] for i in spans[k]], held)
             k = spans[k][-1] + 1
-            continue
-        _, name, bit = steps[k]
-        pre, tot = _scan_bit(em, op, pre, tot, name, bit)
-        k += 1
+        else:
+            _, name, bit = steps[k]
+            pre, tot = _scan_bit(em, op, pre, tot, name, bit, last=k + 1 == len(steps))
+            k += 1
+        held = None
     return [[p[k] for p in pre] for k in range(len(srcs))]
+
+
+def _lane_run(steps: list[tuple[int, str, int]]) -> int:
+    """How many of a scan's first ``steps`` are lane bits next to each other that hold the
+    positions 1, 2, 4, ... in order (``_scan_lanes`` scans those), or 0 where the steps
+    after them need every register's total: ``_HeldTotals`` shuffles those one by one, and
+    the butterfly, which keeps them, took fewer registers (an f32 8x64 row scan with two
+    register bits and a lane bit after three lane bits: 32 against 38 on sm_80/90).  The
+    run's totals are free for a warp round (read from shared memory) and cheap for a
+    closing register step (the earlier registers' only: scans_builtin i32 16x16, 32 -> 23
+    registers on sm_80, NVIDIA 26)."""
+    m = 0
+    while m < len(steps) and steps[m][:2] == (1 << m, LANE) and steps[m][2] == steps[0][2] + m:
+        m += 1
+    rest = steps[m:]
+    if rest and rest[0][1] != WARP and not (len(rest) == 1 and rest[0][1] == REG):
+        return 0
+    return m
+
+
+def _scan_lanes(em: KernelEmitter, op: Operation, pre: Totals, first: int, count: int) -> Totals:
+    """The inclusive scan of each register over the ``count`` lane bits from lane bit
+    ``first`` (``_lane_run``), as NVIDIA's PTX does it: a step per bit, each lane combines
+    the value of the lane that many positions earlier (a ``shfl.up``, ``shfl.down`` when
+    ``reverse``) with its own if there is one.  One value a register stays live, where the
+    butterfly of ``_scan_bit`` keeps a prefix and a total."""
+    b = em.b
+    reverse = bool(op.attributes.get("reverse"))
+    block = op.regions[0].blocks[0]
+    group = ((1 << count) - 1) << first
+    position = b.and_(em.lane, ir.Constant(I32, group))
+    for j in range(count):
+        d = 1 << (first + j)
+        if reverse:
+            valid = b.icmp_unsigned("<=", position, ir.Constant(I32, group - d))
+        else:
+            valid = b.icmp_unsigned(">=", position, ir.Constant(I32, d))
+        step = []
+        for p in pre:
+            partner = [_shuffle(em, v, d, "down" if reverse else "up") for v in p]
+            step.append([b.select(valid, x, y) for x, y in zip(_combine(em, block, partner, p), p)])
+        pre = step
+    return pre
+
+
+class _HeldTotals:
+    """After ``_scan_lanes``, each register's total over the lane bits is the prefix held by
+    the run's last lane in scan order (``lane_bits``); a register step shuffles it from
+    there when it needs it (``[r]``, once a register), a warp round reads it from that
+    lane's slot in shared memory (``_SharedTotals``)."""
+
+    def __init__(self, em: KernelEmitter, op: Operation, pre: Totals, first: int, count: int):
+        self.em, self.pre = em, pre
+        self.group = ((1 << count) - 1) << first
+        self.lane_bits = 0 if op.attributes.get("reverse") else self.group
+        self.cache: dict[int, list[ir.Value]] = {}
+        self.source: Optional[ir.Value] = None    # the lane a register step shuffles from
+
+    def __getitem__(self, r: int) -> list[ir.Value]:
+        if r not in self.cache:
+            if self.source is None:
+                b = self.em.b
+                self.source = b.or_(b.and_(self.em.lane, ir.Constant(I32, ~self.group & 31)),
+                                    ir.Constant(I32, self.lane_bits))
+            self.cache[r] = [_shuffle(self.em, v, 0, "idx", self.source) for v in self.pre[r]]
+        return self.cache[r]
 
 
 def warp_spans(steps: list[tuple[int, str, int]]) -> list[range]:
@@ -510,24 +586,27 @@ Totals = list[list[ir.Value]]   # per register, a value per operand
 
 
 def _scan_bit(em: KernelEmitter, op: Operation, pre: Totals, tot: Totals, name: str,
-              bit: int) -> tuple[Totals, Totals]:
-    """One register or lane bit of ``_scan_by_bits``: new prefixes and totals."""
+              bit: int, last: bool = False) -> tuple[Totals, Totals]:
+    """One register or lane bit of ``_scan_by_bits``: new prefixes and totals (a register
+    step that is the ``last`` asks only the earlier registers for their totals)."""
     b = em.b
     reverse = bool(op.attributes.get("reverse"))
     block = op.regions[0].blocks[0]
     if name == REG:
-        new_pre, new_tot = list(pre), list(tot)
+        new_pre, new_tot = list(pre), None if last else list(tot)
         sums: dict[tuple[int, int], list[ir.Value]] = {}   # registers that share totals share their sum
         for r in range(len(pre)):
             if r >> bit & 1:
                 continue
             early, late = (r | 1 << bit, r) if reverse else (r, r | 1 << bit)
             new_pre[late] = _combine(em, block, tot[early], pre[late])
+            if new_tot is None:
+                continue
             key = (id(tot[early]), id(tot[late]))
             if key not in sums:
                 sums[key] = _combine(em, block, tot[early], tot[late])
             new_tot[early] = new_tot[late] = sums[key]
-        return new_pre, new_tot
+        return new_pre, tot if new_tot is None else new_tot
     later = _bit_set(em, name, bit)
     if reverse:
         later = b.not_(later)
@@ -560,7 +639,8 @@ def _shuffled_totals(em: KernelEmitter, tot: Totals, bit: int) -> Totals:
 
 
 def _scan_across_warps(em: KernelEmitter, op: Operation, pre: Totals, tot: Totals,
-                       steps: list[tuple[int, str, int]]) -> tuple[Totals, Totals]:
+                       steps: list[tuple[int, str, int]],
+                       held: Optional[_HeldTotals] = None) -> tuple[Totals, Totals]:
     """The bits ``steps`` (warp bits, with any register and lane bits between them) in one
     round through shared memory: each thread writes its distinct totals once, a barrier,
     then it folds the totals of the blocks of its span (the blocks that differ from its own
@@ -569,11 +649,15 @@ def _scan_across_warps(em: KernelEmitter, op: Operation, pre: Totals, tot: Total
     running fold and the pick stay live).  A register's new prefix is that pick combined
     with its prefix; the span's first block keeps its prefix.  A closing barrier keeps the
     results computed here (codegen/order.py moves no value past one) rather than at their
-    use, where the folds would stay live instead (scans_builtin i32 sm_80: 34 -> 32)."""
+    use, where the folds would stay live instead (scans_builtin i32 sm_80: 34 -> 32).
+    Totals ``held`` by one lane of a lane run (``_scan_lanes``) are read from that lane's
+    slot."""
     b = em.b
     reverse = bool(op.attributes.get("reverse"))
     block = op.regions[0].blocks[0]
-    shared = _SharedTotals(em, op, tot, steps)
+    if held is not None:
+        tot = held.pre
+    shared = _SharedTotals(em, op, tot, steps, held)
     runtime = _tid_mask([(name, bit) for _, name, bit in steps if name != REG])
     span_bits = range(len(steps))
     reg_part = [sum(1 << k for k in span_bits if steps[k][1] == REG and r >> steps[k][2] & 1)
@@ -622,7 +706,8 @@ class _SharedTotals:
     distinct total), written at construction between two barriers; ``load`` reads a slot
     once however many registers want it."""
 
-    def __init__(self, em: KernelEmitter, op: Operation, tot: Totals, steps: list[tuple[int, str, int]]):
+    def __init__(self, em: KernelEmitter, op: Operation, tot: Totals, steps: list[tuple[int, str, int]],
+                 held: Optional[_HeldTotals] = None):
         self.em, self.tot, self.steps = em, tot, steps
         b = em.b
         slots: dict[int, int] = {}
@@ -638,7 +723,8 @@ class _SharedTotals:
                     b.store(_to_smem(b, v, _smem_type(v.type)), self._address(em.tid, self.slot_of[r], k))
         X.barrier(b)
         runtime = [(name, bit) for _, name, bit in steps if name != REG]
-        self.base = b.and_(em.tid, ir.Constant(I32, ~_tid_mask(runtime) & 0xFFFFFFFF))
+        group, self.held = (held.group, held.lane_bits) if held is not None else (0, 0)
+        self.base = b.and_(em.tid, ir.Constant(I32, ~(_tid_mask(runtime) | group) & 0xFFFFFFFF))
         self.cache: dict[tuple[int, int], list[ir.Value]] = {}
 
     def _address(self, thread: ir.Value, slot: int, k: int) -> ir.Value:
@@ -661,7 +747,7 @@ class _SharedTotals:
         if source not in self.cache:
             b = self.em.b
             slot, bits = source
-            thread = b.or_(self.base, ir.Constant(I32, bits))
+            thread = b.or_(self.base, ir.Constant(I32, bits | self.held))
             r = self.slot_of.index(slot)
             self.cache[source] = [_from_smem(b, b.load(self._address(thread, slot, k), typ=_smem_type(v.type)), v.type)
                                   for k, v in enumerate(self.tot[r])]

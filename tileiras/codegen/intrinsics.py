@@ -63,8 +63,15 @@ def barrier(b: ir.IRBuilder) -> None:
 
 def shfl_bfly(b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
     """shfl.sync.bfly.b32 over the full warp (32-bit payload)."""
-    fn = _declare(b.module, "llvm.nvvm.shfl.sync.bfly.i32", I32, [I32, I32, I32, I32])
-    return b.call(fn, [ir.Constant(I32, 0xFFFFFFFF), value, ir.Constant(I32, lane_mask), ir.Constant(I32, 0x1F)])
+    return shfl_sync(b, "bfly", value, ir.Constant(I32, lane_mask))
+
+
+def shfl_sync(b: ir.IRBuilder, mode: str, value: ir.Value, lane: ir.Value) -> ir.Value:
+    """shfl.sync.<mode>.b32 over the full warp (32-bit payload): ``bfly`` (lane xor ``lane``),
+    ``up``/``down`` (``lane`` lanes below/above, a lane with none keeps its value), ``idx``."""
+    fn = _declare(b.module, f"llvm.nvvm.shfl.sync.{mode}.i32", I32, [I32, I32, I32, I32])
+    clamp = 0 if mode == "up" else 0x1F
+    return b.call(fn, [ir.Constant(I32, 0xFFFFFFFF), value, lane, ir.Constant(I32, clamp)])
 
 
 def redux_sync(b: ir.IRBuilder, kind: str, value: ir.Value) -> ir.Value:
