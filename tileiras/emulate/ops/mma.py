@@ -257,6 +257,17 @@ def descriptor_offsets(desc: int, rows: int, row_bytes: int) -> np.ndarray:
     return addr ^ (((addr >> 7) & mask) << 4)
 
 
+def shared_matrix(m, cta: int, offsets: np.ndarray, element: str, container: int, what: str) -> np.ndarray:
+    """The operand at byte ``offsets`` ([row, byte], from a matrix descriptor) of CTA
+    ``cta``'s shared memory, decoded: [row, element along K]."""
+    if offsets.max() >= m.smem_size:
+        raise KernelTrap("mma", f"{what} reaches past the {m.smem_size}-byte shared window")
+    raw = m.shared[cta * m.smem_size + offsets]
+    rows, row_bytes = offsets.shape
+    words = raw.reshape(rows, row_bytes // 4, 4).view(np.uint32)[..., 0]
+    return decode(words, element, container).reshape(rows, -1)
+
+
 class WgmmaShape:
     def __init__(self, parts: list[str]):
         mods = parts[2:]
@@ -315,13 +326,8 @@ def compile_wgmma(ctx, ins):
     vtype = np.int64 if s.dtype == "s32" else np.float64
 
     def operand(m, cta: int, desc: int, rows: int, row_bytes: int, element: str) -> np.ndarray:
-        offs = descriptor_offsets(desc, rows, row_bytes)
-        if offs.max() >= m.smem_size:
-            raise KernelTrap("wgmma", f"{name}: descriptor {desc:#x} reaches past the "
-                             f"{m.smem_size}-byte shared window")
-        raw = m.shared[cta * m.smem_size + offs]                            # [row, byte] uint8
-        words = raw.reshape(rows, row_bytes // 4, 4).view(np.uint32)[..., 0]
-        return decode(words, element, ELEMENT_BITS[element]).reshape(rows, -1)
+        return shared_matrix(m, cta, descriptor_offsets(desc, rows, row_bytes), element,
+                             ELEMENT_BITS[element], f"{name}: descriptor {desc:#x}")
 
     def run(m, idx):
         idx = np.arange(m.n) if isinstance(idx, slice) else idx

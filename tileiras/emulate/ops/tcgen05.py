@@ -27,7 +27,7 @@ from ..ptxtypes import ptx_type
 from ..registry import UnsupportedInstruction, handles
 from .mbarrier import MbarrierState, mbarrier_slots, per_thread, read_word, write_word
 from .memory import address_reader, space_of, write_memory
-from .mma import ELEMENT_BITS, decode, round_accumulator
+from .mma import ELEMENT_BITS, decode, round_accumulator, shared_matrix
 from .mma import SWIZZLE_BYTES as WGMMA_SWIZZLE
 from .mma import descriptor_offsets as wgmma_offsets
 from .warp import warp_groups
@@ -293,8 +293,10 @@ def issue(m, tmem, cta: int, kind: str, desc: InstructionDescriptor, d_addr: int
         words = tmem[cta, a_lane + lanes[:, 0][:, None], a_col + np.arange(k_bytes // 4)[None, :]]
         a_val = decode(words, desc.atype, a_container).reshape(desc.m, k)
     else:
-        a_val = shared_operand(m, cta, a, desc.m, k_bytes, desc.atype, a_container)
-    b_val = shared_operand(m, cta, b, desc.n, k_bytes, desc.btype, b_container)
+        a_val = shared_matrix(m, cta, descriptor_offsets(a, desc.m, k_bytes), desc.atype, a_container,
+                              f"tcgen05.mma descriptor {a:#x}")
+    b_val = shared_matrix(m, cta, descriptor_offsets(b, desc.n, k_bytes), desc.btype, b_container,
+                          f"tcgen05.mma descriptor {b:#x}")
     sign = (-1) ** (desc.negate_a + desc.negate_b)
     product = sign * (a_val.astype(vtype) @ b_val.astype(vtype).T)
     cells = (d_lane + lanes, d_col + cols)
@@ -318,16 +320,6 @@ def to_cells(values: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "f16":
         return values.astype(np.float16).view(np.uint16).astype(np.uint32)
     return values.astype(np.float32).view(np.uint32)
-
-
-def shared_operand(m, cta: int, desc: int, rows: int, row_bytes: int, element: str, container: int) -> np.ndarray:
-    offs = descriptor_offsets(desc, rows, row_bytes)
-    if offs.max() >= m.smem_size:
-        raise KernelTrap("tcgen05", f"tcgen05.mma descriptor {desc:#x} reaches past the "
-                                    f"{m.smem_size}-byte shared window")
-    raw = m.shared[cta * m.smem_size + offs]
-    words = raw.reshape(rows, row_bytes // 4, 4).view(np.uint32)[..., 0]
-    return decode(words, element, container).reshape(rows, -1)
 
 
 def compile_commit(ctx, ins):
