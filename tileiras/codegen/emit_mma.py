@@ -1,7 +1,7 @@
 """Matrix multiply-accumulate (mmaf, mmai, mmaf_scaled).
 
 A and B (and mmaf_scaled's block scales) are staged in shared memory.  f16/bf16 mmaf
-whose accumulator TileAS laid out as ``mma.sync`` fragments (``tileas.tensor_core_layout``)
+whose accumulator TileAS laid out as ``mma.sync`` fragments (``TileAS.tensor_cores``)
 runs on tensor cores, ``mma.sync.m16n8k16`` with ldmatrix-fed fragments, on every
 architecture from sm_80 (``_tensor_core_mma``).  Everything else runs on CUDA cores: each
 thread walks K for the accumulator elements it holds, multiplying and adding in f32 (i32
@@ -18,7 +18,7 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation
 from ..layout.linear import LinearLayout, mma_blocks
-from ..lower.tileas import element_bytes, mma_staging_pitches, tensor_core_mma
+from ..lower.tileas import TensorCoreMma, element_bytes, mma_staging_pitches
 from ..tile import ops_arith as AR
 from ..tile.enums import Signedness
 from . import intrinsics as X
@@ -73,8 +73,9 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
     b = em.b
     a_t, b_t, c_t = (v.type for v in op.operands[:3])
     lhs, rhs, acc = (em.tile(op, i) for i in range(3))
-    if em.tas.mma_layouts.get(tuple(c_t.shape)) == acc.layout and tensor_core_mma(op, em.target.arch):
-        _tensor_core_mma(em, op, lhs, rhs, acc)
+    form = em.tas.tensor_cores.get(op)
+    if form is not None and em.tas.mma_layouts.get(tuple(c_t.shape)) == acc.layout:
+        _tensor_core_mma(em, op, form, lhs, rhs, acc)
         return
     rank = c_t.rank
     kdim = a_t.shape[-1]
@@ -133,7 +134,8 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
     em.put(op.result, TileVal(acc.layout, [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in new]))
 
 
-def _tensor_core_mma(em: KernelEmitter, op: Operation, lhs: TileVal, rhs: TileVal, acc: TileVal) -> None:
+def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: TileVal, rhs: TileVal,
+                     acc: TileVal) -> None:
     """C += A @ B with ``mma.sync.aligned.m16n8kK`` (``tileas.tensor_core_mma``): A and B
     are staged in shared memory row-major, rows padded (``tileas.mma_staging_pitches``)
     against bank conflicts; then, per K-step of the instruction, every
@@ -145,7 +147,6 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, lhs: TileVal, rhs: TileVa
     once at the end, as on CUDA cores); integer sums are i32."""
     b = em.b
     a_t, b_t, c_t = (v.type for v in op.operands[:3])
-    form = tensor_core_mma(op, em.target.arch)
     a_pitch, b_pitch = mma_staging_pitches(op)
     a_bytes = element_bytes(a_t) * a_t.shape[0] * a_pitch
     X.barrier(b)
@@ -182,7 +183,8 @@ class TensorCoreOperands:
     * 32-bit (tf32) A and B: one 32-bit load a register;
     * 8-bit B: four byte loads from consecutive K rows a register, packed low byte first."""
 
-    def __init__(self, em: KernelEmitter, form, layout: LinearLayout, k: int, n: int, b_offset: int):
+    def __init__(self, em: KernelEmitter, form: TensorCoreMma, layout: LinearLayout, k: int, n: int,
+                 b_offset: int):
         self.em, self.form, self.k, self.n, self.b_offset = em, form, k, n, b_offset
         b = em.b
         self.esize = form.bits // 8
@@ -278,7 +280,7 @@ def ldmatrix(b: ir.IRBuilder, row: ir.Value, count: int, trans: bool = False) ->
     return [b.extract_value(result, q) for q in range(count)]
 
 
-def mma_sync(b: ir.IRBuilder, form, a: list[ir.Value], bb: list[ir.Value], c: list[ir.Value]) -> list[ir.Value]:
+def mma_sync(b: ir.IRBuilder, form: TensorCoreMma, a: list[ir.Value], bb: list[ir.Value], c: list[ir.Value]) -> list[ir.Value]:
     """One ``mma.sync`` of ``form`` (``tileas.TensorCoreMma``): D = A B + C for a warp,
     four A and two B registers and four accumulators a thread; C is tied to D, so the
     accumulators stay in their registers."""

@@ -69,8 +69,11 @@ class TileAS:
     recomputed: dict[tuple[Operation, int], dict[Value, LinearLayout]] = field(default_factory=dict)
     #: shapes of matrix multiply results: their tiles keep ``contiguous`` layouts (canonical)
     mma_shapes: frozenset = frozenset()
+    #: matrix multiplies that run on tensor cores, with their ``mma.sync`` form
+    #: (``tensor_core_mma``, decided once here for the layouts and the code)
+    tensor_cores: dict = field(default_factory=dict)
     #: shapes of tensor-core matrix multiply results: their tiles take the MMA's fragment
-    #: layout (``tensor_core_layout``)
+    #: layout (``mma_fragment``)
     mma_layouts: dict = field(default_factory=dict)
     _users: Optional[dict[Value, list[Operation]]] = None
 
@@ -335,9 +338,10 @@ def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int =
     tas = TileAS(aa, *choose_num_warps(aa, num_warps_hint, arch),
                  mma_shapes=frozenset(op.results[0].type.shape for op in aa.live_ops() if isinstance(op, MMA_OPS)))
     for op in aa.live_ops():
-        layout = tensor_core_layout(op, arch, tas.num_warps)
-        if layout is not None:
-            tas.mma_layouts[layout.shape] = layout
+        form = tensor_core_mma(op, arch)
+        if form is not None:     # warps beyond the 16x8 blocks hold copies
+            tas.tensor_cores[op] = form
+            tas.mma_layouts[op.result.type.shape] = mma_fragment(op.result.type.shape, tas.num_warps)
     tas.pairs = plan_pairs(aa.function, ELEMENTWISE)
     for a in aa.function.entry_block.args:
         if is_tile(a):
@@ -733,6 +737,8 @@ def _print(tas: TileAS, op: Operation) -> None:
 
 
 MMA_OPS = (AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp)
+
+
 @record(frozen=True)
 class TensorCoreMma:
     """One ``mma.sync.aligned.m16n8kK.row.col`` form: its type suffix (``f32.f16.f16.f32``),
@@ -800,22 +806,14 @@ def mma_staging_pitches(op: Operation) -> tuple[int, int]:
     return op.lhs.type.shape[-1] + MMA_ROW_PAD // size, n + b_pad // size
 
 
-def tensor_core_layout(op: Operation, arch: int, num_warps: int) -> Optional[LinearLayout]:
-    """The accumulator layout (``mma_fragment``) when ``op`` runs on tensor cores
-    (``tensor_core_mma``; warps beyond the 16x8 blocks hold copies); None when it stays
-    on CUDA cores."""
-    if tensor_core_mma(op, arch) is None:
-        return None
-    return mma_fragment(op.result.type.shape, num_warps)
-
-
 @layout_rule(*MMA_OPS)
 def _mma(tas: TileAS, op: Operation) -> None:
-    """SIMT matrix multiply: the result takes the accumulator's layout; A and B (and
-    their block scales) are staged in shared memory."""
+    """Matrix multiply: the result takes the accumulator's layout; A and B (and their
+    block scales) are staged in shared memory, in rows padded for tensor cores
+    (``mma_staging_pitches``)."""
     staged = [v for i, v in enumerate(op.operands) if i != 2]
     tas.layouts[op.result] = tas.layouts[op.operands[2]]
-    if tuple(op.result.type.shape) in tas.mma_layouts:      # padded rows for tensor cores
+    if op in tas.tensor_cores:
         a_pitch, b_pitch = mma_staging_pitches(op)
         rows = op.lhs.type.shape[-2] * a_pitch + op.rhs.type.shape[-2] * b_pitch
         _need_scratch(tas, op, rows * element_bytes(op.lhs.type))
