@@ -144,11 +144,12 @@ def tile_in_range(em: KernelEmitter, view: TiledViewVal, indices: Sequence[ir.Va
     and loads, and the local address arithmetic keeps no index live from one access to
     the next (``guard_whole_store`` branches around some stores too): measured on the 69
     sm_90 corpus kernels, 9 more meet NVIDIA's registers + 10% (tuple_params 13 -> 10,
-    NVIDIA 10; memory_ordering 14 -> 11; softmax_rows f32 40 -> 32).  Branching around stores too was worse where the stored value is long
-    arithmetic (LLVM sinks it into the branch: int_arith i64 32 -> 38, ew_transcendental
-    f64 50 -> 86; measured again on the whole corpus with the fresh index extensions: 67
-    kernels over NVIDIA + 10% instead of 50); without the fresh %tid.x reads loads were
-    worse (tuple_params 12, flash_attention 214 -> 228).
+    NVIDIA 10; memory_ordering 14 -> 11; softmax_rows f32 40 -> 32).  Branching around
+    stores too was worse where the stored value is long arithmetic (LLVM sinks it into
+    the branch: int_arith i64 32 -> 38, ew_transcendental f64 50 -> 86; measured again on
+    the whole corpus with the fresh index extensions: 67 kernels over NVIDIA + 10% instead
+    of 50); without the fresh %tid.x reads loads were worse (tuple_params 12,
+    flash_attention 214 -> 228).
 
     The test is NVIDIA's ``index < ceil(extent / tile)``, not ``index * tile < extent``:
     the tile count comes from parameters alone (ptxas computes it in uniform registers)

@@ -526,19 +526,10 @@ def demand_order(ops: Sequence[Operation], reads: Callable[[Operation], list[Val
 def captured(op: Operation) -> list[Value]:
     """The values the ops inside ``op``'s regions use that are defined outside them: a
     deferred op with a region needs them emitted as it needs its operands."""
-    inside: set[Value] = set()
-    used: dict[Value, None] = {}
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.ops:
-                for o in inner.walk():
-                    inside.update(o.results)
-                    for r in o.regions:
-                        for b in r.blocks:
-                            inside.update(b.args)
-                    used.update((v, None) for v in o.operands)
-            inside.update(block.args)
-    return [v for v in used if v not in inside]
+    nested = list(op.walk())[1:]
+    inside = {r for o in nested for r in o.results}
+    inside.update(a for o in op.walk() for region in o.regions for block in region.blocks for a in block.args)
+    return [v for v in dict.fromkeys(u for o in nested for u in o.operands) if v not in inside]
 
 
 def _runtime_mask(layout: LinearLayout, dim: int) -> int:

@@ -108,7 +108,6 @@ class Shape:
         if "row" not in mods or "col" not in mods:
             raise UnsupportedInstruction("mma layouts other than .row.col")
         kind = next((p[6:] for p in mods if p.startswith("kind::")), None)
-        self.kind = kind
         self.block_scale = "block_scale" in mods
         self.scale_vec = int(next((p[11:-1] for p in mods if p.startswith("scale_vec::")), "1"))
         self.satfinite = "satfinite" in mods
