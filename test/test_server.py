@@ -172,7 +172,7 @@ def test_disabled_server_starts_nothing(server_env):
     assert not list((Path(env["XDG_RUNTIME_DIR"])).glob("tileiras-*/*.sock"))
 
 
-def test_stamp_follows_every_source_file(tmp_path, monkeypatch):
+def test_stamp_follows_every_source_files_contents(tmp_path, monkeypatch):
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
     (pkg / "a.py").write_text("x = 1\n")
@@ -180,34 +180,105 @@ def test_stamp_follows_every_source_file(tmp_path, monkeypatch):
     monkeypatch.setattr(launch, "__file__", str(pkg / "launch.py"))
     before = launch.package_stamp()
     assert launch.package_stamp() == before
-    os.utime(pkg / "sub" / "b.py", ns=(1, 1))
+    st = (pkg / "sub" / "b.py").stat()
+    (pkg / "sub" / "b.py").write_text("y = 3\n")  # same size, same time: still another stamp
+    os.utime(pkg / "sub" / "b.py", ns=(st.st_atime_ns, st.st_mtime_ns))
     assert launch.package_stamp() != before
-    assert launch.socket_path(launch.package_stamp()) != launch.socket_path(before)
+    identity = launch.process_identity()
+    assert launch.socket_path(launch.package_stamp(), identity) != launch.socket_path(before, identity)
 
 
-def test_a_different_server_on_the_socket_is_not_used(tmp_path):
-    """The hello carries the server's stamp; a client with another stamp falls back."""
-    import socket
+def fake_server(path: str, answer: bytes, uid: int | None = None):
+    """A process listening on ``path`` (as ``uid`` when given) that sends ``answer`` to the
+    first client and records what it receives; returns (pid, file it records to)."""
+    record = path + ".received"
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            import socket
 
-    path = tempfile.mktemp(prefix="tis", dir="/tmp")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(1)
-    try:
-        with pytest.raises(launch.ServerUnavailable):
-            import threading
-
-            def answer():
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(path)
+            os.chmod(path, 0o777)
+            with open(record, "wb", buffering=0) as out:
+                if uid is not None:  # before listen(): SO_PEERCRED reports who listened
+                    os.setgid(uid)
+                    os.setgroups([])
+                    os.setuid(uid)
+                listener.listen(1)
+                os.write(ready_w, b".")
                 conn, _ = listener.accept()
-                hello = launch.HELLO + b"someone else"
-                conn.sendall(launch._LEN.pack(len(hello)) + hello)
-                conn.close()
+                conn.sendall(answer)
+                conn.settimeout(5)
+                while chunk := conn.recv(1 << 16):
+                    out.write(chunk)
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    os.read(ready_r, 1)
+    os.close(ready_r)
+    return pid, Path(record)
 
-            threading.Thread(target=answer, daemon=True).start()
-            launch._connect(path, "our stamp")
+
+def our_socket(env) -> Path:
+    """The socket a client with ``env`` would use (its folder created private)."""
+    code = ("from tileiras import launch; print(launch.socket_path(launch.package_stamp(), "
+            "launch.process_identity()))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip())
+
+
+def test_a_different_server_on_the_socket_is_not_used(server_env, tmp_path):
+    """The hello carries the server's stamp and identity; a client expecting others compiles
+    in-process, and sends the impostor nothing."""
+    sock = our_socket(server_env)
+    sock.parent.mkdir(mode=0o700)
+    pid, received = fake_server(str(sock), launch.hello_message("other code", ()))
+    r = client(dict(server_env, TILEIRAS_DEBUG="1"), VADD, "--gpu-name=sm_90", "-o", tmp_path / "v.cubin")
+    os.waitpid(pid, 0)
+    assert r.returncode == 0 and (tmp_path / "v.cubin").read_bytes()[:4] == b"\x7fELF"
+    assert b"compiling in-process: the server runs other code" in r.stderr
+    assert received.read_bytes() == b""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="listening as another user needs root")
+def test_a_server_of_another_user_is_never_trusted(server_env, tmp_path):
+    """SO_PEERCRED: a socket in our private folder, answered by another uid with a perfect
+    hello, gets nothing from us; the command compiles in-process."""
+    sock = our_socket(server_env)
+    sock.parent.mkdir(mode=0o700)
+    stamp = subprocess.run([sys.executable, "-c", "from tileiras import launch; import sys; "
+                            "sys.stdout.buffer.write(launch.hello_message(launch.package_stamp(), "
+                            "launch.process_identity()))"], env=server_env, capture_output=True, check=True).stdout
+    pid, received = fake_server(str(sock), stamp, uid=65534)
+    r = client(dict(server_env, TILEIRAS_DEBUG="1"), VADD, "--gpu-name=sm_90", "-o", tmp_path / "v.cubin")
+    os.waitpid(pid, 0)
+    assert r.returncode == 0 and (tmp_path / "v.cubin").read_bytes()[:4] == b"\x7fELF"
+    assert b"belongs to another user" in r.stderr
+    assert received.read_bytes() == b""
+
+
+@pytest.mark.parametrize("owner_other, mode", [(False, 0o777), (False, 0o750), (True, 0o700)])
+def test_an_untrusted_socket_folder_is_never_connected_to(server_env, tmp_path, owner_other, mode):
+    if owner_other and os.geteuid() != 0:
+        pytest.skip("a folder of another user needs root to make")
+    sock = our_socket(server_env)
+    sock.parent.mkdir()
+    os.chmod(sock.parent, mode)
+    if owner_other:
+        os.chown(sock.parent, 65534, 65534)
+    pid, received = fake_server(str(sock), b"")
+    try:
+        r = client(dict(server_env, TILEIRAS_DEBUG="1"), VADD, "--gpu-name=sm_90", "-o", tmp_path / "v.cubin")
+        assert r.returncode == 0 and (tmp_path / "v.cubin").read_bytes()[:4] == b"\x7fELF"
+        assert b"is not a private folder of this user" in r.stderr
+        assert not received.stat().st_size
     finally:
-        listener.close()
-        os.unlink(path)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    time.sleep(0.3)
+    assert [p.name for p in sock.parent.iterdir() if p.suffix == ".lock"] == []  # no server started there
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="the test's client needs python -P")
@@ -226,3 +297,135 @@ def test_a_tileiras_folder_where_the_command_runs_is_not_the_servers(server_env,
             return
         time.sleep(0.5)
     raise AssertionError("commands were never served")
+
+
+# --------------------------------------------------------------------------- signals
+
+def slow_ptxas(tmp_path: Path, seconds: float) -> tuple[dict, Path]:
+    """A ptxas wrapper that records its pid, sleeps, then runs the real ptxas; plus a
+    private temporary folder.  Returns (environment additions, the pid file)."""
+    from tileiras.tools import find_ptxas
+
+    real = find_ptxas()
+    if real is None:
+        pytest.skip("ptxas is not installed")
+    folder = tmp_path / "slow"
+    (folder / "tmp").mkdir(parents=True)
+    script = folder / "ptxas"
+    script.write_text(f"#!/bin/sh\ncase \"$1\" in --version) exec {real} --version;; esac\n"
+                      f"echo $$ > {folder}/pid\nsleep {seconds}\nexec {real} \"$@\"\n")
+    script.chmod(0o755)
+    return {"TILEIRAS_PTXAS": str(script), "TMPDIR": str(folder / "tmp")}, folder / "pid"
+
+
+def start_client(env, cwd, *args) -> subprocess.Popen:
+    return subprocess.Popen([CLIENT[0], "-X", "importtime", *CLIENT[1:], *map(str, args)], env=env, cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_for_file(path: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists() or not path.read_text().strip():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def process_gone(pid: int, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def check_was_served(proc: subprocess.Popen, served: bool) -> None:
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.read().decode().splitlines()
+                if line.startswith("import time:")}
+    assert ("tileiras.driver" not in imported) == served
+
+
+@pytest.mark.parametrize("mode", ["served", "in-process"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_ends_a_command_as_in_process(warm, tmp_path, mode, signum):
+    """The command dies by the signal; ptxas (and what its wrapper started) is gone, its
+    temporary folder removed, and no output written."""
+    extra, pid_file = slow_ptxas(tmp_path, 30)
+    env = dict(warm, **extra, TILEIRAS_SERVER="1" if mode == "served" else "0")
+    proc = start_client(env, tmp_path, VADD, "--gpu-name=sm_90", "-o", "out.cubin")
+    wait_for_file(pid_file)
+    proc.send_signal(signum)
+    assert proc.wait(timeout=30) == -signum
+    check_was_served(proc, mode == "served")
+    assert process_gone(int(pid_file.read_text()))
+    assert not (tmp_path / "out.cubin").exists()
+    assert list((tmp_path / "slow" / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", ["served", "in-process"])
+def test_nohup_protects_a_command(warm, tmp_path, mode):
+    extra, pid_file = slow_ptxas(tmp_path, 1)
+    env = dict(warm, **extra, TILEIRAS_SERVER="1" if mode == "served" else "0")
+    argv = [CLIENT[0], "-X", "importtime", *CLIENT[1:], str(VADD), "--gpu-name=sm_90", "-o", "out.cubin"]
+    proc = subprocess.Popen(["nohup", *argv], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    wait_for_file(pid_file)
+    proc.send_signal(signal.SIGHUP)
+    assert proc.wait(timeout=60) == 0
+    check_was_served(proc, mode == "served")
+    assert (tmp_path / "out.cubin").read_bytes()[:4] == b"\x7fELF"
+
+
+def test_a_killed_client_gets_no_output_and_its_compile_stops(warm, tmp_path):
+    extra, pid_file = slow_ptxas(tmp_path, 4)
+    env = dict(warm, **extra)
+    proc = start_client(env, tmp_path, VADD, "--gpu-name=sm_90", "-o", "out.cubin")
+    wait_for_file(pid_file)
+    time.sleep(0.4)
+    proc.kill()
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+    assert process_gone(int(pid_file.read_text()), timeout=2.0)  # the served child killed ptxas at once
+    time.sleep(3)  # past the time ptxas would have taken
+    assert not (tmp_path / "out.cubin").exists()
+    assert list((tmp_path / "slow" / "tmp").iterdir()) == []
+
+
+def test_a_served_compile_sees_only_the_variables_a_compile_reads(warm, tmp_path):
+    """ptxas runs with the server's environment plus the documented knobs, never the
+    client's other variables (tokens and the like)."""
+    extra, pid_file = slow_ptxas(tmp_path, 0)
+    script = Path(extra["TILEIRAS_PTXAS"])
+    script.write_text(script.read_text().replace("sleep 0", f"env > {tmp_path}/env.txt"))
+    env = dict(warm, **extra, SOME_SECRET_TOKEN="hunter2")
+    proc = start_client(env, tmp_path, VADD, "--gpu-name=sm_90", "-o", "out.cubin")
+    assert proc.wait(timeout=60) == 0
+    check_was_served(proc, True)
+    seen = (tmp_path / "env.txt").read_text()
+    assert "SOME_SECRET_TOKEN" not in seen and f"TILEIRAS_PTXAS={script}" in seen
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare")
+def test_a_compile_in_another_mount_namespace_uses_its_files(warm, tmp_path):
+    """With a tmpfs over the working folder, the command reads and writes the namespace's
+    files, not the host's (where a warm server runs)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "v.tileir").write_bytes(b"not the file the command should read")
+    client_cmd = " ".join(map(shlex_quote, CLIENT))
+    script = (f"mount -t tmpfs tmpfs {work} && cp {VADD} {work}/v.tileir && cd {work} && "
+              f"{client_cmd} v.tileir --gpu-name=sm_90 -o out.cubin && head -c 4 out.cubin | od -c | head -1")
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], env=warm,
+                       capture_output=True, timeout=120)
+    if r.returncode != 0 and b"mount" in r.stderr and b"permission" in r.stderr.lower():
+        pytest.skip("mounting is not permitted here")
+    assert r.returncode == 0, r.stderr
+    assert b"E   L   F" in r.stdout
+    assert sorted(p.name for p in work.iterdir()) == ["v.tileir"]  # the host's folder is untouched
+
+
+def shlex_quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(str(text))

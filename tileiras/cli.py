@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
 
+from . import hostio
 from .errors import EXIT_COMPILE, EXIT_USAGE, TileIRError, UsageError
 from .knobs import knobs
-from .launch import current_umask
 from .record import record
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -318,15 +316,15 @@ def read_input_file(path: str, exit_code: int = EXIT_USAGE) -> bytes:
     if path == "-":
         raise InputFileError("unable to read input file '-': No such file or directory", exit_code)
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        return hostio.read_file(path)
     except OSError as e:
         reason = os.strerror(e.errno) if e.errno else str(e)
         raise InputFileError(f"unable to read input file '{path}': {reason}", exit_code) from None
 
 
 def write_output(path: str, data: bytes, exit_code: int) -> None:
-    """Write ``data`` to ``path`` (``-`` = stdout) atomically: all or nothing, never partial."""
+    """Write ``data`` to ``path`` (``-`` = stdout) as ``hostio.write_file`` does: a regular
+    file whole or not at all, a device, FIFO or ``/dev/stdout`` written through."""
     if path == "-":
         stream = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else None
         if stream is None:
@@ -336,22 +334,11 @@ def write_output(path: str, data: bytes, exit_code: int) -> None:
             stream.write(data)
             stream.flush()
         return
-    target = Path(path)
-    tmp_name: Optional[str] = None
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                        dir=str(target.parent) or ".")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp_name, 0o666 & ~current_umask())
-        os.replace(tmp_name, target)
-        tmp_name = None
+        hostio.write_file(path, data)
     except OSError as e:
         reason = os.strerror(e.errno) if e.errno else str(e)
         raise OutputFileError(f"unable to write output file '{path}': {reason}", exit_code) from None
-    finally:
-        if tmp_name is not None and os.path.exists(tmp_name):
-            os.unlink(tmp_name)
 
 
 def read_module(data: bytes, preview: tuple[str, ...] = ()) -> "Module":

@@ -16,7 +16,7 @@ import sys
 from enum import Enum
 from typing import Optional, Sequence
 
-from . import cli
+from . import cli, hostio
 from .errors import EXIT_BAD_OPTION, CompileError, OptionError, UsageError
 from .ir.version import SUPPORTED_VERSIONS, Version, is_supported
 from .pipeline import CompileOptions, compile_module
@@ -295,8 +295,7 @@ def create_tile_library(options: DriverOptions) -> int:
     library = tilelib.create(options.interface, options.implementations, options.host_arch, options.host_os)
     path = options.output_file or tilelib.DEFAULT_OUTPUT
     try:
-        with open(path, "wb") as f:
-            f.write(library)
+        hostio.write_file(path, library)
     except OSError as e:
         raise OptionError(f"could not open output file {path}: cannot open output file '{path}': "
                           f"{os.strerror(e.errno or 0)}") from None

@@ -12,6 +12,12 @@ from __future__ import annotations
 
 import os
 
+#: How a served command treats a variable (``tileiras.launch``): the client SENDs it with the
+#: command, since the compile reads it; only the CLIENT reads it (the server need not know it);
+#: or it must MATCH the server's own value, since it changes what the programs we run do
+#: (ptxas's dynamic loader), else the command runs in-process.
+SEND, CLIENT, MATCH = "send", "client", "match"
+
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 
@@ -19,12 +25,13 @@ _FALSE = frozenset({"", "0", "false", "no", "off"})
 class _EnvKnob:
     """A typed view of one environment variable (``parse`` turns its text into a value)."""
 
-    __slots__ = ("name", "default", "help")
+    __slots__ = ("name", "default", "help", "served")
 
-    def __init__(self, name: str, default: object, help: str = "") -> None:
+    def __init__(self, name: str, default: object, help: str = "", served: str = SEND) -> None:
         self.name = name
         self.default = default
         self.help = help
+        self.served = served
 
     def __get__(self, obj: object, objtype: type | None = None) -> object:
         raw = os.environ.get(self.name)
@@ -37,6 +44,10 @@ class _EnvKnob:
 
     def parse(self, raw: str) -> object:  # pragma: no cover - overridden
         raise NotImplementedError
+
+    def absolute(self, raw: str) -> str:
+        """``raw`` meaning the same from any working folder (paths are made absolute)."""
+        return raw
 
 
 class _BoolKnob(_EnvKnob):
@@ -61,6 +72,18 @@ class _PathKnob(_EnvKnob):
     def parse(self, raw: str) -> str | None:
         return raw or None
 
+    def absolute(self, raw: str) -> str:
+        return os.path.abspath(raw) if raw else raw
+
+
+class _SearchPathKnob(_PathKnob):
+    """Folders separated by ``os.pathsep``; empty entries are skipped."""
+
+    __slots__ = ()
+
+    def absolute(self, raw: str) -> str:
+        return os.pathsep.join(os.path.abspath(entry) for entry in raw.split(os.pathsep) if entry)
+
 
 class _SecondsKnob(_EnvKnob):
     """A non-negative number of seconds; anything unparsable keeps the default."""
@@ -82,14 +105,28 @@ class _Knobs:
                       "show Python tracebacks for internal errors instead of one error line")
     cuda_home = _PathKnob("CUDA_HOME", None, "CUDA toolkit root (its bin/ is searched for tools)")
     cuda_path = _PathKnob("CUDA_PATH", None, "alternative spelling of CUDA_HOME")
-    path = _PathKnob("PATH", None, "executable search path")
+    path = _SearchPathKnob("PATH", None, "executable search path")
+    ptxas = _PathKnob("TILEIRAS_PTXAS", None, "the ptxas to run (a wrapper script is fine), instead of "
+                      "the one the wheels, PATH or CUDA_HOME hold")
     server = _BoolKnob("TILEIRAS_SERVER", True,
-                       "compile in a forked child of a warm background server (0 to turn off)")
+                       "compile in a forked child of a warm background server (0 to turn off)", CLIENT)
     server_idle = _SecondsKnob("TILEIRAS_SERVER_IDLE", 600.0,
-                               "seconds an unused compile server waits before it exits")
+                               "seconds an unused compile server waits before it exits", CLIENT)
     runtime_dir = _PathKnob("XDG_RUNTIME_DIR", None,
-                            "per-user runtime folder for the server socket (else the temp folder)")
-    tmpdir = _PathKnob("TMPDIR", None, "temporary folder")
+                            "per-user runtime folder for the server socket (else the temp folder)", CLIENT)
+    tmpdir = _PathKnob("TMPDIR", None, "temporary folder (ptxas's files)")
+    temp = _PathKnob("TEMP", None, "temporary folder, where TMPDIR is unset")
+    tmp = _PathKnob("TMP", None, "temporary folder, where TMPDIR and TEMP are unset")
+    ld_preload = _PathKnob("LD_PRELOAD", None, "libraries preloaded into ptxas", MATCH)
+    ld_library_path = _PathKnob("LD_LIBRARY_PATH", None, "ptxas's library search path", MATCH)
+
+    @classmethod
+    def served_as(cls, how: str, absolute: bool = False) -> dict[str, str]:
+        """The variables of the knobs served ``how`` that are set, name -> text (with paths
+        made absolute, for a process in another working folder, when ``absolute``)."""
+        chosen = [k for k in vars(cls).values() if isinstance(k, _EnvKnob) and k.served == how]
+        return {k.name: k.absolute(os.environ[k.name]) if absolute else os.environ[k.name]
+                for k in chosen if k.name in os.environ}
 
 
 knobs = _Knobs()

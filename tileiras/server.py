@@ -1,4 +1,4 @@
-"""The compile server behind ``tileiras.launch`` (see there for why and the protocol).
+"""The compile server behind ``tileiras.launch`` (see there for why, the protocol and trust).
 
     python -m tileiras.server SOCKET_PATH     (started by tileiras itself)
     python -m tileiras.server --stop          stop every server of this user
@@ -7,35 +7,40 @@ Started detached by the first ``tileiras`` command that finds none.  It takes a 
 only one server serves a socket, imports every compiler stage and initializes LLVM's
 targets, then keeps one forked child waiting for the next connection (a new one is forked
 as soon as it takes one); the parent itself never compiles, so each command starts from
-the same freshly imported state.  It exits after
-``TILEIRAS_SERVER_IDLE`` seconds (default 600) without a connection, within seconds of
-its socket file being removed or its source files edited, and it only answers its own user.
+the same freshly imported state.  It exits after ``TILEIRAS_SERVER_IDLE`` seconds (default
+600) without a connection, within seconds of its socket file being removed or its source
+files edited, and it only answers its own user.
+
+A child runs one command as a pure function: it never opens a path the client named (the
+client reads and writes for it, ``Channel``), takes from the client's environment only
+the variables a compile reads, and stops as soon as the client cancels or goes away.
 """
 from __future__ import annotations
 
 import fcntl
 import io
-import marshal
 import os
+import queue
 import select
 import signal
 import socket
-import struct
 import sys
+import threading
 
-from .knobs import knobs
-from .launch import _INT, _LEN, HELLO, _recv_exact, package_stamp, socket_dir, socket_path
-
-_CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+from .knobs import SEND, knobs
+from .launch import (Interrupted, hello_message, package_stamp, peer_uid, private_dir, process_identity,
+                     recv_message, send_message, socket_dir, socket_path)
 
 
 def preload() -> None:
     """Import everything a compile touches and set up LLVM, so children start warm.
 
     Nothing here may read the environment in a way that sticks (tool paths, knobs):
-    children take over their client's environment after the fork."""
+    children take the variables a compile reads from their client after the fork."""
     import difflib  # noqa: F401  (option suggestions)
     import hashlib  # noqa: F401  (line-info file names)
+    import subprocess  # noqa: F401  (ptxas)
+    import tempfile  # noqa: F401  (ptxas's files)
 
     import click  # noqa: F401  (command lines that are not plainly spelled)
     import llvmlite.binding  # noqa: F401
@@ -51,13 +56,6 @@ def preload() -> None:
     from .verify import check_module  # noqa: F401
 
     init_llvm()
-
-
-def _make_private_dir(path: str) -> None:
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    st = os.lstat(path)
-    if st.st_uid != os.getuid() or st.st_mode & 0o077:
-        raise PermissionError(f"{path} is not a private folder of this user")
 
 
 def _bind(path: str) -> socket.socket:
@@ -91,10 +89,13 @@ def _still_ours(path: str, inode: int) -> bool:
 
 
 def serve(path: str) -> int:
-    stamp = package_stamp()
-    if socket_path(stamp) != path:  # the code changed between the client's look and now
+    stamp, identity = package_stamp(), process_identity()
+    if socket_path(stamp, identity) != path:  # the code changed between the client's look and now
         return 0
-    _make_private_dir(socket_dir())
+    try:
+        private_dir(socket_dir(), create=True)
+    except PermissionError:
+        return 0  # someone else's folder: never listen there
     lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -113,7 +114,7 @@ def serve(path: str) -> int:
         preload()
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
         idle = knobs.server_idle
-        hello = HELLO + stamp.encode()
+        hello = hello_message(stamp, identity)
         # One forked "spare" child always waits in accept(), so a command finds a process
         # ready instead of waiting for a fork; it reports taking a connection on ``ready``.
         ready_r, ready_w = os.pipe()
@@ -150,74 +151,137 @@ def _fork_spare(sock: socket.socket, hello: bytes, ready: int, parent_fds: tuple
         os.write(ready, b".")
         os.close(ready)
         sock.close()
-        uid = _CRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))[1]
-        if uid == os.getuid():
+        if peer_uid(conn) == os.getuid():
             _serve_one(conn, hello)
     finally:
         os._exit(0)
 
 
+class Channel:
+    """The served child's line to its client: ``read_file``/``write_file`` (``hostio``'s
+    remote) and stream writes are requests the client performs and answers.
+
+    A thread reads everything the client sends: answers go to the waiting request; a
+    ``cancel``, or the connection closing, interrupts the command (SIGUSR1 to the main
+    thread raises ``Interrupted``, which unwinds it as a signal does in-process)."""
+
+    def __init__(self, conn: socket.socket):
+        self.conn = conn
+        self.cancelled = 0
+        self._answers: queue.SimpleQueue = queue.SimpleQueue()
+        self._main = threading.get_ident()
+        self._raised = False
+        signal.signal(signal.SIGUSR1, self._interrupt)
+        threading.Thread(target=self._listen, daemon=True).start()
+
+    def _listen(self) -> None:
+        try:
+            while True:
+                message = recv_message(self.conn)
+                if message[0] == "cancel":
+                    return self._cancel(int(message[1]))
+                self._answers.put(message)
+        except Exception:  # noqa: BLE001 - the client went away (SIGKILL, a crash)
+            self._cancel(signal.SIGKILL)
+
+    def _cancel(self, signum: int) -> None:
+        self.cancelled = signum
+        self._answers.put(None)
+        signal.pthread_kill(self._main, signal.SIGUSR1)
+
+    def _interrupt(self, signum: int, frame: object) -> None:
+        if self.cancelled and not self._raised:
+            self._raised = True
+            raise Interrupted(self.cancelled)
+
+    def request(self, *message: object) -> bytes:
+        if self.cancelled:
+            raise Interrupted(self.cancelled)
+        send_message(self.conn, message)
+        answer = self._answers.get()
+        if answer is None:
+            raise Interrupted(self.cancelled)
+        error, reason, data = answer
+        if error:
+            raise OSError(error, reason)
+        return data
+
+    def read_file(self, path: str) -> bytes:
+        return self.request("read", path)
+
+    def write_file(self, path: str, data: bytes) -> None:
+        self.request("write", path, bytes(data))
+
+
+class _ClientStream(io.RawIOBase):
+    """The client's stdout or stderr: each write is written there by the client."""
+
+    def __init__(self, channel: Channel, fd: int):
+        super().__init__()
+        self.channel, self.fd = channel, fd
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes) -> int:
+        self.channel.request("out", self.fd, bytes(data))
+        return len(data)
+
+
 def _serve_one(conn: socket.socket, hello: bytes) -> None:
-    """In the forked child: become the client's process, run its command, report the code."""
-    code = 5
+    """In the forked child: run the client's command as a pure function, report the code."""
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # ptxas and the LLVM child are waited for
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         conn.setblocking(True)
-        conn.sendall(_LEN.pack(len(hello)) + hello)
-        request, fds = _recv_request(conn)
-        argv, cwd, env, umask = marshal.loads(request)
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-            os.close(fd)
-        os.chdir(cwd)
-        os.umask(umask)
-        os.environ.clear()
-        os.environ.update(env)
-        _reopen_std_streams()
-        sys.argv = list(argv)
-        conn.sendall(_INT.pack(os.getpid()))
-        from .driver import main
+        conn.sendall(hello)
+        request = recv_message(conn)
+        if request[0] != "run":
+            return
+        _, argv, env, streams = request
+        channel = Channel(conn)
+        code = _run(channel, argv, env, streams)
+        if code is not None:
+            send_message(conn, ("exit", code))
+    except Exception:  # noqa: BLE001 - the client is gone or broke the protocol
+        pass
+    finally:
+        os._exit(0)
 
+
+def _run(channel: Channel, argv: list, env: dict, streams: tuple) -> int | None:
+    """The command's exit code, or None once the client has cancelled it."""
+    from . import hostio, tools
+    import tempfile
+
+    for name in knobs.served_as(SEND):
+        del os.environ[name]
+    os.environ.update({name: str(value) for name, value in env.items()})
+    tempfile.tempdir = None             # recomputed from the client's TMPDIR
+    tools.find_tool_cached.cache_clear()
+    hostio.use_remote(channel)
+    out_encoding, out_errors, err_encoding, err_errors, out_tty = streams
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.BufferedWriter(_ClientStream(channel, 1)),
+                                                   encoding=out_encoding, errors=out_errors,
+                                                   line_buffering=bool(out_tty))
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.BufferedWriter(_ClientStream(channel, 2)),
+                                                   encoding=err_encoding, errors=err_errors,
+                                                   line_buffering=True)
+    sys.argv = list(argv)
+    from .driver import main
+
+    try:
         try:
             code = main(list(argv[1:]))
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
-        except KeyboardInterrupt:
-            code = 130
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except OSError:
                 pass
-        conn.sendall(_INT.pack(code))
-    finally:
-        os._exit(0)
-
-
-def _recv_request(conn: socket.socket) -> tuple[bytes, list[int]]:
-    data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
-    if len(fds) != 3 or len(data) < _LEN.size:
-        raise ConnectionError("malformed request")
-    size = _LEN.unpack(data[:_LEN.size])[0]
-    body = data[_LEN.size:]
-    if len(body) < size:
-        body += _recv_exact(conn, size - len(body))
-    return body, fds
-
-
-def _reopen_std_streams() -> None:
-    """Text streams over the client's descriptors, buffered as Python buffers them for a
-    process that starts with these descriptors (line-buffered on a terminal)."""
-    encoding = sys.stdout.encoding if sys.stdout else "utf-8"
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)),
-                                                 encoding=encoding)
-    sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)),
-                                                   encoding=encoding, line_buffering=os.isatty(1))
-    sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
-                                                   encoding=encoding, errors="backslashreplace",
-                                                   line_buffering=True)
+        return code
+    except Interrupted:
+        return None
 
 
 def stop_all() -> int:

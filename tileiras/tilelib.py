@@ -28,6 +28,7 @@ import os
 import struct
 from typing import Optional, Sequence
 
+from . import hostio
 from .errors import CompileError, OptionError
 from .ir.core import Module
 from .tile.codes import MAGIC
@@ -163,8 +164,7 @@ def is_shared_library(data: bytes) -> bool:
 # -- creating ------------------------------------------------------------------------------
 def _read(path: str, what: str) -> bytes:
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        return hostio.read_file(path)
     except OSError as e:
         raise CreateError(f"error: unable to read {what} file '{path}': {os.strerror(e.errno or 0)}") from None
 
@@ -248,8 +248,7 @@ def link(module: Module, paths: Sequence[str], preview: Sequence[str]) -> None:
 
 def _open(path: str) -> dict[str, bytes]:
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = hostio.read_file(path)
     except OSError as e:
         raise LibraryError(f"error: failed to open tile library: {os.strerror(e.errno or 0)}") from None
     sections = object_sections(data)

@@ -2,13 +2,16 @@
 
 Search order: the pip wheels (``nvidia-cuda-tileiras`` / ``nvidia-cuda-nvcc`` install into
 ``site-packages/nvidia/cu<N>/bin``), then ``PATH``, then ``$CUDA_HOME/bin`` (or
-``$CUDA_PATH/bin``).  Only native executables count: our own ``tileiras`` console script
-(a Python launcher on ``PATH``) is never mistaken for NVIDIA's.
+``$CUDA_PATH/bin``); ``TILEIRAS_PTXAS`` names a ptxas to use instead.  A native
+executable counts; our own ``tileiras`` console script (a Python launcher on ``PATH``) is never
+mistaken for NVIDIA's.  A ptxas that is a script (a build system's wrapper, a cache such as
+ccache's) counts when it reports a ptxas version.
 """
 from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Optional
@@ -18,6 +21,7 @@ from .knobs import knobs
 KNOWN_TOOLS = ("tileirdisasm", "tileiras", "ptxas")
 
 _ELF_MAGIC = b"\x7fELF"
+_PTXAS_BANNER = "Ptx optimizing assembler"
 
 
 def is_native_executable(path: Path) -> bool:
@@ -64,10 +68,29 @@ def iter_candidates(name: str) -> Iterator[Path]:
             yield directory / name
 
 
+def reports_ptxas_version(path: Path) -> bool:
+    """A ptxas: a native executable, or any other executable (a wrapper script) whose
+    ``--version`` is ptxas's."""
+    if is_native_executable(path):
+        return True
+    if not path.is_file() or not os.access(path, os.X_OK):
+        return False
+    try:
+        proc = subprocess.run([str(path), "--version"], stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return proc.returncode == 0 and _PTXAS_BANNER in proc.stdout.decode("utf-8", "replace")
+
+
 def find_tool(name: str) -> Optional[str]:
     """Absolute path of NVIDIA's ``name`` tool, or None if it is not installed."""
+    accept = reports_ptxas_version if name == "ptxas" else is_native_executable
+    if name == "ptxas" and knobs.ptxas:
+        chosen = Path(knobs.ptxas)
+        return str(chosen.resolve()) if accept(chosen) else None
     for candidate in iter_candidates(name):
-        if is_native_executable(candidate):
+        if accept(candidate):
             return str(candidate.resolve())
     return None
 

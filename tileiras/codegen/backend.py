@@ -108,13 +108,18 @@ class Backend:
         err_r, err_w = os.pipe()
         pid = os.fork()
         if pid == 0:  # child: never returns
+            status = 1
             try:
                 for fd in (requests_w, replies_r, err_r):
                     os.close(fd)
                 os.dup2(err_w, 2)
                 _serve(requests_r, replies_w)
+                status = 0
+            except BaseException as exc:  # noqa: BLE001 - LLVM did not load (memory limits...)
+                line = f"\nthe LLVM back end could not start: {type(exc).__name__}: {exc}\n"
+                os.write(2, line.encode("utf-8", "replace"))
             finally:
-                os._exit(0)
+                os._exit(status)
         for fd in (requests_r, replies_w, err_w):
             os.close(fd)
         self._pid, self._requests, self._replies, self._err = pid, requests_w, replies_r, err_r
@@ -126,7 +131,10 @@ class Backend:
         else:
             self._collect(self._submitted)
             if self._crash is None:
-                _write_message(self._requests, (fn, args))
+                try:
+                    _write_message(self._requests, (fn, args))
+                except OSError:  # the child is gone (it could not start): its message says why
+                    self._lost()
         self._submitted += 1
         return self._submitted - 1
 
@@ -147,10 +155,14 @@ class Backend:
             try:
                 self._outcomes.append(_read_message(self._replies))
             except EOFError:
-                self.close()
-                stderr = self._stderr.decode("utf-8", "replace").strip()
-                message = stderr.splitlines()[-1] if stderr else f"LLVM back end died (status {self._status})"
-                self._crash = message.removeprefix("LLVM ERROR: ")
+                self._lost()
+
+    def _lost(self) -> None:
+        """The child died: LLVM's last message (or how it died) becomes the error."""
+        self.close()
+        stderr = self._stderr.decode("utf-8", "replace").strip()
+        message = stderr.splitlines()[-1] if stderr else f"LLVM back end died (status {self._status})"
+        self._crash = message.removeprefix("LLVM ERROR: ")
 
     def close(self) -> None:
         """End the child at once (it holds nothing but LLVM) and reap it."""

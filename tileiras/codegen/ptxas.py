@@ -13,8 +13,11 @@ LLVM's PTX and the kernels' ``KernelInfo`` in, the real tool's cubin out.
 """
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
+import signal
 import struct
 import subprocess
 import tempfile
@@ -95,30 +98,55 @@ def invoke_ptxas(ptx: str, gpu_name: str, opt_level: int = 3, host_object: Optio
     if ptxas is None:
         raise PtxasError("ptxas not found: install nvidia-cuda-nvcc, put ptxas on PATH or set "
                          "CUDA_HOME", "ptxas")
-    tmp = Path(tempfile.mkdtemp(prefix="tileiras-"))
-    ptx_path, out_path, host_path = tmp / "kernels.ptx", tmp / "kernels.bin", tmp / "host.o"
-    ptx_path.write_text(ptx)
-    if host_object is not None:
-        host_path.write_bytes(host_object)
-    argv = ptxas_command(ptxas, str(ptx_path), str(out_path), gpu_name, opt_level,
-                         str(host_path) if host_object is not None else None, sanitize, verbose)
+    tmp = _make_temporary_folder()
     ok = False
     try:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, errors="replace", check=False)
-        if proc.returncode != 0 or not out_path.is_file():
-            raise PtxasError(proc.stdout, shlex.join(argv), proc.returncode)
+        ptx_path, out_path, host_path = tmp / "kernels.ptx", tmp / "kernels.bin", tmp / "host.o"
+        argv = ptxas_command(ptxas, str(ptx_path), str(out_path), gpu_name, opt_level,
+                             str(host_path) if host_object is not None else None, sanitize, verbose)
+        try:
+            ptx_path.write_text(ptx)
+            if host_object is not None:
+                host_path.write_bytes(host_object)
+        except OSError as err:
+            raise CompileError(f"cannot write ptxas's input files in '{tmp.parent}': "
+                               f"{err.strerror or err}") from None
+        returncode, log = _run_ptxas(argv)
+        if returncode != 0 or not out_path.is_file():
+            raise PtxasError(log, shlex.join(argv), returncode)
         cubin = out_path.read_bytes()
         ok = True
-    except OSError as err:
-        raise PtxasError(f"cannot run ptxas: {err}", shlex.join(argv)) from None
     finally:
         if ok or not knobs.debug:  # keep the files of a failed run for the repro command
-            _remove_tree(tmp)
+            shutil.rmtree(tmp, ignore_errors=True)
     stats = stats_from_cubin(cubin)
     if verbose:
-        stats = merge_verbose_stats(stats, parse_verbose_log(proc.stdout))
-    return PtxasResult(cubin, proc.stdout, tuple(argv), stats)
+        stats = merge_verbose_stats(stats, parse_verbose_log(log))
+    return PtxasResult(cubin, log, tuple(argv), stats)
+
+
+def _run_ptxas(argv: Sequence[str]) -> tuple[int, str]:
+    """ptxas's exit status and what it printed.  It runs in a process group of its own, so
+    that if the compile is interrupted (a signal, a served command's client going away)
+    ptxas and anything a wrapper script started are killed together, never left behind."""
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
+    except OSError as err:
+        raise PtxasError(f"cannot run ptxas: {err}", shlex.join(argv)) from None
+    try:
+        log, _ = proc.communicate()
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait()
+        raise
+    finally:
+        if proc.stdout:
+            proc.stdout.close()
+    return proc.returncode, log
 
 
 def run_ptxas(ptx: str, gpu_name: str, opt_level: int = 3, host_object: Optional[bytes] = None,
@@ -137,10 +165,13 @@ def build_cubin(ptx: str, kernels: Sequence[KernelInfo], gpu_name: str, opt_leve
                         sanitize=sanitize, verbose=verbose)
 
 
-def _remove_tree(path: Path) -> None:
-    for child in path.iterdir():
-        child.unlink()
-    path.rmdir()
+def _make_temporary_folder() -> Path:
+    """A new private folder for ptxas's files, in TMPDIR (one line if that is impossible)."""
+    try:
+        return Path(tempfile.mkdtemp(prefix="tileiras-"))
+    except OSError as err:
+        where = tempfile.tempdir or knobs.tmpdir or "/tmp"
+        raise CompileError(f"cannot create a temporary folder in '{where}': {err.strerror or err}") from None
 
 
 # --------------------------------------------------------------------------- statistics
