@@ -13,8 +13,8 @@ import subprocess
 import ml_dtypes
 import numpy as np
 import pytest
-
 from _build import bytecode, bytecode_file
+
 from tileiras.codegen import abi
 from tileiras.gpu import cubin as gpu_cubin
 from tileiras.gpu import params as P

@@ -78,13 +78,19 @@ def upload_arguments(device: Device, kinds: Sequence[str], args: Sequence[Any]) 
     return values, buffers
 
 
+def copy_arguments(args: Sequence[Any]) -> list[Any]:
+    """``args`` with each distinct array copied once: an array passed twice stays one buffer."""
+    memo: dict[int, np.ndarray] = {}
+    return [memo.setdefault(id(a), a.copy()) if isinstance(a, np.ndarray) else a for a in args]
+
+
 def run_cubin(device: Device, cubin: bytes, entry: str, kinds: Sequence[str], grid: Sequence[int],
               args: Sequence[Any], convention: Convention = Convention.CUTILE) -> Outcome:
     """Run ``entry`` of ``cubin`` over the tile grid ``grid`` on copies of ``args``.
 
     A device-side assert (``CUDA_ERROR_ASSERT``) is an outcome (``failed``), as it is for the
     interpreter; the context is rebuilt after it.  Any other CUDA error raises ``CudaError``."""
-    copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    copies = copy_arguments(args)
     kernel = device.load(cubin, entry)
     values, buffers = upload_arguments(device, kinds, copies)
     failed = False
