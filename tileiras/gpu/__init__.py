@@ -25,8 +25,18 @@ import numpy as np
 
 from ..diffcheck import Outcome
 from ..interp.values import is_nibble_dtype, pack_nibbles, unpack_nibbles
-from .device import (CUDA_ERROR_ASSERT, Convention, CudaError, Device, Kernel, NoCudaDevice,  # noqa: F401
-                     NoCudaDriver, open_device, probe, runnable_archs)
+from .device import (  # noqa: F401
+    CUDA_ERROR_ASSERT,
+    Convention,
+    CudaError,
+    Device,
+    Kernel,
+    NoCudaDevice,
+    NoCudaDriver,
+    open_device,
+    probe,
+    runnable_archs,
+)
 from .params import PackedParams, pack_params, signature_of  # noqa: F401
 
 

@@ -20,6 +20,9 @@ from ..emulate.cubin import elf_sections
 
 EIFMT_SVAL = 0x04
 EIATTR_KPARAM_INFO = 0x17
+#: The form ptxas writes when a kernel has hidden parameters (NVIDIA's TMA kernels): only the
+#: user parameters are listed, the size in the low half of the last word.
+EIATTR_KPARAM_INFO_V2 = 0x45
 EIATTR_REQNTID = 0x10
 EIATTR_CTA_PER_CLUSTER = 0x3D
 EIATTR_PARAM_CBANK_SIZE = 0x19
@@ -76,6 +79,9 @@ def _facts(name: str, info: bytes) -> KernelFacts:
         elif code == EIATTR_KPARAM_INFO:
             _, ordinal, offset, flags = struct.unpack_from("<IHHI", payload)
             params[ordinal] = (offset, flags >> KPARAM_SIZE_SHIFT)
+        elif code == EIATTR_KPARAM_INFO_V2:
+            _, ordinal, offset, size = struct.unpack_from("<IHHH", payload)
+            params[ordinal] = (offset, size)
         elif code == EIATTR_PARAM_CBANK_SIZE:
             cbank = struct.unpack("<H", payload)[0]
         elif code == EIATTR_LANGUAGE:
