@@ -226,7 +226,7 @@ class Device:
         buffer = ctypes.create_string_buffer(params.buffer, max(len(params.buffer), 1))
         pointers = (ctypes.c_void_p * max(len(params.offsets), 1))(
             *[ctypes.addressof(buffer) + off for off in params.offsets])
-        call(d, "cuLaunchKernelEx", config, kernel.function, ctypes.addressof(pointers), None)
+        call(d, "cuLaunchKernelEx", config, kernel.function, ctypes.addressof(pointers), 0)
 
     def recover(self) -> None:
         """Start a fresh primary context after a sticky error (a trap or a failed assert
