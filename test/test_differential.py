@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("cuda.tile")
 
-from differential import Case, compare, export, make_inputs, run_compiled, run_interpreter  # noqa: E402
+from differential import Case, cached_export, compare, export, make_inputs, run_compiled, run_interpreter  # noqa: E402
 from kernels import ALL_CASES  # noqa: E402
 
 from tileiras.reader import read_bytecode  # noqa: E402
@@ -36,13 +36,7 @@ def bytecode_cache() -> dict:
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 @pytest.mark.parametrize("case, k", list(_entries()))
 def test_interpreter_matches_compiled(case, k, arch, bytecode_cache):
-    key = (case.name, arch)
-    if key not in bytecode_cache:
-        try:
-            bytecode_cache[key] = export(case, arch=arch)
-        except Exception as err:  # cuTile refuses some kernels for some archs (fp8 on sm_80)
-            pytest.skip(f"cuTile cannot export {case.name} for {arch}: {err}")
-    data = bytecode_cache[key]
+    data = cached_export(bytecode_cache, case, arch)
     entry = read_bytecode(data).functions[k].name
     arrays = make_inputs(case.params[k], np.random.default_rng(1), 100)
     c = Case(data, entry, arrays, GRID)
@@ -63,13 +57,7 @@ def test_interpreter_matches_real_ptx(case, k, real_tileiras, tmp_path, bytecode
     """Third opinion: NVIDIA's PTX for the same bytecode, emulated, agrees with the interpreter."""
     from differential import run_real_ptx
 
-    key = (case.name, "sm_90")
-    if key not in bytecode_cache:
-        try:
-            bytecode_cache[key] = export(case, arch="sm_90")
-        except Exception as err:  # cuTile refuses some kernels for sm_90 (f4 needs sm_100)
-            pytest.skip(f"cuTile cannot export {case.name} for sm_90: {err}")
-    data = bytecode_cache[key]
+    data = cached_export(bytecode_cache, case, "sm_90")
     entry = read_bytecode(data).functions[k].name
     c = Case(data, entry, make_inputs(case.params[k], np.random.default_rng(1), 100), GRID)
     problem = compare(run_interpreter(c), run_real_ptx(c, real_tileiras, str(tmp_path)))

@@ -10,6 +10,11 @@ other integer arguments get small values, floats 1.5.  The Tile IR interpreter
 PTX and the PTX emulator (``tileiras.emulate``) runs it.  Integer results must match
 exactly, floats within a tolerance (approximate PTX math against exactly rounded
 reference math); asserts must fire in both or neither.
+
+With ``--device=gpu`` the same inputs also run on the GPU (``tileiras.gpu``), our cubin
+compiled for the device's architecture (``--gpu-name`` defaults to it): each entry reports
+the GPU against the interpreter and the GPU against the emulator.  Without a CUDA driver that
+is one line, ``error: no CUDA driver ...``, and exit status 1.
 """
 from __future__ import annotations
 
@@ -181,8 +186,15 @@ class EntryReport:
 
 
 def check_module(module: Module, gpu_name: str = "sm_90", grid: tuple = (2, 2, 1), extent: int = 100,
-                 seed: int = 1) -> list[EntryReport]:
+                 seed: int = 1, device: Any = None) -> list[EntryReport]:
+    """Every entry: interpreter vs our PTX in the emulator; with ``device`` (a
+    ``tileiras.gpu.Device``) also the GPU against both."""
     ptx = compile_ptx(module, gpu_name)
+    cubin = None
+    if device is not None:
+        from .gpu import compile_cubin
+
+        cubin = compile_cubin(module, gpu_name)
     reports = []
     for fn in module.functions:
         if not fn.is_entry:
@@ -190,45 +202,81 @@ def check_module(module: Module, gpu_name: str = "sm_90", grid: tuple = (2, 2, 1
         args = synthesize_args(fn, np.random.default_rng(seed), extent)
         try:
             expected, got = run_both(module, fn.name, grid, args, ptx=ptx)
-            reports.append(EntryReport(fn.name, compare(expected, got)))
+            problem = compare(expected, got)
+            if device is not None:
+                problem = problem or compare_gpu(device, cubin, fn, grid, args, expected, got)
+            reports.append(EntryReport(fn.name, problem))
         except Exception as err:  # noqa: BLE001 - reported per entry
             reports.append(EntryReport(fn.name, f"{type(err).__name__}: {err}"))
     return reports
 
 
+def compare_gpu(device: Any, cubin: bytes, fn: Function, grid: tuple, args: Sequence[Any],
+                interpreted: Outcome, emulated: Outcome) -> Optional[str]:
+    """The GPU's outcome on ``args`` against the interpreter's, then the emulator's."""
+    from .gpu import run_cubin, signature_of
+
+    on_gpu = run_cubin(device, cubin, fn.name, signature_of(fn), grid, args)
+    for label, other in (("GPU vs interpreter", interpreted), ("GPU vs emulator", emulated)):
+        problem = compare(other, on_gpu)
+        if problem is not None:
+            return f"{label}: {problem}"
+    return None
+
+
+def check_files(files: Sequence[str], gpu_name: Optional[str], grid: tuple, extent: int, device: Any) -> int:
+    """Print one line per entry (or per unreadable file, on stderr); the number of problems."""
+    from .cli import read_input_file
+    from .errors import TileIRError
+    from .reader import read_bytecode
+
+    arch = gpu_name or (device.arch if device is not None else "sm_90")
+    bad = 0
+    for path in files:
+        try:
+            module = read_bytecode(read_input_file(path, exit_code=1), path)
+            reports = check_module(module, arch, grid, extent, device=device)
+        except TileIRError as err:
+            sys.stdout.flush()
+            print(f"{err}", file=sys.stderr)
+            bad += 1
+            continue
+        for r in reports:
+            print(f"{path} @{r.entry}: {'agree' if r.problem is None else r.problem}")
+            bad += r.problem is not None
+    return bad
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     import click
 
+    from .errors import TileIRError
+
     @click.command("tileiras-diffcheck")
     @click.argument("files", nargs=-1, required=True)
-    @click.option("--gpu-name", default="sm_90")
+    @click.option("--gpu-name", default=None, help="sm_XX to compile for (default sm_90, on a GPU the device's)")
     @click.option("--extent", default=100, type=int, help="elements along each dynamic dim")
     @click.option("--grid", default="2,2,1", help="X[,Y,Z] tile blocks")
-    def command(files: tuple[str, ...], gpu_name: str, extent: int, grid: str) -> int:
-        from .errors import TileIRError
-        from .reader import read_bytecode
-
+    @click.option("--device", type=click.Choice(["emulator", "gpu"]), default="emulator",
+                  help="gpu: also run on the GPU, against the interpreter and the emulator")
+    def command(files: tuple[str, ...], gpu_name: Optional[str], extent: int, grid: str, device: str) -> int:
         g = tuple(int(x) for x in grid.split(",")) + (1, 1)
-        bad = 0
-        for path in files:
-            try:
-                with open(path, "rb") as f:
-                    module = read_bytecode(f.read(), path)
-                reports = check_module(module, gpu_name, g[:3], extent)
-            except TileIRError as err:
-                print(f"{path}: {err}")
-                bad += 1
-                continue
-            for r in reports:
-                print(f"{path} @{r.entry}: {'agree' if r.problem is None else r.problem}")
-                bad += r.problem is not None
-        return 1 if bad else 0
+        gpu = None
+        if device == "gpu":
+            from .gpu import open_device
+
+            gpu = open_device()
+        return 1 if check_files(files, gpu_name, g[:3], extent, gpu) else 0
 
     try:
         return command.main(args=list(sys.argv[1:] if argv is None else argv), standalone_mode=False) or 0
     except click.ClickException as err:
         err.show()
         return 2
+    except TileIRError as err:
+        sys.stdout.flush()
+        print(f"{err}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

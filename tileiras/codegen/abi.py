@@ -150,25 +150,52 @@ def param_decl(t: Type, name: str) -> str:
     raise _unsupported(t)
 
 
-def param_layout(t: Type) -> tuple[int, int]:
-    """(size, alignment) of one argument in the kernel parameter buffer."""
+#: The parameter kind of every pointer argument (whatever it points at).
+POINTER_KIND = "ptr"
+
+
+def param_kind(t: Type) -> str:
+    """How the parameter buffer sees an argument type: ``ptr`` or the scalar's name (``i32``).
+
+    The kind is all a launcher needs to lay the argument out, so the GPU runner can pack
+    parameters from a manifest of kinds without the IR (and without the compiler).
+    """
     t = param_scalar_type(t)
     if isinstance(t, PointerType):
-        return (8, 8)
+        return POINTER_KIND
     if isinstance(t, ScalarType) and t.name in _SCALAR_LAYOUT:
-        return _SCALAR_LAYOUT[t.name]
+        return t.name
     raise _unsupported(t)
 
 
-def param_offsets(param_types: tuple[Type, ...]) -> tuple[int, ...]:
-    """Offset of each argument from the start of the parameter buffer (natural alignment)."""
+def kind_layout(kind: str) -> tuple[int, int]:
+    """(size, alignment) of a parameter of ``kind`` (see ``param_kind``) in the buffer."""
+    if kind == POINTER_KIND:
+        return (8, 8)
+    if kind in _SCALAR_LAYOUT:
+        return _SCALAR_LAYOUT[kind]
+    raise CompileError(f"unsupported kernel parameter kind '{kind}'")
+
+
+def param_layout(t: Type) -> tuple[int, int]:
+    """(size, alignment) of one argument in the kernel parameter buffer."""
+    return kind_layout(param_kind(t))
+
+
+def kind_offsets(kinds: tuple[str, ...]) -> tuple[int, ...]:
+    """Offset of each parameter of ``kinds`` from the start of the buffer (natural alignment)."""
     offsets, offset = [], 0
-    for t in param_types:
-        size, align = param_layout(t)
+    for kind in kinds:
+        size, align = kind_layout(kind)
         offset = (offset + align - 1) // align * align
         offsets.append(offset)
         offset += size
     return tuple(offsets)
+
+
+def param_offsets(param_types: tuple[Type, ...]) -> tuple[int, ...]:
+    """Offset of each argument from the start of the parameter buffer (natural alignment)."""
+    return kind_offsets(tuple(param_kind(t) for t in param_types))
 
 
 # --------------------------------------------------------------------------- launch shape

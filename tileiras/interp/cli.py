@@ -9,6 +9,11 @@ number (a scalar parameter).  With ``--cutile`` every array expands to cuTile's
 (pointer, shape..., strides...) parameters.  After the run each array argument is written to
 ``OUT_DIR/<its file name>`` (``argN.npy`` when two share a name).  print_tko output goes to
 stdout; a failed assert exits with status 1 and its message on stderr.
+
+With ``--device=gpu`` the same command line runs on the GPU instead (``tileiras.gpu``): the
+module is compiled by our pipeline for the device's architecture (``--gpu-name`` to choose
+another, ``--cubin`` to run a cubin compiled elsewhere, NVIDIA's for instance).  Without a
+CUDA driver that is one line, ``error: no CUDA driver ...``, and exit status 1.
 """
 from __future__ import annotations
 
@@ -19,8 +24,9 @@ from typing import Any, Optional, Sequence
 import click
 import numpy as np
 
+from ..cli import read_input_file
 from ..errors import TileIRError
-from . import TileAssertionError, cutile_args, launch
+from . import TileAssertionError, cutile_args, find_entry, launch, normalize_grid
 
 
 def parse_grid(text: str) -> tuple[int, ...]:
@@ -56,26 +62,57 @@ def output_names(args: Sequence[str]) -> dict[int, str]:
     return names
 
 
+def run_on_gpu(module, entry: Optional[str], grid: tuple[int, ...], bound: list[Any],
+               gpu_name: Optional[str], cubin_path: Optional[str]) -> bool:
+    """Run on the GPU, updating the arrays of ``bound`` in place; True when an assert fired."""
+    from .. import gpu
+
+    device = gpu.open_device()  # no driver: fail before compiling anything
+    fn = find_entry(module, entry)
+    if cubin_path is not None:
+        cubin = read_input_file(cubin_path, exit_code=1)
+    else:
+        cubin = gpu.compile_cubin(module, gpu_name or device.arch)
+    outcome = gpu.run_cubin(device, cubin, fn.name, gpu.signature_of(fn), normalize_grid(grid), bound)
+    originals = [a for a in bound if isinstance(a, np.ndarray)]
+    for original, result in zip(originals, outcome.arrays):
+        np.copyto(original, result)
+    return outcome.failed
+
+
 @click.command("tileiras-run")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("file")
 @click.option("--entry", default=None, help="Entry to run (default: the only one).")
 @click.option("--grid", "grid", default="1", help="Tile-block grid, X[,Y[,Z]].")
 @click.option("--arg", "args", multiple=True, help="An .npy array or a number, in parameter order.")
 @click.option("--cutile", is_flag=True, help="Expand each array into (pointer, shape..., strides...).")
 @click.option("--out-dir", type=click.Path(file_okay=False), default=None,
               help="Where to write the arrays after the run.")
+@click.option("--device", type=click.Choice(["interp", "gpu"]), default="interp",
+              help="Run on the reference interpreter (default) or on the GPU.")
+@click.option("--gpu-name", default=None, help="With --device=gpu: compile for this sm_XX (default: the device's).")
+@click.option("--cubin", "cubin_path", default=None, help="With --device=gpu: run this cubin instead of compiling.")
 def command(file: str, entry: Optional[str], grid: str, args: tuple[str, ...], cutile: bool,
-            out_dir: Optional[str]) -> None:
+            out_dir: Optional[str], device: str, gpu_name: Optional[str], cubin_path: Optional[str]) -> None:
+    from ..reader import read_bytecode
+
+    module = read_bytecode(read_input_file(file, exit_code=1), file)
     values = [parse_arg(a) for a in args]
     bound = cutile_args(*values) if cutile else values
-    result = launch(file, entry, parse_grid(grid), bound)
-    sys.stdout.write("".join(result.printed))
+    if device == "gpu":
+        if run_on_gpu(module, entry, parse_grid(grid), bound, gpu_name, cubin_path):
+            raise TileIRError("a device-side assert fired (CUDA_ERROR_ASSERT)")
+        failures: list = []
+    else:
+        result = launch(module, entry, parse_grid(grid), bound)
+        sys.stdout.write("".join(result.printed))
+        failures = result.failures
     if out_dir is not None:
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         for i, name in output_names(args).items():
             np.save(Path(out_dir) / name, values[i])
-    if result.failures:
-        raise TileAssertionError(result.failures)
+    if failures:
+        raise TileAssertionError(failures)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -1,0 +1,118 @@
+"""The kernels ``bench/gpu.py`` measures, written with cuTile (imported by the plan step only:
+the GPU machine has no cuTile).
+
+Tile shapes follow what cuTile's own examples use (GEMM 128x128x32, attention 64x64), and
+every array is exported with the constraints cuTile infers for an ordinary framework tensor
+(16-byte aligned base, shapes and leading strides divisible by 16, unit last stride), so
+both compilers see the aligned bytecode a real cuTile program produces.
+"""
+from __future__ import annotations
+
+import math
+
+import cuda.tile as ct
+from cuda.tile.compilation import ArrayConstraint, ScalarConstraint
+
+ConstInt = ct.Constant[int]
+ConstBool = ct.Constant[bool]
+ConstFloat = ct.Constant[float]
+NEG_INF = -math.inf
+
+
+@ct.kernel
+def gemm(a, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
+    pid_m, pid_n = ct.bid(0), ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(pid_m, k), shape=(BM, BK))
+        tb = ct.load(b, index=(k, pid_n), shape=(BK, BN))
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(pid_m, pid_n), tile=ct.astype(acc, c.dtype))
+
+
+@ct.kernel
+def flash_attention(q, k, v, o, qk_scale: float, D: ConstInt, BM: ConstInt, BN: ConstInt, CAUSAL: ConstBool):
+    m_blk, bh = ct.bid(0), ct.bid(1)
+    tq = ct.reshape(ct.load(q, index=(bh, m_blk, 0), shape=(1, BM, D)), (BM, D))
+    m_i = ct.full((BM, 1), NEG_INF, dtype=ct.float32)
+    l_i = ct.zeros((BM, 1), dtype=ct.float32)
+    acc = ct.zeros((BM, D), dtype=ct.float32)
+    rows = ct.reshape(m_blk * BM + ct.arange(BM, dtype=ct.int32), (BM, 1))
+    n_tiles = ct.num_tiles(k, axis=1, shape=(1, BN, D))
+    if CAUSAL:
+        n_tiles = ct.cdiv((m_blk + 1) * BM, BN)
+    for j in range(n_tiles):
+        tk = ct.reshape(ct.load(k, index=(bh, j, 0), shape=(1, BN, D)), (BN, D))
+        tv = ct.reshape(ct.load(v, index=(bh, j, 0), shape=(1, BN, D)), (BN, D))
+        s = ct.mma(tq, ct.transpose(tk), ct.zeros((BM, BN), dtype=ct.float32)) * qk_scale
+        if CAUSAL:
+            cols = ct.reshape(j * BN + ct.arange(BN, dtype=ct.int32), (1, BN))
+            s = ct.where(rows >= cols, s, NEG_INF)
+        m_new = ct.maximum(m_i, ct.max(s, axis=1, keepdims=True))
+        p = ct.exp(s - m_new)
+        alpha = ct.exp(m_i - m_new)
+        l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
+        acc = ct.mma(ct.astype(p, q.dtype), tv, acc * alpha)
+        m_i = m_new
+    ct.store(o, index=(bh, m_blk, 0), tile=ct.reshape(ct.astype(acc / l_i, o.dtype), (1, BM, D)))
+
+
+@ct.kernel
+def softmax(x, out, N: ConstInt):
+    i = ct.bid(0)
+    t = ct.astype(ct.load(x, index=(i, 0), shape=(1, N)), ct.float32)
+    e = ct.exp(t - ct.max(t, axis=1, keepdims=True))
+    ct.store(out, index=(i, 0), tile=ct.astype(e / ct.sum(e, axis=1, keepdims=True), out.dtype))
+
+
+@ct.kernel
+def layernorm(x, w, b, out, N: ConstInt, eps: ConstFloat):
+    i = ct.bid(0)
+    t = ct.astype(ct.load(x, index=(i, 0), shape=(1, N)), ct.float32)
+    d = t - ct.sum(t, axis=1, keepdims=True) / N
+    rstd = ct.rsqrt(ct.sum(d * d, axis=1, keepdims=True) / N + eps)
+    g = ct.reshape(ct.astype(ct.load(w, index=(0,), shape=(N,)), ct.float32), (1, N))
+    h = ct.reshape(ct.astype(ct.load(b, index=(0,), shape=(N,)), ct.float32), (1, N))
+    ct.store(out, index=(i, 0), tile=ct.astype(d * rstd * g + h, out.dtype))
+
+
+@ct.kernel
+def rmsnorm(x, w, out, N: ConstInt, eps: ConstFloat):
+    i = ct.bid(0)
+    t = ct.astype(ct.load(x, index=(i, 0), shape=(1, N)), ct.float32)
+    rstd = ct.rsqrt(ct.sum(t * t, axis=1, keepdims=True) / N + eps)
+    g = ct.reshape(ct.astype(ct.load(w, index=(0,), shape=(N,)), ct.float32), (1, N))
+    ct.store(out, index=(i, 0), tile=ct.astype(t * rstd * g, out.dtype))
+
+
+@ct.kernel
+def axpy(x, y, out, a: float, T: ConstInt):
+    i = ct.bid(0)
+    ct.store(out, index=(i,), tile=a * ct.load(x, index=(i,), shape=(T,)) + ct.load(y, index=(i,), shape=(T,)))
+
+
+DTYPES = {"f16": ct.float16, "bf16": ct.bfloat16, "f32": ct.float32}
+ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4}
+
+
+def aligned_array(dtype: str, ndim: int) -> ArrayConstraint:
+    """An array as cuTile sees a framework tensor: 16-byte aligned base and leading strides
+    (in elements: 8 for f16), shapes divisible by 16, contiguous (last stride 1)."""
+    return ArrayConstraint(DTYPES[dtype], ndim, index_dtype=ct.int32, stride_lower_bound_incl=0,
+                           alias_groups=(), may_alias_internally=False,
+                           stride_constant=[None] * (ndim - 1) + [1],
+                           stride_divisible_by=[16 // ITEMSIZE[dtype]] * (ndim - 1) + [1],
+                           shape_divisible_by=16, base_addr_divisible_by=16)
+
+
+KERNELS = {"gemm": gemm, "flash_attention": flash_attention, "softmax": softmax, "layernorm": layernorm,
+           "rmsnorm": rmsnorm, "axpy": axpy}
+
+
+def signature(kernel: str, arrays: list, extra: list) -> list:
+    """The export parameter list: an aligned constraint per (dtype, ndim) array, then scalars
+    (``("f32",)`` for a runtime f32) and constants (plain Python values)."""
+    params = [aligned_array(dt, nd) for dt, nd in arrays]
+    for value in extra:
+        params.append(ScalarConstraint(DTYPES[value[0]]) if isinstance(value, tuple) else value)
+    return params

@@ -1,0 +1,195 @@
+"""The problems ``bench/gpu.py`` measures: inputs, kernel arguments, grid, float64 reference,
+tolerance and work (flops, bytes) of each kernel family.  numpy (and ml_dtypes) only: this
+runs on the GPU machine, which has no cuTile and may have no compiler.
+
+A problem is a dict of sizes; the family reads it.  References are computed in float64 on a
+sample (rows of a GEMM, heads and query rows of an attention, rows of a normalization,
+elements of an axpy) so that checking an 8192^3 GEMM costs seconds, not minutes; the whole
+output is still checked for unwritten (poisoned) elements.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import ml_dtypes
+import numpy as np
+
+NUMPY = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32}
+#: ‖out − ref‖ / ‖ref‖ allowed, by output type (METHOD: bf16 1e-3..1e-2, f32 far under 1e-3).
+TOLERANCE = {"f16": 5e-3, "bf16": 1.5e-2, "f32": 1e-5}
+SAMPLE_ROWS = 256
+
+
+@dataclass(frozen=True)
+class Family:
+    """How to run and check one kernel family on a problem ``p`` (a dict of sizes)."""
+
+    inputs: Callable[[dict, np.random.Generator], dict]     # name -> array (outputs included, any content)
+    outputs: tuple[str, ...]                                  # which arrays the kernel writes
+    args: Callable[[dict, dict], list]                        # Python-level kernel args (arrays, scalars)
+    grid: Callable[[dict], tuple]
+    reference: Callable[[dict, dict], tuple]                  # (sample of the output, float64 expected)
+    work: Callable[[dict], tuple[float, float]]               # (flops, bytes moved at least once)
+
+
+def _random(rng: np.random.Generator, shape: tuple, dtype: str, scale: float = 1.0) -> np.ndarray:
+    return (rng.standard_normal(shape, dtype=np.float32) * scale).astype(NUMPY[dtype])
+
+
+def _rows(rng: np.random.Generator, n: int) -> np.ndarray:
+    return np.sort(rng.choice(n, size=min(n, SAMPLE_ROWS), replace=False))
+
+
+def _itemsize(p: dict) -> int:
+    return np.dtype(NUMPY[p["dtype"]]).itemsize
+
+
+# --------------------------------------------------------------------------- GEMM
+
+def _gemm_inputs(p: dict, rng: np.random.Generator) -> dict:
+    m, n, k, dt = p["M"], p["N"], p["K"], p["dtype"]
+    return {"a": _random(rng, (m, k), dt), "b": _random(rng, (k, n), dt), "c": np.empty((m, n), NUMPY[dt])}
+
+
+def _gemm_reference(p: dict, d: dict) -> tuple:
+    rows = _rows(np.random.default_rng(p["M"]), p["M"])
+    expected = d["a"][rows].astype(np.float64) @ d["b"].astype(np.float64)
+    return d["c"][rows], expected
+
+
+GEMM = Family(
+    _gemm_inputs, ("c",), lambda p, d: [d["a"], d["b"], d["c"]],
+    lambda p: (p["M"] // p["BM"], p["N"] // p["BN"], 1), _gemm_reference,
+    lambda p: (2.0 * p["M"] * p["N"] * p["K"], _itemsize(p) * (p["M"] * p["K"] + p["K"] * p["N"] + p["M"] * p["N"])))
+
+
+# --------------------------------------------------------------------------- attention
+
+def _attention_inputs(p: dict, rng: np.random.Generator) -> dict:
+    shape = (p["B"] * p["H"], p["S"], p["D"])
+    out = {name: _random(rng, shape, p["dtype"]) for name in ("q", "k", "v")}
+    out["o"] = np.empty(shape, NUMPY[p["dtype"]])
+    return out
+
+
+def _attention_reference(p: dict, d: dict) -> tuple:
+    rng = np.random.default_rng(p["S"])
+    heads = np.sort(rng.choice(p["B"] * p["H"], size=min(2, p["B"] * p["H"]), replace=False))
+    rows = _rows(rng, p["S"])
+    got, want = [], []
+    for h in heads:
+        q, k, v = (d[x][h].astype(np.float64) for x in ("q", "k", "v"))
+        s = q[rows] @ k.T / math.sqrt(p["D"])
+        if p["causal"]:
+            s = np.where(rows[:, None] >= np.arange(p["S"])[None, :], s, -np.inf)
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        want.append(e @ v / e.sum(axis=1, keepdims=True))
+        got.append(d["o"][h][rows])
+    return np.stack(got), np.stack(want)
+
+
+def _attention_work(p: dict) -> tuple[float, float]:
+    pairs = p["S"] * p["S"] / (2 if p["causal"] else 1)
+    return 4.0 * p["B"] * p["H"] * pairs * p["D"], 4.0 * _itemsize(p) * p["B"] * p["H"] * p["S"] * p["D"]
+
+
+ATTENTION = Family(
+    _attention_inputs, ("o",),
+    lambda p, d: [d["q"], d["k"], d["v"], d["o"], np.float32(1 / math.sqrt(p["D"]))],
+    lambda p: (p["S"] // p["BM"], p["B"] * p["H"], 1), _attention_reference, _attention_work)
+
+
+# --------------------------------------------------------------------------- row-wise kernels
+
+def _rows_inputs(names: tuple[str, ...], vectors: tuple[str, ...]) -> Callable:
+    def make(p: dict, rng: np.random.Generator) -> dict:
+        out = {name: _random(rng, (p["rows"], p["N"]), p["dtype"], 2.0) for name in names}
+        out.update({name: _random(rng, (p["N"],), p["dtype"]) for name in vectors})
+        out["out"] = np.empty((p["rows"], p["N"]), NUMPY[p["dtype"]])
+        return out
+    return make
+
+
+def _row_reference(fn: Callable[[dict, np.ndarray], np.ndarray]) -> Callable:
+    def reference(p: dict, d: dict) -> tuple:
+        rows = _rows(np.random.default_rng(p["rows"]), p["rows"])
+        return d["out"][rows], fn(d, d["x"][rows].astype(np.float64))
+    return reference
+
+
+def _softmax(d: dict, x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _layernorm(d: dict, x: np.ndarray) -> np.ndarray:
+    c = x - x.mean(axis=1, keepdims=True)
+    return c / np.sqrt((c * c).mean(axis=1, keepdims=True) + 1e-5) * d["w"].astype(np.float64) + d["b"]
+
+
+def _rmsnorm(d: dict, x: np.ndarray) -> np.ndarray:
+    return x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-6) * d["w"].astype(np.float64)
+
+
+def _rows_work(flops_per_element: float) -> Callable:
+    return lambda p: (flops_per_element * p["rows"] * p["N"], 2.0 * _itemsize(p) * p["rows"] * p["N"])
+
+
+def _row_family(vectors: tuple[str, ...], fn: Callable, flops: float) -> Family:
+    return Family(_rows_inputs(("x",), vectors), ("out",),
+                  lambda p, d: [d["x"], *(d[v] for v in vectors), d["out"]],
+                  lambda p: (p["rows"], 1, 1), _row_reference(fn), _rows_work(flops))
+
+
+SOFTMAX = _row_family((), _softmax, 5.0)
+LAYERNORM = _row_family(("w", "b"), _layernorm, 8.0)
+RMSNORM = _row_family(("w",), _rmsnorm, 5.0)
+
+
+# --------------------------------------------------------------------------- element-wise
+
+AXPY_A = 1.75
+
+
+def _axpy_inputs(p: dict, rng: np.random.Generator) -> dict:
+    n = p["n"]
+    return {"x": rng.random(n, dtype=np.float32) - 0.5, "y": rng.random(n, dtype=np.float32) - 0.5,
+            "out": np.empty(n, np.float32)}
+
+
+def _axpy_reference(p: dict, d: dict) -> tuple:
+    idx = np.sort(np.random.default_rng(p["n"]).choice(p["n"], size=min(p["n"], 1 << 20), replace=False))
+    return d["out"][idx], AXPY_A * d["x"][idx].astype(np.float64) + d["y"][idx]
+
+
+AXPY = Family(_axpy_inputs, ("out",), lambda p, d: [d["x"], d["y"], d["out"], np.float32(AXPY_A)],
+              lambda p: (p["n"] // p["T"], 1, 1), _axpy_reference, lambda p: (2.0 * p["n"], 12.0 * p["n"]))
+
+FAMILIES = {"gemm": GEMM, "attention": ATTENTION, "softmax": SOFTMAX, "layernorm": LAYERNORM,
+            "rmsnorm": RMSNORM, "axpy": AXPY}
+
+
+def check(p: dict, family: Family, data: dict) -> tuple[bool, str]:
+    """(correct, why): every output element written (no poison NaN left), and the sampled
+    relative error ‖out − ref‖ / ‖ref‖ within the output type's tolerance."""
+    for name in family.outputs:
+        out = data[name]
+        if not np.isfinite(out.astype(np.float32)).all():
+            bad = int((~np.isfinite(out.astype(np.float32))).sum())
+            return False, f"{bad} of {out.size} elements of '{name}' unwritten or not finite"
+    got, want = family.reference(p, data)
+    err = float(np.linalg.norm(got.astype(np.float64) - want) / max(np.linalg.norm(want), 1e-30))
+    tol = TOLERANCE[p.get("dtype", "f32")]
+    return err <= tol, f"relative error {err:.2e} (tolerance {tol:.1e})"
+
+
+def describe_rate(p: dict, family: Family, ms: Any) -> str:
+    """TFLOP/s for matrix work, GB/s for memory-bound kernels."""
+    if ms is None:
+        return "-"
+    flops, nbytes = family.work(p)
+    if family in (GEMM, ATTENTION):
+        return f"{flops / ms / 1e9:.1f} TFLOP/s"
+    return f"{nbytes / ms / 1e6:.0f} GB/s"
