@@ -158,7 +158,9 @@ def _ptx(c: Compilation) -> None:
 def _cubin(c: Compilation) -> None:
     """ptxas on the PTX, with the .nv.host object ``_ptx`` built alongside it."""
     from .codegen.ptxas import run_ptxas
+    from .codegen.smem_limit import check_shared_memory
 
+    check_shared_memory(c.ptx, c.options.gpu_name)
     c.cubin = run_ptxas(c.ptx, c.options.gpu_name, c.options.opt_level, c.host, sanitize=c.options.sanitize)
 
 

@@ -14,6 +14,7 @@ from .memory import GLOBAL_BASE, GlobalMemory, MemoryFault
 from .parser import parse_ptx
 from .program import Program, compile_program
 from .traffic import Traffic
+from .weak import WeakMemory
 from ..interp.values import is_nibble_dtype, pack_nibbles, unpack_nibbles
 from .ptxtypes import BF16, TYPES
 
@@ -260,7 +261,8 @@ class Launch:
 def launch(ptx: str, kernel: Optional[str], grid: Any, args: Sequence[Any], *,
            block: Any = None, cluster: Any = None, smem_bytes: int = 0,
            max_steps: int = DEFAULT_MAX_STEPS,
-           batch_threads: int = DEFAULT_BATCH_THREADS, traffic: bool = False) -> EmulationResult:
+           batch_threads: int = DEFAULT_BATCH_THREADS, traffic: bool = False,
+           interleave: Optional[int] = None) -> EmulationResult:
     """Emulate ``kernel`` of ``ptx`` over ``grid`` CTAs.
 
     ``args`` follow the kernel's ``.param`` list: numpy arrays for pointers (allocated in
@@ -268,6 +270,9 @@ def launch(ptx: str, kernel: Optional[str], grid: Any, args: Sequence[Any], *,
     ``block`` defaults to ``.reqntid``; ``cluster`` to ``.reqnctapercluster`` (or 1x1x1).
     For kernels with ``.blocksareclusters``, ``grid`` counts clusters, as cuTile launches it.
     ``traffic``: count global-memory requests and sectors (``EmulationResult.traffic``).
+    ``interleave``: a seed; every CTA runs in one batch, one CTA per step in the order the
+    seed draws, each with its own weakly ordered view of global memory (``weak.py``), so
+    missing acquire/release orderings between CTAs show up as stale reads.
     """
     prog = load_program(ptx, kernel)
     block = dim3(block) if block is not None else dim3(prog.reqntid or (1,))
@@ -287,16 +292,21 @@ def launch(ptx: str, kernel: Optional[str], grid: Any, args: Sequence[Any], *,
     per_cluster = int(np.prod(cluster))
     nthreads = int(np.prod(block))
     clusters_per_batch = max(1, batch_threads // max(nthreads * per_cluster, 1))
-    step = clusters_per_batch * per_cluster
+    step = clusters_per_batch * per_cluster if interleave is None else len(coords)
     issued = np.zeros(len(prog.code), np.int64)
     try:
         for start in range(0, len(coords), step):
             run.batch_coords = coords[start:start + step]
             batch = Batch(prog, run, np.arange(start, min(start + step, len(coords))))
+            if interleave is not None:
+                batch.weak = WeakMemory(run.gmem.data, batch.ncta, interleave)
             try:
                 with np.errstate(all="ignore"):
                     batch.run(max_steps)
             finally:
+                if batch.weak is not None:    # a trap leaves stores unpublished
+                    for cta in range(batch.ncta):
+                        batch.weak.publish(cta)
                 issued += batch.issued
                 result.steps += batch.steps
     except KernelTrap as e:

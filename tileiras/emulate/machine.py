@@ -15,6 +15,9 @@ Calls to ``.func`` bodies push the return PC on a per-thread stack; threads insi
 scheduled before their callers (the key is PC minus depth times the code size), so a warp
 reconverges at the return point.
 
+Interleaved mode (``launch(..., interleave=seed)``, ``weak.py``): each step runs one CTA,
+drawn by a seeded generator, on its own weakly ordered copy of global memory.
+
 Barriers: a thread that executes ``bar.sync b`` waits; when the waiting and arrived threads
 of its CTA reach the expected count (every non-exited thread of the CTA, or the explicit
 count), they are released.  If no thread can run and some are waiting, that is a deadlock.
@@ -35,6 +38,7 @@ import numpy as np
 from .memory import GlobalMemory, gather
 from .program import Program
 from .ptxtypes import RAW_DTYPES
+from .weak import WeakMemory
 
 RUNNING, WAITING, EXITED = 0, 1, 2
 NO_PC = np.iinfo(np.int64).max
@@ -106,6 +110,7 @@ class Batch:
         self.steps = 0
         self.specials: dict = {}
         self.async_groups: dict = {}
+        self.weak: Optional[WeakMemory] = None            # interleaved mode (weak.py)
 
     # -- registers
     def reg(self, slot: int) -> np.ndarray:
@@ -145,6 +150,9 @@ class Batch:
 
     # -- scheduling
     def run(self, max_steps: int) -> None:
+        if self.weak is not None:
+            self.run_interleaved(max_steps)
+            return
         code, control = self.prog.code, self.prog.control
         uniform, upc, live = True, 0, slice(None)
         nlive = self.n
@@ -168,6 +176,23 @@ class Batch:
                 return
             uniform, upc, live, nlive = state
 
+    def run_interleaved(self, max_steps: int) -> None:
+        """One CTA per step, drawn by ``self.weak``'s seeded generator (weak.py)."""
+        code, control = self.prog.code, self.prog.control
+        while True:
+            self.steps += 1
+            if self.steps > max_steps:
+                raise StepLimit(f"no completion after {max_steps} steps (infinite loop?)")
+            running = self.status == RUNNING
+            if not running.any():
+                if self.time_out_mbarrier_waits():
+                    continue
+                if (self.status == WAITING).any():
+                    self.raise_deadlock()
+                return
+            cta = self.weak.pick(np.unique(self.cta_of[running]))
+            self.divergent_step(code, control, running & (self.cta_of == cta))
+
     def reconverge(self):
         """(uniform, pc, live, nlive), or None when every thread has exited."""
         running = self.status == RUNNING
@@ -186,8 +211,10 @@ class Batch:
             return True, int(lo), live, len(live)
         return False, 0, None, 0
 
-    def divergent_step(self, code, control) -> None:
-        running = self.status == RUNNING
+    def divergent_step(self, code, control, running: Optional[np.ndarray] = None) -> None:
+        """One instruction for each warp with ``running`` threads (default: every running one)."""
+        if running is None:
+            running = self.status == RUNNING
         key = self.pc
         if self.depth is not None and self.depth.any():
             # threads inside calls go first, so callers reconverge at the return point
@@ -327,4 +354,6 @@ class Batch:
 
     def exit_threads(self, idx) -> None:
         self.status[idx] = EXITED
+        if self.weak is not None:       # exiting publishes the CTA's stores
+            self.weak.publish()
         self.release_barriers()

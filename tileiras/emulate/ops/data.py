@@ -49,8 +49,26 @@ def noop(ctx, ins):
     return lambda m, idx: None
 
 
-# memory ordering is sequential in the emulator; hints and register-allocation directives
-# have no observable effect
-for _name in ("fence", "membar", "prefetch", "prefetchu", "pmevent", "nanosleep", "griddepcontrol",
+# hints and register-allocation directives have no observable effect
+for _name in ("prefetch", "prefetchu", "pmevent", "nanosleep", "griddepcontrol",
               "setmaxnreg", "discard", "applypriority", "createpolicy", "wgmma_fence_placeholder"):
     handles(_name)(noop)
+
+
+@handles("fence", "membar")
+def compile_fence(ctx, ins):
+    """Sequentially consistent memory needs no fences; in the interleaved mode (weak.py) a
+    fence at GPU or system scope releases and acquires (``membar.cta``, ``fence.*.cta`` and
+    the proxy fences order nothing between CTAs)."""
+    mods = set(ins.parts[1:])
+    cross_cta = (mods & {"gl", "sys", "gpu"}) and not any(p.startswith("proxy") for p in mods)
+    if ins.parts[0] == "membar":
+        cross_cta = bool(mods & {"gl", "sys"})
+    if not cross_cta:
+        return noop(ctx, ins)
+
+    def run(m, idx):
+        if m.weak is not None:
+            m.weak.publish()
+            m.weak.refresh()
+    return run

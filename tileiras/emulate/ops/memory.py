@@ -1,16 +1,17 @@
 """ld/ldu/st (all state spaces, vectors, generic addressing), atom/red, multimem, isspacep, mapa.
 
 Address resolution turns a per-thread address into (flat byte array, byte offsets) for one
-state space; generic addresses are split by window first.  Memory ordering qualifiers
-(.relaxed/.acquire/.release/.volatile, scopes) and cache hints are accepted and ignored:
-the emulator executes one instruction at a time, so every access is sequentially
-consistent.  Atomics on the same address within one instruction are applied in thread
+state space; generic addresses are split by window first.  Cache hints are ignored.  Memory
+ordering qualifiers (.relaxed/.acquire/.release/.volatile, scopes) matter only in the
+interleaved mode (``weak.py``): there weak global accesses use the running CTA's copy of
+global memory, strong ones global memory itself, and releases/acquires publish/refresh the
+copy; otherwise every access is sequentially consistent.  Atomics on the same address within one instruction are applied in thread
 order, one "round" of distinct addresses at a time.
 """
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from ..operands import reader, type_of, vector_items, writer
 from ..parser import Addr, Reg, Sym
 from ..ptxtypes import BF16, RAW_DTYPES, PtxType, ptx_type
 from ..registry import UnsupportedInstruction, handles
+from ..weak import ordering
 
 U64 = ptx_type("u64")
 SPACES = {"global": "global", "shared": "shared", "shared::cta": "shared",
@@ -64,14 +66,17 @@ def address_reader(ctx, op, space: str) -> tuple[Callable, str]:
     return (lambda m, idx: base(m, idx) + off), space
 
 
-def locate(m, idx, addr: np.ndarray, width: int, space: str) -> tuple[np.ndarray, np.ndarray]:
-    """(flat byte array, byte offsets) of the accessed bytes in one state space."""
+def locate(m, idx, addr: np.ndarray, width: int, space: str,
+           strong: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(flat byte array, byte offsets) of the accessed bytes in one state space; global
+    bytes are the running CTA's copy for weak accesses in the interleaved mode."""
     addr = np.asarray(addr, np.uint64)
     tids = thread_ids(m, idx)
     if addr.ndim == 0:
         addr = np.full(len(tids), addr, np.uint64)
     if space == "global":
-        return m.gmem.data, m.gmem.offsets(addr, width)
+        flat = m.gmem.data if m.weak is None or strong else m.weak.view
+        return flat, m.gmem.offsets(addr, width)
     if space == "shared":
         rank = (addr >> np.uint64(SHARED_RANK_SHIFT)).astype(np.int64)
         off = (addr & np.uint64(SHARED_OFFSET_MASK)).astype(np.int64)
@@ -115,31 +120,63 @@ def generic_split(addr: np.ndarray) -> list[tuple[str, np.ndarray, np.ndarray]]:
     return out
 
 
-def read_memory(m, idx, addr, width: int, space: str) -> np.ndarray:
+def read_memory(m, idx, addr, width: int, space: str, strong: bool = False) -> np.ndarray:
     """Raw little-endian values (uint of ``width`` bytes) at ``addr`` per thread."""
     if space != "generic":
-        flat, offs = locate(m, idx, addr, width, space)
-        return gather(flat, offs, width)
+        return read_space(m, idx, addr, width, space, strong)
     tids = thread_ids(m, idx)
     addr = np.broadcast_to(np.asarray(addr, np.uint64), tids.shape)
     out = np.zeros(len(tids), RAW_DTYPES[width * 8])
     for sp, mask, a in generic_split(addr):
-        flat, offs = locate(m, tids[mask], a[mask], width, sp)
-        out[mask] = gather(flat, offs, width)
+        out[mask] = read_space(m, tids[mask], a[mask], width, sp, strong)
     return out
 
 
-def write_memory(m, idx, addr, width: int, space: str, values: np.ndarray) -> None:
+def read_space(m, idx, addr, width: int, space: str, strong: bool) -> np.ndarray:
+    flat, offs = locate(m, idx, addr, width, space, strong)
+    if m.weak is None or space != "global" or not strong:
+        return gather(flat, offs, width)
+    m.weak.strong_before(offs, width)
+    out = gather(flat, offs, width)
+    m.weak.strong_after(offs, width)
+    return out
+
+
+def write_memory(m, idx, addr, width: int, space: str, values: np.ndarray,
+                 strong: bool = False) -> None:
     tids = thread_ids(m, idx)
     values = np.broadcast_to(np.asarray(values), tids.shape)
     if space != "generic":
-        flat, offs = locate(m, idx, addr, width, space)
-        scatter(flat, offs, width, values)
+        write_space(m, idx, addr, width, space, values, strong)
         return
     addr = np.broadcast_to(np.asarray(addr, np.uint64), tids.shape)
     for sp, mask, a in generic_split(addr):
-        flat, offs = locate(m, tids[mask], a[mask], width, sp)
-        scatter(flat, offs, width, values[mask])
+        write_space(m, tids[mask], a[mask], width, sp, values[mask], strong)
+
+
+def write_space(m, idx, addr, width: int, space: str, values: np.ndarray, strong: bool) -> None:
+    flat, offs = locate(m, idx, addr, width, space, strong)
+    if m.weak is None or space != "global":
+        scatter(flat, offs, width, values)
+    elif strong:
+        m.weak.strong_before(offs, width)
+        scatter(flat, offs, width, values)
+        m.weak.strong_after(offs, width)
+    else:
+        scatter(flat, offs, width, values)
+        m.weak.written(offs, width)
+
+
+def ordered(m, releases: bool, acquires: bool, access: Callable) -> Any:
+    """``access()`` with the interleaved mode's release before it and acquire after it."""
+    if m.weak is None:
+        return access()
+    if releases:
+        m.weak.publish()
+    out = access()
+    if acquires:
+        m.weak.refresh()
+    return out
 
 
 def vec_count(parts: list[str]) -> int:
@@ -171,14 +208,18 @@ def compile_ld(ctx, ins):
     if ty.bits == 128:
         raise UnsupportedInstruction("128-bit loads")
     step = np.uint64(width)
+    strong, releases, acquires = ordering(ins.parts)
+
+    def load(m, idx, addr):
+        for k, w in enumerate(writers):
+            raw = read_memory(m, idx, addr + step * np.uint64(k) if k else addr, width, space, strong)
+            w(m, idx, raw.view(ty.dtype) if raw.dtype != ty.dtype else raw)
 
     def run(m, idx):
         addr = addr_r(m, idx)
         if m.launch.traffic is not None:
             count_traffic(m, idx, addr, width * vec, space, store=False)
-        for k, w in enumerate(writers):
-            raw = read_memory(m, idx, addr + step * np.uint64(k) if k else addr, width, space)
-            w(m, idx, raw.view(ty.dtype) if raw.dtype != ty.dtype else raw)
+        ordered(m, releases, acquires, lambda: load(m, idx, addr))
     return run
 
 
@@ -191,15 +232,19 @@ def compile_st(ctx, ins):
     readers = [reader(ctx, op, ty) for op in vector_items(ins.operands[1])]
     raw_t = RAW_DTYPES[width * 8]
     step = np.uint64(width)
+    strong, releases, acquires = ordering(ins.parts)
+
+    def store(m, idx, addr):
+        for k, r in enumerate(readers):
+            v = np.asarray(r(m, idx))
+            v = v.view(raw_t) if v.dtype != raw_t else v
+            write_memory(m, idx, addr + step * np.uint64(k) if k else addr, width, space, v, strong)
 
     def run(m, idx):
         addr = addr_r(m, idx)
         if m.launch.traffic is not None:
             count_traffic(m, idx, addr, width * len(readers), space, store=True)
-        for k, r in enumerate(readers):
-            v = np.asarray(r(m, idx))
-            v = v.view(raw_t) if v.dtype != raw_t else v
-            write_memory(m, idx, addr + step * np.uint64(k) if k else addr, width, space, v)
+        ordered(m, releases, acquires, lambda: store(m, idx, addr))
     return run
 
 
@@ -247,7 +292,10 @@ def atomic(m, idx, addr, space: str, ty: PtxType, op: str, b, c) -> np.ndarray:
         if len(parts) != 1:
             raise UnsupportedInstruction("atomics mixing generic address windows")
         space, _, addr = parts[0]
-    flat, offs = locate(m, tids, addr, width, space)
+    flat, offs = locate(m, tids, addr, width, space, strong=True)
+    weak = m.weak if space == "global" else None
+    if weak is not None:
+        weak.strong_before(offs, width)
     b = np.broadcast_to(np.asarray(b), tids.shape)
     c = np.broadcast_to(np.asarray(c), tids.shape) if c is not None else None
     order = np.argsort(offs, kind="stable")
@@ -264,6 +312,8 @@ def atomic(m, idx, addr, space: str, ty: PtxType, op: str, b, c) -> np.ndarray:
         new = atomic_update(op, ty, old, b[sel], c[sel] if c is not None else None)
         scatter(flat, offs[sel], width, np.asarray(new, ty.dtype).view(raw_t))
         old_all[sel] = old
+    if weak is not None:
+        weak.strong_after(offs, width)
     return old_all
 
 
@@ -282,10 +332,13 @@ def compile_atom(ctx, ins):
     b_r = reader(ctx, ops[first], ty)
     c_r = reader(ctx, ops[first + 1], ty) if op == "cas" else None
     write = writer(ctx, ops[0], ty) if has_dst else None
+    _, releases, acquires = ordering(ins.parts)
+
+    def apply(m, idx):
+        return atomic(m, idx, addr_r(m, idx), space, ty, op, b_r(m, idx), c_r(m, idx) if c_r else None)
 
     def run(m, idx):
-        old = atomic(m, idx, addr_r(m, idx), space, ty, op, b_r(m, idx),
-                     c_r(m, idx) if c_r else None)
+        old = ordered(m, releases, acquires, lambda: apply(m, idx))
         if write is not None:
             write(m, idx, old)
     return run
