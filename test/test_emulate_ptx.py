@@ -916,3 +916,25 @@ def test_unsupported_instruction_is_reported_when_executed():
     ptx = kernel("bogus.op.b32 %r1, %r2;\nret;", "")
     with pytest.raises(UnsupportedInstruction, match="bogus"):
         launch(ptx, "k", (1,), [])
+
+
+def test_32_bit_local_address_wraps_with_its_offset():
+    """A 32-bit address register plus an offset wraps at 32 bits, as the hardware computes it:
+    libdevice's sinf indexes its Payne-Hanek words as [%r1 - 4*k + 24] (-nvptx-short-ptr)."""
+    body = """
+.local .align 4 .b8 __local_depot0[16];
+mov.u32 %r20, __local_depot0;
+mov.u32 %r21, 7;
+st.local.b32 [%r20+8], %r21;
+sub.s32 %r22, %r20, 8;
+ld.local.b32 %r1, [%r22+16];
+ld.param.b64 %rd1, [k_out];
+mov.u32 %r10, %tid.x;
+mul.wide.u32 %rd5, %r10, 4;
+add.s64 %rd4, %rd1, %rd5;
+st.global.b32 [%rd4], %r1;
+ret;
+"""
+    out = np.zeros(32, np.int32)
+    launch(kernel(body, ".param .u64 k_out"), "k", (1,), [out]).check()
+    assert (out == 7).all()

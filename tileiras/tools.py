@@ -111,3 +111,16 @@ def find_tileiras() -> Optional[str]:
 
 def find_ptxas() -> Optional[str]:
     return find_tool_cached("ptxas")
+
+
+LIBDEVICE = Path("nvvm") / "libdevice" / "libdevice.10.bc"
+
+
+def find_libdevice() -> Optional[str]:
+    """``libdevice.10.bc``, CUDA's math library: the ``nvidia-cuda-nvcc`` wheel's (beside its
+    ``bin``), else the toolkit's under ``$CUDA_HOME``; None if neither is installed."""
+    for bin_dir in (*iter_wheel_bin_dirs(), *iter_cuda_home_dirs()):
+        candidate = bin_dir.parent / LIBDEVICE
+        if candidate.is_file():
+            return str(candidate.resolve())
+    return None

@@ -72,6 +72,17 @@ def math_atan2(x, y, out):
 
 
 @ct.kernel
+def activations(x, gelu_out, silu_out):
+    """bf16 GELU (tanh form) and SiLU, computed in f32 as model code writes them."""
+    i = ct.bid(0)
+    a = ct.astype(ct.load(x, index=(i,), shape=(256,)), ct.float32)
+    g = 0.5 * a * (1.0 + ct.tanh(0.7978845608 * (a + 0.044715 * a * a * a)))
+    s = a / (1.0 + ct.exp(-a))
+    ct.store(gelu_out, index=(i,), tile=ct.astype(g, ct.bfloat16))
+    ct.store(silu_out, index=(i,), tile=ct.astype(s, ct.bfloat16))
+
+
+@ct.kernel
 def math_f64(x, out):
     i = ct.bid(0)
     a = ct.load(x, index=(i,), shape=(32,))
@@ -169,6 +180,7 @@ CASES = [
     KernelCase("math_funcs", math_funcs, [[arr(F32), arr(F32)]]),
     KernelCase("math_atan2", math_atan2, [[arr(F32), arr(F32), arr(F32)]]),
     KernelCase("math_f64", math_f64, [[arr(ct.float64), arr(ct.float64)]]),
+    KernelCase("activations", activations, [[arr(BF16), arr(BF16), arr(BF16)]]),
     KernelCase("compare_where", compare_where, [[arr(F32), arr(F32), arr(F32), arr(ct.int8)]]),
     KernelCase("int_compare", int_compare, [[arr(ct.int16), arr(ct.int16), arr(ct.int16)]]),
     KernelCase("conversions", conversions,

@@ -20,7 +20,7 @@ from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile.enums import ComparisonOrdering, ComparisonPredicate, RoundingMode, Signedness
 from . import intrinsics as X
-from . import libm
+from . import libdevice
 from .nvvm import KernelEmitter, emits
 from .values import BF16, TileVal, llvm_type
 
@@ -179,10 +179,23 @@ def _sqrt(em: KernelEmitter, op: Operation) -> None:
     map_regs(em, op, one)
 
 
-# -- math: accurate by default (codegen.libm), the PTX approximations for rounding<approx> --
-def _libm(name: str) -> Callable[[KernelEmitter, Operation], None]:
+# -- math: libdevice, as NVIDIA's tileiras calls it; the PTX approximations for rounding<approx> --
+def _libdevice(base: str) -> Callable[[KernelEmitter, Operation], None]:
+    """``base`` (``exp``, ``pow``...) through libdevice's f32 (``__nv_expf``) or f64 (``__nv_exp``)
+    function; f16 and bf16 are widened to f32 and the result rounded back, as NVIDIA's.  The
+    first operand's type names the function (``fpowi``'s exponent is an i32); flush_to_zero
+    (f32 only) selects libdevice's FTZ code."""
     def emit(em: KernelEmitter, op: Operation) -> None:
-        map_regs(em, op, lambda *xs: libm.call(em.b, name, *xs))
+        b = em.b
+        ftz = bool(op.attributes.get("flush_to_zero"))
+
+        def one(*xs: ir.Value) -> ir.Value:
+            t = xs[0].type
+            if isinstance(t, ir.HalfType) or t == BF16:
+                wide = [b.fpext(x, F32) if x.type == t else x for x in xs]
+                return b.fptrunc(libdevice.call(b, libdevice.f32_or_f64(base, F32), wide, ftz), t)
+            return libdevice.call(b, libdevice.f32_or_f64(base, t), xs, ftz)
+        map_regs(em, op, one)
     return emit
 
 
@@ -191,56 +204,35 @@ def _is_approx_f32(op: Operation) -> bool:
             and isinstance(llvm_type(op.result.type), ir.FloatType))
 
 
-@emits(AR.ExpOp)
-def _exp(em: KernelEmitter, op: Operation) -> None:
-    b = em.b
-    if _is_approx_f32(op):   # ex2.approx of x*log2(e)
-        map_regs(em, op, lambda x: X.approx_f32(b, "ex2", b.fmul(x, ir.Constant(F32, math.log2(math.e)))))
-    else:
-        map_regs(em, op, lambda x: libm.call(b, "exp", x))
+def _approx_or_libdevice(base: str, approx: Callable[[ir.IRBuilder, ir.Value], ir.Value]):
+    """rounding<approx> (f32 only) is ``approx``; every other mode is libdevice's ``base``."""
+    accurate = _libdevice(base)
 
-
-@emits(AR.TanHOp)
-def _tanh(em: KernelEmitter, op: Operation) -> None:
-    b = em.b
-    if _is_approx_f32(op):
-        map_regs(em, op, lambda x: X.approx_f32(b, "tanh", x))
-    else:
-        map_regs(em, op, lambda x: libm.call(b, "tanh", x))
-
-
-def _flush_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """Subnormal f32 values to sign-preserving zero."""
-    tiny = b.fcmp_ordered("<", X.math_call(b, "llvm.fabs.f32", [x]), ir.Constant(F32, 2.0 ** -126))
-    return b.select(tiny, X.math_call(b, "llvm.copysign.f32", [ir.Constant(F32, 0.0), x]), x)
-
-
-def _ftz_math(name: str) -> Callable[[KernelEmitter, Operation], None]:
-    """exp2/rsqrt: flush_to_zero (f32) flushes subnormal inputs and results."""
     def emit(em: KernelEmitter, op: Operation) -> None:
-        b = em.b
-        ftz = bool(op.flush_to_zero) and isinstance(llvm_type(op.result.type), ir.FloatType)
-
-        def one(x: ir.Value) -> ir.Value:
-            if not ftz:
-                return libm.call(b, name, x)
-            return _flush_f32(b, libm.call(b, name, _flush_f32(b, x)))
-        map_regs(em, op, one)
+        if _is_approx_f32(op):
+            map_regs(em, op, lambda x: approx(em.b, x))
+        else:
+            accurate(em, op)
     return emit
 
 
-emits(AR.Exp2Op)(_ftz_math("exp2"))
-emits(AR.RsqrtOp)(_ftz_math("rsqrt"))
-emits(AR.LogOp)(_libm("log"))
-emits(AR.Log2Op)(_libm("log2"))
-emits(AR.SinOp)(_libm("sin"))
-emits(AR.CosOp)(_libm("cos"))
-emits(AR.TanOp)(_libm("tan"))
-emits(AR.SinHOp)(_libm("sinh"))
-emits(AR.CosHOp)(_libm("cosh"))
-emits(AR.FPowFOp)(_libm("pow"))
-emits(AR.FPowIOp)(_libm("powi"))
-emits(AR.Atan2Op)(_libm("atan2"))   # atan2(x, y) = atan(x / y): the first operand is the numerator
+# exp: ex2.approx of x*log2(e); tanh: tanh.approx
+emits(AR.ExpOp)(_approx_or_libdevice(
+    "exp", lambda b, x: X.approx_f32(b, "ex2", b.fmul(x, ir.Constant(F32, math.log2(math.e))))))
+emits(AR.TanHOp)(_approx_or_libdevice("tanh", lambda b, x: X.approx_f32(b, "tanh", x)))
+emits(AR.Exp2Op)(_libdevice("exp2"))
+emits(AR.RsqrtOp)(_libdevice("rsqrt"))
+emits(AR.LogOp)(_libdevice("log"))
+emits(AR.Log2Op)(_libdevice("log2"))
+emits(AR.SinOp)(_libdevice("sin"))
+emits(AR.CosOp)(_libdevice("cos"))
+emits(AR.TanOp)(_libdevice("tan"))
+emits(AR.SinHOp)(_libdevice("sinh"))
+emits(AR.CosHOp)(_libdevice("cosh"))
+emits(AR.FPowFOp)(_libdevice("pow"))
+emits(AR.FPowIOp)(_libdevice("powi"))
+emits(AR.Atan2Op)(_libdevice("atan2"))   # atan2(x, y) = atan(x / y): the first operand is the numerator
+emits(AR.RemFOp)(_libdevice("fmod"))
 
 
 @emits(AR.MaxFOp, AR.MinFOp)
@@ -248,11 +240,6 @@ def _minmaxf(em: KernelEmitter, op: Operation) -> None:
     which = "max" if isinstance(op, AR.MaxFOp) else "min"
     name = f"{which}imum" if op.attributes.get("propagate_nan") else f"{which}num"
     map_regs(em, op, lambda x, y: X.math_call(em.b, f"llvm.{name}.{_intrinsic_suffix(x.type)}", [x, y]))
-
-
-@emits(AR.RemFOp)
-def _remf(em: KernelEmitter, op: Operation) -> None:
-    map_regs(em, op, lambda x, y: em.b.frem(x, y))
 
 
 # -- integers -----------------------------------------------------------------------

@@ -231,7 +231,7 @@ def fp_asm_ternary(b: ir.IRBuilder, inst: str, x: ir.Value, y: ir.Value, z: ir.V
 def approx_f32(b: ir.IRBuilder, name: str, x: ir.Value, ftz: bool = False) -> ir.Value:
     """``<name>.approx[.ftz].f32`` (ex2, lg2, sin, cos, tanh, rsqrt): the fast hardware
     approximation of an f32 value, for ops that ask for ``rounding<approx>`` (accurate
-    math lives in ``codegen.libm``)."""
+    math is libdevice's, ``codegen.libdevice``)."""
     return fp_asm_unary(b, f"{name}.approx{'.ftz' if ftz else ''}.f32", x)
 
 

@@ -26,14 +26,23 @@ def init_llvm() -> None:
         llvm.set_option("tileiras", option)
 
 
+def arch_of(cpu: str) -> int:
+    """90 for ``sm_90a``: the architecture libdevice's ``__CUDA_ARCH`` reflects."""
+    return int(cpu.removeprefix("sm_").rstrip("af"))
+
+
 def nvptx_assembly(llvm_ir: str, cpu: str, opt_level: int = 3) -> str:
-    """PTX for NVPTX LLVM IR text: LLVM's optimization pipeline at ``opt_level``, then the
-    NVPTX back end for processor ``cpu`` (``sm_90a``...)."""
+    """PTX for NVPTX LLVM IR text: the libdevice functions it declares linked in
+    (``codegen.libdevice``), LLVM's optimization pipeline at ``opt_level``, then the NVPTX back
+    end for processor ``cpu`` (``sm_90a``...)."""
     from llvmlite import binding as llvm
+
+    from . import libdevice
 
     init_llvm()
     tm = llvm.Target.from_triple(NVPTX_TRIPLE).create_target_machine(cpu=cpu, opt=min(opt_level, 3))
     parsed = llvm.parse_assembly(llvm_ir)
+    libdevice.link_into(parsed, llvm_ir, arch_of(cpu))
     parsed.verify()
     if opt_level > 0:
         pto = llvm.create_pipeline_tuning_options(speed_level=min(opt_level, 3))

@@ -63,6 +63,9 @@ def address_reader(ctx, op, space: str) -> tuple[Callable, str]:
     off = np.uint64(op.offset % (1 << 64))
     if op.offset == 0:
         return base, space
+    if isinstance(op.base, Reg) and ctx.register(op.base.name)[1] == 32:
+        # a 32-bit address (shared, local under -nvptx-short-ptr) wraps at 32 bits: [%r - 8 + 24]
+        return (lambda m, idx: (base(m, idx) + off) & np.uint64(0xFFFFFFFF)), space
     return (lambda m, idx: base(m, idx) + off), space
 
 
