@@ -142,6 +142,33 @@ def test_only_the_functions_called_are_copied():
     assert "__nvvm_reflect" not in text and "add i32 0, 0" in text      # __CUDA_FTZ is 0
 
 
+def test_the_split_library_is_cached_for_the_next_process(tmp_path, monkeypatch):
+    """A cold compile must not pay LLVM's 160 ms bitcode parse each time: the second load
+    reads the cache (no parse), a corrupt cache is parsed again and rewritten."""
+    from llvmlite import binding as llvm
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    libdevice.load.cache_clear()
+    try:
+        first = libdevice.load()
+        (cache,) = (tmp_path / "tileiras").iterdir()
+        parse = llvm.parse_bitcode
+
+        def no_parse(data):
+            raise AssertionError("libdevice parsed although it was cached")
+
+        monkeypatch.setattr(llvm, "parse_bitcode", no_parse)
+        libdevice.load.cache_clear()
+        assert libdevice.load() == first
+        cache.write_bytes(b"\x00garbage")
+        monkeypatch.setattr(llvm, "parse_bitcode", parse)
+        libdevice.load.cache_clear()
+        assert libdevice.load() == first
+        assert cache.stat().st_size > 1_000_000 and [p.name for p in cache.parent.iterdir()] == [cache.name]
+    finally:
+        libdevice.load.cache_clear()
+
+
 def test_reflect_is_settled_per_call():
     lib = libdevice.load()
     ftz, _ = libdevice.specialize(lib, "__nv_expf", True, 90)

@@ -114,6 +114,9 @@ class _Knobs:
                                "seconds an unused compile server waits before it exits", CLIENT)
     runtime_dir = _PathKnob("XDG_RUNTIME_DIR", None,
                             "per-user runtime folder for the server socket (else the temp folder)", CLIENT)
+    cache_home = _PathKnob("XDG_CACHE_HOME", None, "per-user cache folder (tileiras/ in it holds "
+                           "libdevice split for fast loading); else ~/.cache")
+    home = _PathKnob("HOME", None, "the user's home folder (for ~/.cache)")
     tmpdir = _PathKnob("TMPDIR", None, "temporary folder (ptxas's files)")
     temp = _PathKnob("TEMP", None, "temporary folder, where TMPDIR is unset")
     tmp = _PathKnob("TMP", None, "temporary folder, where TMPDIR and TEMP are unset")

@@ -103,9 +103,12 @@ def split_library(text: str) -> Library:
 
 @functools.cache
 def load() -> Library:
-    """libdevice.10.bc, parsed once per process (LLVM's bindings are loaded here)."""
-    from llvmlite import binding as llvm
+    """libdevice.10.bc, parsed once per process (LLVM's bindings are loaded here).
 
+    Parsing the bitcode takes LLVM about 160 ms, more than a cold compile's whole front end,
+    so the split text is kept in the user's cache folder (``_cached``) and read back in a
+    few milliseconds by later processes; the cache is keyed by the file's path, size and
+    time, and by this module's format."""
     from ..errors import CompileError
     from ..tools import find_libdevice
 
@@ -113,8 +116,66 @@ def load() -> Library:
     if path is None:
         raise CompileError("libdevice.10.bc not found: install the nvidia-cuda-nvcc wheel "
                            "(or set CUDA_HOME to a CUDA toolkit)")
-    with open(path, "rb") as f:
-        return split_library(str(llvm.parse_bitcode(f.read())))
+    cache = _cache_file(path)
+    lib = _cached(cache) if cache else None
+    if lib is None:
+        from llvmlite import binding as llvm
+
+        with open(path, "rb") as f:  # a context of its own: its type names never get suffixes
+            lib = split_library(str(llvm.parse_bitcode(f.read(), llvm.create_context())))
+        if cache:
+            _store(cache, lib)
+    return lib
+
+
+_CACHE_FORMAT = 1
+
+
+def _cache_file(path: str) -> str | None:
+    import os
+    import zlib
+
+    from ..knobs import knobs
+
+    base = knobs.cache_home or (os.path.join(knobs.home, ".cache") if knobs.home else None)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if base is None:
+        return None
+    key = zlib.crc32(f"{_CACHE_FORMAT}:{path}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return os.path.join(base, "tileiras", f"libdevice-{key:08x}.marshal")
+
+
+def _cached(cache: str) -> Library | None:
+    import marshal
+
+    try:
+        with open(cache, "rb") as f:
+            parts = marshal.loads(f.read())
+        return Library(*parts) if isinstance(parts, tuple) and len(parts) == 7 else None
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+
+
+def _store(cache: str, lib: Library) -> None:
+    """Write the cache whole or not at all; a cache that cannot be written is no error."""
+    import marshal
+    import os
+
+    parts = (lib.header, lib.functions, lib.declarations, lib.globals, lib.attributes, lib.metadata, lib.reflect)
+    tmp = f"{cache}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(cache), mode=0o700, exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(marshal.dumps(parts))
+        os.replace(tmp, cache)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def reflect_value(what: str, ftz: bool, arch: int) -> int:
