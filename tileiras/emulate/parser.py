@@ -52,9 +52,11 @@ class Sym:
 
 @dataclass(frozen=True)
 class Addr:
-    """``[base+offset]``: base is a Reg, a Sym or None (absolute address)."""
+    """``[base+offset]``: base is a Reg, a Sym or None (absolute address).  A tensor
+    operand ``[tensorMap, {c0, c1, ...}]`` carries its coordinates in ``coords``."""
     base: Union[Reg, Sym, None]
     offset: int = 0
+    coords: Optional["Vec"] = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ class Variable:
     init: Optional[bytes] = None
     extern: bool = False
     init_syms: tuple = ()         # (byte offset, Sym) for address initializers
+    hidden: bool = False          # a `.hidden .param`: filled at launch by the host callback
 
 
 @dataclass
@@ -246,7 +249,7 @@ def hexfloat_value(text: str) -> float:
 _PERF_DIRECTIVES = {".reqntid", ".maxntid", ".minnctapersm", ".maxnctapersm", ".maxnreg",
                     ".reqnctapercluster", ".explicitcluster", ".maxclusterrank",
                     ".blocksareclusters", ".language", ".noreturn", ".pragma", ".abi_preserve",
-                    ".abi_preserve_control"}
+                    ".abi_preserve_control", ".minperctamemory"}
 _LINKAGE = {".visible", ".extern", ".weak", ".common"}
 _SPACES = {".global", ".shared", ".const", ".local", ".param"}
 
@@ -430,9 +433,11 @@ class Parser:
         if self.accept(")"):
             return params
         while True:
+            hidden = self.accept(".hidden")
             if self.peek().text not in (".param", ".reg"):
                 raise self.error(f"expected .param, found '{self.peek().text}'")
             params.append(self.parse_variable())
+            params[-1].hidden = bool(hidden)
             if self.accept(")"):
                 return params
             self.expect(",")
@@ -660,6 +665,12 @@ class Parser:
         while self.peek().text in ("+", "-"):
             sign = -1 if self.next().text == "-" else 1
             off += sign * self.parse_offset()
+        if self.accept(","):
+            coords = self.parse_operand(scopes)
+            if not isinstance(coords, Vec):
+                raise self.error("expected {coordinates} in a tensor operand")
+            self.expect("]")
+            return Addr(base, off, coords)
         self.expect("]")
         return Addr(base, off)
 

@@ -1,0 +1,117 @@
+"""Kernels that NVIDIA's tileiras compiles to TMA on sm_90 when their arrays are aligned as a
+framework's are (16-byte base, strides and shapes divisible by 16): tiles of every rank
+1-5 (centred on their row maxima) and element width, each padding, and a few kernels with shared-memory swizzles (mma
+operands) and bulk stores.  ``test_tensormap.py`` runs NVIDIA's ``.nv.host`` callback on
+them; ``test_emulate_tma.py`` runs NVIDIA's PTX for them in the emulator."""
+from __future__ import annotations
+
+from typing import Any
+
+import cuda.tile as ct
+
+from ._case import KernelCase, arr
+
+ConstInt = ct.Constant[int]
+
+
+def aligned(dtype: Any, ndim: int, index_dtype: Any = ct.int32) -> Any:
+    """An array as cuTile specializes a framework's tensor: C-contiguous, 16-divisible."""
+    return arr(dtype, ndim, index_dtype=index_dtype, base_addr_divisible_by=16,
+               stride_divisible_by=[16] * (ndim - 1) + [1], shape_divisible_by=16)
+
+
+def centre(t: Any) -> Any:
+    """``t`` minus its maximum along the last axis: a use that goes through shared memory,
+    which is when NVIDIA's tool loads and stores the tile with TMA (a bare copy it does not)."""
+    return t - ct.max(t, axis=-1, keepdims=True)
+
+
+@ct.kernel
+def centre_1d(x, y, T: ConstInt):
+    i = ct.bid(0)
+    ct.store(y, index=(i,), tile=centre(ct.load(x, index=(i,), shape=(T,))))
+
+
+@ct.kernel
+def centre_2d(x, y, TM: ConstInt, TN: ConstInt):
+    i = ct.bid(0)
+    j = ct.bid(1)
+    t = ct.load(x, index=(i, j), shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO)
+    ct.store(y, index=(i, j), tile=centre(t))
+
+
+@ct.kernel
+def centre_2d_nan(x, y, TM: ConstInt, TN: ConstInt):
+    i = ct.bid(0)
+    t = ct.load(x, index=(i, 0), shape=(TM, TN), padding_mode=ct.PaddingMode.NAN)
+    ct.store(y, index=(i, 0), tile=ct.where(t == t, t - ct.sum(t, axis=0, keepdims=True), -1.0))
+
+
+@ct.kernel
+def centre_3d(x, y, TA: ConstInt, TB: ConstInt, TC: ConstInt):
+    i = ct.bid(0)
+    ct.store(y, index=(i, 0, 0), tile=centre(ct.load(x, index=(i, 0, 0), shape=(TA, TB, TC))))
+
+
+@ct.kernel
+def centre_4d(x, y):
+    i = ct.bid(0)
+    ct.store(y, index=(i, 0, 0, 0), tile=centre(ct.load(x, index=(i, 0, 0, 0), shape=(2, 2, 4, 16))))
+
+
+@ct.kernel
+def centre_5d(x, y):
+    i = ct.bid(0)
+    t = ct.load(x, index=(i, 0, 0, 0, 0), shape=(1, 2, 2, 4, 16))
+    ct.store(y, index=(i, 0, 0, 0, 0), tile=centre(t))
+
+
+@ct.kernel
+def row_sum(x, out, TM: ConstInt, TN: ConstInt):
+    i = ct.bid(0)
+    t = ct.load(x, index=(i, 0), shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO)
+    ct.store(out, index=(i,), tile=ct.sum(ct.astype(t, ct.float32), axis=1))
+
+
+@ct.kernel
+def matmul(a, b, c, TM: ConstInt, TN: ConstInt, TK: ConstInt):
+    i = ct.bid(0)
+    j = ct.bid(1)
+    acc = ct.full((TM, TN), 0.0, dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(TM, TK))):
+        ta = ct.load(a, index=(i, k), shape=(TM, TK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(k, j), shape=(TK, TN), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+
+
+F16, BF16, F32, F64 = ct.float16, ct.bfloat16, ct.float32, ct.float64
+I8, I16, I32, I64, U8 = ct.int8, ct.int16, ct.int32, ct.int64, ct.uint8
+
+
+def centred(name: str, kernel: Any, dtype: Any, ndim: int, *consts: int, index: Any = ct.int32) -> KernelCase:
+    return KernelCase(name, kernel, [[aligned(dtype, ndim, index), aligned(dtype, ndim, index), *consts]])
+
+
+CASES = (
+    centred("tma_centre_1d_f32", centre_1d, F32, 1, 128),
+    centred("tma_centre_1d_u8", centre_1d, U8, 1, 256),
+    centred("tma_centre_2d_f32", centre_2d, F32, 2, 16, 64),
+    centred("tma_centre_2d_f16", centre_2d, F16, 2, 32, 64),
+    centred("tma_centre_2d_bf16", centre_2d, BF16, 2, 16, 128),
+    centred("tma_centre_2d_f64", centre_2d, F64, 2, 8, 32),
+    centred("tma_centre_2d_i8", centre_2d, I8, 2, 16, 64),
+    centred("tma_centre_2d_i16", centre_2d, I16, 2, 16, 64),
+    centred("tma_centre_2d_i32", centre_2d, I32, 2, 16, 32),
+    centred("tma_centre_2d_i64", centre_2d, I64, 2, 8, 16),
+    centred("tma_centre_2d_i64_index", centre_2d, F32, 2, 16, 32, index=ct.int64),
+    centred("tma_centre_2d_nan_f32", centre_2d_nan, F32, 2, 16, 64),
+    centred("tma_centre_2d_nan_f16", centre_2d_nan, F16, 2, 16, 64),
+    centred("tma_centre_3d_f32", centre_3d, F32, 3, 2, 8, 32),
+    centred("tma_centre_4d_f16", centre_4d, F16, 4),
+    centred("tma_centre_5d_f32", centre_5d, F32, 5),
+    KernelCase("tma_row_sum_f16", row_sum, [[aligned(F16, 2), aligned(F32, 1), 16, 256]]),
+    KernelCase("tma_matmul_f16", matmul, [[aligned(F16, 2), aligned(F16, 2), aligned(F32, 2), 64, 64, 32]]),
+    KernelCase("tma_matmul_bf16_k64", matmul,
+               [[aligned(BF16, 2), aligned(BF16, 2), aligned(BF16, 2), 64, 64, 64]]),
+)
