@@ -102,7 +102,7 @@ def run_real_ptx(c: Case, real_tileiras: str, workdir: str, gpu_name: str = "sm_
     import os
     import subprocess
 
-    from tileiras.emulate.cubin import ptx_from_cubin
+    from tileiras.emulate.cubin import elf_sections, ptx_from_cubin
 
     src = os.path.join(workdir, "case.tileir")
     out = os.path.join(workdir, "case.cubin")
@@ -111,6 +111,8 @@ def run_real_ptx(c: Case, real_tileiras: str, workdir: str, gpu_name: str = "sm_
     subprocess.run([real_tileiras, f"--gpu-name={gpu_name}", "--lineinfo", src, "-o", out], check=True,
                    capture_output=True)
     with open(out, "rb") as f:
-        ptx = ptx_from_cubin(f.read())
+        cubin = f.read()
+    ptx = ptx_from_cubin(cubin)
     assert expect is None or expect in ptx, f"NVIDIA's PTX has no {expect}"
-    return diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), who="NVIDIA's")
+    return diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), who="NVIDIA's",
+                             host_object=elf_sections(cubin).get(".nv.host"))

@@ -165,11 +165,13 @@ def run_interpreter(module: Any, entry: str, grid: tuple, args: Sequence[Any]) -
     return Outcome([a for a in copies if isinstance(a, np.ndarray)], bool(result.failures), "".join(printed))
 
 
-def run_ptx(ptx: str, entry: str, grid: tuple, args: Sequence[Any], who: str = "compiled") -> Outcome:
+def run_ptx(ptx: str, entry: str, grid: tuple, args: Sequence[Any], who: str = "compiled",
+            host_object: Optional[bytes] = None) -> Outcome:
+    """``host_object``: the cubin's ``.nv.host``, for kernels with hidden tensor maps."""
     from .emulate import launch
 
     copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-    result = launch(ptx, entry, grid, copies)
+    result = launch(ptx, entry, grid, copies, host_object=host_object)
     if result.trap is not None and result.trap.kind not in ("trap", "assert"):
         raise AssertionError(f"{who} PTX faulted in the emulator: {result.trap}")
     return Outcome([a for a in copies if isinstance(a, np.ndarray)], result.trap is not None, result.output)

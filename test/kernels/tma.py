@@ -44,7 +44,7 @@ def centre_2d(x, y, TM: ConstInt, TN: ConstInt):
 def centre_2d_nan(x, y, TM: ConstInt, TN: ConstInt):
     i = ct.bid(0)
     t = ct.load(x, index=(i, 0), shape=(TM, TN), padding_mode=ct.PaddingMode.NAN)
-    ct.store(y, index=(i, 0), tile=ct.where(t == t, t - ct.sum(t, axis=0, keepdims=True), -1.0))
+    ct.store(y, index=(i, 0), tile=ct.where(t == t, t - ct.max(t, axis=0, keepdims=True), -1.0))
 
 
 @ct.kernel
@@ -74,14 +74,15 @@ def row_sum(x, out, TM: ConstInt, TN: ConstInt):
 
 
 @ct.kernel
-def matmul(a, b, c, TM: ConstInt, TN: ConstInt, TK: ConstInt):
+def matmul(a, bt, c, TM: ConstInt, TN: ConstInt, TK: ConstInt):
+    """``c = a @ bt.T``: both operands K-major, as wgmma reads them without transposing."""
     i = ct.bid(0)
     j = ct.bid(1)
     acc = ct.full((TM, TN), 0.0, dtype=ct.float32)
     for k in range(ct.num_tiles(a, axis=1, shape=(TM, TK))):
         ta = ct.load(a, index=(i, k), shape=(TM, TK), padding_mode=ct.PaddingMode.ZERO)
-        tb = ct.load(b, index=(k, j), shape=(TK, TN), padding_mode=ct.PaddingMode.ZERO)
-        acc = ct.mma(ta, tb, acc)
+        tb = ct.load(bt, index=(j, k), shape=(TN, TK), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, ct.transpose(tb), acc)
     ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
 
 

@@ -122,10 +122,13 @@ class Launch:
                     self.gmem.write(base + off + byte_off, value.to_bytes(8, "little"))
 
     def set_params(self, args: Sequence[Any]) -> None:
+        """The user's arguments; ``.hidden`` parameters (TMA tensor maps) come after them and
+        are filled by ``fill_hidden_params``."""
         fn = self.prog.function
-        if len(args) != len(fn.params):
-            raise TypeError(f"kernel '{fn.name}' takes {len(fn.params)} parameters, got {len(args)}")
-        for var, arg in zip(fn.params, args):
+        user = [v for v in fn.params if not v.hidden]
+        if len(args) != len(user):
+            raise TypeError(f"kernel '{fn.name}' takes {len(user)} parameters, got {len(args)}")
+        for var, arg in zip(user, args):
             off = self.prog.params.offsets[var.name]
             payload = self.param_bytes(var, arg)
             self.params[off:off + len(payload)] = np.frombuffer(payload, np.uint8)
@@ -153,6 +156,30 @@ class Launch:
             return np.asarray(arg).tobytes()[:var.size]
         width = max(var.size, 1)
         return (int(arg) % (1 << (8 * width))).to_bytes(width, "little")
+
+    def fill_hidden_params(self, host_object: Optional[bytes]) -> None:
+        """Run the ``.nv.host`` callback NVIDIA's tileiras wrote for the kernel on its
+        parameter bank, as the CUDA driver does at launch, and copy the tensor maps it writes
+        into the hidden parameters (``nvhost.py``)."""
+        fn = self.prog.function
+        hidden = [v for v in fn.params if v.hidden]
+        if not hidden:
+            return
+        if host_object is None:
+            raise EmulationError(f"kernel '{fn.name}' has {len(hidden)} hidden parameters (tensor "
+                                 f"maps): launch it with the cubin's .nv.host object")
+        from .nvhost import bank_offsets, load_host_object
+
+        arch = next((t for t in self.prog.module.target if t.startswith("sm_")), "sm_90")
+        bank, size = bank_offsets(fn.params, arch)
+        buf = np.zeros(size, np.uint8)
+        for var in fn.params:
+            at, here = bank[var.name], self.prog.params.offsets[var.name]
+            buf[at:at + var.size] = self.params[here:here + var.size]
+        load_host_object(host_object).on_arguments_change(fn.name, buf)
+        for var in hidden:
+            at, here = bank[var.name], self.prog.params.offsets[var.name]
+            self.params[here:here + var.size] = buf[at:at + var.size]
 
     def copy_back(self) -> None:
         for arr, addr in self.arrays:
@@ -262,7 +289,7 @@ def launch(ptx: str, kernel: Optional[str], grid: Any, args: Sequence[Any], *,
            block: Any = None, cluster: Any = None, smem_bytes: int = 0,
            max_steps: int = DEFAULT_MAX_STEPS,
            batch_threads: int = DEFAULT_BATCH_THREADS, traffic: bool = False,
-           interleave: Optional[int] = None) -> EmulationResult:
+           interleave: Optional[int] = None, host_object: Optional[bytes] = None) -> EmulationResult:
     """Emulate ``kernel`` of ``ptx`` over ``grid`` CTAs.
 
     ``args`` follow the kernel's ``.param`` list: numpy arrays for pointers (allocated in
@@ -273,6 +300,8 @@ def launch(ptx: str, kernel: Optional[str], grid: Any, args: Sequence[Any], *,
     ``interleave``: a seed; every CTA runs in one batch, one CTA per step in the order the
     seed draws, each with its own weakly ordered view of global memory (``weak.py``), so
     missing acquire/release orderings between CTAs show up as stale reads.
+    ``host_object``: the cubin's ``.nv.host`` section (NVIDIA's x86-64 host code), whose
+    callback fills the kernel's hidden tensor-map parameters from ``args``.
     """
     prog = load_program(ptx, kernel)
     block = dim3(block) if block is not None else dim3(prog.reqntid or (1,))
@@ -285,6 +314,7 @@ def launch(ptx: str, kernel: Optional[str], grid: Any, args: Sequence[Any], *,
     run = Launch(prog, grid, block, cluster, smem_bytes)
     run.allocate_globals()
     run.set_params(args)
+    run.fill_hidden_params(host_object)
     result = EmulationResult(prog.function.name, grid, block, cluster)
     if traffic:
         run.traffic = result.traffic = Traffic()

@@ -7,7 +7,8 @@
   with cluster rank r is ``(r + 1) << SHARED_RANK_SHIFT | offset``.
 * local: ``(threads, local_size)``; local addresses are offsets in the thread's frame.
 * generic: global addresses are themselves; shared and local addresses are mapped to the
-  windows starting at ``SHARED_GENERIC_BASE`` and ``LOCAL_GENERIC_BASE``.
+  windows starting at ``SHARED_GENERIC_BASE`` and ``LOCAL_GENERIC_BASE``; kernel
+  parameters (``cvta.param``, the tensor maps of TMA) to ``PARAM_GENERIC_BASE``.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import numpy as np
 GLOBAL_BASE = 0x1_0000_0000
 SHARED_GENERIC_BASE = 0x7F00_0000_0000
 LOCAL_GENERIC_BASE = 0x7E00_0000_0000
+PARAM_GENERIC_BASE = 0x7D00_0000_0000     # kernel parameters (cvta.param: tensor maps)
 WINDOW_SIZE = 0x0100_0000_0000
 SHARED_RANK_SHIFT = 24
 SHARED_OFFSET_MASK = (1 << SHARED_RANK_SHIFT) - 1

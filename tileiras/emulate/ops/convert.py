@@ -256,7 +256,7 @@ def compile_cvt_packed(ctx, ins, dst: PtxType, src: PtxType, mode, satfinite, re
 
 @handles("cvta")
 def compile_cvta(ctx, ins):
-    from ..memory import LOCAL_GENERIC_BASE, SHARED_GENERIC_BASE
+    from ..memory import LOCAL_GENERIC_BASE, PARAM_GENERIC_BASE, SHARED_GENERIC_BASE
     mods = modifiers(ins.parts)
     ty = type_of(ins.parts)
     to_generic = "to" not in mods
@@ -265,6 +265,8 @@ def compile_cvta(ctx, ins):
         base = SHARED_GENERIC_BASE
     elif "local" in mods:
         base = LOCAL_GENERIC_BASE
+    elif "param" in mods or "param::entry" in mods:
+        base = PARAM_GENERIC_BASE
     off = np.array(base, np.uint64).astype(ty.dtype)
 
     def fn(a):

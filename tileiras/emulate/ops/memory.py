@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..memory import (LOCAL_GENERIC_BASE, SHARED_GENERIC_BASE, SHARED_OFFSET_MASK,
+from ..memory import (LOCAL_GENERIC_BASE, PARAM_GENERIC_BASE, SHARED_GENERIC_BASE, SHARED_OFFSET_MASK,
                       SHARED_RANK_SHIFT, WINDOW_SIZE, MemoryFault, gather, scatter)
 from ..operands import reader, type_of, vector_items, writer
 from ..parser import Addr, Reg, Sym
@@ -112,14 +112,17 @@ def generic_split(addr: np.ndarray) -> list[tuple[str, np.ndarray, np.ndarray]]:
     addr = np.asarray(addr, np.uint64)
     shared = (addr >= np.uint64(SHARED_GENERIC_BASE)) & (addr < np.uint64(SHARED_GENERIC_BASE + WINDOW_SIZE))
     local = (addr >= np.uint64(LOCAL_GENERIC_BASE)) & (addr < np.uint64(LOCAL_GENERIC_BASE + WINDOW_SIZE))
+    param = (addr >= np.uint64(PARAM_GENERIC_BASE)) & (addr < np.uint64(PARAM_GENERIC_BASE + WINDOW_SIZE))
     out = []
-    glob = ~(shared | local)
+    glob = ~(shared | local | param)
     if glob.any():
         out.append(("global", glob, addr))
     if shared.any():
         out.append(("shared", shared, addr - np.uint64(SHARED_GENERIC_BASE)))
     if local.any():
         out.append(("local", local, addr - np.uint64(LOCAL_GENERIC_BASE)))
+    if param.any():
+        out.append(("param", param, addr - np.uint64(PARAM_GENERIC_BASE)))
     return out
 
 

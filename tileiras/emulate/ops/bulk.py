@@ -1,0 +1,230 @@
+"""TMA: ``cp.async.bulk.tensor`` (tile mode, 1-5-D), ``cp.reduce.async.bulk.tensor`` and the
+bulk async-group instructions (PTX ISA, "Data Movement and Conversion Instructions:
+cp.async.bulk.tensor").
+
+A tensor operand ``[map, {c0, ...}]`` names a 128-byte tensor map (``codegen.tensormap``) by
+its generic address (a kernel parameter after ``cvta.param``, or global memory) and the
+signed coordinates of the box's first element, innermost first.  The box is laid out in
+shared memory row-major (dim 0 fastest); a swizzle of W bytes XORs the 16-byte chunk index
+(address bits 4..) with the row within the repeat (bits 7..), on the absolute shared address,
+as ``wgmma`` descriptors read it.  Elements outside the tensor read as zero (NVIDIA's maps
+never ask for the NaN fill) and are not written by stores.
+
+Loads complete on an mbarrier (``mbarrier::complete_tx::bytes``): the tx-count drops by the
+box's bytes when the copy is issued, but the bytes land in shared memory only when that
+mbarrier's phase completes, so a kernel that reads them without waiting sees stale data.
+Stores and reductions join the issuing thread's bulk async-group; ``commit_group`` closes
+the group and ``wait_group{.read} N`` performs every group but the newest N, reading shared
+memory then, so a kernel that overwrites its source before waiting stores the wrong data.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from ...codegen.tensormap import ElementType, TensorMap, TensorMapError, decode
+from ..machine import KernelTrap
+from ..memory import gather
+from ..operands import reader
+from ..parser import Addr
+from ..ptxtypes import BF16, ptx_type
+from ..registry import UnsupportedInstruction, handles
+from .memory import address_reader, locate, read_memory, thread_ids
+from .mbarrier import MbarrierState, add_tx, mbarrier_slots, read_word, write_word
+
+U32 = ptx_type("u32")
+S32 = ptx_type("s32")
+NUMPY_TYPES = {ElementType.U8: np.uint8, ElementType.U16: np.uint16, ElementType.U32: np.uint32,
+               ElementType.S32: np.int32, ElementType.U64: np.uint64, ElementType.F16: np.float16,
+               ElementType.F32: np.float32, ElementType.F64: np.float64, ElementType.BF16: BF16}
+REDUCTIONS = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and,
+              "or": np.bitwise_or, "xor": np.bitwise_xor}
+
+
+@lru_cache(maxsize=256)
+def decode_map(raw: bytes, where: str) -> TensorMap:
+    try:
+        return decode(raw)
+    except TensorMapError as err:
+        raise KernelTrap("tensormap", f"{where}: {err}") from None
+
+
+def box_offsets(tmap: TensorMap, coords: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(byte offset from the map's address, in-bounds mask) of every box element, in the
+    box's shared-memory order."""
+    grids = np.meshgrid(*[np.arange(b, dtype=np.int64) for b in reversed(tmap.box)], indexing="ij")
+    offset = np.zeros(grids[0].shape, np.int64)
+    inside = np.ones(grids[0].shape, bool)
+    strides = (tmap.element_bytes, *tmap.strides)
+    for k in range(tmap.rank):
+        c = grids[tmap.rank - 1 - k] + coords[k]
+        inside &= (c >= 0) & (c < tmap.dims[k])
+        offset += c * strides[k]
+    return offset.reshape(-1), inside.reshape(-1)
+
+
+def shared_offsets(tmap: TensorMap, start: int) -> np.ndarray:
+    """Byte offsets in the CTA's window of every box element, swizzled as the map says."""
+    width = tmap.swizzle.span
+    n = tmap.element_bytes
+    addr = start + np.arange(tmap.box_bytes // n, dtype=np.int64) * n
+    if width:
+        if tmap.box[0] * n > width:
+            raise KernelTrap("tensormap", f"box rows of {tmap.box[0] * n} bytes exceed the "
+                                          f"{width}-byte swizzle")
+        addr = addr ^ (((addr >> 7) & (width // 16 - 1)) << 4)
+    return addr
+
+
+def element_bytes_at(flat: np.ndarray, offsets: np.ndarray, n: int) -> np.ndarray:
+    """(elements, n) bytes at byte ``offsets`` of ``flat``."""
+    return flat[offsets[:, None] + np.arange(n, dtype=np.int64)]
+
+
+class TensorOperand:
+    """``[map, {coords}]``: reads the map and the coordinates of one thread."""
+
+    def __init__(self, ctx, op: Addr, rank: int, where: str):
+        if not isinstance(op, Addr) or op.coords is None or len(op.coords.items) != rank:
+            raise UnsupportedInstruction(f"{where}: expected a {rank}-D tensor operand")
+        self.addr, self.space = address_reader(ctx, Addr(op.base, op.offset), "generic")
+        self.coords = [reader(ctx, c, S32) for c in op.coords.items]
+        self.where = where
+
+    def read(self, m, tid: np.ndarray) -> tuple[TensorMap, list[int]]:
+        base = np.uint64(np.asarray(self.addr(m, tid)).reshape(-1)[0])
+        words = read_memory(m, np.repeat(tid, 16), base + np.arange(16, dtype=np.uint64) * np.uint64(8),
+                            8, self.space)
+        tmap = decode_map(np.asarray(words, np.uint64).tobytes(), self.where)
+        coords = [int(np.asarray(c(m, tid)).reshape(-1)[0]) for c in self.coords]
+        return tmap, coords
+
+
+def global_flat(m, tmap: TensorMap, offsets: np.ndarray, inside: np.ndarray) -> np.ndarray:
+    """Offsets into global memory's byte array of the in-bounds elements (faults if any lies
+    outside every allocation)."""
+    addr = (np.uint64(tmap.address) + offsets[inside].astype(np.uint64))
+    if not addr.size:
+        return np.zeros(0, np.int64)
+    _, offs = locate(m, np.zeros(addr.size, np.int64), addr, tmap.element_bytes, "global", strong=True)
+    return offs
+
+
+# ----------------------------------------------------------------------------- instructions
+@handles("cp")
+def compile_cp(ctx, ins):
+    parts = ins.parts
+    where = f"PTX line {ins.line} ({ins.opcode})"
+    if parts[1:4] == ["async", "bulk", "tensor"] or parts[1:5] == ["reduce", "async", "bulk", "tensor"]:
+        return compile_tensor(ctx, ins, where)
+    if parts[1:] == ["async", "bulk", "commit_group"]:
+        return lambda m, idx: commit_group(m, thread_ids(m, idx))
+    if parts[1:4] == ["async", "bulk", "wait_group"]:
+        keep = reader(ctx, ins.operands[0], U32)
+        return lambda m, idx: wait_group(m, thread_ids(m, idx), int(np.max(keep(m, idx))))
+    raise UnsupportedInstruction(f"{ins.opcode}")
+
+
+def compile_tensor(ctx, ins, where: str):
+    mods = set(ins.parts[1:])
+    rank_part = next((p for p in ins.parts if p[:-1].isdigit() and p.endswith("d")), None)
+    if rank_part is None or "tile" not in mods:
+        raise UnsupportedInstruction(f"{where}: only the tile mode of cp.async.bulk.tensor")
+    rank = int(rank_part[:-1])
+    ops = ins.operands
+    if "shared::cluster" in mods or "multicast::cluster" in mods:
+        raise UnsupportedInstruction(f"{where}: cluster destinations")
+    if ins.parts[1] == "async" and ins.parts.index("global") > ins.parts.index(next(
+            p for p in ins.parts if p.startswith("shared"))):
+        return compile_load(ctx, ins, rank, where)
+    op = next((p for p in ins.parts if p in REDUCTIONS), None) if ins.parts[1] == "reduce" else None
+    if ins.parts[1] == "reduce" and op is None:
+        raise UnsupportedInstruction(f"{where}: reduction {ins.parts}")
+    tensor = TensorOperand(ctx, ops[0], rank, where)
+    src, _ = address_reader(ctx, ops[1], "shared")
+
+    def run(m, idx):
+        for tid in thread_ids(m, idx).tolist():
+            t = np.array([tid])
+            tmap, coords = tensor.read(m, t)
+            start = int(np.asarray(src(m, t)).reshape(-1)[0])
+            pending_group(m, tid).append((tmap, coords, int(m.cta_of[tid]), start, op))
+    return run
+
+
+def compile_load(ctx, ins, rank: int, where: str):
+    ops = ins.operands
+    if not any(p.startswith("mbarrier::complete_tx") for p in ins.parts):
+        raise UnsupportedInstruction(f"{where}: loads complete on an mbarrier")
+    dst, _ = address_reader(ctx, ops[0], "shared")
+    tensor = TensorOperand(ctx, ops[1], rank, where)
+    slots = mbarrier_slots(ctx, ops[2], ["", "shared"])
+
+    def run(m, idx):
+        for tid in thread_ids(m, idx).tolist():
+            t = np.array([tid])
+            tmap, coords = tensor.read(m, t)
+            offsets, inside = box_offsets(tmap, coords)
+            n = tmap.element_bytes
+            data = np.zeros((len(offsets), n), np.uint8)
+            data[inside] = element_bytes_at(m.gmem.data if m.weak is None else m.weak.view,
+                                            global_flat(m, tmap, offsets, inside), n)
+            start = int(np.asarray(dst(m, t)).reshape(-1)[0])
+            window = int(m.cta_of[tid]) * m.smem_size
+            target = window + shared_offsets(tmap, start)
+            if target.max() + n > window + m.smem_size:
+                raise KernelTrap("tensormap", f"{where}: box of {tmap.box_bytes} bytes at shared "
+                                              f"offset {start:#x} overflows the window")
+            bar = int(slots(m, t)[0])
+            state = MbarrierState(read_word(m, bar), where)
+            m.async_landing.append((bar, state.phase, target, data))
+            add_tx(state, 0, where)
+            state.tx -= tmap.box_bytes
+            state.complete_if_done()
+            write_word(m, bar, state.encode())
+            m.release_mbarrier_waits()
+    return run
+
+
+# ----------------------------------------------------------------------------- deferred effects
+def pending_group(m, tid: int) -> list:
+    """The open bulk async-group of thread ``tid``."""
+    groups = m.bulk_groups.setdefault(tid, [[]])
+    return groups[-1]
+
+
+def commit_group(m, tids: np.ndarray) -> None:
+    for tid in tids.tolist():
+        pending_group(m, tid)
+        m.bulk_groups[tid].append([])
+
+
+def wait_group(m, tids: np.ndarray, keep: int) -> None:
+    for tid in tids.tolist():
+        pending_group(m, tid)
+        groups = m.bulk_groups[tid]
+        closed, open_group = groups[:-1], groups[-1]
+        done = closed[:max(len(closed) - keep, 0)]
+        m.bulk_groups[tid] = closed[len(done):] + [open_group]
+        for group in done:
+            for entry in group:
+                store_box(m, *entry)
+
+
+def store_box(m, tmap: TensorMap, coords: list[int], cta: int, start: int, op) -> None:
+    offsets, inside = box_offsets(tmap, coords)
+    n = tmap.element_bytes
+    source = cta * m.smem_size + shared_offsets(tmap, start)[inside]
+    data = element_bytes_at(m.shared, source, n)
+    flat = global_flat(m, tmap, offsets, inside)
+    memory = m.gmem.data if m.weak is None else m.weak.view
+    if op is not None:
+        dtype = np.dtype(NUMPY_TYPES[tmap.element_type])
+        old = gather(memory, flat, n).view(dtype) if n > 1 else memory[flat].view(dtype)
+        new = np.ascontiguousarray(data).view(dtype).reshape(-1)
+        data = REDUCTIONS[op](old, new).astype(dtype).view(np.uint8).reshape(-1, n)
+    memory[flat[:, None] + np.arange(n, dtype=np.int64)] = data
+    if m.weak is not None:
+        m.weak.written(flat, n)
+
