@@ -26,6 +26,7 @@ from typing import Optional
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..layout.linear import REG, LinearLayout
+from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from .tileaa import TileAA, pow2_divisor
 
@@ -108,13 +109,26 @@ def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, 
     make each warp instruction stride over memory)."""
     out: dict[tuple[int, ...], int] = {}
     for op in aa.live_ops():
-        if isinstance(op, VIEW_ACCESSES):
+        if isinstance(op, VIEW_ACCESSES) and not _feeds_column_reductions(aa, op):
             shape = tuple(op.view.type.tile_shape) if hasattr(op.view.type, "tile_shape") else None
             if shape is None:
                 continue
             v = allowed.get(op, 1)
             out[shape] = min(out.get(shape, v), v)
     return {shape: v for shape, v in out.items() if v > 1}
+
+
+def _feeds_column_reductions(aa: TileAA, op: Operation) -> bool:
+    """A load whose tile is reduced along a dim other than its last: with runs along the
+    last dim each thread would hold several columns' partial results, which our column
+    reductions keep in more registers than they save (reduce_cols_multi f32 32x32 on
+    sm_80: 43 -> 78 registers with runs of 4, NVIDIA 38); such shapes stay scalar."""
+    if not isinstance(op, MEM.LoadViewTkoOp):
+        return False
+    tile = op.results[0]
+    rank = len(tile.type.shape)
+    return any(isinstance(u, CO.ReduceOp) and tile in u.operands and u.dim != rank - 1
+               for u in aa.live_ops())
 
 
 def register_run(layout: LinearLayout) -> int:
