@@ -79,15 +79,22 @@ def _through_assumes(fn: Function) -> dict[Value, Value]:
 
 
 def synthesize_args(fn: Function, rng: np.random.Generator, extent: int = 100) -> list[Any]:
-    """Arguments for ``fn`` (arrays for pointers, numbers for scalars)."""
+    """Arguments for ``fn`` (arrays for pointers, numbers for scalars).  Dynamic extents
+    honour the bytecode's facts: ``extent`` rounded up to the divisor each one is assumed to
+    have (``assume div_by<16>``), so strides of C-ordered arrays honour theirs too."""
+    from .lower.tileaa import analyze
+
     origin = _through_assumes(fn)
+    facts = analyze(fn)
     args: dict[Value, Any] = {}
     for op in fn.walk():
         if not isinstance(op, MEM.MakeTensorViewOp) or origin.get(op.base) is None:
             continue
         base = origin[op.base]
         t = op.result.type
-        shape = tuple(extent if d == T.DYNAMIC else d for d in t.shape)
+        dynamic = iter(op.dynamicShape)
+        shape = tuple(_round_up(extent, facts.fact(next(dynamic)).divisor) if d == T.DYNAMIC else d
+                      for d in t.shape)
         order = "F" if t.rank > 1 and t.strides[0] == 1 and t.strides[-1] != 1 else "C"
         arr = args.get(base)
         if not isinstance(arr, np.ndarray) or arr.shape != shape:
@@ -112,6 +119,10 @@ def synthesize_args(fn: Function, rng: np.random.Generator, extent: int = 100) -
             out.append(dt(1.5) if np.dtype(dt).kind == "f" else dt(3))
     zero_lock_words(fn, out)
     return out
+
+
+def _round_up(n: int, divisor: int) -> int:
+    return -(-n // divisor) * divisor
 
 
 def zero_lock_words(fn: Function, args: list[Any]) -> None:

@@ -327,6 +327,92 @@ def _store_bits(em: KernelEmitter, value: ir.Value, address: ir.Value, mask: Opt
     X.predicated_store(b, [value], address, mask, qualifiers, offset)
 
 
+def _words(ty: ir.Type, count: int) -> tuple[ir.IntType, int]:
+    """The integer words ``count`` consecutive elements of ``ty`` move in, and how many:
+    32-bit words (64-bit for 64-bit elements), at most four (16 bytes), as NVIDIA's PTX
+    moves f16 and 8-bit data (``ld.global.v4.b32``)."""
+    bits = _bits(ty)
+    word = max(32, bits) if bits * count >= 32 else bits * count
+    return ir.IntType(word), bits * count // word
+
+
+def _load_vector(em: KernelEmitter, ty: ir.Type, count: int, address: ir.Value, mask: ir.Value,
+                 fallback: Optional[ir.Value], qualifiers: str, offset: int = 0) -> list[ir.Value]:
+    """``count`` consecutive elements in one predicated ``ld.v{2,4}`` (``vectorize``: the
+    facts proved the run aligned and wholly in or out of bounds, so one mask covers it)."""
+    b = em.b
+    word, n = _words(ty, count)
+    per = count // n
+    bits = _bits(ty)
+    fb = None
+    if fallback is not None:
+        one = _as_int(b, fallback, bits)
+        value = 0
+        for j in range(per):
+            value |= one.constant << (j * bits)
+        fb = [ir.Constant(word, value)] * n
+    words = X.predicated_load(b, word, n, address, mask, fb, qualifiers, offset)
+    out = []
+    for w in words:
+        for j in range(per):
+            part = b.lshr(w, ir.Constant(word, j * bits)) if j else w
+            part = b.trunc(part, ir.IntType(bits)) if word.width != bits else part
+            out.append(part if isinstance(ty, ir.IntType) else b.bitcast(part, ty))
+    return out
+
+
+def _store_vector(em: KernelEmitter, values: list[ir.Value], address: ir.Value, mask: Optional[ir.Value],
+                  qualifiers: str, offset: int = 0) -> None:
+    """``values`` (consecutive elements) packed into words and stored by one ``st.v{2,4}``."""
+    b = em.b
+    ty = values[0].type
+    bits = _bits(ty)
+    word, n = _words(ty, len(values))
+    per = len(values) // n
+    words = []
+    for i in range(n):
+        acc: Optional[ir.Value] = None
+        for j in range(per):
+            part = values[i * per + j]
+            part = part if isinstance(ty, ir.IntType) else b.bitcast(part, ir.IntType(bits))
+            part = b.zext(part, word) if word.width != bits else part
+            part = b.shl(part, ir.Constant(word, j * bits)) if j else part
+            acc = part if acc is None else b.or_(acc, part)
+        words.append(acc)
+    X.predicated_store(b, words, address, mask, qualifiers, offset)
+
+
+def _as_int(b: ir.IRBuilder, value: ir.Constant, bits: int) -> ir.Constant:
+    """A constant's bits as an integer constant (the padding value of a vector load)."""
+    import struct
+
+    if isinstance(value.type, ir.IntType):
+        return ir.Constant(ir.IntType(bits), value.constant & ((1 << bits) - 1))
+    fmt = {16: "<e", 32: "<f", 64: "<d"}[bits]
+    if str(value.type) == "bfloat":
+        raw = struct.unpack("<I", struct.pack("<f", value.constant))[0] >> 16
+    else:
+        raw = int.from_bytes(struct.pack(fmt, value.constant), "little")
+    return ir.Constant(ir.IntType(bits), raw)
+
+
+def _store_groups(regs: list[int], vector: int) -> list[list[int]]:
+    """The stored registers in aligned runs of ``vector`` (each run wholly stored), the
+    rest one by one."""
+    present = set(regs)
+    groups: list[list[int]] = []
+    covered: set[int] = set()
+    for r in regs:
+        if r in covered:
+            continue
+        if vector > 1 and r % vector == 0 and all(r + j in present for j in range(vector)):
+            groups.append(list(range(r, r + vector)))
+            covered.update(groups[-1])
+        else:
+            groups.append([r])
+    return groups
+
+
 def _bits(t: ir.Type) -> int:
     if isinstance(t, ir.IntType):
         return t.width
@@ -369,8 +455,15 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
 
     fallback = None if _leaves_outside_unwritten(em, view, ty) else pad
 
+    vector = em.tas.vectors.get(op, 1)
+    if vector > 1:  # 32-bit words or wider: ptxas's reason to define narrow elements is gone
+        fallback = None if view.padding is None and not em.in_loop else pad
+
     def load() -> list[ir.Value]:
         acc = Access(em, view, layout, indices, gather)
+        if vector > 1:
+            return [x for r in range(0, len(acc.addresses), vector)
+                    for x in _load_vector(em, ty, vector, acc.addresses[r], acc.masks[r], fallback, q, acc.offsets[r])]
         return [_load_bits(em, ty, a, m, fallback, q, o) for a, m, o in zip(acc.addresses, acc.masks, acc.offsets)]
 
     guard = tile_in_range(em, view, indices)
@@ -415,12 +508,15 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
     with em.b.if_then(guard) if guard is not None else nullcontext(), em.coordinates_here(len(regs), tested=guard is not None):
         # the address arithmetic next to the stores (see tile_in_range)
         acc = Access(em, view, layout, indices, gather)
-        for reg in regs:
+        for group in _store_groups(regs, em.tas.vectors.get(op, 1)):
+            reg = group[0]
+            store = _store_bits if len(group) == 1 else _store_vector
+            value = tile.regs[reg] if len(group) == 1 else [tile.regs[r] for r in group]
             if apart:
                 with em.b.if_then(acc.masks[reg]):
-                    _store_bits(em, tile.regs[reg], acc.addresses[reg], None, q, acc.offsets[reg])
+                    store(em, value, acc.addresses[reg], None, q, acc.offsets[reg])
             else:
-                _store_bits(em, tile.regs[reg], acc.addresses[reg], acc.masks[reg], q, acc.offsets[reg])
+                store(em, value, acc.addresses[reg], acc.masks[reg], q, acc.offsets[reg])
     em.put(op.results[0], None)
 
 

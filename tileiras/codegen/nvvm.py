@@ -260,7 +260,7 @@ class KernelEmitter:
         self.iteration = counter
         self._iter_cache = {}
         for r in results:
-            self.tas.layouts[r] = chunk_layout_of(saved[r])
+            self.tas.layouts[r] = chunk_layout_of(saved[r], group.regs)
         try:
             for op in demand_order(group.ops, self.reads):
                 self.emit_op(op)

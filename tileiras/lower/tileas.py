@@ -30,6 +30,7 @@ from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics, Signedness
+from . import vectorize
 from .subbyte import holds_pairs, is_subbyte, plan_pairs, unit_dim
 from .tileaa import TileAA, unpairable
 
@@ -37,9 +38,8 @@ DEFAULT_WARPS = 4
 #: Consecutive last-dim elements per thread where a tile is not accessed in global memory
 #: (16 bytes of f32): reductions along the rows fold in registers.
 CONTIGUOUS = 4
-#: Elements one global load or store instruction moves per thread.  Scalar today: cuTile
-#: gives no alignment facts, so neither NVIDIA's tileiras nor we emit ``.v2``/``.v4``
-#: global accesses for its kernels.
+#: Elements one global load or store instruction moves per thread where the bytecode
+#: proves no alignment (``vectorize``: where it does, up to 16 bytes).
 GLOBAL_VECTOR = 1
 #: Bytes the GPU moves global memory in: a warp's access costs one transaction per
 #: distinct sector its threads touch.
@@ -75,6 +75,12 @@ class TileAS:
     #: shapes of tensor-core matrix multiply results: their tiles take the MMA's fragment
     #: layout (``mma_fragment``)
     mma_layouts: dict = field(default_factory=dict)
+    #: view loads and stores whose facts allow ``v`` elements a thread per access
+    #: (``vectorize.allowed_vectors``), and per tile shape the run its layouts give a thread
+    access_allowed: dict = field(default_factory=dict)
+    shape_access: dict = field(default_factory=dict)
+    #: the width each view access is emitted with (``vectorize.plan_vectors``; absent: scalar)
+    vectors: dict = field(default_factory=dict)
     _users: Optional[dict[Value, list[Operation]]] = None
 
     @property
@@ -132,10 +138,11 @@ class TileAS:
 
     def access_vector(self, shape: tuple[int, ...]) -> int:
         """Consecutive elements a thread's global access of a tile of ``shape`` moves in
-        one instruction: ``GLOBAL_VECTOR`` (the hook for when alignment facts allow
-        ``.v2``/``.v4``; more elements per thread than the access moves would make a
-        warp's instruction stride over memory and touch that many times the sectors)."""
-        return GLOBAL_VECTOR
+        one instruction: what the facts allow every view access of that shape
+        (``vectorize.shape_vectors``), else ``GLOBAL_VECTOR`` (more elements per thread
+        than the access moves would make a warp's instruction stride over memory and
+        touch that many times the sectors)."""
+        return self.shape_access.get(tuple(shape), GLOBAL_VECTOR)
 
     def paired(self, shape: tuple[int, ...], dim: int, exact: bool = False) -> LinearLayout:
         """The canonical layout with ``dim`` as its fastest dim, at least two consecutive
@@ -343,11 +350,14 @@ def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int =
             tas.tensor_cores[op] = form
             tas.mma_layouts[op.result.type.shape] = mma_fragment(op.result.type.shape, tas.num_warps)
     tas.pairs = plan_pairs(aa.function, ELEMENTWISE)
+    tas.access_allowed = vectorize.allowed_vectors(aa)
+    tas.shape_access = vectorize.shape_vectors(aa, tas.access_allowed)
     for a in aa.function.entry_block.args:
         if is_tile(a):
             tas.layouts[a] = tas.canonical_type(a.type)
     _assign_block(tas, aa.function.entry_block)
     plan_chunks(tas)
+    tas.vectors = vectorize.plan_vectors(tas)
     return tas
 
 
@@ -917,6 +927,7 @@ class ChunkGroup:
     anchor: Operation                 # the store that ends the group
     ops: list[Operation]              # in block order, anchor last
     chunk_layout: LinearLayout
+    regs: int = CHUNK_REGS            # registers of one chunk (a vector access's run at least)
 
     @property
     def trips(self) -> int:
@@ -962,7 +973,9 @@ def _plan_block(tas: TileAS, block: Block, users: dict[Value, list[Operation]]) 
         group = _collect_group(tas, store, layout, position, users)
         if group is not None:
             ops = sorted(group, key=position.__getitem__)
-            cg = ChunkGroup(store, ops, chunk_layout_of(layout))
+            widest = max((tas.access_allowed.get(member, 1) for member in ops), default=1)
+            regs = max(CHUNK_REGS, min(widest, vectorize.register_run(layout)))
+            cg = ChunkGroup(store, ops, chunk_layout_of(layout, regs), regs)
             for member in ops:
                 tas.chunked[member] = cg
 

@@ -1,0 +1,121 @@
+"""Global accesses as wide as the bytecode's facts allow (``lower/vectorize.py``): aligned
+tensors (cuTile's ``assume div_by<16>`` on bases, strides and shapes, the common case) get
+16-byte ``ld/st.global.v4``; without the facts, accesses stay one element wide.  The
+interpreter and our emulated PTX agree on both."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from _build import bytecode
+
+from tileiras import diffcheck
+from tileiras.lower.tileaa import analyze
+from tileiras.lower.vectorize import allowed_vector, register_run
+from tileiras.layout.linear import default_blocked
+from tileiras.pipeline import CompileOptions, compile_module
+from tileiras.reader import read_bytecode
+from tileiras.tile import ops_memory as MEM
+
+
+def copy_kernel(elem: str, tile: str = "4x128", base_div: int = 16, stride_div: int = 16, shape_div: int = 16,
+                last_stride: str = "1") -> str:
+    """``y[tile] = x[tile]`` over 2-d tensors, with the given facts (0: no fact)."""
+    ptr = f"tile<ptr<{elem}>>"
+
+    def assume(name: str, value: str, div: int, t: str) -> str:
+        return f"    %{name} = assume div_by<{div}>, {value} : {t}\n" if div else f"    %{name} = assume bounded<0, ?>, {value} : {t}\n"
+
+    strides = f"[%sd, {last_stride}]" if last_stride == "1" else "[%sd, %sd]"
+    stride_types = "tile<i32>, tile<i32>, tile<i32>" if last_stride == "1" else "tile<i32>, tile<i32>, tile<i32>, tile<i32>"
+    view = f"tensor_view<?x?x{elem}, strides=[?,{'1' if last_stride == '1' else '?'}]>"
+    pview = f"partition_view<tile=({tile}), {view}>"
+    shape = "x".join(tile.split("x"))
+    return ("cuda_tile.module @kernels {\n"
+            f"  entry @k(%x: {ptr}, %y: {ptr}, %m: tile<i32>, %n: tile<i32>, %s: tile<i32>) {{\n"
+            "    %t0 = make_token : token\n"
+            + assume("xb", "%x", base_div, ptr) + assume("yb", "%y", base_div, ptr)
+            + assume("md", "%m", shape_div, "tile<i32>") + assume("nd", "%n", shape_div, "tile<i32>")
+            + assume("sd", "%s", stride_div, "tile<i32>")
+            + f"    %xv = make_tensor_view %xb, shape = [%md, %nd], strides = {strides} : {stride_types} -> {view}\n"
+            f"    %yv = make_tensor_view %yb, shape = [%md, %nd], strides = {strides} : {stride_types} -> {view}\n"
+            "    %bx, %by, %bz = get_tile_block_id : tile<i32>\n"
+            "    %c0 = constant <i32: 0> : tile<i32>\n"
+            f"    %xp = make_partition_view %xv : {pview}\n"
+            f"    %yp = make_partition_view %yv : {pview}\n"
+            f"    %t, %tok = load_view_tko weak %xp[%bx, %c0] token = %t0 : {pview}, tile<i32> -> tile<{shape}x{elem}>, token\n"
+            f"    %w = store_view_tko weak %t, %yp[%bx, %c0] token = %t0 : tile<{shape}x{elem}>, {pview}, tile<i32> -> token\n"
+            "    return\n  }\n}\n")
+
+
+def access_widths(text: str) -> list[int]:
+    module = read_bytecode(bytecode(text))
+    fn = module.functions[0]
+    aa = analyze(fn)
+    return [allowed_vector(aa, op) for op in fn.walk() if isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp))]
+
+
+@pytest.mark.parametrize("elem, width", [("f32", 4), ("f16", 8), ("bf16", 8), ("f64", 2), ("i8", 16), ("i64", 2)])
+def test_aligned_views_allow_16_bytes(elem, width):
+    assert access_widths(copy_kernel(elem)) == [width, width]
+
+
+@pytest.mark.parametrize("facts, width", [
+    (dict(base_div=0), 1),                      # no base alignment
+    (dict(base_div=8), 2),                      # 8-byte base: two f32
+    (dict(stride_div=2), 2),                    # rows 8 bytes apart
+    (dict(shape_div=0), 1),                     # a row may end inside a run: masks per element
+    (dict(shape_div=2), 2),
+    (dict(tile="4x2"), 2),                      # the tile is narrower than 16 bytes
+    (dict(last_stride="dyn"), 1),               # the last dim is not known contiguous
+])
+def test_what_each_fact_limits(facts, width):
+    assert access_widths(copy_kernel("f32", **facts)) == [width, width]
+
+
+def test_register_run_of_layouts():
+    assert register_run(default_blocked((4, 128), 4, 4)) == 4
+    assert register_run(default_blocked((4, 128), 4, 1)) == 1
+    assert register_run(default_blocked((1024,), 4, 8)) == 8
+
+
+def ptx_of(text: str, arch: str = "sm_90") -> str:
+    return compile_module(read_bytecode(bytecode(text)), CompileOptions(gpu_name=arch), "ptx")
+
+
+def global_accesses(ptx: str) -> list[str]:
+    return re.findall(r"\b(ld|st)\.global(\.v\d)?\.(b\d+)", ptx)
+
+
+@pytest.mark.parametrize("elem", ["f32", "f16", "i8"])
+def test_aligned_copies_are_16_byte_accesses(elem):
+    tile = "16x128" if elem == "i8" else "8x128"   # 16 bytes a thread
+    ptx = ptx_of(copy_kernel(elem, tile=tile))
+    accesses = global_accesses(ptx)
+    assert accesses and all(v == ".v4" and b == "b32" for _, v, b in accesses), accesses
+    scalar = global_accesses(ptx_of(copy_kernel(elem, tile=tile, base_div=0)))
+    assert scalar and all(v == "" for _, v, _ in scalar)
+
+
+@pytest.mark.parametrize("elem", ["f32", "f16", "bf16", "i8", "f64"])
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_vector_accesses_agree_with_the_interpreter(elem, arch):
+    """Out-of-range tiles included: 3x2 tiles over a 48x144 tensor (the last tile column
+    hangs over the edge by whole vectors, the grid's extra row is out of range)."""
+    data = bytecode(copy_kernel(elem, tile="16x64").replace("%xp[%bx, %c0]", "%xp[%bx, %by]")
+                    .replace("%yp[%bx, %c0]", "%yp[%bx, %by]"))
+    module = read_bytecode(data)
+    fn = module.functions[0]
+    rng = np.random.default_rng(3)
+    args = diffcheck.synthesize_args(fn, rng, extent=40)   # rounded up to 48 by the facts
+    assert args[0].shape == (48, 48)
+    x = diffcheck.random_array(rng, args[0].dtype.type, (48, 144))
+    args = [x, np.zeros_like(x), 48, 144, 144]
+    grid = (4, 3, 1)
+    expected = diffcheck.run_interpreter(data, "k", grid, list(args))
+    ptx = compile_module(module, CompileOptions(gpu_name=arch), "ptx")
+    assert re.search(r"ld\.global\.v[24]\.", ptx) and re.search(r"st\.global\.v[24]\.", ptx)
+    got = diffcheck.run_ptx(ptx, "k", grid, list(args))
+    assert diffcheck.compare(expected, got) is None
+    np.testing.assert_array_equal(got.arrays[1].view(np.uint8), x.view(np.uint8))

@@ -1,0 +1,183 @@
+"""How wide each global access of a view may be, from what the bytecode proves.
+
+Framework tensors are 16-byte aligned, and cuTile says so: ``assume div_by<16>`` on base
+pointers, strides and shapes (TileAA's facts).  A thread may then move ``v`` consecutive
+elements of a tile's last dim in one ``ld/st.global.v{2,4}`` (up to 16 bytes) when
+
+* the view's last tile dim maps to a tensor dim of stride 1 (consecutive in memory);
+* every such ``v``-run starts on a ``v * element`` byte boundary: the base pointer's
+  divisor, every other dim's stride and the tile's start along the last dim (index times
+  the tile size, or the traversal step) are all multiples of ``v`` elements;
+* a run is wholly in or wholly out of the tensor: the extent of the last dim is a multiple
+  of ``v``, so one bounds test covers the run and masking stays exact.
+
+Two decisions, made once and recorded on ``TileAS``:
+
+* ``allowed_vectors`` (before layouts): the widest run each access allows.  Layouts give
+  tiles of that shape ``v`` consecutive last-dim elements a thread (``TileAS.access_vector``),
+  as Triton's blocked layouts take ``sizePerThread`` from contiguity.
+* ``plan_vectors`` (after layouts): the width each access is emitted with, no more than the
+  run of consecutive registers its layout really gives a thread.  Codegen only reads it.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..ir import types as T
+from ..ir.core import Operation, Value
+from ..layout.linear import REG, LinearLayout
+from ..tile import ops_core as CO
+from ..tile import ops_memory as MEM
+from .tileaa import TileAA, pow2_divisor
+
+#: The widest access a thread makes: 16 bytes (``.v4.b32``, ``.v2.b64``).
+MAX_ACCESS_BYTES = 16
+
+VIEW_ACCESSES = (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)
+
+
+def _element_bytes(t: T.Type) -> Optional[int]:
+    """Bytes of a view's element, for the elements vector accesses handle (not sub-byte,
+    not booleans or pointers)."""
+    if not isinstance(t, T.ScalarType) or isinstance(t, T.PointerType):
+        return None
+    bits = getattr(t, "bitwidth", 0)
+    return bits // 8 if bits in (8, 16, 32, 64) else None
+
+
+def _tensor_view_op(view: Value) -> Optional[Operation]:
+    maker = view.owner if not view.is_block_argument else None
+    if not isinstance(maker, (MEM.MakePartitionViewOp, MEM.MakeStridedViewOp)):
+        return None
+    tv = maker.tensor_view
+    owner = tv.owner if not tv.is_block_argument else None
+    return owner if isinstance(owner, MEM.MakeTensorViewOp) else None
+
+
+def _dynamic(op: Operation, static: tuple[int, ...], operands) -> list[Optional[Value]]:
+    """Per dim, the operand giving a dynamic extent or stride (None where static)."""
+    it = iter(operands)
+    return [next(it) if s == T.DYNAMIC else None for s in static]
+
+
+def _divisor(aa: TileAA, static: int, operand: Optional[Value]) -> int:
+    """A power of two dividing a shape or stride (elements)."""
+    return pow2_divisor(static) if operand is None else aa.fact(operand).divisor
+
+
+def allowed_vector(aa: TileAA, op: Operation) -> int:
+    """Elements of the last tile dim one access of ``op`` may move per thread (1: scalar)."""
+    view_t = op.view.type
+    if not isinstance(view_t, (T.PartitionViewType, T.StridedViewType)):
+        return 1
+    tv_op = _tensor_view_op(op.view)
+    tvt = view_t.tensor_view
+    eb = _element_bytes(tvt.element)
+    if tv_op is None or eb is None or not view_t.tile_shape:
+        return 1
+    last = view_t.dim_map[-1]
+    if tvt.strides[last] != 1:
+        return 1
+    shapes = _dynamic(tv_op, tvt.shape, tv_op.dynamicShape)
+    strides = _dynamic(tv_op, tvt.strides, tv_op.dynamicStrides)
+    step = view_t.traversal_strides[-1] if isinstance(view_t, T.StridedViewType) else view_t.tile_shape[-1]
+    v = MAX_ACCESS_BYTES // eb
+    v = min(v, pow2_divisor(view_t.tile_shape[-1]), pow2_divisor(step))
+    v = min(v, max(1, aa.fact(tv_op.base).divisor // eb))
+    v = min(v, _divisor(aa, tvt.shape[last], shapes[last]))
+    for d, stride in enumerate(tvt.strides):
+        if d != last:
+            v = min(v, _divisor(aa, stride, strides[d]))
+    return max(1, v)
+
+
+def allowed_vectors(aa: TileAA) -> dict[Operation, int]:
+    """``allowed_vector`` of every live view load and store that may be vectorized."""
+    out = {}
+    for op in aa.live_ops():
+        if isinstance(op, VIEW_ACCESSES):
+            v = allowed_vector(aa, op)
+            if v > 1:
+                out[op] = v
+    return out
+
+
+def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, ...], int]:
+    """Per tile shape, the run every global view access of that shape allows (the least of
+    them): the layouts of that shape give threads runs this long.  A shape with one
+    access that must stay scalar keeps scalar layouts (a run longer than the access would
+    make each warp instruction stride over memory)."""
+    out: dict[tuple[int, ...], int] = {}
+    for op in aa.live_ops():
+        if isinstance(op, VIEW_ACCESSES) and not _feeds_column_reductions(aa, op):
+            shape = tuple(op.view.type.tile_shape) if hasattr(op.view.type, "tile_shape") else None
+            if shape is None:
+                continue
+            v = allowed.get(op, 1)
+            out[shape] = min(out.get(shape, v), v)
+    return {shape: v for shape, v in out.items() if v > 1}
+
+
+def _feeds_column_reductions(aa: TileAA, op: Operation) -> bool:
+    """A load whose tile is reduced along a dim other than its last: with runs along the
+    last dim each thread would hold several columns' partial results, which our column
+    reductions keep in more registers than they save (reduce_cols_multi f32 32x32 on
+    sm_80: 43 -> 78 registers with runs of 4, NVIDIA 38); such shapes stay scalar."""
+    if not isinstance(op, MEM.LoadViewTkoOp):
+        return False
+    tile = op.results[0]
+    rank = len(tile.type.shape)
+    return any(isinstance(u, CO.ReduceOp) and tile in u.operands and u.dim != rank - 1
+               for u in aa.live_ops())
+
+
+def register_run(layout: LinearLayout) -> int:
+    """How many consecutive elements of the last dim a thread holds in consecutive
+    registers, aligned to that many: the first reg bases step 1, 2, 4... along the last
+    dim and nothing else maps inside such a run."""
+    rank = layout.rank
+    if rank == 0:
+        return 1
+    reg = layout.bases(REG)
+    k = 0
+    while k < len(reg) and reg[k] == tuple(0 for _ in range(rank - 1)) + (1 << k,):
+        k += 1
+    run = 1 << k
+    for name in layout.names:
+        for i, basis in enumerate(layout.bases(name)):
+            if name == REG and i < k:
+                continue
+            if basis[-1] % run:
+                return 1 if k == 0 else _largest_run(layout, k)
+    return run
+
+
+def _largest_run(layout: LinearLayout, k: int) -> int:
+    while k > 0:
+        run = 1 << k
+        if all(basis[-1] % run == 0 for name in layout.names for i, basis in enumerate(layout.bases(name))
+               if not (name == REG and i < k)):
+            return run
+        k -= 1
+    return 1
+
+
+def plan_vectors(tas) -> dict[Operation, int]:
+    """The width each view access is emitted with: its allowed run, no more than its
+    layout gives a thread (per chunk, for an op in a chunked loop)."""
+    from .tileas import chunk_layout_of
+
+    out = {}
+    for op, allowed in tas.access_allowed.items():
+        if isinstance(op, MEM.LoadViewTkoOp):
+            layout = tas.layouts.get(op.results[0])
+        else:
+            layout = tas.operand_layout(op, 0)
+        if layout is None:
+            continue
+        if op in tas.chunked:
+            layout = chunk_layout_of(layout, tas.chunked[op].regs)
+        v = min(allowed, register_run(layout))
+        if v > 1:
+            out[op] = v
+    return out
