@@ -352,13 +352,11 @@ def _load_vector(em: KernelEmitter, ty: ir.Type, count: int, address: ir.Value, 
             value |= one.constant << (j * bits)
         fb = [ir.Constant(word, value)] * n
     words = X.predicated_load(b, word, n, address, mask, fb, qualifiers, offset)
-    out = []
-    for w in words:
-        for j in range(per):
-            part = b.lshr(w, ir.Constant(word, j * bits)) if j else w
-            part = b.trunc(part, ir.IntType(bits)) if word.width != bits else part
-            out.append(part if isinstance(ty, ir.IntType) else b.bitcast(part, ty))
-    return out
+    if per == 1:
+        return [w if isinstance(ty, ir.IntType) else b.bitcast(w, ty) for w in words]
+    # through an LLVM vector: NVPTX splits a word into halves with one ``mov.b32 {a, b}``
+    lanes = ir.VectorType(ty, per)
+    return [b.extract_element(b.bitcast(w, lanes), ir.Constant(I32, j)) for w in words for j in range(per)]
 
 
 def _store_vector(em: KernelEmitter, values: list[ir.Value], address: ir.Value, mask: Optional[ir.Value],
@@ -366,19 +364,18 @@ def _store_vector(em: KernelEmitter, values: list[ir.Value], address: ir.Value, 
     """``values`` (consecutive elements) packed into words and stored by one ``st.v{2,4}``."""
     b = em.b
     ty = values[0].type
-    bits = _bits(ty)
     word, n = _words(ty, len(values))
     per = len(values) // n
     words = []
     for i in range(n):
-        acc: Optional[ir.Value] = None
+        if per == 1:
+            v = values[i]
+            words.append(v if isinstance(ty, ir.IntType) else b.bitcast(v, word))
+            continue
+        packed: ir.Value = ir.Constant(ir.VectorType(ty, per), None)
         for j in range(per):
-            part = values[i * per + j]
-            part = part if isinstance(ty, ir.IntType) else b.bitcast(part, ir.IntType(bits))
-            part = b.zext(part, word) if word.width != bits else part
-            part = b.shl(part, ir.Constant(word, j * bits)) if j else part
-            acc = part if acc is None else b.or_(acc, part)
-        words.append(acc)
+            packed = b.insert_element(packed, values[i * per + j], ir.Constant(I32, j))
+        words.append(b.bitcast(packed, word))
     X.predicated_store(b, words, address, mask, qualifiers, offset)
 
 
