@@ -109,10 +109,24 @@ def sm100_descriptor(start: int, lbo: int, sbo: int) -> int:
     return (start >> 4) | (lbo >> 4) << 16 | (sbo >> 4) << 32 | 1 << 46
 
 
-@pytest.mark.parametrize("accumulate", [0, 1])
-def test_mma_m128_from_shared_descriptors(accumulate):
+COMMIT_AND_WAIT = """
+tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r2+8008];
+ISSUED:
+WAIT:
+mbarrier.try_wait.parity.shared.b64 %p5, [%r2+8008], 0;
+@!%p5 bra WAIT;
+"""
+#: the planted bug: a barrier instead of the commit's mbarrier, so the MMA may still run
+NO_COMMIT = """
+ISSUED:
+bar.sync 0;
+"""
+
+
+def mma_m128(accumulate: int, wait: str):
     """kind::f16, M = 128, N = 16, K = 16: D = A B (+ D) in tensor memory, row i in lane i;
-    each of the 4 warps reads its 32 lanes back with 32x32b."""
+    each of the 4 warps reads its 32 lanes back with 32x32b after ``wait``.  Returns
+    (launch result, output, expected)."""
     rng = np.random.default_rng(3)
     a = (rng.integers(-8, 9, (128, 16)) / 4).astype(np.float16)
     bt = (rng.integers(-8, 9, (16, 16)) / 4).astype(np.float16)        # B as N rows of K
@@ -124,6 +138,10 @@ mov.u32 %r1, %tid.x;
 shr.u32 %r40, %r1, 5;
 mov.u32 %r2, smem;
 {copy_to_shared("k_in", 16)}
+setp.ne.u32 %p3, %r1, 0;
+@%p3 bra INITED;
+mbarrier.init.shared.b64 [%r2+8008], 1;
+INITED:
 setp.ne.u32 %p2, %r40, 0;
 @%p2 bra ALLOCATED;
 tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%r2+8000], 32;
@@ -146,8 +164,7 @@ mov.b64 %rd5, {sm100_descriptor(4096, 128, 256)};
 mov.b32 %r20, {idesc};
 setp.ne.u32 %p4, {accumulate}, 0;
 tcgen05.mma.cta_group::1.kind::f16 [%r3], %rd4, %rd5, %r20, %p4;
-ISSUED:
-bar.sync 0;
+{wait}
 tcgen05.ld.sync.aligned.32x32b.x16.b32 {vec(100, 16)}, [%r42];
 tcgen05.wait::ld.sync.aligned;
 ld.param.b64 %rd6, [k_out];
@@ -156,6 +173,23 @@ add.s64 %rd7, %rd6, %rd9;
 """
     out = np.zeros((16, 128), np.float32)
     ptx = kernel(body, ".param .u64 k_in, .param .u64 k_c, .param .u64 k_out", threads=128)
-    launch(ptx, "k", (1,), [image, np.ascontiguousarray(c.T), out]).check()
+    result = launch(ptx, "k", (1,), [image, np.ascontiguousarray(c.T), out])
     expected = a.astype(np.float64) @ bt.astype(np.float64).T + (c if accumulate else 0)
+    return result, out, expected
+
+
+@pytest.mark.parametrize("accumulate", [0, 1])
+def test_mma_m128_from_shared_descriptors(accumulate):
+    result, out, expected = mma_m128(accumulate, COMMIT_AND_WAIT)
+    result.check()
     np.testing.assert_allclose(out.T, expected.astype(np.float32), rtol=1e-6)
+
+
+def test_reading_an_mma_result_before_its_commit_completes_traps():
+    """Without the commit's mbarrier wait the MMA may still be running when tcgen05.ld
+    reads its cells: the emulator names the load, the MMA and the missing wait."""
+    result, _, _ = mma_m128(0, NO_COMMIT)
+    assert result.trap is not None and result.trap.kind == "async"
+    message = result.trap.message
+    assert "tcgen05.ld.sync.aligned.32x32b.x16.b32" in message and "tcgen05.mma.cta_group::1.kind::f16" in message
+    assert "reads tensor memory lane 0, column 0" in message and "tcgen05.commit" in message

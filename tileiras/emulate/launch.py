@@ -106,6 +106,7 @@ class Launch:
         self.asserts: list = []
         self.arrays: list = []
         self.traffic: Optional[Traffic] = None
+        self.check_races = True
 
     def allocate_globals(self) -> None:
         layout = self.prog.globals
@@ -289,7 +290,8 @@ def launch(ptx: str, kernel: Optional[str], grid: Any, args: Sequence[Any], *,
            block: Any = None, cluster: Any = None, smem_bytes: int = 0,
            max_steps: int = DEFAULT_MAX_STEPS,
            batch_threads: int = DEFAULT_BATCH_THREADS, traffic: bool = False,
-           interleave: Optional[int] = None, host_object: Optional[bytes] = None) -> EmulationResult:
+           interleave: Optional[int] = None, host_object: Optional[bytes] = None,
+           races: bool = True) -> EmulationResult:
     """Emulate ``kernel`` of ``ptx`` over ``grid`` CTAs.
 
     ``args`` follow the kernel's ``.param`` list: numpy arrays for pointers (allocated in
@@ -302,6 +304,9 @@ def launch(ptx: str, kernel: Optional[str], grid: Any, args: Sequence[Any], *,
     missing acquire/release orderings between CTAs show up as stale reads.
     ``host_object``: the cubin's ``.nv.host`` section (NVIDIA's x86-64 host code), whose
     callback fills the kernel's hidden tensor-map parameters from ``args``.
+    ``races``: run the shared-memory race detector (``races.py``; a race traps with kind
+    ``race``).  Asynchronous operations are always modelled (``asynchrony.py``: early
+    uses of their results trap with kind ``async``).
     """
     prog = load_program(ptx, kernel)
     block = dim3(block) if block is not None else dim3(prog.reqntid or (1,))
@@ -312,6 +317,7 @@ def launch(ptx: str, kernel: Optional[str], grid: Any, args: Sequence[Any], *,
     if any(g % c for g, c in zip(grid, cluster)):
         raise ValueError(f"grid {grid} is not a multiple of the cluster shape {cluster}")
     run = Launch(prog, grid, block, cluster, smem_bytes)
+    run.check_races = races
     run.allocate_globals()
     run.set_params(args)
     run.fill_hidden_params(host_object)

@@ -113,6 +113,18 @@ class Batch:
         self.specials: dict = {}
         self.async_groups: dict = {}
         self.weak: Optional[WeakMemory] = None            # interleaved mode (weak.py)
+        self.at = 0                                       # the instruction being executed
+        from .asynchrony import Asynchrony      # (they import KernelTrap from here)
+        self.asynchrony = Asynchrony(self)
+        self.races = None                                                # made at the first shared access
+        self.check_races = launch.check_races
+
+    def shared_races(self):
+        """The race detector (``races.Races``), or None when the launch turned it off."""
+        if self.races is None and self.check_races:
+            from .races import Races
+            self.races = Races(self)
+        return self.races
 
     # -- registers
     def reg(self, slot: int) -> np.ndarray:
@@ -164,6 +176,7 @@ class Batch:
                 raise StepLimit(f"no completion after {max_steps} steps (infinite loop?)")
             if uniform:
                 fn = code[upc]
+                self.at = upc
                 self.issued[upc] += nlive
                 if not control[upc]:
                     fn(self, live)
@@ -233,6 +246,7 @@ class Batch:
         cuts = np.flatnonzero(np.diff(at)) + 1
         for group in np.split(chosen, cuts):
             pc = int(self.pc[group[0]])
+            self.at = pc
             self.issued[pc] += len(group)
             code[pc](self, group)
             if not control[pc]:
@@ -252,6 +266,8 @@ class Batch:
                wait: bool) -> None:
         """Threads ``idx`` arrive at barrier ``bar`` (per thread); waiting ones block."""
         ctas = self.cta_of[idx]
+        if self.races is not None:
+            self.races.barrier_arrive(idx, bar)
         if expected is not None:
             self.bar_expected[ctas, bar] = expected
         if wait:
@@ -265,6 +281,8 @@ class Batch:
         if self.cluster_phase is None:
             self.cluster_phase = np.zeros(self.n, np.int64)
         self.cluster_phase[idx] += 1
+        if self.races is not None:
+            self.races.cluster_arrive(idx)
 
     def cluster_wait(self, idx: np.ndarray) -> None:
         """Wait until every live thread of the cluster has arrived as often as this one."""
@@ -281,6 +299,8 @@ class Batch:
         live_phase = np.where(self.status != EXITED, phase, np.iinfo(np.int64).max)
         low = live_phase.reshape(-1, per).min(axis=1)
         ok = phase[waiting] <= low[waiting // per]
+        if self.races is not None:
+            self.races.cluster_release(waiting[ok])
         self.status[waiting[ok]] = RUNNING
 
     def release_barriers(self) -> None:
@@ -302,6 +322,8 @@ class Batch:
         rel = w[release]
         self.status[rel] = RUNNING
         cta_bar = done.nonzero()
+        if self.races is not None:
+            self.races.barrier_release(rel, cta_bar)
         self.bar_arrived[cta_bar] = 0
         self.bar_expected[cta_bar] = 0
         self.progress += 1
@@ -330,6 +352,7 @@ class Batch:
         self.progress += 1
         if self.async_landing:
             self.land_async_copies()
+        self.asynchrony.mbarrier_changed()
         waiting = self.mbarrier_waiters()
         if waiting.size:
             phase = gather(self.shared, self.mbar_offset[waiting], 8) >> np.uint64(63)

@@ -60,6 +60,7 @@ class Program:
     function_of: list = field(default_factory=list)     # Function per code slot
     call_sites: dict = field(default_factory=dict)      # return pc -> [(src, dst, size)]
     unsupported: list = field(default_factory=list)   # (line, opcode, reason)
+    fenced_registers: tuple = ()                      # wgmma.mma_async's (asynchrony.py)
 
     @property
     def reqntid(self) -> Optional[tuple]:
@@ -158,6 +159,8 @@ def compile_program(module: Module, kernel: Optional[str] = None) -> Program:
         if current.name in prog.function_entry:
             continue
         pending.extend(compile_function(prog, current))
+    from .asynchrony import guard_registers     # (it imports machine, which imports this)
+    guard_registers(prog)
     return prog
 
 

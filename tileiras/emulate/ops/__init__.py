@@ -1,2 +1,3 @@
 """Instruction semantics, one module per family; importing registers every handler."""
-from . import bulk, control, convert, data, floating, integer, matrix, mbarrier, memory, mma, tcgen05, warp  # noqa: F401
+from . import (bulk, control, convert, cpasync, data, floating, integer, matrix, mbarrier, memory, mma,  # noqa: F401
+               tcgen05, warp)

@@ -29,7 +29,7 @@ from ..memory import gather
 from ..operands import reader
 from ..parser import Addr
 from ..ptxtypes import BF16, ptx_type
-from ..registry import UnsupportedInstruction, handles
+from ..registry import UnsupportedInstruction
 from .memory import address_reader, locate, read_memory, thread_ids
 from .mbarrier import MbarrierState, add_tx, mbarrier_slots, read_word, write_word
 
@@ -112,8 +112,14 @@ def global_flat(m, tmap: TensorMap, offsets: np.ndarray, inside: np.ndarray) -> 
 
 
 # ----------------------------------------------------------------------------- instructions
-@handles("cp")
-def compile_cp(ctx, ins):
+def is_bulk_group_or_tensor(parts: list[str]) -> bool:
+    """``cp.async.bulk.tensor``, ``cp.reduce.async.bulk.tensor`` and the bulk group's
+    commit and wait: this module's (``cpasync`` dispatches every other ``cp``)."""
+    return (parts[1:4] in (["async", "bulk", "tensor"], ["async", "bulk", "commit_group"],
+                           ["async", "bulk", "wait_group"]) or parts[1:5] == ["reduce", "async", "bulk", "tensor"])
+
+
+def compile_bulk_cp(ctx, ins):
     parts = ins.parts
     where = f"PTX line {ins.line} ({ins.opcode})"
     if parts[1:4] == ["async", "bulk", "tensor"] or parts[1:5] == ["reduce", "async", "bulk", "tensor"]:

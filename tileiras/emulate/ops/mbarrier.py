@@ -160,10 +160,12 @@ def advancing(ctx, ins, fn: Callable) -> Callable:
     return run
 
 
-def updater(ctx, ins, where: str, slot_op, update: Callable, operand_ops: list, token_op=None) -> Callable:
+def updater(ctx, ins, where: str, slot_op, update: Callable, operand_ops: list, token_op=None,
+            releases: bool = True) -> Callable:
     """An instruction that changes mbarriers: ``update(state, *operands) -> token`` runs per
     thread in thread order on the decoded object, which is then stored back; waiting
-    threads whose phase completed wake up."""
+    threads whose phase completed wake up.  ``releases``: the thread's earlier accesses
+    happen before what waits for the phase (the race detector's clocks)."""
     slots = mbarrier_slots(ctx, slot_op, ins.parts)
     operands = [reader(ctx, op, U32) for op in operand_ops]
     write = writer(ctx, token_op, U64)
@@ -173,9 +175,16 @@ def updater(ctx, ins, where: str, slot_op, update: Callable, operand_ops: list, 
         n = len(offs)
         args = [per_thread(r(m, idx), n) for r in operands]
         tokens = np.zeros(n, np.uint64)
+        races = m.races
+        tids = thread_ids(m, idx)
         for k, off in enumerate(offs.tolist()):
             state = MbarrierState(read_word(m, off), where)
+            phase = state.phase
+            if races is not None and releases:
+                races.mbarrier_arrive(off, int(tids[k]))
             tokens[k] = update(state, *(a[k] for a in args))
+            if races is not None and state.phase != phase:
+                races.mbarrier_complete(off)
             write_word(m, off, state.encode())
         write(m, idx, tokens)
         m.release_mbarrier_waits()
@@ -258,7 +267,7 @@ def compile_tx(ctx, ins, where):
         if sign < 0:
             state.complete_if_done()
         return 0
-    return updater(ctx, ins, where, ins.operands[0], change, ins.operands[1:2])
+    return updater(ctx, ins, where, ins.operands[0], change, ins.operands[1:2], releases=sign < 0)
 
 
 def wait_operands(ctx, ins, where):
@@ -283,8 +292,18 @@ def compile_test_wait(ctx, ins, where):
     slots, parity, write = wait_operands(ctx, ins, where)
 
     def run(m, idx):
-        write(m, idx, phases(m, slots(m, idx), where) != parity(m, idx))
+        offs = slots(m, idx)
+        m.asynchrony.settle(offs)
+        done = np.broadcast_to(phases(m, offs, where) != parity(m, idx), offs.shape)
+        acquire(m, offs[done], thread_ids(m, idx)[done])
+        write(m, idx, done)
     return run
+
+
+def acquire(m, offs: np.ndarray, tids: np.ndarray) -> None:
+    """Threads ``tids`` saw the phases they wait for complete (the race detector's clocks)."""
+    if m.races is not None and tids.size:
+        m.races.mbarrier_acquire(offs, tids)
 
 
 def compile_try_wait(ctx, ins, where):
@@ -300,8 +319,10 @@ def compile_try_wait(ctx, ins, where):
         if not taken.size:
             return
         offs = slots(m, taken)
+        m.asynchrony.settle(offs)
         want = np.broadcast_to(parity(m, taken), taken.shape)
         done = phases(m, offs, where) != want
+        acquire(m, offs[done], taken[done])
         finish = done | m.take_timeouts(taken)
         write(m, taken[finish], done[finish])
         m.pc[taken[finish]] += 1

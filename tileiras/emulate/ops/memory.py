@@ -140,6 +140,8 @@ def read_memory(m, idx, addr, width: int, space: str, strong: bool = False) -> n
 
 def read_space(m, idx, addr, width: int, space: str, strong: bool) -> np.ndarray:
     flat, offs = locate(m, idx, addr, width, space, strong)
+    if space == "shared":
+        shared_access(m, idx, offs, width, None)
     if m.weak is None or space != "global" or not strong:
         return gather(flat, offs, width)
     m.weak.strong_before(offs, width)
@@ -160,8 +162,22 @@ def write_memory(m, idx, addr, width: int, space: str, values: np.ndarray,
         write_space(m, tids[mask], a[mask], width, sp, values[mask], strong)
 
 
+def shared_access(m, idx, offs: np.ndarray, width: int, values) -> None:
+    """Every thread access to shared memory: asynchronous operations in flight there
+    (``asynchrony``) and races (``races``); ``values`` None for a read."""
+    if values is None:
+        m.asynchrony.check_read(offs, width, idx)
+    else:
+        m.asynchrony.check_write(offs, width, idx)
+    races = m.shared_races()
+    if races is not None:
+        races.access(idx, offs, width, values is not None, values)
+
+
 def write_space(m, idx, addr, width: int, space: str, values: np.ndarray, strong: bool) -> None:
     flat, offs = locate(m, idx, addr, width, space, strong)
+    if space == "shared":
+        shared_access(m, idx, offs, width, values)
     if m.weak is None or space != "global":
         scatter(flat, offs, width, values)
     elif strong:
@@ -299,6 +315,8 @@ def atomic(m, idx, addr, space: str, ty: PtxType, op: str, b, c) -> np.ndarray:
             raise UnsupportedInstruction("atomics mixing generic address windows")
         space, _, addr = parts[0]
     flat, offs = locate(m, tids, addr, width, space, strong=True)
+    if space == "shared":                     # atomics are not races; in-flight bytes are
+        m.asynchrony.check_write(offs, width, tids)
     weak = m.weak if space == "global" else None
     if weak is not None:
         weak.strong_before(offs, width)

@@ -34,6 +34,7 @@ import re
 
 import numpy as np
 
+from ..asynchrony import check_issue
 from ..machine import KernelTrap
 from ..operands import reader, vector_items, writer
 from ..ptxtypes import FORMAT_DTYPES, ptx_type
@@ -296,9 +297,13 @@ def wgmma_d_positions(n: int) -> tuple[np.ndarray, np.ndarray]:
 @handles("wgmma")
 def compile_wgmma(ctx, ins):
     kind = ins.parts[1]
-    if kind in ("fence", "commit_group", "wait_group"):
-        # mma_async runs to completion when issued, so its results are there before any wait
-        return lambda m, idx: None
+    if kind == "fence":
+        return lambda m, idx: m.asynchrony.fence(idx)
+    if kind == "commit_group":
+        return lambda m, idx: m.asynchrony.commit("wgmma", idx)
+    if kind == "wait_group":
+        keep = int(ins.operands[0].value)
+        return lambda m, idx: m.asynchrony.complete_groups("wgmma", idx, keep)
     if kind != "mma_async":
         raise UnsupportedInstruction(f"wgmma.{kind}")
     s = WgmmaShape(ins.parts)
@@ -315,6 +320,10 @@ def compile_wgmma(ctx, ins):
     scale_a, scale_b = (immediates + [1, 1])[:2]
     if any(immediates[2:]):
         raise UnsupportedInstruction("wgmma with transposed (MN-major) operands")
+    in_flight = [r for r in d_ops + (vector_items(ops[1]) if a_in_registers else [])]
+    slots = tuple(ctx.register(r.name)[0] for r in in_flight)
+    names = tuple(r.name for r in in_flight)
+    pc = ctx.pc
     d_rs = [reader(ctx, r, ACCUMULATOR_REGISTER[s.dtype]) for r in d_ops]
     d_ws = [writer(ctx, r, ACCUMULATOR_REGISTER[s.dtype]) for r in d_ops]
     a_bytes = s.k * ELEMENT_BITS[s.atype] // 8
@@ -324,12 +333,15 @@ def compile_wgmma(ctx, ins):
     name = ".".join(ins.parts)
     vtype = np.int64 if s.dtype == "s32" else np.float64
 
-    def operand(m, cta: int, desc: int, rows: int, row_bytes: int, element: str) -> np.ndarray:
-        return shared_matrix(m, cta, descriptor_offsets(desc, rows, row_bytes), element,
-                             ELEMENT_BITS[element], f"{name}: descriptor {desc:#x}")
+    def operand(m, cta: int, desc: int, rows: int, row_bytes: int, element: str, thread: int) -> np.ndarray:
+        offsets = descriptor_offsets(desc, rows, row_bytes)
+        out = shared_matrix(m, cta, offsets, element, ELEMENT_BITS[element], f"{name}: descriptor {desc:#x}")
+        read_in_flight(m, cta * m.smem_size + offsets.reshape(-1), thread, "wgmma")
+        return out
 
     def run(m, idx):
         idx = np.arange(m.n) if isinstance(idx, slice) else idx
+        check_issue(m, slots, names, idx, pc, fenced=True)
         group = m.cta_of[idx] * m.nthreads + m.linear_tid[idx] // 128 * 128
         starts = np.r_[0, np.flatnonzero(np.diff(group)) + 1]
         sizes = np.diff(np.r_[starts, idx.size])
@@ -348,21 +360,35 @@ def compile_wgmma(ctx, ins):
         out = np.empty_like(acc)
         for q, first in enumerate(starts):
             cta = int(m.cta_of[idx[first]])
-            b = operand(m, cta, int(b_descs[first]), s.n, b_bytes, s.btype).T          # K x N
+            b = operand(m, cta, int(b_descs[first]), s.n, b_bytes, s.btype, int(idx[first])).T  # K x N
             if a_in_registers:
                 words = a_words[first:first + 128].reshape(4, 32, -1).transpose(0, 2, 1)   # [warp, reg, lane]
                 a = np.zeros((4, 16, s.k), vtype)
                 a[:, a_rows, a_cols] = decode(words, s.atype, ELEMENT_BITS[s.atype])
                 a = a.reshape(64, s.k)
             else:
-                a = operand(m, cta, int(a_descs[first]), 64, a_bytes, s.atype)
+                a = operand(m, cta, int(a_descs[first]), 64, a_bytes, s.atype, int(idx[first]))
             c = np.zeros((64, s.n), vtype)
             if keep[first]:
                 c[d_rows, d_cols] = acc[first:first + 128].T
             d = round_accumulator(scale_a * scale_b * (a.astype(vtype) @ b.astype(vtype)) + c, s.dtype, s.satfinite)
             out[first:first + 128] = d[d_rows, d_cols].T
         write_accumulator(d_ws, m, idx, out, s.dtype)
+        m.asynchrony.lock_registers("wgmma", slots, idx, pc)
     return run
+
+
+def read_in_flight(m, region: np.ndarray, thread: int, family: str) -> None:
+    """An asynchronous unit issued by ``thread`` reads shared bytes ``region`` (of
+    m.shared) until its ``family``'s wait: pending copies there are an error, the read
+    counts for the race detector, and writing the bytes before the wait is an error."""
+    region = np.unique(region)
+    threads = np.full(region.size, thread, np.int64)
+    m.asynchrony.check_read(region, 1, threads)
+    races = m.shared_races()
+    if races is not None:
+        races.access(threads, region, 1, False)
+    m.asynchrony.protect(region, thread, family, seq=m.asynchrony.group_of(family, np.array([thread]))[0])
 
 
 def write_accumulator(writers, m, idx, values: np.ndarray, name: str) -> None:

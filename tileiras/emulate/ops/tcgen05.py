@@ -25,9 +25,10 @@ from ..operands import reader, vector_items, writer
 from ..parser import Addr
 from ..ptxtypes import ptx_type
 from ..registry import UnsupportedInstruction, handles
-from .mbarrier import MbarrierState, mbarrier_slots, per_thread, read_word, write_word
+from .cpasync import arrive_later
+from .mbarrier import mbarrier_slots, per_thread
 from .memory import address_reader, space_of, write_memory
-from .mma import ELEMENT_BITS, decode, round_accumulator, shared_matrix
+from .mma import ELEMENT_BITS, decode, read_in_flight, round_accumulator, shared_matrix
 from .mma import SWIZZLE_BYTES as WGMMA_SWIZZLE
 from .mma import descriptor_offsets as wgmma_offsets
 from .warp import warp_groups
@@ -164,7 +165,14 @@ def cells(m, idx, starts, taddr_r, lanes, cols):
     return cta, lane, col
 
 
+def flat_cells(cta, lane, col) -> np.ndarray:
+    return ((cta * LANES + lane) * COLUMNS + col).reshape(-1)
+
+
 def compile_ld(ctx, ins):
+    """tcgen05.ld: the cells it reads stay in flight until the thread's ``tcgen05.wait::ld``
+    (an MMA or store writing them earlier is an error).  Its destination registers are
+    used before the wait in NVIDIA's own PTX, so ptxas orders those: they are not kept."""
     ops = ins.operands
     regs, taddr_r, lanes, cols, packed = ld_st_operands(ctx, ins, ops[0], ops[1], ops[2] if len(ops) > 2 else None)
     writers = [writer(ctx, r, U32) for r in regs]
@@ -173,6 +181,9 @@ def compile_ld(ctx, ins):
         tmem = tensor_memory(m)
         idx, starts = first_of_warps(m, idx)
         cta, lane, col = cells(m, idx, starts, taddr_r, lanes, cols)
+        where = flat_cells(cta, lane, col)
+        m.asynchrony.check_tmem(where, idx, "reads", ("tcgen05.mma", "tcgen05.st"))
+        m.asynchrony.defer_tmem(where, np.repeat(idx, lane.shape[1]), "tcgen05.ld", seq=np.zeros(where.size, np.int64))
         values = tmem[cta, lane, col]
         if packed:          # .pack::16b: the low halves of two adjacent columns in one register
             values = (values[:, 0::2] & np.uint32(0xFFFF)) | (values[:, 1::2] << np.uint32(16))
@@ -193,7 +204,11 @@ def compile_st(ctx, ins):
         values = np.stack([np.broadcast_to(np.asarray(r(m, idx)), idx.shape) for r in readers], -1)
         if packed:          # .unpack::16b: each register's halves into two adjacent columns
             values = np.stack([values & np.uint32(0xFFFF), values >> np.uint32(16)], -1).reshape(idx.size, -1)
+        where = flat_cells(cta, lane, col)
+        m.asynchrony.check_tmem(where, idx, "writes", ("tcgen05.mma", "tcgen05.ld"))
         tmem[cta, lane, col] = values
+        m.asynchrony.defer_tmem(where, np.repeat(idx, values.shape[1]), "tcgen05.st",
+                                seq=np.zeros(where.size, np.int64))
     return run
 
 
@@ -273,12 +288,16 @@ def compile_mma(ctx, ins):
             if any(int(mk[t]) for mk in masks):
                 raise UnsupportedInstruction(f"{name} with output lanes disabled")
             issue(m, tmem, int(m.cta_of[idx[t]]), kind, InstructionDescriptor(int(values["i"][t]), kind),
-                  int(values["d"][t]), int(values["a"][t]), a_tmem, int(values["b"][t]), bool(values["e"][t]))
+                  int(values["d"][t]), int(values["a"][t]), a_tmem, int(values["b"][t]), bool(values["e"][t]),
+                  int(idx[t]))
     return run
 
 
 def issue(m, tmem, cta: int, kind: str, desc: InstructionDescriptor, d_addr: int, a: int, a_tmem: bool,
-          b: int, accumulate: bool) -> None:
+          b: int, accumulate: bool, thread: int) -> None:
+    """One MMA, computed now; its operands are read now (pending copies there are an
+    error) and, like its D cells, stay in flight until its commit's mbarrier phase
+    completes."""
     k_bytes = KIND_K_BYTES[kind]
     a_bits, b_bits = ELEMENT_BITS[desc.atype], ELEMENT_BITS[desc.btype]
     container = 8 if kind == "f8f6f4" else None
@@ -288,21 +307,29 @@ def issue(m, tmem, cta: int, kind: str, desc: InstructionDescriptor, d_addr: int
     vtype = np.int64 if desc.dtype == "s32" else np.float64
     lanes, cols = d_positions(desc.m, desc.n)
     d_lane, d_col = split_address(d_addr)
+    one = np.array([thread])
     if a_tmem:
         a_lane, a_col = split_address(a)
-        words = tmem[cta, a_lane + lanes[:, 0][:, None], a_col + np.arange(k_bytes // 4)[None, :]]
+        a_cells = (cta, a_lane + lanes[:, 0][:, None], a_col + np.arange(k_bytes // 4)[None, :])
+        m.asynchrony.check_tmem(flat_cells(*a_cells), one, "reads", ("tcgen05.st",))
+        words = tmem[a_cells]
         a_val = decode(words, desc.atype, a_container).reshape(desc.m, k)
     else:
-        a_val = shared_matrix(m, cta, descriptor_offsets(a, desc.m, k_bytes), desc.atype, a_container,
-                              f"tcgen05.mma descriptor {a:#x}")
-    b_val = shared_matrix(m, cta, descriptor_offsets(b, desc.n, k_bytes), desc.btype, b_container,
-                          f"tcgen05.mma descriptor {b:#x}")
+        a_offsets = descriptor_offsets(a, desc.m, k_bytes)
+        a_val = shared_matrix(m, cta, a_offsets, desc.atype, a_container, f"tcgen05.mma descriptor {a:#x}")
+        read_in_flight(m, cta * m.smem_size + a_offsets.reshape(-1), thread, "tcgen05.mma")
+    b_offsets = descriptor_offsets(b, desc.n, k_bytes)
+    b_val = shared_matrix(m, cta, b_offsets, desc.btype, b_container, f"tcgen05.mma descriptor {b:#x}")
+    read_in_flight(m, cta * m.smem_size + b_offsets.reshape(-1), thread, "tcgen05.mma")
     sign = (-1) ** (desc.negate_a + desc.negate_b)
     product = sign * (a_val.astype(vtype) @ b_val.astype(vtype).T)
     cells = (d_lane + lanes, d_col + cols)
+    d_cells = flat_cells(cta, *cells)
+    m.asynchrony.check_tmem(d_cells, one, "writes", ("tcgen05.st", "tcgen05.ld"))
     if accumulate:
         product = product + from_cells(tmem[cta][cells], desc.dtype)
     tmem[cta][cells] = to_cells(round_accumulator(product, desc.dtype, desc.saturate), desc.dtype)
+    m.asynchrony.defer_tmem(d_cells, thread, "tcgen05.mma")
 
 
 def from_cells(words: np.ndarray, dtype: str) -> np.ndarray:
@@ -323,9 +350,11 @@ def to_cells(values: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def compile_commit(ctx, ins):
-    """tcgen05.commit...mbarrier::arrive::one [mbar]{, ctaMask}: the MMAs issued before it
-    are done, so the mbarrier gets its one arrival now; with ``.multicast::cluster`` the
-    mbarrier at the same offset in every CTA of the cluster that ``ctaMask`` names."""
+    """tcgen05.commit...mbarrier::arrive::one [mbar]{, ctaMask}: the mbarrier gets one
+    arrival when the MMAs issued before it (by the CTA's threads) complete: when a thread
+    next looks at the mbarrier (``asynchrony.queue_mbarrier``); their D cells stay in
+    flight until that phase completes.  With ``.multicast::cluster``, the mbarrier at
+    the same offset in every CTA of the cluster that ``ctaMask`` names."""
     if "mbarrier::arrive::one" not in ins.parts:
         raise UnsupportedInstruction(".".join(ins.parts))
     multicast = "multicast::cluster" in ins.parts
@@ -335,26 +364,25 @@ def compile_commit(ctx, ins):
 
     def run(m, idx):
         offs = slots(m, idx)
+        tids = np.arange(m.n)[idx] if isinstance(idx, slice) else idx
         masks = per_thread(mask_r(m, idx), len(offs)) if multicast else [None] * len(offs)
         per = m.launch.cta_per_cluster
-        for off, mask in zip(offs.tolist(), masks):
+        races = m.shared_races()
+        for t, off, mask in zip(tids.tolist(), offs.tolist(), masks):
             targets = [off]
             if mask is not None:
                 first = off // m.smem_size // per * per
                 targets = [(first + r) * m.smem_size + off % m.smem_size for r in range(per) if mask >> r & 1]
+            cta = int(m.cta_of[t])
+            clock = races.snapshot([t]) if races is not None else None
             for target in targets:
-                state = MbarrierState(read_word(m, target), where)
-                if state.pending < 1:
-                    raise KernelTrap("mbarrier", f"{where}: arrival with no arrival pending")
-                state.pending -= 1
-                state.complete_if_done()
-                write_word(m, target, state.encode())
-        m.release_mbarrier_waits()
+                def track(m, phase, target=target, cta=cta):
+                    m.asynchrony.attach("tcgen05.mma", -1, target, phase, cta=cta)
+                arrive_later(m, target, where, clock, before=track if target == off else None)
     return run
 
 
-NOTHING_TO_DO = ("relinquish_alloc_permit", "fence::before_thread_sync", "fence::after_thread_sync",
-                 "wait::ld", "wait::st")
+NOTHING_TO_DO = ("relinquish_alloc_permit", "fence::before_thread_sync", "fence::after_thread_sync")
 COMPILERS = {"alloc": compile_alloc, "dealloc": compile_dealloc, "ld": compile_ld, "st": compile_st,
              "mma": compile_mma, "commit": compile_commit}
 
@@ -364,6 +392,9 @@ def compile_tcgen05(ctx, ins):
     op = ins.parts[1]
     if op in NOTHING_TO_DO:
         return lambda m, idx: None
+    if op in ("wait::ld", "wait::st"):
+        family = "tcgen05." + op[6:]
+        return lambda m, idx: m.asynchrony.complete_groups(family, idx, -1)
     if op not in COMPILERS:
         raise UnsupportedInstruction(f"tcgen05.{op}")
     return COMPILERS[op](ctx, ins)
