@@ -33,6 +33,35 @@ def test_disagreement_is_reported(monkeypatch, capsys):
     assert "differs" in capsys.readouterr().out
 
 
+def test_a_third_opinion_runs_on_the_same_inputs(tmp_path, capsys):
+    """``--nvidia``: another compiler's PTX (a ``.ptx`` file or a cubin that embeds it) runs on
+    the same inputs and is checked against the interpreter too."""
+    from tileiras.pipeline import CompileOptions, compile_module
+
+    ptx = compile_module(read_bytecode(EXAMPLE.read_bytes()), CompileOptions(gpu_name="sm_90"), "ptx")
+    (tmp_path / "good.ptx").write_text(ptx)
+    (tmp_path / "bad.ptx").write_text(ptx.replace("add.rn.f32", "sub.rn.f32"))
+    assert diffcheck.main([str(EXAMPLE), "--nvidia", str(tmp_path / "good.ptx")]) == 0
+    assert diffcheck.main([str(EXAMPLE), "--nvidia", str(tmp_path / "bad.ptx")]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith(": agree") and "NVIDIA's PTX vs interpreter: array 2 differs" in out[1]
+
+
+def test_a_cubin_without_ptx_is_one_error_line(tmp_path, capsys):
+    from tileiras.pipeline import CompileOptions, compile_module
+
+    cubin = compile_module(read_bytecode(EXAMPLE.read_bytes()), CompileOptions(gpu_name="sm_90"), "cubin")
+    (tmp_path / "k.cubin").write_bytes(cubin)
+    assert diffcheck.main([str(EXAMPLE), "--nvidia", str(tmp_path / "k.cubin")]) == 1
+    err = capsys.readouterr().err
+    assert err == f"error: {tmp_path / 'k.cubin'} holds no PTX: NVIDIA's tileiras embeds it with --lineinfo\n"
+
+
+def test_interleaved_ctas_agree(capsys):
+    assert diffcheck.main([str(EXAMPLE), "--extent", "300", "--grid", "3", "--interleave", "7"]) == 0
+    assert "agree" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("name", ["row_reductions", "gather_2d", "while_break_continue", "cat_extract"])
 def test_kernels_agree(tileir_store, name):
     found = tileir_store.get(f"{name}.sm_90.13.4")

@@ -1,6 +1,7 @@
 """Check a kernel without a GPU: the reference interpreter against our compiled PTX.
 
     tileiras-diffcheck FILE.tileir [--gpu-name sm_90] [--extent 100] [--grid 2,2,1]
+                       [--nvidia NVIDIA.cubin|.ptx] [--interleave SEED] [--device=gpu]
 
 For every entry of FILE, inputs are synthesized from the IR: a pointer argument that
 ``make_tensor_view`` turns into a view gets an array whose shape and strides feed the
@@ -177,23 +178,26 @@ def run_interpreter(module: Any, entry: str, grid: tuple, args: Sequence[Any]) -
 
 
 def run_ptx(ptx: str, entry: str, grid: tuple, args: Sequence[Any], who: str = "compiled",
-            host_object: Optional[bytes] = None) -> Outcome:
-    """``host_object``: the cubin's ``.nv.host``, for kernels with hidden tensor maps."""
+            host_object: Optional[bytes] = None, interleave: Optional[int] = None) -> Outcome:
+    """``host_object``: the cubin's ``.nv.host``, for kernels with hidden tensor maps;
+    ``interleave``: run the CTAs interleaved in the order this seed draws, each with a
+    weakly ordered view of global memory (``emulate/weak.py``)."""
     from .emulate import launch
 
     copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-    result = launch(ptx, entry, grid, copies, host_object=host_object)
+    result = launch(ptx, entry, grid, copies, host_object=host_object, interleave=interleave)
     if result.trap is not None and result.trap.kind not in ("trap", "assert"):
         raise AssertionError(f"{who} PTX faulted in the emulator: {result.trap}")
     return Outcome([a for a in copies if isinstance(a, np.ndarray)], result.trap is not None, result.output)
 
 
 def run_both(module: Module, entry: str, grid: tuple, args: Sequence[Any], gpu_name: str = "sm_90",
-             ptx: Optional[str] = None) -> tuple[Outcome, Outcome]:
+             ptx: Optional[str] = None, interleave: Optional[int] = None) -> tuple[Outcome, Outcome]:
     """The interpreter's outcome and our PTX's (``ptx``, else compiled for ``gpu_name``) on
     the same arguments: the two sides ``compare`` takes."""
     expected = run_interpreter(module, entry, grid, args)
-    return expected, run_ptx(ptx if ptx is not None else compile_ptx(module, gpu_name), entry, grid, args)
+    code = ptx if ptx is not None else compile_ptx(module, gpu_name)
+    return expected, run_ptx(code, entry, grid, args, interleave=interleave)
 
 
 def compile_ptx(module: Module, gpu_name: str) -> str:
@@ -236,9 +240,12 @@ class EntryReport:
 
 
 def check_module(module: Module, gpu_name: str = "sm_90", grid: tuple = (2, 2, 1), extent: int = 100,
-                 seed: int = 1, device: Any = None) -> list[EntryReport]:
+                 seed: int = 1, device: Any = None, nvidia: Optional["ThirdOpinion"] = None,
+                 interleave: Optional[int] = None) -> list[EntryReport]:
     """Every entry: interpreter vs our PTX in the emulator; with ``device`` (a
-    ``tileiras.gpu.Device``) also the GPU against both."""
+    ``tileiras.gpu.Device``) also the GPU against both; with ``nvidia`` (NVIDIA's PTX, from
+    a real cubin or a ``.ptx`` file) that PTX too, on the same inputs, against the
+    interpreter; ``interleave``: CTAs interleaved by that seed (``run_ptx``)."""
     ptx = compile_ptx(module, gpu_name)
     cubin = None
     if device is not None:
@@ -252,14 +259,44 @@ def check_module(module: Module, gpu_name: str = "sm_90", grid: tuple = (2, 2, 1
         args = synthesize_args(fn, np.random.default_rng(seed), extent)
         try:
             run_grid = distinct_grid(fn, grid)
-            expected, got = run_both(module, fn.name, run_grid, args, ptx=ptx)
+            expected, got = run_both(module, fn.name, run_grid, args, ptx=ptx, interleave=interleave)
             problem = compare(expected, got)
+            if problem is None and nvidia is not None:
+                theirs = run_ptx(nvidia.ptx, fn.name, run_grid, args, who="NVIDIA's", host_object=nvidia.host_object,
+                                 interleave=interleave)
+                problem = compare(expected, theirs)
+                problem = None if problem is None else f"NVIDIA's PTX vs interpreter: {problem}"
             if device is not None:
                 problem = problem or compare_gpu(device, cubin, fn, run_grid, args, expected, got)
             reports.append(EntryReport(fn.name, problem))
         except Exception as err:  # noqa: BLE001 - reported per entry
             reports.append(EntryReport(fn.name, f"{type(err).__name__}: {err}"))
     return reports
+
+
+@dataclass
+class ThirdOpinion:
+    """NVIDIA's PTX for the same module, and its cubin's ``.nv.host`` (tensor maps)."""
+
+    ptx: str
+    host_object: Optional[bytes] = None
+
+    @classmethod
+    def read(cls, path: str) -> "ThirdOpinion":
+        """From NVIDIA's cubin (its PTX is the ``.nv_debug_ptx_txt`` section) or a ``.ptx`` file."""
+        from .cli import read_input_file
+
+        data = read_input_file(path, exit_code=1)
+        if not data.startswith(b"\x7fELF"):
+            return cls(data.decode("utf-8", "replace"))
+        from .codegen.ptxas import nv_host_section
+        from .emulate.cubin import ptx_from_cubin
+        from .errors import UsageError
+
+        ptx = ptx_from_cubin(data)
+        if ptx is None:
+            raise UsageError(f"{path} holds no PTX: NVIDIA's tileiras embeds it with --lineinfo")
+        return cls(ptx, nv_host_section(data))
 
 
 def compare_gpu(device: Any, cubin: bytes, fn: Function, grid: tuple, args: Sequence[Any],
@@ -275,7 +312,8 @@ def compare_gpu(device: Any, cubin: bytes, fn: Function, grid: tuple, args: Sequ
     return None
 
 
-def check_files(files: Sequence[str], gpu_name: Optional[str], grid: tuple, extent: int, device: Any) -> int:
+def check_files(files: Sequence[str], gpu_name: Optional[str], grid: tuple, extent: int, device: Any,
+                nvidia: Optional[ThirdOpinion] = None, interleave: Optional[int] = None) -> int:
     """Print one line per entry (or per unreadable file, on stderr); the number of problems."""
     from .cli import read_input_file
     from .errors import TileIRError
@@ -286,7 +324,7 @@ def check_files(files: Sequence[str], gpu_name: Optional[str], grid: tuple, exte
     for path in files:
         try:
             module = read_bytecode(read_input_file(path, exit_code=1), path)
-            reports = check_module(module, arch, grid, extent, device=device)
+            reports = check_module(module, arch, grid, extent, device=device, nvidia=nvidia, interleave=interleave)
         except TileIRError as err:
             sys.stdout.flush()
             print(f"{err}", file=sys.stderr)
@@ -310,14 +348,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     @click.option("--grid", default="2,2,1", help="X[,Y,Z] tile blocks")
     @click.option("--device", type=click.Choice(["emulator", "gpu"]), default="emulator",
                   help="gpu: also run on the GPU, against the interpreter and the emulator")
-    def command(files: tuple[str, ...], gpu_name: Optional[str], extent: int, grid: str, device: str) -> int:
+    @click.option("--nvidia", default=None, metavar="CUBIN|PTX",
+                  help="NVIDIA's cubin (or PTX) of the same file: its PTX runs on the same inputs too")
+    @click.option("--interleave", default=None, type=int, metavar="SEED",
+                  help="run CTAs interleaved in this seed's order, each with a weakly ordered view of "
+                       "global memory (finds missing acquire/release between CTAs)")
+    def command(files: tuple[str, ...], gpu_name: Optional[str], extent: int, grid: str, device: str,
+                nvidia: Optional[str], interleave: Optional[int]) -> int:
         g = tuple(int(x) for x in grid.split(",")) + (1, 1)
+        if nvidia is not None and len(files) != 1:
+            raise click.UsageError("--nvidia goes with one FILE (the one it was compiled from)")
+        third = ThirdOpinion.read(nvidia) if nvidia is not None else None
         gpu = None
         if device == "gpu":
             from .gpu import open_device
 
             gpu = open_device()
-        return 1 if check_files(files, gpu_name, g[:3], extent, gpu) else 0
+        return 1 if check_files(files, gpu_name, g[:3], extent, gpu, third, interleave) else 0
 
     try:
         return command.main(args=list(sys.argv[1:] if argv is None else argv), standalone_mode=False) or 0
