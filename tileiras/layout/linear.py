@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .core import LANE, OFFSET, REG, WARP, LinearLayout, flatten, log2, unflatten, unit_base
+from .tensor_core import mma_c_layout
 
 __all__ = ["LANE", "OFFSET", "REG", "WARP", "LinearLayout", "blocked", "default_blocked", "flatten", "log2",
            "mma_blocks", "mma_fragment", "sector_blocked", "unflatten"]
@@ -132,12 +133,13 @@ def mma_fragment(shape: Sequence[int], num_warps: int) -> LinearLayout:
     m_bits, n_bits = log2(m // 16), log2(n // 8)
     wm = min(warp_bits, m_bits)
     wn = min(warp_bits - wm, n_bits)
-    regs = [(0, 1), (8, 0)] + [(0, 8 << (wn + j)) for j in range(n_bits - wn)] \
-        + [(16 << (wm + i), 0) for i in range(m_bits - wm)]
-    lanes = [(0, 2), (0, 4), (1, 0), (2, 0), (4, 0)]
-    warps = [(16 << i, 0) for i in range(wm)] + [(0, 8 << j) for j in range(wn)] \
-        + [(0, 0)] * (warp_bits - wm - wn)
-    return LinearLayout(((REG, tuple(regs)), (LANE, tuple(lanes)), (WARP, tuple(warps))), (m, n))
+    warps = LinearLayout(((WARP, tuple(unit_base(2, 0, 1 << i) for i in range(wm))
+                           + tuple(unit_base(2, 1, 1 << j) for j in range(wn))
+                           + ((0, 0),) * (warp_bits - wm - wn)),), (1 << wm, 1 << wn))
+    regs = LinearLayout(((REG, tuple(unit_base(2, 1, 1 << j) for j in range(n_bits - wn))
+                          + tuple(unit_base(2, 0, 1 << i) for i in range(m_bits - wm))),),
+                        (1 << (m_bits - wm), 1 << (n_bits - wn)))
+    return mma_c_layout().with_bases(WARP, ()) * warps * regs
 
 
 def mma_blocks(layout: LinearLayout) -> tuple[int, int]:
