@@ -1,210 +1,23 @@
 """Linear layouts: which thread/register holds which tile element.
 
-A ``LinearLayout`` maps named input dimensions (``reg``, ``lane``, ``warp`` for
-registers; ``offset`` for shared memory) to tile coordinates.  Every input
-dimension has a list of *bases*, one per bit of its index: the coordinates of the
-element selected when only that bit is set.  The image of an index is the XOR of
-the bases of its set bits (linear algebra over GF(2)), as in Triton's
-LinearLayout.  Tile dimensions are powers of two, so every blocked, sliced,
-broadcast, reshaped or transposed distribution is such a map.
+The ``LinearLayout`` type and its algebra live in ``core``; this module keeps the
+register distributions the lowering uses (Triton's blocked layouts and the MMA
+accumulator fragment) and re-exports the core names its callers import.  Shared-memory
+layouts and swizzles are in ``shared``, the tensor-core operand and accumulator
+layouts in ``tensor_core``.
 
 A base of all zeros means that bit does not change the element: those threads
 (or registers) hold copies of the same element (a broadcast).
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence
+from collections.abc import Sequence
 
-from ..record import record
+from .core import LANE, OFFSET, REG, WARP, LinearLayout, flatten, log2, unflatten, unit_base
+from .tensor_core import mma_c_layout
 
-REG, LANE, WARP = "reg", "lane", "warp"
-
-
-def log2(n: int) -> int:
-    if n <= 0 or n & (n - 1):
-        raise ValueError(f"{n} is not a power of two")
-    return n.bit_length() - 1
-
-
-@record(frozen=True)
-class LinearLayout:
-    #: (input dim name, bases); each base is a tuple with one coordinate per output dim.
-    ins: tuple[tuple[str, tuple[tuple[int, ...], ...]], ...]
-    #: output (tile) dimension sizes.
-    shape: tuple[int, ...]
-
-    # -- queries ------------------------------------------------------------------
-    def bases(self, name: str) -> tuple[tuple[int, ...], ...]:
-        for n, b in self.ins:
-            if n == name:
-                return b
-        return ()
-
-    def size(self, name: str) -> int:
-        return 1 << len(self.bases(name))
-
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-    def apply(self, **index: int) -> tuple[int, ...]:
-        """Coordinates of the element at the given input indices (missing ones are 0)."""
-        out = [0] * self.rank
-        for name, bases in self.ins:
-            i = index.get(name, 0)
-            for bit, base in enumerate(bases):
-                if i >> bit & 1:
-                    for d, c in enumerate(base):
-                        out[d] ^= c
-        return tuple(out)
-
-    def is_surjective(self) -> bool:
-        """Does every element of the tile appear somewhere?"""
-        seen = {self.apply(**dict(zip(self.names, idx))) for idx in _index_space(self)}
-        n = 1
-        for s in self.shape:
-            n *= s
-        return len(seen) == n
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(n for n, _ in self.ins)
-
-    def broadcast_mask(self, name: str) -> int:
-        """Bits of input ``name`` whose bases are zero (copies of the same element)."""
-        return sum(1 << i for i, b in enumerate(self.bases(name)) if not any(b))
-
-    # -- transformations ----------------------------------------------------------
-    def with_bases(self, name: str, bases: Sequence[tuple[int, ...]]) -> "LinearLayout":
-        ins = tuple((n, tuple(bases) if n == name else b) for n, b in self.ins)
-        if name not in self.names:
-            ins += ((name, tuple(bases)),)
-        return LinearLayout(ins, self.shape)
-
-    def map_coords(self, fn, shape: tuple[int, ...]) -> "LinearLayout":
-        """Apply a linear coordinate transform to every base (reshape, permute, slice)."""
-        return LinearLayout(tuple((n, tuple(fn(b) for b in bases)) for n, bases in self.ins), shape)
-
-    def permute(self, perm: Sequence[int]) -> "LinearLayout":
-        """Result dim i is input dim perm[i] (the cuda_tile.permute convention)."""
-        return self.map_coords(lambda b: tuple(b[p] for p in perm), tuple(self.shape[p] for p in perm))
-
-    def reshape(self, shape: Sequence[int]) -> "LinearLayout":
-        """Same elements in row-major order, new shape."""
-        shape = tuple(shape)
-
-        def remap(b: tuple[int, ...]) -> tuple[int, ...]:
-            return unflatten(flatten(b, self.shape), shape)
-        return self.map_coords(remap, shape)
-
-    def drop_dim(self, dim: int) -> "LinearLayout":
-        """Remove tile dimension ``dim`` (the result layout of a reduction along it).
-
-        Register bases that only moved along ``dim`` become zero and are removed;
-        lane and warp bases that become zero stay, as broadcast bits."""
-        shape = self.shape[:dim] + self.shape[dim + 1:]
-        out = self.map_coords(lambda b: b[:dim] + b[dim + 1:], shape)
-        regs = tuple(b for b in out.bases(REG) if any(b))
-        return out.with_bases(REG, regs)
-
-    def expand_dim(self, dim: int, size: int) -> "LinearLayout":
-        """Insert tile dimension ``dim``; existing bases have coordinate 0 along it."""
-        shape = self.shape[:dim] + (size,) + self.shape[dim:]
-        return self.map_coords(lambda b: b[:dim] + (0,) + b[dim:], shape)
-
-    def squash(self, dims: Iterable[int]) -> "LinearLayout":
-        """Zero the coordinates along ``dims`` and set their size to 1: the layout of
-        a broadcast's input that makes the broadcast a register copy."""
-        dims = set(dims)
-        shape = tuple(1 if d in dims else s for d, s in enumerate(self.shape))
-        out = self.map_coords(lambda b: tuple(0 if d in dims else c for d, c in enumerate(b)), shape)
-        return out.with_bases(REG, tuple(b for b in out.bases(REG) if any(b)))
-
-    def concat(self, dim: int) -> "LinearLayout":
-        """The layout of ``cat`` of two tiles held in this layout along ``dim``: the same
-        bases and one more register bit, the top one, that moves to the second tile (the
-        result's registers are the first tile's, then the second's)."""
-        shape = tuple(2 * s if d == dim else s for d, s in enumerate(self.shape))
-        out = LinearLayout(self.ins, shape)
-        return out.with_bases(REG, self.bases(REG) + (_unit(self.rank, dim, self.shape[dim]),))
-
-    def select_block(self, origin: Sequence[int], shape: Sequence[int]) -> "Optional[tuple[LinearLayout, list[int]]]":
-        """The block of ``shape`` at ``origin`` (a multiple of ``shape``) as a choice of
-        registers, when each thread already holds its part of it: every lane and warp base,
-        and each register base, either stays inside a block (those registers remain, as the
-        result's register bits) or only moves between blocks (the origin fixes them).
-        Returns the block's layout and, per result register, the source register; None when
-        the block is spread differently (then it goes through shared memory)."""
-        shape = tuple(shape)
-        inside = lambda b: all(c < s for c, s in zip(b, shape))  # noqa: E731
-        if not all(inside(b) for name in (LANE, WARP) for b in self.bases(name)):
-            return None
-        regs = self.bases(REG)
-        kept = [i for i, b in enumerate(regs) if inside(b)]
-        between = [i for i, b in enumerate(regs) if i not in kept]
-        if any(c % s for i in between for c, s in zip(regs[i], shape)):
-            return None
-        choice = _solve_xor(tuple(origin), [regs[i] for i in between])
-        if choice is None:
-            return None
-        fixed = sum(1 << between[k] for k in range(len(between)) if choice >> k & 1)
-        picks = [fixed | sum(1 << kept[j] for j in range(len(kept)) if r >> j & 1) for r in range(1 << len(kept))]
-        out = LinearLayout(self.ins, shape).with_bases(REG, tuple(regs[i] for i in kept))
-        return out, picks
-
-
-def _solve_xor(target: tuple[int, ...], vectors: Sequence[tuple[int, ...]]) -> "Optional[int]":
-    """A subset (bit mask over ``vectors``) whose XOR is ``target``, or None (GF(2)
-    elimination; coordinates are packed into one integer, 32 bits per dim)."""
-    def pack(v: Sequence[int]) -> int:
-        return sum(c << (32 * d) for d, c in enumerate(v))
-    pivots: dict[int, tuple[int, int]] = {}
-    for i, v in enumerate(vectors):
-        x, m = pack(v), 1 << i
-        while x:
-            top = x.bit_length() - 1
-            if top not in pivots:
-                pivots[top] = (x, m)
-                break
-            x, m = x ^ pivots[top][0], m ^ pivots[top][1]
-    x, m = pack(target), 0
-    while x:
-        top = x.bit_length() - 1
-        if top not in pivots:
-            return None
-        x, m = x ^ pivots[top][0], m ^ pivots[top][1]
-    return m
-
-
-def flatten(coords: Sequence[int], shape: Sequence[int]) -> int:
-    i = 0
-    for c, s in zip(coords, shape):
-        i = i * s + c
-    return i
-
-
-def unflatten(index: int, shape: Sequence[int]) -> tuple[int, ...]:
-    out = []
-    for s in reversed(shape):
-        out.append(index % s)
-        index //= s
-    return tuple(reversed(out))
-
-
-def _index_space(layout: LinearLayout):
-    sizes = [layout.size(n) for n in layout.names]
-
-    def rec(i: int, prefix: tuple[int, ...]):
-        if i == len(sizes):
-            yield prefix
-            return
-        for v in range(sizes[i]):
-            yield from rec(i + 1, prefix + (v,))
-    yield from rec(0, ())
-
-
-def _unit(rank: int, dim: int, value: int) -> tuple[int, ...]:
-    return tuple(value if d == dim else 0 for d in range(rank))
+__all__ = ["LANE", "OFFSET", "REG", "WARP", "LinearLayout", "blocked", "default_blocked", "flatten", "log2",
+           "mma_blocks", "mma_fragment", "sector_blocked", "unflatten"]
 
 
 def blocked(shape: Sequence[int], size_per_thread: Sequence[int], threads_per_warp: Sequence[int],
@@ -224,7 +37,7 @@ def blocked(shape: Sequence[int], size_per_thread: Sequence[int], threads_per_wa
     def put(dest: list, count: int, dim: int) -> None:
         for _ in range(log2(count)):
             step = covered[dim]
-            dest.append(_unit(rank, dim, step) if step < shape[dim] else _unit(rank, dim, 0))
+            dest.append(unit_base(rank, dim, step) if step < shape[dim] else unit_base(rank, dim, 0))
             covered[dim] *= 2
 
     for d in order:
@@ -235,7 +48,7 @@ def blocked(shape: Sequence[int], size_per_thread: Sequence[int], threads_per_wa
         put(warps, warps_per_cta[d], d)
     for d in order:  # wrap: shapes bigger than one pass take more registers
         while covered[d] < shape[d]:
-            regs.append(_unit(rank, d, covered[d]))
+            regs.append(unit_base(rank, d, covered[d]))
             covered[d] *= 2
     return LinearLayout(((REG, tuple(regs)), (LANE, tuple(lanes)), (WARP, tuple(warps))), shape)
 
@@ -320,12 +133,13 @@ def mma_fragment(shape: Sequence[int], num_warps: int) -> LinearLayout:
     m_bits, n_bits = log2(m // 16), log2(n // 8)
     wm = min(warp_bits, m_bits)
     wn = min(warp_bits - wm, n_bits)
-    regs = [(0, 1), (8, 0)] + [(0, 8 << (wn + j)) for j in range(n_bits - wn)] \
-        + [(16 << (wm + i), 0) for i in range(m_bits - wm)]
-    lanes = [(0, 2), (0, 4), (1, 0), (2, 0), (4, 0)]
-    warps = [(16 << i, 0) for i in range(wm)] + [(0, 8 << j) for j in range(wn)] \
-        + [(0, 0)] * (warp_bits - wm - wn)
-    return LinearLayout(((REG, tuple(regs)), (LANE, tuple(lanes)), (WARP, tuple(warps))), (m, n))
+    warps = LinearLayout(((WARP, tuple(unit_base(2, 0, 1 << i) for i in range(wm))
+                           + tuple(unit_base(2, 1, 1 << j) for j in range(wn))
+                           + ((0, 0),) * (warp_bits - wm - wn)),), (1 << wm, 1 << wn))
+    regs = LinearLayout(((REG, tuple(unit_base(2, 1, 1 << j) for j in range(n_bits - wn))
+                          + tuple(unit_base(2, 0, 1 << i) for i in range(m_bits - wm))),),
+                        (1 << (m_bits - wm), 1 << (n_bits - wn)))
+    return mma_c_layout().with_bases(WARP, ()) * warps * regs
 
 
 def mma_blocks(layout: LinearLayout) -> tuple[int, int]:

@@ -1,0 +1,158 @@
+"""Tensor-core layouts as named constructors: which register of which lane (and warp)
+holds which element of an MMA operand or accumulator, and where the operands and
+accumulators sit in shared and tensor memory.
+
+Register layouts count elements, not 32-bit registers: register index ``e`` of a lane is
+element ``e % per`` of 32-bit register ``e / per`` (``per = 32 / bits``), the low bits of
+a register first, as the PTX ISA packs them.  Lanes are grouped as ``g = lane / 4`` and
+``t = lane % 4`` (the PTX ISA's ``groupID`` and ``threadID_in_group``).  Every layout is
+checked against the PTX ISA's fragment figures and, where the emulator runs the
+instruction, against the emulator's own mapping (``test/test_layout_tensor_core.py``).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .core import LANE, REG, WARP, Base, LinearLayout, log2, unit_base
+from .shared import Swizzle, nvmma_shared
+
+#: the input dims of a tensor-memory layout: its 128 lanes (rows) and 32-bit columns
+TMEM_ROW, TMEM_COL = "row", "col"
+#: the two warps bits of a warpgroup: warp w of the four takes rows 16 w .. 16 w + 15
+WARPGROUP_WARPS = ((16, 0), (32, 0))
+
+
+def _group_lanes(g_dim: int, t_dim: int, t_step: int) -> tuple[Base, ...]:
+    """Lane bases: ``t`` (bits 0-1) steps ``t_step`` along ``t_dim``, ``g`` (bits 2-4) one
+    along ``g_dim``."""
+    return (unit_base(2, t_dim, t_step), unit_base(2, t_dim, 2 * t_step),
+            unit_base(2, g_dim, 1), unit_base(2, g_dim, 2), unit_base(2, g_dim, 4))
+
+
+def mma_a_layout(k: int, bits: int = 16) -> LinearLayout:
+    """Operand A (16 x ``k``, row-major) of ``mma.sync.m16n8kK`` with ``bits``-bit elements
+    (the container: 8 for the f8f6f4 kinds).  32-bit register ``r`` holds row
+    ``g + 8 (r % 2)``, the word ``t + 4 (r / 2)`` of the row (PTX ISA, "Matrix Fragments for
+    mma.m16n8k16 with floating point type", figure "MMA .m16n8k16 fragment layout for
+    matrix A"; the k8/k32/k64 and tf32 figures follow the same word pattern)."""
+    per = 32 // bits
+    regs = k * bits // 64
+    elements = tuple((0, 1 << i) for i in range(log2(per)))
+    words = ((8, 0),) + tuple((0, 4 * per << j) for j in range(log2(regs) - 1))
+    return LinearLayout(((REG, elements + words), (LANE, _group_lanes(0, 1, per))), (16, k))
+
+
+def mma_b_layout(k: int, bits: int = 16) -> LinearLayout:
+    """Operand B (``k`` x 8, column-major) of ``mma.sync.m16n8kK``: 32-bit register ``r``
+    holds column ``g``, the word ``t + 4 r`` along K (PTX ISA, figure "MMA .m16n8k16
+    fragment layout for matrix B" and its siblings)."""
+    per = 32 // bits
+    regs = k * bits // 128
+    elements = tuple((1 << i, 0) for i in range(log2(per)))
+    words = tuple((4 * per << j, 0) for j in range(log2(regs)))
+    return LinearLayout(((REG, elements + words), (LANE, _group_lanes(1, 0, per))), (k, 8))
+
+
+def mma_c_layout() -> LinearLayout:
+    """The accumulator C/D (16 x 8) of ``mma.sync.m16n8kK``: element ``i`` of a lane is row
+    ``g + 8 (i / 2)``, column ``2 t + i % 2`` (PTX ISA, figure "MMA .m16n8k16 fragment
+    layout for accumulator matrix C/D"); an f16 accumulator packs elements 2j, 2j+1 in
+    register j."""
+    return LinearLayout(((REG, ((0, 1), (8, 0))), (LANE, _group_lanes(0, 1, 2))), (16, 8))
+
+
+def ldmatrix_layout(count: int, trans: bool = False,
+                    matrices: Sequence[Base] | None = None) -> LinearLayout:
+    """The registers ``ldmatrix.sync.aligned.m8n8.x{count}[.trans].b16`` fills (and
+    ``stmatrix`` stores), over the tile in shared memory: matrix ``i`` (32-bit register
+    ``i``) is the 8x8 block at the XOR of the ``matrices`` bases of ``i``'s bits (by
+    default stacked along the rows).  Lane ``l`` holds row ``l / 4``, columns ``2 (l % 4)``
+    and the next; with ``.trans`` column ``l / 4``, rows ``2 (l % 4)`` and the next (PTX ISA,
+    "Warp-level matrix load instruction: ldmatrix", figures "ldmatrix fragment layout").
+    ``matrices = ((8, 0), (0, 8))`` gives the A operand of ``mma.m16n8k16`` with x4."""
+    if matrices is None:
+        matrices = tuple((8 << i, 0) for i in range(log2(count)))
+    if len(matrices) != log2(count):
+        raise ValueError(f"ldmatrix .x{count} takes {log2(count)} matrix bases, not {len(matrices)}")
+    shape = tuple(8 + sum(b[d] for b in matrices) for d in (0, 1))
+    for s in shape:
+        log2(s)
+    inner = ((1, 0),) if trans else ((0, 1),)
+    lanes = _group_lanes(1, 0, 2) if trans else _group_lanes(0, 1, 2)
+    return LinearLayout(((REG, inner + tuple(matrices)), (LANE, lanes)), shape)
+
+
+def ldmatrix_rows(count: int, matrices: Sequence[Base] | None = None) -> LinearLayout:
+    """What ``ldmatrix``/``stmatrix`` reads or writes in shared memory, as 16-byte accesses:
+    lane ``l`` gives the address of row ``l % 8`` of matrix ``l / 8`` and that row's 8
+    elements are its "registers" (lanes past ``8 count`` are not read: zero bases).  The
+    same rows whether or not ``.trans``; ``bank_wavefronts(..., vector=8)`` on it counts the
+    instruction's wavefronts (one per matrix at best)."""
+    matrices = tuple(matrices) if matrices is not None else tuple((8 << i, 0) for i in range(log2(count)))
+    shape = tuple(8 + sum(b[d] for b in matrices) for d in (0, 1))
+    lanes = ((1, 0), (2, 0), (4, 0)) + matrices + ((0, 0),) * (2 - len(matrices))
+    return LinearLayout(((REG, ((0, 1), (0, 2), (0, 4))), (LANE, lanes)), shape)
+
+
+def wgmma_accumulator(n: int) -> LinearLayout:
+    """The accumulator of ``wgmma.mma_async.m64nNkK`` over the 4 warps of a warpgroup: warp
+    ``w`` holds rows ``16 w`` to ``16 w + 15``, each 8 columns as an m16n8 accumulator, the
+    column blocks in register order (PTX ISA, "Register fragments" of wgmma, figure "WGMMA
+    .m64nNk16 register fragment layout for accumulator matrix D")."""
+    blocks = tuple((0, 8 << j) for j in range(log2(n // 8)))
+    c = mma_c_layout()
+    return LinearLayout(((REG, c.bases(REG) + blocks), (LANE, c.bases(LANE)), (WARP, WARPGROUP_WARPS)), (64, n))
+
+
+def wgmma_a_registers(bits: int) -> LinearLayout:
+    """Operand A of ``wgmma`` from registers (64 x K, K = 256 / bits: one 32-byte step):
+    each warp's 16 rows as ``mma.m16n8kK``'s A (PTX ISA, figure "WGMMA .m64nNk16 register
+    fragment layout for matrix A")."""
+    a = mma_a_layout(256 // bits, bits)
+    return a * LinearLayout(((WARP, ((1, 0), (2, 0))),), (4, 1))
+
+
+def wgmma_shared_operand(mn: int, k: int, elem_bytes: int, swizzle: Swizzle,
+                         k_major: bool = True) -> LinearLayout:
+    """A wgmma (or tcgen05.mma) operand in shared memory, offset -> (row of A or column of B,
+    k), as its matrix descriptor describes it (PTX ISA, "Shared Memory Matrix Layout" and
+    "Matrix Descriptor Format"): K-major keeps K contiguous in ``swizzle`` atoms of 8 rows,
+    MN-major keeps M (or N) contiguous in atoms of 8 K-rows."""
+    if k_major:
+        return nvmma_shared((mn, k), elem_bytes, swizzle)
+    return nvmma_shared((k, mn), elem_bytes, swizzle).permute((1, 0))
+
+
+def tmem_accumulator(m: int, n: int) -> LinearLayout:
+    """Where ``tcgen05.mma`` (cta_group::1) keeps its ``m x n`` f32/s32 accumulator D in
+    tensor memory, from (lane, 32-bit column) to (row, column) of D (PTX ISA, "Data path
+    layout organization"): M = 128 puts row i in lane i; M = 64 puts rows ``16 q .. 16 q +
+    15`` in the first 16 lanes of each 32-lane quarter q.  The other 16 lanes of a quarter
+    hold nothing: their lane bit has a zero base, which ``pseudo_invert`` leaves 0."""
+    cols = tuple((0, 1 << j) for j in range(log2(n)))
+    if m == 128:
+        rows = tuple((1 << i, 0) for i in range(7))
+    elif m == 64:
+        rows = ((1, 0), (2, 0), (4, 0), (8, 0), (0, 0), (16, 0), (32, 0))
+    else:
+        raise ValueError(f"tcgen05.mma with M = {m} (64 or 128)")
+    return LinearLayout(((TMEM_ROW, rows), (TMEM_COL, cols)), (m, n))
+
+
+def tcgen05_ld_layout(shape: str, num: int, split: int = 0) -> LinearLayout:
+    """Which tensor-memory cell (lane, column) register ``r`` of lane ``l`` of warp ``w`` of
+    a warpgroup moves with ``tcgen05.ld``/``st.sync.aligned.{shape}.x{num}.b32`` (PTX ISA,
+    "Matrix fragments for tcgen05.ld/st"): warp ``w`` reaches lanes ``32 (w % 4)`` on.
+    ``32x32b``: lane l takes lane l, ``num`` consecutive columns.  ``16x32bx2``: lanes 0-15
+    and 16-31 take the same 16 tensor-memory lanes, the second half ``split`` columns
+    further (the instruction's immHalfSplitoff)."""
+    regs = tuple((0, 1 << i) for i in range(log2(num)))
+    warps = ((32, 0), (64, 0))
+    if shape == "32x32b":
+        return LinearLayout(((REG, regs), (LANE, tuple((1 << i, 0) for i in range(5))), (WARP, warps)), (128, num))
+    if shape == "16x32bx2":
+        if split < num:
+            raise ValueError(f"16x32bx2 halves {split} columns apart overlap {num} columns")
+        lanes = tuple((1 << i, 0) for i in range(4)) + ((0, split),)
+        return LinearLayout(((REG, regs), (LANE, lanes), (WARP, warps)), (128, 2 * split))
+    raise ValueError(f"tcgen05.ld/st shape .{shape} (32x32b or 16x32bx2)")
