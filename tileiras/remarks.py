@@ -16,6 +16,7 @@ from .ir.core import Function, Module, Operation
 from .record import field, record
 from .tile import ops_arith as AR
 from .tile import ops_memory as MEM
+from .tile.traits import is_plain_load, is_plain_store
 
 
 class Kind(enum.Enum):
@@ -65,10 +66,6 @@ def _loc_of(loc: Optional[D.DebugAttr]) -> Optional[tuple[str, int, int]]:
     return None
 
 
-LOADS = (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp)
-STORES = (MEM.StoreViewTkoOp, MEM.StorePtrTkoOp)
-
-
 def collect(module: Module) -> list[Remark]:
     """The remarks for every entry of ``module``, in op order; remarks of the same name
     at the same source location are merged (their arguments kept, as NVIDIA's are)."""
@@ -88,8 +85,8 @@ def collect(module: Module) -> list[Remark]:
 
 def _op_remarks(fn: Function, op: Operation) -> Iterable[Remark]:
     name = fn.name
-    if isinstance(op, LOADS + STORES):
-        what = "load" if isinstance(op, LOADS) else "store"
+    if is_plain_load(op) or is_plain_store(op):
+        what = "load" if is_plain_load(op) else "store"
         yield Remark(Kind.PASSED, Category.MEMORY, f"RemarkMemory{what.title()}InstructionSelected",
                      f"{what.title()} instruction selected", name, op.loc,
                      [("Instruction", f"Global-memory {what} instruction")])

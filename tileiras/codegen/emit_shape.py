@@ -212,6 +212,7 @@ def _reduce(em: KernelEmitter, op: Operation) -> None:
 
 
 #: Combiners that one redux.sync instruction computes over a warp, by signedness where it matters.
+#: Stage-local: an instruction-selection fact of this emitter (which PTX instruction folds a warp).
 _REDUX = {CA.AddIOp: "add", CA.AndIOp: "and", CA.OrIOp: "or", CA.XOrIOp: "xor",
           CA.MaxIOp: ("umax", "max"), CA.MinIOp: ("umin", "min")}
 

@@ -28,14 +28,11 @@ from .values import Emitted, TileVal, byte_gep, llvm_type
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 
-from ..tile import ops_control as _CF  # noqa: E402
 from ..tile import ops_core as _CO  # noqa: E402
 from ..tile import ops_memory as _MEM  # noqa: E402
 from ..tile.enums import MemoryOrderingSemantics  # noqa: E402
+from ..tile.traits import is_plain_load, is_pure, is_terminator  # noqa: E402
 
-#: Loads that may be emitted later than they stand (weak ones, not ordered after a write).
-DEFERRABLE_LOADS = (_MEM.LoadViewTkoOp, _MEM.LoadPtrTkoOp)
-Y_TERMINATORS = (_CF.YieldOp,)
 #: Scans (a combiner region, no side effects): emitted, as pure ops are, where their result
 #: is first needed.  A store of one scan's result then goes before a later scan through
 #: shared memory instead of after it, and the first scan's values do not wait in registers
@@ -209,7 +206,7 @@ class KernelEmitter:
                     op = producer.get(v)
                     memo[v] = False
                     memo[v] = op is not None and op in deferred and (
-                        isinstance(op, DEFERRABLE_LOADS) or any(waits(u) for u in self.reads(op)))
+                        is_plain_load(op) or any(waits(u) for u in self.reads(op)))
                 return memo[v]
             return sorted(values, key=lambda v: not waits(v))
 
@@ -240,7 +237,7 @@ class KernelEmitter:
                 materialize(u)
             if self.writes_memory(op):  # loads stay before the writes token-ordered after them
                 ordered = self.tas.aa.deps.get(op, ())
-                for pending in [d for d in deferred if isinstance(d, DEFERRABLE_LOADS) and d in ordered]:
+                for pending in [d for d in deferred if is_plain_load(d) and d in ordered]:
                     for r in pending.results:
                         materialize(r)
             self.emit_op(op)
@@ -304,16 +301,16 @@ class KernelEmitter:
             # emitted when its token is used: joining a weak load's token must not force
             # the load (a use recomputed in another layout may have left it unused)
             return True
-        if isinstance(op, DEFERRABLE_LOADS):
+        if is_plain_load(op):  # weak loads not ordered after a write may be emitted later
             return (op.attributes.get("memory_ordering_semantics") == MemoryOrderingSemantics.WEAK
                     and not self.tas.aa.needs_barrier(op))
         if isinstance(op, DEFERRABLE_SCANS):
             return True
-        return "pure" in op.definition.traits and not op.regions and not isinstance(op, Y_TERMINATORS)
+        return is_pure(op) and not op.regions and not is_terminator(op)
 
     @staticmethod
     def writes_memory(op: Operation) -> bool:
-        return not ("pure" in op.definition.traits) and not isinstance(op, DEFERRABLE_LOADS)
+        return not is_pure(op) and not is_plain_load(op)
 
     # -- values ----------------------------------------------------------------------
     def put(self, v: Value, e: Emitted) -> None:

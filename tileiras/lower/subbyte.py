@@ -22,6 +22,7 @@ from ..ir import types as T
 from ..ir.core import Function, Value
 from ..layout.linear import LANE, REG, WARP, LinearLayout
 from ..tile import ops_memory as MEM
+from ..tile.traits import is_elementwise
 
 
 def is_subbyte(t: T.Type) -> bool:
@@ -47,7 +48,7 @@ def holds_pairs(layout: LinearLayout, dim: int) -> bool:
     return steps_one and all(b[dim] % 2 == 0 for name in (LANE, WARP) for b in layout.bases(name))
 
 
-def plan_pairs(fn: Function, elementwise: tuple[type, ...]) -> dict[Value, int]:
+def plan_pairs(fn: Function) -> dict[Value, int]:
     """Every tile tied by same-shape element-wise ops to a 4-bit tile, with the dim its
     layout should pair along: the unit-stride dim of a 4-bit store of the group, else of a
     4-bit load, else the last dim."""
@@ -65,7 +66,7 @@ def plan_pairs(fn: Function, elementwise: tuple[type, ...]) -> dict[Value, int]:
             if isinstance(v.type, T.TileType) and v.type.rank > 0 and v not in parent:
                 parent[v] = v
                 tiles.append(v)
-        if isinstance(op, elementwise) and op.results and isinstance(op.results[0].type, T.TileType):
+        if is_elementwise(op) and op.results and isinstance(op.results[0].type, T.TileType):
             shape = op.results[0].type.shape
             for v in (*op.operands, *op.results[1:]):
                 if isinstance(v.type, T.TileType) and v.type.shape == shape and shape:

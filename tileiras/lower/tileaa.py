@@ -11,7 +11,7 @@ Three analyses, none of which mutates the IR:
   and bounds.  Later stages use them to pick vector widths, drop bounds checks
   and choose 32-bit index math.
 * **Dead ops.**  Ops whose results nothing live uses and that only compute them
-  (``DEAD_IF_UNUSED``): later stages give them no layout, no code and no say in
+  (``is_removable``: the op's traits say so): later stages give them no layout, no code and no say in
   the CTA size.
 * **Poison.**  What NVIDIA's tileiras leaves undefined (``unpairable``): values
   computed from it emit no code, and stores of them none either.
@@ -32,15 +32,23 @@ from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
+from ..tile.traits import (DATA_RESOURCES, SHARED_MEMORY_RESOURCES, Resource, effects_of,
+                           is_plain_store, is_trivially_dead_if_unused, touches, writes)
 
 #: Divisors are tracked up to this power of two.
 MAX_DIVISOR = 1 << 16
 
-MEMORY_OPS = (MEM.LoadPtrTkoOp, MEM.LoadViewTkoOp, MEM.StorePtrTkoOp, MEM.StoreViewTkoOp,
-              MEM.AtomicCASTkoOp, MEM.AtomicRMWTkoOp, MEM.AtomicRedViewTkoOp, CF.PrintTkoOp,
-              MEM.MultimemLoadReduceViewTkoOp, MEM.MultimemReduceViewTkoOp, MEM.MultimemStoreViewTkoOp)
-WRITES = (MEM.StorePtrTkoOp, MEM.StoreViewTkoOp, MEM.AtomicCASTkoOp, MEM.AtomicRMWTkoOp,
-          MEM.AtomicRedViewTkoOp, MEM.MultimemReduceViewTkoOp, MEM.MultimemStoreViewTkoOp)
+
+
+def is_memory_op(op: Operation) -> bool:
+    """Does ``op`` act on data that tokens order (memory, the printf buffer)?  Those are the
+    ops TileAA follows tokens for; fences and grid-dependency ops order only execution."""
+    return touches(op, *DATA_RESOURCES)
+
+
+def is_write(op: Operation) -> bool:
+    """Does ``op`` write memory other threads may read (a store, an atomic, a multimem write)?"""
+    return writes(op, *SHARED_MEMORY_RESOURCES)
 
 
 @record(frozen=True)
@@ -69,14 +77,6 @@ def pow2_divisor(n: int) -> int:
     return min(n & -n, MAX_DIVISOR)
 
 
-#: Ops that only produce their results, so can go when nothing uses them: the pure ones and
-#: these.  Loads are among them whatever their ordering: NVIDIA's tileiras 13.5 drops a
-#: load (plain or multimem, weak, relaxed or acquire, with the acquire's fence) whose value
-#: and token are both unused, and sizes the CTA by what is left (a kernel left empty gets
-#: one warp).
-REMOVABLE_LOADS = (MEM.LoadPtrTkoOp, MEM.LoadViewTkoOp, MEM.MultimemLoadReduceViewTkoOp)
-DEAD_IF_UNUSED = REMOVABLE_LOADS + (MEM.MakeTensorViewOp, MEM.GetTensorShapeOp, MEM.GetIndexSpaceShapeOp,
-                                    CF.AssumeOp, AR.DivIOp, CO.ReduceOp, CO.ScanOp)
 
 
 @record
@@ -87,7 +87,7 @@ class TileAA:
     deps: dict[Operation, frozenset[Operation]] = field(default_factory=dict)
     #: token value -> memory ops that completed when it was produced
     token_sources: dict[Value, frozenset[Operation]] = field(default_factory=dict)
-    #: ops no live op needs (see DEAD_IF_UNUSED), nested ones included
+    #: ops no live op needs (see is_removable), nested ones included
     dead: frozenset[Operation] = frozenset()
     #: undefined values (see ``unpairable``) and the live ops that emit no code for them
     poison: frozenset[Value] = frozenset()
@@ -103,12 +103,12 @@ class TileAA:
 
     def needs_barrier(self, op: Operation) -> bool:
         """Must ``op`` wait for other threads' writes (a token-ordered write before it)?"""
-        return any(isinstance(d, WRITES) for d in self.deps.get(op, ()))
+        return any(is_write(d) for d in self.deps.get(op, ()))
 
     def observed_by_write(self, op: Operation) -> bool:
         """Is some write token-ordered after ``op`` (it must see memory as before it)?"""
         if self._observed is None:
-            self._observed = frozenset(d for w, ds in self.deps.items() if isinstance(w, WRITES) for d in ds)
+            self._observed = frozenset(d for w, ds in self.deps.items() if is_write(w) for d in ds)
         return op in self._observed
 
 
@@ -122,17 +122,13 @@ def analyze(fn: Function) -> TileAA:
     return aa
 
 
-MULTIMEM_WRITES = (MEM.MultimemStoreViewTkoOp, MEM.MultimemReduceViewTkoOp)
-STORES = (MEM.StoreViewTkoOp, MEM.StorePtrTkoOp) + MULTIMEM_WRITES
-
-
 def unpairable(op: Operation) -> bool:
     """A multimem op on f16/bf16 whose tile has fewer than two elements along the view's
     unit-stride dim: PTX multimem takes 16-bit floats only in pairs, and NVIDIA's tileiras
     13.5 then compiles no code for the op (its message "requires at least 2 contiguous
     element(s) per thread ..." is never printed): a load's tile is left undefined, a store
     or reduction goes (measured: such a kernel compiles to a lone ``ret``)."""
-    if not isinstance(op, (MEM.MultimemLoadReduceViewTkoOp,) + MULTIMEM_WRITES):
+    if not touches(op, Resource.MULTICAST):
         return False
     view = op.view.type
     tensor = view.tensor_view
@@ -153,9 +149,9 @@ def poison_of(fn: Function, dead: frozenset[Operation]) -> tuple[frozenset[Value
         if unpairable(op):
             silent.add(op)
             poison.update(r for r in op.results if not isinstance(r.type, T.TokenType))
-        elif isinstance(op, STORES) and _stored(op) in poison:
+        elif (is_plain_store(op) or writes(op, Resource.MULTICAST)) and _stored(op) in poison:
             silent.add(op)
-        elif _removable(op) and not isinstance(op, REMOVABLE_LOADS) and any(v in poison for v in op.operands):
+        elif is_removable(op) and effects_of(op) == () and any(v in poison for v in op.operands):
             silent.add(op)
             poison.update(op.results)
     return frozenset(poison), frozenset(silent)
@@ -165,10 +161,15 @@ def _stored(op: Operation) -> Value:
     return op.value if isinstance(op, MEM.StorePtrTkoOp) else op.tile
 
 
-def _removable(op: Operation) -> bool:
-    if isinstance(op, MULTIMEM_WRITES) and unpairable(op):
+def is_removable(op: Operation) -> bool:
+    """May ``op`` go when nothing uses its results?  When its traits say it only computes them
+    (``is_trivially_dead_if_unused``: loads among them whatever their ordering, as NVIDIA's
+    tileiras 13.5 drops a load, plain or multimem, weak, relaxed or acquire with the acquire's
+    fence, whose value and token are both unused, and sizes the CTA by what is left: a kernel
+    left empty gets one warp), and the multimem writes it compiles to nothing (``unpairable``)."""
+    if writes(op, Resource.MULTICAST) and unpairable(op):
         return True
-    return isinstance(op, DEAD_IF_UNUSED) or ("pure" in op.definition.traits and not isinstance(op, CF.YieldOp))
+    return is_trivially_dead_if_unused(op)
 
 
 def dead_ops(fn: Function, silent: frozenset[Operation] = frozenset()) -> frozenset[Operation]:
@@ -180,7 +181,7 @@ def dead_ops(fn: Function, silent: frozenset[Operation] = frozenset()) -> frozen
     live: set[Operation] = set()
 
     def roots(ops: list[Operation]) -> list[Operation]:
-        return [op for op in ops if not _removable(op) and op not in silent]
+        return [op for op in ops if not is_removable(op) and op not in silent]
 
     work = roots(fn.entry_block.ops)
     while work:
@@ -201,7 +202,7 @@ def _walk_block(aa: TileAA, block: Block) -> None:
 
 
 def _visit(aa: TileAA, op: Operation) -> None:
-    if isinstance(op, MEMORY_OPS):
+    if is_memory_op(op):
         token = getattr(op, "token", None)
         deps = aa.token_sources.get(token, frozenset()) if token is not None else frozenset()
         aa.deps[op] = deps
@@ -250,7 +251,7 @@ def _visit_region_op(aa: TileAA, op: Operation) -> None:
                     if v in aa.token_sources:
                         aa.token_sources[arg] = aa.token_sources.get(arg, frozenset()) | aa.token_sources[v]
     all_mem: frozenset[Operation] = frozenset(o for region in op.regions for b in region.blocks
-                                              for o0 in b.ops for o in o0.walk() if isinstance(o, MEMORY_OPS))
+                                              for o0 in b.ops for o in o0.walk() if is_memory_op(o))
     for r in op.results:
         if isinstance(r.type, T.TokenType):
             aa.token_sources[r] = all_mem | frozenset().union(*(aa.token_sources.get(i, frozenset()) for i in inits))

@@ -30,6 +30,9 @@ from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics, Signedness
+from ..tile.registry import ops_with
+from ..tile.traits import (Contraction, Elementwise, is_contraction, is_elementwise, is_free, is_plain_load,
+                           is_plain_store, is_recomputable)
 from . import vectorize
 from .subbyte import holds_pairs, is_subbyte, plan_pairs, unit_dim
 from .tileaa import TileAA, unpairable
@@ -255,8 +258,10 @@ def mma_extra_warps(op: Operation, arch: int) -> int:
     return 4 if big else 0
 
 
-#: Producers whose tiles come in a layout of their own (not the multimem pair layout).
-FIXED_LAYOUT_SOURCES = (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp, CO.IotaOp)
+def has_own_layout(op: Operation) -> bool:
+    """Does ``op`` produce its tile in a layout of its own (not the multimem pair layout):
+    plain loads and iota."""
+    return is_plain_load(op) or isinstance(op, CO.IotaOp)
 
 
 def multimem_extra_warps(op: Operation, aa: Optional[TileAA] = None) -> int:
@@ -285,6 +290,7 @@ def multimem_extra_warps(op: Operation, aa: Optional[TileAA] = None) -> int:
 
 
 #: Consumers a load-reduce's tile goes to unchanged (a multimem store of it: 128 threads, measured).
+#: Stage-local: a rule fitted to NVIDIA's CTA sizes, about these three ops and nothing they share.
 STORED_AS_IT_IS = (MEM.StoreViewTkoOp, MEM.MultimemStoreViewTkoOp, MEM.MultimemReduceViewTkoOp)
 
 
@@ -322,7 +328,7 @@ def needs_pairing(v: Value) -> bool:
         if u in seen or u.type.num_elements == 1 or isinstance(u.owner, MEM.MultimemLoadReduceViewTkoOp):
             continue
         seen.add(u)
-        if u.is_block_argument or isinstance(u.owner, FIXED_LAYOUT_SOURCES) or u.owner.regions:
+        if u.is_block_argument or has_own_layout(u.owner) or u.owner.regions:
             return True
         work.extend(x for x in u.owner.operands if is_tile(x))
     return False
@@ -343,13 +349,13 @@ def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[in
 
 def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int = 0) -> TileAS:
     tas = TileAS(aa, *choose_num_warps(aa, num_warps_hint, arch),
-                 mma_shapes=frozenset(op.results[0].type.shape for op in aa.live_ops() if isinstance(op, MMA_OPS)))
+                 mma_shapes=frozenset(op.results[0].type.shape for op in aa.live_ops() if is_contraction(op)))
     for op in aa.live_ops():
         form = tensor_core_mma(op, arch)
         if form is not None:     # warps beyond the 16x8 blocks hold copies
             tas.tensor_cores[op] = form
             tas.mma_layouts[op.result.type.shape] = mma_fragment(op.result.type.shape, tas.num_warps)
-    tas.pairs = plan_pairs(aa.function, ELEMENTWISE)
+    tas.pairs = plan_pairs(aa.function)
     tas.access_allowed = vectorize.allowed_vectors(aa)
     tas.shape_access = vectorize.shape_vectors(aa, tas.access_allowed)
     for a in aa.function.entry_block.args:
@@ -396,15 +402,6 @@ def _want(tas: TileAS, op: Operation, i: int, layout: LinearLayout) -> None:
         tas.scratch[op] = max(tas.scratch.get(op, 0), need)
 
 
-#: Ops whose results are cheap to compute again in any layout: constants, iota, relabels,
-#: broadcasts and integer or simple float arithmetic (no long math).
-RECOMPUTABLE: tuple[type, ...] = (
-    CO.ConstantOp, CO.IotaOp, CO.BroadcastOp, CO.ReshapeOp, CO.PermuteOp, CO.SelectOp, CO.ExtIOp,
-    CO.TruncIOp, CO.BitcastOp, CO.OffsetOp, AR.AddIOp, AR.SubIOp, AR.MulIOp, AR.AndIOp, AR.OrIOp,
-    AR.XOrIOp, AR.ShLIOp, AR.ShRIOp, AR.MinIOp, AR.MaxIOp, AR.NegIOp, AR.CmpIOp, AR.AddFOp, AR.SubFOp,
-    AR.MulFOp, AR.NegFOp, AR.CmpFOp)
-#: Ops that cost no instruction of their own (they relabel or copy registers).
-FREE = (CO.ConstantOp, CO.BroadcastOp, CO.ReshapeOp, CO.PermuteOp)
 #: The most instruction-producing ops one recomputation repeats (per register).
 RECOMPUTE_OPS = 16
 
@@ -413,7 +410,8 @@ def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout,
                    block: Optional[Block] = None) -> Optional[dict[Value, LinearLayout]]:
     """How to compute tile ``v`` again in ``layout`` (for a user in ``block``) instead of
     converting it through shared memory: the layout of every tile on the way, producers
-    first; None when that is not cheap.  The way may take ``RECOMPUTABLE`` ops (integer
+    first; None when that is not cheap.  The way may take ``Recomputable`` ops (traits.py:
+    constants, iota, relabels, broadcasts, integer and simple float arithmetic; integer
     division only by a constant), at most ``RECOMPUTE_OPS`` of them, and loads that
     ``reloadable`` allows; it ends at scalars, which every thread holds.  A conversion
     costs two barriers and shared-memory traffic and keeps both layouts' registers live;
@@ -434,9 +432,9 @@ def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout,
         elif isinstance(op, (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp)):
             if not reloadable(tas, op, block):
                 return False
-        elif not isinstance(op, RECOMPUTABLE):
+        elif not is_recomputable(op):
             return False
-        if not isinstance(op, FREE):
+        if not is_free(op):
             work[0] += 1
             if work[0] > RECOMPUTE_OPS:
                 return False
@@ -494,14 +492,6 @@ def _canonical_results(tas: TileAS, op: Operation) -> None:
                 if is_tile(a):
                     tas.layouts[a] = tas.canonical_type(a.type)
             _assign_block(tas, block)
-
-
-#: Ops computing each result element from the same-position operand elements.
-ELEMENTWISE: tuple[type, ...] = tuple(
-    cls for cls in vars(AR).values() if isinstance(cls, type) and hasattr(cls, "definition")
-    and cls.definition.name not in ("mmaf", "mmai", "mmaf_scaled")) + (
-    CO.SelectOp, CO.BitcastOp, CO.ExtIOp, CO.TruncIOp, CO.FToFOp, CO.FToIOp, CO.IToFOp,
-    CO.IntToPtrOp, CO.PtrToIntOp, CO.PtrToPtrOp, CO.OffsetOp, CF.AssumeOp)
 
 
 def _elementwise(tas: TileAS, op: Operation) -> None:
@@ -709,7 +699,7 @@ def _feeds_mma_operands(tas: TileAS, v: Value) -> bool:
     users = tas.users(v)
     return bool(users) and all(
         _feeds_mma_operands(tas, u.result) if isinstance(u, RELABELS)
-        else isinstance(u, MMA_OPS) and u.operands[2] is not v for u in users)
+        else is_contraction(u) and u.operands[2] is not v for u in users)
 
 
 def _feeds_row_reductions(tas: TileAS, v: Value) -> bool:
@@ -744,9 +734,6 @@ def _print(tas: TileAS, op: Operation) -> None:
     for v in op.args:
         if is_tile(v) and v.type.rank > 0:
             _need_scratch(tas, op, v.type.num_elements * element_bytes(v.type))
-
-
-MMA_OPS = (AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp)
 
 
 @record(frozen=True)
@@ -816,7 +803,7 @@ def mma_staging_pitches(op: Operation) -> tuple[int, int]:
     return op.lhs.type.shape[-1] + MMA_ROW_PAD // size, n + b_pad // size
 
 
-@layout_rule(*MMA_OPS)
+@layout_rule(*ops_with(Contraction))
 def _mma(tas: TileAS, op: Operation) -> None:
     """Matrix multiply: the result takes the accumulator's layout; A and B (and their
     block scales) are staged in shared memory, in rows padded for tensor cores
@@ -856,7 +843,7 @@ def _region_op(tas: TileAS, op: Operation) -> None:
     _canonical_results(tas, op)
 
 
-for _cls in ELEMENTWISE:
+for _cls in ops_with(Elementwise):
     _RULES.setdefault(_cls, _elementwise)
 
 
@@ -941,10 +928,9 @@ def chunk_layout_of(layout: LinearLayout, regs: int = CHUNK_REGS) -> LinearLayou
 
 
 REG_DIM = "reg"
-#: Ops whose result holds the source's registers under relabelled coordinates.
+#: Ops whose result holds the source's registers under relabelled coordinates.  Stage-local:
+#: a fact about register layouts (``LinearLayout.reshape``/``permute``), which only TileAS has.
 RELABELS = (CO.ReshapeOp, CO.PermuteOp)
-CHUNK_STORES = (MEM.StoreViewTkoOp, MEM.StorePtrTkoOp)
-CHUNK_LOADS = (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp)
 
 
 def plan_chunks(tas: TileAS) -> None:
@@ -964,7 +950,7 @@ def plan_chunks(tas: TileAS) -> None:
 def _plan_block(tas: TileAS, block: Block, users: dict[Value, list[Operation]]) -> None:
     position = {op: i for i, op in enumerate(block.ops)}
     for store in block.ops:
-        if not isinstance(store, CHUNK_STORES) or store in tas.chunked:
+        if not is_plain_store(store) or store in tas.chunked:
             continue
         tile = store.operands[0] if isinstance(store, MEM.StorePtrTkoOp) else store.tile
         layout = tas.layouts.get(tile)
@@ -1010,7 +996,7 @@ def _is_chunk_tile(tas: TileAS, v: Value, layout: LinearLayout) -> bool:
 def _chunkable(tas: TileAS, op: Operation, layout: LinearLayout) -> bool:
     if any((op, i) in tas.converts for i in range(len(op.operands))):
         return False
-    if isinstance(op, CHUNK_LOADS):
+    if is_plain_load(op):
         return (op.attributes.get("memory_ordering_semantics") == MemoryOrderingSemantics.WEAK
                 and not tas.aa.needs_barrier(op)
                 and all(not is_tile(v) or v.type.rank == 0 or tas.layouts.get(v) == layout
@@ -1022,7 +1008,7 @@ def _chunkable(tas: TileAS, op: Operation, layout: LinearLayout) -> bool:
         return tas.layouts.get(op.result) == layout
     if isinstance(op, CO.BroadcastOp):
         return op.source.type.rank == 0 or all(d == 1 for d in op.source.type.shape)
-    if isinstance(op, ELEMENTWISE) and not op.regions:
+    if is_elementwise(op) and not op.regions:
         return all(tas.layouts.get(r) == layout for r in op.results) and all(
             not is_tile(v) or v.type.rank == 0 or tas.layouts.get(v) == layout for v in op.operands)
     return False

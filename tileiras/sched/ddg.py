@@ -29,9 +29,10 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
-from ..lower.tileaa import WRITES, TileAA
+from ..lower.tileaa import TileAA
 from ..record import field, record
 from ..tile import ops_control as CF
+from ..tile.traits import DATA_RESOURCES, is_terminator, writes
 from .latency import LatencyModel, OpClass, OpCost, Pipe, classify
 
 #: Element threads a tile is spread over when no layout says otherwise (4 warps).
@@ -172,8 +173,8 @@ def build_loop_ddg(loop: CF.ForOp, aa: TileAA, model: LatencyModel, threads: int
     """The graph of ``loop``'s body.  ``aa`` is the function's TileAA (memory dependences);
     ``threads`` the threads a tile is spread over (``TileAS.layout_threads``)."""
     body = loop.regions[0].blocks[0]
-    ops = [op for op in body.ops if not isinstance(op, (CF.ContinueOp, CF.YieldOp))]
-    term = body.ops[-1] if body.ops and isinstance(body.ops[-1], (CF.ContinueOp, CF.YieldOp)) else None
+    ops = [op for op in body.ops if not is_terminator(op)]
+    term = body.ops[-1] if body.ops and is_terminator(body.ops[-1]) else None
     nodes = tuple(_node(i, op, aa, threads) for i, op in enumerate(ops))
     node_of: dict[Operation, int] = {}
     defined: dict[Value, int] = {}
@@ -227,7 +228,8 @@ def _carried_source(body: Block, term: Operation, arg: Value,
 
 
 def _is_write(op: Operation) -> bool:
-    return isinstance(op, (*WRITES, CF.PrintTkoOp))
+    """Writes data a token orders (memory or the printf buffer): ordered against any access."""
+    return writes(op, *DATA_RESOURCES)
 
 
 def _memory_edges(i: int, op: Operation, aa: TileAA, body: Block, term: Operation | None,

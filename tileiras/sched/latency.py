@@ -1,7 +1,8 @@
 """The latency model: two numbers per op for the modulo scheduler.
 
-For every *op class* (a coarse grouping of Tile IR ops by the hardware unit
-that executes them) and every *architecture family* the model gives
+For every *op class* (``OpClass``: a coarse grouping of ops by the hardware work they
+do, which each op declares with its ``Latency`` trait in ``tile/``) and every
+*architecture family* the model gives
 
 * the **result latency**: cycles from the op's issue until a dependent op may
   issue, and
@@ -31,7 +32,9 @@ predict cycle counts:
   ~300-500 cycles.
 * Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU Architecture"
   (2024): H100 similar ALU and ``mma.sync`` latencies, global memory ~450-500
-  cycles, twice A100's dense tensor throughput per SM.
+  cycles, twice A100's dense tensor throughput per SM; ``wgmma`` ~100-200 cycles
+  from issue to accumulator by shape (128 here), asynchronous copies (``cp.async``,
+  TMA) as slow as loads but leaving the warp free until their wait.
 * Throughputs (hence occupancies) follow the CUDA C Programming Guide's
   "arithmetic instructions" table: per SM sub-partition 16 FP32 lanes on
   sm_80 (32 on sm_86+, sm_90, sm_100), 16 INT32 lanes, 4 SFU lanes; so a warp
@@ -47,6 +50,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from ..record import record
+from ..tile.traits import OpClass, latency_class
 
 
 class Pipe(enum.Enum):
@@ -59,28 +63,6 @@ class Pipe(enum.Enum):
     SHARED = "shared"      # shared memory and shuffles (cross-thread exchange)
     TENSOR = "tensor"      # tensor cores (mma)
     BARRIER = "barrier"    # CTA-wide barriers and fences
-
-
-class OpClass(enum.Enum):
-    """What the latency model distinguishes among Tile IR ops."""
-
-    FREE = "free"                    # views, constants, tokens, assumptions: no instruction
-    MOVE = "move"                    # register moves and selects (broadcast, extract, select)
-    INT = "int"                      # integer add/logic/compare/shift
-    INT_MUL = "int_mul"              # integer multiply (IMAD on the FMA pipe)
-    INT_DIV = "int_div"              # integer divide/remainder: an instruction sequence
-    FLOAT = "float"                  # FP add/mul/fma/min/max/compare
-    CONVERT = "convert"              # ftof, itof, ftoi
-    TRANSCENDENTAL = "transcendental"  # exp, log, sin, tanh, rsqrt, ... (MUFU)
-    FLOAT_DIV = "float_div"          # divf, sqrt, remf, pow: MUFU plus FMA refinement
-    REDUCE = "reduce"                # reduce/scan: shuffles plus a shared-memory exchange
-    GLOBAL_LOAD = "global_load"
-    GLOBAL_STORE = "global_store"
-    ATOMIC = "atomic"
-    MMA = "mma"                      # mma.sync tiles
-    BARRIER = "barrier"              # fences
-    PRINT = "print"                  # device printf: a slow runtime call
-    CONTROL = "control"              # a nested if/for/loop: cost from its body (see ddg)
 
 
 class ArchFamily(enum.Enum):
@@ -159,7 +141,13 @@ def _costs(fma_issue: int, mma_issue: int, dram: int) -> Mapping[OpClass, OpCost
         OpClass.GLOBAL_LOAD: OpCost(dram, ((P.LSU, 4),)),
         OpClass.GLOBAL_STORE: OpCost(dram, ((P.LSU, 4),)),
         OpClass.ATOMIC: OpCost(dram + 100, ((P.LSU, 8),)),
+        # the copy's data is in shared memory a DRAM latency later; the warp goes on meanwhile
+        OpClass.ASYNC_COPY: OpCost(dram, ((P.LSU, 4),)),
+        OpClass.ASYNC_WAIT: OpCost(20, ((P.BARRIER, 1),)),
         OpClass.MMA: OpCost(32, ((P.TENSOR, mma_issue),)),
+        # one m64nNk16 wgmma of a warp group is four warps' m16n8k16 steps per 8 columns
+        OpClass.WGMMA: OpCost(128, ((P.TENSOR, 4 * mma_issue),)),
+        OpClass.MMA_FMA: OpCost(4, ((P.FMA, fma_issue),)),
         OpClass.BARRIER: OpCost(20, ((P.BARRIER, 1),)),
         OpClass.PRINT: OpCost(2000, ((P.LSU, 100), (P.BARRIER, 1))),
         OpClass.CONTROL: OpCost(0),
@@ -184,57 +172,10 @@ def model_for(arch: int) -> LatencyModel:
     return MODELS[arch_family(arch)]
 
 
-# -- op classes of the Tile IR ops -------------------------------------------------------
-def _build_op_classes() -> Mapping[type, OpClass]:
-    from ..tile import ops_arith as AR
-    from ..tile import ops_control as CF
-    from ..tile import ops_core as CO
-    from ..tile import ops_memory as MEM
-
-    groups: dict[OpClass, tuple[type, ...]] = {
-        OpClass.FREE: (CO.ConstantOp, CO.ReshapeOp, CO.PermuteOp, CO.BitcastOp, CO.GetGlobalOp,
-                       CO.GetNumTileBlocksOp, CO.GetTileBlockIdOp, CO.IntToPtrOp, CO.PtrToIntOp,
-                       CO.PtrToPtrOp, CF.AssumeOp, MEM.MakeTokenOp, MEM.JoinTokensOp,
-                       MEM.MakeTensorViewOp, MEM.MakePartitionViewOp, MEM.MakeStridedViewOp,
-                       MEM.MakeGatherScatterViewOp, MEM.GetIndexSpaceShapeOp, MEM.GetTensorShapeOp,
-                       MEM.AllocaOp, CF.BreakOp, CF.ContinueOp, CF.YieldOp, CF.ReturnOp),
-        OpClass.MOVE: (CO.BroadcastOp, CO.CatOp, CO.ExtractOp, CO.InsertOp, CO.PackOp, CO.UnpackOp,
-                       CO.SelectOp),
-        OpClass.INT: (AR.AbsIOp, AR.AddIOp, AR.AndIOp, AR.CmpIOp, AR.MaxIOp, AR.MinIOp, AR.NegIOp,
-                      AR.OrIOp, AR.ShLIOp, AR.ShRIOp, AR.SubIOp, AR.XOrIOp, CO.ExtIOp, CO.TruncIOp,
-                      CO.IotaOp, CO.OffsetOp, CF.AssertOp),
-        OpClass.INT_MUL: (AR.MulIOp, AR.MulhiIOp),
-        OpClass.INT_DIV: (AR.DivIOp, AR.RemIOp, AR.FPowIOp),
-        OpClass.FLOAT: (AR.AbsFOp, AR.AddFOp, AR.CeilOp, AR.CmpFOp, AR.FloorOp, AR.FmaOp, AR.MaxFOp,
-                        AR.MinFOp, AR.MulFOp, AR.NegFOp, AR.SubFOp),
-        OpClass.CONVERT: (CO.FToFOp, CO.FToIOp, CO.IToFOp),
-        OpClass.TRANSCENDENTAL: (AR.CosHOp, AR.CosOp, AR.Exp2Op, AR.ExpOp, AR.Log2Op, AR.LogOp,
-                                 AR.RsqrtOp, AR.SinHOp, AR.SinOp, AR.TanHOp, AR.TanOp),
-        OpClass.FLOAT_DIV: (AR.DivFOp, AR.SqrtOp, AR.RemFOp, AR.FPowFOp, AR.Atan2Op),
-        OpClass.REDUCE: (CO.ReduceOp, CO.ScanOp),
-        OpClass.GLOBAL_LOAD: (MEM.LoadPtrTkoOp, MEM.LoadViewTkoOp, MEM.MultimemLoadReduceViewTkoOp),
-        OpClass.GLOBAL_STORE: (MEM.StorePtrTkoOp, MEM.StoreViewTkoOp, MEM.MultimemStoreViewTkoOp),
-        OpClass.ATOMIC: (MEM.AtomicCASTkoOp, MEM.AtomicRMWTkoOp, MEM.AtomicRedViewTkoOp,
-                         MEM.MultimemReduceViewTkoOp),
-        OpClass.MMA: (AR.MmaFOp, AR.MmaFScaledOp, AR.MmaIOp),
-        OpClass.BARRIER: (MEM.MemoryFenceAliasTkoOp, CF.GdcLaunchDependentsTkoOp, CF.GdcWaitTkoOp),
-        OpClass.PRINT: (CF.PrintTkoOp,),
-        OpClass.CONTROL: (CF.ForOp, CF.IfOp, CF.LoopOp),
-    }
-    table: dict[type, OpClass] = {}
-    for op_class, classes in groups.items():
-        for cls in classes:
-            assert cls not in table, f"{cls.__name__} classified twice"
-            table[cls] = op_class
-    return MappingProxyType(table)
-
-
-OP_CLASSES: Mapping[type, OpClass] = _build_op_classes()
-
-
+# -- op classes ---------------------------------------------------------------------------
 def classify(op: object) -> OpClass:
-    """The latency model's class of a Tile IR op (by its Python class)."""
-    try:
-        return OP_CLASSES[type(op)]
-    except KeyError:
-        raise ValueError(f"the latency model has no class for op '{getattr(op, 'name', op)}'") from None
+    """The latency model's class of an op: the class its ``Latency`` trait declares."""
+    op_class = latency_class(op) if hasattr(op, "definition") else None
+    if op_class is None:
+        raise ValueError(f"the latency model has no class for op '{getattr(op, 'name', op)}'")
+    return op_class

@@ -15,6 +15,7 @@ from ..ir import types as T
 from ..ir.core import Block, Operation, Region, Value
 from ..ir.version import V13_1
 from ..tile.registry import OPS_BY_NAME, OpDef, OperandEncoding
+from ..tile.traits import is_terminator
 from . import parser_attrs as PA
 from .parser_attrs import quoted
 from .parser_infer import infer_types
@@ -50,10 +51,6 @@ def unregistered_class(name: str) -> type:
 
 def is_unregistered(op: Operation) -> bool:
     return op.definition.opcode < 0
-
-
-def is_terminator(op: Operation) -> bool:
-    return "terminator" in op.definition.traits
 
 
 class BodyParser:

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 from ..ir import types as T
 from ..tile import ops_memory as M
 from ..tile.registry import Multiplicity
-from ..verify import constraints as C
+from ..tile import constraints as C
 from .parser_ops import OpSyntax
 
 #: Constraints that admit exactly one type.
@@ -68,7 +68,7 @@ def infer_types(p: OpSyntax) -> None:
     """Fill ``p.types`` for every operand and result field (one type per value)."""
     counts = field_counts(p)
     known: dict[str, T.Type] = {k: v[0] for k, v in p.types.items() if v}
-    signature = C.SIGNATURES.get(p.definition.cls)
+    signature = p.definition.signature
     missing = [name for name, n in counts.items() if n and name not in known]
     changed = True
     while missing and changed:

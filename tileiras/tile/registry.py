@@ -24,8 +24,9 @@ from typing import Any, Callable, Optional
 
 from ..ir.core import Operation
 from ..ir.version import V13_1, Version
-from ..record import field, record
+from ..record import record
 from .opcodes import OPCODES
+from .traits import OpTrait
 
 
 class AttrKind(enum.Enum):
@@ -77,11 +78,20 @@ class Attr:
     #: For BOOL_ARRAY: the operand group whose length the array must have
     #: (absent means all false).
     length_of: str = ""
+    #: For INT: the lowest value and its ODS summary (``ConfinedAttr<I64Attr, [IntMinValue<0>]>``).
+    minimum: Optional[tuple[int, str]] = None
+    #: For HINTS: the optimization hints the op takes.
+    hint_keys: tuple[str, ...] = ()
     name: str = ""
 
     @property
     def in_flags(self) -> bool:
         return self.kind is AttrKind.UNIT or self.optional
+
+
+#: Lowest values of confined integer attributes, with NVIDIA's ODS summaries (``Attr.minimum``).
+I64_MIN_0 = (0, "64-bit signless integer attribute whose minimum value is 0")
+I32_NON_NEGATIVE = (0, "32-bit signless integer attribute whose value is non-negative")
 
 
 @record(frozen=True)
@@ -120,7 +130,10 @@ class OpDef:
     sized_results: bool            # result types written as count + ids
     operand_encoding: OperandEncoding
     syntax: Optional[str]
-    traits: frozenset[str] = field(default_factory=frozenset)
+    #: What the op is (``traits.py``): effects, terminator, element-wise, latency class...
+    traits: tuple[OpTrait, ...] = ()
+    #: The fields' type constraints and relations (``constraints.sig``); None: unchecked.
+    signature: Any = None
 
     @property
     def full_name(self) -> str:
@@ -201,7 +214,7 @@ def _result_accessor(index: int, spec: Result, results: tuple[Result, ...]) -> p
 
 def tile_op(name: str, *, sized_results: bool = False,
             operand_encoding: OperandEncoding | None = None,
-            traits: tuple[str, ...] = ()) -> Callable[[type], type]:
+            traits: tuple[OpTrait, ...] = ()) -> Callable[[type], type]:
     """Register an op class; see the module docstring."""
 
     def register(cls: type) -> type:
@@ -224,7 +237,8 @@ def tile_op(name: str, *, sized_results: bool = False,
             name=name, opcode=opcode, cls=cls, since=since,
             operands=tuple(operands), attrs=tuple(attrs), results=tuple(results),
             regions=tuple(regions), sized_results=sized_results, operand_encoding=encoding,
-            syntax=cls.__dict__.get("syntax"), traits=frozenset(traits))
+            syntax=cls.__dict__.get("syntax"), traits=tuple(traits),
+            signature=cls.__dict__.get("signature"))
         accessors = [(o.name, _operand_accessor(i, o)) for i, o in enumerate(definition.operands)]
         accessors += [(a.name, _attr_accessor(a.name)) for a in definition.attrs]
         accessors += [(r.name, _result_accessor(i, r, definition.results))
@@ -253,3 +267,21 @@ def _default_operand_encoding(operands: list[Operand]) -> OperandEncoding:
     several need per-group sizes (count prefixes and flag bits)."""
     flexible = sum(o.multiplicity is not Multiplicity.SINGLE for o in operands)
     return OperandEncoding.COUNTED if flexible == 1 else OperandEncoding.FIELDS
+
+
+def ops_with(kind: type) -> tuple[type, ...]:
+    """The registered op classes that declare a trait of type ``kind`` (``traits.py``), in
+    mnemonic order."""
+    return tuple(d.cls for _, d in sorted(OPS_BY_NAME.items()) if any(isinstance(t, kind) for t in d.traits))
+
+
+def terminators_of(parent: str) -> tuple[type, ...]:
+    """The terminators whose ``Terminator`` trait names ``parent`` (a mnemonic, or
+    ``entry`` for a function body); the parent's implicit terminator first."""
+    from .traits import FUNCTION_BODY, ImplicitTerminator, Terminator
+
+    implicit = "return" if parent == FUNCTION_BODY else next(
+        (t.name for t in OPS_BY_NAME[parent].cls.definition.traits if isinstance(t, ImplicitTerminator)), "")
+    found = [d.cls.definition for _, d in sorted(OPS_BY_NAME.items())]
+    found = [d for d in found if any(isinstance(t, Terminator) and parent in t.parents for t in d.traits)]
+    return tuple(d.cls for d in sorted(found, key=lambda d: d.name != implicit))

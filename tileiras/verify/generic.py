@@ -13,7 +13,7 @@ from typing import Iterator
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..tile.registry import Attr, AttrKind, Multiplicity, OpDef
-from .constraints import ATTR_MINIMUMS, SIGNATURES, Match, Signature
+from ..tile.constraints import Match, Signature
 from .context import Context
 from .diagnostic import quoted
 
@@ -64,14 +64,13 @@ def _expected_count(expected: int, found: int, what: str) -> str:
 # -- attributes -------------------------------------------------------------------------
 def _check_attrs(ctx: Context, op: Operation) -> bool:
     ok = True
-    minimums = ATTR_MINIMUMS.get(type(op), {})
     for a in op.definition.attrs:
         value = op.attributes.get(a.name)
         if value is None:
             continue
         problem = _attr_problem(a, value)
-        if not problem and a.name in minimums and isinstance(value, int) and value < minimums[a.name][0]:
-            problem = minimums[a.name][1]
+        if not problem and a.minimum is not None and isinstance(value, int) and value < a.minimum[0]:
+            problem = a.minimum[1]
         if problem:
             ctx.op_error(op, f"attribute '{a.name}' failed to satisfy constraint: {problem}")
             ok = False
@@ -120,7 +119,7 @@ def _fields(op: Operation) -> Iterator[tuple[str, str, int, list[Value], bool]]:
 
 
 def _check_types(ctx: Context, op: Operation) -> bool:
-    signature: Signature | None = SIGNATURES.get(type(op))
+    signature: Signature | None = op.definition.signature
     if signature is None:
         return True
     ok = True
@@ -144,7 +143,7 @@ def _field_types(op: Operation, name: str) -> list[T.Type]:
 
 
 def _check_matches(ctx: Context, op: Operation) -> bool:
-    signature = SIGNATURES.get(type(op))
+    signature = op.definition.signature
     if signature is None:
         return True
     ok = True

@@ -12,7 +12,7 @@ from typing import Optional
 
 from ..ir import attrs as A
 from ..ir.core import Function, Operation
-from ..tile import ops_memory as M
+from ..tile.registry import OPS_BY_NAME, AttrKind
 from .context import Context, verifies
 from .diagnostic import Severity
 
@@ -87,12 +87,13 @@ def check_function_hints(ctx: Context, fn: Function) -> None:
     check_hints(ctx, fn.loc, fn.hints, ENTRY_HINTS if fn.is_entry else ())
 
 
-_OP_HINTS = {M.LoadViewTkoOp: ("latency", "allow_tma"), M.StoreViewTkoOp: ("latency", "allow_tma"),
-             M.LoadPtrTkoOp: ("latency",), M.StorePtrTkoOp: ("latency",)}
+def _hint_keys(op: Operation) -> tuple[str, ...]:
+    """The hints the op's declaration takes (``Attr.hint_keys`` of its hints attribute)."""
+    return next((a.hint_keys for a in op.definition.attrs if a.kind is AttrKind.HINTS), ())
 
 
-@verifies(*_OP_HINTS)
+@verifies(*(d.cls for _, d in sorted(OPS_BY_NAME.items()) if any(a.hint_keys for a in d.attrs)))
 def check_op_hints(ctx: Context, op: Operation) -> None:
     hints = op.attributes.get("optimization_hints")
     if isinstance(hints, A.OptimizationHintsAttr):
-        check_hints(ctx, op.loc, hints, _OP_HINTS[type(op)])
+        check_hints(ctx, op.loc, hints, _hint_keys(op))

@@ -7,6 +7,7 @@ from ..ir.core import Operation
 from ..tile import ops_control as C
 from ..tile import ops_core as K
 from ..tile.enums import RoundingMode
+from ..tile.traits import is_pure
 from .context import Context, verifies
 from .diagnostic import quoted
 from .structure import type_list
@@ -330,7 +331,7 @@ def _check_combiner(ctx: Context, op: Operation) -> None:
                                  f"{i} but got: {quoted(v.type.element)} and {quoted(ye)}")
                 return
     for inner in block.ops[:-1]:
-        if "pure" not in inner.definition.traits:
+        if not is_pure(inner):
             ctx.op_error(inner, f"only pure operations are allowed inside '{op.definition.full_name}'")
 
 

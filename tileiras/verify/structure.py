@@ -7,18 +7,12 @@ from ..ir import types as T
 from ..ir.core import Block, Function, Module, Operation, Region, Value
 from ..tile import ops_control as C
 from ..tile import ops_core as K
+from ..tile.registry import ops_with, terminators_of
+from ..tile.traits import FUNCTION_BODY, ImplicitTerminator, Terminator, find_trait
 from .context import Context, verifies
 from .diagnostic import quoted
 
-#: What each region-holding op's blocks may end with; the first is the implicit one.
-TERMINATORS: dict[type, tuple[type, ...]] = {
-    C.ForOp: (C.ContinueOp,),
-    C.LoopOp: (C.ContinueOp, C.BreakOp),
-    C.IfOp: (C.YieldOp, C.ReturnOp, C.BreakOp, C.ContinueOp),
-    K.ReduceOp: (C.YieldOp,),
-    K.ScanOp: (C.YieldOp,),
-}
-ENTRY = "cuda_tile.entry"
+ENTRY = "cuda_tile." + FUNCTION_BODY
 
 
 def type_list(types: list[T.Type] | tuple[T.Type, ...]) -> str:
@@ -101,7 +95,7 @@ def check_function(ctx: Context, fn: Function) -> None:
             if got != want:
                 ctx.emit(loc, prefix + f"type of entry block argument #{i}({quoted(got)}) must match the type "
                                        f"of the corresponding argument in function signature({quoted(want)})")
-    _check_block_end(ctx, None, block, (C.ReturnOp,), loc)
+    _check_block_end(ctx, None, block, terminators_of(FUNCTION_BODY), loc)
 
 
 EXTERN = "'cuda_tile.preview$func' op "
@@ -139,9 +133,11 @@ def check_operands_visible(ctx: Context, op: Operation, visible: set[Value]) -> 
 
 
 # -- regions and terminators --------------------------------------------------------------
-@verifies(*TERMINATORS)
+@verifies(*ops_with(ImplicitTerminator))
 def check_regions(ctx: Context, op: Operation) -> None:
-    allowed = TERMINATORS[type(op)]
+    """Each region one block, ending with a terminator that names this op as a parent
+    (its ``Terminator`` trait); the message names the implicit one."""
+    allowed = terminators_of(op.definition.name)
     for i, (region, spec) in enumerate(zip(op.regions, op.definition.regions)):
         if isinstance(op, C.IfOp) and i == 1 and not region.blocks:
             continue  # the else region may be empty
@@ -151,17 +147,9 @@ def check_regions(ctx: Context, op: Operation) -> None:
         _check_block_end(ctx, op, region.blocks[0], allowed, op.loc)
 
 
-_PARENTS: dict[type, tuple[str, ...]] = {
-    C.BreakOp: ("cuda_tile.if", "cuda_tile.loop"),
-    C.ContinueOp: ("cuda_tile.for", "cuda_tile.if", "cuda_tile.loop"),
-    C.ReturnOp: (ENTRY, "cuda_tile.if"),
-    C.YieldOp: ("cuda_tile.if", "cuda_tile.reduce", "cuda_tile.scan"),
-}
-
-
-@verifies(*_PARENTS)
+@verifies(*ops_with(Terminator))
 def check_terminator_placement(ctx: Context, op: Operation) -> None:
-    allowed = _PARENTS[type(op)]
+    allowed = tuple("cuda_tile." + p for p in find_trait(op, Terminator).parents)
     if parent_name(parent_op(op)) not in allowed:
         ctx.op_error(op, f"expects parent op to be one of '{', '.join(allowed)}'")
         return
