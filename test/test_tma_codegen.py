@@ -1,8 +1,9 @@
 """Our TMA loads on sm_90+ (``lower/tma.py``, ``codegen/emit_tma.py``) and our ``.nv.host``
 callback filling their tensor maps (``codegen/host.py``).
 
-* the decision: aligned zero-padded partition views go through TMA on sm_90, 100 and 120;
-  NaN padding, ``allow_tma=False``, sm_80 and unaligned arrays keep direct loads;
+* the decision: aligned zero-padded partition views feeding reductions or matrix multiplies
+  go through TMA on sm_90, 100 and 120; NaN padding, ``allow_tma=False``, element-wise-only
+  uses, sm_80 and unaligned arrays keep direct loads;
 * the callback, run on random argument buffers, writes each map exactly as
   ``tensormap.encode`` does, at the offsets ptxas gives the hidden parameters, and (with
   NVIDIA's tileiras) the same address, type, dims and strides as NVIDIA's callback;
@@ -48,6 +49,7 @@ def compiled(name: str, arch: str = "sm_90", stop: str = "ptx"):
     ("tma_centre_2d_f32", "sm_80", 0),
     ("tma_centre_2d_nan_f32", "sm_90", 0),          # TMA fills zeros only
     ("tma_centre_2d_no_tma", "sm_90", 0),           # allow_tma = false
+    ("tma_scale_2d_f32", "sm_90", 0),               # feeds element-wise code only
     ("tma_centre_1d_f32_wide", "sm_90", 4),         # 1024 elements: four 256-element boxes
     ("tma_matmul_f16", "sm_90", 2),
 ])

@@ -94,6 +94,13 @@ def centre_2d_no_tma(x, y, TM: ConstInt, TN: ConstInt):
 
 
 @ct.kernel
+def scale_2d(x, y, TM: ConstInt, TN: ConstInt):
+    """Element-wise only: NVIDIA's tool loads such tiles directly, not with TMA."""
+    i = ct.bid(0)
+    ct.store(y, index=(i, 0), tile=ct.load(x, index=(i, 0), shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO) * 2)
+
+
+@ct.kernel
 def row_sum_loop(x, out, TM: ConstInt, TN: ConstInt):
     """Row sums over column tiles: one TMA load a trip, so its mbarrier's phase alternates."""
     i = ct.bid(0)
@@ -136,11 +143,13 @@ CASES = (
 )
 
 #: Cases for our own TMA code (test_tma_codegen.py): tiles wider than a 256-element box,
-#: a load in a loop, a load whose hint refuses TMA.
+#: a load in a loop, a load whose hint refuses TMA,
+#: an element-wise kernel (direct loads).
 OWN_CASES = (
     centred("tma_centre_1d_f32_wide", centre_1d, F32, 1, 1024),
     centred("tma_centre_2d_f16_wide", centre_2d, F16, 2, 4, 512),
     centred("tma_centre_2d_no_tma", centre_2d_no_tma, F32, 2, 16, 64),
+    centred("tma_scale_2d_f32", scale_2d, F32, 2, 16, 64),
     KernelCase("tma_row_sum_loop_f32", row_sum_loop, [[aligned(F32, 2), aligned(F32, 1), 16, 32]]),
     KernelCase("tma_row_sum_loop_bf16", row_sum_loop, [[aligned(BF16, 2), aligned(F32, 1), 8, 64]]),
 )
