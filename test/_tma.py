@@ -53,3 +53,22 @@ def array_values(address: int, shape: tuple, strides: tuple) -> list[int]:
 def numpy_dtype_name(name: str) -> str:
     """numpy's name for a cuTile dtype name (bfloat16 has no numpy name: same width as f16)."""
     return {"bfloat16": "float16"}.get(name, name)
+
+
+def random_arrays(case: Any, rng: np.random.Generator, most: dict) -> list[tuple[int, tuple, tuple, str]]:
+    """(address, shape, element strides, dtype name) per array parameter of ``case``:
+    16-divisible shapes (under ``16 * most[ndim]`` per dim, ``16 * 12`` above the ranks in
+    ``most``) and strides with some padding (what the signatures promise), addresses
+    16-byte aligned; some span more than 128 KiB."""
+    out = []
+    for k, p in enumerate(case.params[0]):
+        if not hasattr(p, "ndim"):
+            continue
+        shape = tuple(int(16 * rng.integers(1, most.get(p.ndim, 12))) for _ in range(p.ndim))
+        strides, step = [], 1
+        for d in reversed(range(p.ndim)):
+            strides.insert(0, step)
+            step *= shape[d] + 16 * int(rng.integers(0, 3))
+        address = 0x7F00_0000_0000 + (k << 36) + 16 * int(rng.integers(0, 1 << 30))
+        out.append((address, shape, tuple(strides), p.dtype.name))
+    return out

@@ -15,7 +15,6 @@ import numpy as np
 
 from tileiras import diffcheck, interp
 from tileiras.diffcheck import Outcome, compare  # noqa: F401  (re-exported for the tests)
-from tileiras.pipeline import CompileOptions, compile_module
 from tileiras.reader import read_bytecode
 
 _NUMPY = {
@@ -89,9 +88,8 @@ def run_interpreter(c: Case) -> Outcome:
 
 
 def run_compiled(c: Case, gpu_name: str = "sm_90") -> Outcome:
-    module = read_bytecode(c.bytecode)
-    ptx = compile_module(module, CompileOptions(gpu_name=gpu_name), "ptx")
-    return diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays))
+    ptx, host = diffcheck.compile_with_host(read_bytecode(c.bytecode), gpu_name)
+    return diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), host_object=host)
 
 
 def run_real_ptx(c: Case, real_tileiras: str, workdir: str, gpu_name: str = "sm_90",

@@ -69,23 +69,6 @@ TYPES = {"float16": ElementType.F16, "bfloat16": ElementType.BF16, "float32": El
          "int16": ElementType.U16, "int32": ElementType.U32, "int64": ElementType.U64}
 
 
-def random_arrays(case, rng: np.random.Generator) -> list[tuple[int, tuple, tuple, str]]:
-    """(address, shape, element strides, dtype name) per array parameter: 16-divisible shapes
-    and strides (what the signature promises), some spanning more than 128 KiB."""
-    out = []
-    for k, p in enumerate(case.params[0]):
-        if not hasattr(p, "ndim"):
-            continue
-        shape = tuple(int(16 * rng.integers(1, 12 if p.ndim > 2 else 200)) for _ in range(p.ndim))
-        strides, step = [], 1
-        for d in reversed(range(p.ndim)):
-            strides.insert(0, step)
-            step *= shape[d] + 16 * int(rng.integers(0, 3))
-        address = 0x7F00_0000_0000 + (k << 36) + 16 * int(rng.integers(0, 1 << 30))
-        out.append((address, shape, tuple(strides), p.dtype.name))
-    return out
-
-
 @pytest.fixture(scope="module")
 def built(real_tileiras: str) -> dict:
     if not is_runnable_here():
@@ -104,7 +87,7 @@ def test_nvidia_callback_equals_encode(case, built: dict, real_tileiras: str) ->
     rng = np.random.default_rng(15)
     choices: dict[int, TensorMap] = {}
     for _ in range(12):
-        arrays = random_arrays(case, rng)
+        arrays = _tma.random_arrays(case, rng, {1: 200, 2: 200})
         values = [v for a in arrays for v in _tma.array_values(*a[:3])]
         maps = _tma.run_callback(ptx, host, values)
         assert maps

@@ -196,14 +196,33 @@ def run_both(module: Module, entry: str, grid: tuple, args: Sequence[Any], gpu_n
     """The interpreter's outcome and our PTX's (``ptx``, else compiled for ``gpu_name``) on
     the same arguments: the two sides ``compare`` takes."""
     expected = run_interpreter(module, entry, grid, args)
-    code = ptx if ptx is not None else compile_ptx(module, gpu_name)
-    return expected, run_ptx(code, entry, grid, args, interleave=interleave)
+    host = None
+    if ptx is None:
+        ptx, host = compile_with_host(module, gpu_name)
+    return expected, run_ptx(ptx, entry, grid, args, host_object=host, interleave=interleave)
 
 
 def compile_ptx(module: Module, gpu_name: str) -> str:
     from .pipeline import CompileOptions, compile_module
 
     return compile_module(module, CompileOptions(gpu_name=gpu_name), "ptx")
+
+
+def compile_with_host(module: Module, gpu_name: str) -> tuple[str, Optional[bytes]]:
+    """Our PTX (``compile_ptx``) and, when a kernel has hidden tensor maps (TMA), our
+    ``.nv.host`` object whose callback fills them at launch (None: nothing to fill)."""
+    return compile_ptx(module, gpu_name), host_object_for(module, gpu_name)
+
+
+def host_object_for(module: Module, gpu_name: str) -> Optional[bytes]:
+    from .codegen.abi import kernel_info_from_function
+    from .codegen.host import build_host_object
+    from .pipeline import CompileOptions, run_stages
+
+    tas = run_stages(module, CompileOptions(gpu_name=gpu_name), "tileas").tas
+    kernels = [kernel_info_from_function(fn, gpu_name, tas[fn.name].num_threads, tas[fn.name].tensor_maps)
+               for fn in module.functions]
+    return build_host_object(kernels) if any(k.tensor_maps for k in kernels) else None
 
 
 def compare(expected: Outcome, got: Outcome, *, rtol: float = 1e-4, atol: float = 1e-5) -> Optional[str]:
@@ -246,7 +265,7 @@ def check_module(module: Module, gpu_name: str = "sm_90", grid: tuple = (2, 2, 1
     ``tileiras.gpu.Device``) also the GPU against both; with ``nvidia`` (NVIDIA's PTX, from
     a real cubin or a ``.ptx`` file) that PTX too, on the same inputs, against the
     interpreter; ``interleave``: CTAs interleaved by that seed (``run_ptx``)."""
-    ptx = compile_ptx(module, gpu_name)
+    ptx, host = compile_with_host(module, gpu_name)
     cubin = None
     if device is not None:
         from .gpu import compile_cubin
@@ -259,7 +278,8 @@ def check_module(module: Module, gpu_name: str = "sm_90", grid: tuple = (2, 2, 1
         args = synthesize_args(fn, np.random.default_rng(seed), extent)
         try:
             run_grid = distinct_grid(fn, grid)
-            expected, got = run_both(module, fn.name, run_grid, args, ptx=ptx, interleave=interleave)
+            expected = run_interpreter(module, fn.name, run_grid, args)
+            got = run_ptx(ptx, fn.name, run_grid, args, host_object=host, interleave=interleave)
             problem = compare(expected, got)
             if problem is None and nvidia is not None:
                 theirs = run_ptx(nvidia.ptx, fn.name, run_grid, args, who="NVIDIA's", host_object=nvidia.host_object,

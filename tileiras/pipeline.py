@@ -111,7 +111,8 @@ def _llvm(c: Compilation) -> None:
     from .codegen.abi import kernel_info_from_function
     from .codegen.nvvm import Target, emit_module
 
-    c.kernels = [kernel_info_from_function(fn, c.options.gpu_name, c.tas[fn.name].num_threads)
+    c.kernels = [kernel_info_from_function(fn, c.options.gpu_name, c.tas[fn.name].num_threads,
+                                           c.tas[fn.name].tensor_maps)
                  for fn in c.module.functions]
     if c.last_stage == "cubin" and c.kernels:  # needs no PTX: the back end builds it meanwhile
         c.host_job = c.backend.submit(_host_object, c.kernels, c.options.host_arch, c.options.host_os)

@@ -86,6 +86,31 @@ def matmul(a, bt, c, TM: ConstInt, TN: ConstInt, TK: ConstInt):
     ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
 
 
+@ct.kernel
+def centre_2d_no_tma(x, y, TM: ConstInt, TN: ConstInt):
+    i = ct.bid(0)
+    t = ct.load(x, index=(i, 0), shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO, allow_tma=False)
+    ct.store(y, index=(i, 0), tile=centre(t))
+
+
+@ct.kernel
+def scale_2d(x, y, TM: ConstInt, TN: ConstInt):
+    """Element-wise only: NVIDIA's tool loads such tiles directly, not with TMA."""
+    i = ct.bid(0)
+    ct.store(y, index=(i, 0), tile=ct.load(x, index=(i, 0), shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO) * 2)
+
+
+@ct.kernel
+def row_sum_loop(x, out, TM: ConstInt, TN: ConstInt):
+    """Row sums over column tiles: one TMA load a trip, so its mbarrier's phase alternates."""
+    i = ct.bid(0)
+    acc = ct.full((TM,), 0.0, dtype=ct.float32)
+    for j in range(ct.num_tiles(x, axis=1, shape=(TM, TN))):
+        t = ct.load(x, index=(i, j), shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO)
+        acc = acc + ct.sum(ct.astype(t, ct.float32), axis=1)
+    ct.store(out, index=(i,), tile=acc)
+
+
 F16, BF16, F32, F64 = ct.float16, ct.bfloat16, ct.float32, ct.float64
 I8, I16, I32, I64, U8 = ct.int8, ct.int16, ct.int32, ct.int64, ct.uint8
 
@@ -115,4 +140,16 @@ CASES = (
     KernelCase("tma_matmul_f16", matmul, [[aligned(F16, 2), aligned(F16, 2), aligned(F32, 2), 64, 64, 32]]),
     KernelCase("tma_matmul_bf16_k64", matmul,
                [[aligned(BF16, 2), aligned(BF16, 2), aligned(BF16, 2), 64, 64, 64]]),
+)
+
+#: Cases for our own TMA code (test_tma_codegen.py): tiles wider than a 256-element box,
+#: a load in a loop, a load whose hint refuses TMA,
+#: an element-wise kernel (direct loads).
+OWN_CASES = (
+    centred("tma_centre_1d_f32_wide", centre_1d, F32, 1, 1024),
+    centred("tma_centre_2d_f16_wide", centre_2d, F16, 2, 4, 512),
+    centred("tma_centre_2d_no_tma", centre_2d_no_tma, F32, 2, 16, 64),
+    centred("tma_scale_2d_f32", scale_2d, F32, 2, 16, 64),
+    KernelCase("tma_row_sum_loop_f32", row_sum_loop, [[aligned(F32, 2), aligned(F32, 1), 16, 32]]),
+    KernelCase("tma_row_sum_loop_bf16", row_sum_loop, [[aligned(BF16, 2), aligned(F32, 1), 8, 64]]),
 )

@@ -56,10 +56,17 @@ class KernelInfo:
     maxnreg: Optional[int] = None
     num_cta_in_cga: int = 1
     arch: str = "sm_90"
+    #: the hidden tensor-map parameters after the user's (``lower.tma.TensorMapSpec``)
+    tensor_maps: tuple = ()
 
     @property
     def param_names(self) -> tuple[str, ...]:
         return tuple(param_name(self.name, i) for i in range(len(self.param_types)))
+
+    @property
+    def tensor_map_names(self) -> tuple[str, ...]:
+        first = len(self.param_types)
+        return tuple(param_name(self.name, first + i) for i in range(len(self.tensor_maps)))
 
     @property
     def is_cluster(self) -> bool:
@@ -198,6 +205,33 @@ def param_offsets(param_types: tuple[Type, ...]) -> tuple[int, ...]:
     return kind_offsets(tuple(param_kind(t) for t in param_types))
 
 
+#: A hidden tensor-map parameter: 128 bytes, 64-aligned (``CUtensorMap``).
+TENSOR_MAP_BYTES = 128
+TENSOR_MAP_ALIGN = 64
+
+
+def tensor_map_decl(name: str) -> str:
+    """The declaration of a hidden tensor-map parameter, as NVIDIA's tool writes it."""
+    return f".hidden\t.param .align {TENSOR_MAP_ALIGN} .b8 {name}[{TENSOR_MAP_BYTES}]"
+
+
+def tensor_map_offsets(info: KernelInfo) -> tuple[int, ...]:
+    """Offsets of the hidden maps in the parameter buffer the host callback gets (from the
+    first parameter on), aligned in constant-bank addresses as ptxas lays them out: on
+    sm_90 (bank base 0x210) the first map after 0x38 bytes of user parameters is at 0x70."""
+    kinds = tuple(param_kind(t) for t in info.param_types)
+    end = 0
+    if kinds:
+        end = kind_offsets(kinds)[-1] + kind_layout(kinds[-1])[0]
+    base = param_cbank_base(info.arch)
+    out, at = [], base + end
+    for _ in info.tensor_maps:
+        at = -(-at // TENSOR_MAP_ALIGN) * TENSOR_MAP_ALIGN
+        out.append(at - base)
+        at += TENSOR_MAP_BYTES
+    return tuple(out)
+
+
 # --------------------------------------------------------------------------- launch shape
 
 def threads_per_cta(num_worker_warps: Optional[int] = None) -> int:
@@ -257,7 +291,8 @@ def hints_for_arch(hints: Optional[OptimizationHintsAttr], gpu_name: str) -> dic
     return merged
 
 
-def kernel_info_from_function(fn, gpu_name: str, threads: Optional[int] = None) -> KernelInfo:
+def kernel_info_from_function(fn, gpu_name: str, threads: Optional[int] = None,
+                              tensor_maps: tuple = ()) -> KernelInfo:
     """The ``KernelInfo`` of entry ``fn`` (a ``tileiras.ir.core.Function``) on ``gpu_name``.
 
     ``threads`` overrides the hint-derived CTA size when the lowering picks its own (the real
@@ -274,6 +309,7 @@ def kernel_info_from_function(fn, gpu_name: str, threads: Optional[int] = None) 
         maxnreg=maxnreg_for_occupancy(hints.get(HINT_OCCUPANCY), threads),
         num_cta_in_cga=max(cga, 1),
         arch=gpu_name,
+        tensor_maps=tensor_maps,
     )
 
 

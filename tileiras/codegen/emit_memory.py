@@ -437,6 +437,11 @@ def _gather_indices(em: KernelEmitter, op: Operation, view: TiledViewVal, layout
 def _load_view(em: KernelEmitter, op: Operation) -> None:
     view = em.values[op.view]
     assert isinstance(view, TiledViewVal)
+    if op in em.tas.tma:
+        from .emit_tma import emit_tma_load
+
+        emit_tma_load(em, op, scalar_indices(em, op.index))
+        return
     _barrier_if_ordered(em, op)
     layout = em.result_layout(op.results[0])
     indices = scalar_indices(em, op.index)

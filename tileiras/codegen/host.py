@@ -6,8 +6,10 @@ driver reads it when it loads a Tile IR cubin.  Its contents (reference ABI note
 
 * ``__CUDA_TILEIR_FUNC_NAME_i``: kernel i's symbol name, NUL-terminated (``.lrodata``);
 * ``__CUDA_TILEIR_FUNC_ON_ARGUMENTS_CHANGE_i(?, ?, ?, param_buf) -> i32``: fills hidden
-  parameters (tensor maps) from the user arguments; returns 0.  Kernels without hidden
-  parameters have nothing to fill, so here it is ``return 0``;
+  parameters (tensor maps) from the user arguments; returns 0.  Here each map of
+  ``KernelInfo.tensor_maps`` is written at its offset (``abi.tensor_map_offsets``) as
+  ``tensormap.encode`` writes it, from the base pointer, shapes and strides read at their
+  offsets in the buffer; a kernel without maps returns 0 at once;
 * ``__CUDA_TILEIR_FUNC_CALLBACKS``: 64 bytes per kernel, name at +0, callback at +0x28;
 * ``__CUDA_TILEIR_CALLBACKS`` (global): ``{2, 0, 0, 0, 64, &FUNC_CALLBACKS, #kernels, 2,
   &ON_PRE_LOAD}``;
@@ -26,7 +28,9 @@ from typing import TYPE_CHECKING, Sequence
 
 from ..errors import CompileError
 from ..record import record
-from .abi import KernelInfo
+from ..lower.tma import MapField
+from . import tensormap
+from .abi import KernelInfo, kind_layout, param_offsets, tensor_map_offsets
 from .llvm_targets import init_llvm
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -98,10 +102,72 @@ def _globals_ir(kernels: Sequence[KernelInfo]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _on_arguments_change_ir(index: int, cc: str) -> str:
+def _on_arguments_change_ir(index: int, cc: str, kernel: KernelInfo) -> str:
     # Emitted last kernel first, as the real tool does (its symbols come out in that order).
+    body = "".join(_fill_map_ir(kernel, k, at) for k, at in enumerate(tensor_map_offsets(kernel)))
     return (f"define internal {cc}i32 @__CUDA_TILEIR_FUNC_ON_ARGUMENTS_CHANGE_{index}"
-            f"(ptr %0, ptr %1, ptr %2, ptr %param_buf) {{\n  ret i32 0\n}}\n")
+            f"(ptr %0, ptr %1, ptr %2, ptr %param_buf) {{\n{body}  ret i32 0\n}}\n")
+
+
+def _read_field_ir(kernel: KernelInfo, field: MapField, name: str) -> tuple[str, str]:
+    """(IR, i64 operand) of one map field: a constant, or the parameter zero-extended."""
+    if field.param is None:
+        return "", str(field.value)
+    at = param_offsets(kernel.param_types)[field.param]
+    bits = 8 * kind_layout(field.kind)[0]
+    ir = (f"  %{name}.at = getelementptr inbounds i8, ptr %param_buf, i64 {at}\n"
+          f"  %{name}.raw = load i{bits}, ptr %{name}.at, align 1\n")
+    if bits == 64:
+        return ir, f"%{name}.raw"
+    return ir + f"  %{name} = zext i{bits} %{name}.raw to i64\n", f"%{name}"
+
+
+def _store_ir(name: str, ty: str, value: str, at: int) -> str:
+    """Store into the map whose fields are named ``m<k>.*`` (the map is ``%m<k>.map``)."""
+    base = name.split(".")[0]
+    return (f"  %{name}.to = getelementptr inbounds i8, ptr %{base}.map, i64 {at}\n"
+            f"  store {ty} {value}, ptr %{name}.to, align 1\n")
+
+
+def _fill_map_ir(kernel: KernelInfo, k: int, at: int) -> str:
+    """Map ``k`` written at ``at`` in the buffer from the user arguments, as
+    ``tensormap.encode`` writes it: address, flags word (bit 21 from the span), byte strides
+    / 16, dims - 1, box - 1, zeros elsewhere."""
+    spec = kernel.tensor_maps[k]
+    p = f"m{k}"
+    out = [f"  %{p}.map = getelementptr inbounds i8, ptr %param_buf, i64 {at}\n"]
+    out += [f"  %{p}.z{i}.to = getelementptr inbounds i8, ptr %{p}.map, i64 {8 * i}\n"
+            f"  store i64 0, ptr %{p}.z{i}.to, align 1\n" for i in range(tensormap.MAP_BYTES // 8)]
+    ir, address = _read_field_ir(kernel, spec.base, f"{p}.base")
+    out += [ir, f"  store i64 {address}, ptr %{p}.map, align 1\n"]
+    dims, strides = [], []
+    for i, field in enumerate(spec.dims):
+        ir, value = _read_field_ir(kernel, field, f"{p}.d{i}")
+        dims.append(value)
+        out.append(ir)
+    for i, field in enumerate(spec.strides):
+        ir, value = _read_field_ir(kernel, field, f"{p}.s{i}")
+        out += [ir, f"  %{p}.sb{i} = mul i64 {value}, {spec.element_bytes}\n"]
+        strides.append(f"%{p}.sb{i}")
+    out.append(f"  %{p}.span0 = mul i64 {dims[0]}, {spec.element_bytes}\n")
+    for i, stride in enumerate(strides):
+        out += [f"  %{p}.dm{i} = sub i64 {dims[i + 1]}, 1\n",
+                f"  %{p}.ext{i} = mul i64 %{p}.dm{i}, {stride}\n",
+                f"  %{p}.span{i + 1} = add i64 %{p}.span{i}, %{p}.ext{i}\n"]
+    word = (tensormap.FIXED_BITS | (len(dims) - 1) << tensormap.RANK_SHIFT
+            | spec.element_type << tensormap.TYPE_SHIFT | spec.swizzle << tensormap.SWIZZLE_SHIFT)
+    out += [f"  %{p}.large = icmp uge i64 %{p}.span{len(strides)}, {tensormap.LARGE_SPAN}\n",
+            f"  %{p}.word = select i1 %{p}.large, i32 {word | tensormap.LARGE_BIT}, i32 {word}\n",
+            _store_ir(f"{p}.w", "i32", f"%{p}.word", 8)]
+    for i, stride in enumerate(strides):
+        out += [f"  %{p}.sh{i} = lshr i64 {stride}, 4\n", f"  %{p}.st{i} = trunc i64 %{p}.sh{i} to i32\n",
+                _store_ir(f"{p}.s{i}", "i32", f"%{p}.st{i}", tensormap.STRIDES_AT + 4 * i)]
+    for i, dim in enumerate(dims):
+        out += [f"  %{p}.dd{i} = sub i64 {dim}, 1\n", f"  %{p}.dt{i} = trunc i64 %{p}.dd{i} to i32\n",
+                _store_ir(f"{p}.dim{i}", "i32", f"%{p}.dt{i}", tensormap.DIMS_AT + 4 * i)]
+    for i, box in enumerate(spec.box):
+        out.append(_store_ir(f"{p}.b{i}", "i8", str(box - 1), tensormap.BOX_AT + i))
+    return "".join(out)
 
 
 def _publish_ir(label: str) -> str:
@@ -143,7 +209,7 @@ def host_module_ir(kernels: Sequence[KernelInfo], target: HostTarget = HostTarge
     cc = target.calling_convention
     parts = [f"; ModuleID = '{MODULE_NAME}'\n", f'source_filename = "{MODULE_NAME}"\n',
              f'target triple = "{target.triple}"\n\n', _TYPES, "\n", _globals_ir(kernels), "\n"]
-    parts += [_on_arguments_change_ir(i, cc) + "\n" for i in reversed(range(len(kernels)))]
+    parts += [_on_arguments_change_ir(i, cc, kernels[i]) + "\n" for i in reversed(range(len(kernels)))]
     parts.append(_on_pre_load_ir(cc))
     return "".join(parts)
 

@@ -343,3 +343,53 @@ def cvt_ue8m0x2_to_bf16x2(b: ir.IRBuilder, x: ir.Value, y: ir.Value, bf16: ir.Ty
     codes = b.or_(b.zext(x, I16), b.shl(b.zext(y, I16), ir.Constant(I16, 8)))
     pair = asm(b, I32, "cvt.rn.bf16x2.ue8m0x2 $0, $1;", "=r,h", [codes])
     return (b.bitcast(b.trunc(pair, I16), bf16), b.bitcast(b.trunc(b.lshr(pair, ir.Constant(I32, 16)), I16), bf16))
+
+
+# -- TMA (sm_90+): mbarriers and bulk tensor copies ----------------------------------------
+def mbarrier_init(b: ir.IRBuilder, barrier: ir.Value, count: int) -> None:
+    """``mbarrier.init`` of the shared-memory barrier at 32-bit address ``barrier``."""
+    asm(b, ir.VoidType(), f"mbarrier.init.shared::cta.b64 [$0], {count};", "r,~{memory}", [barrier],
+        side_effect=True)
+
+
+def fence_mbarrier_init(b: ir.IRBuilder) -> None:
+    """Makes initialized mbarriers visible to the async proxy (TMA) and the cluster."""
+    b.asm(ir.FunctionType(ir.VoidType(), []), "fence.mbarrier_init.release.cluster;", "~{memory}", [],
+          side_effect=True)
+
+
+def fence_proxy_async(b: ir.IRBuilder) -> None:
+    """Orders this thread's generic-proxy shared-memory accesses with the async proxy's."""
+    b.asm(ir.FunctionType(ir.VoidType(), []), "fence.proxy.async.shared::cta;", "~{memory}", [],
+          side_effect=True)
+
+
+def tensor_map_address(b: ir.IRBuilder, param: str) -> ir.Value:
+    """Generic address of the kernel's hidden tensor-map parameter ``param`` (``cvta.param``)."""
+    return asm(b, I64, f"mov.b64 $0, {param}; cvta.param.u64 $0, $0;", "=l", [])
+
+
+def mbarrier_expect_tx(b: ir.IRBuilder, barrier: ir.Value, nbytes: int) -> None:
+    """This thread arrives on ``barrier`` and announces ``nbytes`` of transactions to come."""
+    asm(b, I64, f"mbarrier.arrive.expect_tx.shared::cta.b64 $0, [$1], {nbytes};",
+        "=l,r,~{memory}", [barrier], side_effect=True)
+
+
+def bulk_tensor_load(b: ir.IRBuilder, dst: ir.Value, tensor_map: ir.Value, coords: Sequence[ir.Value],
+                     barrier: ir.Value) -> None:
+    """``cp.async.bulk.tensor`` of the box at ``coords`` (innermost first, elements) into
+    shared memory at ``dst``; its bytes complete transactions on ``barrier``."""
+    n = len(coords)
+    where = ", ".join(f"${2 + i}" for i in range(n))
+    text = (f"cp.async.bulk.tensor.{n}d.shared::cta.global.tile.mbarrier::complete_tx::bytes "
+            f"[$0], [$1, {{{where}}}], [${2 + n}];")
+    asm(b, ir.VoidType(), text, "r,l," + "r," * n + "r,~{memory}", [dst, tensor_map, *coords, barrier],
+        side_effect=True)
+
+
+def mbarrier_try_wait(b: ir.IRBuilder, barrier: ir.Value, parity: ir.Value) -> ir.Value:
+    """1 (i32) once the phase of ``barrier`` with ``parity`` has completed, else 0 (after
+    the hardware's own bounded wait)."""
+    text = ("{ .reg .pred %p; mbarrier.try_wait.parity.shared::cta.b64 %p, [$1], $2; "
+            "selp.b32 $0, 1, 0, %p; }")
+    return asm(b, I32, text, "=r,r,r,~{memory}", [barrier, parity], side_effect=True)

@@ -98,6 +98,7 @@ class KernelEmitter:
         self._coord_cache: dict[LinearLayout, list[ir.Value]] = {}
         self._owner_cache: dict[LinearLayout, Optional[ir.Value]] = {}
         self._smem: Optional[ir.GlobalVariable] = None
+        self.tma_phases: dict[Operation, ir.Value] = {}   # TMA load -> its phase parity (emit_tma)
         self.frames: list = []    # control-flow frames (emit_control)
         self.iteration: Optional[ir.Value] = None   # the chunk counter inside a chunked loop
         self._iter_cache: dict = {}
@@ -173,6 +174,10 @@ class KernelEmitter:
             self.b.position_at_end(idle)
             self.b.ret_void()
             self.b.position_at_end(rest)
+        if self.tas.tma:
+            from .emit_tma import init_barriers
+
+            init_barriers(self)
         self.emit_block(self.fn.entry_block)
         if not self.b.block.is_terminated:
             self.b.ret_void()
@@ -453,7 +458,7 @@ class KernelEmitter:
         if self._smem is None:
             size = max(self.tas.smem_bytes, 16)
             g = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), size), name=f"global_smem_{self.fn.name}", addrspace=3)
-            g.align = 16
+            g.align = 128 if self.tas.tma else 16    # TMA staging buffers are 128-byte aligned
             g.linkage = "internal"
             g.initializer = ir.Constant(ir.ArrayType(ir.IntType(8), size), None)
             self._smem = g

@@ -33,7 +33,7 @@ from ..tile.enums import MemoryOrderingSemantics, Signedness
 from ..tile.registry import ops_with
 from ..tile.traits import (Contraction, Elementwise, is_contraction, is_elementwise, is_free, is_plain_load,
                            is_plain_store, is_recomputable)
-from . import vectorize
+from . import tma, vectorize
 from .subbyte import holds_pairs, is_subbyte, plan_pairs, unit_dim
 from .tileaa import TileAA, unpairable
 
@@ -84,6 +84,11 @@ class TileAS:
     shape_access: dict = field(default_factory=dict)
     #: the width each view access is emitted with (``vectorize.plan_vectors``; absent: scalar)
     vectors: dict = field(default_factory=dict)
+    #: view loads that go through TMA (``tma.plan_tma``), the kernel's tensor maps (hidden
+    #: parameters, in order) and the end of shared memory with their buffers and mbarriers
+    tma: dict = field(default_factory=dict)
+    tensor_maps: tuple = ()
+    tma_end: int = 0
     _users: Optional[dict[Value, list[Operation]]] = None
 
     @property
@@ -97,7 +102,7 @@ class TileAS:
 
     @property
     def smem_bytes(self) -> int:
-        return max(self.scratch.values(), default=0)
+        return max(max(self.scratch.values(), default=0), self.tma_end)
 
     def canonical(self, shape: tuple[int, ...], min_vector: int = 1, nbytes: int = 4) -> LinearLayout:
         """The layout of a tile of ``shape`` and ``nbytes`` elements (what one element of
@@ -364,6 +369,10 @@ def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int =
     _assign_block(tas, aa.function.entry_block)
     plan_chunks(tas)
     tas.vectors = vectorize.plan_vectors(tas)
+    if arch:
+        candidates = [op for op in aa.live_ops() if op not in tas.chunked and op not in aa.silent
+                      and not any(r in tas.pairs for r in op.results)]
+        tas.tma, tas.tensor_maps, tas.tma_end = tma.plan_tma(aa, candidates, f"sm_{arch}", tas.smem_bytes)
     return tas
 
 

@@ -1,0 +1,181 @@
+"""Our TMA loads on sm_90+ (``lower/tma.py``, ``codegen/emit_tma.py``) and our ``.nv.host``
+callback filling their tensor maps (``codegen/host.py``).
+
+* the decision: aligned zero-padded partition views feeding reductions or matrix multiplies
+  go through TMA on sm_90, 100 and 120; NaN padding, ``allow_tma=False``, element-wise-only
+  uses, sm_80 and unaligned arrays keep direct loads;
+* the callback, run on random argument buffers, writes each map exactly as
+  ``tensormap.encode`` does, at the offsets ptxas gives the hidden parameters, and (with
+  NVIDIA's tileiras) the same address, type, dims and strides as NVIDIA's callback;
+* our PTX and our ``.nv.host`` run in the emulator and agree with the interpreter: partial
+  edge tiles, tiles wider than one box, loads in loops (the mbarrier phase alternates);
+* ptxas takes the PTX for sm_90, sm_100 and sm_120.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from differential import Case, compare, export, random_array, run_interpreter
+from kernels import tma as tma_kernels
+from kernels.elementwise import CASES as ELEMENTWISE
+from tileiras import diffcheck
+from tileiras.codegen.abi import KernelInfo
+from tileiras.codegen.host import build_host_object
+from tileiras.codegen.tensormap import ElementType, Swizzle, TensorMap, decode, encode
+from tileiras.emulate.nvhost import is_runnable_here
+from tileiras.pipeline import CompileOptions, run_stages
+from tileiras.reader import read_bytecode
+
+import _tma
+
+CASES = {c.name: c for c in (*tma_kernels.CASES, *tma_kernels.OWN_CASES)}
+TYPES = {"float16": ElementType.F16, "bfloat16": ElementType.BF16, "float32": ElementType.F32,
+         "float64": ElementType.F64, "int8": ElementType.U8, "uint8": ElementType.U8,
+         "int16": ElementType.U16, "int32": ElementType.U32, "int64": ElementType.U64}
+needs_x86 = pytest.mark.skipif(not is_runnable_here(), reason=".nv.host is x86-64 code")
+
+
+def compiled(name: str, arch: str = "sm_90", stop: str = "ptx"):
+    bytecode = export(CASES[name], arch=arch)
+    return bytecode, run_stages(read_bytecode(bytecode), CompileOptions(gpu_name=arch), stop)
+
+
+# ----------------------------------------------------------------------------- the decision
+@pytest.mark.parametrize("name, arch, copies", [
+    ("tma_centre_2d_f32", "sm_90", 1), ("tma_centre_2d_f32", "sm_100", 1), ("tma_centre_2d_f32", "sm_120", 1),
+    ("tma_centre_2d_f32", "sm_80", 0),
+    ("tma_centre_2d_nan_f32", "sm_90", 0),          # TMA fills zeros only
+    ("tma_centre_2d_no_tma", "sm_90", 0),           # allow_tma = false
+    ("tma_scale_2d_f32", "sm_90", 0),               # feeds element-wise code only
+    ("tma_centre_1d_f32_wide", "sm_90", 4),         # 1024 elements: four 256-element boxes
+    ("tma_matmul_f16", "sm_90", 2),
+])
+def test_which_loads_go_through_tma(name: str, arch: str, copies: int) -> None:
+    _, c = compiled(name, arch)
+    assert c.ptx.count("cp.async.bulk.tensor") == copies
+    assert c.ptx.count(".hidden\t.param .align 64 .b8") == len(c.kernels[0].tensor_maps)
+    assert bool(c.kernels[0].tensor_maps) == bool(copies)
+
+
+def test_unaligned_arrays_keep_direct_loads() -> None:
+    """The elementwise kernels' arrays promise no 16-byte alignment: no TMA, no hidden maps."""
+    case = ELEMENTWISE[0]
+    c = run_stages(read_bytecode(export(case, arch="sm_90")), CompileOptions(gpu_name="sm_90"), "ptx")
+    assert "cp.async.bulk" not in c.ptx and not any(k.tensor_maps for k in c.kernels)
+
+
+# ----------------------------------------------------------------------------- the callback
+@needs_x86
+@pytest.mark.parametrize("name, arch", [
+    ("tma_centre_2d_f32", "sm_90"), ("tma_centre_1d_u8", "sm_90"), ("tma_centre_2d_f64", "sm_90"),
+    ("tma_centre_5d_f32", "sm_90"), ("tma_row_sum_f16", "sm_90"), ("tma_matmul_f16", "sm_90"),
+    ("tma_centre_2d_i64_index", "sm_90"), ("tma_centre_2d_f16_wide", "sm_90"),
+    ("tma_centre_3d_f32", "sm_100"), ("tma_matmul_f16", "sm_120"),
+])
+def test_our_callback_writes_encode_of_the_arguments(name: str, arch: str) -> None:
+    _, c = compiled(name, arch)
+    host = build_host_object(c.kernels)
+    specs = c.kernels[0].tensor_maps
+    assert specs
+    rng = np.random.default_rng(3)
+    large = 0
+    for _ in range(8):
+        arrays = _tma.random_arrays(CASES[name], rng, {1: 20000, 2: 300})
+        values = [v for a in arrays for v in _tma.array_values(*a[:3])]
+        maps = _tma.run_callback(c.ptx, host, values, arch)
+        assert len(maps) == len(specs)
+        for raw, spec in zip(maps, specs):
+            address, shape, strides, dtype = arrays[[a[0] for a in arrays].index(decode(raw).address)]
+            esize = np.dtype(_tma.numpy_dtype_name(dtype)).itemsize
+            want = TensorMap(address, TYPES[dtype], tuple(reversed(shape)),
+                             tuple(s * esize for s in reversed(strides[:-1])), spec.box, Swizzle.NONE)
+            assert raw == encode(want)
+            large += want.span >= 1 << 17
+    assert large   # the span bit was exercised
+
+
+@needs_x86
+@pytest.mark.parametrize("name", ["tma_centre_2d_f32", "tma_centre_3d_f32", "tma_row_sum_f16",
+                                  "tma_centre_2d_bf16", "tma_matmul_f16"])
+def test_our_maps_describe_the_tensors_as_nvidias_do(name: str, real_tileiras: str) -> None:
+    """Same arguments to NVIDIA's callback and ours: each of our maps has the address, element
+    type, dims and strides of NVIDIA's map of the same array (boxes and swizzles are each
+    compiler's own choice)."""
+    _, nv_ptx, nv_host = _tma.build_with_nvidia(CASES[name], real_tileiras)
+    _, c = compiled(name)
+    arrays = _tma.random_arrays(CASES[name], np.random.default_rng(5), {1: 20000, 2: 300})
+    values = [v for a in arrays for v in _tma.array_values(*a[:3])]
+    theirs = {m.address: m for m in map(decode, _tma.run_callback(nv_ptx, nv_host, values))}
+    ours = [decode(raw) for raw in _tma.run_callback(c.ptx, build_host_object(c.kernels), values)]
+    assert ours
+    for m in ours:
+        if m.address in theirs:
+            strip = dict(box=(1,) * m.rank, swizzle=Swizzle.NONE)
+            assert dataclasses.replace(m, **strip) == dataclasses.replace(theirs[m.address], **strip)
+
+
+# ----------------------------------------------------------------------------- end to end
+#: case -> (shape of every array, grid); every shape leaves partial tiles at the edges
+END_TO_END = {
+    "tma_centre_1d_f32": ([(400,)] * 2, (4, 1, 1)),
+    "tma_centre_1d_u8": ([(528,)] * 2, (3, 1, 1)),
+    "tma_centre_2d_f32": ([(48, 80)] * 2, (3, 2, 1)),
+    "tma_centre_2d_bf16": ([(32, 144)] * 2, (2, 2, 1)),
+    "tma_centre_2d_f64": ([(16, 48)] * 2, (2, 2, 1)),
+    "tma_centre_2d_i8": ([(32, 80)] * 2, (2, 2, 1)),
+    "tma_centre_2d_i64_index": ([(48, 80)] * 2, (3, 2, 1)),
+    "tma_centre_3d_f32": ([(16, 16, 48)] * 2, (3, 1, 1)),
+    "tma_centre_5d_f32": ([(16, 2, 2, 4, 16)] * 2, (3, 1, 1)),
+    "tma_centre_1d_f32_wide": ([(1520,)] * 2, (2, 1, 1)),
+    "tma_centre_2d_f16_wide": ([(12, 1000)] * 2, (3, 1, 1)),
+    "tma_row_sum_f16": ([(48, 240), (48,)], (3, 1, 1)),
+    "tma_row_sum_loop_f32": ([(40, 112), (40,)], (3, 1, 1)),
+    "tma_row_sum_loop_bf16": ([(20, 208), (20,)], (3, 1, 1)),
+    "tma_matmul_f16": ([(96, 64), (80, 64), (96, 80)], (2, 2, 1)),
+}
+
+
+@needs_x86
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("name", sorted(END_TO_END))
+def test_our_tma_ptx_and_host_object_match_interpreter(name: str, arch: str) -> None:
+    bytecode, c = compiled(name, arch)
+    assert "cp.async.bulk.tensor" in c.ptx
+    shapes, grid = END_TO_END[name]
+    arrays = [p for p in CASES[name].params[0] if hasattr(p, "ndim")]
+    rng = np.random.default_rng(11)
+    from differential import numpy_dtype
+    values = [random_array(rng, numpy_dtype(p.dtype), s) for p, s in zip(arrays, shapes)]
+    case = Case(bytecode, read_bytecode(bytecode).functions[0].name, values, grid)
+    got = diffcheck.run_ptx(c.ptx, case.entry, grid, case.args(values), host_object=build_host_object(c.kernels))
+    problem = compare(run_interpreter(case), got)
+    assert problem is None, problem
+
+
+@needs_x86
+def test_without_the_callback_the_maps_are_empty() -> None:
+    """The host object is what makes the loads work: with a callback that writes nothing
+    (the kernel's info without maps) the launch faults or the results differ."""
+    bytecode, c = compiled("tma_centre_2d_f32")
+    shapes, grid = END_TO_END["tma_centre_2d_f32"]
+    values = [random_array(np.random.default_rng(1), np.float32, s) for s in shapes]
+    case = Case(bytecode, read_bytecode(bytecode).functions[0].name, values, grid)
+    k = c.kernels[0]
+    empty = build_host_object([KernelInfo(k.name, k.param_types, k.threads_per_cta, k.maxnreg,
+                                          k.num_cta_in_cga, k.arch)])
+    try:
+        got = diffcheck.run_ptx(c.ptx, case.entry, grid, case.args(values), host_object=empty)
+    except AssertionError as err:       # faulted in the emulator
+        assert "faulted" in str(err)
+    else:
+        assert compare(run_interpreter(case), got) is not None
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100", "sm_120"])
+def test_ptxas_takes_our_tma_kernels(arch: str) -> None:
+    for name in ("tma_centre_2d_f16_wide", "tma_row_sum_loop_f32", "tma_matmul_f16"):
+        _, c = compiled(name, arch, "cubin")
+        assert c.cubin[:4] == b"\x7fELF" and c.host and "cp.async.bulk.tensor" in c.ptx

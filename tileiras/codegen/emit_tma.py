@@ -1,0 +1,144 @@
+"""TMA view loads (sm_90+), as ``lower.tma`` planned them.
+
+At kernel start thread 0 initializes one mbarrier per TMA load (arrival count 1) and fences
+the initialization for the async proxy; a CTA barrier publishes it.  Each load then:
+
+* (in a loop) waits at a CTA barrier until every thread has read the previous tile out of
+  the staging buffer the copy is about to overwrite;
+* thread 0 announces the tile's bytes on the load's mbarrier (``arrive.expect_tx``) and
+  issues one ``cp.async.bulk.tensor`` per box, at the tile's start in the tensor;
+* every thread waits for the mbarrier's current phase (``try_wait.parity``; the parity is a
+  per-load variable that flips after each wait, so loops alternate phases), then reads its
+  registers from the staged tile with ``ld.shared`` (vectors where ``tas.vectors`` says).
+
+Elements outside the tensor arrive as zeros, which is the view's padding (``lower.tma``
+only plans zero- or un-padded views), so nothing is masked.
+"""
+from __future__ import annotations
+
+import itertools
+
+from llvmlite import ir
+
+from ..ir.core import Operation
+from ..lower.tma import TmaPlan
+from . import intrinsics as X
+from .abi import param_name
+from .nvvm import I32, KernelEmitter
+from .values import TileVal, byte_gep, llvm_type
+
+
+def _shared_address(em: KernelEmitter, b: ir.IRBuilder, offset) -> ir.Value:
+    """32-bit shared-memory address of ``offset`` bytes into the kernel's shared memory."""
+    off = ir.Constant(I32, offset) if isinstance(offset, int) else offset
+    return b.ptrtoint(byte_gep(b, em.smem(), off), I32)
+
+
+def init_barriers(em: KernelEmitter) -> None:
+    """Thread 0 initializes every TMA load's mbarrier; each load's phase parity starts at 0."""
+    b = em.b
+    with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
+        for plan in em.tas.tma.values():
+            X.mbarrier_init(b, _shared_address(em, b, plan.barrier), 1)
+        X.fence_mbarrier_init(b)
+    X.barrier(b)
+    for op in em.tas.tma:
+        slot = em.pb.alloca(I32, name="tma.phase")
+        em.pb.store(ir.Constant(I32, 0), slot)
+        em.tma_phases[op] = slot
+
+
+def _tile_coords(b: ir.IRBuilder, indices: list[ir.Value], tile: tuple[int, ...]) -> list[ir.Value]:
+    """The tile's first element, per dim (i32: TMA coordinates are 32-bit)."""
+    out = []
+    for index, size in zip(indices, tile):
+        i32 = b.trunc(index, I32) if index.type.width > 32 else index
+        out.append(b.mul(i32, ir.Constant(I32, size)))
+    return out
+
+
+def _issue(em: KernelEmitter, op: Operation, plan: TmaPlan, indices: list[ir.Value]) -> None:
+    b = em.b
+    tile = tuple(op.view.type.tile_shape)
+    eb = plan.nbytes // (plan.box_elements * _count(plan.boxes))
+    tmap = X.tensor_map_address(b, param_name(em.fn.name, len(em.fn.entry_block.args) + plan.map_index))
+    barrier = _shared_address(em, b, plan.barrier)
+    with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
+        X.mbarrier_expect_tx(b, barrier, plan.nbytes)
+        starts = _tile_coords(b, indices, tile)
+        for n, q in enumerate(itertools.product(*(range(k) for k in plan.boxes))):
+            coords = [s if not qk else b.add(s, ir.Constant(I32, qk * bk))
+                      for s, qk, bk in zip(starts, q, plan.box)]
+            dst = _shared_address(em, b, plan.buffer + n * plan.box_elements * eb)
+            X.bulk_tensor_load(b, dst, tmap, coords[::-1], barrier)
+
+
+def _count(boxes: tuple[int, ...]) -> int:
+    n = 1
+    for k in boxes:
+        n *= k
+    return n
+
+
+def _wait(em: KernelEmitter, op: Operation, plan: TmaPlan) -> None:
+    """Spin on ``try_wait.parity`` until the load's phase completes, then flip the parity."""
+    b = em.b
+    slot = em.tma_phases[op]
+    parity = b.load(slot)
+    barrier = _shared_address(em, b, plan.barrier)
+    spin = em.llfn.append_basic_block("tma.wait")
+    landed = em.llfn.append_basic_block("tma.landed")
+    b.branch(spin)
+    b.position_at_end(spin)
+    done = X.mbarrier_try_wait(b, barrier, parity)
+    b.cbranch(b.icmp_unsigned("!=", done, ir.Constant(I32, 0)), landed, spin)
+    b.position_at_end(landed)
+    b.store(b.xor(parity, ir.Constant(I32, 1)), slot)
+
+
+def _staged_offset(em: KernelEmitter, plan: TmaPlan, coords: list[ir.Value]) -> ir.Value:
+    """Element offset in the staging buffer of tile coordinates ``coords``: boxes one after
+    another (row-major over the box grid), each row-major inside."""
+    b = em.b
+    offset: ir.Value = ir.Constant(I32, 0)
+    grid_stride, row_stride = 1, 1
+    for k in reversed(range(len(coords))):
+        c, box = coords[k], plan.box[k]
+        if plan.boxes[k] > 1:
+            q = b.lshr(c, ir.Constant(I32, box.bit_length() - 1))
+            offset = b.add(offset, b.mul(q, ir.Constant(I32, grid_stride * plan.box_elements)))
+            c = b.and_(c, ir.Constant(I32, box - 1))
+        offset = b.add(offset, b.mul(c, ir.Constant(I32, row_stride)))
+        grid_stride *= plan.boxes[k]
+        row_stride *= box
+    return offset
+
+
+def _read_staged(em: KernelEmitter, op: Operation, plan: TmaPlan, layout) -> list[ir.Value]:
+    b = em.b
+    ty = llvm_type(op.results[0].type)
+    eb = plan.nbytes // (plan.box_elements * _count(plan.boxes))
+    vector = em.tas.vectors.get(op, 1)
+    regs: list[ir.Value] = []
+    for r in range(0, layout.size("reg"), vector):
+        offset = _staged_offset(em, plan, em.coords(layout, r))
+        address = b.add(ir.Constant(I32, plan.buffer), b.mul(offset, ir.Constant(I32, eb)))
+        ptr = byte_gep(b, em.smem(), address)
+        if vector == 1:
+            regs.append(b.load(ptr, typ=ty, align=eb))
+            continue
+        vec = b.load(ptr, typ=ir.VectorType(ty, vector), align=eb * vector)
+        regs += [b.extract_element(vec, ir.Constant(I32, i)) for i in range(vector)]
+    return regs
+
+
+def emit_tma_load(em: KernelEmitter, op: Operation, indices: list[ir.Value]) -> None:
+    """The load ``op`` through TMA (``em.tas.tma[op]``)."""
+    plan = em.tas.tma[op]
+    layout = em.result_layout(op.results[0])
+    if em.in_loop:  # the previous trip's readers must be done with the buffer
+        X.barrier(em.b)
+    _issue(em, op, plan, indices)
+    _wait(em, op, plan)
+    em.put(op.results[0], TileVal(layout, _read_staged(em, op, plan, layout)))
+    em.put(op.results[1], None)

@@ -1,0 +1,267 @@
+"""Which view loads go through TMA on sm_90 and newer, decided once (``plan_tma``).
+
+NVIDIA's tileiras loads partition views of framework tensors (``assume div_by<16>`` on the base
+pointer and strides) with ``cp.async.bulk.tensor``: a hidden 128-byte tensor map parameter per
+view, filled at launch by the ``.nv.host`` callback from the user's arguments, one elected
+thread copying the tile into shared memory and an mbarrier telling the others when it landed;
+out-of-bounds elements arrive as zeros.  A load goes through TMA here when
+
+* the target is sm_90+, and the load's ``allow_tma`` hint (default, then the target's) is
+  not false;
+* the view is a partition view with the tensor's dims in order (``dim_map`` the identity) and
+  zero (or no) padding: TMA fills zeros only (NVIDIA loads NaN/inf-padded views directly);
+* the load is weak, its indices are scalars, its tile is not held in byte pairs nor chunked;
+* the tensor view is made from entry arguments (through ``assume``) or constants: the host
+  callback reads base, shape and strides from the parameter buffer;
+* TMA's constraints hold by the facts: 16-byte aligned base, byte strides multiples of 16,
+  unit last stride, the box's inner row at least 16 bytes and a multiple of 16 (the box is
+  the tile, at most 256 elements a dim: wider tiles take several copies), rank 1-5;
+* its staging buffer fits (``MAX_STAGING_BYTES`` for all TMA buffers of a kernel);
+* what the tile feeds goes through shared memory anyway (``feeds_staging``: a reduction, a
+  matrix multiply, an atomic or a print, directly or through other ops, not through a
+  loop's yield): NVIDIA's tool loads tiles that only feed element-wise code and stores
+  directly, and so do we (measured on corpus-aligned sm_90: without this rule 56 kernels
+  NVIDIA loads directly went through TMA here, element-wise ones and scans among them).
+
+Shared memory: the scratch region every other user shares comes first; each TMA load gets
+its own buffer after it (128-byte aligned, the boxes one after another, each row-major without
+swizzle: threads read along rows, so a warp's ``ld.shared`` hits consecutive banks), then one
+8-byte mbarrier per load.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..ir import attrs as A
+from ..ir import types as T
+from ..ir.core import Operation, Value
+from ..record import record
+from ..tile import ops_arith as AR
+from ..tile import ops_control as CF
+from ..tile import ops_core as CO
+from ..tile import ops_memory as MEM
+from ..tile.enums import MemoryOrderingSemantics
+from .tileaa import TileAA, pow2_divisor
+
+MIN_ARCH = 90
+MAX_RANK = 5
+MAX_BOX = 256
+#: TMA's global address and byte-stride granule, and the smallest inner box row
+GRANULE = 16
+STAGING_ALIGN = 128
+BARRIER_BYTES = 8
+#: shared memory all TMA staging buffers of a kernel may take
+MAX_STAGING_BYTES = 96 * 1024
+
+#: element type codes of the map (``codegen.tensormap.ElementType``) per Tile IR element
+_MAP_TYPES = {"i8": 0, "f8E4M3FN": 0, "f8E5M2": 0, "i16": 1, "i32": 2, "i64": 4,
+              "f16": 6, "f32": 7, "f64": 9, "bf16": 10}
+
+
+@record(frozen=True)
+class MapField:
+    """Where the callback reads one field of a map: entry argument ``param`` (its kind,
+    ``abi.param_kind``), or the constant ``value`` when ``param`` is None."""
+
+    param: Optional[int] = None
+    kind: str = ""
+    value: int = 0
+
+
+@record(frozen=True)
+class TensorMapSpec:
+    """What the host callback needs to fill one tensor map; tuples innermost dim first
+    (``codegen.tensormap.TensorMap``).  ``strides`` are of dims 1.., in elements."""
+
+    element_type: int
+    element_bytes: int
+    base: MapField
+    dims: tuple[MapField, ...]
+    strides: tuple[MapField, ...]
+    box: tuple[int, ...]
+    swizzle: int = 0
+
+
+@record(frozen=True)
+class TmaPlan:
+    """One TMA load: hidden map ``map_index``, ``box`` (tile order, outermost first),
+    ``boxes`` copies per tile dim, staging ``buffer`` and ``barrier`` (shared-memory
+    offsets) and the bytes the copies deliver."""
+
+    map_index: int
+    box: tuple[int, ...]
+    boxes: tuple[int, ...]
+    buffer: int
+    barrier: int
+    nbytes: int
+
+    @property
+    def box_elements(self) -> int:
+        n = 1
+        for b in self.box:
+            n *= b
+        return n
+
+
+def _align(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+def allows_tma(op: Operation, gpu_name: str) -> bool:
+    """The op's ``allow_tma`` hint: the ``default`` entry, overridden by the target's."""
+    hints = op.attributes.get("optimization_hints")
+    allowed = True
+    if isinstance(hints, A.OptimizationHintsAttr):
+        for key in ("default", gpu_name):
+            for arch, d in hints.entries:
+                if arch == key and isinstance(d, A.DictAttr):
+                    for name, value in d.entries:
+                        if name == "allow_tma" and isinstance(value, A.BoolAttr):
+                            allowed = value.value
+    return allowed
+
+
+#: ops whose operand tiles go through shared memory (or one owner) in any case
+STAGING_USERS = (CO.ReduceOp, AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp, MEM.AtomicRMWTkoOp,
+                 MEM.AtomicCASTkoOp, MEM.AtomicRedViewTkoOp, CF.PrintTkoOp)
+
+
+def feeds_staging(users: dict[Value, list[Operation]], tile: Value) -> bool:
+    """Does ``tile`` reach a ``STAGING_USERS`` op through the results of the ops using it
+    (not through terminators: a loop-carried sum reduced after the loop does not count)?"""
+    seen, todo = set(), [tile]
+    while todo:
+        v = todo.pop()
+        for u in users.get(v, ()):
+            if isinstance(u, STAGING_USERS):
+                return True
+            if u not in seen and u.results and not u.regions:
+                seen.add(u)
+                todo += list(u.results)
+    return False
+
+
+def _users(aa: TileAA) -> dict[Value, list[Operation]]:
+    out: dict[Value, list[Operation]] = {}
+    for op in aa.function.walk():
+        for v in op.operands:
+            out.setdefault(v, []).append(op)
+    return out
+
+
+def _source(v: Value) -> Value:
+    while not v.is_block_argument and isinstance(v.owner, CF.AssumeOp):
+        v = v.owner.value
+    return v
+
+
+def map_field(aa: TileAA, v: Optional[Value], static: int) -> Optional[MapField]:
+    """The field of a static extent or stride, or of an entry argument (through assumes)."""
+    from ..codegen.abi import param_kind
+
+    if v is None:
+        return MapField(value=static)
+    src = _source(v)
+    if not src.is_block_argument or src.owner is not aa.function.entry_block:
+        return None
+    return MapField(param=src.index, kind=param_kind(src.type))
+
+
+def _spec(aa: TileAA, op: Operation, box: tuple[int, ...]) -> Optional[TensorMapSpec]:
+    view_t = op.view.type
+    tvt = view_t.tensor_view
+    tv_op = op.view.owner.tensor_view.owner
+    code = _MAP_TYPES.get(getattr(tvt.element, "name", ""))
+    if code is None or isinstance(tvt.element, T.PointerType):
+        return None
+    eb = tvt.element.bitwidth // 8
+    dyn_shape, dyn_strides = iter(tv_op.dynamicShape), iter(tv_op.dynamicStrides)
+    shapes = [map_field(aa, next(dyn_shape) if s == T.DYNAMIC else None, s) for s in tvt.shape]
+    stride_values = [next(dyn_strides) if s == T.DYNAMIC else None for s in tvt.strides]
+    strides = [map_field(aa, v, s) for v, s in zip(stride_values, tvt.strides)]
+    base = map_field(aa, tv_op.base, 0)
+    if base is None or base.param is None or None in shapes or None in strides:
+        return None
+    if aa.fact(tv_op.base).divisor < GRANULE:
+        return None
+    for v, s in zip(stride_values[:-1], tvt.strides[:-1]):
+        divisor = pow2_divisor(s) if v is None else aa.fact(v).divisor
+        if divisor * eb % GRANULE:
+            return None
+    return TensorMapSpec(code, eb, base, tuple(reversed(shapes)), tuple(reversed(strides[:-1])),
+                         tuple(reversed(box)))
+
+
+def _plan_box(tile: tuple[int, ...], eb: int) -> Optional[tuple[tuple[int, ...], tuple[int, ...]]]:
+    box = tuple(min(t, MAX_BOX) for t in tile)
+    if box[-1] * eb < GRANULE or box[-1] * eb % GRANULE:
+        return None
+    return box, tuple(t // b for t, b in zip(tile, box))
+
+
+def tma_spec(aa: TileAA, op: Operation, gpu_name: str) -> Optional[tuple[TensorMapSpec, tuple, tuple]]:
+    """(map, box, boxes) of a view load that may go through TMA, else None."""
+    if not isinstance(op, MEM.LoadViewTkoOp) or not allows_tma(op, gpu_name):
+        return None
+    view_t = op.view.type
+    if not isinstance(view_t, T.PartitionViewType) or op.view.is_block_argument:
+        return None
+    if not isinstance(op.view.owner, MEM.MakePartitionViewOp) or op.view.owner.tensor_view.is_block_argument:
+        return None
+    if not isinstance(op.view.owner.tensor_view.owner, MEM.MakeTensorViewOp):
+        return None
+    tvt = view_t.tensor_view
+    rank = len(view_t.tile_shape)
+    if not 1 <= rank <= MAX_RANK or view_t.dim_map != tuple(range(rank)) or tvt.strides[-1] != 1:
+        return None
+    if view_t.padding_value not in (None, T.PaddingValue.ZERO):
+        return None
+    if op.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK) != MemoryOrderingSemantics.WEAK:
+        return None
+    if any(not isinstance(v.type, T.TileType) or v.type.rank for v in op.index):
+        return None
+    bits = getattr(tvt.element, "bitwidth", 0)
+    if bits not in (8, 16, 32, 64):
+        return None
+    planned = _plan_box(tuple(view_t.tile_shape), bits // 8)
+    if planned is None:
+        return None
+    spec = _spec(aa, op, planned[0])
+    return None if spec is None else (spec, *planned)
+
+
+def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int
+             ) -> tuple[dict[Operation, TmaPlan], tuple[TensorMapSpec, ...], int]:
+    """Plans of the loads among ``ops`` that go through TMA, the kernel's maps (one per
+    distinct spec, in first-use order) and where shared memory ends after them."""
+    if int(gpu_name[3:]) < MIN_ARCH:
+        return {}, (), 0
+    chosen, maps = [], []
+    staged = 0
+    users = _users(aa)
+    for op in ops:
+        found = tma_spec(aa, op, gpu_name)
+        if found is None or not feeds_staging(users, op.results[0]):
+            continue
+        spec, box, boxes = found
+        nbytes = spec.element_bytes
+        for t in op.view.type.tile_shape:
+            nbytes *= t
+        if staged + _align(nbytes, STAGING_ALIGN) > MAX_STAGING_BYTES:
+            continue
+        staged += _align(nbytes, STAGING_ALIGN)
+        if spec not in maps:
+            maps.append(spec)
+        chosen.append((op, maps.index(spec), box, boxes, nbytes))
+    if not chosen:
+        return {}, (), 0
+    at = _align(smem_start, STAGING_ALIGN)
+    buffers = []
+    for op, index, box, boxes, nbytes in chosen:
+        buffers.append(at)
+        at = _align(at + nbytes, STAGING_ALIGN)
+    plans = {}
+    for (op, index, box, boxes, nbytes), buffer in zip(chosen, buffers):
+        plans[op] = TmaPlan(index, box, boxes, buffer, at, nbytes)
+        at += BARRIER_BYTES
+    return plans, tuple(maps), at
