@@ -28,12 +28,17 @@ from ..ir.core import Operation, Value
 from ..layout.linear import REG, LinearLayout
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
+from ..tile.traits import is_plain_load, is_plain_store
 from .tileaa import TileAA, pow2_divisor
 
 #: The widest access a thread makes: 16 bytes (``.v4.b32``, ``.v2.b64``).
 MAX_ACCESS_BYTES = 16
 
-VIEW_ACCESSES = (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)
+
+
+def is_view_access(op: Operation) -> bool:
+    """A plain load or store of a view's tile (``load_view_tko``, ``store_view_tko``)."""
+    return (is_plain_load(op) or is_plain_store(op)) and hasattr(op, "view")
 
 
 def _element_bytes(t: T.Type) -> Optional[int]:
@@ -95,7 +100,7 @@ def allowed_vectors(aa: TileAA) -> dict[Operation, int]:
     """``allowed_vector`` of every live view load and store that may be vectorized."""
     out = {}
     for op in aa.live_ops():
-        if isinstance(op, VIEW_ACCESSES):
+        if is_view_access(op):
             v = allowed_vector(aa, op)
             if v > 1:
                 out[op] = v
@@ -109,7 +114,7 @@ def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, 
     make each warp instruction stride over memory)."""
     out: dict[tuple[int, ...], int] = {}
     for op in aa.live_ops():
-        if isinstance(op, VIEW_ACCESSES) and not _feeds_column_reductions(aa, op):
+        if is_view_access(op) and not _feeds_column_reductions(aa, op):
             shape = tuple(op.view.type.tile_shape) if hasattr(op.view.type, "tile_shape") else None
             if shape is None:
                 continue
