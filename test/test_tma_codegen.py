@@ -13,7 +13,6 @@ callback filling their tensor maps (``codegen/host.py``).
 """
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -113,8 +112,8 @@ def test_our_maps_describe_the_tensors_as_nvidias_do(name: str, real_tileiras: s
     assert ours
     for m in ours:
         if m.address in theirs:
-            strip = dict(box=(1,) * m.rank, swizzle=Swizzle.NONE)
-            assert dataclasses.replace(m, **strip) == dataclasses.replace(theirs[m.address], **strip)
+            other = theirs[m.address]
+            assert (m.element_type, m.dims, m.strides) == (other.element_type, other.dims, other.strides)
 
 
 # ----------------------------------------------------------------------------- end to end

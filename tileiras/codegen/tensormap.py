@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import enum
 import struct
-from dataclasses import dataclass
+
+from ..record import record
 
 MAP_BYTES = 128
 MAX_RANK = 5
@@ -82,7 +83,7 @@ class TensorMapError(ValueError):
     """Bytes that are not a tensor map of the layout above, or parameters it cannot hold."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TensorMap:
     """A tiled tensor map.  Tuples are innermost dimension first; ``strides`` are the byte
     strides of dims 1.. (dim 0 is contiguous)."""
