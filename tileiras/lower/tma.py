@@ -84,16 +84,21 @@ class TensorMapSpec:
 
 @record(frozen=True)
 class TmaPlan:
-    """One TMA load: hidden map ``map_index``, ``box`` (tile order, outermost first),
-    ``boxes`` copies per tile dim, staging ``buffer`` and ``barrier`` (shared-memory
-    offsets) and the bytes the copies deliver."""
+    """One TMA load or store: hidden map ``map_index``, ``box`` (tile order, outermost
+    first), ``boxes`` copies per tile dim, staging ``buffer`` and (loads only) ``barrier``
+    (shared-memory offsets), and the bytes the copies move."""
 
     map_index: int
     box: tuple[int, ...]
     boxes: tuple[int, ...]
     buffer: int
-    barrier: int
+    barrier: Optional[int]
     nbytes: int
+
+    @property
+    def is_store(self) -> bool:
+        """Bulk stores complete on bulk async-groups, not on an mbarrier."""
+        return self.barrier is None
 
     @property
     def box_elements(self) -> int:
@@ -139,6 +144,11 @@ def feeds_staging(users: dict[Value, list[Operation]], tile: Value) -> bool:
                 seen.add(u)
                 todo += list(u.results)
     return False
+
+
+def uses_staging(aa: TileAA) -> bool:
+    """Does the kernel have a ``STAGING_USERS`` op (so it takes shared memory anyway)?"""
+    return any(isinstance(op, STAGING_USERS) for op in aa.live_ops())
 
 
 def _users(aa: TileAA) -> dict[Value, list[Operation]]:
@@ -200,8 +210,8 @@ def _plan_box(tile: tuple[int, ...], eb: int) -> Optional[tuple[tuple[int, ...],
 
 
 def tma_spec(aa: TileAA, op: Operation, gpu_name: str) -> Optional[tuple[TensorMapSpec, tuple, tuple]]:
-    """(map, box, boxes) of a view load that may go through TMA, else None."""
-    if not isinstance(op, MEM.LoadViewTkoOp) or not allows_tma(op, gpu_name):
+    """(map, box, boxes) of a view load or store that may go through TMA, else None."""
+    if not isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)) or not allows_tma(op, gpu_name):
         return None
     view_t = op.view.type
     if not isinstance(view_t, T.PartitionViewType) or op.view.is_block_argument:
@@ -214,7 +224,7 @@ def tma_spec(aa: TileAA, op: Operation, gpu_name: str) -> Optional[tuple[TensorM
     rank = len(view_t.tile_shape)
     if not 1 <= rank <= MAX_RANK or view_t.dim_map != tuple(range(rank)) or tvt.strides[-1] != 1:
         return None
-    if view_t.padding_value not in (None, T.PaddingValue.ZERO):
+    if isinstance(op, MEM.LoadViewTkoOp) and view_t.padding_value not in (None, T.PaddingValue.ZERO):
         return None
     if op.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK) != MemoryOrderingSemantics.WEAK:
         return None
@@ -232,16 +242,19 @@ def tma_spec(aa: TileAA, op: Operation, gpu_name: str) -> Optional[tuple[TensorM
 
 def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int
              ) -> tuple[dict[Operation, TmaPlan], tuple[TensorMapSpec, ...], int]:
-    """Plans of the loads among ``ops`` that go through TMA, the kernel's maps (one per
-    distinct spec, in first-use order) and where shared memory ends after them."""
+    """Plans of the loads and stores among ``ops`` that go through TMA, the kernel's maps
+    (one per distinct spec, in first-use order: a view loaded and stored with the same box
+    shares one) and where shared memory ends after them."""
     if int(gpu_name[3:]) < MIN_ARCH:
         return {}, (), 0
     chosen, maps = [], []
     staged = 0
     users = _users(aa)
+    staging = uses_staging(aa)
     for op in ops:
         found = tma_spec(aa, op, gpu_name)
-        if found is None or not feeds_staging(users, op.results[0]):
+        if found is None or not (staging if isinstance(op, MEM.StoreViewTkoOp)
+                                 else feeds_staging(users, op.results[0])):
             continue
         spec, box, boxes = found
         nbytes = spec.element_bytes
@@ -262,6 +275,9 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int
         at = _align(at + nbytes, STAGING_ALIGN)
     plans = {}
     for (op, index, box, boxes, nbytes), buffer in zip(chosen, buffers):
+        if isinstance(op, MEM.StoreViewTkoOp):
+            plans[op] = TmaPlan(index, box, boxes, buffer, None, nbytes)
+            continue
         plans[op] = TmaPlan(index, box, boxes, buffer, at, nbytes)
         at += BARRIER_BYTES
     return plans, tuple(maps), at
