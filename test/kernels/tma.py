@@ -122,6 +122,16 @@ def centre_rows_loop(x, y, TM: ConstInt, TN: ConstInt):
 
 
 @ct.kernel
+def centre_repeated(x, y, TM: ConstInt, TN: ConstInt, REPEAT: ConstInt):
+    """One centred tile stored ``REPEAT`` times along a row: a loop whose only shared-memory
+    traffic is the store's, so its staging buffer is reused with nothing else in between."""
+    i = ct.bid(0)
+    t = centre(ct.load(x, index=(i, 0), shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO))
+    for j in range(REPEAT):
+        ct.store(y, index=(i, j), tile=t)
+
+
+@ct.kernel
 def centre_in_place(x, TM: ConstInt, TN: ConstInt):
     """Loads and stores the same view: one tensor map serves both."""
     i = ct.bid(0)
@@ -182,6 +192,7 @@ OWN_CASES = (
     KernelCase("tma_row_sum_narrow_f32", row_sum, [[aligned(F32, 2), aligned(F32, 1), 2, 64]]),
     centred("tma_centre_rows_loop_f32", centre_rows_loop, F32, 2, 16, 32),
     centred("tma_centre_rows_loop_f16", centre_rows_loop, F16, 2, 8, 64),
+    KernelCase("tma_centre_repeated_f32", centre_repeated, [[aligned(F32, 2), aligned(F32, 2), 16, 32, 3]]),
     KernelCase("tma_centre_in_place_f32", centre_in_place, [[aligned(F32, 2), 16, 32]]),
     centred("tma_centre_2d_no_tma_store", centre_2d_no_tma_store, F32, 2, 16, 64),
 )
