@@ -5,8 +5,8 @@ our ``.nv.host`` callback filling their tensor maps (``codegen/host.py``).
   go through TMA on sm_90, 100 and 120; NaN padding, ``allow_tma=False``, element-wise-only
   uses, sm_80 and unaligned arrays keep direct loads.  Aligned stores with rows of 16 bytes
   or more go through TMA in kernels that use shared memory anyway (a reduction, a matrix
-  multiply, an atomic, a print), NaN-padded views included; a view loaded and stored
-  shares its map;
+  multiply, an atomic, a print), NaN-padded views included, unless a later access is
+  ordered after the store by its token; a view loaded and stored shares its map;
 * the callback, run on random argument buffers, writes each map exactly as
   ``tensormap.encode`` does, at the offsets ptxas gives the hidden parameters, and (with
   NVIDIA's tileiras) the same address, type, dims and strides as NVIDIA's callback;
@@ -70,6 +70,7 @@ def copies(ptx: str, pattern: str) -> int:
     ("tma_row_sum_narrow_f32", "sm_90", 1, 0),      # the stored rows are 8 bytes
     ("tma_centre_rows_loop_f32", "sm_90", 1, 1),
     ("tma_centre_repeated_f32", "sm_90", 1, 3),     # LLVM unrolls its three trips
+    ("tma_centre_then_reload_f32", "sm_90", 1, 1),  # y's store is ordered before y's load: direct
 ])
 def test_which_loads_and_stores_go_through_tma(name: str, arch: str, loads: int, stores: int) -> None:
     _, c = compiled(name, arch)
@@ -165,6 +166,7 @@ END_TO_END = {
     "tma_centre_rows_loop_f16": ([(20, 208)] * 2, (3, 1, 1)),
     "tma_centre_in_place_f32": ([(40, 80)], (3, 3, 1)),
     "tma_centre_repeated_f32": ([(40, 32), (40, 80)], (3, 1, 1)),
+    "tma_centre_then_reload_f32": ([(40, 32)] * 3, (3, 1, 1)),
     "tma_centre_2d_nan_f32": ([(40, 64)] * 2, (3, 1, 1)),
 }
 

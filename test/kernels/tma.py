@@ -132,6 +132,14 @@ def centre_repeated(x, y, TM: ConstInt, TN: ConstInt, REPEAT: ConstInt):
 
 
 @ct.kernel
+def centre_then_reload(x, y, z, TM: ConstInt, TN: ConstInt):
+    """Stores a centred tile, then loads it back (ordered after the store by its token)."""
+    i = ct.bid(0)
+    ct.store(y, index=(i, 0), tile=centre(ct.load(x, index=(i, 0), shape=(TM, TN))))
+    ct.store(z, index=(i, 0), tile=ct.load(y, index=(i, 0), shape=(TM, TN)) * 2)
+
+
+@ct.kernel
 def centre_in_place(x, TM: ConstInt, TN: ConstInt):
     """Loads and stores the same view: one tensor map serves both."""
     i = ct.bid(0)
@@ -193,6 +201,8 @@ OWN_CASES = (
     centred("tma_centre_rows_loop_f32", centre_rows_loop, F32, 2, 16, 32),
     centred("tma_centre_rows_loop_f16", centre_rows_loop, F16, 2, 8, 64),
     KernelCase("tma_centre_repeated_f32", centre_repeated, [[aligned(F32, 2), aligned(F32, 2), 16, 32, 3]]),
+    KernelCase("tma_centre_then_reload_f32", centre_then_reload,
+               [[aligned(F32, 2), aligned(F32, 2), aligned(F32, 2), 16, 32]]),
     KernelCase("tma_centre_in_place_f32", centre_in_place, [[aligned(F32, 2), 16, 32]]),
     centred("tma_centre_2d_no_tma_store", centre_2d_no_tma_store, F32, 2, 16, 64),
 )

@@ -1,4 +1,4 @@
-"""Which view loads go through TMA on sm_90 and newer, decided once (``plan_tma``).
+"""Which view loads and stores go through TMA on sm_90 and newer, decided once (``plan_tma``).
 
 NVIDIA's tileiras loads partition views of framework tensors (``assume div_by<16>`` on the base
 pointer and strides) with ``cp.async.bulk.tensor``: a hidden 128-byte tensor map parameter per
@@ -23,10 +23,17 @@ out-of-bounds elements arrive as zeros.  A load goes through TMA here when
   directly, and so do we (measured on corpus-aligned sm_90: without this rule 56 kernels
   NVIDIA loads directly went through TMA here, element-wise ones and scans among them).
 
+A view store goes through TMA (a bulk tensor store from a staging buffer, ``emit_tma``) on
+the same terms, padding aside (stores do not pad; TMA clips what falls outside the tensor),
+when the kernel has a ``STAGING_USERS`` op (it takes shared memory anyway: NVIDIA's tool
+bulk-stores only in such kernels of corpus-aligned sm_90) and nothing is ordered after
+the store by its token: the copy is waited on only until it has read shared memory, as
+NVIDIA's is, so a later access of the same memory could see it unwritten.
+
 Shared memory: the scratch region every other user shares comes first; each TMA load gets
 its own buffer after it (128-byte aligned, the boxes one after another, each row-major without
-swizzle: threads read along rows, so a warp's ``ld.shared`` hits consecutive banks), then one
-8-byte mbarrier per load.
+swizzle: threads read along rows, so a warp's ``ld.shared`` hits consecutive banks), so does
+each TMA store, then one 8-byte mbarrier per load.
 """
 from __future__ import annotations
 
@@ -253,7 +260,7 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int
     staging = uses_staging(aa)
     for op in ops:
         found = tma_spec(aa, op, gpu_name)
-        if found is None or not (staging if isinstance(op, MEM.StoreViewTkoOp)
+        if found is None or not (staging and not users.get(op.results[0]) if isinstance(op, MEM.StoreViewTkoOp)
                                  else feeds_staging(users, op.results[0])):
             continue
         spec, box, boxes = found
