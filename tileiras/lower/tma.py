@@ -10,7 +10,8 @@ out-of-bounds elements arrive as zeros.  A load goes through TMA here when
   not false;
 * the view is a partition view with the tensor's dims in order (``dim_map`` the identity) and
   zero (or no) padding: TMA fills zeros only (NVIDIA loads NaN/inf-padded views directly);
-* the load is weak, its indices are scalars, its tile is not held in byte pairs nor chunked;
+* the load is weak, its indices are scalars, its tile is not held in byte pairs nor chunked
+  (and so for stores);
 * the tensor view is made from entry arguments (through ``assume``) or constants: the host
   callback reads base, shape and strides from the parameter buffer;
 * TMA's constraints hold by the facts: 16-byte aligned base, byte strides multiples of 16,
