@@ -119,16 +119,14 @@ ret;
 """
 
 
-def test_our_map_load_lands_at_phase_completion_and_stores_in_bounds() -> None:
-    """A map from ``encode`` (8x8 box of u32 over a 10x12 tensor): the box at column 8, row
-    2 reads zeros past column 11; shared memory still holds zeros until the mbarrier's phase
-    completes; the bulk store back at (0, 0) writes the box there, in bounds only."""
+def _run_with_map(ptx: str, src: np.ndarray):
+    """Runs ``ptx`` (one thread) with ``tmap`` an 8x8 box of u32 over ``src`` (10x12):
+    (the launch, the address of src, the address of 12 output bytes)."""
     from tileiras.codegen.tensormap import ElementType, TensorMap, encode
     from tileiras.emulate.launch import Launch, load_program
     from tileiras.emulate.machine import Batch
 
-    src = np.arange(1, 121, dtype=np.uint32).reshape(10, 12)
-    prog = load_program(PTX_LOAD.replace("{4, 2}", "{8, 2}"), "k")
+    prog = load_program(ptx, "k")
     run = Launch(prog, (1, 1, 1), (1, 1, 1), (1, 1, 1), 0)
     run.allocate_globals()
     addr = run.gmem.allocate("src", src.nbytes)
@@ -140,6 +138,15 @@ def test_our_map_load_lands_at_phase_completion_and_stores_in_bounds() -> None:
         run.params[at:at + len(payload)] = np.frombuffer(payload, np.uint8)
     run.batch_coords = run.cta_coords()
     Batch(prog, run, np.arange(1)).run(10_000)
+    return run, addr, out_addr
+
+
+def test_our_map_load_lands_at_phase_completion_and_stores_in_bounds() -> None:
+    """A map from ``encode`` (8x8 box of u32 over a 10x12 tensor): the box at column 8, row
+    2 reads zeros past column 11; shared memory still holds zeros until the mbarrier's phase
+    completes; the bulk store back at (0, 0) writes the box there, in bounds only."""
+    src = np.arange(1, 121, dtype=np.uint32).reshape(10, 12)
+    run, addr, out_addr = _run_with_map(PTX_LOAD.replace("{4, 2}", "{8, 2}"), src)
     out = np.frombuffer(run.gmem.read(out_addr, 12), np.uint32)
     assert out[0] == 0                                   # read before the phase completed
     assert out[1] == src[2, 8]                           # the box's first element
@@ -149,3 +156,14 @@ def test_our_map_load_lands_at_phase_completion_and_stores_in_bounds() -> None:
     want[:8, :8] = 0
     want[:8, :4] = src[2:10, 8:12]
     assert (stored == want).all()
+
+
+def test_writing_a_bulk_store_source_before_its_wait_traps() -> None:
+    """The bulk store reads ``buf`` until ``wait_group.read``: a write in between traps."""
+    from tileiras.emulate.asynchrony import AsyncHazard
+
+    early = PTX_LOAD.replace("cp.async.bulk.commit_group;", "cp.async.bulk.commit_group;\nst.shared.u32 [buf], 7;")
+    with pytest.raises(AsyncHazard, match="before cp.async.bulk.wait_group.read"):
+        _run_with_map(early, np.arange(1, 121, dtype=np.uint32).reshape(10, 12))
+    late = PTX_LOAD.replace("cp.async.bulk.wait_group.read 0;", "cp.async.bulk.wait_group.read 0;\nst.shared.u32 [buf], 7;")
+    _run_with_map(late, np.arange(1, 121, dtype=np.uint32).reshape(10, 12))

@@ -1,14 +1,18 @@
-"""Our TMA loads on sm_90+ (``lower/tma.py``, ``codegen/emit_tma.py``) and our ``.nv.host``
-callback filling their tensor maps (``codegen/host.py``).
+"""Our TMA loads and bulk stores on sm_90+ (``lower/tma.py``, ``codegen/emit_tma.py``) and
+our ``.nv.host`` callback filling their tensor maps (``codegen/host.py``).
 
 * the decision: aligned zero-padded partition views feeding reductions or matrix multiplies
   go through TMA on sm_90, 100 and 120; NaN padding, ``allow_tma=False``, element-wise-only
-  uses, sm_80 and unaligned arrays keep direct loads;
+  uses, sm_80 and unaligned arrays keep direct loads.  Aligned stores with rows of 16 bytes
+  or more go through TMA in kernels that use shared memory anyway (a reduction, a matrix
+  multiply, an atomic, a print), NaN-padded views included, unless a later access is
+  ordered after the store by its token; a view loaded and stored shares its map;
 * the callback, run on random argument buffers, writes each map exactly as
   ``tensormap.encode`` does, at the offsets ptxas gives the hidden parameters, and (with
   NVIDIA's tileiras) the same address, type, dims and strides as NVIDIA's callback;
 * our PTX and our ``.nv.host`` run in the emulator and agree with the interpreter: partial
-  edge tiles, tiles wider than one box, loads in loops (the mbarrier phase alternates);
+  edge tiles (clipped by TMA on stores), tiles wider than one box, loads in loops (the
+  mbarrier phase alternates), stores in loops (the staging buffer is reused);
 * ptxas takes the PTX for sm_90, sm_100 and sm_120.
 """
 from __future__ import annotations
@@ -43,20 +47,43 @@ def compiled(name: str, arch: str = "sm_90", stop: str = "ptx"):
 
 
 # ----------------------------------------------------------------------------- the decision
-@pytest.mark.parametrize("name, arch, copies", [
-    ("tma_centre_2d_f32", "sm_90", 1), ("tma_centre_2d_f32", "sm_100", 1), ("tma_centre_2d_f32", "sm_120", 1),
-    ("tma_centre_2d_f32", "sm_80", 0),
-    ("tma_centre_2d_nan_f32", "sm_90", 0),          # TMA fills zeros only
-    ("tma_centre_2d_no_tma", "sm_90", 0),           # allow_tma = false
-    ("tma_scale_2d_f32", "sm_90", 0),               # feeds element-wise code only
-    ("tma_centre_1d_f32_wide", "sm_90", 4),         # 1024 elements: four 256-element boxes
-    ("tma_matmul_f16", "sm_90", 2),
+LOAD_COPY = "cp.async.bulk.tensor.{}d.shared::cta.global"
+STORE_COPY = "cp.async.bulk.tensor.{}d.global.shared::cta"
+
+
+def copies(ptx: str, pattern: str) -> int:
+    return sum(ptx.count(pattern.format(n)) for n in range(1, 6))
+
+
+@pytest.mark.parametrize("name, arch, loads, stores", [
+    ("tma_centre_2d_f32", "sm_90", 1, 1), ("tma_centre_2d_f32", "sm_100", 1, 1),
+    ("tma_centre_2d_f32", "sm_120", 1, 1),
+    ("tma_centre_2d_f32", "sm_80", 0, 0),
+    ("tma_centre_2d_nan_f32", "sm_90", 0, 1),       # TMA fills zeros only; stores do not pad
+    ("tma_centre_2d_no_tma", "sm_90", 0, 1),        # allow_tma = false on the load
+    ("tma_centre_2d_no_tma_store", "sm_90", 1, 0),  # allow_tma = false on the store
+    ("tma_scale_2d_f32", "sm_90", 0, 0),            # element-wise only: no shared memory
+    ("tma_centre_1d_f32_wide", "sm_90", 4, 4),      # 1024 elements: four 256-element boxes
+    ("tma_matmul_f16", "sm_90", 2, 1),
+    ("tma_row_sum_f16", "sm_90", 1, 1),
+    ("tma_row_sum_narrow_f32", "sm_90", 1, 0),      # the stored rows are 8 bytes
+    ("tma_centre_rows_loop_f32", "sm_90", 1, 1),
+    ("tma_centre_repeated_f32", "sm_90", 1, 3),     # LLVM unrolls its three trips
+    ("tma_centre_then_reload_f32", "sm_90", 1, 1),  # y's store is ordered before y's load: direct
 ])
-def test_which_loads_go_through_tma(name: str, arch: str, copies: int) -> None:
+def test_which_loads_and_stores_go_through_tma(name: str, arch: str, loads: int, stores: int) -> None:
     _, c = compiled(name, arch)
-    assert c.ptx.count("cp.async.bulk.tensor") == copies
+    assert (copies(c.ptx, LOAD_COPY), copies(c.ptx, STORE_COPY)) == (loads, stores)
+    commits = c.ptx.count("cp.async.bulk.commit_group")
+    assert commits == c.ptx.count("cp.async.bulk.wait_group.read 0") and bool(commits) == bool(stores)
     assert c.ptx.count(".hidden\t.param .align 64 .b8") == len(c.kernels[0].tensor_maps)
-    assert bool(c.kernels[0].tensor_maps) == bool(copies)
+    assert bool(c.kernels[0].tensor_maps) == bool(loads + stores)
+
+
+def test_a_view_loaded_and_stored_shares_its_map() -> None:
+    _, c = compiled("tma_centre_in_place_f32")
+    assert (copies(c.ptx, LOAD_COPY), copies(c.ptx, STORE_COPY)) == (1, 1)
+    assert len(c.kernels[0].tensor_maps) == 1
 
 
 def test_unaligned_arrays_keep_direct_loads() -> None:
@@ -134,6 +161,12 @@ END_TO_END = {
     "tma_row_sum_loop_f32": ([(40, 112), (40,)], (3, 1, 1)),
     "tma_row_sum_loop_bf16": ([(20, 208), (20,)], (3, 1, 1)),
     "tma_matmul_f16": ([(96, 64), (80, 64), (96, 80)], (2, 2, 1)),
+    "tma_centre_rows_loop_f32": ([(40, 112)] * 2, (3, 1, 1)),
+    "tma_centre_rows_loop_f16": ([(20, 208)] * 2, (3, 1, 1)),
+    "tma_centre_in_place_f32": ([(40, 80)], (3, 3, 1)),
+    "tma_centre_repeated_f32": ([(40, 32), (40, 80)], (3, 1, 1)),
+    "tma_centre_then_reload_f32": ([(40, 32)] * 3, (3, 1, 1)),
+    "tma_centre_2d_nan_f32": ([(40, 64)] * 2, (3, 1, 1)),
 }
 
 
@@ -142,7 +175,7 @@ END_TO_END = {
 @pytest.mark.parametrize("name", sorted(END_TO_END))
 def test_our_tma_ptx_and_host_object_match_interpreter(name: str, arch: str) -> None:
     bytecode, c = compiled(name, arch)
-    assert "cp.async.bulk.tensor" in c.ptx
+    assert copies(c.ptx, STORE_COPY)     # and a TMA load, but for the NaN-padded view
     shapes, grid = END_TO_END[name]
     arrays = [p for p in CASES[name].params[0] if hasattr(p, "ndim")]
     rng = np.random.default_rng(11)
@@ -175,6 +208,6 @@ def test_without_the_callback_the_maps_are_empty() -> None:
 
 @pytest.mark.parametrize("arch", ["sm_90", "sm_100", "sm_120"])
 def test_ptxas_takes_our_tma_kernels(arch: str) -> None:
-    for name in ("tma_centre_2d_f16_wide", "tma_row_sum_loop_f32", "tma_matmul_f16"):
+    for name in ("tma_centre_2d_f16_wide", "tma_row_sum_loop_f32", "tma_matmul_f16", "tma_centre_rows_loop_f16"):
         _, c = compiled(name, arch, "cubin")
-        assert c.cubin[:4] == b"\x7fELF" and c.host and "cp.async.bulk.tensor" in c.ptx
+        assert c.cubin[:4] == b"\x7fELF" and c.host and copies(c.ptx, STORE_COPY)

@@ -111,6 +111,50 @@ def row_sum_loop(x, out, TM: ConstInt, TN: ConstInt):
     ct.store(out, index=(i,), tile=acc)
 
 
+@ct.kernel
+def centre_rows_loop(x, y, TM: ConstInt, TN: ConstInt):
+    """Column tiles centred on their row maxima and stored: one TMA store a trip, so the
+    staging buffer is written again once the previous trip's copy has read it."""
+    i = ct.bid(0)
+    for j in range(ct.num_tiles(x, axis=1, shape=(TM, TN))):
+        t = ct.load(x, index=(i, j), shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO)
+        ct.store(y, index=(i, j), tile=centre(t))
+
+
+@ct.kernel
+def centre_repeated(x, y, TM: ConstInt, TN: ConstInt, REPEAT: ConstInt):
+    """One centred tile stored ``REPEAT`` times along a row: a loop whose only shared-memory
+    traffic is the store's, so its staging buffer is reused with nothing else in between."""
+    i = ct.bid(0)
+    t = centre(ct.load(x, index=(i, 0), shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO))
+    for j in range(REPEAT):
+        ct.store(y, index=(i, j), tile=t)
+
+
+@ct.kernel
+def centre_then_reload(x, y, z, TM: ConstInt, TN: ConstInt):
+    """Stores a centred tile, then loads it back (ordered after the store by its token)."""
+    i = ct.bid(0)
+    ct.store(y, index=(i, 0), tile=centre(ct.load(x, index=(i, 0), shape=(TM, TN))))
+    ct.store(z, index=(i, 0), tile=ct.load(y, index=(i, 0), shape=(TM, TN)) * 2)
+
+
+@ct.kernel
+def centre_in_place(x, TM: ConstInt, TN: ConstInt):
+    """Loads and stores the same view: one tensor map serves both."""
+    i = ct.bid(0)
+    j = ct.bid(1)
+    t = ct.load(x, index=(i, j), shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO)
+    ct.store(x, index=(i, j), tile=centre(t))
+
+
+@ct.kernel
+def centre_2d_no_tma_store(x, y, TM: ConstInt, TN: ConstInt):
+    i = ct.bid(0)
+    t = ct.load(x, index=(i, 0), shape=(TM, TN), padding_mode=ct.PaddingMode.ZERO)
+    ct.store(y, index=(i, 0), tile=centre(t), allow_tma=False)
+
+
 F16, BF16, F32, F64 = ct.float16, ct.bfloat16, ct.float32, ct.float64
 I8, I16, I32, I64, U8 = ct.int8, ct.int16, ct.int32, ct.int64, ct.uint8
 
@@ -144,7 +188,8 @@ CASES = (
 
 #: Cases for our own TMA code (test_tma_codegen.py): tiles wider than a 256-element box,
 #: a load in a loop, a load whose hint refuses TMA,
-#: an element-wise kernel (direct loads).
+#: an element-wise kernel (direct loads); stores in a loop, a store of 8-byte rows (too
+#: narrow for TMA), a view loaded and stored, a store whose hint refuses TMA.
 OWN_CASES = (
     centred("tma_centre_1d_f32_wide", centre_1d, F32, 1, 1024),
     centred("tma_centre_2d_f16_wide", centre_2d, F16, 2, 4, 512),
@@ -152,4 +197,12 @@ OWN_CASES = (
     centred("tma_scale_2d_f32", scale_2d, F32, 2, 16, 64),
     KernelCase("tma_row_sum_loop_f32", row_sum_loop, [[aligned(F32, 2), aligned(F32, 1), 16, 32]]),
     KernelCase("tma_row_sum_loop_bf16", row_sum_loop, [[aligned(BF16, 2), aligned(F32, 1), 8, 64]]),
+    KernelCase("tma_row_sum_narrow_f32", row_sum, [[aligned(F32, 2), aligned(F32, 1), 2, 64]]),
+    centred("tma_centre_rows_loop_f32", centre_rows_loop, F32, 2, 16, 32),
+    centred("tma_centre_rows_loop_f16", centre_rows_loop, F16, 2, 8, 64),
+    KernelCase("tma_centre_repeated_f32", centre_repeated, [[aligned(F32, 2), aligned(F32, 2), 16, 32, 3]]),
+    KernelCase("tma_centre_then_reload_f32", centre_then_reload,
+               [[aligned(F32, 2), aligned(F32, 2), aligned(F32, 2), 16, 32]]),
+    KernelCase("tma_centre_in_place_f32", centre_in_place, [[aligned(F32, 2), 16, 32]]),
+    centred("tma_centre_2d_no_tma_store", centre_2d_no_tma_store, F32, 2, 16, 64),
 )

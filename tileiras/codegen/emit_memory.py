@@ -492,6 +492,11 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
     view = em.values[op.view]
     assert isinstance(view, TiledViewVal)
     _barrier_if_ordered(em, op)
+    if op in em.tas.tma:
+        from .emit_tma import emit_tma_store
+
+        emit_tma_store(em, op, scalar_indices(em, op.index))
+        return
     tile = em.tile(op, 0)
     layout = tile.layout
     indices = scalar_indices(em, op.index)

@@ -1,4 +1,4 @@
-"""TMA view loads (sm_90+), as ``lower.tma`` planned them.
+"""TMA view loads and stores (sm_90+), as ``lower.tma`` planned them.
 
 At kernel start thread 0 initializes one mbarrier per TMA load (arrival count 1) and fences
 the initialization for the async proxy; a CTA barrier publishes it.  Each load then:
@@ -13,10 +13,22 @@ the initialization for the async proxy; a CTA barrier publishes it.  Each load t
 
 Elements outside the tensor arrive as zeros, which is the view's padding (``lower.tma``
 only plans zero- or un-padded views), so nothing is masked.
+
+Each store, as NVIDIA's tool emits it:
+
+* (in a loop) a CTA barrier: thread 0 has waited until the previous trip's bulk copies
+  finished reading the staging buffer;
+* every thread writes the elements it owns into the staging buffer (``st.shared``, the
+  buffer laid out as a load's) and fences them for the async proxy;
+* a CTA barrier, then thread 0 issues one ``cp.async.bulk.tensor`` store per box, commits
+  them as a bulk async-group and waits until the group has read shared memory
+  (``wait_group.read 0``): the buffer may be reused and the kernel may exit.  TMA clips
+  what falls outside the tensor, so partial edge tiles are not masked either.
 """
 from __future__ import annotations
 
 import itertools
+from contextlib import nullcontext
 
 from llvmlite import ir
 
@@ -37,12 +49,17 @@ def _shared_address(em: KernelEmitter, b: ir.IRBuilder, offset) -> ir.Value:
 def init_barriers(em: KernelEmitter) -> None:
     """Thread 0 initializes every TMA load's mbarrier; each load's phase parity starts at 0."""
     b = em.b
+    loads = [plan for plan in em.tas.tma.values() if not plan.is_store]
+    if not loads:
+        return
     with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
-        for plan in em.tas.tma.values():
+        for plan in loads:
             X.mbarrier_init(b, _shared_address(em, b, plan.barrier), 1)
         X.fence_mbarrier_init(b)
     X.barrier(b)
-    for op in em.tas.tma:
+    for op, plan in em.tas.tma.items():
+        if plan.is_store:
+            continue
         slot = em.pb.alloca(I32, name="tma.phase")
         em.pb.store(ir.Constant(I32, 0), slot)
         em.tma_phases[op] = slot
@@ -60,17 +77,23 @@ def _tile_coords(b: ir.IRBuilder, indices: list[ir.Value], tile: tuple[int, ...]
 def _issue(em: KernelEmitter, op: Operation, plan: TmaPlan, indices: list[ir.Value]) -> None:
     b = em.b
     tile = tuple(op.view.type.tile_shape)
-    eb = plan.nbytes // (plan.box_elements * _count(plan.boxes))
     tmap = X.tensor_map_address(b, param_name(em.fn.name, len(em.fn.entry_block.args) + plan.map_index))
     barrier = _shared_address(em, b, plan.barrier)
     with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
         X.mbarrier_expect_tx(b, barrier, plan.nbytes)
-        starts = _tile_coords(b, indices, tile)
-        for n, q in enumerate(itertools.product(*(range(k) for k in plan.boxes))):
-            coords = [s if not qk else b.add(s, ir.Constant(I32, qk * bk))
-                      for s, qk, bk in zip(starts, q, plan.box)]
-            dst = _shared_address(em, b, plan.buffer + n * plan.box_elements * eb)
-            X.bulk_tensor_load(b, dst, tmap, coords[::-1], barrier)
+        for coords, dst in _boxes(em, plan, indices, tile):
+            X.bulk_tensor_load(b, dst, tmap, coords, barrier)
+
+
+def _boxes(em: KernelEmitter, plan: TmaPlan, indices: list[ir.Value], tile: tuple[int, ...]):
+    """(coordinates innermost first, staging address) of each box of the tile."""
+    b = em.b
+    eb = plan.nbytes // (plan.box_elements * _count(plan.boxes))
+    starts = _tile_coords(b, indices, tile)
+    for n, q in enumerate(itertools.product(*(range(k) for k in plan.boxes))):
+        coords = [s if not qk else b.add(s, ir.Constant(I32, qk * bk))
+                  for s, qk, bk in zip(starts, q, plan.box)]
+        yield coords[::-1], _shared_address(em, b, plan.buffer + n * plan.box_elements * eb)
 
 
 def _count(boxes: tuple[int, ...]) -> int:
@@ -114,6 +137,13 @@ def _staged_offset(em: KernelEmitter, plan: TmaPlan, coords: list[ir.Value]) -> 
     return offset
 
 
+def _staged_pointer(em: KernelEmitter, plan: TmaPlan, layout, reg: int, eb: int) -> ir.Value:
+    """Pointer to register ``reg``'s element in the staging buffer."""
+    b = em.b
+    offset = _staged_offset(em, plan, em.coords(layout, reg))
+    return byte_gep(b, em.smem(), b.add(ir.Constant(I32, plan.buffer), b.mul(offset, ir.Constant(I32, eb))))
+
+
 def _read_staged(em: KernelEmitter, op: Operation, plan: TmaPlan, layout) -> list[ir.Value]:
     b = em.b
     ty = llvm_type(op.results[0].type)
@@ -121,9 +151,7 @@ def _read_staged(em: KernelEmitter, op: Operation, plan: TmaPlan, layout) -> lis
     vector = em.tas.vectors.get(op, 1)
     regs: list[ir.Value] = []
     for r in range(0, layout.size("reg"), vector):
-        offset = _staged_offset(em, plan, em.coords(layout, r))
-        address = b.add(ir.Constant(I32, plan.buffer), b.mul(offset, ir.Constant(I32, eb)))
-        ptr = byte_gep(b, em.smem(), address)
+        ptr = _staged_pointer(em, plan, layout, r, eb)
         if vector == 1:
             regs.append(b.load(ptr, typ=ty, align=eb))
             continue
@@ -142,3 +170,47 @@ def emit_tma_load(em: KernelEmitter, op: Operation, indices: list[ir.Value]) -> 
     _wait(em, op, plan)
     em.put(op.results[0], TileVal(layout, _read_staged(em, op, plan, layout)))
     em.put(op.results[1], None)
+
+
+def _write_staged(em: KernelEmitter, op: Operation, plan: TmaPlan, tile: TileVal) -> None:
+    """Each element into the staging buffer, by the one thread that owns it (vectors where
+    ``tas.vectors`` says: a run of registers stays inside one box row)."""
+    from .emit_memory import _store_groups
+
+    b = em.b
+    eb = plan.nbytes // (plan.box_elements * _count(plan.boxes))
+    owner = em.owner_predicate(tile.layout)
+    with b.if_then(owner) if owner is not None else nullcontext():
+        for group in _store_groups(em.unique_regs(tile.layout), em.tas.vectors.get(op, 1)):
+            ptr = _staged_pointer(em, plan, tile.layout, group[0], eb)
+            if len(group) == 1:
+                b.store(tile.regs[group[0]], ptr, align=eb)
+                continue
+            vec: ir.Value = ir.Constant(ir.VectorType(tile.regs[group[0]].type, len(group)), None)
+            for i, r in enumerate(group):
+                vec = b.insert_element(vec, tile.regs[r], ir.Constant(I32, i))
+            b.store(vec, ptr, align=eb * len(group))
+
+
+def _issue_store(em: KernelEmitter, op: Operation, plan: TmaPlan, indices: list[ir.Value]) -> None:
+    """Thread 0: one bulk tensor store per box, committed as a group, waited on until the
+    group has read the staging buffer."""
+    b = em.b
+    tmap = X.tensor_map_address(b, param_name(em.fn.name, len(em.fn.entry_block.args) + plan.map_index))
+    with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
+        for coords, src in _boxes(em, plan, indices, tuple(op.view.type.tile_shape)):
+            X.bulk_tensor_store(b, tmap, coords, src)
+        X.bulk_commit_group(b)
+        X.bulk_wait_group_read(b, 0)
+
+
+def emit_tma_store(em: KernelEmitter, op: Operation, indices: list[ir.Value]) -> None:
+    """The store ``op`` through TMA (``em.tas.tma[op]``)."""
+    plan = em.tas.tma[op]
+    if em.in_loop:  # thread 0 has waited for the previous trip's copies to read the buffer
+        X.barrier(em.b)
+    _write_staged(em, op, plan, em.tile(op, 0))
+    X.fence_proxy_async(em.b)
+    X.barrier(em.b)
+    _issue_store(em, op, plan, indices)
+    em.put(op.results[0], None)

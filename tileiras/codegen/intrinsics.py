@@ -387,6 +387,28 @@ def bulk_tensor_load(b: ir.IRBuilder, dst: ir.Value, tensor_map: ir.Value, coord
         side_effect=True)
 
 
+def bulk_tensor_store(b: ir.IRBuilder, tensor_map: ir.Value, coords: Sequence[ir.Value], src: ir.Value) -> None:
+    """``cp.async.bulk.tensor`` of the box in shared memory at ``src`` to ``coords``
+    (innermost first, elements) of the tensor, in this thread's open bulk async-group."""
+    n = len(coords)
+    where = ", ".join(f"${1 + i}" for i in range(n))
+    text = f"cp.async.bulk.tensor.{n}d.global.shared::cta.tile.bulk_group [$0, {{{where}}}], [${1 + n}];"
+    asm(b, ir.VoidType(), text, "l," + "r," * n + "r,~{memory}", [tensor_map, *coords, src], side_effect=True)
+
+
+def bulk_commit_group(b: ir.IRBuilder) -> None:
+    """Closes this thread's bulk async-group (``cp.async.bulk.commit_group``)."""
+    b.asm(ir.FunctionType(ir.VoidType(), []), "cp.async.bulk.commit_group;", "~{memory}", [],
+          side_effect=True)
+
+
+def bulk_wait_group_read(b: ir.IRBuilder, keep: int) -> None:
+    """Waits until all but ``keep`` of this thread's committed bulk groups have read their
+    shared-memory sources."""
+    b.asm(ir.FunctionType(ir.VoidType(), []), f"cp.async.bulk.wait_group.read {keep};", "~{memory}", [],
+          side_effect=True)
+
+
 def mbarrier_try_wait(b: ir.IRBuilder, barrier: ir.Value, parity: ir.Value) -> ir.Value:
     """1 (i32) once the phase of ``barrier`` with ``parity`` has completed, else 0 (after
     the hardware's own bounded wait)."""

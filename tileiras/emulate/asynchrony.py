@@ -297,7 +297,8 @@ class Asynchrony:
         offset = int(nbytes[0]) % m.smem_size
         what = "the destination of" if p.data is not None else "an operand still being read by"
         wait = {"cp.async": "cp.async.wait_group/wait_all or the mbarrier phase that tracks it",
-                "wgmma": "wgmma.wait_group", "bulk": "the mbarrier phase that completes it"}.get(p.family, "")
+                "wgmma": "wgmma.wait_group", "bulk": "the mbarrier phase that completes it",
+                "bulk.store": "cp.async.bulk.wait_group.read"}.get(p.family, "")
         raise AsyncHazard(f"{describe(m, m.at if pc is None else pc, threads[0])} {verb} shared "
                           f"byte {offset:#x}, {what} the asynchronous {describe(m, p.pc, p.owner[0])}, "
                           f"before {wait or 'its completion'}")

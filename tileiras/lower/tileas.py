@@ -371,7 +371,8 @@ def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int =
     tas.vectors = vectorize.plan_vectors(tas)
     if arch:
         candidates = [op for op in aa.live_ops() if op not in tas.chunked and op not in aa.silent
-                      and not any(r in tas.pairs for r in op.results)]
+                      and not any(r in tas.pairs for r in op.results)
+                      and not (isinstance(op, MEM.StoreViewTkoOp) and op.tile in tas.pairs)]
         tas.tma, tas.tensor_maps, tas.tma_end = tma.plan_tma(aa, candidates, f"sm_{arch}", tas.smem_bytes)
     return tas
 

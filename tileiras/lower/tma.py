@@ -1,4 +1,4 @@
-"""Which view loads go through TMA on sm_90 and newer, decided once (``plan_tma``).
+"""Which view loads and stores go through TMA on sm_90 and newer, decided once (``plan_tma``).
 
 NVIDIA's tileiras loads partition views of framework tensors (``assume div_by<16>`` on the base
 pointer and strides) with ``cp.async.bulk.tensor``: a hidden 128-byte tensor map parameter per
@@ -10,7 +10,8 @@ out-of-bounds elements arrive as zeros.  A load goes through TMA here when
   not false;
 * the view is a partition view with the tensor's dims in order (``dim_map`` the identity) and
   zero (or no) padding: TMA fills zeros only (NVIDIA loads NaN/inf-padded views directly);
-* the load is weak, its indices are scalars, its tile is not held in byte pairs nor chunked;
+* the load is weak, its indices are scalars, its tile is not held in byte pairs nor chunked
+  (and so for stores);
 * the tensor view is made from entry arguments (through ``assume``) or constants: the host
   callback reads base, shape and strides from the parameter buffer;
 * TMA's constraints hold by the facts: 16-byte aligned base, byte strides multiples of 16,
@@ -23,10 +24,17 @@ out-of-bounds elements arrive as zeros.  A load goes through TMA here when
   directly, and so do we (measured on corpus-aligned sm_90: without this rule 56 kernels
   NVIDIA loads directly went through TMA here, element-wise ones and scans among them).
 
+A view store goes through TMA (a bulk tensor store from a staging buffer, ``emit_tma``) on
+the same terms, padding aside (stores do not pad; TMA clips what falls outside the tensor),
+when the kernel has a ``STAGING_USERS`` op (it takes shared memory anyway: NVIDIA's tool
+bulk-stores only in such kernels of corpus-aligned sm_90) and nothing is ordered after
+the store by its token: the copy is waited on only until it has read shared memory, as
+NVIDIA's is, so a later access of the same memory could see it unwritten.
+
 Shared memory: the scratch region every other user shares comes first; each TMA load gets
 its own buffer after it (128-byte aligned, the boxes one after another, each row-major without
-swizzle: threads read along rows, so a warp's ``ld.shared`` hits consecutive banks), then one
-8-byte mbarrier per load.
+swizzle: threads read along rows, so a warp's ``ld.shared`` hits consecutive banks), so does
+each TMA store, then one 8-byte mbarrier per load.
 """
 from __future__ import annotations
 
@@ -84,16 +92,21 @@ class TensorMapSpec:
 
 @record(frozen=True)
 class TmaPlan:
-    """One TMA load: hidden map ``map_index``, ``box`` (tile order, outermost first),
-    ``boxes`` copies per tile dim, staging ``buffer`` and ``barrier`` (shared-memory
-    offsets) and the bytes the copies deliver."""
+    """One TMA load or store: hidden map ``map_index``, ``box`` (tile order, outermost
+    first), ``boxes`` copies per tile dim, staging ``buffer`` and (loads only) ``barrier``
+    (shared-memory offsets), and the bytes the copies move."""
 
     map_index: int
     box: tuple[int, ...]
     boxes: tuple[int, ...]
     buffer: int
-    barrier: int
+    barrier: Optional[int]
     nbytes: int
+
+    @property
+    def is_store(self) -> bool:
+        """Bulk stores complete on bulk async-groups, not on an mbarrier."""
+        return self.barrier is None
 
     @property
     def box_elements(self) -> int:
@@ -139,6 +152,11 @@ def feeds_staging(users: dict[Value, list[Operation]], tile: Value) -> bool:
                 seen.add(u)
                 todo += list(u.results)
     return False
+
+
+def uses_staging(aa: TileAA) -> bool:
+    """Does the kernel have a ``STAGING_USERS`` op (so it takes shared memory anyway)?"""
+    return any(isinstance(op, STAGING_USERS) for op in aa.live_ops())
 
 
 def _users(aa: TileAA) -> dict[Value, list[Operation]]:
@@ -200,8 +218,8 @@ def _plan_box(tile: tuple[int, ...], eb: int) -> Optional[tuple[tuple[int, ...],
 
 
 def tma_spec(aa: TileAA, op: Operation, gpu_name: str) -> Optional[tuple[TensorMapSpec, tuple, tuple]]:
-    """(map, box, boxes) of a view load that may go through TMA, else None."""
-    if not isinstance(op, MEM.LoadViewTkoOp) or not allows_tma(op, gpu_name):
+    """(map, box, boxes) of a view load or store that may go through TMA, else None."""
+    if not isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)) or not allows_tma(op, gpu_name):
         return None
     view_t = op.view.type
     if not isinstance(view_t, T.PartitionViewType) or op.view.is_block_argument:
@@ -214,7 +232,7 @@ def tma_spec(aa: TileAA, op: Operation, gpu_name: str) -> Optional[tuple[TensorM
     rank = len(view_t.tile_shape)
     if not 1 <= rank <= MAX_RANK or view_t.dim_map != tuple(range(rank)) or tvt.strides[-1] != 1:
         return None
-    if view_t.padding_value not in (None, T.PaddingValue.ZERO):
+    if isinstance(op, MEM.LoadViewTkoOp) and view_t.padding_value not in (None, T.PaddingValue.ZERO):
         return None
     if op.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK) != MemoryOrderingSemantics.WEAK:
         return None
@@ -232,16 +250,19 @@ def tma_spec(aa: TileAA, op: Operation, gpu_name: str) -> Optional[tuple[TensorM
 
 def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int
              ) -> tuple[dict[Operation, TmaPlan], tuple[TensorMapSpec, ...], int]:
-    """Plans of the loads among ``ops`` that go through TMA, the kernel's maps (one per
-    distinct spec, in first-use order) and where shared memory ends after them."""
+    """Plans of the loads and stores among ``ops`` that go through TMA, the kernel's maps
+    (one per distinct spec, in first-use order: a view loaded and stored with the same box
+    shares one) and where shared memory ends after them."""
     if int(gpu_name[3:]) < MIN_ARCH:
         return {}, (), 0
     chosen, maps = [], []
     staged = 0
     users = _users(aa)
+    staging = uses_staging(aa)
     for op in ops:
         found = tma_spec(aa, op, gpu_name)
-        if found is None or not feeds_staging(users, op.results[0]):
+        if found is None or not (staging and not users.get(op.results[0]) if isinstance(op, MEM.StoreViewTkoOp)
+                                 else feeds_staging(users, op.results[0])):
             continue
         spec, box, boxes = found
         nbytes = spec.element_bytes
@@ -262,6 +283,9 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int
         at = _align(at + nbytes, STAGING_ALIGN)
     plans = {}
     for (op, index, box, boxes, nbytes), buffer in zip(chosen, buffers):
+        if isinstance(op, MEM.StoreViewTkoOp):
+            plans[op] = TmaPlan(index, box, boxes, buffer, None, nbytes)
+            continue
         plans[op] = TmaPlan(index, box, boxes, buffer, at, nbytes)
         at += BARRIER_BYTES
     return plans, tuple(maps), at

@@ -15,7 +15,9 @@ box's bytes when the copy is issued, but the bytes land in shared memory only wh
 mbarrier's phase completes, so a kernel that reads them without waiting sees stale data.
 Stores and reductions join the issuing thread's bulk async-group; ``commit_group`` closes
 the group and ``wait_group{.read} N`` performs every group but the newest N, reading shared
-memory then, so a kernel that overwrites its source before waiting stores the wrong data.
+memory then.  The source is read by the issuing thread for the race detector when the copy
+is issued (other warps' writes to it must happen before: a CTA barrier), and writing it
+before the wait that ends the read traps (``asynchrony``).
 """
 from __future__ import annotations
 
@@ -32,12 +34,15 @@ from ..ptxtypes import BF16, ptx_type
 from ..registry import UnsupportedInstruction
 from .memory import address_reader, locate, read_memory, thread_ids
 from .mbarrier import MbarrierState, add_tx, mbarrier_slots, read_word, write_word
+from .mma import read_in_flight
 
 U32 = ptx_type("u32")
 S32 = ptx_type("s32")
 NUMPY_TYPES = {ElementType.U8: np.uint8, ElementType.U16: np.uint16, ElementType.U32: np.uint32,
                ElementType.S32: np.int32, ElementType.U64: np.uint64, ElementType.F16: np.float16,
                ElementType.F32: np.float32, ElementType.F64: np.float64, ElementType.BF16: BF16}
+#: the asynchrony family of stores' and reductions' shared-memory reads (``wait_group`` ends them)
+STORE_FAMILY = "bulk.store"
 REDUCTIONS = {"add": np.add, "min": np.minimum, "max": np.maximum, "and": np.bitwise_and,
               "or": np.bitwise_or, "xor": np.bitwise_xor}
 
@@ -155,6 +160,8 @@ def compile_tensor(ctx, ins, where: str):
             t = np.array([tid])
             tmap, coords = tensor.read(m, t)
             start = int(np.asarray(src(m, t)).reshape(-1)[0])
+            source = int(m.cta_of[tid]) * m.smem_size + shared_offsets(tmap, start)
+            read_in_flight(m, (source[:, None] + np.arange(tmap.element_bytes)).reshape(-1), tid, STORE_FAMILY)
             pending_group(m, tid).append((tmap, coords, int(m.cta_of[tid]), start, op))
     return run
 
@@ -201,12 +208,14 @@ def pending_group(m, tid: int) -> list:
 
 
 def commit_group(m, tids: np.ndarray) -> None:
+    m.asynchrony.commit(STORE_FAMILY, tids)
     for tid in tids.tolist():
         pending_group(m, tid)
         m.bulk_groups[tid].append([])
 
 
 def wait_group(m, tids: np.ndarray, keep: int) -> None:
+    m.asynchrony.complete_groups(STORE_FAMILY, tids, keep)
     for tid in tids.tolist():
         pending_group(m, tid)
         groups = m.bulk_groups[tid]
