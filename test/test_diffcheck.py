@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tileiras import diffcheck
+from tileiras.ir import types as T
 from tileiras.reader import read_bytecode
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "vadd.tileir"
@@ -258,3 +259,57 @@ def test_chunked_loops_add_each_load_as_it_lands():
         ["load_view_tko"] * 4   # block order: all loads first
     reports = diffcheck.check_module(module, "sm_90", grid=(2, 3, 1), extent=150)
     assert all(r.problem is None for r in reports), [r.problem for r in reports]
+
+
+def five_d_copy() -> bytes:
+    """``y[tile] = x[tile]`` over 5-d tensors whose every dim is dynamic; dim 2 ``div_by<16>``."""
+    from _build import bytecode
+
+    view = "tensor_view<?x?x?x?x?xf32, strides=[?,?,?,?,1]>"
+    pview = f"partition_view<tile=(2x2x16x2x4), {view}>"
+    dims = ", ".join(f"%d{i}: tile<i32>" for i in range(5))
+    strides = ", ".join(f"%s{i}: tile<i32>" for i in range(4))
+    shape = "[%d0, %d1, %e2, %d3, %d4], strides = [%s0, %s1, %s2, %s3, 1]"
+    types = ", ".join(["tile<i32>"] * 9)
+    return bytecode(
+        "cuda_tile.module @kernels {\n"
+        f"  entry @k(%x: tile<ptr<f32>>, {dims}, {strides}, %y: tile<ptr<f32>>) {{\n"
+        "    %t0 = make_token : token\n"
+        "    %e2 = assume div_by<16>, %d2 : tile<i32>\n"
+        f"    %xv = make_tensor_view %x, shape = {shape} : {types} -> {view}\n"
+        f"    %yv = make_tensor_view %y, shape = {shape} : {types} -> {view}\n"
+        "    %bx, %by, %bz = get_tile_block_id : tile<i32>\n"
+        "    %c0 = constant <i32: 0> : tile<i32>\n"
+        f"    %xp = make_partition_view %xv : {pview}\n"
+        f"    %yp = make_partition_view %yv : {pview}\n"
+        f"    %t, %tok = load_view_tko weak %xp[%bx, %c0, %c0, %c0, %c0] token = %t0 : {pview}, tile<i32> "
+        "-> tile<2x2x16x2x4xf32>, token\n"
+        f"    %w = store_view_tko weak %t, %yp[%bx, %c0, %c0, %c0, %c0] token = %t0 : tile<2x2x16x2x4xf32>, "
+        f"{pview}, tile<i32> -> token\n"
+        "    return\n  }\n}\n")
+
+
+def test_extents_keep_each_array_within_the_budget():
+    """Five dynamic dims at extent 100 would be 10^10 elements: the budget shrinks them,
+    the divisor the bytecode assumes still holds, and the extents stay as even as it allows."""
+    fn = read_bytecode(five_d_copy()).functions[0]
+    for budget in (diffcheck.BUDGET, 5000):
+        args = diffcheck.synthesize_args(fn, np.random.default_rng(0), extent=100, budget=budget)
+        x, y = args[0], args[-1]
+        assert x.shape == y.shape and x.size <= budget
+        assert x.shape[2] % 16 == 0 and min(x.shape) >= 2
+        assert max(x.shape) <= 2 * min(d for i, d in enumerate(x.shape) if i != 2) + 16
+        assert tuple(args[1:6]) == x.shape
+        assert tuple(args[6:10]) == tuple(s // 4 for s in x.strides[:4])
+    dyn = T.DYNAMIC
+    assert diffcheck.choose_extents((dyn, 7, dyn), (16, 1, 1), 100, 10**9) == (112, 7, 100)
+    assert diffcheck.choose_extents((dyn, 7, dyn), (16, 1, 1), 100, 1000) == (16, 7, 6)
+    assert diffcheck.choose_extents((dyn, 4096), (16, 1), 100, 1000) == (16, 4096)  # static dims stay
+
+
+def test_budget_option_reaches_the_arguments(tmp_path, capsys):
+    path = tmp_path / "k.tileir"
+    path.write_bytes(five_d_copy())
+    assert diffcheck.main([str(path), "--budget", "4096", "--grid", "2"]) == 0
+    assert "agree" in capsys.readouterr().out
+    assert diffcheck.main([str(path), "--budget", "0"]) == 2

@@ -1,11 +1,13 @@
 """Check a kernel without a GPU: the reference interpreter against our compiled PTX.
 
-    tileiras-diffcheck FILE.tileir [--gpu-name sm_90] [--extent 100] [--grid 2,2,1]
+    tileiras-diffcheck FILE.tileir [--gpu-name sm_90] [--extent 100] [--budget 1048576] [--grid 2,2,1]
                        [--nvidia NVIDIA.cubin|.ptx] [--interleave SEED] [--device=gpu]
 
 For every entry of FILE, inputs are synthesized from the IR: a pointer argument that
 ``make_tensor_view`` turns into a view gets an array whose shape and strides feed the
-view's dynamic shape/stride arguments (``--extent`` elements along each dynamic dim);
+view's dynamic shape/stride arguments (``--extent`` elements along each dynamic dim, rounded
+up to the divisors the bytecode assumes, fewer where an array would hold more than ``--budget``
+elements);
 other integer arguments get small values, floats 1.5.  The Tile IR interpreter
 (``tileiras.interp``) gives the expected result; our pipeline compiles the module to
 PTX and the PTX emulator (``tileiras.emulate``) runs it.  Integer results must match
@@ -79,10 +81,16 @@ def _through_assumes(fn: Function) -> dict[Value, Value]:
     return origin
 
 
-def synthesize_args(fn: Function, rng: np.random.Generator, extent: int = 100) -> list[Any]:
+#: Default ``budget``: elements an array may hold (4 MiB of f32).
+BUDGET = 1 << 20
+
+
+def synthesize_args(fn: Function, rng: np.random.Generator, extent: int = 100,
+                    budget: int = BUDGET) -> list[Any]:
     """Arguments for ``fn`` (arrays for pointers, numbers for scalars).  Dynamic extents
     honour the bytecode's facts: ``extent`` rounded up to the divisor each one is assumed to
-    have (``assume div_by<16>``), so strides of C-ordered arrays honour theirs too."""
+    have (``assume div_by<16>``), so strides of C-ordered arrays honour theirs too; arrays
+    larger than ``budget`` elements get smaller dynamic extents (``choose_extents``)."""
     from .lower.tileaa import analyze
 
     origin = _through_assumes(fn)
@@ -94,8 +102,8 @@ def synthesize_args(fn: Function, rng: np.random.Generator, extent: int = 100) -
         base = origin[op.base]
         t = op.result.type
         dynamic = iter(op.dynamicShape)
-        shape = tuple(_round_up(extent, facts.fact(next(dynamic)).divisor) if d == T.DYNAMIC else d
-                      for d in t.shape)
+        divisors = [facts.fact(next(dynamic)).divisor if d == T.DYNAMIC else 1 for d in t.shape]
+        shape = choose_extents(t.shape, divisors, extent, budget)
         order = "F" if t.rank > 1 and t.strides[0] == 1 and t.strides[-1] != 1 else "C"
         arr = args.get(base)
         if not isinstance(arr, np.ndarray) or arr.shape != shape:
@@ -114,12 +122,29 @@ def synthesize_args(fn: Function, rng: np.random.Generator, extent: int = 100) -
         if a in args:
             out.append(args[a])
         elif isinstance(T.element_type(a.type), T.PointerType):
-            out.append(random_array(rng, numpy_dtype(a.type), (extent * extent,)))
+            out.append(random_array(rng, numpy_dtype(a.type), (min(extent * extent, budget),)))
         else:
             dt = numpy_dtype(a.type)
             out.append(dt(1.5) if np.dtype(dt).kind == "f" else dt(3))
     zero_lock_words(fn, out)
     return out
+
+
+def choose_extents(shape: Sequence[int], divisors: Sequence[int], extent: int, budget: int) -> tuple[int, ...]:
+    """An array shape for a view of ``shape`` (``T.DYNAMIC`` marks dynamic dims): static dims
+    as they are; dynamic ones ``extent`` rounded up to their ``divisors``, then, while the
+    array holds more than ``budget`` elements, the largest dynamic one halved (rounded up to
+    its divisor, never below it).  A 5-D view of dynamic dims at extent 100 has 10^10
+    elements; with the default budget it gets 16^5."""
+    dims = [_round_up(extent, q) if d == T.DYNAMIC else d for d, q in zip(shape, divisors)]
+    dynamic = [i for i, d in enumerate(shape) if d == T.DYNAMIC]
+    while int(np.prod(dims, dtype=object)) > budget:
+        shrinkable = [i for i in dynamic if dims[i] > divisors[i]]
+        if not shrinkable:
+            break
+        i = max(shrinkable, key=lambda k: dims[k])
+        dims[i] = max(_round_up(dims[i] // 2, divisors[i]), divisors[i])
+    return tuple(dims)
 
 
 def _round_up(n: int, divisor: int) -> int:
@@ -260,7 +285,7 @@ class EntryReport:
 
 def check_module(module: Module, gpu_name: str = "sm_90", grid: tuple = (2, 2, 1), extent: int = 100,
                  seed: int = 1, device: Any = None, nvidia: Optional["ThirdOpinion"] = None,
-                 interleave: Optional[int] = None) -> list[EntryReport]:
+                 interleave: Optional[int] = None, budget: int = BUDGET) -> list[EntryReport]:
     """Every entry: interpreter vs our PTX in the emulator; with ``device`` (a
     ``tileiras.gpu.Device``) also the GPU against both; with ``nvidia`` (NVIDIA's PTX, from
     a real cubin or a ``.ptx`` file) that PTX too, on the same inputs, against the
@@ -275,7 +300,7 @@ def check_module(module: Module, gpu_name: str = "sm_90", grid: tuple = (2, 2, 1
     for fn in module.functions:
         if not fn.is_entry:
             continue
-        args = synthesize_args(fn, np.random.default_rng(seed), extent)
+        args = synthesize_args(fn, np.random.default_rng(seed), extent, budget)
         try:
             run_grid = distinct_grid(fn, grid)
             expected = run_interpreter(module, fn.name, run_grid, args)
@@ -333,7 +358,8 @@ def compare_gpu(device: Any, cubin: bytes, fn: Function, grid: tuple, args: Sequ
 
 
 def check_files(files: Sequence[str], gpu_name: Optional[str], grid: tuple, extent: int, device: Any,
-                nvidia: Optional[ThirdOpinion] = None, interleave: Optional[int] = None) -> int:
+                nvidia: Optional[ThirdOpinion] = None, interleave: Optional[int] = None,
+                budget: int = BUDGET) -> int:
     """Print one line per entry (or per unreadable file, on stderr); the number of problems."""
     from .cli import read_input_file
     from .errors import TileIRError
@@ -344,7 +370,8 @@ def check_files(files: Sequence[str], gpu_name: Optional[str], grid: tuple, exte
     for path in files:
         try:
             module = read_bytecode(read_input_file(path, exit_code=1), path)
-            reports = check_module(module, arch, grid, extent, device=device, nvidia=nvidia, interleave=interleave)
+            reports = check_module(module, arch, grid, extent, device=device, nvidia=nvidia, interleave=interleave,
+                                   budget=budget)
         except TileIRError as err:
             sys.stdout.flush()
             print(f"{err}", file=sys.stderr)
@@ -365,6 +392,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     @click.argument("files", nargs=-1, required=True)
     @click.option("--gpu-name", default=None, help="sm_XX to compile for (default sm_90, on a GPU the device's)")
     @click.option("--extent", default=100, type=int, help="elements along each dynamic dim")
+    @click.option("--budget", default=BUDGET, type=click.IntRange(min=1), show_default=True,
+                  help="elements an array may hold: larger views get smaller dynamic extents")
     @click.option("--grid", default="2,2,1", help="X[,Y,Z] tile blocks")
     @click.option("--device", type=click.Choice(["emulator", "gpu"]), default="emulator",
                   help="gpu: also run on the GPU, against the interpreter and the emulator")
@@ -373,7 +402,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     @click.option("--interleave", default=None, type=int, metavar="SEED",
                   help="run CTAs interleaved in this seed's order, each with a weakly ordered view of "
                        "global memory (finds missing acquire/release between CTAs)")
-    def command(files: tuple[str, ...], gpu_name: Optional[str], extent: int, grid: str, device: str,
+    def command(files: tuple[str, ...], gpu_name: Optional[str], extent: int, budget: int, grid: str, device: str,
                 nvidia: Optional[str], interleave: Optional[int]) -> int:
         g = tuple(int(x) for x in grid.split(",")) + (1, 1)
         if nvidia is not None and len(files) != 1:
@@ -384,7 +413,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from .gpu import open_device
 
             gpu = open_device()
-        return 1 if check_files(files, gpu_name, g[:3], extent, gpu, third, interleave) else 0
+        return 1 if check_files(files, gpu_name, g[:3], extent, gpu, third, interleave, budget) else 0
 
     try:
         return command.main(args=list(sys.argv[1:] if argv is None else argv), standalone_mode=False) or 0

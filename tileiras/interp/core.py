@@ -14,10 +14,16 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence, Union
 
+import numpy as np
+
 from ..ir.core import Block, Function, Module, Operation, Region, Value
+from ..tile.traits import is_elementwise
 from .errors import InterpError
 
 ImplFn = Callable[..., Any]
+
+#: Element-wise ops on larger tiles run this many elements at a time (``run_chunked``).
+CHUNK_ELEMENTS = 1 << 14
 
 #: Op class -> implementation; filled at import time by the op-family modules.
 IMPLS: dict[type, ImplFn] = {}
@@ -88,7 +94,8 @@ class Frame:
         fn = IMPLS.get(type(op))
         if fn is None:
             raise InterpError("operation not supported by the interpreter", op)
-        out = fn(self, op, *[self.get(v) for v in op.operands])
+        operands = [self.get(v) for v in op.operands]
+        out = run_chunked(fn, self, op, operands) if is_streamed(op, operands) else fn(self, op, *operands)
         if isinstance(out, Terminator):
             return out
         results = () if out is None else tuple(out)
@@ -112,6 +119,30 @@ class Frame:
         if len(region.blocks) != 1:
             raise InterpError("regions with several blocks are not supported")
         return self.run_block(region.blocks[0], args)
+
+
+def is_streamed(op: Operation, operands: Sequence[Any]) -> bool:
+    """An element-wise op whose tiles are larger than ``CHUNK_ELEMENTS``, every operand of the
+    result's shape or rank 0: ``run_chunked`` runs it a slice of elements at a time."""
+    if not op.results or not is_elementwise(type(op)):
+        return False
+    shape = getattr(op.results[0].type, "shape", ())
+    if int(np.prod(shape, dtype=np.int64)) <= CHUNK_ELEMENTS:
+        return False
+    if any(getattr(r.type, "shape", None) != shape for r in op.results):
+        return False
+    return all(isinstance(o, np.ndarray) and (o.shape == tuple(shape) or o.ndim == 0) for o in operands)
+
+
+def run_chunked(fn: ImplFn, frame: "Frame", op: Operation, operands: Sequence[np.ndarray]) -> tuple:
+    """``fn`` on ``CHUNK_ELEMENTS`` row-major elements at a time: exact float emulation makes
+    a dozen float64 temporaries an element, which stay a chunk's size instead of a tile's."""
+    shape = tuple(op.results[0].type.shape)
+    flat = [o.reshape(-1) if o.ndim else o for o in operands]
+    n = int(np.prod(shape, dtype=np.int64))
+    pieces = [tuple(fn(frame, op, *[f[i:i + CHUNK_ELEMENTS] if f.ndim else f for f in flat]))
+              for i in range(0, n, CHUNK_ELEMENTS)]
+    return tuple(np.concatenate([p[k] for p in pieces]).reshape(shape) for k in range(len(op.results)))
 
 
 def run_function(machine: Machine, fn: Function, block_id: tuple[int, int, int],

@@ -30,7 +30,7 @@ from ..ir import types as T
 from ..tile import ops_core as C
 from ..tile import ops_memory as M
 from ..tile.enums import AtomicRMWMode
-from .core import impl
+from .core import CHUNK_ELEMENTS, impl
 from .errors import InterpError
 from .values import (TOKEN_VALUE, UINT_OF_BITS, bits_of, dtype_of, from_int, is_subbyte, scalar_of,
                      storage_bytes, to_signed, to_unsigned)
@@ -91,25 +91,28 @@ class Memory:
         return ", ".join(f"{b.name}=[{b.base:#x}, {b.end:#x})" for b in self.buffers) or "no buffers"
 
     def read_bytes(self, addrs: np.ndarray, size: int) -> np.ndarray:
+        """The ``size`` bytes at each of ``addrs`` (flat), ``CHUNK_ELEMENTS`` addresses at a
+        time (the byte indices take 8 bytes a byte read)."""
         out = np.zeros((addrs.size, size), dtype=np.uint8)
-        if addrs.size == 0:
-            return out
-        which, offs = self._locate(addrs, size)
         span = np.arange(size)
-        for b in np.unique(which):
-            rows = which == b
-            out[rows] = self.buffers[b].data[offs[rows][:, None] + span]
+        for i in range(0, addrs.size, CHUNK_ELEMENTS):
+            chunk = addrs[i:i + CHUNK_ELEMENTS]
+            which, offs = self._locate(chunk, size)
+            for b in np.unique(which):
+                rows = which == b
+                out[i:i + CHUNK_ELEMENTS][rows] = self.buffers[b].data[offs[rows][:, None] + span]
         return out
 
     def write_bytes(self, addrs: np.ndarray, raw: np.ndarray) -> None:
-        if addrs.size == 0:
-            return
+        """Chunks in row-major order: a repeated address keeps the last element's bytes."""
         size = raw.shape[1]
-        which, offs = self._locate(addrs, size)
         span = np.arange(size)
-        for b in np.unique(which):
-            rows = which == b
-            self.buffers[b].data[offs[rows][:, None] + span] = raw[rows]
+        for i in range(0, addrs.size, CHUNK_ELEMENTS):
+            chunk, values = addrs[i:i + CHUNK_ELEMENTS], raw[i:i + CHUNK_ELEMENTS]
+            which, offs = self._locate(chunk, size)
+            for b in np.unique(which):
+                rows = which == b
+                self.buffers[b].data[offs[rows][:, None] + span] = values[rows]
 
     # -- 4-bit elements --------------------------------------------------------------------
     def load_nibbles(self, naddrs: np.ndarray, active: np.ndarray) -> np.ndarray:
