@@ -123,6 +123,17 @@ def wgmma_shared_operand(mn: int, k: int, elem_bytes: int, swizzle: Swizzle,
     return nvmma_shared((k, mn), elem_bytes, swizzle).permute((1, 0))
 
 
+def descriptor_strides(layout: LinearLayout, elem_bytes: int) -> tuple[int, int]:
+    """(leading, stride) byte offsets of the matrix descriptor of a K-major operand stored
+    without swizzle as ``layout`` (offset -> (row of A or column of B, k), as
+    ``wgmma_shared_operand``): where the core matrix next along K starts, and where the
+    next 8 rows do (PTX ISA, "Matrix Descriptor Format", K-major, no swizzle)."""
+    to_offset = layout.invert()
+    lbo = to_offset.apply(dim1=16 // elem_bytes)[0] * elem_bytes
+    sbo = to_offset.apply(dim0=8)[0] * elem_bytes
+    return lbo, sbo
+
+
 def tmem_accumulator(m: int, n: int) -> LinearLayout:
     """Where ``tcgen05.mma`` (cta_group::1) keeps its ``m x n`` f32/s32 accumulator D in
     tensor memory, from (lane, 32-bit column) to (row, column) of D (PTX ISA, "Data path

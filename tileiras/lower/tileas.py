@@ -24,6 +24,8 @@ from typing import Callable, Optional
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
 from ..layout.linear import LANE, REG, WARP, LinearLayout, default_blocked, mma_fragment, sector_blocked
+from ..layout.shared import Swizzle
+from ..layout.tensor_core import wgmma_shared_operand
 from ..record import field, record
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
@@ -356,7 +358,7 @@ def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int =
     tas = TileAS(aa, *choose_num_warps(aa, num_warps_hint, arch),
                  mma_shapes=frozenset(op.results[0].type.shape for op in aa.live_ops() if is_contraction(op)))
     for op in aa.live_ops():
-        form = tensor_core_mma(op, arch)
+        form = tensor_core_mma(op, arch, tas.num_warps, tas.extra_warps)
         if form is not None:     # warps beyond the 16x8 blocks hold copies
             tas.tensor_cores[op] = form
             tas.mma_layouts[op.result.type.shape] = mma_fragment(op.result.type.shape, tas.num_warps)
@@ -747,30 +749,47 @@ def _print(tas: TileAS, op: Operation) -> None:
 
 @record(frozen=True)
 class TensorCoreMma:
-    """One ``mma.sync.aligned.m16n8kK.row.col`` form: its type suffix (``f32.f16.f16.f32``),
-    K per instruction, the operands' element bits and the accumulator kind."""
+    """One tensor-core form: ``mma.sync.aligned.m16n8kK.row.col`` a warp at a time, or
+    with ``warpgroup`` ``wgmma.mma_async.sync.aligned.m64nNkK`` a warpgroup at a time
+    (sm_90a; the accumulator layout is the same ``mma_fragment``, see ``tensor_core_mma``).
+    Its type suffix (``f32.f16.f16.f32``), K per instruction, the operands' element bits
+    and the accumulator kind."""
     types: str
     k: int
     bits: int
     integer: bool
+    warpgroup: bool = False
 
     @property
     def opcode(self) -> str:
         return f"mma.sync.aligned.m16n8k{self.k}.row.col.{self.types}"
 
+    def wgmma_opcode(self, n: int) -> str:
+        """``wgmma.mma_async`` for an m64 x ``n`` accumulator block (``.dtype.atype.btype``)."""
+        return f"wgmma.mma_async.sync.aligned.m64n{n}k{self.k}.{self.types.rsplit('.', 1)[0]}"
+
 
 #: mma.sync operand formats per Tile IR element type: (PTX name, bits, K, lowest arch)
 MMA_SYNC_FORMATS = {"f16": ("f16", 16, 16, 80), "bf16": ("bf16", 16, 16, 80), "tf32": ("tf32", 32, 8, 80),
                     "f8E4M3FN": ("e4m3", 8, 32, 89), "f8E5M2": ("e5m2", 8, 32, 89)}
+#: architectures with ``wgmma`` (sm_90a only: sm_100 and later have tcgen05 instead)
+WGMMA_ARCHS = (90,)
+#: warps of a warpgroup, the unit ``wgmma`` runs on
+WARPGROUP = 4
 
 
-def tensor_core_mma(op: Operation, arch: int) -> Optional[TensorCoreMma]:
-    """The ``mma.sync`` form a 2-D matrix multiply runs as on tensor cores, or None (CUDA
-    cores): mmaf of f16, bf16 (f32 sums), tf32 or 8-bit floats (sm_89+; e4m3 and e5m2 may
-    mix) and mmai of 8-bit integers, M, N and K multiples of 16, 8 and the instruction's K.
-    Float sums are f32 and an f16 accumulator rounds once at the end, as on CUDA cores;
-    integer sums wrap (NVIDIA's tileiras saturates them, ``.satfinite``; the two differ
-    only past 2^31)."""
+def tensor_core_mma(op: Operation, arch: int, num_warps: int = 1, extra_warps: int = 0) -> Optional[TensorCoreMma]:
+    """The tensor-core form a 2-D matrix multiply runs as, or None (CUDA cores): mmaf of
+    f16, bf16 (f32 sums), tf32 or 8-bit floats (sm_89+; e4m3 and e5m2 may mix) and mmai
+    of 8-bit integers, M, N and K multiples of 16, 8 and the instruction's K.  Float sums
+    are f32 and an f16 accumulator rounds once at the end, as on CUDA cores; integer sums
+    wrap (NVIDIA's tileiras saturates them, ``.satfinite``; the two differ only past 2^31).
+
+    On sm_90 f16/bf16 ones with M a multiple of 64 in whole warpgroups (``num_warps`` and
+    ``extra_warps`` multiples of 4) run as ``wgmma``: ``mma_fragment`` then gives warp
+    ``w`` of a warpgroup rows ``16 w`` to ``16 w + 15`` of each 64-row block, each 8
+    columns an m16n8 accumulator in column order, which is ``wgmma``'s accumulator
+    (``tensor_core.wgmma_accumulator``)."""
     if not isinstance(op, (AR.MmaFOp, AR.MmaIOp)) or arch < 80 or op.result.type.rank != 2:
         return None
     a, b, c = (T.element_type(v.type).name for v in op.operands[:3])
@@ -787,10 +806,23 @@ def tensor_core_mma(op: Operation, arch: int) -> Optional[TensorCoreMma]:
             return None
         if c not in ("f32", "f16") or (c == "f16" and a != "f16" and fa[1] != 8):
             return None
-        form = TensorCoreMma(f"f32.{fa[0]}.{fb[0]}.f32", fa[2], fa[1], False)
+        warpgroup = (arch in WGMMA_ARCHS and fa[1] == 16 and m % 64 == 0
+                     and num_warps % WARPGROUP == 0 and extra_warps % WARPGROUP == 0)
+        form = TensorCoreMma(f"f32.{fa[0]}.{fb[0]}.f32", fa[2], fa[1], False, warpgroup)
     if m % 16 or n % 8 or k % form.k:
         return None
     return form
+
+
+def wgmma_staging(op: Operation) -> tuple[LinearLayout, LinearLayout]:
+    """Where ``wgmma`` operands of ``op`` are staged in shared memory, offset -> (m, k) of A
+    and offset -> (k, n) of B, B's bytes after A's: both K-major (B as N x K) without
+    swizzle, the 8x16-byte core matrices of each 8 rows together, then the next 8 rows,
+    each K step of 16 bytes after all the rows (``tensor_core.wgmma_shared_operand``)."""
+    esize = element_bytes(op.lhs.type)
+    (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
+    return (wgmma_shared_operand(m, k, esize, Swizzle.NONE),
+            wgmma_shared_operand(n, k, esize, Swizzle.NONE).permute((1, 0)))
 
 
 #: bytes each row of a tensor-core operand staged in shared memory is padded by: the rows an
@@ -815,11 +847,16 @@ def mma_staging_pitches(op: Operation) -> tuple[int, int]:
 @layout_rule(*ops_with(Contraction))
 def _mma(tas: TileAS, op: Operation) -> None:
     """Matrix multiply: the result takes the accumulator's layout; A and B (and their
-    block scales) are staged in shared memory, in rows padded for tensor cores
-    (``mma_staging_pitches``)."""
+    block scales) are staged in shared memory, in rows padded for ``mma.sync``
+    (``mma_staging_pitches``), for ``wgmma`` in the core matrices its descriptors read
+    (``wgmma_staging``, as many bytes as the operands)."""
     staged = [v for i, v in enumerate(op.operands) if i != 2]
     tas.layouts[op.result] = tas.layouts[op.operands[2]]
-    if op in tas.tensor_cores:
+    form = tas.tensor_cores.get(op)
+    if form is not None and form.warpgroup:     # unpadded core matrices (wgmma_staging)
+        _need_scratch(tas, op, sum(v.type.num_elements * element_bytes(v.type) for v in staged))
+        return
+    if form is not None:
         a_pitch, b_pitch = mma_staging_pitches(op)
         rows = op.lhs.type.shape[-2] * a_pitch + op.rhs.type.shape[-2] * b_pitch
         _need_scratch(tas, op, rows * element_bytes(op.lhs.type))
