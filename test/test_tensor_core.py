@@ -1,7 +1,7 @@
 """Matrix multiplies on tensor cores: ``mma.sync.m16n8kK`` for f16, bf16, tf32 and 8-bit
 float mmaf and 8-bit integer mmai on sm_80 and later (lower/tileas.tensor_core_mma,
-codegen/emit_mma._tensor_core_mma), and ``wgmma.mma_async.m64nNk16`` for f16 and bf16 ones
-in whole warpgroups on sm_90 (codegen/emit_mma._warpgroup_mma).
+codegen/emit_mma._tensor_core_mma), and on sm_90 ``wgmma.mma_async.m64nNkK`` for those
+with M a multiple of 64 in whole warpgroups (codegen/emit_mma._warpgroup_mma).
 
 The accumulator takes the MMA fragment layout (layout/linear.mma_fragment); A and B go
 through shared memory and come back with ldmatrix.  Each kernel is checked against the
@@ -130,7 +130,7 @@ CASE_IDS = [f"{c['m']}x{c['n']}x{c['k']}-{c['ab']}{c.get('bt', '')}-{c.get('acc'
 
 
 def arch_for(case: dict) -> str:
-    return "sm_90" if case["ab"].startswith("f8") else "sm_80"      # 8-bit float mma: sm_89+
+    return "sm_120" if case["ab"].startswith("f8") else "sm_80"     # 8-bit float mma.sync: sm_89+, not wgmma
 
 
 WGMMA_CASES = [
@@ -145,8 +145,18 @@ WGMMA_CASES = [
     ({"m": 256, "n": 32, "k": 32, "ab": "f16"}, 8, 32),                 # a warpgroup a 64-row block, two each
     ({"m": 64, "n": 64, "k": 32, "ab": "bf16"}, 8, 32),                 # warpgroups interleave 8-column blocks
     ({"m": 64, "n": 32, "k": 16, "ab": "f16"}, 12, 16),                 # 4 extra warps: a copy warpgroup
+    ({"m": 64, "n": 32, "k": 16, "ab": "tf32"}, None, 32),              # k8, 4-byte core matrix rows
+    ({"m": 128, "n": 64, "k": 64, "ab": "tf32"}, None, 64),
+    ({"m": 64, "n": 64, "k": 64, "ab": "f8E4M3FN", "bt": "f8E5M2"}, None, 64),   # k32
+    ({"m": 64, "n": 32, "k": 128, "ab": "f8E5M2", "acc": "f16"}, None, 32),
+    ({"m": 64, "n": 64, "k": 64, "ab": "i8", "acc": "i32"}, None, 64),
+    ({"m": 128, "n": 32, "k": 32, "ab": "i8", "acc": "i32", "signs": "unsigned signed"}, None, 32),
 ]
-WGMMA_IDS = [f"{c['m']}x{c['n']}x{c['k']}-{c['ab']}-{c.get('acc', 'f32')}-w{w}" for c, w, _ in WGMMA_CASES]
+#: the wgmma type suffix (``.dtype.atype.btype``) and K of each element type
+WGMMA_TYPES = {"f16": ("f32.f16.f16", 16), "bf16": ("f32.bf16.bf16", 16), "tf32": ("f32.tf32.tf32", 8),
+               "f8E4M3FN": ("f32.e4m3.e5m2", 32), "f8E5M2": ("f32.e5m2.e5m2", 32)}
+WGMMA_IDS = [f"{c['m']}x{c['n']}x{c['k']}-{c['ab']}{c.get('bt', '')}-{c.get('acc', 'f32')}{c.get('signs', '')}-w{w}"
+             .replace(" ", "_") for c, w, _ in WGMMA_CASES]
 
 
 def wgmma_text(case: dict, warps) -> str:
@@ -160,10 +170,14 @@ def test_sm90_gemm_uses_wgmma(case, warps, n):
     in a K loop, which LLVM may unroll); A and B from shared memory through descriptors:
     no mma.sync, no ldmatrix."""
     ptx = ptx_of(wgmma_text(case, warps), "sm_90")
-    ab = case["ab"]
+    if case["ab"] == "i8":
+        signs = ["s8" if s == "signed" else "u8" for s in case.get("signs", "signed unsigned").split()]
+        types, k = f"s32.{signs[0]}.{signs[1]}", 32
+    else:
+        types, k = WGMMA_TYPES[case["ab"]]
     blocks = case["m"] // 64 // max(1, (warps or 4) // 4) or 1
-    issued = ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ab}.{ab} ")
-    assert issued in (blocks * min(case["k"] // 16, 4), blocks * case["k"] // 16)
+    issued = ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{types} ")
+    assert issued in (blocks * min(case["k"] // k, 4), blocks * case["k"] // k)
     for line in ("wgmma.fence.sync.aligned;", "wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;",
                  "fence.proxy.async.shared::cta;", ".target sm_90a"):
         assert line in ptx
@@ -180,7 +194,7 @@ def test_sm90_wgmma_gemm_matches_interpreter(case, warps, n):
 
 
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas not installed (nvidia-cuda-nvcc)")
-@pytest.mark.parametrize("case, warps, n", WGMMA_CASES[:5], ids=WGMMA_IDS[:5])
+@pytest.mark.parametrize("case, warps, n", WGMMA_CASES[::2], ids=WGMMA_IDS[::2])
 def test_sm90_wgmma_assembles(case, warps, n):
     result = invoke_ptxas(ptx_of(wgmma_text(case, warps), "sm_90"), "sm_90")
     assert result.cubin[:4] == b"\x7fELF"
@@ -190,7 +204,7 @@ def test_sm90_wgmma_assembles(case, warps, n):
     ({"m": 32, "n": 64, "k": 32, "ab": "f16"}, None),      # M below a warpgroup's 64 rows
     ({"m": 64, "n": 64, "k": 32, "ab": "f16"}, 2),         # fewer warps than a warpgroup
     ({"m": 64, "n": 64, "k": 32, "ab": "f16"}, 6),         # a partial warpgroup of extra warps
-    ({"m": 64, "n": 32, "k": 32, "ab": "tf32"}, None),     # tf32: not yet
+    ({"m": 32, "n": 32, "k": 64, "ab": "i8", "acc": "i32"}, None),
 ])
 def test_other_sm90_tensor_core_gemms_keep_mma_sync(case, warps):
     ptx = ptx_of(wgmma_text(case, warps), "sm_90")

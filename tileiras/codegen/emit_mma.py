@@ -227,7 +227,8 @@ def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: T
     b_start = b.add(smem, b.add(ir.Constant(I32, a_bytes),
                                 b.mul(b.lshr(wg_col, ir.Constant(I32, 3)), ir.Constant(I32, b_sbo * 8 // spacing))))
     a_desc, b_desc = matrix_descriptor(b, a_start, a_lbo, a_sbo), matrix_descriptor(b, b_start, b_lbo, b_sbo)
-    sums = [v if v.type == ir.FloatType() else b.fpext(v, ir.FloatType()) for v in acc.regs]
+    sum_ty = I32 if form.integer else ir.FloatType()
+    sums = [v if v.type == sum_ty else b.fpext(v, sum_ty) for v in acc.regs]
     kdim = a_t.shape[-1]
     steps = min(WGMMA_STEPS, kdim // form.k)
 
@@ -272,23 +273,27 @@ def matrix_descriptor(b: ir.IRBuilder, start: ir.Value, lbo: int, sbo: int) -> i
 def wgmma(b: ir.IRBuilder, form: TensorCoreMma, n: int, descs: list[ir.Value], d: list[ir.Value]) -> list[ir.Value]:
     """``wgmma.mma_async`` of ``form`` for an m64 x ``n`` block, one per (A, B) descriptor
     pair in ``descs``, into the accumulators ``d`` (tied: they stay in their registers);
-    ``scale-d`` is 1, both operands K-major."""
+    ``scale-d`` is 1, both operands K-major (the immediates after it: scales of A and B
+    for floats, and transposes for 16-bit ones; none for integers)."""
     count = len(d)
     acc = "{" + ", ".join(f"${q}" for q in range(count)) + "}"
+    tail = "p" if form.integer else "p, 1, 1, 0, 0" if form.bits == 16 else "p, 1, 1"
     lines = ["{", ".reg .pred p;", "setp.ne.b32 p, 1, 0;"]
     for s in range(len(descs) // 2):
-        lines.append(f"{form.wgmma_opcode(n)} {acc}, ${count + 2 * s}, ${count + 2 * s + 1}, p, 1, 1, 0, 0;")
+        lines.append(f"{form.wgmma_opcode(n)} {acc}, ${count + 2 * s}, ${count + 2 * s + 1}, {tail};")
     lines.append("}")
-    constraints = ",".join(["=f"] * count + ["l"] * len(descs) + [str(q) for q in range(count)] + ["~{memory}"])
-    result = X.asm(b, ir.LiteralStructType([ir.FloatType()] * count), "\n".join(lines), constraints,
+    reg = X.reg_class(d[0].type)[0]
+    constraints = ",".join([f"={reg}"] * count + ["l"] * len(descs) + [str(q) for q in range(count)] + ["~{memory}"])
+    result = X.asm(b, ir.LiteralStructType([d[0].type] * count), "\n".join(lines), constraints,
                    [*descs, *d], side_effect=True)
     return [b.extract_value(result, q) for q in range(count)]
 
 
 def _tied(b: ir.IRBuilder, text: str, values: list[ir.Value]) -> list[ir.Value]:
     count = len(values)
-    constraints = ",".join(["=f"] * count + [str(q) for q in range(count)] + ["~{memory}"])
-    result = X.asm(b, ir.LiteralStructType([ir.FloatType()] * count), text, constraints, values, side_effect=True)
+    reg = X.reg_class(values[0].type)[0]
+    constraints = ",".join([f"={reg}"] * count + [str(q) for q in range(count)] + ["~{memory}"])
+    result = X.asm(b, ir.LiteralStructType([values[0].type] * count), text, constraints, values, side_effect=True)
     return [b.extract_value(result, q) for q in range(count)]
 
 

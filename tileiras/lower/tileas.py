@@ -785,8 +785,8 @@ def tensor_core_mma(op: Operation, arch: int, num_warps: int = 1, extra_warps: i
     are f32 and an f16 accumulator rounds once at the end, as on CUDA cores; integer sums
     wrap (NVIDIA's tileiras saturates them, ``.satfinite``; the two differ only past 2^31).
 
-    On sm_90 f16/bf16 ones with M a multiple of 64 in whole warpgroups (``num_warps`` and
-    ``extra_warps`` multiples of 4) run as ``wgmma``: ``mma_fragment`` then gives warp
+    On sm_90 those with M a multiple of 64 in whole warpgroups (``num_warps`` and
+    ``extra_warps`` multiples of 4) run as ``wgmma`` (same K per instruction): ``mma_fragment`` then gives warp
     ``w`` of a warpgroup rows ``16 w`` to ``16 w + 15`` of each 64-row block, each 8
     columns an m16n8 accumulator in column order, which is ``wgmma``'s accumulator
     (``tensor_core.wgmma_accumulator``)."""
@@ -799,19 +799,18 @@ def tensor_core_mma(op: Operation, arch: int, num_warps: int = 1, extra_warps: i
             return None
         sign = {Signedness.SIGNED: "s8", Signedness.UNSIGNED: "u8"}
         types = f"s32.{sign[op.signedness_lhs]}.{sign[op.signedness_rhs]}.s32"
-        form = TensorCoreMma(types, 32, 8, True)
+        form = (types, 32, 8, True)
     else:
         fa, fb = MMA_SYNC_FORMATS.get(a), MMA_SYNC_FORMATS.get(b)
         if fa is None or fb is None or fa[1:] != fb[1:] or (fa[1] == 16 and a != b) or arch < fa[3]:
             return None
         if c not in ("f32", "f16") or (c == "f16" and a != "f16" and fa[1] != 8):
             return None
-        warpgroup = (arch in WGMMA_ARCHS and fa[1] == 16 and m % 64 == 0
-                     and num_warps % WARPGROUP == 0 and extra_warps % WARPGROUP == 0)
-        form = TensorCoreMma(f"f32.{fa[0]}.{fb[0]}.f32", fa[2], fa[1], False, warpgroup)
-    if m % 16 or n % 8 or k % form.k:
+        form = (f"f32.{fa[0]}.{fb[0]}.f32", fa[2], fa[1], False)
+    if m % 16 or n % 8 or k % form[1]:
         return None
-    return form
+    warpgroup = arch in WGMMA_ARCHS and m % 64 == 0 and num_warps % WARPGROUP == 0 and extra_warps % WARPGROUP == 0
+    return TensorCoreMma(*form, warpgroup)
 
 
 def wgmma_staging(op: Operation) -> tuple[LinearLayout, LinearLayout]:
