@@ -12,7 +12,7 @@ import pytest
 from tileiras.emulate.ops import matrix, mma, tcgen05
 from tileiras.layout.core import LANE, REG, WARP, LinearLayout
 from tileiras.layout.linear import mma_blocks, mma_fragment
-from tileiras.layout.shared import Swizzle
+from tileiras.layout.shared import Padding, Swizzle
 from tileiras.layout.tensor_core import (
     TMEM_COL,
     TMEM_ROW,
@@ -142,21 +142,25 @@ def test_wgmma_mn_major_operand(elem_bytes, swizzle):
     assert wgmma_shared_operand(64, mn, elem_bytes, swizzle).shape == (64, mn)
 
 
+@pytest.mark.parametrize("pad", [None, "core", "column"])
 @pytest.mark.parametrize("mn, k", [(64, 16), (128, 64), (256, 32)])
-def test_no_swizzle_descriptor_strides_are_the_emulators(mn, k):
+def test_no_swizzle_descriptor_strides_are_the_emulators(mn, k, pad):
     """A descriptor whose start is the offset of (row r0, k0) and whose leading and stride
-    byte offsets are ``descriptor_strides`` of a no-swizzle K-major operand makes the
-    emulator read exactly that operand's 64 (or 8) rows from r0 and 16 K elements from k0
-    (what ``emit_mma._warpgroup_mma`` issues, per 64-row block and k16 step)."""
+    byte offsets are ``descriptor_strides`` of a no-swizzle K-major operand (padded by 16
+    bytes after each core matrix or each K column of them, or not) makes the emulator
+    read exactly that operand's 64 rows from r0 and 16 K elements from k0 (what
+    ``emit_mma._warpgroup_mma`` issues, per 64-row block and k16 step)."""
     layout = wgmma_shared_operand(mn, k, 2, Swizzle.NONE)
-    lbo, sbo = descriptor_strides(layout, 2)
+    padding = {None: None, "core": Padding(64, 8), "column": Padding(mn * 8, 8)}[pad]
+    lbo, sbo = descriptor_strides(layout, 2, padding)
     to_offset = layout.invert()
+    place = padding.apply if padding else (lambda x: x)
     for r0, k0 in itertools.product(range(0, mn, 64), range(0, k, 16)):
-        start = 2 * to_offset.apply(dim0=r0, dim1=k0)[0]
+        start = 2 * place(to_offset.apply(dim0=r0, dim1=k0)[0])
         desc = start >> 4 | (lbo >> 4) << 16 | (sbo >> 4) << 32
         got = mma.descriptor_offsets(desc, 64, 32)
-        want = np.array([[2 * to_offset.apply(dim0=r0 + r, dim1=k0 + byte // 2)[0] + byte % 2 for byte in range(32)]
-                         for r in range(64)])
+        want = np.array([[2 * place(to_offset.apply(dim0=r0 + r, dim1=k0 + byte // 2)[0]) + byte % 2
+                          for byte in range(32)] for r in range(64)])
         assert (got == want).all()
 
 

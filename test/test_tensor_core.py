@@ -200,6 +200,20 @@ def test_sm90_wgmma_assembles(case, warps, n):
     assert result.cubin[:4] == b"\x7fELF"
 
 
+@pytest.mark.parametrize("m, n, k", [(64, 64, 32), (128, 128, 64)])
+def test_wgmma_staging_stores_spread_over_the_banks(m, n, k):
+    """The padding TileAS picks for the staged operands (tileas.staging_padding) keeps the
+    stores within 3x the ideal wavefronts (without it B's lanes along N meet one bank:
+    12x on 128x128x64); the emulator counts the wavefronts."""
+    module = parse_module(gemm_kernel(m, n, k, "f16"), "k.mlir")
+    fn = module.functions[0]
+    args = diffcheck.synthesize_args(fn, np.random.default_rng(1), 128)
+    ptx = diffcheck.compile_ptx(module, "sm_90")
+    assert "wgmma.mma_async" in ptx
+    stores = launch(ptx, fn.name, (1, 1, 1), args, traffic=True).check().traffic.shared_stores
+    assert stores.requests > 0 and stores.wavefronts <= 3 * stores.ideal_wavefronts
+
+
 @pytest.mark.parametrize("case, warps", [
     ({"m": 32, "n": 64, "k": 32, "ab": "f16"}, None),      # M below a warpgroup's 64 rows
     ({"m": 64, "n": 64, "k": 32, "ab": "f16"}, 2),         # fewer warps than a warpgroup

@@ -20,7 +20,7 @@ from ..ir import types as T
 from ..ir.core import Operation
 from ..layout.linear import LinearLayout, mma_blocks
 from ..layout.tensor_core import descriptor_strides
-from ..lower.tileas import TensorCoreMma, element_bytes, mma_staging_pitches, wgmma_staging
+from ..lower.tileas import TensorCoreMma, element_bytes, mma_staging_pitches
 from ..tile import ops_arith as AR
 from ..tile.enums import Signedness
 from . import intrinsics as X
@@ -184,7 +184,8 @@ def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: T
                    acc: TileVal) -> None:
     """C += A @ B with ``wgmma.mma_async.sync.aligned.m64nNk16`` (``tileas.tensor_core_mma``
     chose the warpgroup form): A (M x K) and B, as N x K, are staged K-major in shared
-    memory without swizzle (``tileas.wgmma_staging``: 8x16-byte core matrices), so a
+    memory without swizzle (``TileAS.wgmma_staging``: 8x16-byte core matrices, padded
+    where that spreads the stores over the banks), so a
     matrix descriptor describes each 64-row block of A and each column block of B.  The
     accumulator's ``mma_fragment`` layout gives each warpgroup 64-row blocks (its
     registers ``4 cols_blocks i`` on, 64 apart or more) and ``cols_blocks`` blocks of 8
@@ -196,15 +197,19 @@ def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: T
     accumulators as tied operands, so no instruction touches them in flight."""
     b = em.b
     a_t, b_t = op.lhs.type, op.rhs.type
-    shared_a, shared_b = wgmma_staging(op)
-    esize = element_bytes(a_t)
-    a_bytes = esize * a_t.num_elements
+    staging = em.tas.wgmma_staging[op]
+    shared_a, shared_b = staging.a, staging.b
+    esize = staging.elem_bytes
+    a_bytes = staging.b_base
     X.barrier(b)
-    for tv, shared, base in ((lhs, shared_a, 0), (rhs, shared_b, a_bytes)):
+    for tv, shared, padding, base in ((lhs, shared_a, staging.a_padding, 0), (rhs, shared_b, staging.b_padding, a_bytes)):
         to_offset = tv.layout.invert_and_compose(shared)
         st = _smem_type(tv.regs[0].type)
         for reg in em.unique_regs(tv.layout):
             (offset,) = em.coords(to_offset, reg)
+            if padding is not None:
+                skip = b.lshr(offset, ir.Constant(I32, padding.interval.bit_length() - 1))
+                offset = b.add(offset, b.mul(skip, ir.Constant(I32, padding.amount)))
             b.store(_to_smem(b, tv.regs[reg], st), em.smem_slot(offset, esize, base))
     X.fence_proxy_async(b)        # the generic-proxy stores, before the async proxy reads
     X.barrier(b)
@@ -218,8 +223,8 @@ def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: T
     spacing = layout.apply(reg=4)[1] if cols_blocks > 1 else 8        # of the warp's 8-column blocks
     assert all(layout.apply(reg=4 * j) == (0, j * spacing) for j in range(cols_blocks))
     core = 16 // esize                                              # K elements of a core matrix
-    a_lbo, a_sbo = descriptor_strides(shared_a, esize)
-    b_lbo, b_sbo = descriptor_strides(shared_b.permute((1, 0)), esize)
+    a_lbo, a_sbo = descriptor_strides(shared_a, esize, staging.a_padding)
+    b_lbo, b_sbo = descriptor_strides(shared_b.permute((1, 0)), esize, staging.b_padding)
     b_sbo = b_sbo * spacing // 8
     smem = b.ptrtoint(em.smem(), I32)
     row_offsets = [layout.apply(reg=4 * cols_blocks * i)[0] for i in range(rows_blocks)]

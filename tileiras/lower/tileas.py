@@ -24,7 +24,8 @@ from typing import Callable, Optional
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
 from ..layout.linear import LANE, REG, WARP, LinearLayout, default_blocked, mma_fragment, sector_blocked
-from ..layout.shared import Swizzle
+from ..layout.core import OFFSET
+from ..layout.shared import Padding, Swizzle, bank_wavefronts
 from ..layout.tensor_core import wgmma_shared_operand
 from ..record import field, record
 from ..tile import ops_arith as AR
@@ -80,6 +81,9 @@ class TileAS:
     #: shapes of tensor-core matrix multiply results: their tiles take the MMA's fragment
     #: layout (``mma_fragment``)
     mma_layouts: dict = field(default_factory=dict)
+    #: ``wgmma`` matrix multiplies: where their operands wait in shared memory
+    #: (``wgmma_staging``, decided by the layout rule from the operands' layouts)
+    wgmma_staging: dict = field(default_factory=dict)
     #: view loads and stores whose facts allow ``v`` elements a thread per access
     #: (``vectorize.allowed_vectors``), and per tile shape the run its layouts give a thread
     access_allowed: dict = field(default_factory=dict)
@@ -813,15 +817,60 @@ def tensor_core_mma(op: Operation, arch: int, num_warps: int = 1, extra_warps: i
     return TensorCoreMma(*form, warpgroup)
 
 
-def wgmma_staging(op: Operation) -> tuple[LinearLayout, LinearLayout]:
-    """Where ``wgmma`` operands of ``op`` are staged in shared memory, offset -> (m, k) of A
-    and offset -> (k, n) of B, B's bytes after A's: both K-major (B as N x K) without
-    swizzle, the 8x16-byte core matrices of each 8 rows together, then the next 8 rows,
-    each K step of 16 bytes after all the rows (``tensor_core.wgmma_shared_operand``)."""
+@record(frozen=True)
+class WgmmaStaging:
+    """Where ``wgmma`` operands wait in shared memory: ``a`` offset -> (m, k) of A, ``b``
+    offset -> (k, n) of B (its bytes after A's, ``b_base``), each K-major without swizzle
+    (``tensor_core.wgmma_shared_operand``: 8x16-byte core matrices, each 8 rows' together,
+    then each K step of 16 bytes after all the rows), with ``padding`` (or None) after
+    each core matrix or each K column of them: ``Padding`` is affine on the core
+    matrices, so the descriptors' byte offsets stay constant (``descriptor_strides``)."""
+    a: LinearLayout
+    b: LinearLayout
+    a_padding: Optional[Padding]
+    b_padding: Optional[Padding]
+    elem_bytes: int
+
+    def _bytes(self, layout: LinearLayout, padding: Optional[Padding]) -> int:
+        size = layout.size(OFFSET)
+        return self.elem_bytes * (padding.padded_size(size) if padding else size)
+
+    @property
+    def b_base(self) -> int:
+        return self._bytes(self.a, self.a_padding)
+
+    @property
+    def nbytes(self) -> int:
+        return self.b_base + self._bytes(self.b, self.b_padding)
+
+
+def wgmma_staging(op: Operation, a_regs: LinearLayout, b_regs: LinearLayout) -> WgmmaStaging:
+    """The staging of ``op``'s operands for ``wgmma``, given the register layouts A and B
+    arrive in: each padded as ``staging_padding`` finds best for its stores."""
     esize = element_bytes(op.lhs.type)
     (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
-    return (wgmma_shared_operand(m, k, esize, Swizzle.NONE),
-            wgmma_shared_operand(n, k, esize, Swizzle.NONE).permute((1, 0)))
+    a = wgmma_shared_operand(m, k, esize, Swizzle.NONE)
+    b = wgmma_shared_operand(n, k, esize, Swizzle.NONE).permute((1, 0))
+    return WgmmaStaging(a, b, staging_padding(a_regs, a, m, esize), staging_padding(b_regs, b, n, esize), esize)
+
+
+def staging_padding(regs: LinearLayout, shared: LinearLayout, mn: int, esize: int) -> Optional[Padding]:
+    """None, 16 bytes after each core matrix (the stride byte offset grows by 16) or after
+    each K column of ``mn`` rows of them (the leading one does): whichever the stores of
+    ``regs`` (as wide as their consecutive offsets allow, up to 16 bytes) take the fewest
+    shared-memory wavefronts with (``bank_wavefronts``; the first on ties).  Without
+    padding, lanes that hold the same element of different core matrices all meet one
+    bank, as B's lanes along N do (32-way) and A's along K."""
+    vector = regs.invert_and_compose(shared).largest_vectorization(0, 16 // esize)
+    best, fewest = None, None
+    for padding in (None, Padding(128 // esize, 16 // esize), Padding(mn * 16 // esize, 16 // esize)):
+        try:
+            cost = sum(bank_wavefronts(regs, shared, esize, vector, padding=padding))
+        except ValueError:      # a vector across the padding
+            continue
+        if fewest is None or cost < fewest:
+            best, fewest = padding, cost
+    return best
 
 
 #: bytes each row of a tensor-core operand staged in shared memory is padded by: the rows an
@@ -848,12 +897,13 @@ def _mma(tas: TileAS, op: Operation) -> None:
     """Matrix multiply: the result takes the accumulator's layout; A and B (and their
     block scales) are staged in shared memory, in rows padded for ``mma.sync``
     (``mma_staging_pitches``), for ``wgmma`` in the core matrices its descriptors read
-    (``wgmma_staging``, as many bytes as the operands)."""
+    (``wgmma_staging``)."""
     staged = [v for i, v in enumerate(op.operands) if i != 2]
     tas.layouts[op.result] = tas.layouts[op.operands[2]]
     form = tas.tensor_cores.get(op)
-    if form is not None and form.warpgroup:     # unpadded core matrices (wgmma_staging)
-        _need_scratch(tas, op, sum(v.type.num_elements * element_bytes(v.type) for v in staged))
+    if form is not None and form.warpgroup:
+        tas.wgmma_staging[op] = wgmma_staging(op, tas.operand_layout(op, 0), tas.operand_layout(op, 1))
+        _need_scratch(tas, op, tas.wgmma_staging[op].nbytes)
         return
     if form is not None:
         a_pitch, b_pitch = mma_staging_pitches(op)
