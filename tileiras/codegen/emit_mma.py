@@ -174,7 +174,7 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
     em.put(op.result, TileVal(acc.layout, [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in sums]))
 
 
-#: k16 steps one iteration of the wgmma K loop issues as one commit group
+#: instruction K steps one iteration of the wgmma K loop issues as one commit group
 WGMMA_STEPS = 4
 #: the widest accumulator block of one ``wgmma`` (m64n256)
 WGMMA_MAX_N = 256
@@ -182,17 +182,17 @@ WGMMA_MAX_N = 256
 
 def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: TileVal, rhs: TileVal,
                    acc: TileVal) -> None:
-    """C += A @ B with ``wgmma.mma_async.sync.aligned.m64nNk16`` (``tileas.tensor_core_mma``
+    """C += A @ B with ``wgmma.mma_async.sync.aligned.m64nNkK`` (``tileas.tensor_core_mma``
     chose the warpgroup form): A (M x K) and B, as N x K, are staged K-major in shared
     memory without swizzle (``TileAS.wgmma_staging``: 8x16-byte core matrices, padded
-    where that spreads the stores over the banks), so a
-    matrix descriptor describes each 64-row block of A and each column block of B.  The
+    where that spreads the stores over the banks), so a matrix descriptor describes each
+    64-row block of A and each column block of B.  The
     accumulator's ``mma_fragment`` layout gives each warpgroup 64-row blocks (its
     registers ``4 cols_blocks i`` on, 64 apart or more) and ``cols_blocks`` blocks of 8
     columns, evenly spaced (interleaved with other warpgroups' where the rows run out),
     which is ``wgmma``'s D for each 64-row block once B's descriptor steps from one
     8-column block to the next by that spacing.  Per step of up to
-    ``WGMMA_STEPS`` k16 steps: ``wgmma.fence``, one ``mma_async`` per k16 step and
+    ``WGMMA_STEPS`` instruction K steps: ``wgmma.fence``, one ``mma_async`` per K step and
     accumulator block, ``commit_group``, ``wait_group 0``; fence and wait take the
     accumulators as tied operands, so no instruction touches them in flight."""
     b = em.b
@@ -221,16 +221,17 @@ def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: T
     wg_row = b.and_(row0, ir.Constant(I32, ~63))                  # the warpgroup's first row and column
     wg_col = b.and_(col0, ir.Constant(I32, ~7))
     spacing = layout.apply(reg=4)[1] if cols_blocks > 1 else 8        # of the warp's 8-column blocks
-    assert all(layout.apply(reg=4 * j) == (0, j * spacing) for j in range(cols_blocks))
+    if any(layout.apply(reg=4 * j) != (0, j * spacing) for j in range(cols_blocks)):
+        raise CompileError(f"internal: {layout} is not wgmma accumulators")
     core = 16 // esize                                              # K elements of a core matrix
     a_lbo, a_sbo = descriptor_strides(shared_a, esize, staging.a_padding)
-    b_lbo, b_sbo = descriptor_strides(shared_b.permute((1, 0)), esize, staging.b_padding)
-    b_sbo = b_sbo * spacing // 8
+    b_lbo, b_group = descriptor_strides(shared_b.permute((1, 0)), esize, staging.b_padding)
+    b_sbo = b_group * spacing // 8                                  # this warpgroup's next 8 columns
     smem = b.ptrtoint(em.smem(), I32)
     row_offsets = [layout.apply(reg=4 * cols_blocks * i)[0] for i in range(rows_blocks)]
     a_start = b.add(smem, b.mul(b.lshr(wg_row, ir.Constant(I32, 3)), ir.Constant(I32, a_sbo)))
     b_start = b.add(smem, b.add(ir.Constant(I32, a_bytes),
-                                b.mul(b.lshr(wg_col, ir.Constant(I32, 3)), ir.Constant(I32, b_sbo * 8 // spacing))))
+                                b.mul(b.lshr(wg_col, ir.Constant(I32, 3)), ir.Constant(I32, b_group))))
     a_desc, b_desc = matrix_descriptor(b, a_start, a_lbo, a_sbo), matrix_descriptor(b, b_start, b_lbo, b_sbo)
     sum_ty = I32 if form.integer else ir.FloatType()
     sums = [v if v.type == sum_ty else b.fpext(v, sum_ty) for v in acc.regs]
