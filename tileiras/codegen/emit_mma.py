@@ -11,7 +11,7 @@ type.  A tcgen05 (sm_100) lowering will sit beside them.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 from llvmlite import ir
 
@@ -19,13 +19,14 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation
 from ..layout.linear import LinearLayout, mma_blocks
+from ..layout.shared import Padding
 from ..layout.tensor_core import descriptor_strides
-from ..lower.tileas import TensorCoreMma, element_bytes, mma_staging_pitches
+from ..lower.tileas import ITER, TensorCoreMma, element_bytes, mma_staging_pitches
 from ..tile import ops_arith as AR
 from ..tile.enums import Signedness
 from . import intrinsics as X
 from .emit_shape import _spill
-from .nvvm import I32, KernelEmitter, _smem_type, _to_smem, emits
+from .nvvm import I32, KernelEmitter, _runtime_mask, _smem_type, _to_smem, emits
 from .values import BF16, TileVal, llvm_type
 
 
@@ -205,12 +206,17 @@ def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: T
     for tv, shared, padding, base in ((lhs, shared_a, staging.a_padding, 0), (rhs, shared_b, staging.b_padding, a_bytes)):
         to_offset = tv.layout.invert_and_compose(shared)
         st = _smem_type(tv.regs[0].type)
-        for reg in em.unique_regs(tv.layout):
-            (offset,) = em.coords(to_offset, reg)
-            if padding is not None:
-                skip = b.lshr(offset, ir.Constant(I32, padding.interval.bit_length() - 1))
-                offset = b.add(offset, b.mul(skip, ir.Constant(I32, padding.amount)))
-            b.store(_to_smem(b, tv.regs[reg], st), em.smem_slot(offset, esize, base))
+        vector = to_offset.largest_vectorization(0, 16 // esize)     # never across the padding
+        for first in em.unique_regs(tv.layout)[::vector]:             # one store per run of consecutive offsets
+            slot = em.smem_slot(_padded_offset(em, to_offset, first, padding), esize, base)
+            values = [_to_smem(b, tv.regs[first + j], st) for j in range(vector)]
+            if vector == 1:
+                b.store(values[0], slot)
+                continue
+            packed: ir.Value = ir.Constant(ir.VectorType(st, vector), None)
+            for j, v in enumerate(values):
+                packed = b.insert_element(packed, v, ir.Constant(I32, j))
+            b.store(packed, slot, align=vector * esize)
     X.fence_proxy_async(b)        # the generic-proxy stores, before the async proxy reads
     X.barrier(b)
     layout = acc.layout
@@ -261,6 +267,25 @@ def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: T
     sums = counted_loop(em, "wgmma.k", kdim, steps * form.k, sums, step)
     out_ty = acc.regs[0].type
     em.put(op.result, TileVal(layout, [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in sums]))
+
+
+def _pad(b: ir.IRBuilder, offset: ir.Value, padding: Padding) -> ir.Value:
+    skip = b.lshr(offset, ir.Constant(I32, padding.interval.bit_length() - 1))
+    return b.add(offset, b.mul(skip, ir.Constant(I32, padding.amount)))
+
+
+def _padded_offset(em: KernelEmitter, layout: LinearLayout, reg: int, padding: Optional[Padding]) -> ir.Value:
+    """Offset of register ``reg`` in ``layout`` (to a 1-D shared offset) spaced by
+    ``padding``: where the register's constant bits miss the thread's, the padding of
+    each part is added (``apply`` is additive on disjoint bits), so the constant folds
+    into the address as in ``KernelEmitter.coords``."""
+    if padding is None:
+        return em.coords(layout, reg)[0]
+    (const,) = layout.apply(reg=reg)
+    if const & _runtime_mask(layout, 0) or ITER in layout.names:
+        return _pad(em.b, em.coords(layout, reg)[0], padding)
+    runtime = _pad(em.pb, em.runtime_coords(layout)[0], padding)       # the same each register: CSE'd
+    return em.b.add(runtime, ir.Constant(I32, padding.apply(const)))
 
 
 def _desc_add(b: ir.IRBuilder, desc: ir.Value, units: int) -> ir.Value:
