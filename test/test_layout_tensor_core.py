@@ -11,11 +11,12 @@ import pytest
 
 from tileiras.emulate.ops import matrix, mma, tcgen05
 from tileiras.layout.core import LANE, REG, WARP, LinearLayout
-from tileiras.layout.linear import mma_fragment
-from tileiras.layout.shared import Swizzle
+from tileiras.layout.linear import mma_blocks, mma_fragment
+from tileiras.layout.shared import Padding, Swizzle
 from tileiras.layout.tensor_core import (
     TMEM_COL,
     TMEM_ROW,
+    descriptor_strides,
     ldmatrix_layout,
     ldmatrix_rows,
     mma_a_layout,
@@ -139,6 +140,49 @@ def test_wgmma_mn_major_operand(elem_bytes, swizzle):
         at = atom * k * width + (kk // 8) * 8 * width + r * width + 16 * chunk + byte % 16
         assert layout.apply(offset=at // elem_bytes) == (i, kk)
     assert wgmma_shared_operand(64, mn, elem_bytes, swizzle).shape == (64, mn)
+
+
+@pytest.mark.parametrize("pad", [None, "core", "column"])
+@pytest.mark.parametrize("mn, k", [(64, 16), (128, 64), (256, 32)])
+def test_no_swizzle_descriptor_strides_are_the_emulators(mn, k, pad):
+    """A descriptor whose start is the offset of (row r0, k0) and whose leading and stride
+    byte offsets are ``descriptor_strides`` of a no-swizzle K-major operand (padded by 16
+    bytes after each core matrix or each K column of them, or not) makes the emulator
+    read exactly that operand's 64 rows from r0 and 16 K elements from k0 (what
+    ``emit_mma._warpgroup_mma`` issues, per 64-row block and k16 step)."""
+    layout = wgmma_shared_operand(mn, k, 2, Swizzle.NONE)
+    padding = {None: None, "core": Padding(64, 8), "column": Padding(mn * 8, 8)}[pad]
+    lbo, sbo = descriptor_strides(layout, 2, padding)
+    to_offset = layout.invert()
+    place = padding.apply if padding else (lambda x: x)
+    for r0, k0 in itertools.product(range(0, mn, 64), range(0, k, 16)):
+        start = 2 * place(to_offset.apply(dim0=r0, dim1=k0)[0])
+        desc = start >> 4 | (lbo >> 4) << 16 | (sbo >> 4) << 32
+        got = mma.descriptor_offsets(desc, 64, 32)
+        want = np.array([[2 * place(to_offset.apply(dim0=r0 + r, dim1=k0 + byte // 2)[0]) + byte % 2
+                          for byte in range(32)] for r in range(64)])
+        assert (got == want).all()
+
+
+@pytest.mark.parametrize("m, n, warps", [(64, 8, 4), (64, 256, 4), (128, 64, 4), (128, 32, 8), (64, 64, 8)])
+def test_mma_fragment_holds_wgmma_accumulators(m, n, warps):
+    """On 4 warps and more with M a multiple of 64, ``mma_fragment`` gives each warpgroup
+    wgmma accumulators: for the 64-row block of its registers ``4 cols i`` on, its first
+    warp's rows and columns (multiples of 64 and of 8) plus ``wgmma_accumulator`` (the
+    warp within the group, lane and register), its 8-column blocks ``spacing`` apart
+    (8 unless warpgroups beyond the rows interleave their columns: then B's descriptor
+    steps by the spacing)."""
+    layout = mma_fragment((m, n), warps)
+    rows_blocks, cols_blocks = mma_blocks(layout)
+    acc = wgmma_accumulator(8 * cols_blocks)
+    spacing = layout.apply(reg=4)[1] if cols_blocks > 1 else 8
+    for group, i in itertools.product(range(warps // 4), range(rows_blocks)):
+        origin = layout.apply(warp=4 * group, reg=4 * cols_blocks * i)
+        assert origin[0] % 64 == 0 and origin[1] % 8 == 0
+        for reg, lane, w in itertools.product(range(acc.size(REG)), range(32), range(4)):
+            row, col = acc.apply(reg=reg, lane=lane, warp=w)
+            got = layout.apply(reg=4 * cols_blocks * i + reg, lane=lane, warp=4 * group + w)
+            assert got == (origin[0] + row, origin[1] + col // 8 * spacing + col % 8)
 
 
 @pytest.mark.parametrize("m", [64, 128])

@@ -1,6 +1,7 @@
 """Matrix multiplies on tensor cores: ``mma.sync.m16n8kK`` for f16, bf16, tf32 and 8-bit
 float mmaf and 8-bit integer mmai on sm_80 and later (lower/tileas.tensor_core_mma,
-codegen/emit_mma._tensor_core_mma).
+codegen/emit_mma._tensor_core_mma), and on sm_90 ``wgmma.mma_async.m64nNkK`` for those
+with M a multiple of 64 in whole warpgroups (codegen/emit_mma._warpgroup_mma).
 
 The accumulator takes the MMA fragment layout (layout/linear.mma_fragment); A and B go
 through shared memory and come back with ldmatrix.  Each kernel is checked against the
@@ -12,10 +13,12 @@ import numpy as np
 import pytest
 
 from tileiras import diffcheck
+from tileiras.codegen.ptxas import invoke_ptxas
 from tileiras.emulate import launch
 from tileiras.layout.linear import mma_blocks, mma_fragment
 from tileiras.pipeline import CompileOptions, compile_module
 from tileiras.text.parser import parse_module
+from tileiras.tools import find_ptxas
 
 
 # -- the fragment layout ----------------------------------------------------------------------
@@ -99,6 +102,11 @@ def gemm_kernel(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", rank:
             f"  entry @k({a_args}, {b_args}, {c_args}) {{\n" + "".join(f"    {x}\n" for x in body) + "  }\n}\n")
 
 
+def with_warps(text: str, warps: int, arch: str = "sm_90") -> str:
+    """``text`` with the ``num_worker_warps_per_cta`` hint on its entry for ``arch``."""
+    return text.replace(") {\n", f") optimization_hints=<{arch} = {{num_worker_warps_per_cta = {warps}}}> {{\n", 1)
+
+
 def ptx_of(text: str, arch: str = "sm_80") -> str:
     return compile_module(parse_module(text, "k.mlir"), CompileOptions(gpu_name=arch), "ptx")
 
@@ -122,7 +130,105 @@ CASE_IDS = [f"{c['m']}x{c['n']}x{c['k']}-{c['ab']}{c.get('bt', '')}-{c.get('acc'
 
 
 def arch_for(case: dict) -> str:
-    return "sm_90" if case["ab"].startswith("f8") else "sm_80"      # 8-bit float mma: sm_89+
+    return "sm_120" if case["ab"].startswith("f8") else "sm_80"     # 8-bit float mma.sync: sm_89+, not wgmma
+
+
+WGMMA_CASES = [
+    # (gemm_kernel arguments, warps hint or None, the wgmma N)
+    ({"m": 64, "n": 64, "k": 32, "ab": "f16"}, None, 64),
+    ({"m": 128, "n": 128, "k": 64, "ab": "f16"}, None, 128),            # two 64-row blocks a warpgroup
+    ({"m": 64, "n": 128, "k": 128, "ab": "f16"}, None, 128),            # a K loop (64 a commit group)
+    ({"m": 128, "n": 16, "k": 256, "ab": "bf16"}, None, 16),
+    ({"m": 64, "n": 256, "k": 16, "ab": "bf16"}, None, 256),
+    ({"m": 64, "n": 8, "k": 16, "ab": "f16"}, None, 8),
+    ({"m": 64, "n": 32, "k": 64, "ab": "f16", "acc": "f16"}, None, 32),  # f16 sums round once
+    ({"m": 256, "n": 32, "k": 32, "ab": "f16"}, 8, 32),                 # a warpgroup a 64-row block, two each
+    ({"m": 64, "n": 64, "k": 32, "ab": "bf16"}, 8, 32),                 # warpgroups interleave 8-column blocks
+    ({"m": 64, "n": 32, "k": 16, "ab": "f16"}, 12, 16),                 # 4 extra warps: a copy warpgroup
+    ({"m": 64, "n": 32, "k": 16, "ab": "tf32"}, None, 32),              # k8, 4-byte core matrix rows
+    ({"m": 128, "n": 64, "k": 64, "ab": "tf32"}, None, 64),
+    ({"m": 64, "n": 64, "k": 64, "ab": "f8E4M3FN", "bt": "f8E5M2"}, None, 64),   # k32
+    ({"m": 64, "n": 32, "k": 128, "ab": "f8E5M2", "acc": "f16"}, None, 32),
+    ({"m": 64, "n": 64, "k": 64, "ab": "i8", "acc": "i32"}, None, 64),
+    ({"m": 128, "n": 32, "k": 32, "ab": "i8", "acc": "i32", "signs": "unsigned signed"}, None, 32),
+]
+#: the wgmma type suffix (``.dtype.atype.btype``) and K of each element type
+WGMMA_TYPES = {"f16": ("f32.f16.f16", 16), "bf16": ("f32.bf16.bf16", 16), "tf32": ("f32.tf32.tf32", 8),
+               "f8E4M3FN": ("f32.e4m3.e5m2", 32), "f8E5M2": ("f32.e5m2.e5m2", 32)}
+WGMMA_IDS = [f"{c['m']}x{c['n']}x{c['k']}-{c['ab']}{c.get('bt', '')}-{c.get('acc', 'f32')}{c.get('signs', '')}-w{w}"
+             .replace(" ", "_") for c, w, _ in WGMMA_CASES]
+
+
+def wgmma_text(case: dict, warps) -> str:
+    text = gemm_kernel(**case)
+    return with_warps(text, warps) if warps else text
+
+
+@pytest.mark.parametrize("case, warps, n", WGMMA_CASES, ids=WGMMA_IDS)
+def test_sm90_gemm_uses_wgmma(case, warps, n):
+    """fence, one mma_async per k16 step and 64-row block, commit, wait 0 (per 4 k16 steps
+    in a K loop, which LLVM may unroll); A and B from shared memory through descriptors:
+    no mma.sync, no ldmatrix."""
+    ptx = ptx_of(wgmma_text(case, warps), "sm_90")
+    if case["ab"] == "i8":
+        signs = ["s8" if s == "signed" else "u8" for s in case.get("signs", "signed unsigned").split()]
+        types, k = f"s32.{signs[0]}.{signs[1]}", 32
+    else:
+        types, k = WGMMA_TYPES[case["ab"]]
+    blocks = case["m"] // 64 // max(1, (warps or 4) // 4) or 1
+    issued = ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{types} ")
+    assert issued in (blocks * min(case["k"] // k, 4), blocks * case["k"] // k)
+    for line in ("wgmma.fence.sync.aligned;", "wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;",
+                 "fence.proxy.async.shared::cta;", ".target sm_90a"):
+        assert line in ptx
+    assert "mma.sync" not in ptx and "ldmatrix" not in ptx and "fma.rn.f32" not in ptx
+
+
+@pytest.mark.parametrize("case, warps, n", WGMMA_CASES, ids=WGMMA_IDS)
+def test_sm90_wgmma_gemm_matches_interpreter(case, warps, n):
+    """Partial tiles (extent 100) are zero-padded; the emulator decodes the descriptors,
+    runs each warpgroup's wgmma and traps on accumulators read before the wait."""
+    module = parse_module(wgmma_text(case, warps), "k.mlir")
+    reports = diffcheck.check_module(module, "sm_90", grid=(2, 2, 1), extent=100)
+    assert [r.problem for r in reports] == [None]
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not installed (nvidia-cuda-nvcc)")
+@pytest.mark.parametrize("case, warps, n", WGMMA_CASES[::2], ids=WGMMA_IDS[::2])
+def test_sm90_wgmma_assembles(case, warps, n):
+    result = invoke_ptxas(ptx_of(wgmma_text(case, warps), "sm_90"), "sm_90")
+    assert result.cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("m, n, k", [(64, 64, 32), (128, 128, 64)])
+def test_wgmma_staging_stores_spread_over_the_banks(m, n, k):
+    """The padding TileAS picks for the staged operands (tileas.staging_padding) keeps the
+    stores within 3x the ideal wavefronts (without it B's lanes along N meet one bank:
+    12x on 128x128x64); the emulator counts the wavefronts."""
+    module = parse_module(gemm_kernel(m, n, k, "f16"), "k.mlir")
+    fn = module.functions[0]
+    args = diffcheck.synthesize_args(fn, np.random.default_rng(1), 128)
+    ptx = diffcheck.compile_ptx(module, "sm_90")
+    assert "wgmma.mma_async" in ptx
+    stores = launch(ptx, fn.name, (1, 1, 1), args, traffic=True).check().traffic.shared_stores
+    assert stores.requests > 0 and stores.wavefronts <= 3 * stores.ideal_wavefronts
+
+
+@pytest.mark.parametrize("case, warps", [
+    ({"m": 32, "n": 64, "k": 32, "ab": "f16"}, None),      # M below a warpgroup's 64 rows
+    ({"m": 64, "n": 64, "k": 32, "ab": "f16"}, 2),         # fewer warps than a warpgroup
+    ({"m": 64, "n": 64, "k": 32, "ab": "f16"}, 6),         # a partial warpgroup of extra warps
+    ({"m": 32, "n": 32, "k": 64, "ab": "i8", "acc": "i32"}, None),
+])
+def test_other_sm90_tensor_core_gemms_keep_mma_sync(case, warps):
+    ptx = ptx_of(wgmma_text(case, warps), "sm_90")
+    assert "wgmma" not in ptx and "mma.sync.aligned.m16n8k" in ptx
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_100", "sm_120"])
+def test_wgmma_only_on_sm90(arch):
+    ptx = ptx_of(gemm_kernel(128, 128, 64, "f16"), arch)
+    assert "wgmma" not in ptx
 
 
 @pytest.mark.parametrize("case, form, ldmatrix", TENSOR_CORE_CASES, ids=CASE_IDS)

@@ -3,14 +3,15 @@
 A and B (and mmaf_scaled's block scales) are staged in shared memory.  f16/bf16 mmaf
 whose accumulator TileAS laid out as ``mma.sync`` fragments (``TileAS.tensor_cores``)
 runs on tensor cores, ``mma.sync.m16n8k16`` with ldmatrix-fed fragments, on every
-architecture from sm_80 (``_tensor_core_mma``).  Everything else runs on CUDA cores: each
-thread walks K for the accumulator elements it holds, multiplying and adding in f32 (i32
-for integers) and rounding once to the result type.  wgmma (sm_90) and tcgen05 (sm_100)
-lowerings will sit beside ``_tensor_core_mma``, chosen per architecture and shape.
+architecture from sm_80 (``_tensor_core_mma``), or on sm_90 where TileAS chose the
+warpgroup form, ``wgmma.mma_async`` with matrix descriptors (``_warpgroup_mma``).
+Everything else runs on CUDA cores: each thread walks K for the accumulator elements it
+holds, multiplying and adding in f32 (i32 for integers) and rounding once to the result
+type.  A tcgen05 (sm_100) lowering will sit beside them.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 from llvmlite import ir
 
@@ -18,12 +19,14 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation
 from ..layout.linear import LinearLayout, mma_blocks
-from ..lower.tileas import TensorCoreMma, element_bytes, mma_staging_pitches
+from ..layout.shared import Padding
+from ..layout.tensor_core import descriptor_strides
+from ..lower.tileas import ITER, TensorCoreMma, element_bytes, mma_staging_pitches
 from ..tile import ops_arith as AR
 from ..tile.enums import Signedness
 from . import intrinsics as X
 from .emit_shape import _spill
-from .nvvm import I32, KernelEmitter, emits
+from .nvvm import I32, KernelEmitter, _runtime_mask, _smem_type, _to_smem, emits
 from .values import BF16, TileVal, llvm_type
 
 
@@ -75,7 +78,7 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
     lhs, rhs, acc = (em.tile(op, i) for i in range(3))
     form = em.tas.tensor_cores.get(op)
     if form is not None and em.tas.mma_layouts.get(tuple(c_t.shape)) == acc.layout:
-        _tensor_core_mma(em, op, form, lhs, rhs, acc)
+        (_warpgroup_mma if form.warpgroup else _tensor_core_mma)(em, op, form, lhs, rhs, acc)
         return
     rank = c_t.rank
     kdim = a_t.shape[-1]
@@ -170,6 +173,169 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
 
     sums = counted_loop(em, "mma.k", a_t.shape[-1], form.k, sums, step)  # K, not the pitch
     em.put(op.result, TileVal(acc.layout, [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in sums]))
+
+
+#: instruction K steps one iteration of the wgmma K loop issues as one commit group
+WGMMA_STEPS = 4
+#: the widest accumulator block of one ``wgmma`` (m64n256)
+WGMMA_MAX_N = 256
+
+
+def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: TileVal, rhs: TileVal,
+                   acc: TileVal) -> None:
+    """C += A @ B with ``wgmma.mma_async.sync.aligned.m64nNkK`` (``tileas.tensor_core_mma``
+    chose the warpgroup form): A (M x K) and B, as N x K, are staged K-major in shared
+    memory without swizzle (``TileAS.wgmma_staging``: 8x16-byte core matrices, padded
+    where that spreads the stores over the banks), so a matrix descriptor describes each
+    64-row block of A and each column block of B.  The
+    accumulator's ``mma_fragment`` layout gives each warpgroup 64-row blocks (its
+    registers ``4 cols_blocks i`` on, 64 apart or more) and ``cols_blocks`` blocks of 8
+    columns, evenly spaced (interleaved with other warpgroups' where the rows run out),
+    which is ``wgmma``'s D for each 64-row block once B's descriptor steps from one
+    8-column block to the next by that spacing.  Per step of up to
+    ``WGMMA_STEPS`` instruction K steps: ``wgmma.fence``, one ``mma_async`` per K step and
+    accumulator block, ``commit_group``, ``wait_group 0``; fence and wait take the
+    accumulators as tied operands, so no instruction touches them in flight."""
+    b = em.b
+    a_t, b_t = op.lhs.type, op.rhs.type
+    staging = em.tas.wgmma_staging[op]
+    shared_a, shared_b = staging.a, staging.b
+    esize = staging.elem_bytes
+    a_bytes = staging.b_base
+    X.barrier(b)
+    for tv, shared, padding, base in ((lhs, shared_a, staging.a_padding, 0), (rhs, shared_b, staging.b_padding, a_bytes)):
+        to_offset = tv.layout.invert_and_compose(shared)
+        st = _smem_type(tv.regs[0].type)
+        vector = to_offset.largest_vectorization(0, 16 // esize)     # never across the padding
+        for first in em.unique_regs(tv.layout)[::vector]:             # one store per run of consecutive offsets
+            slot = em.smem_slot(_padded_offset(em, to_offset, first, padding), esize, base)
+            values = [_to_smem(b, tv.regs[first + j], st) for j in range(vector)]
+            if vector == 1:
+                b.store(values[0], slot)
+                continue
+            packed: ir.Value = ir.Constant(ir.VectorType(st, vector), None)
+            for j, v in enumerate(values):
+                packed = b.insert_element(packed, v, ir.Constant(I32, j))
+            b.store(packed, slot, align=vector * esize)
+    X.fence_proxy_async(b)        # the generic-proxy stores, before the async proxy reads
+    X.barrier(b)
+    layout = acc.layout
+    rows_blocks, cols_blocks = mma_blocks(layout)
+    n = 8 * cols_blocks
+    chunk = min(n, WGMMA_MAX_N)
+    row0, col0 = em.coords(layout, 0)
+    wg_row = b.and_(row0, ir.Constant(I32, ~63))                  # the warpgroup's first row and column
+    wg_col = b.and_(col0, ir.Constant(I32, ~7))
+    spacing = layout.apply(reg=4)[1] if cols_blocks > 1 else 8        # of the warp's 8-column blocks
+    if any(layout.apply(reg=4 * j) != (0, j * spacing) for j in range(cols_blocks)):
+        raise CompileError(f"internal: {layout} is not wgmma accumulators")
+    core = 16 // esize                                              # K elements of a core matrix
+    a_lbo, a_sbo = descriptor_strides(shared_a, esize, staging.a_padding)
+    b_lbo, b_group = descriptor_strides(shared_b.permute((1, 0)), esize, staging.b_padding)
+    b_sbo = b_group * spacing // 8                                  # this warpgroup's next 8 columns
+    smem = b.ptrtoint(em.smem(), I32)
+    row_offsets = [layout.apply(reg=4 * cols_blocks * i)[0] for i in range(rows_blocks)]
+    a_start = b.add(smem, b.mul(b.lshr(wg_row, ir.Constant(I32, 3)), ir.Constant(I32, a_sbo)))
+    b_start = b.add(smem, b.add(ir.Constant(I32, a_bytes),
+                                b.mul(b.lshr(wg_col, ir.Constant(I32, 3)), ir.Constant(I32, b_group))))
+    a_desc, b_desc = matrix_descriptor(b, a_start, a_lbo, a_sbo), matrix_descriptor(b, b_start, b_lbo, b_sbo)
+    sum_ty = I32 if form.integer else ir.FloatType()
+    sums = [v if v.type == sum_ty else b.fpext(v, sum_ty) for v in acc.regs]
+    kdim = a_t.shape[-1]
+    steps = min(WGMMA_STEPS, kdim // form.k)
+
+    def step(k0: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+        along_k = b.zext(b.udiv(k0, ir.Constant(I32, core)), ir.IntType(64))
+        a_k = b.add(a_desc, b.mul(along_k, ir.Constant(ir.IntType(64), a_lbo >> 4)))
+        b_k = b.add(b_desc, b.mul(along_k, ir.Constant(ir.IntType(64), b_lbo >> 4)))
+        sums = wgmma_fence(b, sums)
+        out = list(sums)
+        for i, r in enumerate(row_offsets):
+            for c in range(0, n, chunk):
+                descs = []
+                for s in range(steps):
+                    k_cores = s * form.k // core
+                    descs.append(_desc_add(b, a_k, (r * a_sbo // 8 + k_cores * a_lbo) >> 4))
+                    descs.append(_desc_add(b, b_k, (c // 8 * b_sbo + k_cores * b_lbo) >> 4))
+                regs = [4 * (j + cols_blocks * i) + e for j in range(c // 8, (c + chunk) // 8) for e in range(4)]
+                new = wgmma(b, form, chunk, descs, [out[q] for q in regs])
+                for q, v in zip(regs, new):
+                    out[q] = v
+        X.asm(b, ir.VoidType(), "wgmma.commit_group.sync.aligned;", "~{memory}", [], side_effect=True)
+        return wgmma_wait(b, out)
+
+    sums = counted_loop(em, "wgmma.k", kdim, steps * form.k, sums, step)
+    out_ty = acc.regs[0].type
+    em.put(op.result, TileVal(layout, [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in sums]))
+
+
+def _pad(b: ir.IRBuilder, offset: ir.Value, padding: Padding) -> ir.Value:
+    skip = b.lshr(offset, ir.Constant(I32, padding.interval.bit_length() - 1))
+    return b.add(offset, b.mul(skip, ir.Constant(I32, padding.amount)))
+
+
+def _padded_offset(em: KernelEmitter, layout: LinearLayout, reg: int, padding: Optional[Padding]) -> ir.Value:
+    """Offset of register ``reg`` in ``layout`` (to a 1-D shared offset) spaced by
+    ``padding``: where the register's constant bits miss the thread's, the padding of
+    each part is added (``apply`` is additive on disjoint bits), so the constant folds
+    into the address as in ``KernelEmitter.coords``."""
+    if padding is None:
+        return em.coords(layout, reg)[0]
+    (const,) = layout.apply(reg=reg)
+    if const & _runtime_mask(layout, 0) or ITER in layout.names:
+        return _pad(em.b, em.coords(layout, reg)[0], padding)
+    runtime = _pad(em.pb, em.runtime_coords(layout)[0], padding)       # the same each register: CSE'd
+    return em.b.add(runtime, ir.Constant(I32, padding.apply(const)))
+
+
+def _desc_add(b: ir.IRBuilder, desc: ir.Value, units: int) -> ir.Value:
+    return b.add(desc, ir.Constant(ir.IntType(64), units)) if units else desc
+
+
+def matrix_descriptor(b: ir.IRBuilder, start: ir.Value, lbo: int, sbo: int) -> ir.Value:
+    """A wgmma matrix descriptor without swizzle (PTX ISA, "Matrix Descriptor Format"): the
+    shared address ``start`` (i32) and the leading and stride byte offsets, each in
+    16-byte units in bits 0-13, 16-29 and 32-45; base offset and swizzle mode 0."""
+    i64 = ir.IntType(64)
+    address = b.zext(b.and_(b.lshr(start, ir.Constant(I32, 4)), ir.Constant(I32, 0x3FFF)), i64)
+    return b.or_(address, ir.Constant(i64, (lbo >> 4) << 16 | (sbo >> 4) << 32))
+
+
+def wgmma(b: ir.IRBuilder, form: TensorCoreMma, n: int, descs: list[ir.Value], d: list[ir.Value]) -> list[ir.Value]:
+    """``wgmma.mma_async`` of ``form`` for an m64 x ``n`` block, one per (A, B) descriptor
+    pair in ``descs``, into the accumulators ``d`` (tied: they stay in their registers);
+    ``scale-d`` is 1, both operands K-major (the immediates after it: scales of A and B
+    for floats, and transposes for 16-bit ones; none for integers)."""
+    count = len(d)
+    acc = "{" + ", ".join(f"${q}" for q in range(count)) + "}"
+    tail = "p" if form.integer else "p, 1, 1, 0, 0" if form.bits == 16 else "p, 1, 1"
+    lines = ["{", ".reg .pred p;", "setp.ne.b32 p, 1, 0;"]
+    for s in range(len(descs) // 2):
+        lines.append(f"{form.wgmma_opcode(n)} {acc}, ${count + 2 * s}, ${count + 2 * s + 1}, {tail};")
+    lines.append("}")
+    reg = X.reg_class(d[0].type)[0]
+    constraints = ",".join([f"={reg}"] * count + ["l"] * len(descs) + [str(q) for q in range(count)] + ["~{memory}"])
+    result = X.asm(b, ir.LiteralStructType([d[0].type] * count), "\n".join(lines), constraints,
+                   [*descs, *d], side_effect=True)
+    return [b.extract_value(result, q) for q in range(count)]
+
+
+def _tied(b: ir.IRBuilder, text: str, values: list[ir.Value]) -> list[ir.Value]:
+    count = len(values)
+    reg = X.reg_class(values[0].type)[0]
+    constraints = ",".join([f"={reg}"] * count + [str(q) for q in range(count)] + ["~{memory}"])
+    result = X.asm(b, ir.LiteralStructType([values[0].type] * count), text, constraints, values, side_effect=True)
+    return [b.extract_value(result, q) for q in range(count)]
+
+
+def wgmma_fence(b: ir.IRBuilder, accumulators: list[ir.Value]) -> list[ir.Value]:
+    """``wgmma.fence``: after it the accumulators (tied through it) may go to mma_async."""
+    return _tied(b, "wgmma.fence.sync.aligned;", accumulators)
+
+
+def wgmma_wait(b: ir.IRBuilder, accumulators: list[ir.Value]) -> list[ir.Value]:
+    """``wgmma.wait_group 0``: the accumulators (tied through it) are read only after it."""
+    return _tied(b, "wgmma.wait_group.sync.aligned 0;", accumulators)
 
 
 class TensorCoreOperands:

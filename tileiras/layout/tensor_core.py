@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .core import LANE, REG, WARP, Base, LinearLayout, log2, unit_base
-from .shared import Swizzle, nvmma_shared
+from .shared import Padding, Swizzle, nvmma_shared
 
 #: the input dims of a tensor-memory layout: its 128 lanes (rows) and 32-bit columns
 TMEM_ROW, TMEM_COL = "row", "col"
@@ -121,6 +121,19 @@ def wgmma_shared_operand(mn: int, k: int, elem_bytes: int, swizzle: Swizzle,
     if k_major:
         return nvmma_shared((mn, k), elem_bytes, swizzle)
     return nvmma_shared((k, mn), elem_bytes, swizzle).permute((1, 0))
+
+
+def descriptor_strides(layout: LinearLayout, elem_bytes: int, padding: Padding | None = None) -> tuple[int, int]:
+    """(leading, stride) byte offsets of the matrix descriptor of a K-major operand stored
+    without swizzle as ``layout`` (offset -> (row of A or column of B, k), as
+    ``wgmma_shared_operand``), its offsets spaced by ``padding`` (whole core matrices
+    apart): where the core matrix next along K starts, and where the next 8 rows do (PTX
+    ISA, "Matrix Descriptor Format", K-major, no swizzle)."""
+    to_offset = layout.invert()
+    place = padding.apply if padding else (lambda offset: offset)
+    lbo = place(to_offset.apply(dim1=16 // elem_bytes)[0]) * elem_bytes
+    sbo = place(to_offset.apply(dim0=8)[0]) * elem_bytes
+    return lbo, sbo
 
 
 def tmem_accumulator(m: int, n: int) -> LinearLayout:
