@@ -173,9 +173,19 @@ def _traits(op_or_cls: Any) -> tuple[OpTrait, ...]:
     return op_or_cls.definition.traits
 
 
+_FOUND: dict = {}
+
+
 def find_trait(op_or_cls: Any, kind: type[T_]) -> Optional[T_]:
-    """The op's trait of type ``kind`` (a subclass counts), or None."""
-    return next((t for t in _traits(op_or_cls) if isinstance(t, kind)), None)
+    """The op's trait of type ``kind`` (a subclass counts), or None.  Answers are kept per
+    (definition, kind): every stage asks these questions of every op, and a definition's
+    traits never change once registered."""
+    definition = op_or_cls.definition
+    key = (id(definition), kind)
+    entry = _FOUND.get(key)
+    if entry is None or entry[0] is not definition:  # the entry holds its definition: ids stay unique
+        entry = _FOUND[key] = (definition, next((t for t in definition.traits if isinstance(t, kind)), None))
+    return entry[1]
 
 
 def has_trait(op_or_cls: Any, kind: type[OpTrait]) -> bool:
