@@ -369,8 +369,11 @@ def test_nohup_protects_a_command(warm, tmp_path, mode):
     extra, pid_file = slow_ptxas(tmp_path, 1)
     env = dict(warm, **extra, TILEIRAS_SERVER="1" if mode == "served" else "0")
     argv = [CLIENT[0], "-X", "importtime", *CLIENT[1:], str(VADD), "--gpu-name=sm_90", "-o", "out.cubin"]
-    proc = subprocess.Popen(["nohup", *argv], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    def as_nohup_starts_it() -> None:  # what nohup(1) does before exec: SIGHUP ignored
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    proc = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=as_nohup_starts_it)
     wait_for_file(pid_file)
     proc.send_signal(signal.SIGHUP)
     assert proc.wait(timeout=60) == 0
