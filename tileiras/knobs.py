@@ -114,9 +114,11 @@ class _Knobs:
                                "seconds an unused compile server waits before it exits", CLIENT)
     runtime_dir = _PathKnob("XDG_RUNTIME_DIR", None,
                             "per-user runtime folder for the server socket (else the temp folder)", CLIENT)
+    # A compile server loads libdevice before it forks (``server.preload``), so its children
+    # never look for the cache: the cache folder is a CLIENT knob, not sent with a command.
     cache_home = _PathKnob("XDG_CACHE_HOME", None, "per-user cache folder (tileiras/ in it holds "
-                           "libdevice split for fast loading); else ~/.cache")
-    home = _PathKnob("HOME", None, "the user's home folder (for ~/.cache)")
+                           "libdevice split for fast loading); else ~/.cache", CLIENT)
+    home = _PathKnob("HOME", None, "the user's home folder (for ~/.cache)", CLIENT)
     tmpdir = _PathKnob("TMPDIR", None, "temporary folder (ptxas's files)")
     temp = _PathKnob("TEMP", None, "temporary folder, where TMPDIR is unset")
     tmp = _PathKnob("TMP", None, "temporary folder, where TMPDIR and TEMP are unset")
