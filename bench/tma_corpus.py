@@ -40,14 +40,19 @@ def check(path: Path, tileiras: str, arch: str, extent: int) -> str:
                        check=True, capture_output=True)
         cubin = out.read_bytes()
     ptx, host = ptx_from_cubin(cubin), elf_sections(cubin).get(".nv.host")
-    module = read_bytecode(path.read_bytes())
+    return agreement(read_bytecode(path.read_bytes()), ptx, host, extent, "NVIDIA's")
+
+
+def agreement(module, ptx: str, host: Optional[bytes], extent: int, who: str = "compiled") -> str:
+    """'agree', or what went wrong, running ``ptx`` (with its ``.nv.host``) on every entry of
+    ``module`` against the interpreter (also ``bench/tma_stores.py``'s check)."""
     for fn in module.functions:
         if not fn.is_entry:
             continue
         args = synthesize_args(fn, np.random.default_rng(1), extent)
         try:
             expected = run_interpreter(module, fn.name, GRID, args)
-            got = run_ptx(ptx, fn.name, GRID, args, who="NVIDIA's", host_object=host)
+            got = run_ptx(ptx, fn.name, GRID, args, who=who, host_object=host)
         except Exception as err:  # noqa: BLE001 - a benchmark reports every failure
             return f"{type(err).__name__}: {str(err).splitlines()[0][:160]}"
         problem = compare(expected, got)

@@ -17,33 +17,16 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tileiras.diffcheck import compare, compile_with_host, run_interpreter, run_ptx, synthesize_args  # noqa: E402
+from tileiras.diffcheck import compile_with_host  # noqa: E402
 from tileiras.reader import read_bytecode  # noqa: E402
 
+sys.path.insert(0, str(REPO / "bench"))
+from tma_corpus import agreement  # noqa: E402
+
 STORE = re.compile(r"cp\.async\.bulk\.tensor\.\dd\.global\.shared")
-GRID = (2, 2, 1)
-
-
-def run(module, ptx: str, host: Optional[bytes], extent: int) -> str:
-    """'agree', or what went wrong, over every entry of ``module``."""
-    for fn in module.functions:
-        if not fn.is_entry:
-            continue
-        args = synthesize_args(fn, np.random.default_rng(1), extent)
-        try:
-            expected = run_interpreter(module, fn.name, GRID, args)
-            got = run_ptx(ptx, fn.name, GRID, args, host_object=host)
-        except Exception as err:  # noqa: BLE001 - a benchmark reports every failure
-            return f"{type(err).__name__}: {str(err).splitlines()[0][:120]}"
-        problem = compare(expected, got)
-        if problem is not None:
-            return f"differs: {problem[:120]}"
-    return "agree"
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -70,7 +53,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         ours_only += bool(ours and not theirs)
         verdict = ""
         if ns.run and ours:
-            verdict = run(module, ptx, host, ns.extent)
+            verdict = agreement(module, ptx, host, ns.extent)
             ran += 1
             agree += verdict == "agree"
         print(f"{path.name:60s} NVIDIA {theirs} ours {ours} {verdict}", flush=True)
