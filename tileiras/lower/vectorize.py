@@ -59,7 +59,7 @@ def _tensor_view_op(view: Value) -> Optional[Operation]:
     return owner if isinstance(owner, MEM.MakeTensorViewOp) else None
 
 
-def _dynamic(op: Operation, static: tuple[int, ...], operands) -> list[Optional[Value]]:
+def _dynamic(static: tuple[int, ...], operands) -> list[Optional[Value]]:
     """Per dim, the operand giving a dynamic extent or stride (None where static)."""
     it = iter(operands)
     return [next(it) if s == T.DYNAMIC else None for s in static]
@@ -83,8 +83,8 @@ def allowed_vector(aa: TileAA, op: Operation) -> int:
     last = view_t.dim_map[-1]
     if tvt.strides[last] != 1:
         return 1
-    shapes = _dynamic(tv_op, tvt.shape, tv_op.dynamicShape)
-    strides = _dynamic(tv_op, tvt.strides, tv_op.dynamicStrides)
+    shapes = _dynamic(tvt.shape, tv_op.dynamicShape)
+    strides = _dynamic(tvt.strides, tv_op.dynamicStrides)
     step = view_t.traversal_strides[-1] if isinstance(view_t, T.StridedViewType) else view_t.tile_shape[-1]
     v = MAX_ACCESS_BYTES // eb
     v = min(v, pow2_divisor(view_t.tile_shape[-1]), pow2_divisor(step))
@@ -112,9 +112,10 @@ def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, 
     them): the layouts of that shape give threads runs this long.  A shape with one
     access that must stay scalar keeps scalar layouts (a run longer than the access would
     make each warp instruction stride over memory)."""
+    reductions = [u for u in aa.live_ops() if isinstance(u, CO.ReduceOp)]
     out: dict[tuple[int, ...], int] = {}
     for op in aa.live_ops():
-        if is_view_access(op) and not _feeds_column_reductions(aa, op):
+        if is_view_access(op) and not _feeds_column_reductions(reductions, op):
             shape = tuple(op.view.type.tile_shape) if hasattr(op.view.type, "tile_shape") else None
             if shape is None:
                 continue
@@ -123,7 +124,7 @@ def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, 
     return {shape: v for shape, v in out.items() if v > 1}
 
 
-def _feeds_column_reductions(aa: TileAA, op: Operation) -> bool:
+def _feeds_column_reductions(reductions: list[Operation], op: Operation) -> bool:
     """A load whose tile is reduced along a dim other than its last: with runs along the
     last dim each thread would hold several columns' partial results, which our column
     reductions keep in more registers than they save (reduce_cols_multi f32 32x32 on
@@ -132,39 +133,15 @@ def _feeds_column_reductions(aa: TileAA, op: Operation) -> bool:
         return False
     tile = op.results[0]
     rank = len(tile.type.shape)
-    return any(isinstance(u, CO.ReduceOp) and tile in u.operands and u.dim != rank - 1
-               for u in aa.live_ops())
+    return any(tile in u.operands and u.dim != rank - 1 for u in reductions)
 
 
 def register_run(layout: LinearLayout) -> int:
     """How many consecutive elements of the last dim a thread holds in consecutive
-    registers, aligned to that many: the first reg bases step 1, 2, 4... along the last
-    dim and nothing else maps inside such a run."""
-    rank = layout.rank
-    if rank == 0:
+    registers, aligned to that many (the layout's ``largest_vectorization`` along it)."""
+    if layout.rank == 0:
         return 1
-    reg = layout.bases(REG)
-    k = 0
-    while k < len(reg) and reg[k] == tuple(0 for _ in range(rank - 1)) + (1 << k,):
-        k += 1
-    run = 1 << k
-    for name in layout.names:
-        for i, basis in enumerate(layout.bases(name)):
-            if name == REG and i < k:
-                continue
-            if basis[-1] % run:
-                return 1 if k == 0 else _largest_run(layout, k)
-    return run
-
-
-def _largest_run(layout: LinearLayout, k: int) -> int:
-    while k > 0:
-        run = 1 << k
-        if all(basis[-1] % run == 0 for name in layout.names for i, basis in enumerate(layout.bases(name))
-               if not (name == REG and i < k)):
-            return run
-        k -= 1
-    return 1
+    return layout.largest_vectorization(layout.rank - 1, layout.size(REG))
 
 
 def plan_vectors(tas) -> dict[Operation, int]:
