@@ -67,9 +67,10 @@ HANDLED_SIGNALS = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
 
 
 class ServerUnavailable(Exception):
-    """No usable server: compile in-process instead (``start``: and start one for next time)."""
+    """No usable server: compile in-process instead (``start``: and start one on that socket
+    for next time)."""
 
-    def __init__(self, reason: str, start: bool = False):
+    def __init__(self, reason: str, start: str | None = None):
         super().__init__(reason)
         self.start = start
 
@@ -227,7 +228,7 @@ def _connect(path: str, stamp: str, identity: tuple) -> _socket.socket:
         try:
             sock.connect(path)
         except (FileNotFoundError, ConnectionRefusedError):
-            raise ServerUnavailable("no server", start=True) from None
+            raise ServerUnavailable("no server", start=path) from None
         if peer_uid(sock) != os.getuid():
             raise ServerUnavailable("the server on the socket belongs to another user")
         if _recv_exact(sock, len(HELLO)) != HELLO:
@@ -260,13 +261,14 @@ def run_on_server(argv: list[str], stamp: str) -> int:
     """The exit code of ``argv`` run by a forked child of the server."""
     if not (hasattr(os, "fork") and hasattr(_socket, "SO_PEERCRED") and _std_fds_open()):
         raise ServerUnavailable("this platform or process cannot be served")
+    identity = process_identity()
+    path = socket_path(stamp, identity)
     try:
         if not private_dir(socket_dir()):
-            raise ServerUnavailable("no server", start=True)
+            raise ServerUnavailable("no server", start=path)
     except PermissionError as err:
         raise ServerUnavailable(str(err)) from None
-    identity = process_identity()
-    sock = _connect(socket_path(stamp, identity), stamp, identity)
+    sock = _connect(path, stamp, identity)
     try:
         streams = (sys.stdout.encoding, sys.stdout.errors, sys.stderr.encoding, sys.stderr.errors,
                    os.isatty(1))
@@ -398,7 +400,7 @@ def _main(argv: list[str]) -> int:
             return run_on_server(argv, stamp)
         except ServerUnavailable as why:
             if why.start:
-                start = socket_path(stamp, process_identity())
+                start = why.start
             else:
                 _debug(f"compiling in-process: {why}")
         except OSError as exc:
