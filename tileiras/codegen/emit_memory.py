@@ -346,10 +346,11 @@ def _load_vector(em: KernelEmitter, ty: ir.Type, count: int, address: ir.Value, 
     bits = _bits(ty)
     fb = None
     if fallback is not None:
-        one = _as_int(b, fallback, bits)
+        one = (fallback.constant & ((1 << bits) - 1) if isinstance(ty, ir.IntType)
+               else float_bits(fallback.constant, ty))
         value = 0
         for j in range(per):
-            value |= one.constant << (j * bits)
+            value |= one << (j * bits)
         fb = [ir.Constant(word, value)] * n
     words = X.predicated_load(b, word, n, address, mask, fb, qualifiers, offset)
     if per == 1:
@@ -377,20 +378,6 @@ def _store_vector(em: KernelEmitter, values: list[ir.Value], address: ir.Value, 
             packed = b.insert_element(packed, values[i * per + j], ir.Constant(I32, j))
         words.append(b.bitcast(packed, word))
     X.predicated_store(b, words, address, mask, qualifiers, offset)
-
-
-def _as_int(b: ir.IRBuilder, value: ir.Constant, bits: int) -> ir.Constant:
-    """A constant's bits as an integer constant (the padding value of a vector load)."""
-    import struct
-
-    if isinstance(value.type, ir.IntType):
-        return ir.Constant(ir.IntType(bits), value.constant & ((1 << bits) - 1))
-    fmt = {16: "<e", 32: "<f", 64: "<d"}[bits]
-    if str(value.type) == "bfloat":
-        raw = struct.unpack("<I", struct.pack("<f", value.constant))[0] >> 16
-    else:
-        raw = int.from_bytes(struct.pack(fmt, value.constant), "little")
-    return ir.Constant(ir.IntType(bits), raw)
 
 
 def _store_groups(regs: list[int], vector: int) -> list[list[int]]:
@@ -830,5 +817,9 @@ def define_globals(llmod: ir.Module, globals_: Sequence) -> None:
 
 
 def float_bits(value: float, t: ir.Type) -> int:
+    """The bits of a float of LLVM type ``t`` (bfloat: the top half of the f32's, exact for
+    the padding values that use it)."""
+    if str(t) == "bfloat":
+        return int.from_bytes(struct.pack("<f", value), "little") >> 16
     fmt = {"half": "<e", "float": "<f", "double": "<d"}[str(t)]
     return int.from_bytes(struct.pack(fmt, value), "little")
