@@ -1,5 +1,5 @@
 """Matrix multiplies on tensor cores: ``mma.sync.m16n8kK`` for f16, bf16, tf32 and 8-bit
-float mmaf and 8-bit integer mmai on sm_80 and later (lower/tileas.tensor_core_mma,
+float mmaf and 8-bit integer mmai on sm_80 and later (lower/mma_forms.tensor_core_mma,
 codegen/emit_mma._tensor_core_mma), and on sm_90 ``wgmma.mma_async.m64nNkK`` for those
 with M a multiple of 64 in whole warpgroups (codegen/emit_mma._warpgroup_mma).
 
@@ -202,7 +202,7 @@ def test_sm90_wgmma_assembles(case, warps, n):
 
 @pytest.mark.parametrize("m, n, k", [(64, 64, 32), (128, 128, 64)])
 def test_wgmma_staging_stores_spread_over_the_banks(m, n, k):
-    """The padding TileAS picks for the staged operands (tileas.staging_padding) keeps the
+    """The padding TileAS picks for the staged operands (mma_forms.staging_padding) keeps the
     stores within 3x the ideal wavefronts (without it B's lanes along N meet one bank:
     12x on 128x128x64); the emulator counts the wavefronts."""
     module = parse_module(gemm_kernel(m, n, k, "f16"), "k.mlir")
@@ -273,7 +273,7 @@ def test_cuda_core_fallback_still_matches_interpreter():
 
 @pytest.mark.parametrize("case, form, ldmatrix", TENSOR_CORE_CASES, ids=CASE_IDS)
 def test_fragment_loads_have_no_bank_conflicts(case, form, ldmatrix):
-    """The staged rows are padded (tileas.mma_staging_pitches) so that the fragment loads
+    """The staged rows are padded (mma_forms.mma_staging_pitches) so that the fragment loads
     (ldmatrix phases, tf32 words, 8-bit B bytes) meet no shared-memory bank twice; the
     emulator counts the wavefronts each warp's request takes."""
     module = parse_module(gemm_kernel(**case), "k.mlir")

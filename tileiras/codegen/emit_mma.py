@@ -21,7 +21,9 @@ from ..ir.core import Operation
 from ..layout.linear import LinearLayout, mma_blocks
 from ..layout.shared import Padding
 from ..layout.tensor_core import descriptor_strides
-from ..lower.tileas import ITER, TensorCoreMma, element_bytes, mma_staging_pitches
+from ..lower.mma_forms import TensorCoreMma, mma_staging_pitches
+from ..lower.tileas import ITER
+from ..lower.tiles import element_bytes
 from ..tile import ops_arith as AR
 from ..tile.enums import Signedness
 from . import intrinsics as X
@@ -139,8 +141,8 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
 
 def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: TileVal, rhs: TileVal,
                      acc: TileVal) -> None:
-    """C += A @ B with ``mma.sync.aligned.m16n8kK`` (``tileas.tensor_core_mma``): A and B
-    are staged in shared memory row-major, rows padded (``tileas.mma_staging_pitches``)
+    """C += A @ B with ``mma.sync.aligned.m16n8kK`` (``mma_forms.tensor_core_mma``): A and B
+    are staged in shared memory row-major, rows padded (``mma_forms.mma_staging_pitches``)
     against bank conflicts; then, per K-step of the instruction, every
     warp multiplies the 16x8 blocks of the accumulator it holds (``mma_fragment``:
     registers ``4 (j + i * column_blocks)`` are block (i, j)), A's fragments for all its
@@ -183,7 +185,7 @@ WGMMA_MAX_N = 256
 
 def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: TileVal, rhs: TileVal,
                    acc: TileVal) -> None:
-    """C += A @ B with ``wgmma.mma_async.sync.aligned.m64nNkK`` (``tileas.tensor_core_mma``
+    """C += A @ B with ``wgmma.mma_async.sync.aligned.m64nNkK`` (``mma_forms.tensor_core_mma``
     chose the warpgroup form): A (M x K) and B, as N x K, are staged K-major in shared
     memory without swizzle (``TileAS.wgmma_staging``: 8x16-byte core matrices, padded
     where that spreads the stores over the banks), so a matrix descriptor describes each
@@ -447,7 +449,7 @@ def ldmatrix(b: ir.IRBuilder, row: ir.Value, count: int, trans: bool = False) ->
 
 
 def mma_sync(b: ir.IRBuilder, form: TensorCoreMma, a: list[ir.Value], bb: list[ir.Value], c: list[ir.Value]) -> list[ir.Value]:
-    """One ``mma.sync`` of ``form`` (``tileas.TensorCoreMma``): D = A B + C for a warp,
+    """One ``mma.sync`` of ``form`` (``mma_forms.TensorCoreMma``): D = A B + C for a warp,
     four A and two B registers and four accumulators a thread; C is tied to D, so the
     accumulators stay in their registers."""
     ty = I32 if form.integer else ir.FloatType()

@@ -1,0 +1,27 @@
+"""Facts about tile types that every stage of the back end asks: is a value a tile, how many
+bytes an element takes in global memory and in shared memory."""
+from __future__ import annotations
+
+from ..ir import types as T
+from ..ir.core import Value
+
+
+def is_tile(v: Value) -> bool:
+    return isinstance(v.type, T.TileType)
+
+
+def access_bytes(t: T.Type) -> int:
+    """Bytes of global memory one element of tile type ``t`` is accessed in: a pointer
+    tile's pointee (a gather through it), sub-byte elements a byte."""
+    e = t.element if isinstance(t, T.TileType) else t
+    if isinstance(e, T.PointerType):
+        e = e.pointee
+    return max(1, getattr(e, "bitwidth", 32) // 8)
+
+
+def element_bytes(t: T.Type) -> int:
+    """Bytes one element of tile type ``t`` takes in shared memory."""
+    e = t.element if isinstance(t, T.TileType) else t
+    if isinstance(e, T.PointerType):
+        return 8
+    return max(1, e.bitwidth // 8) if e.name != "tf32" else 4
