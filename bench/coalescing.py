@@ -1,7 +1,7 @@
 """How well our kernels' global accesses coalesce, and how many instructions they execute,
 against NVIDIA's PTX for the same bytecode.
 
-    python bench/coalescing.py [PATH ...] [--every K] [--all]
+    python bench/coalescing.py [PATH ...] [--every K] [--all] [--match REGEX]
 
 PATHs are .tileir files or folders of them (default: ../shared/corpus beside the repo); each
 needs NVIDIA's PTX beside it (``NAME.ptx`` for ``NAME.tileir``, as in the corpus).  Both PTXs
@@ -124,11 +124,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("paths", nargs="*", type=Path)
     ap.add_argument("--every", type=int, default=1, help="take every K-th file")
     ap.add_argument("--all", action="store_true", help="list every kernel, not only flagged ones")
+    ap.add_argument("--match", type=re.compile, default=None,
+                    help="only files whose name this regular expression matches (re.search)")
     ap.add_argument("--extent", type=int, default=512, help="elements along each dynamic dim (1-d, 2-d views)")
     opts = ap.parse_args(argv)
     paths = opts.paths or [REPO.parent / "shared" / "corpus"]
     files = sorted(f for p in paths for f in (p.glob("*.tileir") if p.is_dir() else [p]))[::opts.every]
-    files = [f for f in files if f.with_suffix(".ptx").exists()]
+    files = [f for f in files if f.with_suffix(".ptx").exists()
+             and (opts.match is None or opts.match.search(f.name))]
     print(f"{'kernel':46s} {'ld sect/req':>12s}  {'st sect/req':>12s}  {'sectors nv/ours':>17s} ratio  instr"
           f"  {'smem wavefronts':>15s} {'conflicts':>13s}")
     ratios, instrs, flagged, slower, failed, tensor = [], [], 0, 0, [], []
