@@ -1,6 +1,7 @@
 """Compile time of our tileiras against NVIDIA's, file by file, in the same run.
 
     python bench/compile_time.py [PATH ...] [--repeat N] [--limit N] [--every K] [--in-process]
+                                 [--match REGEX] [--kernels] [--math]
 
 PATHs are .tileir files or folders of them.  Default: ../shared/corpus beside the repo if it
 exists (and no --kernels), else our own test kernels exported with cuTile for sm_80, sm_90,
@@ -15,7 +16,9 @@ machine.  By default our commands are served by tileiras' compile server (starte
 warm-up run, as the first command of a build starts it); --cold adds a column with the
 server turned off (TILEIRAS_SERVER=0: start-up and every import paid per file).
 --in-process adds our time inside this process (read + compile to cubin), which leaves out
-start-up.  Targets: median ratio (ours / NVIDIA's) <= 1.0, max <= 2.0.
+start-up.  --match keeps the files (or test kernels) whose name the regular expression
+matches; --math adds the held-out math kernels (``test/kernels/math_ops.py``) to the test
+kernels.  Targets: median ratio (ours / NVIDIA's) <= 1.0, max <= 2.0.
 """
 from __future__ import annotations
 
@@ -68,9 +71,11 @@ def collect(paths: list[Path]) -> list[Path]:
 
 
 def export_test_kernels(folder: Path, archs: tuple[str, ...] = ARCHS,
-                        versions: tuple[str, ...] = ()) -> list[Path]:
+                        versions: tuple[str, ...] = (), match: Optional[re.Pattern] = None,
+                        math: bool = False) -> list[Path]:
     """Our test kernels per architecture, at each of ``versions`` (default: the newest
-    bytecode version cuTile writes); needs cuda-tile, no GPU."""
+    bytecode version cuTile writes), those whose name ``match`` finds, with the held-out
+    math kernels when ``math``; needs cuda-tile, no GPU."""
     import io
     import warnings
 
@@ -79,12 +84,15 @@ def export_test_kernels(folder: Path, archs: tuple[str, ...] = ARCHS,
 
     sys.path.insert(0, str(REPO / "test"))
     from conftest import newest_cutile_version
-    from kernels import ALL_CASES
+    from kernels import ALL_CASES, math_ops
 
     versions = versions or (newest_cutile_version(),)
     out: list[Path] = []
     warnings.simplefilter("ignore")
-    for case in ALL_CASES:
+    cases = ALL_CASES + (math_ops.CASES if math else ())
+    for case in cases:
+        if match is not None and not match.search(case.name):
+            continue
         for arch in archs:
             for version in versions:
                 buf = io.BytesIO()
@@ -214,6 +222,10 @@ def main() -> int:
     parser.add_argument("--cold", action="store_true", help="also time ours with the compile server off")
     parser.add_argument("--kernels", action="store_true",
                         help="use our exported test kernels even if ../shared/corpus exists")
+    parser.add_argument("--math", action="store_true",
+                        help="with --kernels: add the held-out math kernels (test/kernels/math_ops.py)")
+    parser.add_argument("--match", type=re.compile, default=None,
+                        help="only files (test kernels) whose name this regular expression matches")
     args = parser.parse_args()
 
     real_tool = find_tileiras()
@@ -225,7 +237,8 @@ def main() -> int:
         tmp = Path(tmp_name)
         corpus = REPO.parent / "shared" / "corpus"
         paths = args.paths or ([corpus] if corpus.is_dir() and not args.kernels else [])
-        files = collect(paths) if paths else export_test_kernels(tmp)
+        files = collect(paths) if paths else export_test_kernels(tmp, match=args.match, math=args.math)
+        files = [f for f in files if args.match is None or args.match.search(f.name)]
         files = files[::max(1, args.every)]
         if args.limit:
             files = files[:args.limit]

@@ -191,6 +191,14 @@ emits(AR.RemFOp)(_libdevice("fmod"))
 
 @emits(AR.MaxFOp, AR.MinFOp)
 def _minmaxf(em: KernelEmitter, op: Operation) -> None:
+    """LLVM's maxnum/maximum (``max.f32``, ``max.NaN.f32``); with flush_to_zero on f32,
+    ``max.ftz[.NaN].f32`` as NVIDIA's (a subnormal operand counts as zero of its sign)."""
     which = "max" if isinstance(op, AR.MaxFOp) else "min"
-    name = f"{which}imum" if op.attributes.get("propagate_nan") else f"{which}num"
-    map_regs(em, op, lambda x, y: X.math_call(em.b, f"llvm.{name}.{_intrinsic_suffix(x.type)}", [x, y]))
+    nan = bool(op.attributes.get("propagate_nan"))
+    name = f"{which}imum" if nan else f"{which}num"
+
+    def one(x: ir.Value, y: ir.Value) -> ir.Value:
+        if op.attributes.get("flush_to_zero") and isinstance(x.type, ir.FloatType):
+            return X.fp_asm_binary(em.b, f"{which}.ftz{'.NaN' if nan else ''}.f32", x, y)
+        return X.math_call(em.b, f"llvm.{name}.{_intrinsic_suffix(x.type)}", [x, y])
+    map_regs(em, op, one)
