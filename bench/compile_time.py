@@ -237,8 +237,10 @@ def main() -> int:
         tmp = Path(tmp_name)
         corpus = REPO.parent / "shared" / "corpus"
         paths = args.paths or ([corpus] if corpus.is_dir() and not args.kernels else [])
-        files = collect(paths) if paths else export_test_kernels(tmp, match=args.match, math=args.math)
-        files = [f for f in files if args.match is None or args.match.search(f.name)]
+        if paths:
+            files = [f for f in collect(paths) if args.match is None or args.match.search(f.name)]
+        else:
+            files = export_test_kernels(tmp, match=args.match, math=args.math)
         files = files[::max(1, args.every)]
         if args.limit:
             files = files[:args.limit]
