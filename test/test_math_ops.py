@@ -3,11 +3,15 @@ flush-to-zero and rounding variants, plain and aligned arrays, sm_80 and sm_90),
 with cuTile: our PTX and NVIDIA's, run in the emulator on the same inputs (random values
 with +-0, +-inf, NaN, subnormals and huge arguments first), give bit-identical results on at
 least 99.9% of the elements of every op and are never more than 1 ulp apart; and our PTX
-has no more than NVIDIA's instructions + 10% over the modules (geometric mean).
+has no more than NVIDIA's instructions + 10% over the modules (geometric mean); the
+flush-to-zero and rounding variants are NVIDIA's very instructions (``ex2.approx.ftz.f32``,
+``div.approx.ftz.f32``, ``div.full.f32``, ``sqrt.rp.ftz.f32``, ``max.ftz.f32``...).
 """
 from __future__ import annotations
 
+import collections
 import math
+import re
 import statistics
 import subprocess
 
@@ -91,3 +95,37 @@ def test_static_cost_within_ten_percent(real_tileiras, tmp_path):
     geomean = math.exp(statistics.fmean(math.log(r) for r in ratios))
     assert geomean <= 1.1, f"ours / NVIDIA's instructions: geomean {geomean:.3f}, max {max(ratios):.3f}"
     assert min(ratios) > 0.5  # counted the same way on both sides
+
+
+def float_opcodes(ptx: str) -> list[collections.Counter]:
+    """Per entry, the floating-point opcodes (``ex2.approx.ftz.f32``: the op's lowering; the
+    addressing around it is integer) and how often each occurs."""
+    entries = re.split(r"\.entry\s", ptx.split("\n.section", 1)[0])[1:]
+    found = []
+    for body in entries:
+        ops = collections.Counter()
+        for line in body.splitlines():
+            for stmt in line.split("//", 1)[0].split(";"):
+                words = stmt.strip().strip("{}").split()
+                if words and words[0].startswith("@"):
+                    words = words[1:]
+                if words and re.search(r"\.(f32|f64|f16|bf16)$", words[0]):
+                    ops[words[0]] += 1
+        found.append(ops)
+    return found
+
+
+@pytest.mark.parametrize("arch", math_ops.ARCHS)
+def test_flagged_ops_are_nvidias_instructions(arch, real_tileiras, tmp_path):
+    """Each flush-to-zero / rounding variant lowers to the same floating-point instructions as
+    NVIDIA's (the same opcodes, as many times)."""
+    case = next(c for c in math_ops.CASES if c.name == "math_flagged_f32_plain")
+    data = export(case, arch=arch)
+    mine = float_opcodes(diffcheck.compile_ptx(read_bytecode(data), arch))
+    theirs = float_opcodes(nvidia_ptx(real_tileiras, data, arch, tmp_path))
+    ops = math_ops.op_names(case)
+    assert len(mine) == len(theirs) == len(ops)
+    assert mine[ops.index("exp2_ftz")] == {"ex2.approx.ftz.f32": 1}
+    assert mine[ops.index("div_approx_ftz")] == {"div.approx.ftz.f32": 1}
+    different = {op: (dict(m), dict(t)) for op, m, t in zip(ops, mine, theirs) if m != t}
+    assert not different, different
