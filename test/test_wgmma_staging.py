@@ -99,3 +99,45 @@ def test_interleaved_warpgroups_keep_b_rows_apart():
     assert staging.b.k_major or staging.b.swizzle is Swizzle.NONE
     reports = diffcheck.check_module(parse_module(text, "k.mlir"), "sm_90", grid=(2, 2, 1), extent=100)
     assert [r.problem for r in reports] == [None]
+
+
+def attention_kernel(m: int, warps=None) -> str:
+    """S = A @ B (f32), P = S as f16, O = P @ B: flash attention's P @ V, P left in the
+    first product's accumulator layout."""
+    text = gemm_kernel(m, 64, 64, "f16").replace(
+        f"%r = mmaf %la, %lb, %z : tile<{m}x64xf16>, tile<64x64xf16>, tile<{m}x64xf32>",
+        f"%s = mmaf %la, %lb, %z : tile<{m}x64xf16>, tile<64x64xf16>, tile<{m}x64xf32>\n"
+        f"    %p = ftof %s : tile<{m}x64xf32> -> tile<{m}x64xf16>\n"
+        f"    %r = mmaf %p, %lb, %z : tile<{m}x64xf16>, tile<64x64xf16>, tile<{m}x64xf32>")
+    assert "%p = ftof" in text
+    return with_warps(text, warps) if warps else text
+
+
+@pytest.mark.parametrize("m, warps", [(64, None), (128, 8)])
+def test_p_at_v_takes_a_from_registers(m, warps, monkeypatch):
+    """The second product's A is the first's accumulator converted to f16: its registers
+    hold wgmma's A fragments (each warpgroup its own rows), so A is not staged and the
+    wgmma reads it from registers (``{a regs}, b-desc, p, 1, 1, trans-b``), every K step
+    unrolled; only B waits in shared memory.  The emulated result is bit for bit the
+    one with A staged (the interpreter's S may round to a different f16 P in a few
+    elements: both sum S exactly, but not to the same f32)."""
+    text = attention_kernel(m, warps)
+    ptx, (first, second) = staged(text)
+    assert first.a is not None and second.a is None and second.b.base == 0
+    blocks = m // 64 // (warps // 4 if warps else 1)
+    assert len(second.a_registers) == blocks and all(len(steps) == 4 for steps in second.a_registers)
+    with_a = re.findall(r"wgmma\.mma_async[^;]*\{%r\d+, %r\d+, %r\d+, %r\d+\}, %rd\d+, p, 1, 1, 1;", ptx)
+    assert len(with_a) == 4 * blocks
+    module = parse_module(text, "k.mlir")
+    fn = module.functions[0]
+    args = diffcheck.synthesize_args(fn, np.random.default_rng(1), 100)
+    grid = diffcheck.distinct_grid(fn, (2, 2, 1))
+    ours = diffcheck.run_ptx(ptx, fn.name, grid, args)
+    monkeypatch.setattr(mma_forms, "a_register_fragments", lambda *_: None)
+    staged_ptx, (_, again) = staged(text)
+    assert again.a is not None
+    reference = diffcheck.run_ptx(staged_ptx, fn.name, grid, args)
+    for got, want in zip(ours.arrays, reference.arrays):
+        np.testing.assert_array_equal(got, want)
+    expected = diffcheck.run_interpreter(module, fn.name, grid, args)
+    assert np.allclose(ours.arrays[2], expected.arrays[2], rtol=1e-2, atol=1.0)

@@ -182,17 +182,20 @@ def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: T
     chose the warpgroup form): A and B are stored to shared memory as TileAS staged them
     (``mma_forms.wgmma_staging``: K-major or MN-major, swizzled), so a matrix descriptor
     (``_operand_descriptor``) describes each 64-row block of A and each block of B's
-    columns.  The accumulator's ``mma_fragment`` layout gives each warpgroup 64-row
-    blocks (its registers ``4 cols_blocks i`` on) and ``staging.columns`` columns of
-    each, 8-column blocks ``staging.spacing`` apart, which is ``wgmma``'s D for each
-    64-row block.  Per iteration of up to ``WGMMA_STEPS`` instruction K steps:
-    ``wgmma.fence``, one ``mma_async`` per K step and accumulator block,
-    ``commit_group``, ``wait_group 0``; fence and wait take the accumulators as tied
-    operands, so no instruction touches them in flight."""
+    columns; or A stays in the registers that already hold its fragments
+    (``staging.a_registers``), packed into 32-bit words.  The accumulator's
+    ``mma_fragment`` layout gives each warpgroup 64-row blocks (its registers
+    ``4 cols_blocks i`` on) and ``staging.columns`` columns of each, 8-column blocks
+    ``staging.spacing`` apart, which is ``wgmma``'s D for each 64-row block.  Per
+    iteration of up to ``WGMMA_STEPS`` instruction K steps: ``wgmma.fence``, one
+    ``mma_async`` per K step and accumulator block, ``commit_group``, ``wait_group 0``;
+    fence and wait take the accumulators (and A's words) as tied operands, so no
+    instruction touches them in flight.  With A in registers the K loop is unrolled."""
     b = em.b
     staging = em.tas.wgmma_staging[op]
     X.barrier(b)
-    _stage(em, lhs, staging.a)
+    if staging.a is not None:
+        _stage(em, lhs, staging.a)
     _stage(em, rhs, staging.b)
     X.fence_proxy_async(b)        # the generic-proxy stores, before the async proxy reads
     X.barrier(b)
@@ -201,40 +204,73 @@ def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: T
     n, spacing = staging.columns, staging.spacing
     chunk = min(n, WGMMA_MAX_N)
     row0, col0 = em.coords(layout, 0)
-    a_desc = _operand_descriptor(em, staging.a, b.and_(row0, ir.Constant(I32, ~63)), 8)
     b_desc = _operand_descriptor(em, staging.b, b.and_(col0, ir.Constant(I32, ~7)), spacing)
     row_offsets = [layout.apply(reg=4 * cols_blocks * i)[0] for i in range(rows_blocks)]
     sum_ty = I32 if form.integer else ir.FloatType()
     sums = [v if v.type == sum_ty else b.fpext(v, sum_ty) for v in acc.regs]
     kdim = op.lhs.type.shape[-1]
-    k_step, per_iteration = k_steps(staging.a.elem_bytes, kdim)
+    k_step, per_iteration = k_steps(staging.b.elem_bytes, kdim)
     i64 = ir.IntType(64)
+    transposed = (staging.a is not None and staging.a.transposed, staging.b.transposed)
 
     def along_k(desc: ir.Value, operand: OperandStaging, k0: ir.Value) -> ir.Value:
         iteration = b.zext(b.udiv(k0, ir.Constant(I32, per_iteration)), i64)
         return b.add(desc, b.mul(iteration, ir.Constant(i64, operand.offset(0, per_iteration) >> 4)))
 
-    def step(k0: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
-        a_k, b_k = along_k(a_desc, staging.a, k0), along_k(b_desc, staging.b, k0)
-        sums = wgmma_fence(b, sums)
-        out = list(sums)
-        for i, r in enumerate(row_offsets):
+    def iteration(sums: list[ir.Value], a_of: Callable[[int, int], object], b_k: ir.Value,
+                  a_words: list[ir.Value]) -> list[ir.Value]:
+        """One commit group: ``a_of(i, s)`` is block i's A (descriptor or words) at step s."""
+        fenced = wgmma_fence(b, sums + a_words)
+        out, words = fenced[:len(sums)], dict(zip(map(id, a_words), fenced[len(sums):]))
+        for i in range(len(row_offsets)):
             for c in range(0, n, chunk):
-                descs = []
+                pairs = []
                 for s in range(0, per_iteration, k_step):
-                    descs.append(_desc_add(b, a_k, staging.a.offset(r, s) >> 4))
-                    descs.append(_desc_add(b, b_k, staging.b.offset(c // 8 * spacing, s) >> 4))
+                    a = a_of(i, s)
+                    a = [words[id(w)] for w in a] if isinstance(a, list) else a
+                    pairs.append((a, _desc_add(b, b_k, staging.b.offset(c // 8 * spacing, s) >> 4)))
                 regs = [4 * (j + cols_blocks * i) + e for j in range(c // 8, (c + chunk) // 8) for e in range(4)]
-                new = wgmma(b, form, chunk, descs, [out[q] for q in regs],
-                            (staging.a.transposed, staging.b.transposed))
+                new = wgmma(b, form, chunk, pairs, [out[q] for q in regs], transposed)
                 for q, v in zip(regs, new):
                     out[q] = v
         X.asm(b, ir.VoidType(), "wgmma.commit_group.sync.aligned;", "~{memory}", [], side_effect=True)
         return wgmma_wait(b, out)
 
-    sums = counted_loop(em, "wgmma.k", kdim, per_iteration, sums, step)
+    if staging.a is None:         # A's fragments in registers: every K step unrolled
+        bits = 8 * staging.b.elem_bytes
+        words = [[_fragment_words(b, lhs, regs, bits) for regs in block] for block in staging.a_registers]
+        for k0 in range(0, kdim, per_iteration):
+            step0 = k0 // k_step
+            live = [w for block in words for it in block[step0:step0 + per_iteration // k_step] for w in it]
+            sums = iteration(sums, lambda i, s, k0=k0: words[i][(k0 + s) // k_step],
+                             _desc_add(b, b_desc, staging.b.offset(0, k0) >> 4), live)
+    else:
+        a_desc = _operand_descriptor(em, staging.a, b.and_(row0, ir.Constant(I32, ~63)), 8)
+
+        def step(k0: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+            a_k = along_k(a_desc, staging.a, k0)
+            return iteration(sums, lambda i, s: _desc_add(b, a_k, staging.a.offset(row_offsets[i], s) >> 4),
+                             along_k(b_desc, staging.b, k0), [])
+
+        sums = counted_loop(em, "wgmma.k", kdim, per_iteration, sums, step)
     out_ty = acc.regs[0].type
     em.put(op.result, TileVal(layout, [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in sums]))
+
+
+def _fragment_words(b: ir.IRBuilder, tv: TileVal, regs: tuple[int, ...], bits: int) -> list[ir.Value]:
+    """A's fragment registers ``regs`` (elements, in the fragment's order) packed into the
+    32-bit words ``wgmma`` reads, low bits first."""
+    per = 32 // bits
+    words = []
+    for first in range(0, len(regs), per):
+        word: ir.Value = ir.Constant(I32, 0)
+        for e, r in enumerate(regs[first:first + per]):
+            v = tv.regs[r]
+            raw = b.bitcast(v, ir.IntType(bits)) if not isinstance(v.type, ir.IntType) else v
+            raw = b.zext(raw, I32) if bits < 32 else raw
+            word = b.or_(word, b.shl(raw, ir.Constant(I32, e * bits)) if e else raw)
+        words.append(word)
+    return words
 
 
 def _stage(em: KernelEmitter, tv: TileVal, operand: OperandStaging) -> None:
@@ -303,32 +339,43 @@ def matrix_descriptor(b: ir.IRBuilder, start: ir.Value, lbo: int, sbo: int, mode
     return b.or_(address, ir.Constant(i64, (lbo >> 4) << 16 | (sbo >> 4) << 32 | mode << 62))
 
 
-def wgmma(b: ir.IRBuilder, form: TensorCoreMma, n: int, descs: list[ir.Value], d: list[ir.Value],
+def wgmma(b: ir.IRBuilder, form: TensorCoreMma, n: int, pairs: list[tuple[object, ir.Value]], d: list[ir.Value],
           transposed: tuple[bool, bool] = (False, False)) -> list[ir.Value]:
-    """``wgmma.mma_async`` of ``form`` for an m64 x ``n`` block, one per (A, B) descriptor
-    pair in ``descs``, into the accumulators ``d`` (tied: they stay in their registers);
-    ``scale-d`` is 1; the immediates after it: scales of A and B for floats, and for
-    16-bit types whether A and B are MN-major (``transposed``); none for integers."""
+    """``wgmma.mma_async`` of ``form`` for an m64 x ``n`` block, one per (A, B) in ``pairs``
+    (A a descriptor, or a list of its fragment's 32-bit words; B a descriptor), into the
+    accumulators ``d`` (tied: they stay in their registers); ``scale-d`` is 1; the
+    immediates after it: scales of A and B for floats, and for 16-bit types whether A
+    (from shared memory) and B are MN-major (``transposed``); none for integers."""
     count = len(d)
     acc = "{" + ", ".join(f"${q}" for q in range(count)) + "}"
-    trans = ", ".join(str(int(t)) for t in transposed)
-    tail = "p" if form.integer else f"p, 1, 1, {trans}" if form.bits == 16 else "p, 1, 1"
+    args: list[ir.Value] = []
+    classes: list[str] = []
     lines = ["{", ".reg .pred p;", "setp.ne.b32 p, 1, 0;"]
-    for s in range(len(descs) // 2):
-        lines.append(f"{form.wgmma_opcode(n)} {acc}, ${count + 2 * s}, ${count + 2 * s + 1}, {tail};")
+    for a, desc in pairs:
+        words = a if isinstance(a, list) else [a]
+        names = [f"${count + len(args) + q}" for q in range(len(words))]
+        args += words
+        classes += ["r" if isinstance(a, list) else "l"] * len(words)
+        trans = transposed[1:] if isinstance(a, list) else transposed
+        tail = "p" if form.integer else "p, 1, 1" + "".join(f", {int(t)}" for t in trans) if form.bits == 16 else "p, 1, 1"
+        a_text = "{" + ", ".join(names) + "}" if isinstance(a, list) else names[0]
+        lines.append(f"{form.wgmma_opcode(n)} {acc}, {a_text}, ${count + len(args)}, {tail};")
+        args.append(desc)
+        classes.append("l")
     lines.append("}")
     reg = X.reg_class(d[0].type)[0]
-    constraints = ",".join([f"={reg}"] * count + ["l"] * len(descs) + [str(q) for q in range(count)] + ["~{memory}"])
+    constraints = ",".join([f"={reg}"] * count + classes + [str(q) for q in range(count)] + ["~{memory}"])
     result = X.asm(b, ir.LiteralStructType([d[0].type] * count), "\n".join(lines), constraints,
-                   [*descs, *d], side_effect=True)
+                   [*args, *d], side_effect=True)
     return [b.extract_value(result, q) for q in range(count)]
 
 
 def _tied(b: ir.IRBuilder, text: str, values: list[ir.Value]) -> list[ir.Value]:
+    """``text`` as inline asm that takes and gives back ``values`` in the same registers."""
     count = len(values)
-    reg = X.reg_class(values[0].type)[0]
-    constraints = ",".join([f"={reg}"] * count + [str(q) for q in range(count)] + ["~{memory}"])
-    result = X.asm(b, ir.LiteralStructType([values[0].type] * count), text, constraints, values, side_effect=True)
+    classes = [X.reg_class(v.type)[0] for v in values]
+    constraints = ",".join([f"={c}" for c in classes] + [str(q) for q in range(count)] + ["~{memory}"])
+    result = X.asm(b, ir.LiteralStructType([v.type for v in values]), text, constraints, values, side_effect=True)
     return [b.extract_value(result, q) for q in range(count)]
 
 

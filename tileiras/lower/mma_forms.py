@@ -12,10 +12,16 @@ from typing import Optional
 
 from ..ir import types as T
 from ..ir.core import Operation
-from ..layout.core import OFFSET, WARP
+from ..layout.core import LANE, OFFSET, REG, WARP
 from ..layout.linear import LinearLayout, mma_blocks
 from ..layout.shared import Padding, Swizzle, bank_wavefronts
-from ..layout.tensor_core import WGMMA_SWIZZLE_MODE, descriptor_strides, wgmma_shared_operand, widest_swizzle
+from ..layout.tensor_core import (
+    WGMMA_SWIZZLE_MODE,
+    descriptor_strides,
+    wgmma_a_registers,
+    wgmma_shared_operand,
+    widest_swizzle,
+)
 from ..record import record
 from ..tile import ops_arith as AR
 from ..tile.enums import Signedness
@@ -171,11 +177,14 @@ class WgmmaStaging:
     """Where ``wgmma`` operands wait in shared memory (A's bytes first, B's from ``b.base``)
     and the accumulator blocks they feed: each warpgroup holds ``columns`` columns of
     each of its 64-row blocks, 8-column blocks ``spacing`` apart (8: contiguous; more
-    where warpgroups interleave along N)."""
-    a: OperandStaging
+    where warpgroups interleave along N).  With ``a_registers`` A is not staged: its
+    registers already hold ``wgmma``'s A fragments (``a_register_fragments``), and
+    ``a_registers[i][s]`` lists the registers of 64-row block ``i``, K step ``s``."""
+    a: Optional[OperandStaging]
     b: OperandStaging
     columns: int
     spacing: int
+    a_registers: Optional[tuple] = None
 
     @property
     def nbytes(self) -> int:
@@ -185,7 +194,37 @@ class WgmmaStaging:
     def align(self) -> int:
         """Alignment the shared buffer needs: a swizzle repeats every 8 rows of its width,
         and the hardware swizzles absolute addresses."""
-        return max(16, 8 * self.a.swizzle.value, 8 * self.b.swizzle.value)
+        return max(16, 8 * self.b.swizzle.value, 8 * self.a.swizzle.value if self.a else 0)
+
+
+def a_register_fragments(a_regs: LinearLayout, acc: LinearLayout, bits: int) -> Optional[tuple]:
+    """Whether A's registers (``a_regs``, M x K of ``bits``-bit elements) already hold
+    ``wgmma``'s register operand for every 64-row block of the accumulator ``acc`` and
+    every K step (``tensor_core.wgmma_a_registers``, as an f16 P = softmax(Q K^T) left in
+    the Q K^T accumulator's layout does): its lanes and first two warp bits those of the
+    fragment, the further warp bits the accumulator's (each warpgroup its own rows), and
+    for block ``i`` (rows from ``R_i``) and K step ``s`` a register of A for each
+    fragment register, at the fragment's element plus (R_i, K of ``s`` steps).  The
+    registers, [block][step][fragment register], or None."""
+    frag = wgmma_a_registers(bits)
+    if (a_regs.bases(LANE) != frag.bases(LANE) or a_regs.bases(WARP)[:2] != frag.bases(WARP)
+            or a_regs.bases(WARP)[2:] != acc.bases(WARP)[2:]):
+        return None
+    rows_blocks, cols_blocks = mma_blocks(acc)
+    step = frag.shape[1]
+    holder = {a_regs.apply(reg=r): r for r in range(a_regs.size(REG))}
+    out = []
+    for i in range(rows_blocks):
+        origin = acc.apply(reg=4 * cols_blocks * i)[0]
+        steps = []
+        for k0 in range(0, a_regs.shape[1], step):
+            at = [frag.apply(reg=e) for e in range(frag.size(REG))]
+            regs = [holder.get((origin + r, k0 + c)) for r, c in at]
+            if None in regs:
+                return None
+            steps.append(tuple(regs))
+        out.append(tuple(steps))
+    return tuple(out)
 
 
 def warpgroup_columns(acc: LinearLayout) -> tuple[int, int]:
@@ -206,17 +245,21 @@ def wgmma_staging(op: Operation, a_regs: LinearLayout, b_regs: LinearLayout, acc
     take the fewest shared-memory wavefronts with (``bank_wavefronts``, the stores as wide
     as their consecutive offsets allow, up to 16 bytes), then the widest stores; among
     the forms whose descriptors the K loop and each warpgroup's blocks can step
-    (``_descriptors_step``).  B starts at the alignment the swizzles need."""
+    (``_descriptors_step``).  B starts at the alignment the swizzles need.  A 16-bit A
+    whose registers already hold wgmma's A fragments is not staged at all
+    (``a_register_fragments``)."""
     esize = element_bytes(op.lhs.type)
     (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
     columns, spacing = warpgroup_columns(acc)
     origins = {(acc.apply(warp=w)[0] & ~63, acc.apply(warp=w)[1] & ~7) for w in range(acc.size(WARP))}
-    a = _best_staging(a_regs, m, k, 0, esize, 0, {o[0] for o in origins}, range(0, m, 64), 64, 8)
-    b_base = -(-a.nbytes // 1024) * 1024
+    fragments = a_register_fragments(a_regs, acc, 8 * esize) if esize == 2 else None
+    a = None if fragments else _best_staging(a_regs, m, k, 0, esize, 0, {o[0] for o in origins}, range(0, m, 64),
+                                             64, 8)
+    b_base = -(-a.nbytes // 1024) * 1024 if a else 0
     chunks = [c // 8 * spacing for c in range(0, columns, WGMMA_MAX_N)]
     b = _best_staging(b_regs, n, k, 1, esize, b_base, {o[1] for o in origins}, chunks,
                       min(columns, WGMMA_MAX_N) if spacing == 8 else 8, spacing)
-    return WgmmaStaging(a, b, columns, spacing)
+    return WgmmaStaging(a, b, columns, spacing, fragments)
 
 
 def _best_staging(regs: LinearLayout, mn: int, k: int, mn_dim: int, esize: int, base: int, origins: set,
