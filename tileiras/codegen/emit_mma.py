@@ -4,7 +4,8 @@ A and B (and mmaf_scaled's block scales) are staged in shared memory.  f16/bf16 
 whose accumulator TileAS laid out as ``mma.sync`` fragments (``TileAS.tensor_cores``)
 runs on tensor cores, ``mma.sync.m16n8k16`` with ldmatrix-fed fragments, on every
 architecture from sm_80 (``_tensor_core_mma``), or on sm_90 where TileAS chose the
-warpgroup form, ``wgmma.mma_async`` with matrix descriptors (``_warpgroup_mma``).
+warpgroup form, ``wgmma.mma_async`` with matrix descriptors over swizzled shared memory
+(A from registers where they hold its fragments; ``_warpgroup_mma``).
 Everything else runs on CUDA cores: each thread walks K for the accumulator elements it
 holds, multiplying and adding in f32 (i32 for integers) and rounding once to the result
 type.  A tcgen05 (sm_100) lowering will sit beside them.
@@ -237,6 +238,8 @@ def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: T
         return wgmma_wait(b, out)
 
     if staging.a is None:         # A's fragments in registers: every K step unrolled
+        if lhs.layout != em.tas.operand_layout(op, 0):
+            raise CompileError(f"internal: A arrives as {lhs.layout}, not the layout its fragments were read from")
         bits = 8 * staging.b.elem_bytes
         words = [[_fragment_words(b, lhs, regs, bits) for regs in block] for block in staging.a_registers]
         for k0 in range(0, kdim, per_iteration):
@@ -263,12 +266,11 @@ def _fragment_words(b: ir.IRBuilder, tv: TileVal, regs: tuple[int, ...], bits: i
     per = 32 // bits
     words = []
     for first in range(0, len(regs), per):
-        word: ir.Value = ir.Constant(I32, 0)
-        for e, r in enumerate(regs[first:first + per]):
-            v = tv.regs[r]
-            raw = b.bitcast(v, ir.IntType(bits)) if not isinstance(v.type, ir.IntType) else v
-            raw = b.zext(raw, I32) if bits < 32 else raw
-            word = b.or_(word, b.shl(raw, ir.Constant(I32, e * bits)) if e else raw)
+        raw = [tv.regs[r] if isinstance(tv.regs[r].type, ir.IntType) else b.bitcast(tv.regs[r], ir.IntType(bits))
+               for r in regs[first:first + per]]
+        word = b.zext(raw[0], I32) if bits < 32 else raw[0]
+        for e, part in enumerate(raw[1:], 1):
+            word = b.or_(word, b.shl(b.zext(part, I32), ir.Constant(I32, e * bits)))
         words.append(word)
     return words
 

@@ -1,7 +1,8 @@
 """Tensor-core matrix multiply-accumulate: ``mma.sync`` (PTX ISA, "Warp Level Matrix
 Multiply-Accumulate Instructions", the ``m16n8kK`` shapes) and ``wgmma.mma_async``
-(warpgroup MMA with K-major operands in shared memory, see ``descriptor_offsets``;
-it completes when issued, so ``wgmma.fence/commit_group/wait_group`` have nothing to do).
+(warpgroup MMA with K-major or MN-major operands in shared memory, see
+``descriptor_offsets``, or A in registers; it is computed when issued, and
+``asynchrony.py`` keeps its operands in flight until ``wgmma.wait_group``).
 
 Every ``m16n8kK`` fragment follows one pattern once the operands are seen as 32-bit words
 (``K * bits / 32`` words per row of A and per column of B).  With ``g = lane / 4`` and
