@@ -142,26 +142,35 @@ def test_wgmma_mn_major_operand(elem_bytes, swizzle):
     assert wgmma_shared_operand(64, mn, elem_bytes, swizzle).shape == (64, mn)
 
 
-@pytest.mark.parametrize("pad", [None, "core", "column"])
-@pytest.mark.parametrize("mn, k", [(64, 16), (128, 64), (256, 32)])
-def test_no_swizzle_descriptor_strides_are_the_emulators(mn, k, pad):
-    """A descriptor whose start is the offset of (row r0, k0) and whose leading and stride
-    byte offsets are ``descriptor_strides`` of a no-swizzle K-major operand (padded by 16
-    bytes after each core matrix or each K column of them, or not) makes the emulator
-    read exactly that operand's 64 rows from r0 and 16 K elements from k0 (what
-    ``emit_mma._warpgroup_mma`` issues, per 64-row block and k16 step)."""
-    layout = wgmma_shared_operand(mn, k, 2, Swizzle.NONE)
+FORMS = [(True, sw, None) for sw in Swizzle] + [(False, sw, None) for sw in Swizzle] + \
+    [(True, Swizzle.NONE, "core"), (True, Swizzle.NONE, "column")]
+
+
+@pytest.mark.parametrize("k_major, swizzle, pad", FORMS)
+@pytest.mark.parametrize("mn, k", [(64, 64), (128, 64), (256, 128)])
+def test_descriptor_strides_are_the_emulators(mn, k, k_major, swizzle, pad):
+    """A descriptor whose start is the byte offset of (row r0, k0) and whose leading and
+    stride byte offsets are ``descriptor_strides`` of an f16 operand staged as
+    ``wgmma_shared_operand`` (K-major or MN-major, each swizzle; K-major without swizzle
+    also padded by 16 bytes after each core matrix or each K column of them) makes the
+    emulator read exactly that operand's 64 rows from r0 and 16 K elements from k0 (what
+    ``emit_mma._warpgroup_mma`` issues per 64-row block and k16 step)."""
+    layout = wgmma_shared_operand(mn, k, 2, swizzle, k_major)
     padding = {None: None, "core": Padding(64, 8), "column": Padding(mn * 8, 8)}[pad]
-    lbo, sbo = descriptor_strides(layout, 2, padding)
+    lbo, sbo = descriptor_strides(layout, 2, swizzle, k_major, padding)
     to_offset = layout.invert()
     place = padding.apply if padding else (lambda x: x)
+    at = lambda r, kk: 2 * place(to_offset.apply(dim0=r, dim1=kk)[0])
+    mode = {Swizzle.NONE: 0, Swizzle.B128: 1, Swizzle.B64: 2, Swizzle.B32: 3}[swizzle]
     for r0, k0 in itertools.product(range(0, mn, 64), range(0, k, 16)):
-        start = 2 * place(to_offset.apply(dim0=r0, dim1=k0)[0])
-        desc = start >> 4 | (lbo >> 4) << 16 | (sbo >> 4) << 32
-        got = mma.descriptor_offsets(desc, 64, 32)
-        want = np.array([[2 * place(to_offset.apply(dim0=r0 + r, dim1=k0 + byte // 2)[0]) + byte % 2
-                          for byte in range(32)] for r in range(64)])
-        assert (got == want).all()
+        desc = at(r0, k0) >> 4 | (lbo >> 4) << 16 | (sbo >> 4) << 32 | mode << 62
+        if k_major:
+            got = mma.descriptor_offsets(desc, 64, 32)
+            want = [[at(r0 + r, k0 + byte // 2) + byte % 2 for byte in range(32)] for r in range(64)]
+        else:
+            got = mma.descriptor_offsets(desc, 16, 128, mn_major=True)
+            want = [[at(r0 + byte // 2, k0 + kk) + byte % 2 for byte in range(128)] for kk in range(16)]
+        assert (got == np.array(want)).all()
 
 
 @pytest.mark.parametrize("m, n, warps", [(64, 8, 4), (64, 256, 4), (128, 64, 4), (128, 32, 8), (64, 64, 8)])

@@ -202,7 +202,7 @@ def test_sm90_wgmma_assembles(case, warps, n):
 
 @pytest.mark.parametrize("m, n, k", [(64, 64, 32), (128, 128, 64)])
 def test_wgmma_staging_stores_spread_over_the_banks(m, n, k):
-    """The padding TileAS picks for the staged operands (mma_forms.staging_padding) keeps the
+    """The staging TileAS picks for the operands (mma_forms.wgmma_staging) keeps the
     stores within 3x the ideal wavefronts (without it B's lanes along N meet one bank:
     12x on 128x128x64); the emulator counts the wavefronts."""
     module = parse_module(gemm_kernel(m, n, k, "f16"), "k.mlir")

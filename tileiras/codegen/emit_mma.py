@@ -4,7 +4,8 @@ A and B (and mmaf_scaled's block scales) are staged in shared memory.  f16/bf16 
 whose accumulator TileAS laid out as ``mma.sync`` fragments (``TileAS.tensor_cores``)
 runs on tensor cores, ``mma.sync.m16n8k16`` with ldmatrix-fed fragments, on every
 architecture from sm_80 (``_tensor_core_mma``), or on sm_90 where TileAS chose the
-warpgroup form, ``wgmma.mma_async`` with matrix descriptors (``_warpgroup_mma``).
+warpgroup form, ``wgmma.mma_async`` with matrix descriptors over swizzled shared memory
+(A from registers where they hold its fragments; ``_warpgroup_mma``).
 Everything else runs on CUDA cores: each thread walks K for the accumulator elements it
 holds, multiplying and adding in f32 (i32 for integers) and rounding once to the result
 type.  A tcgen05 (sm_100) lowering will sit beside them.
@@ -20,8 +21,7 @@ from ..ir import types as T
 from ..ir.core import Operation
 from ..layout.linear import LinearLayout, mma_blocks
 from ..layout.shared import Padding
-from ..layout.tensor_core import descriptor_strides
-from ..lower.mma_forms import TensorCoreMma, mma_staging_pitches
+from ..lower.mma_forms import WGMMA_MAX_N, OperandStaging, TensorCoreMma, k_steps, mma_staging_pitches
 from ..lower.tileas import ITER
 from ..lower.tiles import element_bytes
 from ..tile import ops_arith as AR
@@ -177,98 +177,122 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
     em.put(op.result, TileVal(acc.layout, [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in sums]))
 
 
-#: instruction K steps one iteration of the wgmma K loop issues as one commit group
-WGMMA_STEPS = 4
-#: the widest accumulator block of one ``wgmma`` (m64n256)
-WGMMA_MAX_N = 256
-
-
 def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: TileVal, rhs: TileVal,
                    acc: TileVal) -> None:
     """C += A @ B with ``wgmma.mma_async.sync.aligned.m64nNkK`` (``mma_forms.tensor_core_mma``
-    chose the warpgroup form): A (M x K) and B, as N x K, are staged K-major in shared
-    memory without swizzle (``TileAS.wgmma_staging``: 8x16-byte core matrices, padded
-    where that spreads the stores over the banks), so a matrix descriptor describes each
-    64-row block of A and each column block of B.  The
-    accumulator's ``mma_fragment`` layout gives each warpgroup 64-row blocks (its
-    registers ``4 cols_blocks i`` on, 64 apart or more) and ``cols_blocks`` blocks of 8
-    columns, evenly spaced (interleaved with other warpgroups' where the rows run out),
-    which is ``wgmma``'s D for each 64-row block once B's descriptor steps from one
-    8-column block to the next by that spacing.  Per step of up to
-    ``WGMMA_STEPS`` instruction K steps: ``wgmma.fence``, one ``mma_async`` per K step and
-    accumulator block, ``commit_group``, ``wait_group 0``; fence and wait take the
-    accumulators as tied operands, so no instruction touches them in flight."""
+    chose the warpgroup form): A and B are stored to shared memory as TileAS staged them
+    (``mma_forms.wgmma_staging``: K-major or MN-major, swizzled), so a matrix descriptor
+    (``_operand_descriptor``) describes each 64-row block of A and each block of B's
+    columns; or A stays in the registers that already hold its fragments
+    (``staging.a_registers``), packed into 32-bit words.  The accumulator's
+    ``mma_fragment`` layout gives each warpgroup 64-row blocks (its registers
+    ``4 cols_blocks i`` on) and ``staging.columns`` columns of each, 8-column blocks
+    ``staging.spacing`` apart, which is ``wgmma``'s D for each 64-row block.  Per
+    iteration of up to ``WGMMA_STEPS`` instruction K steps: ``wgmma.fence``, one
+    ``mma_async`` per K step and accumulator block, ``commit_group``, ``wait_group 0``;
+    fence and wait take the accumulators (and A's words) as tied operands, so no
+    instruction touches them in flight.  With A in registers the K loop is unrolled."""
     b = em.b
-    a_t, b_t = op.lhs.type, op.rhs.type
     staging = em.tas.wgmma_staging[op]
-    shared_a, shared_b = staging.a, staging.b
-    esize = staging.elem_bytes
-    a_bytes = staging.b_base
     X.barrier(b)
-    for tv, shared, padding, base in ((lhs, shared_a, staging.a_padding, 0), (rhs, shared_b, staging.b_padding, a_bytes)):
-        to_offset = tv.layout.invert_and_compose(shared)
-        st = _smem_type(tv.regs[0].type)
-        vector = to_offset.largest_vectorization(0, 16 // esize)     # never across the padding
-        for first in em.unique_regs(tv.layout)[::vector]:             # one store per run of consecutive offsets
-            slot = em.smem_slot(_padded_offset(em, to_offset, first, padding), esize, base)
-            values = [_to_smem(b, tv.regs[first + j], st) for j in range(vector)]
-            if vector == 1:
-                b.store(values[0], slot)
-                continue
-            packed: ir.Value = ir.Constant(ir.VectorType(st, vector), None)
-            for j, v in enumerate(values):
-                packed = b.insert_element(packed, v, ir.Constant(I32, j))
-            b.store(packed, slot, align=vector * esize)
+    if staging.a is not None:
+        _stage(em, lhs, staging.a)
+    _stage(em, rhs, staging.b)
     X.fence_proxy_async(b)        # the generic-proxy stores, before the async proxy reads
     X.barrier(b)
     layout = acc.layout
     rows_blocks, cols_blocks = mma_blocks(layout)
-    n = 8 * cols_blocks
+    n, spacing = staging.columns, staging.spacing
     chunk = min(n, WGMMA_MAX_N)
     row0, col0 = em.coords(layout, 0)
-    wg_row = b.and_(row0, ir.Constant(I32, ~63))                  # the warpgroup's first row and column
-    wg_col = b.and_(col0, ir.Constant(I32, ~7))
-    spacing = layout.apply(reg=4)[1] if cols_blocks > 1 else 8        # of the warp's 8-column blocks
-    if any(layout.apply(reg=4 * j) != (0, j * spacing) for j in range(cols_blocks)):
-        raise CompileError(f"internal: {layout} is not wgmma accumulators")
-    core = 16 // esize                                              # K elements of a core matrix
-    a_lbo, a_sbo = descriptor_strides(shared_a, esize, staging.a_padding)
-    b_lbo, b_group = descriptor_strides(shared_b.permute((1, 0)), esize, staging.b_padding)
-    b_sbo = b_group * spacing // 8                                  # this warpgroup's next 8 columns
-    smem = b.ptrtoint(em.smem(), I32)
+    b_desc = _operand_descriptor(em, staging.b, b.and_(col0, ir.Constant(I32, ~7)), spacing)
     row_offsets = [layout.apply(reg=4 * cols_blocks * i)[0] for i in range(rows_blocks)]
-    a_start = b.add(smem, b.mul(b.lshr(wg_row, ir.Constant(I32, 3)), ir.Constant(I32, a_sbo)))
-    b_start = b.add(smem, b.add(ir.Constant(I32, a_bytes),
-                                b.mul(b.lshr(wg_col, ir.Constant(I32, 3)), ir.Constant(I32, b_group))))
-    a_desc, b_desc = matrix_descriptor(b, a_start, a_lbo, a_sbo), matrix_descriptor(b, b_start, b_lbo, b_sbo)
     sum_ty = I32 if form.integer else ir.FloatType()
     sums = [v if v.type == sum_ty else b.fpext(v, sum_ty) for v in acc.regs]
-    kdim = a_t.shape[-1]
-    steps = min(WGMMA_STEPS, kdim // form.k)
+    kdim = op.lhs.type.shape[-1]
+    k_step, per_iteration = k_steps(staging.b.elem_bytes, kdim)
+    i64 = ir.IntType(64)
+    transposed = (staging.a is not None and staging.a.transposed, staging.b.transposed)
 
-    def step(k0: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
-        along_k = b.zext(b.udiv(k0, ir.Constant(I32, core)), ir.IntType(64))
-        a_k = b.add(a_desc, b.mul(along_k, ir.Constant(ir.IntType(64), a_lbo >> 4)))
-        b_k = b.add(b_desc, b.mul(along_k, ir.Constant(ir.IntType(64), b_lbo >> 4)))
-        sums = wgmma_fence(b, sums)
-        out = list(sums)
-        for i, r in enumerate(row_offsets):
+    def along_k(desc: ir.Value, operand: OperandStaging, k0: ir.Value) -> ir.Value:
+        iteration = b.zext(b.udiv(k0, ir.Constant(I32, per_iteration)), i64)
+        return b.add(desc, b.mul(iteration, ir.Constant(i64, operand.offset(0, per_iteration) >> 4)))
+
+    def iteration(sums: list[ir.Value], a_of: Callable[[int, int], object], b_k: ir.Value,
+                  a_words: list[ir.Value]) -> list[ir.Value]:
+        """One commit group: ``a_of(i, s)`` is block i's A (descriptor or words) at step s."""
+        fenced = wgmma_fence(b, sums + a_words)
+        out, words = fenced[:len(sums)], dict(zip(map(id, a_words), fenced[len(sums):]))
+        for i in range(len(row_offsets)):
             for c in range(0, n, chunk):
-                descs = []
-                for s in range(steps):
-                    k_cores = s * form.k // core
-                    descs.append(_desc_add(b, a_k, (r * a_sbo // 8 + k_cores * a_lbo) >> 4))
-                    descs.append(_desc_add(b, b_k, (c // 8 * b_sbo + k_cores * b_lbo) >> 4))
+                pairs = []
+                for s in range(0, per_iteration, k_step):
+                    a = a_of(i, s)
+                    a = [words[id(w)] for w in a] if isinstance(a, list) else a
+                    pairs.append((a, _desc_add(b, b_k, staging.b.offset(c // 8 * spacing, s) >> 4)))
                 regs = [4 * (j + cols_blocks * i) + e for j in range(c // 8, (c + chunk) // 8) for e in range(4)]
-                new = wgmma(b, form, chunk, descs, [out[q] for q in regs])
+                new = wgmma(b, form, chunk, pairs, [out[q] for q in regs], transposed)
                 for q, v in zip(regs, new):
                     out[q] = v
         X.asm(b, ir.VoidType(), "wgmma.commit_group.sync.aligned;", "~{memory}", [], side_effect=True)
         return wgmma_wait(b, out)
 
-    sums = counted_loop(em, "wgmma.k", kdim, steps * form.k, sums, step)
+    if staging.a is None:         # A's fragments in registers: every K step unrolled
+        if lhs.layout != em.tas.operand_layout(op, 0):
+            raise CompileError(f"internal: A arrives as {lhs.layout}, not the layout its fragments were read from")
+        bits = 8 * staging.b.elem_bytes
+        words = [[_fragment_words(b, lhs, regs, bits) for regs in block] for block in staging.a_registers]
+        for k0 in range(0, kdim, per_iteration):
+            step0 = k0 // k_step
+            live = [w for block in words for it in block[step0:step0 + per_iteration // k_step] for w in it]
+            sums = iteration(sums, lambda i, s, k0=k0: words[i][(k0 + s) // k_step],
+                             _desc_add(b, b_desc, staging.b.offset(0, k0) >> 4), live)
+    else:
+        a_desc = _operand_descriptor(em, staging.a, b.and_(row0, ir.Constant(I32, ~63)), 8)
+
+        def step(k0: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+            a_k = along_k(a_desc, staging.a, k0)
+            return iteration(sums, lambda i, s: _desc_add(b, a_k, staging.a.offset(row_offsets[i], s) >> 4),
+                             along_k(b_desc, staging.b, k0), [])
+
+        sums = counted_loop(em, "wgmma.k", kdim, per_iteration, sums, step)
     out_ty = acc.regs[0].type
     em.put(op.result, TileVal(layout, [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in sums]))
+
+
+def _fragment_words(b: ir.IRBuilder, tv: TileVal, regs: tuple[int, ...], bits: int) -> list[ir.Value]:
+    """A's fragment registers ``regs`` (elements, in the fragment's order) packed into the
+    32-bit words ``wgmma`` reads, low bits first."""
+    per = 32 // bits
+    words = []
+    for first in range(0, len(regs), per):
+        raw = [tv.regs[r] if isinstance(tv.regs[r].type, ir.IntType) else b.bitcast(tv.regs[r], ir.IntType(bits))
+               for r in regs[first:first + per]]
+        word = b.zext(raw[0], I32) if bits < 32 else raw[0]
+        for e, part in enumerate(raw[1:], 1):
+            word = b.or_(word, b.shl(b.zext(part, I32), ir.Constant(I32, e * bits)))
+        words.append(word)
+    return words
+
+
+def _stage(em: KernelEmitter, tv: TileVal, operand: OperandStaging) -> None:
+    """Store an operand's registers where ``operand`` stages it: one store per run of
+    consecutive offsets (up to 16 bytes)."""
+    b = em.b
+    esize = operand.elem_bytes
+    to_offset = tv.layout.invert_and_compose(operand.tile)
+    st = _smem_type(tv.regs[0].type)
+    vector = to_offset.largest_vectorization(0, 16 // esize)
+    for first in em.unique_regs(tv.layout)[::vector]:
+        slot = em.smem_slot(_padded_offset(em, to_offset, first, operand.padding), esize, operand.base)
+        values = [_to_smem(b, tv.regs[first + j], st) for j in range(vector)]
+        if vector == 1:
+            b.store(values[0], slot)
+            continue
+        packed: ir.Value = ir.Constant(ir.VectorType(st, vector), None)
+        for j, v in enumerate(values):
+            packed = b.insert_element(packed, v, ir.Constant(I32, j))
+        b.store(packed, slot, align=vector * esize)
 
 
 def _pad(b: ir.IRBuilder, offset: ir.Value, padding: Padding) -> ir.Value:
@@ -290,43 +314,70 @@ def _padded_offset(em: KernelEmitter, layout: LinearLayout, reg: int, padding: O
     return em.b.add(runtime, ir.Constant(I32, padding.apply(const)))
 
 
+def _operand_descriptor(em: KernelEmitter, operand: OperandStaging, origin: ir.Value, spacing: int) -> ir.Value:
+    """The descriptor of this warpgroup's first block of ``operand`` at K = 0: its first
+    row of A (column of B) is ``origin``, ``origin / operand.origin_unit`` steps of
+    ``offset(origin_unit, 0)`` bytes past the operand's start; strides from the layout."""
+    b = em.b
+    start = b.add(b.ptrtoint(em.smem(), I32), ir.Constant(I32, operand.base))
+    unit = operand.origin_unit
+    if unit:
+        steps = b.lshr(origin, ir.Constant(I32, unit.bit_length() - 1))
+        start = b.add(start, b.mul(steps, ir.Constant(I32, operand.offset(unit, 0))))
+    return matrix_descriptor(b, start, *operand.strides(spacing), operand.mode)
+
+
 def _desc_add(b: ir.IRBuilder, desc: ir.Value, units: int) -> ir.Value:
     return b.add(desc, ir.Constant(ir.IntType(64), units)) if units else desc
 
 
-def matrix_descriptor(b: ir.IRBuilder, start: ir.Value, lbo: int, sbo: int) -> ir.Value:
-    """A wgmma matrix descriptor without swizzle (PTX ISA, "Matrix Descriptor Format"): the
-    shared address ``start`` (i32) and the leading and stride byte offsets, each in
-    16-byte units in bits 0-13, 16-29 and 32-45; base offset and swizzle mode 0."""
+def matrix_descriptor(b: ir.IRBuilder, start: ir.Value, lbo: int, sbo: int, mode: int = 0) -> ir.Value:
+    """A wgmma matrix descriptor (PTX ISA, "Matrix Descriptor Format"): the shared address
+    ``start`` (i32) and the leading and stride byte offsets, each in 16-byte units in bits
+    0-13, 16-29 and 32-45, base offset 0 (the buffer is aligned to the swizzle's repeat)
+    and the swizzle ``mode`` in bits 62-63."""
     i64 = ir.IntType(64)
     address = b.zext(b.and_(b.lshr(start, ir.Constant(I32, 4)), ir.Constant(I32, 0x3FFF)), i64)
-    return b.or_(address, ir.Constant(i64, (lbo >> 4) << 16 | (sbo >> 4) << 32))
+    return b.or_(address, ir.Constant(i64, (lbo >> 4) << 16 | (sbo >> 4) << 32 | mode << 62))
 
 
-def wgmma(b: ir.IRBuilder, form: TensorCoreMma, n: int, descs: list[ir.Value], d: list[ir.Value]) -> list[ir.Value]:
-    """``wgmma.mma_async`` of ``form`` for an m64 x ``n`` block, one per (A, B) descriptor
-    pair in ``descs``, into the accumulators ``d`` (tied: they stay in their registers);
-    ``scale-d`` is 1, both operands K-major (the immediates after it: scales of A and B
-    for floats, and transposes for 16-bit ones; none for integers)."""
+def wgmma(b: ir.IRBuilder, form: TensorCoreMma, n: int, pairs: list[tuple[object, ir.Value]], d: list[ir.Value],
+          transposed: tuple[bool, bool] = (False, False)) -> list[ir.Value]:
+    """``wgmma.mma_async`` of ``form`` for an m64 x ``n`` block, one per (A, B) in ``pairs``
+    (A a descriptor, or a list of its fragment's 32-bit words; B a descriptor), into the
+    accumulators ``d`` (tied: they stay in their registers); ``scale-d`` is 1; the
+    immediates after it: scales of A and B for floats, and for 16-bit types whether A
+    (from shared memory) and B are MN-major (``transposed``); none for integers."""
     count = len(d)
     acc = "{" + ", ".join(f"${q}" for q in range(count)) + "}"
-    tail = "p" if form.integer else "p, 1, 1, 0, 0" if form.bits == 16 else "p, 1, 1"
+    args: list[ir.Value] = []
+    classes: list[str] = []
     lines = ["{", ".reg .pred p;", "setp.ne.b32 p, 1, 0;"]
-    for s in range(len(descs) // 2):
-        lines.append(f"{form.wgmma_opcode(n)} {acc}, ${count + 2 * s}, ${count + 2 * s + 1}, {tail};")
+    for a, desc in pairs:
+        words = a if isinstance(a, list) else [a]
+        names = [f"${count + len(args) + q}" for q in range(len(words))]
+        args += words
+        classes += ["r" if isinstance(a, list) else "l"] * len(words)
+        trans = transposed[1:] if isinstance(a, list) else transposed
+        tail = "p" if form.integer else "p, 1, 1" + "".join(f", {int(t)}" for t in trans) if form.bits == 16 else "p, 1, 1"
+        a_text = "{" + ", ".join(names) + "}" if isinstance(a, list) else names[0]
+        lines.append(f"{form.wgmma_opcode(n)} {acc}, {a_text}, ${count + len(args)}, {tail};")
+        args.append(desc)
+        classes.append("l")
     lines.append("}")
     reg = X.reg_class(d[0].type)[0]
-    constraints = ",".join([f"={reg}"] * count + ["l"] * len(descs) + [str(q) for q in range(count)] + ["~{memory}"])
+    constraints = ",".join([f"={reg}"] * count + classes + [str(q) for q in range(count)] + ["~{memory}"])
     result = X.asm(b, ir.LiteralStructType([d[0].type] * count), "\n".join(lines), constraints,
-                   [*descs, *d], side_effect=True)
+                   [*args, *d], side_effect=True)
     return [b.extract_value(result, q) for q in range(count)]
 
 
 def _tied(b: ir.IRBuilder, text: str, values: list[ir.Value]) -> list[ir.Value]:
+    """``text`` as inline asm that takes and gives back ``values`` in the same registers."""
     count = len(values)
-    reg = X.reg_class(values[0].type)[0]
-    constraints = ",".join([f"={reg}"] * count + [str(q) for q in range(count)] + ["~{memory}"])
-    result = X.asm(b, ir.LiteralStructType([values[0].type] * count), text, constraints, values, side_effect=True)
+    classes = [X.reg_class(v.type)[0] for v in values]
+    constraints = ",".join([f"={c}" for c in classes] + [str(q) for q in range(count)] + ["~{memory}"])
+    result = X.asm(b, ir.LiteralStructType([v.type for v in values]), text, constraints, values, side_effect=True)
     return [b.extract_value(result, q) for q in range(count)]
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .core import LANE, REG, WARP, Base, LinearLayout, log2, unit_base
+from .core import LANE, OFFSET, REG, WARP, Base, LinearLayout, log2, unit_base
 from .shared import Padding, Swizzle, nvmma_shared
 
 #: the input dims of a tensor-memory layout: its 128 lanes (rows) and 32-bit columns
@@ -123,17 +123,50 @@ def wgmma_shared_operand(mn: int, k: int, elem_bytes: int, swizzle: Swizzle,
     return nvmma_shared((k, mn), elem_bytes, swizzle).permute((1, 0))
 
 
-def descriptor_strides(layout: LinearLayout, elem_bytes: int, padding: Padding | None = None) -> tuple[int, int]:
-    """(leading, stride) byte offsets of the matrix descriptor of a K-major operand stored
-    without swizzle as ``layout`` (offset -> (row of A or column of B, k), as
-    ``wgmma_shared_operand``), its offsets spaced by ``padding`` (whole core matrices
-    apart): where the core matrix next along K starts, and where the next 8 rows do (PTX
-    ISA, "Matrix Descriptor Format", K-major, no swizzle)."""
+#: the swizzle field (bits 62-63) of a wgmma matrix descriptor
+WGMMA_SWIZZLE_MODE = {Swizzle.NONE: 0, Swizzle.B128: 1, Swizzle.B64: 2, Swizzle.B32: 3}
+
+
+def widest_swizzle(extent_bytes: int) -> Swizzle:
+    """The widest swizzle whose atom rows an operand's contiguous extent fills exactly
+    (``extent_bytes`` a multiple of the width); none below 32 bytes."""
+    for swizzle in (Swizzle.B128, Swizzle.B64, Swizzle.B32):
+        if extent_bytes % swizzle.value == 0:
+            return swizzle
+    return Swizzle.NONE
+
+
+def descriptor_strides(layout: LinearLayout, elem_bytes: int, swizzle: Swizzle, k_major: bool = True,
+                       padding: Padding | None = None) -> tuple[int, int]:
+    """(leading, stride) byte offsets of the matrix descriptor of an operand stored as
+    ``layout`` (offset -> (row of A or column of B, k), as ``wgmma_shared_operand``), read
+    off the layout (PTX ISA, "Matrix Descriptor Format", "Strides"):
+
+    - K-major: the stride offset is where the next 8 rows start; the leading one where the
+      next 16 bytes of K do without swizzle (with one, K of an instruction stays inside an
+      atom's row and the field is unused: 16);
+    - MN-major: the stride offset is where the next 16 bytes of M/N start without swizzle,
+      the next 8 K-rows with one; the leading one where the next 8 K-rows start without
+      swizzle, the next atom along M/N with one.
+
+    ``padding`` (without swizzle: whole core matrices apart) spaces the offsets.  A step
+    past the operand's extent (which no instruction takes) is given as the operand's size."""
+    mn, k = layout.shape
     to_offset = layout.invert()
-    place = padding.apply if padding else (lambda offset: offset)
-    lbo = place(to_offset.apply(dim1=16 // elem_bytes)[0]) * elem_bytes
-    sbo = place(to_offset.apply(dim0=8)[0]) * elem_bytes
-    return lbo, sbo
+    size = elem_bytes * layout.size(OFFSET)
+
+    def at(d_mn: int, d_k: int) -> int:
+        if d_mn >= mn or d_k >= k:
+            return size
+        (offset,) = to_offset.apply(dim0=d_mn, dim1=d_k)
+        return elem_bytes * (padding.apply(offset) if padding else offset)
+
+    chunk = 16 // elem_bytes
+    if k_major:
+        return (at(0, chunk) if swizzle is Swizzle.NONE else 16), at(8, 0)
+    if swizzle is Swizzle.NONE:
+        return at(0, 8), at(chunk, 0)
+    return at(swizzle.width // elem_bytes, 0), at(0, 8)
 
 
 def tmem_accumulator(m: int, n: int) -> LinearLayout:

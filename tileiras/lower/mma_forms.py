@@ -5,14 +5,23 @@ the ``_mma`` layout rule records the staging); ``codegen.emit_mma`` only reads i
 """
 from __future__ import annotations
 
+import functools
+import itertools
+from collections.abc import Sequence
 from typing import Optional
 
 from ..ir import types as T
 from ..ir.core import Operation
-from ..layout.core import OFFSET
-from ..layout.linear import LinearLayout
+from ..layout.core import LANE, OFFSET, REG, WARP
+from ..layout.linear import LinearLayout, mma_blocks
 from ..layout.shared import Padding, Swizzle, bank_wavefronts
-from ..layout.tensor_core import wgmma_shared_operand
+from ..layout.tensor_core import (
+    WGMMA_SWIZZLE_MODE,
+    descriptor_strides,
+    wgmma_a_registers,
+    wgmma_shared_operand,
+    widest_swizzle,
+)
 from ..record import record
 from ..tile import ops_arith as AR
 from ..tile.enums import Signedness
@@ -85,60 +94,240 @@ def tensor_core_mma(op: Operation, arch: int, num_warps: int = 1, extra_warps: i
     return TensorCoreMma(*form, warpgroup)
 
 
-@record(frozen=True)
-class WgmmaStaging:
-    """Where ``wgmma`` operands wait in shared memory: ``a`` offset -> (m, k) of A, ``b``
-    offset -> (k, n) of B (its bytes after A's, ``b_base``), each K-major without swizzle
-    (``tensor_core.wgmma_shared_operand``: 8x16-byte core matrices, each 8 rows' together,
-    then each K step of 16 bytes after all the rows), with ``padding`` (or None) after
-    each core matrix or each K column of them: ``Padding`` is affine on the core
-    matrices, so the descriptors' byte offsets stay constant (``descriptor_strides``)."""
-    a: LinearLayout
-    b: LinearLayout
-    a_padding: Optional[Padding]
-    b_padding: Optional[Padding]
-    elem_bytes: int
+#: the widest accumulator block of one ``wgmma`` (m64n256)
+WGMMA_MAX_N = 256
+#: instruction K steps one iteration of the wgmma K loop issues as one commit group
+WGMMA_STEPS = 4
 
-    def _bytes(self, layout: LinearLayout, padding: Optional[Padding]) -> int:
-        size = layout.size(OFFSET)
-        return self.elem_bytes * (padding.padded_size(size) if padding else size)
+
+def k_steps(elem_bytes: int, k: int) -> tuple[int, int]:
+    """(K of one ``wgmma``: 32 bytes, K of one iteration of the K loop: up to
+    ``WGMMA_STEPS`` instructions)."""
+    step = 32 // elem_bytes
+    return step, min(WGMMA_STEPS, k // step) * step
+
+
+@record(frozen=True)
+class OperandStaging:
+    """One ``wgmma`` operand waiting in shared memory from byte ``base`` on: ``layout`` maps
+    an element offset to (row of A or column of B, k), as ``wgmma_shared_operand`` builds
+    it for ``swizzle`` and ``k_major``; ``mn_dim`` is the tile dim of M (0, A) or N (1, B).
+    A warpgroup whose first row of A (column of B) is ``o`` finds its operand
+    ``o / origin_unit`` times ``offset(origin_unit, 0)`` bytes on (``_descriptors_step``
+    checked that offsets add up so).  ``padding`` (K-major without swizzle only) spaces
+    the core matrices: affine on them, so the descriptors' strides stay constant; it is
+    for operands no swizzle spreads over the banks (an 8-bit B held along N: wgmma
+    has no MN-major 8-bit operands)."""
+    layout: LinearLayout
+    swizzle: Swizzle
+    k_major: bool
+    mn_dim: int
+    base: int
+    elem_bytes: int
+    #: the warpgroups' first rows of A (columns of B) are multiples of this (0: all 0)
+    origin_unit: int = 0
+    #: without swizzle, 16 bytes after each core matrix or each K column of them (or none)
+    padding: Optional[Padding] = None
 
     @property
-    def b_base(self) -> int:
-        return self._bytes(self.a, self.a_padding)
+    def tile(self) -> LinearLayout:
+        """offset -> the tile's own coordinates: A's (m, k), B's (k, n)."""
+        return self.layout if self.mn_dim == 0 else self.layout.permute((1, 0))
 
     @property
     def nbytes(self) -> int:
-        return self.b_base + self._bytes(self.b, self.b_padding)
+        size = self.layout.size(OFFSET)
+        return self.elem_bytes * (self.padding.padded_size(size) if self.padding else size)
+
+    @property
+    def mode(self) -> int:
+        """The descriptor's swizzle field."""
+        return WGMMA_SWIZZLE_MODE[self.swizzle]
+
+    @property
+    def transposed(self) -> bool:
+        """The instruction's ``imm-trans`` for this operand: MN-major."""
+        return not self.k_major
+
+    def strides(self, spacing: int = 8) -> tuple[int, int]:
+        """(leading, stride) byte offsets of its descriptors (``descriptor_strides``), the
+        instruction's 8-row groups ``spacing`` rows apart (B's columns of one warpgroup
+        interleaved with another's): K-major, or MN-major without swizzle, the group step
+        is the stride offset, so it is the offset of row ``spacing``."""
+        lbo, sbo = descriptor_strides(self.layout, self.elem_bytes, self.swizzle, self.k_major, self.padding)
+        if spacing == 8:
+            return lbo, sbo
+        if not self.k_major and self.swizzle is not Swizzle.NONE:
+            raise ValueError("a swizzled MN-major operand keeps its rows contiguous")
+        return lbo, self.offset(spacing, 0)
+
+    def offset(self, mn: int, k: int) -> int:
+        """Byte offset (from ``base``) of element (mn, k)."""
+        (offset,) = _inverse(self.layout).apply(dim0=mn, dim1=k)
+        return self.elem_bytes * (self.padding.apply(offset) if self.padding else offset)
 
 
-def wgmma_staging(op: Operation, a_regs: LinearLayout, b_regs: LinearLayout) -> WgmmaStaging:
-    """The staging of ``op``'s operands for ``wgmma``, given the register layouts A and B
-    arrive in: each padded as ``staging_padding`` finds best for its stores."""
+@functools.lru_cache(maxsize=64)
+def _inverse(layout: LinearLayout) -> LinearLayout:
+    return layout.invert()
+
+
+@record(frozen=True)
+class WgmmaStaging:
+    """Where ``wgmma`` operands wait in shared memory (A's bytes first, B's from ``b.base``)
+    and the accumulator blocks they feed: each warpgroup holds ``columns`` columns of
+    each of its 64-row blocks, 8-column blocks ``spacing`` apart (8: contiguous; more
+    where warpgroups interleave along N).  With ``a_registers`` A is not staged: its
+    registers already hold ``wgmma``'s A fragments (``a_register_fragments``), and
+    ``a_registers[i][s]`` lists the registers of 64-row block ``i``, K step ``s``."""
+    a: Optional[OperandStaging]
+    b: OperandStaging
+    columns: int
+    spacing: int
+    a_registers: Optional[tuple] = None
+
+    @property
+    def nbytes(self) -> int:
+        return self.b.base + self.b.nbytes
+
+    @property
+    def align(self) -> int:
+        """Alignment the shared buffer needs: a swizzle repeats every 8 rows of its width,
+        and the hardware swizzles absolute addresses."""
+        return max(16, 8 * self.b.swizzle.value, 8 * self.a.swizzle.value if self.a else 0)
+
+
+def a_register_fragments(a_regs: LinearLayout, acc: LinearLayout, bits: int) -> Optional[tuple]:
+    """Whether A's registers (``a_regs``, M x K of ``bits``-bit elements) already hold
+    ``wgmma``'s register operand for every 64-row block of the accumulator ``acc`` and
+    every K step (``tensor_core.wgmma_a_registers``, as an f16 P = softmax(Q K^T) left in
+    the Q K^T accumulator's layout does): its lanes and first two warp bits those of the
+    fragment, the further warp bits the accumulator's (each warpgroup its own rows), and
+    for block ``i`` (rows from ``R_i``) and K step ``s`` a register of A for each
+    fragment register, at the fragment's element plus (R_i, K of ``s`` steps).  The
+    registers, [block][step][fragment register], or None."""
+    frag = wgmma_a_registers(bits)
+    if (a_regs.bases(LANE) != frag.bases(LANE) or a_regs.bases(WARP)[:2] != frag.bases(WARP)
+            or a_regs.bases(WARP)[2:] != acc.bases(WARP)[2:]):
+        return None
+    rows_blocks, cols_blocks = mma_blocks(acc)
+    step = frag.shape[1]
+    holder = {a_regs.apply(reg=r): r for r in range(a_regs.size(REG))}
+    out = []
+    for i in range(rows_blocks):
+        origin = acc.apply(reg=4 * cols_blocks * i)[0]
+        steps = []
+        for k0 in range(0, a_regs.shape[1], step):
+            at = [frag.apply(reg=e) for e in range(frag.size(REG))]
+            regs = [holder.get((origin + r, k0 + c)) for r, c in at]
+            if None in regs:
+                return None
+            steps.append(tuple(regs))
+        out.append(tuple(steps))
+    return tuple(out)
+
+
+def warpgroup_columns(acc: LinearLayout) -> tuple[int, int]:
+    """(columns, spacing) of each 64-row block of ``acc`` (an ``mma_fragment`` holding wgmma
+    accumulators) one warpgroup holds: its 8-column blocks in register order (registers
+    ``4 j`` on), ``spacing`` columns apart."""
+    _, cols_blocks = mma_blocks(acc)
+    spacing = acc.apply(reg=4)[1] if cols_blocks > 1 else 8
+    if any(acc.apply(reg=4 * j) != (0, j * spacing) for j in range(cols_blocks)):
+        raise ValueError(f"{acc} is not wgmma accumulators")
+    return 8 * cols_blocks, spacing
+
+
+def wgmma_staging(op: Operation, a_regs: LinearLayout, b_regs: LinearLayout, acc: LinearLayout) -> WgmmaStaging:
+    """The staging of ``op``'s operands for ``wgmma``, given the register layouts A, B and
+    the accumulator arrive in: each operand K-major or (16-bit types) MN-major, in the
+    widest swizzle its contiguous extent fills, whichever its register->shared stores
+    take the fewest shared-memory wavefronts with (``bank_wavefronts``, the stores as wide
+    as their consecutive offsets allow, up to 16 bytes), then the widest stores; among
+    the forms whose descriptors the K loop and each warpgroup's blocks can step
+    (``_descriptors_step``).  B starts at the alignment the swizzles need.  A 16-bit A
+    whose registers already hold wgmma's A fragments is not staged at all
+    (``a_register_fragments``)."""
     esize = element_bytes(op.lhs.type)
     (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
-    a = wgmma_shared_operand(m, k, esize, Swizzle.NONE)
-    b = wgmma_shared_operand(n, k, esize, Swizzle.NONE).permute((1, 0))
-    return WgmmaStaging(a, b, staging_padding(a_regs, a, m, esize), staging_padding(b_regs, b, n, esize), esize)
+    columns, spacing = warpgroup_columns(acc)
+    origins = {(acc.apply(warp=w)[0] & ~63, acc.apply(warp=w)[1] & ~7) for w in range(acc.size(WARP))}
+    fragments = a_register_fragments(a_regs, acc, 8 * esize) if esize == 2 else None
+    a = None if fragments else _best_staging(a_regs, m, k, 0, esize, 0, {o[0] for o in origins}, range(0, m, 64),
+                                             64, 8)
+    b_base = -(-a.nbytes // 1024) * 1024 if a else 0
+    chunks = [c // 8 * spacing for c in range(0, columns, WGMMA_MAX_N)]
+    b = _best_staging(b_regs, n, k, 1, esize, b_base, {o[1] for o in origins}, chunks,
+                      min(columns, WGMMA_MAX_N) if spacing == 8 else 8, spacing)
+    return WgmmaStaging(a, b, columns, spacing, fragments)
 
 
-def staging_padding(regs: LinearLayout, shared: LinearLayout, mn: int, esize: int) -> Optional[Padding]:
-    """None, 16 bytes after each core matrix (the stride byte offset grows by 16) or after
-    each K column of ``mn`` rows of them (the leading one does): whichever the stores of
-    ``regs`` (as wide as their consecutive offsets allow, up to 16 bytes) take the fewest
-    shared-memory wavefronts with (``bank_wavefronts``; the first on ties).  Without
-    padding, lanes that hold the same element of different core matrices all meet one
-    bank, as B's lanes along N do (32-way) and A's along K."""
-    vector = regs.invert_and_compose(shared).largest_vectorization(0, 16 // esize)
-    best, fewest = None, None
-    for padding in (None, Padding(128 // esize, 16 // esize), Padding(mn * 16 // esize, 16 // esize)):
+def _best_staging(regs: LinearLayout, mn: int, k: int, mn_dim: int, esize: int, base: int, origins: set,
+                  blocks: Sequence[int], span: int, spacing: int) -> OperandStaging:
+    """The cheapest staging (``wgmma_staging``) of one operand, ``mn`` x ``k``, whose
+    descriptors read ``span`` contiguous rows of A (columns of B) each, at the warpgroup
+    ``origins`` plus ``blocks``."""
+    best, best_cost = None, None
+    unit = min((o for o in origins if o), default=0)
+    for k_major, swizzle, padding in _forms(esize, mn, k, min(span, mn)):
+        staging = OperandStaging(wgmma_shared_operand(mn, k, esize, swizzle, k_major), swizzle, k_major,
+                                 mn_dim, base, esize, unit, padding)
+        if not _descriptors_step(staging, origins, blocks, spacing, k):
+            continue
+        vector = regs.invert_and_compose(staging.tile).largest_vectorization(0, 16 // esize)
         try:
-            cost = sum(bank_wavefronts(regs, shared, esize, vector, padding=padding))
+            cost = (sum(bank_wavefronts(regs, staging.tile, esize, vector, padding=padding)), -vector,
+                    staging.nbytes)
         except ValueError:      # a vector across the padding
             continue
-        if fewest is None or cost < fewest:
-            best, fewest = padding, cost
+        if best_cost is None or cost < best_cost:
+            best, best_cost = staging, cost
+    if best is None:
+        raise ValueError(f"no wgmma staging for a {mn}x{k} operand")
     return best
+
+
+def _forms(esize: int, mn: int, k: int, mn_span: int) -> list[tuple[bool, Swizzle, Optional[Padding]]]:
+    """(K-major, swizzle, padding) forms an operand may take: K-major, or (16-bit types)
+    MN-major, each in the swizzles whose width divides its contiguous extent, widest
+    first; then K-major without swizzle, padded after each core matrix or each K column
+    of them (``OperandStaging.padding``)."""
+    out: list[tuple[bool, Swizzle, Optional[Padding]]] = []
+    for k_major in ((True, False) if esize == 2 else (True,)):
+        widest = widest_swizzle((k if k_major else mn_span) * esize)
+        out += [(k_major, s, None) for s in (Swizzle.B128, Swizzle.B64, Swizzle.B32) if s.value <= widest.value]
+        if not k_major or widest is Swizzle.NONE:
+            out.append((k_major, Swizzle.NONE, None))
+    chunk = 16 // esize
+    return out + [(True, Swizzle.NONE, Padding(8 * chunk, chunk)), (True, Swizzle.NONE, Padding(mn * chunk, chunk))]
+
+
+def _descriptors_step(staging: OperandStaging, origins: set, blocks: Sequence[int], spacing: int, k: int) -> bool:
+    """Whether ``emit_mma._warpgroup_mma``'s descriptors read ``staging`` right: each
+    descriptor starts at the offset of (warpgroup origin + block, K step), which it
+    computes as the origin's share (a multiple of one origin's offset), the K loop's (a
+    multiple of one iteration's) and a constant, so those offsets must add up; the
+    descriptor's strides must exist for the blocks' ``spacing``; and a swizzled MN-major
+    block must start on an atom (its rows run along M/N inside atoms)."""
+    try:
+        staging.strides(spacing)
+    except ValueError:
+        return False
+    unit = staging.origin_unit
+    if unit & (unit - 1) or any(o % unit for o in origins if o):
+        return False
+    k_step, per_iteration = k_steps(staging.elem_bytes, k)
+    swizzled_mn = not staging.k_major and staging.swizzle is not Swizzle.NONE
+    atom = staging.swizzle.width // staging.elem_bytes if swizzled_mn else 1
+    if any((o + r) % atom for o, r in itertools.product(origins, blocks) if not o & r):
+        return False
+    for o, r, j, s in itertools.product(origins, blocks, range(0, k, per_iteration), range(0, per_iteration, k_step)):
+        if o & r:
+            continue
+        runtime = (o // unit * staging.offset(unit, 0) if o else 0) + j // per_iteration * staging.offset(0, per_iteration)
+        if staging.offset(o + r, j + s) != runtime + staging.offset(r, s):
+            return False
+    return True
 
 
 #: bytes each row of a tensor-core operand staged in shared memory is padded by: the rows an

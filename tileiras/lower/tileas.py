@@ -740,7 +740,8 @@ def _mma(tas: TileAS, op: Operation) -> None:
     tas.layouts[op.result] = tas.layouts[op.operands[2]]
     form = tas.tensor_cores.get(op)
     if form is not None and form.warpgroup:
-        tas.wgmma_staging[op] = wgmma_staging(op, tas.operand_layout(op, 0), tas.operand_layout(op, 1))
+        tas.wgmma_staging[op] = wgmma_staging(op, tas.operand_layout(op, 0), tas.operand_layout(op, 1),
+                                              tas.layouts[op.result])
         _need_scratch(tas, op, tas.wgmma_staging[op].nbytes)
         return
     if form is not None:

@@ -1,7 +1,8 @@
 """Tensor-core matrix multiply-accumulate: ``mma.sync`` (PTX ISA, "Warp Level Matrix
 Multiply-Accumulate Instructions", the ``m16n8kK`` shapes) and ``wgmma.mma_async``
-(warpgroup MMA with K-major operands in shared memory, see ``descriptor_offsets``;
-it completes when issued, so ``wgmma.fence/commit_group/wait_group`` have nothing to do).
+(warpgroup MMA with K-major or MN-major operands in shared memory, see
+``descriptor_offsets``, or A in registers; it is computed when issued, and
+``asynchrony.py`` keeps its operands in flight until ``wgmma.wait_group``).
 
 Every ``m16n8kK`` fragment follows one pattern once the operands are seen as 32-bit words
 (``K * bits / 32`` words per row of A and per column of B).  With ``g = lane / 4`` and
@@ -228,33 +229,53 @@ def read_accumulator(regs: np.ndarray, name: str) -> np.ndarray:
 # -- wgmma: warpgroup MMA with operands in shared memory ----------------------------------------
 #: the descriptor's swizzle field (bits 62-63) -> the swizzle width in bytes (0: none)
 SWIZZLE_BYTES = {0: 0, 1: 128, 2: 64, 3: 32}
+#: bytes of a core matrix row (the swizzle's chunk), and the rows of a core matrix or atom
+CHUNK, CORE_ROWS = 16, 8
 
 
-def descriptor_offsets(desc: int, rows: int, row_bytes: int) -> np.ndarray:
-    """Shared-memory byte offsets [row, byte] of a K-major operand (``rows`` rows of A or
-    columns of B, ``row_bytes`` bytes of K each) described by a wgmma matrix descriptor
-    (PTX ISA, "Matrix Descriptor Format"): start address, leading and stride byte
-    offsets (bits 0-13, 16-29, 32-45, each in 16-byte units) and the swizzle mode.
+def descriptor_offsets(desc: int, rows: int, row_bytes: int, mn_major: bool = False) -> np.ndarray:
+    """Shared-memory byte offsets [row, byte] of an operand described by a wgmma matrix
+    descriptor (PTX ISA, "Shared Memory Matrix Layout", "Matrix Descriptor Format"): start
+    address, leading and stride byte offsets (bits 0-13, 16-29, 32-45, in 16-byte units),
+    base offset (bits 49-51) and swizzle mode (bits 62-63).  A row runs along the operand's
+    contiguous dimension: K-major, ``rows`` rows of A (columns of B) of ``row_bytes`` bytes
+    of K; MN-major (the instruction's transpose bit), ``rows`` steps along K of
+    ``row_bytes`` bytes of M (or N).
 
-    Rows come in groups of 8, ``SBO`` bytes apart.  Without swizzling a group is made of
-    8x16-byte core matrices, ``LBO`` bytes apart along K, each row 16 bytes.  With a
-    swizzle of W bytes a group is 8 rows of W bytes, and the 16-byte chunk index (address
-    bits 4 and up) is XORed with the row within the repeat (address bits 7 and up), as
-    the hardware does on the absolute shared address."""
+    Without swizzle the operand is made of core matrices, 8 rows of 16 bytes: K-major, the
+    next 8 rows start ``SBO`` bytes on and the next 16 bytes of K ``LBO`` bytes on;
+    MN-major, the next 16 bytes of M/N ``SBO`` bytes on and the next 8 steps of K ``LBO``
+    bytes on.  With a swizzle of W bytes it is made of atoms of 8 rows of W bytes: K-major,
+    the next 8 rows ``SBO`` bytes on (K of one instruction stays in a row); MN-major, the
+    next 8 steps of K ``SBO`` bytes on and the next W bytes of M/N ``LBO`` bytes on (the
+    leading and stride offsets trade places).  ``swizzle_address`` then permutes the
+    16-byte chunks of each address."""
     start = (desc & 0x3FFF) << 4
     lbo = ((desc >> 16) & 0x3FFF) << 4
     sbo = ((desc >> 32) & 0x3FFF) << 4
-    if (desc >> 49) & 0x7:
-        raise UnsupportedInstruction("wgmma descriptor with a non-zero base offset")
     width = SWIZZLE_BYTES[(desc >> 62) & 0x3]
     row, byte = np.meshgrid(np.arange(rows), np.arange(row_bytes), indexing="ij")
+    group, within = row // CORE_ROWS, row % CORE_ROWS
     if width == 0:
-        return start + (row // 8) * sbo + (byte // 16) * lbo + (row % 8) * 16 + byte % 16
-    if row_bytes > width:
+        chunk_step, group_step = (sbo, lbo) if mn_major else (lbo, sbo)
+        return start + group * group_step + (byte // CHUNK) * chunk_step + within * CHUNK + byte % CHUNK
+    if not mn_major and row_bytes > width:
         raise UnsupportedInstruction(f"wgmma operand of {row_bytes}-byte rows in a {width}-byte swizzle")
-    addr = start + (row // 8) * sbo + (row % 8) * width + byte
-    mask = width // 16 - 1
-    return addr ^ (((addr >> 7) & mask) << 4)
+    atom_step = lbo if mn_major else 0
+    addr = start + group * sbo + (byte // width) * atom_step + within * width + byte % width
+    return swizzle_address(addr, width, (desc >> 49) & 0x7)
+
+
+def swizzle_address(addr: np.ndarray, width: int, base: int = 0) -> np.ndarray:
+    """The shared address the hardware reads for ``addr`` under a ``width``-byte swizzle: the
+    16-byte chunk index (bits 4 up) XOR the 128-byte line's index within the swizzle's
+    repeat (8 lines of 128 bytes for 128, 4 for 64, 2 for 32; bits 7 up), as CUTLASS's
+    ``Swizzle<B, 4, 3>``.  The repeat starts on a ``8 width``-byte boundary, or ``base``
+    lines past one (the descriptor's base offset, ``(pattern start >> 7) & 7``): the line
+    index counts from there."""
+    mask = width // CHUNK - 1
+    phase = ((addr >> 7) - base) & mask
+    return addr ^ (phase << 4)
 
 
 def shared_matrix(m, cta: int, offsets: np.ndarray, element: str, container: int, what: str) -> np.ndarray:
@@ -266,6 +287,21 @@ def shared_matrix(m, cta: int, offsets: np.ndarray, element: str, container: int
     rows, row_bytes = offsets.shape
     words = raw.reshape(rows, row_bytes // 4, 4).view(np.uint32)[..., 0]
     return decode(words, element, container).reshape(rows, -1)
+
+
+def wgmma_immediates(values: list[int], a_in_registers: bool) -> tuple[int, int, bool, bool]:
+    """(scale of A, scale of B, A MN-major, B MN-major) from the immediates after scale-d:
+    ``imm-scale-a, imm-scale-b`` (floats; 1 or -1), then ``imm-trans-a`` (A from shared
+    memory only) and ``imm-trans-b`` (16-bit types); integer forms have none."""
+    scale_a, scale_b, *trans = values + [1, 1][len(values):]
+    if any(v not in (1, -1) for v in (scale_a, scale_b)):
+        raise UnsupportedInstruction(f"wgmma with scales {scale_a}, {scale_b} (1 or -1)")
+    if a_in_registers:
+        trans = [0] + trans
+    trans_a, trans_b = (trans + [0, 0])[:2]
+    if len(trans) > 2 or any(t not in (0, 1) for t in trans):
+        raise UnsupportedInstruction(f"wgmma with immediates {values}")
+    return scale_a, scale_b, bool(trans_a), bool(trans_b)
 
 
 class WgmmaShape:
@@ -316,28 +352,28 @@ def compile_wgmma(ctx, ins):
     a_desc = None if a_in_registers else reader(ctx, ops[1], ptx_type("u64"))
     b_desc = reader(ctx, ops[2], ptx_type("u64"))
     scale_d = reader(ctx, ops[3], ptx_type("pred"))
-    immediates = [int(op.value) for op in ops[4:]]
-    scale_a, scale_b = (immediates + [1, 1])[:2]
-    if any(immediates[2:]):
-        raise UnsupportedInstruction("wgmma with transposed (MN-major) operands")
+    scale_a, scale_b, a_mn_major, b_mn_major = wgmma_immediates([int(op.value) for op in ops[4:]], a_in_registers)
+    if (a_mn_major or b_mn_major) and ELEMENT_BITS[s.atype] != 16:
+        raise UnsupportedInstruction(f"{'.'.join(ins.parts)}: MN-major operands are for 16-bit types only")
     in_flight = [r for r in d_ops + (vector_items(ops[1]) if a_in_registers else [])]
     slots = tuple(ctx.register(r.name)[0] for r in in_flight)
     names = tuple(r.name for r in in_flight)
     pc = ctx.pc
     d_rs = [reader(ctx, r, ACCUMULATOR_REGISTER[s.dtype]) for r in d_ops]
     d_ws = [writer(ctx, r, ACCUMULATOR_REGISTER[s.dtype]) for r in d_ops]
-    a_bytes = s.k * ELEMENT_BITS[s.atype] // 8
-    b_bytes = s.k * ELEMENT_BITS[s.btype] // 8
     d_rows, d_cols = wgmma_d_positions(s.n)
     a_rows, a_cols = a_positions(s.k, ELEMENT_BITS[s.atype])        # per warp, 16 rows
     name = ".".join(ins.parts)
     vtype = np.int64 if s.dtype == "s32" else np.float64
 
-    def operand(m, cta: int, desc: int, rows: int, row_bytes: int, element: str, thread: int) -> np.ndarray:
-        offsets = descriptor_offsets(desc, rows, row_bytes)
-        out = shared_matrix(m, cta, offsets, element, ELEMENT_BITS[element], f"{name}: descriptor {desc:#x}")
+    def operand(m, cta: int, desc: int, mn: int, element: str, mn_major: bool, thread: int) -> np.ndarray:
+        """The operand [row of A or column of B, k] the descriptor ``desc`` describes."""
+        bits = ELEMENT_BITS[element]
+        shape = (s.k, mn * bits // 8) if mn_major else (mn, s.k * bits // 8)
+        offsets = descriptor_offsets(desc, *shape, mn_major)
+        out = shared_matrix(m, cta, offsets, element, bits, f"{name}: descriptor {desc:#x}")
         read_in_flight(m, cta * m.smem_size + offsets.reshape(-1), thread, "wgmma")
-        return out
+        return out.T if mn_major else out
 
     def run(m, idx):
         idx = np.arange(m.n) if isinstance(idx, slice) else idx
@@ -360,14 +396,14 @@ def compile_wgmma(ctx, ins):
         out = np.empty_like(acc)
         for q, first in enumerate(starts):
             cta = int(m.cta_of[idx[first]])
-            b = operand(m, cta, int(b_descs[first]), s.n, b_bytes, s.btype, int(idx[first])).T  # K x N
+            b = operand(m, cta, int(b_descs[first]), s.n, s.btype, b_mn_major, int(idx[first])).T  # K x N
             if a_in_registers:
                 words = a_words[first:first + 128].reshape(4, 32, -1).transpose(0, 2, 1)   # [warp, reg, lane]
                 a = np.zeros((4, 16, s.k), vtype)
                 a[:, a_rows, a_cols] = decode(words, s.atype, ELEMENT_BITS[s.atype])
                 a = a.reshape(64, s.k)
             else:
-                a = operand(m, cta, int(a_descs[first]), 64, a_bytes, s.atype, int(idx[first]))
+                a = operand(m, cta, int(a_descs[first]), 64, s.atype, a_mn_major, int(idx[first]))
             c = np.zeros((64, s.n), vtype)
             if keep[first]:
                 c[d_rows, d_cols] = acc[first:first + 128].T
