@@ -22,11 +22,13 @@ from ..layout.linear import LinearLayout, mma_blocks
 from ..layout.shared import Padding
 from ..layout.tensor_core import descriptor_strides
 from ..lower.mma_forms import TensorCoreMma, mma_staging_pitches
+from ..lower.software_pipeline import pipelined_op
 from ..lower.tileas import ITER
 from ..lower.tiles import element_bytes
 from ..tile import ops_arith as AR
 from ..tile.enums import Signedness
 from . import intrinsics as X
+from .emit_async import pipelined_mma
 from .emit_shape import _spill
 from .nvvm import I32, KernelEmitter, _runtime_mask, _smem_type, _to_smem, emits
 from .values import BF16, TileVal, llvm_type
@@ -75,6 +77,10 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
     scales first), through shared memory: each thread walks K for the accumulator
     elements it holds, multiplying and adding in f32 (i32 for integers).  Accumulators
     that TileAS laid out as ``mma.sync`` fragments run on tensor cores instead."""
+    plan = pipelined_op(em.tas, op)
+    if plan is not None:
+        pipelined_mma(em, op, plan)
+        return
     b = em.b
     a_t, b_t, c_t = (v.type for v in op.operands[:3])
     lhs, rhs, acc = (em.tile(op, i) for i in range(3))
@@ -159,6 +165,14 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
     _spill(em, rhs, b_t, offset=a_bytes, place=lambda c: b.add(b.mul(c[0], ir.Constant(I32, b_pitch)), c[1]))
     X.barrier(b)
     operands = TensorCoreOperands(em, form, acc.layout, a_pitch, b_pitch, a_bytes)
+    em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))
+
+
+def mma_steps(em: KernelEmitter, op: Operation, form: TensorCoreMma, operands: "TensorCoreOperands",
+              acc: TileVal) -> list[ir.Value]:
+    """The K loop of ``mma.sync`` over the staged operands (``operands``): the
+    accumulators, summed in f32 (i32 for integers) and rounded once to their type."""
+    b = em.b
     sum_ty = I32 if form.integer else ir.FloatType()
     out_ty = acc.regs[0].type
     sums = [v if v.type == sum_ty else b.fpext(v, sum_ty) for v in acc.regs]
@@ -173,8 +187,8 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
                 out[base:base + 4] = mma_sync(b, form, a_frag, b_frag, out[base:base + 4])
         return out
 
-    sums = counted_loop(em, "mma.k", a_t.shape[-1], form.k, sums, step)  # K, not the pitch
-    em.put(op.result, TileVal(acc.layout, [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in sums]))
+    sums = counted_loop(em, "mma.k", op.lhs.type.shape[-1], form.k, sums, step)  # K, not the pitch
+    return [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in sums]
 
 
 #: instruction K steps one iteration of the wgmma K loop issues as one commit group
@@ -352,7 +366,7 @@ class TensorCoreOperands:
     * 8-bit B: four byte loads from consecutive K rows a register, packed low byte first."""
 
     def __init__(self, em: KernelEmitter, form: TensorCoreMma, layout: LinearLayout, k: int, n: int,
-                 b_offset: int):
+                 b_offset: int, first: Optional[ir.Value] = None):
         self.em, self.form, self.k, self.n, self.b_offset = em, form, k, n, b_offset
         b = em.b
         self.esize = form.bits // 8
@@ -373,6 +387,8 @@ class TensorCoreOperands:
             b_row = b.and_(lane, ir.Constant(I32, 15)) if form.bits == 16 else b.shl(t, ir.Constant(I32, 2))
             b_col = block_col if form.bits == 16 else b.add(block_col, g)
             self.b_base = b.add(b.mul(b_row, ir.Constant(I32, n)), b_col)
+        if first is not None:       # a pipelined loop's current stage, in elements
+            self.a_base, self.b_base = b.add(self.a_base, first), b.add(self.b_base, first)
         self.row_offsets = [layout.apply(reg=4 * self.cols_blocks * i)[0] for i in range(self.rows_blocks)]
         self.col_offsets = [layout.apply(reg=4 * j)[1] for j in range(self.cols_blocks)]
 
