@@ -54,6 +54,10 @@ def test_an_aligned_f16_k_loop_is_pipelined_with_16_byte_copies():
     assert (plan.a_pitch, plan.b_pitch, plan.stage_bytes) == (40, 72, 2 * (64 * 40 + 32 * 72))
 
 
+def test_joined_load_tokens_do_not_stop_pipelining():
+    assert isinstance(plan_of(gemm_loop(64, 64, 32, join=True)), PipelinePlan)
+
+
 def test_the_num_stages_hint_sets_the_stage_count():
     plan = plan_of(gemm_loop(64, 64, 32, hints="sm_80 = {num_stages = 3}"))
     assert (plan.stages, plan.source) == (3, "num_stages hint")
@@ -114,6 +118,7 @@ CASES = [
     ({"m": 64, "n": 64, "k": 32, "trips": 2}, (100,)),
     ({"m": 64, "n": 64, "k": 32, "trips": 5}, (100,)),                # past the tensor: zero fills
     ({"m": 64, "n": 64, "k": 32, "aligned": False}, (100,)),          # not pipelined
+    ({"m": 64, "n": 64, "k": 32, "join": True}, (100,)),              # tokens joined in the loop
 ]
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 
 def gemm_loop(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", trips: int | None = None,
-              aligned: bool = True, hints: str = "") -> str:
+              aligned: bool = True, hints: str = "", join: bool = False) -> str:
     """``trips``: a constant trip count, or None for the dynamic one (A's K tiles, so K
     tails are zero-filled).  ``aligned``: the pointers, shapes and strides are assumed
     multiples of 16 (what cuTile states for ordinary tensors).  ``hints``: the entry's
-    ``optimization_hints`` body (e.g. ``sm_80 = {num_stages = 3}``)."""
+    ``optimization_hints`` body (e.g. ``sm_80 = {num_stages = 3}``).  ``join``: the loop
+    also carries a token joined with the loads' tokens (as cuTile's split-K GEMM does)."""
     def view(name: str, elem: str, tile: tuple[int, int]) -> tuple[list[str], str, str]:
         tv = f"tensor_view<?x?x{elem}, strides=[?,1]>"
         pv = f"partition_view<tile=({tile[0]}x{tile[1]}), padding_value = zero, {tv}>"
@@ -44,13 +45,16 @@ def gemm_loop(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", trips: 
         "%c1 = constant <i32: 1> : tile<i32>",
         "%bx, %by, %bz = get_tile_block_id : tile<i32>",
         count, zero,
-        f"%for = for %i in (%c0 to {upper}, step %c1) : tile<i32> iter_values(%acc = %z) -> ({tc}) {{",
+        (f"%for:2 = for %i in (%c0 to {upper}, step %c1) : tile<i32> iter_values(%acc = %z, %tk = %tok)"
+         f" -> ({tc}, token) {{" if join else
+         f"%for = for %i in (%c0 to {upper}, step %c1) : tile<i32> iter_values(%acc = %z) -> ({tc}) {{"),
         f"  %ta, %t1 = load_view_tko weak %a_p[%bx, %i] token = %tok : {a_pv}, tile<i32> -> {ta}, token",
         f"  %tb, %t2 = load_view_tko weak %b_p[%i, %by] token = %tok : {b_pv}, tile<i32> -> {tb}, token",
         f"  {multiply}",
-        f"  continue %r : {tc}",
+        *([f"  %j = join_tokens %tk, %t1, %t2 : token", f"  continue %r, %j : {tc}, token"] if join else
+          [f"  continue %r : {tc}"]),
         "}",
-        f"%st = store_view_tko weak %for, %c_p[%bx, %by] token = %tok : {tc}, {c_pv}, tile<i32> -> token",
+        f"%st = store_view_tko weak %for{'#0' if join else ''}, %c_p[%bx, %by] token = %tok : {tc}, {c_pv}, tile<i32> -> token",
         "return"]
     opt = f" optimization_hints=<{hints}>" if hints else ""
     return ("cuda_tile.module @kernels {\n"

@@ -13,7 +13,8 @@ expands the plan into prologue, steady state and drain).
 and codegen only reads it.  A loop is pipelined when
 
 * its body is exactly two view loads, one tensor-core ``mma.sync`` multiply of them and
-  the ``continue`` (any other op might use the shared memory the ring occupies);
+  the ``continue`` (and ``join_tokens`` of the loads' tokens): any other op might use
+  the shared memory the ring occupies;
 * each load is a weak, non-gather load of a partition view whose rows are contiguous,
   padded with zeros or not at all (out-of-bounds parts are zero-filled copies, src-size
   0), indexed by the loop's induction variable or values from outside the loop (so the
@@ -94,7 +95,10 @@ def plan_pipelines(tas, arch: int) -> dict[CF.ForOp, Decision]:
 
 
 def _body(loop: CF.ForOp) -> list[Operation]:
-    return [op for op in loop.regions[0].blocks[0].ops if not isinstance(op, CF.ContinueOp)]
+    """The loop body's ops that do work: not the ``continue``, nor ``join_tokens`` (the
+    tokens only order memory accesses; the loop's loads read what no op of the loop
+    writes, so copying them iterations early reads the same)."""
+    return [op for op in loop.regions[0].blocks[0].ops if not isinstance(op, (CF.ContinueOp, MEM.JoinTokensOp))]
 
 
 def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
