@@ -17,6 +17,7 @@ from tileiras import diffcheck
 from tileiras.driver import main as driver_main
 from tileiras.emulate import launch
 from tileiras.emulate.launch import EmulationError
+from tileiras.layout.shared import bank_wavefronts
 from tileiras.lower.software_pipeline import PipelinePlan
 from tileiras.lower.tileaa import analyze
 from tileiras.lower.tileas import assign_layouts
@@ -50,8 +51,33 @@ def test_an_aligned_f16_k_loop_is_pipelined_with_16_byte_copies():
     assert isinstance(plan, PipelinePlan)
     assert plan.copy_bytes == (16, 16)
     assert plan.source == "modulo schedule" and plan.stages >= 2
-    # rows padded by 16 bytes: A 64 x (32 + 8), B 32 x (64 + 8) halves per stage
-    assert (plan.a_pitch, plan.b_pitch, plan.stage_bytes) == (40, 72, 2 * (64 * 40 + 32 * 72))
+    # rows unpadded (XOR-swizzled): A 64 x 32, B 32 x 64 halves per stage
+    assert (plan.a_pitch, plan.b_pitch, plan.stage_bytes) == (32, 64, 2 * (64 * 32 + 32 * 64))
+    a, b = plan.swizzles
+    assert (a.per_phase, a.max_phase, b.per_phase, b.max_phase) == (2, 4, 1, 8)
+
+
+@pytest.mark.parametrize("m, n, k", [(64, 64, 32), (128, 128, 32), (16, 16, 16), (32, 64, 64), (64, 32, 16)])
+def test_swizzled_stages_take_their_copies_without_bank_conflicts(m, n, k):
+    """Each 16-byte copy request (8 lanes a phase) of A's and B's copy layouts into the
+    swizzled stage takes the one wavefront a phase needs (``bank_wavefronts``)."""
+    plan = plan_of(gemm_loop(m, n, k))
+    for layout, swizzle in zip(plan.copy_layouts, plan.swizzles):
+        waves = bank_wavefronts(layout, swizzle.layout(), 2, 8)
+        phases = -(-layout.size("lane") // 8)
+        assert set(waves) == {phases}, (layout, waves)
+
+
+@pytest.mark.parametrize("m, n, k", [(64, 64, 32), (128, 128, 32), (16, 16, 16), (32, 64, 64)])
+def test_swizzled_fragment_loads_have_no_bank_conflicts(m, n, k):
+    """The emulator counts the wavefronts of every ldmatrix from the swizzled stages."""
+    module = parse_module(gemm_loop(m, n, k), "k.mlir")
+    fn = module.functions[0]
+    ptx = diffcheck.compile_ptx(module, "sm_80")
+    assert "cp.async" in ptx
+    args = diffcheck.synthesize_args(fn, np.random.default_rng(1), 128)
+    shared = launch(ptx, fn.name, (1, 1, 1), args, traffic=True).check().traffic.shared_loads
+    assert shared.requests > 0 and shared.conflicts == 0
 
 
 def test_joined_load_tokens_do_not_stop_pipelining():

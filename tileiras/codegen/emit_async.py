@@ -84,11 +84,15 @@ def issue_stage(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, stage: ir.V
         chunk = nbytes // esize
         base = b.add(stage_base, ir.Constant(I32, plan.a_bytes if k else 0))
         owner = em.owner_predicate(layout)
+        to_offset = layout.invert_and_compose(plan.swizzles[k].layout()) if plan.swizzles else None
         for r in em.unique_regs(layout):
             if r % chunk:
                 continue
-            row, col = em.coords(layout, r)
-            offset = b.add(b.mul(row, ir.Constant(I32, pitch)), col)
+            if to_offset is not None:       # the swizzled layout's offset of the chunk
+                (offset,) = em.coords(to_offset, r)
+            else:
+                row, col = em.coords(layout, r)
+                offset = b.add(b.mul(row, ir.Constant(I32, pitch)), col)
             dst = b.add(b.add(b.ptrtoint(em.smem(), I32), base), b.mul(offset, ir.Constant(I32, esize)))
             src = access.addresses[r]
             if access.offsets[r]:
@@ -142,5 +146,6 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan: PipelinePlan) -> None:
     acc = em.tile(op, 2)
     stage_bytes = steady_state(em, plan)
     first = em.b.udiv(stage_bytes, ir.Constant(I32, element_bytes(op.lhs.type)))
-    operands = TensorCoreOperands(em, form, acc.layout, plan.a_pitch, plan.b_pitch, plan.a_bytes, first)
+    operands = TensorCoreOperands(em, form, acc.layout, plan.a_pitch, plan.b_pitch, plan.a_bytes, first,
+                                  plan.swizzles)
     em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))

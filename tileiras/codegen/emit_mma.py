@@ -21,7 +21,7 @@ from ..ir.core import Operation
 from ..layout.linear import LinearLayout, mma_blocks
 from ..layout.shared import Padding
 from ..layout.tensor_core import descriptor_strides
-from ..lower.mma_forms import TensorCoreMma, mma_staging_pitches
+from ..lower.mma_forms import MmaSwizzle, TensorCoreMma, mma_staging_pitches
 from ..lower.software_pipeline import pipelined_op
 from ..lower.tileas import ITER
 from ..lower.tiles import element_bytes
@@ -363,11 +363,17 @@ class TensorCoreOperands:
       16 bytes further along K for l >= 16 (8-bit elements are pairs of bytes to ldmatrix);
     * 16-bit B: ``ldmatrix.x2.trans`` from 16 K rows (lanes 0-15) at the block's columns;
     * 32-bit (tf32) A and B: one 32-bit load a register;
-    * 8-bit B: four byte loads from consecutive K rows a register, packed low byte first."""
+    * 8-bit B: four byte loads from consecutive K rows a register, packed low byte first.
+
+    With ``swizzles`` (a pipelined loop's 16-bit operands, ``mma_forms.MmaSwizzle``) the
+    rows are K and N elements apart and each lane's column is XORed with its row's phase;
+    ``first`` (elements) is the current stage of the ring."""
 
     def __init__(self, em: KernelEmitter, form: TensorCoreMma, layout: LinearLayout, k: int, n: int,
-                 b_offset: int, first: Optional[ir.Value] = None):
+                 b_offset: int, first: Optional[ir.Value] = None,
+                 swizzles: Optional[tuple[MmaSwizzle, MmaSwizzle]] = None):
         self.em, self.form, self.k, self.n, self.b_offset = em, form, k, n, b_offset
+        self.swizzles = swizzles
         b = em.b
         self.esize = form.bits // 8
         self.rows_blocks, self.cols_blocks = mma_blocks(layout)
@@ -387,6 +393,13 @@ class TensorCoreOperands:
             b_row = b.and_(lane, ir.Constant(I32, 15)) if form.bits == 16 else b.shl(t, ir.Constant(I32, 2))
             b_col = block_col if form.bits == 16 else b.add(block_col, g)
             self.b_base = b.add(b.mul(b_row, ir.Constant(I32, n)), b_col)
+        if swizzles is not None:    # 16-bit: A's rows from a_base, B's K rows from b_base
+            a_sw, b_sw = swizzles
+            self.a_base = b.mul(a_row, ir.Constant(I32, k))
+            self.a_swizzle = b.xor(half, _phase(b, a_row, a_sw))       # the chunk lanes >= 16 read, swizzled
+            self.b_base = b.mul(b_row, ir.Constant(I32, n))
+            self.b_swizzle = _phase(b, b_row, b_sw)
+            self.b_col = block_col
         if first is not None:       # a pipelined loop's current stage, in elements
             self.a_base, self.b_base = b.add(self.a_base, first), b.add(self.b_base, first)
         self.row_offsets = [layout.apply(reg=4 * self.cols_blocks * i)[0] for i in range(self.rows_blocks)]
@@ -398,6 +411,9 @@ class TensorCoreOperands:
 
     def a_fragments(self, k0: ir.Value) -> list[list[ir.Value]]:
         b, k = self.em.b, self.k
+        if self.swizzles is not None:       # the swizzle repeats within 16 rows: same per row block
+            column = b.xor(k0, self.a_swizzle)
+            return [ldmatrix(b, self._slot(b.add(self.a_base, column), r * k, 0, 2), 4) for r in self.row_offsets]
         base = b.add(self.a_base, k0)
         if self.form.bits == 32:
             return [[b.load(self._slot(base, (r + 8 * (q % 2)) * k + 4 * (q // 2), 0, 4), typ=I32)
@@ -407,6 +423,9 @@ class TensorCoreOperands:
     def b_fragment(self, k0: ir.Value, j: int) -> list[ir.Value]:
         b, n, c = self.em.b, self.n, self.col_offsets[j]
         base = b.add(self.b_base, b.mul(k0, ir.Constant(I32, n)))
+        if self.swizzles is not None:       # K steps of 16 rows keep the swizzle
+            column = b.xor(b.add(self.b_col, ir.Constant(I32, c)), self.b_swizzle)
+            return ldmatrix(b, self._slot(b.add(base, column), 0, self.b_offset, 2), 2, trans=True)
         if self.form.bits == 16:
             return ldmatrix(b, self._slot(base, c, self.b_offset, 2), 2, trans=True)
         if self.form.bits == 32:
@@ -419,6 +438,13 @@ class TensorCoreOperands:
                 word = b.or_(word, b.shl(b.zext(byte, I32), ir.Constant(I32, 8 * e)))
             regs.append(word)
         return regs
+
+
+def _phase(b: ir.IRBuilder, row: ir.Value, swizzle: MmaSwizzle) -> ir.Value:
+    """The column XOR of ``row`` in ``swizzle`` (elements): vec * ((row / per_phase) % max_phase)."""
+    phase = b.and_(b.lshr(row, ir.Constant(I32, swizzle.per_phase.bit_length() - 1)),
+                   ir.Constant(I32, swizzle.max_phase - 1))
+    return b.mul(phase, ir.Constant(I32, swizzle.vec))
 
 
 def counted_loop(em: KernelEmitter, name: str, stop: int, stride: int, init: list[ir.Value],

@@ -27,8 +27,10 @@ and codegen only reads it.  A loop is pipelined when
 The stage count is the bytecode's ``num_stages`` hint when present, else the modulo
 schedule's (``sched``: the loop's dependence graph with the architecture's latency
 model), at least 2, at most what the shared memory holds, and no more than a known trip
-count needs.  The staged rows keep the padded pitches of the unpipelined multiply
-(``mma_forms.mma_staging_pitches``), whose fragment loads meet no bank twice.
+count needs.  16-bit operands are staged in XOR-swizzled rows (``mma_forms.mma_swizzle``:
+the layout algebra's ``swizzled_shared``), whose copies and ``ldmatrix`` phases meet no
+bank twice; 8- and 32-bit ones, whose B fragments are not read with ``ldmatrix``, keep the
+padded rows of the unpipelined multiply (``mma_forms.mma_staging_pitches``).
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
-from .mma_forms import mma_staging_pitches
+from .mma_forms import MmaSwizzle, mma_staging_pitches, mma_swizzle
 from .tiles import element_bytes
 
 #: the entry hint that sets the stage count (Triton's ``tt.num_stages``)
@@ -61,7 +63,8 @@ class PipelinePlan:
     """How one K loop is pipelined: ``loads`` (A's, B's) become ``cp.async`` copies of
     ``copy_bytes`` each into a ring of ``stages`` stages of ``stage_bytes``; in a stage
     A's rows (``a_pitch`` elements apart) come first and B's (``b_pitch`` apart) start at
-    ``a_bytes``.  ``copy_layouts`` (A's, B's) give each thread its copies: ``copy_bytes``
+    ``a_bytes``; with ``swizzles`` (16-bit operands) the rows are not padded (pitches of
+    K and N) and their 16-byte chunks are XOR-swizzled instead.  ``copy_layouts`` (A's, B's) give each thread its copies: ``copy_bytes``
     consecutive bytes of a row a register run.  ``source`` says where the stage count
     came from."""
     loop: CF.ForOp
@@ -75,6 +78,7 @@ class PipelinePlan:
     copy_bytes: tuple[int, int]
     copy_layouts: tuple[LinearLayout, LinearLayout]
     source: str
+    swizzles: Optional[tuple[MmaSwizzle, MmaSwizzle]] = None
 
     @property
     def ring_bytes(self) -> int:
@@ -123,8 +127,9 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
         reason = _load_reason(tas, ld, loop, iv, mma)
         if reason:
             return reason
-    a_pitch, b_pitch = mma_staging_pitches(mma)
     esize = element_bytes(mma.lhs.type)
+    swizzles = _swizzles(mma, esize)
+    a_pitch, b_pitch = (mma.lhs.type.shape[-1], mma.rhs.type.shape[-1]) if swizzles else mma_staging_pitches(mma)
     copies = tuple(_copy_bytes(tas, ld, pitch * esize) for ld, pitch in ((a, a_pitch), (b, b_pitch)))
     if min(copies) < NARROWEST_COPY:
         return "a thread's piece of a tile row is narrower than 4 bytes or not aligned (cp.async copies 4, 8 or 16)"
@@ -140,7 +145,16 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
         stages = max(2, min(stages, trips))
     layouts = tuple(default_blocked(ld.results[0].type.shape, tas.num_warps, nbytes // esize)
                     for ld, nbytes in zip((a, b), copies))
-    return PipelinePlan(loop, mma, (a, b), stages, a_pitch, b_pitch, a_bytes, stage_bytes, copies, layouts, source)
+    return PipelinePlan(loop, mma, (a, b), stages, a_pitch, b_pitch, a_bytes, stage_bytes, copies, layouts, source,
+                        swizzles)
+
+
+def _swizzles(mma: Operation, esize: int) -> Optional[tuple[MmaSwizzle, MmaSwizzle]]:
+    """XOR swizzles of A (M x K) and B (K x N) where both operands have one
+    (``mma_swizzle``: 16-bit elements, read with ``ldmatrix``), else None (padded rows)."""
+    a = mma_swizzle(*mma.lhs.type.shape, esize)
+    b = mma_swizzle(*mma.rhs.type.shape, esize)
+    return (a, b) if a is not None and b is not None else None
 
 
 def _known_trips(loop: CF.ForOp, aa) -> bool:
