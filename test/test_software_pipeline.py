@@ -21,6 +21,8 @@ from tileiras.layout.shared import bank_wavefronts
 from tileiras.lower.software_pipeline import PipelinePlan
 from tileiras.lower.tileaa import analyze
 from tileiras.lower.tileas import assign_layouts
+from tileiras.sched.latency import AMPERE
+from tileiras.sched.pipeline import COPY_A, MMA, pipeline_schedule
 from tileiras.text.parser import parse_module
 
 from _build import bytecode_file
@@ -78,6 +80,18 @@ def test_swizzled_fragment_loads_have_no_bank_conflicts(m, n, k):
     args = diffcheck.synthesize_args(fn, np.random.default_rng(1), 128)
     shared = launch(ptx, fn.name, (1, 1, 1), args, traffic=True).check().traffic.shared_loads
     assert shared.requests > 0 and shared.conflicts == 0
+
+
+def test_the_stage_count_is_the_modulo_schedule_of_copies_wait_and_multiply():
+    """A copy lands a DRAM latency (450 cycles on sm_80) after its issue; the loop starts an
+    iteration every II cycles (the multiply's tensor-pipe time or its accumulator
+    recurrence), so about 500 / II iterations are in flight, one stage each."""
+    small = pipeline_schedule((2, 2), 16, AMPERE)          # 64x64x32 f16, 4 warps
+    assert small.ii == 32 + 15 * 8 and small.num_stages == 4
+    assert small.cycle_of[COPY_A] == 0 and small.cycle_of[MMA] >= 450
+    # 128x128x32: a multiply longer than the copy: one stage would do (the plan takes 2)
+    assert pipeline_schedule((4, 4), 64, AMPERE).num_stages == 1
+    assert pipeline_schedule((1, 1), 1, AMPERE).num_stages == 16     # 16x16x16: many tiny iterations
 
 
 def test_joined_load_tokens_do_not_stop_pipelining():

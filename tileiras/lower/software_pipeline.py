@@ -25,8 +25,8 @@ and codegen only reads it.  A loop is pipelined when
 * two stages fit in the architecture's shared memory.
 
 The stage count is the bytecode's ``num_stages`` hint when present, else the modulo
-schedule's (``sched``: the loop's dependence graph with the architecture's latency
-model), at least 2, at most what the shared memory holds, and no more than a known trip
+schedule's (``sched.pipeline``: the graph of the pipelined loop's copies, wait and
+multiply with the architecture's latency model), at least 2, at most what the shared memory holds, and no more than a known trip
 count needs.  16-bit operands are staged in XOR-swizzled rows (``mma_forms.mma_swizzle``:
 the layout algebra's ``swizzled_shared``), whose copies and ``ldmatrix`` phases meet no
 bank twice; 8- and 32-bit ones, whose B fragments are not read with ``ldmatrix``, keep the
@@ -42,9 +42,10 @@ from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..layout.linear import LinearLayout, default_blocked
 from ..record import record
-from ..sched.ddg import build_loop_ddg, trip_count
+from ..sched.ddg import trip_count, work_of
 from ..sched.latency import model_for
-from ..sched.modulo import SchedulingError, modulo_schedule
+from ..sched.modulo import SchedulingError
+from ..sched.pipeline import pipeline_schedule
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_memory as MEM
@@ -135,7 +136,9 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
         return "a thread's piece of a tile row is narrower than 4 bytes or not aligned (cp.async copies 4, 8 or 16)"
     a_bytes = mma.lhs.type.shape[0] * a_pitch * esize
     stage_bytes = a_bytes + mma.rhs.type.shape[0] * b_pitch * esize
-    wanted, source = _wanted_stages(tas, loop, arch)
+    layouts = tuple(default_blocked(ld.results[0].type.shape, tas.num_warps, nbytes // esize)
+                    for ld, nbytes in zip((a, b), copies))
+    wanted, source = _wanted_stages(tas, loop, arch, mma, copies, layouts)
     fit = smem_limit(f"sm_{arch}") // stage_bytes
     if fit < 2:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory"
@@ -143,8 +146,6 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
     trips = trip_count(loop, tas.aa)
     if _known_trips(loop, tas.aa):
         stages = max(2, min(stages, trips))
-    layouts = tuple(default_blocked(ld.results[0].type.shape, tas.num_warps, nbytes // esize)
-                    for ld, nbytes in zip((a, b), copies))
     return PipelinePlan(loop, mma, (a, b), stages, a_pitch, b_pitch, a_bytes, stage_bytes, copies, layouts, source,
                         swizzles)
 
@@ -203,14 +204,19 @@ def _copy_bytes(tas, ld: Operation, pitch_bytes: int) -> int:
     return width
 
 
-def _wanted_stages(tas, loop: CF.ForOp, arch: int) -> tuple[int, str]:
-    """The ``num_stages`` hint, else the modulo schedule's stage count."""
+def _wanted_stages(tas, loop: CF.ForOp, arch: int, mma: Operation, copies: tuple[int, int],
+                   layouts: tuple[LinearLayout, LinearLayout]) -> tuple[int, str]:
+    """The ``num_stages`` hint, else the stage count of the modulo schedule of the
+    pipelined loop's copies, wait and multiply (``sched.pipeline``) under the
+    architecture's latency model."""
     hinted = hints_for_arch(tas.aa.function.hints, f"sm_{arch}").get(HINT_NUM_STAGES)
     if hinted:
         return hinted, "num_stages hint"
+    per_thread = tuple(layout.size("reg") // (nbytes // element_bytes(mma.lhs.type))
+                       for layout, nbytes in zip(layouts, copies))
     model = model_for(arch)
     try:
-        schedule = modulo_schedule(build_loop_ddg(loop, tas.aa, model, tas.layout_threads), model)
+        schedule = pipeline_schedule(per_thread, work_of(mma, tas.layout_threads), model)
     except SchedulingError:
         return 2, "default (no modulo schedule)"
     return schedule.num_stages, "modulo schedule"
