@@ -70,10 +70,11 @@ def test_swizzled_stages_take_their_copies_without_bank_conflicts(m, n, k):
         assert set(waves) == {phases}, (layout, waves)
 
 
-@pytest.mark.parametrize("m, n, k", [(64, 64, 32), (128, 128, 32), (16, 16, 16), (32, 64, 64)])
-def test_swizzled_fragment_loads_have_no_bank_conflicts(m, n, k):
+@pytest.mark.parametrize("m, n, k, nt", [(64, 64, 32, False), (128, 128, 32, False), (16, 16, 16, False),
+                                         (32, 64, 64, False), (64, 64, 32, True), (32, 128, 64, True)])
+def test_swizzled_fragment_loads_have_no_bank_conflicts(m, n, k, nt):
     """The emulator counts the wavefronts of every ldmatrix from the swizzled stages."""
-    module = parse_module(gemm_loop(m, n, k), "k.mlir")
+    module = parse_module(gemm_loop(m, n, k, nt=nt), "k.mlir")
     fn = module.functions[0]
     ptx = diffcheck.compile_ptx(module, "sm_80")
     assert "cp.async" in ptx
@@ -96,6 +97,14 @@ def test_the_stage_count_is_the_modulo_schedule_of_copies_wait_and_multiply():
 
 def test_joined_load_tokens_do_not_stop_pipelining():
     assert isinstance(plan_of(gemm_loop(64, 64, 32, join=True)), PipelinePlan)
+
+
+def test_a_transposed_b_is_staged_as_loaded_and_read_without_trans():
+    plan = plan_of(gemm_loop(64, 64, 32, nt=True))
+    assert plan.b_transposed and (plan.a_pitch, plan.b_pitch) == (32, 32)      # B: 64 rows (N) of 32 (K)
+    ptx = ptx_of(gemm_loop(64, 64, 32, nt=True))
+    assert "ldmatrix.sync.aligned.m8n8.x2.shared.b16" in ptx and ".trans" not in ptx
+    assert "st.shared" not in ptx
 
 
 def test_the_num_stages_hint_sets_the_stage_count():
@@ -159,6 +168,9 @@ CASES = [
     ({"m": 64, "n": 64, "k": 32, "trips": 5}, (100,)),                # past the tensor: zero fills
     ({"m": 64, "n": 64, "k": 32, "aligned": False}, (100,)),          # not pipelined
     ({"m": 64, "n": 64, "k": 32, "join": True}, (100,)),              # tokens joined in the loop
+    ({"m": 64, "n": 64, "k": 32, "nt": True}, (48, 112)),            # B loaded N x K, transposed
+    ({"m": 32, "n": 128, "k": 64, "ab": "bf16", "nt": True}, (100,)),
+    ({"m": 16, "n": 16, "k": 16, "nt": True}, (48,)),
 ]
 
 

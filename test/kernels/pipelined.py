@@ -7,12 +7,13 @@ from __future__ import annotations
 
 
 def gemm_loop(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", trips: int | None = None,
-              aligned: bool = True, hints: str = "", join: bool = False) -> str:
+              aligned: bool = True, hints: str = "", join: bool = False, nt: bool = False) -> str:
     """``trips``: a constant trip count, or None for the dynamic one (A's K tiles, so K
     tails are zero-filled).  ``aligned``: the pointers, shapes and strides are assumed
     multiples of 16 (what cuTile states for ordinary tensors).  ``hints``: the entry's
     ``optimization_hints`` body (e.g. ``sm_80 = {num_stages = 3}``).  ``join``: the loop
-    also carries a token joined with the loads' tokens (as cuTile's split-K GEMM does)."""
+    also carries a token joined with the loads' tokens (as cuTile's split-K GEMM does).
+    ``nt``: B is stored N x K and each tile is transposed (``permute [1, 0]``) in the loop."""
     def view(name: str, elem: str, tile: tuple[int, int]) -> tuple[list[str], str, str]:
         tv = f"tensor_view<?x?x{elem}, strides=[?,1]>"
         pv = f"partition_view<tile=({tile[0]}x{tile[1]}), padding_value = zero, {tv}>"
@@ -29,7 +30,7 @@ def gemm_loop(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", trips: 
         return lines, pv, args
 
     a_lines, a_pv, a_args = view("a", ab, (m, k))
-    b_lines, b_pv, b_args = view("b", ab, (k, n))
+    b_lines, b_pv, b_args = view("b", ab, (n, k) if nt else (k, n))
     c_lines, c_pv, c_args = view("c", acc, (m, n))
     tc = f"tile<{m}x{n}x{acc}>"
     ta, tb = f"tile<{m}x{k}x{ab}>", f"tile<{k}x{n}x{ab}>"
@@ -49,7 +50,10 @@ def gemm_loop(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", trips: 
          f" -> ({tc}, token) {{" if join else
          f"%for = for %i in (%c0 to {upper}, step %c1) : tile<i32> iter_values(%acc = %z) -> ({tc}) {{"),
         f"  %ta, %t1 = load_view_tko weak %a_p[%bx, %i] token = %tok : {a_pv}, tile<i32> -> {ta}, token",
-        f"  %tb, %t2 = load_view_tko weak %b_p[%i, %by] token = %tok : {b_pv}, tile<i32> -> {tb}, token",
+        *([f"  %tbt, %t2 = load_view_tko weak %b_p[%by, %i] token = %tok : {b_pv}, tile<i32> -> "
+           f"tile<{n}x{k}x{ab}>, token",
+           f"  %tb = permute %tbt [1, 0] : tile<{n}x{k}x{ab}> -> {tb}"] if nt else
+          [f"  %tb, %t2 = load_view_tko weak %b_p[%i, %by] token = %tok : {b_pv}, tile<i32> -> {tb}, token"]),
         f"  {multiply}",
         *([f"  %j = join_tokens %tk, %t1, %t2 : token", f"  continue %r, %j : {tc}, token"] if join else
           [f"  continue %r : {tc}"]),

@@ -147,5 +147,5 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan: PipelinePlan) -> None:
     stage_bytes = steady_state(em, plan)
     first = em.b.udiv(stage_bytes, ir.Constant(I32, element_bytes(op.lhs.type)))
     operands = TensorCoreOperands(em, form, acc.layout, plan.a_pitch, plan.b_pitch, plan.a_bytes, first,
-                                  plan.swizzles)
+                                  plan.swizzles, plan.b_transposed)
     em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))

@@ -367,13 +367,14 @@ class TensorCoreOperands:
 
     With ``swizzles`` (a pipelined loop's 16-bit operands, ``mma_forms.MmaSwizzle``) the
     rows are K and N elements apart and each lane's column is XORed with its row's phase;
-    ``first`` (elements) is the current stage of the ring."""
+    with ``b_transposed`` B is staged as N rows of K (``n`` is then K) and read with
+    ``ldmatrix.x2`` without ``.trans``; ``first`` (elements) is the current stage."""
 
     def __init__(self, em: KernelEmitter, form: TensorCoreMma, layout: LinearLayout, k: int, n: int,
                  b_offset: int, first: Optional[ir.Value] = None,
-                 swizzles: Optional[tuple[MmaSwizzle, MmaSwizzle]] = None):
+                 swizzles: Optional[tuple[MmaSwizzle, MmaSwizzle]] = None, b_transposed: bool = False):
         self.em, self.form, self.k, self.n, self.b_offset = em, form, k, n, b_offset
-        self.swizzles = swizzles
+        self.swizzles, self.b_transposed = swizzles, b_transposed
         b = em.b
         self.esize = form.bits // 8
         self.rows_blocks, self.cols_blocks = mma_blocks(layout)
@@ -400,6 +401,11 @@ class TensorCoreOperands:
             self.b_base = b.mul(b_row, ir.Constant(I32, n))
             self.b_swizzle = _phase(b, b_row, b_sw)
             self.b_col = block_col
+            if b_transposed:        # N rows of K: lanes 0-15 at rows block_col + l % 8, K half l / 8
+                n_row = b.and_(lane, ir.Constant(I32, 7))
+                self.b_base = b.mul(b.add(block_col, n_row), ir.Constant(I32, n))
+                k_half = b.mul(b.and_(b.lshr(lane, ir.Constant(I32, 3)), ir.Constant(I32, 1)), ir.Constant(I32, 8))
+                self.b_swizzle = b.xor(k_half, _phase(b, n_row, b_sw))
         if first is not None:       # a pipelined loop's current stage, in elements
             self.a_base, self.b_base = b.add(self.a_base, first), b.add(self.b_base, first)
         self.row_offsets = [layout.apply(reg=4 * self.cols_blocks * i)[0] for i in range(self.rows_blocks)]
@@ -422,6 +428,9 @@ class TensorCoreOperands:
 
     def b_fragment(self, k0: ir.Value, j: int) -> list[ir.Value]:
         b, n, c = self.em.b, self.n, self.col_offsets[j]
+        if self.b_transposed:               # the swizzle repeats within 8 rows: same per column block
+            column = b.xor(k0, self.b_swizzle)
+            return ldmatrix(b, self._slot(b.add(self.b_base, column), c * n, self.b_offset, 2), 2)
         base = b.add(self.b_base, b.mul(k0, ir.Constant(I32, n)))
         if self.swizzles is not None:       # K steps of 16 rows keep the swizzle
             column = b.xor(b.add(self.b_col, ir.Constant(I32, c)), self.b_swizzle)

@@ -12,9 +12,10 @@ expands the plan into prologue, steady state and drain).
 ``PipelinePlan``, or the reason it is not pipelined) is recorded in ``TileAS.pipelines``
 and codegen only reads it.  A loop is pipelined when
 
-* its body is exactly two view loads, one tensor-core ``mma.sync`` multiply of them and
-  the ``continue`` (and ``join_tokens`` of the loads' tokens): any other op might use
-  the shared memory the ring occupies;
+* its body is exactly two view loads, one tensor-core ``mma.sync`` multiply of them (B
+  perhaps through a ``permute [1, 0]``: an N x K tile, staged as loaded and read with
+  non-transposing ``ldmatrix``) and the ``continue`` (and ``join_tokens`` of the loads'
+  tokens): any other op might use the shared memory the ring occupies;
 * each load is a weak, non-gather load of a partition view whose rows are contiguous,
   padded with zeros or not at all (out-of-bounds parts are zero-filled copies, src-size
   0), indexed by the loop's induction variable or values from outside the loop (so the
@@ -48,6 +49,7 @@ from ..sched.modulo import SchedulingError
 from ..sched.pipeline import pipeline_schedule
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
+from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
 from .mma_forms import MmaSwizzle, mma_staging_pitches, mma_swizzle
@@ -80,6 +82,8 @@ class PipelinePlan:
     copy_layouts: tuple[LinearLayout, LinearLayout]
     source: str
     swizzles: Optional[tuple[MmaSwizzle, MmaSwizzle]] = None
+    #: B is loaded as N x K and permuted (an "NT" GEMM): its stage holds N rows of K
+    b_transposed: bool = False
 
     @property
     def ring_bytes(self) -> int:
@@ -113,29 +117,35 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
     body = _body(loop)
     mmas = [op for op in body if isinstance(op, (AR.MmaFOp, AR.MmaIOp))]
     loads = [op for op in body if isinstance(op, MEM.LoadViewTkoOp)]
-    if len(mmas) != 1 or len(loads) != 2 or len(body) != 3:
-        return "the loop body does more than load two tiles and multiply them"
+    permute = _transposing(mmas[0], body) if len(mmas) == 1 else None
+    if len(mmas) != 1 or len(loads) != 2 or len(body) != 3 + (permute is not None):
+        return "the loop body does more than load two tiles (B perhaps transposed) and multiply them"
     mma = mmas[0]
     form = tas.tensor_cores.get(mma)
     if form is None or form.warpgroup:
         return "the multiply does not run as mma.sync"
     by_result = {ld.results[0]: ld for ld in loads}
-    a, b = by_result.get(mma.lhs), by_result.get(mma.rhs)
+    a, b = by_result.get(mma.lhs), by_result.get(permute.source if permute else mma.rhs)
     if a is None or b is None or a is b:
         return "the multiply's operands are not the two loaded tiles"
     iv = loop.regions[0].blocks[0].args[0]
-    for ld in (a, b):
-        reason = _load_reason(tas, ld, loop, iv, mma)
+    for ld, consumer in ((a, mma), (b, permute or mma)):
+        reason = _load_reason(tas, ld, loop, iv, consumer)
         if reason:
             return reason
+    if permute is not None and any(u is not mma for u in tas.users(permute.result)):
+        return "the transposed B tile has users besides the multiply"
     esize = element_bytes(mma.lhs.type)
-    swizzles = _swizzles(mma, esize)
-    a_pitch, b_pitch = (mma.lhs.type.shape[-1], mma.rhs.type.shape[-1]) if swizzles else mma_staging_pitches(mma)
+    swizzles = _swizzles(mma, esize, permute is not None)
+    if permute is not None and swizzles is None:
+        return "a transposed B is read with ldmatrix only for 16-bit elements"
+    a_pitch, b_pitch = ((mma.lhs.type.shape[-1], b.results[0].type.shape[-1]) if swizzles else
+                        mma_staging_pitches(mma))
     copies = tuple(_copy_bytes(tas, ld, pitch * esize) for ld, pitch in ((a, a_pitch), (b, b_pitch)))
     if min(copies) < NARROWEST_COPY:
         return "a thread's piece of a tile row is narrower than 4 bytes or not aligned (cp.async copies 4, 8 or 16)"
     a_bytes = mma.lhs.type.shape[0] * a_pitch * esize
-    stage_bytes = a_bytes + mma.rhs.type.shape[0] * b_pitch * esize
+    stage_bytes = a_bytes + b.results[0].type.shape[0] * b_pitch * esize
     layouts = tuple(default_blocked(ld.results[0].type.shape, tas.num_warps, nbytes // esize)
                     for ld, nbytes in zip((a, b), copies))
     wanted, source = _wanted_stages(tas, loop, arch, mma, copies, layouts)
@@ -147,14 +157,24 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
     if _known_trips(loop, tas.aa):
         stages = max(2, min(stages, trips))
     return PipelinePlan(loop, mma, (a, b), stages, a_pitch, b_pitch, a_bytes, stage_bytes, copies, layouts, source,
-                        swizzles)
+                        swizzles, permute is not None)
 
 
-def _swizzles(mma: Operation, esize: int) -> Optional[tuple[MmaSwizzle, MmaSwizzle]]:
-    """XOR swizzles of A (M x K) and B (K x N) where both operands have one
-    (``mma_swizzle``: 16-bit elements, read with ``ldmatrix``), else None (padded rows)."""
+def _transposing(mma: Operation, body: list[Operation]) -> Optional[CO.PermuteOp]:
+    """The ``permute [1, 0]`` in the loop body that makes the multiply's B, or None."""
+    op = mma.rhs.owner
+    if isinstance(op, CO.PermuteOp) and op in body and list(op.permutation) == [1, 0]:
+        return op
+    return None
+
+
+def _swizzles(mma: Operation, esize: int, b_transposed: bool) -> Optional[tuple[MmaSwizzle, MmaSwizzle]]:
+    """XOR swizzles of A (M x K) and B (K x N, or N x K transposed) where both operands
+    have one (``mma_swizzle``: 16-bit elements, read with ``ldmatrix``), else None
+    (padded rows)."""
+    k, n = mma.rhs.type.shape
     a = mma_swizzle(*mma.lhs.type.shape, esize)
-    b = mma_swizzle(*mma.rhs.type.shape, esize)
+    b = mma_swizzle(n, k, esize) if b_transposed else mma_swizzle(k, n, esize)
     return (a, b) if a is not None and b is not None else None
 
 
@@ -162,7 +182,7 @@ def _known_trips(loop: CF.ForOp, aa) -> bool:
     return all(aa.fact(v).lower is not None and aa.fact(v).lower == aa.fact(v).upper for v in loop.operands[:3])
 
 
-def _load_reason(tas, ld: Operation, loop: CF.ForOp, iv: Value, mma: Operation) -> Optional[str]:
+def _load_reason(tas, ld: Operation, loop: CF.ForOp, iv: Value, consumer: Operation) -> Optional[str]:
     """Why the load ``ld`` cannot become asynchronous copies, or None."""
     vt = ld.view.type
     if not isinstance(vt, T.PartitionViewType):
@@ -174,7 +194,7 @@ def _load_reason(tas, ld: Operation, loop: CF.ForOp, iv: Value, mma: Operation) 
     sem = ld.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK)
     if sem != MemoryOrderingSemantics.WEAK or ld in tas.tma:
         return "a load is ordered or goes through TMA"
-    if any(u is not mma for u in tas.users(ld.results[0])):
+    if any(u is not consumer for u in tas.users(ld.results[0])):
         return "a loaded tile has users besides the multiply"
     if not _outside(ld.view, loop):
         return "a load's view is made inside the loop"
@@ -223,7 +243,7 @@ def _wanted_stages(tas, loop: CF.ForOp, arch: int, mma: Operation, copies: tuple
 
 
 def pipelined_op(tas, op: Operation) -> Optional[PipelinePlan]:
-    """The plan whose loop, loads or multiply ``op`` is, or None."""
+    """The plan whose loop, loads, B's transpose or multiply ``op`` is, or None."""
     plan = tas.pipelined.get(op)
     return plan if isinstance(plan, PipelinePlan) else None
 
@@ -237,4 +257,6 @@ def record_plans(tas, arch: int) -> None:
         if isinstance(decision, PipelinePlan):
             for op in (decision.loop, decision.mma, *decision.loads):
                 tas.pipelined[op] = decision
+            if decision.b_transposed:
+                tas.pipelined[decision.mma.rhs.owner] = decision
             tas.scratch[decision.mma] = max(tas.scratch.get(decision.mma, 0), decision.ring_bytes)
