@@ -122,13 +122,21 @@ def test_the_shared_memory_budget_bounds_the_stages():
     assert plan.stages * plan.stage_bytes <= 166_912 < (plan.stages + 1) * plan.stage_bytes
 
 
+def test_8_byte_aligned_tiles_are_copied_with_cp_async_ca():
+    """Pointers, shapes and strides known multiples of 8 (bytes for the pointers): 8-byte copies."""
+    text = gemm_loop(64, 64, 32, align=8)
+    assert plan_of(text).copy_bytes == (8, 8)
+    ptx = ptx_of(text)
+    assert count(ptx, r"cp\.async\.ca\.shared\.global \[[^]]+\], \[[^]]+\], 8, ") > 0 and "cp.async.cg" not in ptx
+
+
 def test_8bit_b_rows_are_copied_4_bytes_at_a_time():
     plan = plan_of(gemm_loop(32, 64, 64, ab="i8", acc="i32"))
     assert plan.copy_bytes == (16, 4)       # B's rows are padded by 4 bytes (mma_staging_pitches)
 
 
 @pytest.mark.parametrize("text, reason", [
-    (gemm_loop(64, 64, 32, aligned=False), "narrower than 4 bytes"),
+    (gemm_loop(64, 64, 32, align=0), "narrower than 4 bytes"),
     (gemm_loop(64, 64, 32).replace("continue %r", "%r2 = addf %r, %r : tile<64x64xf32>\n    continue %r2"),
      "does more than load two tiles"),
 ])
@@ -166,7 +174,8 @@ CASES = [
     ({"m": 64, "n": 64, "k": 32, "trips": 1}, (100,)),
     ({"m": 64, "n": 64, "k": 32, "trips": 2}, (100,)),
     ({"m": 64, "n": 64, "k": 32, "trips": 5}, (100,)),                # past the tensor: zero fills
-    ({"m": 64, "n": 64, "k": 32, "aligned": False}, (100,)),          # not pipelined
+    ({"m": 64, "n": 64, "k": 32, "align": 0}, (100,)),          # not pipelined
+    ({"m": 64, "n": 64, "k": 32, "align": 8}, (100,)),               # 8-byte cp.async.ca
     ({"m": 64, "n": 64, "k": 32, "join": True}, (100,)),              # tokens joined in the loop
     ({"m": 64, "n": 64, "k": 32, "nt": True}, (48, 112)),            # B loaded N x K, transposed
     ({"m": 32, "n": 128, "k": 64, "ab": "bf16", "nt": True}, (100,)),
@@ -199,7 +208,7 @@ def test_a_missing_wait_is_caught():
 
 def test_remarks_say_per_loop_whether_it_was_pipelined(tmp_path, capsys):
     pipelined = bytecode_file(tmp_path, gemm_loop(64, 64, 32, hints="sm_80 = {num_stages = 3}"), name="p.tileir")
-    plain = bytecode_file(tmp_path, gemm_loop(64, 64, 32, aligned=False), name="u.tileir")
+    plain = bytecode_file(tmp_path, gemm_loop(64, 64, 32, align=0), name="u.tileir")
     outputs = []
     for path in (pipelined, plain):
         assert driver_main([str(path), "--gpu-name", "sm_80", "-o", str(tmp_path / "k.cubin"),

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 
 def gemm_loop(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", trips: int | None = None,
-              aligned: bool = True, hints: str = "", join: bool = False, nt: bool = False) -> str:
+              align: int = 16, hints: str = "", join: bool = False, nt: bool = False) -> str:
     """``trips``: a constant trip count, or None for the dynamic one (A's K tiles, so K
-    tails are zero-filled).  ``aligned``: the pointers, shapes and strides are assumed
-    multiples of 16 (what cuTile states for ordinary tensors).  ``hints``: the entry's
+    tails are zero-filled).  ``align``: the pointers, shapes and strides are assumed
+    multiples of it (16: what cuTile states for ordinary tensors; 0: nothing assumed).  ``hints``: the entry's
     ``optimization_hints`` body (e.g. ``sm_80 = {num_stages = 3}``).  ``join``: the loop
     also carries a token joined with the loads' tokens (as cuTile's split-K GEMM does).
     ``nt``: B is stored N x K and each tile is transposed (``permute [1, 0]``) in the loop."""
@@ -19,8 +19,8 @@ def gemm_loop(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", trips: 
         pv = f"partition_view<tile=({tile[0]}x{tile[1]}), padding_value = zero, {tv}>"
         raw = [f"%{name}", f"%{name}_d0", f"%{name}_d1", f"%{name}_s0"]
         lines = []
-        if aligned:
-            lines += [f"{v}_al = assume div_by<16>, {v} : tile<{'ptr<' + elem + '>' if v == raw[0] else 'i32'}>"
+        if align:
+            lines += [f"{v}_al = assume div_by<{align}>, {v} : tile<{'ptr<' + elem + '>' if v == raw[0] else 'i32'}>"
                       for v in raw]
             raw = [f"{v}_al" for v in raw]
         lines += [f"%{name}_v = make_tensor_view {raw[0]}, shape = [{raw[1]}, {raw[2]}], strides = [{raw[3]}, 1]"
