@@ -191,6 +191,21 @@ def test_pipelined_gemm_matches_interpreter(case, extents):
         assert agrees(text, extent) == [None], extent
 
 
+@pytest.mark.parametrize("arch", ["sm_86", "sm_89"])
+def test_other_ampere_and_ada_chips_pipeline_too(arch):
+    text = gemm_loop(32, 64, 64, nt=True)
+    assert isinstance(plan_of(text, int(arch[3:])), PipelinePlan)
+    assert "cp.async.cg" in ptx_of(text, arch)
+    assert agrees(text, 100, arch) == [None]
+
+
+def test_where_tma_copies_the_tiles_the_loop_is_not_pipelined():
+    """sm_90 and later load these tiles with TMA (lower/tma.py), whose buffers share the
+    shared memory: the loop keeps that code and says why."""
+    decision = plan_of(gemm_loop(64, 64, 32), 120)
+    assert isinstance(decision, str) and "TMA" in decision
+
+
 def test_a_missing_wait_is_caught():
     """The steady state's wait_group removed: the multiply reads a stage whose copies have
     not landed, which the emulator traps."""
