@@ -103,7 +103,8 @@ def test_a_transposed_b_is_staged_as_loaded_and_read_without_trans():
     plan = plan_of(gemm_loop(64, 64, 32, nt=True))
     assert plan.b_transposed and (plan.a_pitch, plan.b_pitch) == (32, 32)      # B: 64 rows (N) of 32 (K)
     ptx = ptx_of(gemm_loop(64, 64, 32, nt=True))
-    assert "ldmatrix.sync.aligned.m8n8.x2.shared.b16" in ptx and ".trans" not in ptx
+    # B's fragments of two 8-column blocks a time: ldmatrix.x4 as A's, without .trans
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx and ".x2" not in ptx and ".trans" not in ptx
     assert "st.shared" not in ptx
 
 
@@ -160,6 +161,7 @@ def test_pipelined_ptx_structure():
     assert count(ptx, r"cp\.async\.wait_group 0;") == 1
     assert "st.shared" not in ptx
     assert count(ptx, r"ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16") > 0
+    assert count(ptx, r"ldmatrix\.sync\.aligned\.m8n8\.x4\.trans\.shared\.b16") > 0 and ".x2" not in ptx
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
 
 

@@ -368,7 +368,10 @@ class TensorCoreOperands:
     With ``swizzles`` (a pipelined loop's 16-bit operands, ``mma_forms.MmaSwizzle``) the
     rows are K and N elements apart and each lane's column is XORed with its row's phase;
     with ``b_transposed`` B is staged as N rows of K (``n`` is then K) and read with
-    ``ldmatrix.x2`` without ``.trans``; ``first`` (elements) is the current stage."""
+    ``ldmatrix`` without ``.trans``; B's column blocks are read two at a time where their
+    spacing allows (``ldmatrix.x4``, lanes 16-31 at the second block: ``b_fragment`` of an
+    odd block returns what its even neighbour's read); ``first`` (elements) is the
+    current stage."""
 
     def __init__(self, em: KernelEmitter, form: TensorCoreMma, layout: LinearLayout, k: int, n: int,
                  b_offset: int, first: Optional[ir.Value] = None,
@@ -401,9 +404,12 @@ class TensorCoreOperands:
             self.b_base = b.mul(b_row, ir.Constant(I32, n))
             self.b_swizzle = _phase(b, b_row, b_sw)
             self.b_col = block_col
+            self.pairs = _paired_blocks(layout, self.cols_blocks)
+            if self.pairs:          # lanes 16-31 read the next column block (ldmatrix.x4)
+                self.b_col = b.add(block_col, b.mul(b.lshr(lane, ir.Constant(I32, 4)), ir.Constant(I32, self.pairs)))
             if b_transposed:        # N rows of K: lanes 0-15 at rows block_col + l % 8, K half l / 8
                 n_row = b.and_(lane, ir.Constant(I32, 7))
-                self.b_base = b.mul(b.add(block_col, n_row), ir.Constant(I32, n))
+                self.b_base = b.mul(b.add(self.b_col, n_row), ir.Constant(I32, n))
                 k_half = b.mul(b.and_(b.lshr(lane, ir.Constant(I32, 3)), ir.Constant(I32, 1)), ir.Constant(I32, 8))
                 self.b_swizzle = b.xor(k_half, _phase(b, n_row, b_sw))
         if first is not None:       # a pipelined loop's current stage, in elements
@@ -428,13 +434,20 @@ class TensorCoreOperands:
 
     def b_fragment(self, k0: ir.Value, j: int) -> list[ir.Value]:
         b, n, c = self.em.b, self.n, self.col_offsets[j]
+        if self.swizzles is not None and self.pairs and j % 2:
+            return self._next_block         # read with block j - 1's ldmatrix.x4
+        count = 4 if self.swizzles is not None and self.pairs else 2
         if self.b_transposed:               # the swizzle repeats within 8 rows: same per column block
             column = b.xor(k0, self.b_swizzle)
-            return ldmatrix(b, self._slot(b.add(self.b_base, column), c * n, self.b_offset, 2), 2)
-        base = b.add(self.b_base, b.mul(k0, ir.Constant(I32, n)))
-        if self.swizzles is not None:       # K steps of 16 rows keep the swizzle
+            regs = ldmatrix(b, self._slot(b.add(self.b_base, column), c * n, self.b_offset, 2), count)
+        elif self.swizzles is not None:     # K steps of 16 rows keep the swizzle
+            base = b.add(self.b_base, b.mul(k0, ir.Constant(I32, n)))
             column = b.xor(b.add(self.b_col, ir.Constant(I32, c)), self.b_swizzle)
-            return ldmatrix(b, self._slot(b.add(base, column), 0, self.b_offset, 2), 2, trans=True)
+            regs = ldmatrix(b, self._slot(b.add(base, column), 0, self.b_offset, 2), count, trans=True)
+        if self.swizzles is not None:
+            self._next_block = regs[2:]
+            return regs[:2]
+        base = b.add(self.b_base, b.mul(k0, ir.Constant(I32, n)))
         if self.form.bits == 16:
             return ldmatrix(b, self._slot(base, c, self.b_offset, 2), 2, trans=True)
         if self.form.bits == 32:
@@ -447,6 +460,16 @@ class TensorCoreOperands:
                 word = b.or_(word, b.shl(b.zext(byte, I32), ir.Constant(I32, 8 * e)))
             regs.append(word)
         return regs
+
+
+def _paired_blocks(layout: LinearLayout, cols_blocks: int) -> int:
+    """The column distance between the thread's column blocks 2i and 2i + 1 when it is the
+    same for every pair (one ``ldmatrix.x4`` then reads B's fragments of both), else 0."""
+    cols = [layout.apply(reg=4 * j)[1] for j in range(cols_blocks)]
+    if cols_blocks < 2 or cols_blocks % 2:
+        return 0
+    deltas = {cols[j + 1] - cols[j] for j in range(0, cols_blocks, 2)}
+    return deltas.pop() if len(deltas) == 1 else 0
 
 
 def _phase(b: ir.IRBuilder, row: ir.Value, swizzle: MmaSwizzle) -> ir.Value:
