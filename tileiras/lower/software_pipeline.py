@@ -124,6 +124,8 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
     form = tas.tensor_cores.get(mma)
     if form is None or form.warpgroup:
         return "the multiply does not run as mma.sync"
+    if tas.operand_layout(mma, 2) != tas.mma_layouts.get(tuple(mma.result.type.shape)):
+        return "the accumulator is not held as mma.sync fragments"
     by_result = {ld.results[0]: ld for ld in loads}
     a, b = by_result.get(mma.lhs), by_result.get(permute.source if permute else mma.rhs)
     if a is None or b is None or a is b:
