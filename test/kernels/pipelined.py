@@ -29,16 +29,20 @@ def gemm_loop(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", trips: 
         args = f"%{name}: tile<ptr<{elem}>>, %{name}_d0: tile<i32>, %{name}_d1: tile<i32>, %{name}_s0: tile<i32>"
         return lines, pv, args
 
-    a_lines, a_pv, a_args = view("a", ab, (m, k))
-    b_lines, b_pv, b_args = view("b", ab, (n, k) if nt else (k, n))
+    stored = "f32" if ab == "tf32" else ab       # tf32 operands are f32 tiles converted in the loop
+    a_lines, a_pv, a_args = view("a", stored, (m, k))
+    b_lines, b_pv, b_args = view("b", stored, (n, k) if nt else (k, n))
     c_lines, c_pv, c_args = view("c", acc, (m, n))
     tc = f"tile<{m}x{n}x{acc}>"
     ta, tb = f"tile<{m}x{k}x{ab}>", f"tile<{k}x{n}x{ab}>"
     count = (f"%nk = constant <i32: {trips}> : tile<i32>" if trips is not None else
              f"%shape:2 = get_index_space_shape %a_p : {a_pv} -> tile<i32>")
     upper = "%nk" if trips is not None else "%shape#1"
-    multiply = (f"%r = mmai %ta, %tb, %acc signed signed : {ta}, {tb}, {tc}" if ab == "i8" else
-                f"%r = mmaf %ta, %tb, %acc : {ta}, {tb}, {tc}")
+    lhs, rhs = ("%ca", "%cb") if ab == "tf32" else ("%ta", "%tb")
+    multiply = (f"%r = mmai {lhs}, {rhs}, %acc signed signed : {ta}, {tb}, {tc}" if ab == "i8" else
+                f"%r = mmaf {lhs}, {rhs}, %acc : {ta}, {tb}, {tc}")
+    convert = ([f"  %ca = ftof %ta : tile<{m}x{k}xf32> -> {ta}", f"  %cb = ftof %tb : tile<{k}x{n}xf32> -> {tb}"]
+               if ab == "tf32" else [])
     zero = f"%z = constant <{acc}: {0 if acc == 'i32' else 0.0}> : {tc}"
     body = a_lines + b_lines + c_lines + [
         "%tok = make_token : token",
@@ -49,11 +53,14 @@ def gemm_loop(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", trips: 
         (f"%for:2 = for %i in (%c0 to {upper}, step %c1) : tile<i32> iter_values(%acc = %z, %tk = %tok)"
          f" -> ({tc}, token) {{" if join else
          f"%for = for %i in (%c0 to {upper}, step %c1) : tile<i32> iter_values(%acc = %z) -> ({tc}) {{"),
-        f"  %ta, %t1 = load_view_tko weak %a_p[%bx, %i] token = %tok : {a_pv}, tile<i32> -> {ta}, token",
+        f"  %ta, %t1 = load_view_tko weak %a_p[%bx, %i] token = %tok : {a_pv}, tile<i32> -> "
+        f"tile<{m}x{k}x{stored}>, token",
         *([f"  %tbt, %t2 = load_view_tko weak %b_p[%by, %i] token = %tok : {b_pv}, tile<i32> -> "
            f"tile<{n}x{k}x{ab}>, token",
            f"  %tb = permute %tbt [1, 0] : tile<{n}x{k}x{ab}> -> {tb}"] if nt else
-          [f"  %tb, %t2 = load_view_tko weak %b_p[%i, %by] token = %tok : {b_pv}, tile<i32> -> {tb}, token"]),
+          [f"  %tb, %t2 = load_view_tko weak %b_p[%i, %by] token = %tok : {b_pv}, tile<i32> -> "
+           f"tile<{k}x{n}x{stored}>, token"]),
+        *convert,
         f"  {multiply}",
         *([f"  %j = join_tokens %tk, %t1, %t2 : token", f"  continue %r, %j : {tc}, token"] if join else
           [f"  continue %r : {tc}"]),
