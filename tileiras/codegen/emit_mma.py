@@ -4,7 +4,9 @@ A and B (and mmaf_scaled's block scales) are staged in shared memory.  f16/bf16 
 whose accumulator TileAS laid out as ``mma.sync`` fragments (``TileAS.tensor_cores``)
 runs on tensor cores, ``mma.sync.m16n8k16`` with ldmatrix-fed fragments, on every
 architecture from sm_80 (``_tensor_core_mma``), or on sm_90 where TileAS chose the
-warpgroup form, ``wgmma.mma_async`` with matrix descriptors (``_warpgroup_mma``).
+warpgroup form, ``wgmma.mma_async`` with matrix descriptors (``_warpgroup_mma``).  The
+multiply of a software-pipelined K loop (``TileAS.pipelined``) reads its operands from
+the loop's ring of ``cp.async`` stages instead (``emit_async.pipelined_mma``).
 Everything else runs on CUDA cores: each thread walks K for the accumulator elements it
 holds, multiplying and adding in f32 (i32 for integers) and rounding once to the result
 type.  A tcgen05 (sm_100) lowering will sit beside them.
