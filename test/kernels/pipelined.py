@@ -65,7 +65,8 @@ def gemm_loop(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", trips: 
         *([f"  %j = join_tokens %tk, %t1, %t2 : token", f"  continue %r, %j : {tc}, token"] if join else
           [f"  continue %r : {tc}"]),
         "}",
-        f"%st = store_view_tko weak %for{'#0' if join else ''}, %c_p[%bx, %by] token = %tok : {tc}, {c_pv}, tile<i32> -> token",
+        (f"%st = store_view_tko weak %for{'#0' if join else ''}, %c_p[%bx, %by] token = %tok : "
+         f"{tc}, {c_pv}, tile<i32> -> token"),
         "return"]
     opt = f" optimization_hints=<{hints}>" if hints else ""
     return ("cuda_tile.module @kernels {\n"

@@ -27,8 +27,8 @@ and codegen only reads it.  A loop is pipelined when
 
 The stage count is the bytecode's ``num_stages`` hint when present, else the modulo
 schedule's (``sched.pipeline``: the graph of the pipelined loop's copies, wait and
-multiply with the architecture's latency model), at least 2, at most what the shared memory holds, and no more than a known trip
-count needs.  16-bit operands are staged in XOR-swizzled rows (``mma_forms.mma_swizzle``:
+multiply with the architecture's latency model), at least 2, at most what the shared
+memory holds, and no more than a known trip count needs.  16-bit operands are staged in XOR-swizzled rows (``mma_forms.mma_swizzle``:
 the layout algebra's ``swizzled_shared``), whose copies and ``ldmatrix`` phases meet no
 bank twice; 8- and 32-bit ones, whose B fragments are not read with ``ldmatrix``, keep the
 padded rows of the unpipelined multiply (``mma_forms.mma_staging_pitches``).
@@ -67,9 +67,9 @@ class PipelinePlan:
     ``copy_bytes`` each into a ring of ``stages`` stages of ``stage_bytes``; in a stage
     A's rows (``a_pitch`` elements apart) come first and B's (``b_pitch`` apart) start at
     ``a_bytes``; with ``swizzles`` (16-bit operands) the rows are not padded (pitches of
-    K and N) and their 16-byte chunks are XOR-swizzled instead.  ``copy_layouts`` (A's, B's) give each thread its copies: ``copy_bytes``
-    consecutive bytes of a row a register run.  ``source`` says where the stage count
-    came from."""
+    K and N) and their 16-byte chunks are XOR-swizzled instead.  ``copy_layouts`` (A's,
+    B's) give each thread its copies, ``copy_bytes`` consecutive bytes of a row a register
+    run.  ``source`` says where the stage count came from."""
     loop: CF.ForOp
     mma: Operation
     loads: tuple[Operation, Operation]
