@@ -28,10 +28,11 @@ and codegen only reads it.  A loop is pipelined when
 The stage count is the bytecode's ``num_stages`` hint when present, else the modulo
 schedule's (``sched.pipeline``: the graph of the pipelined loop's copies, wait and
 multiply with the architecture's latency model), at least 2, at most what the shared
-memory holds, and no more than a known trip count needs.  16-bit operands are staged in XOR-swizzled rows (``mma_forms.mma_swizzle``:
-the layout algebra's ``swizzled_shared``), whose copies and ``ldmatrix`` phases meet no
-bank twice; 8- and 32-bit ones, whose B fragments are not read with ``ldmatrix``, keep the
-padded rows of the unpipelined multiply (``mma_forms.mma_staging_pitches``).
+memory holds, and no more than a known trip count needs.  16-bit operands are staged in
+XOR-swizzled rows (``mma_forms.mma_swizzle``: the layout algebra's ``swizzled_shared``),
+whose copies and ``ldmatrix`` phases meet no bank twice; 8- and 32-bit ones, whose B
+fragments are not read with ``ldmatrix``, keep the padded rows of the unpipelined multiply
+(``mma_forms.mma_staging_pitches``).
 """
 from __future__ import annotations
 
