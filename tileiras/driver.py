@@ -306,7 +306,7 @@ def emit_remarks(module: object, options: DriverOptions) -> None:
     """``--remarks*``: YAML to ``--remarks-output-file`` or text on stdout."""
     from . import remarks
 
-    chosen = remarks.selected(remarks.collect(module), remarks.enabled_from_options(options.remarks))
+    chosen = remarks.selected(remarks.collect(module, options.gpu_name), remarks.enabled_from_options(options.remarks))
     if options.remark_format == "yaml":
         cli.write_output(options.remarks_output_file, remarks.to_yaml(chosen).encode(), EXIT_BAD_OPTION)
     elif chosen:

@@ -66,14 +66,18 @@ def _loc_of(loc: Optional[D.DebugAttr]) -> Optional[tuple[str, int, int]]:
     return None
 
 
-def collect(module: Module) -> list[Remark]:
+def collect(module: Module, gpu_name: Optional[str] = None) -> list[Remark]:
     """The remarks for every entry of ``module``, in op order; remarks of the same name
-    at the same source location are merged (their arguments kept, as NVIDIA's are)."""
+    at the same source location are merged (their arguments kept, as NVIDIA's are).
+    With ``gpu_name`` the tensor-core remarks report TileAS's decisions for that target
+    (``_decisions``): which multiplies run on tensor cores, and per K loop whether it is
+    software-pipelined, with how many stages, or why not."""
     out: list[Remark] = []
     seen: dict[tuple, Remark] = {}
     for fn in module.functions:
+        tas = _decisions(fn, gpu_name)
         for op in fn.walk():
-            for r in _op_remarks(fn, op):
+            for r in (*_op_remarks(fn, op, tas), *_loop_remarks(fn, op, tas)):
                 key = (r.function, r.name, _loc_of(r.loc) or id(op))
                 if key in seen:
                     seen[key].args += [a for a in r.args if a[0] == "Reason"]
@@ -83,7 +87,37 @@ def collect(module: Module) -> list[Remark]:
     return out
 
 
-def _op_remarks(fn: Function, op: Operation) -> Iterable[Remark]:
+def _decisions(fn: Function, gpu_name: Optional[str]):
+    """The function's TileAS for ``gpu_name`` (the decisions the compiler makes there), or
+    None without a target."""
+    if not gpu_name:
+        return None
+    from .codegen.abi import HINT_NUM_WORKER_WARPS, hints_for_arch  # noqa: PLC0415
+    from .lower.tileaa import analyze  # noqa: PLC0415
+    from .lower.tileas import assign_layouts  # noqa: PLC0415
+
+    arch = int(gpu_name[3:].rstrip("af"))
+    warps = hints_for_arch(fn.hints, gpu_name).get(HINT_NUM_WORKER_WARPS)
+    return assign_layouts(analyze(fn), warps, arch)
+
+
+def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
+    """Per tensor-core K loop: software-pipelined with how many stages, or why not."""
+    from .lower.software_pipeline import PipelinePlan  # noqa: PLC0415
+
+    decision = tas.pipelines.get(op) if tas is not None else None
+    if isinstance(decision, PipelinePlan):
+        copies = "/".join(f"{n}-byte" for n in decision.copy_bytes)
+        yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkSoftwarePipelined",
+                     f"K loop software-pipelined with {decision.stages} stages", fn.name, op.loc,
+                     [("Stages", str(decision.stages)), ("StagesFrom", decision.source),
+                      ("Copies", f"cp.async {copies} (A/B)")])
+    elif decision is not None:
+        yield Remark(Kind.MISSED, Category.TENSORCORE, "RemarkSoftwarePipelineFailed",
+                     "K loop not software-pipelined", fn.name, op.loc, [("Reason", decision)])
+
+
+def _op_remarks(fn: Function, op: Operation, tas=None) -> Iterable[Remark]:
     name = fn.name
     if is_plain_load(op) or is_plain_store(op):
         what = "load" if is_plain_load(op) else "store"
@@ -98,6 +132,11 @@ def _op_remarks(fn: Function, op: Operation) -> Iterable[Remark]:
         yield Remark(Kind.MISSED, Category.MEMORY, "RemarkTensorViewIndexTypeNarrowing",
                      "Could not narrow tensor_view indexing to i32: index computations use 64 bits",
                      name, op.loc)
+    elif isinstance(op, (AR.MmaFOp, AR.MmaIOp)) and tas is not None and op in tas.tensor_cores:
+        form = tas.tensor_cores[op]
+        yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkTensorCoreUsed",
+                     "Matrix multiply lowered to tensor cores", fn.name, op.loc,
+                     [("Instruction", "wgmma.mma_async" if form.warpgroup else form.opcode)])
     elif isinstance(op, (AR.MmaFOp, AR.MmaIOp)):
         yield Remark(Kind.MISSED, Category.TENSORCORE, "RemarkTensorCoreNotUsed",
                      "Matrix multiply lowered to fused multiply-adds on CUDA cores: tensor cores are not used yet",

@@ -18,6 +18,7 @@ from llvmlite import ir
 from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation
+from ..lower.software_pipeline import pipelined_op
 from ..record import record
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
@@ -424,6 +425,10 @@ def _gather_indices(em: KernelEmitter, op: Operation, view: TiledViewVal, layout
 def _load_view(em: KernelEmitter, op: Operation) -> None:
     view = em.values[op.view]
     assert isinstance(view, TiledViewVal)
+    if pipelined_op(em.tas, op) is not None:       # copied by its loop's cp.async stages
+        em.put(op.results[0], None)
+        em.put(op.results[1], None)
+        return
     if op in em.tas.tma:
         from .emit_tma import emit_tma_load
 

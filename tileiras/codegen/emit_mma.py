@@ -5,7 +5,9 @@ whose accumulator TileAS laid out as ``mma.sync`` fragments (``TileAS.tensor_cor
 runs on tensor cores, ``mma.sync.m16n8k16`` with ldmatrix-fed fragments, on every
 architecture from sm_80 (``_tensor_core_mma``), or on sm_90 where TileAS chose the
 warpgroup form, ``wgmma.mma_async`` with matrix descriptors over swizzled shared memory
-(A from registers where they hold its fragments; ``_warpgroup_mma``).
+(A from registers where they hold its fragments; ``_warpgroup_mma``).  The
+multiply of a software-pipelined K loop (``TileAS.pipelined``) reads its operands from
+the loop's ring of ``cp.async`` stages instead (``emit_async.pipelined_mma``).
 Everything else runs on CUDA cores: each thread walks K for the accumulator elements it
 holds, multiplying and adding in f32 (i32 for integers) and rounding once to the result
 type.  A tcgen05 (sm_100) lowering will sit beside them.
@@ -21,12 +23,14 @@ from ..ir import types as T
 from ..ir.core import Operation
 from ..layout.linear import LinearLayout, mma_blocks
 from ..layout.shared import Padding
-from ..lower.mma_forms import WGMMA_MAX_N, OperandStaging, TensorCoreMma, k_steps, mma_staging_pitches
+from ..lower.mma_forms import WGMMA_MAX_N, MmaSwizzle, OperandStaging, TensorCoreMma, k_steps, mma_staging_pitches
+from ..lower.software_pipeline import pipelined_op
 from ..lower.tileas import ITER
 from ..lower.tiles import element_bytes
 from ..tile import ops_arith as AR
 from ..tile.enums import Signedness
 from . import intrinsics as X
+from .emit_async import pipelined_mma
 from .emit_shape import _spill
 from .nvvm import I32, KernelEmitter, _runtime_mask, _smem_type, _to_smem, emits
 from .values import BF16, TileVal, llvm_type
@@ -75,6 +79,10 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
     scales first), through shared memory: each thread walks K for the accumulator
     elements it holds, multiplying and adding in f32 (i32 for integers).  Accumulators
     that TileAS laid out as ``mma.sync`` fragments run on tensor cores instead."""
+    plan = pipelined_op(em.tas, op)
+    if plan is not None:
+        pipelined_mma(em, op, plan)
+        return
     b = em.b
     a_t, b_t, c_t = (v.type for v in op.operands[:3])
     lhs, rhs, acc = (em.tile(op, i) for i in range(3))
@@ -159,6 +167,14 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
     _spill(em, rhs, b_t, offset=a_bytes, place=lambda c: b.add(b.mul(c[0], ir.Constant(I32, b_pitch)), c[1]))
     X.barrier(b)
     operands = TensorCoreOperands(em, form, acc.layout, a_pitch, b_pitch, a_bytes)
+    em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))
+
+
+def mma_steps(em: KernelEmitter, op: Operation, form: TensorCoreMma, operands: "TensorCoreOperands",
+              acc: TileVal) -> list[ir.Value]:
+    """The K loop of ``mma.sync`` over the staged operands (``operands``): the
+    accumulators, summed in f32 (i32 for integers) and rounded once to their type."""
+    b = em.b
     sum_ty = I32 if form.integer else ir.FloatType()
     out_ty = acc.regs[0].type
     sums = [v if v.type == sum_ty else b.fpext(v, sum_ty) for v in acc.regs]
@@ -173,8 +189,8 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
                 out[base:base + 4] = mma_sync(b, form, a_frag, b_frag, out[base:base + 4])
         return out
 
-    sums = counted_loop(em, "mma.k", a_t.shape[-1], form.k, sums, step)  # K, not the pitch
-    em.put(op.result, TileVal(acc.layout, [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in sums]))
+    sums = counted_loop(em, "mma.k", op.lhs.type.shape[-1], form.k, sums, step)  # K, not the pitch
+    return [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in sums]
 
 
 def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: TileVal, rhs: TileVal,
@@ -400,11 +416,21 @@ class TensorCoreOperands:
       16 bytes further along K for l >= 16 (8-bit elements are pairs of bytes to ldmatrix);
     * 16-bit B: ``ldmatrix.x2.trans`` from 16 K rows (lanes 0-15) at the block's columns;
     * 32-bit (tf32) A and B: one 32-bit load a register;
-    * 8-bit B: four byte loads from consecutive K rows a register, packed low byte first."""
+    * 8-bit B: four byte loads from consecutive K rows a register, packed low byte first.
+
+    With ``swizzles`` (a pipelined loop's 16-bit operands, ``mma_forms.MmaSwizzle``) the
+    rows are K and N elements apart and each lane's column is XORed with its row's phase;
+    with ``b_transposed`` B is staged as N rows of K (``n`` is then K) and read with
+    ``ldmatrix`` without ``.trans``; B's column blocks are read two at a time where their
+    spacing allows (``ldmatrix.x4``, lanes 16-31 at the second block: ``b_fragment`` of an
+    odd block returns what its even neighbour's read); ``first`` (elements) is the
+    current stage."""
 
     def __init__(self, em: KernelEmitter, form: TensorCoreMma, layout: LinearLayout, k: int, n: int,
-                 b_offset: int):
+                 b_offset: int, first: Optional[ir.Value] = None,
+                 swizzles: Optional[tuple[MmaSwizzle, MmaSwizzle]] = None, b_transposed: bool = False):
         self.em, self.form, self.k, self.n, self.b_offset = em, form, k, n, b_offset
+        self.swizzles, self.b_transposed = swizzles, b_transposed
         b = em.b
         self.esize = form.bits // 8
         self.rows_blocks, self.cols_blocks = mma_blocks(layout)
@@ -424,6 +450,23 @@ class TensorCoreOperands:
             b_row = b.and_(lane, ir.Constant(I32, 15)) if form.bits == 16 else b.shl(t, ir.Constant(I32, 2))
             b_col = block_col if form.bits == 16 else b.add(block_col, g)
             self.b_base = b.add(b.mul(b_row, ir.Constant(I32, n)), b_col)
+        if swizzles is not None:    # 16-bit: A's rows from a_base, B's K rows from b_base
+            a_sw, b_sw = swizzles
+            self.a_base = b.mul(a_row, ir.Constant(I32, k))
+            self.a_swizzle = b.xor(half, _phase(b, a_row, a_sw))       # the chunk lanes >= 16 read, swizzled
+            self.b_base = b.mul(b_row, ir.Constant(I32, n))
+            self.b_swizzle = _phase(b, b_row, b_sw)
+            self.b_col = block_col
+            self.pairs = _paired_blocks(layout, self.cols_blocks)
+            if self.pairs:          # lanes 16-31 read the next column block (ldmatrix.x4)
+                self.b_col = b.add(block_col, b.mul(b.lshr(lane, ir.Constant(I32, 4)), ir.Constant(I32, self.pairs)))
+            if b_transposed:        # N rows of K: lanes 0-15 at rows block_col + l % 8, K half l / 8
+                n_row = b.and_(lane, ir.Constant(I32, 7))
+                self.b_base = b.mul(b.add(self.b_col, n_row), ir.Constant(I32, n))
+                k_half = b.mul(b.and_(b.lshr(lane, ir.Constant(I32, 3)), ir.Constant(I32, 1)), ir.Constant(I32, 8))
+                self.b_swizzle = b.xor(k_half, _phase(b, n_row, b_sw))
+        if first is not None:       # a pipelined loop's current stage, in elements
+            self.a_base, self.b_base = b.add(self.a_base, first), b.add(self.b_base, first)
         self.row_offsets = [layout.apply(reg=4 * self.cols_blocks * i)[0] for i in range(self.rows_blocks)]
         self.col_offsets = [layout.apply(reg=4 * j)[1] for j in range(self.cols_blocks)]
 
@@ -433,6 +476,9 @@ class TensorCoreOperands:
 
     def a_fragments(self, k0: ir.Value) -> list[list[ir.Value]]:
         b, k = self.em.b, self.k
+        if self.swizzles is not None:       # the swizzle repeats within 16 rows: same per row block
+            column = b.xor(k0, self.a_swizzle)
+            return [ldmatrix(b, self._slot(b.add(self.a_base, column), r * k, 0, 2), 4) for r in self.row_offsets]
         base = b.add(self.a_base, k0)
         if self.form.bits == 32:
             return [[b.load(self._slot(base, (r + 8 * (q % 2)) * k + 4 * (q // 2), 0, 4), typ=I32)
@@ -441,6 +487,19 @@ class TensorCoreOperands:
 
     def b_fragment(self, k0: ir.Value, j: int) -> list[ir.Value]:
         b, n, c = self.em.b, self.n, self.col_offsets[j]
+        if self.swizzles is not None and self.pairs and j % 2:
+            return self._next_block         # read with block j - 1's ldmatrix.x4
+        count = 4 if self.swizzles is not None and self.pairs else 2
+        if self.b_transposed:               # the swizzle repeats within 8 rows: same per column block
+            column = b.xor(k0, self.b_swizzle)
+            regs = ldmatrix(b, self._slot(b.add(self.b_base, column), c * n, self.b_offset, 2), count)
+        elif self.swizzles is not None:     # K steps of 16 rows keep the swizzle
+            base = b.add(self.b_base, b.mul(k0, ir.Constant(I32, n)))
+            column = b.xor(b.add(self.b_col, ir.Constant(I32, c)), self.b_swizzle)
+            regs = ldmatrix(b, self._slot(b.add(base, column), 0, self.b_offset, 2), count, trans=True)
+        if self.swizzles is not None:
+            self._next_block = regs[2:]
+            return regs[:2]
         base = b.add(self.b_base, b.mul(k0, ir.Constant(I32, n)))
         if self.form.bits == 16:
             return ldmatrix(b, self._slot(base, c, self.b_offset, 2), 2, trans=True)
@@ -454,6 +513,23 @@ class TensorCoreOperands:
                 word = b.or_(word, b.shl(b.zext(byte, I32), ir.Constant(I32, 8 * e)))
             regs.append(word)
         return regs
+
+
+def _paired_blocks(layout: LinearLayout, cols_blocks: int) -> int:
+    """The column distance between the thread's column blocks 2i and 2i + 1 when it is the
+    same for every pair (one ``ldmatrix.x4`` then reads B's fragments of both), else 0."""
+    cols = [layout.apply(reg=4 * j)[1] for j in range(cols_blocks)]
+    if cols_blocks < 2 or cols_blocks % 2:
+        return 0
+    deltas = {cols[j + 1] - cols[j] for j in range(0, cols_blocks, 2)}
+    return deltas.pop() if len(deltas) == 1 else 0
+
+
+def _phase(b: ir.IRBuilder, row: ir.Value, swizzle: MmaSwizzle) -> ir.Value:
+    """The column XOR of ``row`` in ``swizzle`` (elements): vec * ((row / per_phase) % max_phase)."""
+    phase = b.and_(b.lshr(row, ir.Constant(I32, swizzle.per_phase.bit_length() - 1)),
+                   ir.Constant(I32, swizzle.max_phase - 1))
+    return b.mul(phase, ir.Constant(I32, swizzle.vec))
 
 
 def counted_loop(em: KernelEmitter, name: str, stop: int, stride: int, init: list[ir.Value],

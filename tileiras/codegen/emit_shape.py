@@ -21,6 +21,7 @@ from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Block, Operation
 from ..layout.linear import LANE, REG, WARP, LinearLayout
+from ..lower.software_pipeline import pipelined_op
 from ..lower.tileas import cat_in_registers, element_bytes, scan_steps, scans_in_place
 from ..tile import ops_arith as CA
 from ..tile import ops_core as CO
@@ -98,6 +99,9 @@ def _iota(em: KernelEmitter, op: Operation) -> None:
 # -- relabelling ----------------------------------------------------------------------------
 @emits(CO.ReshapeOp, CO.PermuteOp)
 def _relabel(em: KernelEmitter, op: Operation) -> None:
+    if pipelined_op(em.tas, op) is not None:       # B of a pipelined K loop: read from its stage
+        em.put(op.result, None)
+        return
     src = em.tile(op, 0)
     em.put(op.result, TileVal(em.result_layout(op.result), src.regs))
 

@@ -14,7 +14,7 @@ from ..ir import types as T
 from ..ir.core import Operation
 from ..layout.core import LANE, OFFSET, REG, WARP
 from ..layout.linear import LinearLayout, mma_blocks
-from ..layout.shared import Padding, Swizzle, bank_wavefronts
+from ..layout.shared import Padding, Swizzle, bank_wavefronts, swizzled_shared
 from ..layout.tensor_core import (
     WGMMA_SWIZZLE_MODE,
     descriptor_strides,
@@ -347,3 +347,44 @@ def mma_staging_pitches(op: Operation) -> tuple[int, int]:
     n = op.rhs.type.shape[-1]
     b_pad = {1: 4, 4: 4 * ((8 - n) % 32)}.get(size, MMA_ROW_PAD)
     return op.lhs.type.shape[-1] + MMA_ROW_PAD // size, n + b_pad // size
+
+
+@record(frozen=True)
+class MmaSwizzle:
+    """A 16-bit ``mma.sync`` operand (``rows`` x ``cols``, row-major) staged without
+    padding, its 16-byte chunks XOR-swizzled by row: chunk ``c`` of row ``r`` is stored at
+    chunk ``c ^ (r / per_phase) % max_phase`` (``layout``: ``shared.swizzled_shared``).
+    The eight rows one ``ldmatrix`` phase reads (8 consecutive rows at one chunk) then
+    fall in eight different 16-byte bank groups, as do the copies of consecutive rows."""
+    rows: int
+    cols: int
+    esize: int
+    per_phase: int
+    max_phase: int
+
+    @property
+    def vec(self) -> int:
+        """Elements of a 16-byte chunk."""
+        return 16 // self.esize
+
+    @property
+    def period(self) -> int:
+        """Rows after which the swizzle repeats."""
+        return self.per_phase * self.max_phase
+
+    def layout(self) -> LinearLayout:
+        return swizzled_shared((self.rows, self.cols), self.vec, self.per_phase, self.max_phase)
+
+
+def mma_swizzle(rows: int, cols: int, esize: int) -> Optional[MmaSwizzle]:
+    """The swizzle of a 16-bit operand tile: rows of ``cols`` elements share a 128-byte
+    line ``per_phase`` at a time, and the phase takes as many values as the 8 rows of an
+    ``ldmatrix`` phase need (or the row has chunks); None for other element sizes or rows
+    narrower than a chunk.  The swizzle repeats every 8 rows or fewer, so it is the same
+    for every 16-row block and every 16-row K step (``TensorCoreOperands`` relies on it)."""
+    row_bytes = cols * esize
+    if esize != 2 or row_bytes < 16 or rows % 8:
+        return None
+    per_phase = max(1, 128 // row_bytes)
+    max_phase = max(1, min(8 // per_phase, row_bytes // 16))
+    return MmaSwizzle(rows, cols, esize, per_phase, max_phase)

@@ -33,7 +33,7 @@ from ..tile.enums import MemoryOrderingSemantics
 from ..tile.registry import ops_with
 from ..tile.traits import (Contraction, Elementwise, is_contraction, is_elementwise, is_free, is_plain_load,
                            is_plain_store, is_recomputable)
-from . import tma, vectorize
+from . import software_pipeline, tma, vectorize
 from .subbyte import holds_pairs, is_subbyte, plan_pairs, unit_dim
 from .mma_forms import mma_staging_pitches, tensor_core_mma, wgmma_staging
 from .tileaa import TileAA, unpairable
@@ -94,6 +94,10 @@ class TileAS:
     tma: dict = field(default_factory=dict)
     tensor_maps: tuple = ()
     tma_end: int = 0
+    #: tensor-core K loops: the software-pipelining decision per loop (``software_pipeline``),
+    #: and per loop, load and multiply of a pipelined one its plan
+    pipelines: dict = field(default_factory=dict)
+    pipelined: dict = field(default_factory=dict)
     _users: Optional[dict[Value, list[Operation]]] = None
 
     @property
@@ -358,6 +362,7 @@ def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int =
                       and not any(r in tas.pairs for r in op.results)
                       and not (isinstance(op, MEM.StoreViewTkoOp) and op.tile in tas.pairs)]
         tas.tma, tas.tensor_maps, tas.tma_end = tma.plan_tma(aa, candidates, f"sm_{arch}", tas.smem_bytes)
+        software_pipeline.record_plans(tas, arch)
     return tas
 
 

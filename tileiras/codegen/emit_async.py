@@ -1,0 +1,151 @@
+"""Software-pipelined tensor-core K loops: the code of a ``software_pipeline.PipelinePlan``.
+
+The plan's two view loads become ``cp.async`` copies into a ring of ``S`` shared-memory
+stages; the loop is expanded as
+
+* prologue (``prologue``, before the loop): a barrier (earlier users of the shared
+  memory are done with it), then the copies of iterations 0 .. S-2 into stages 0 .. S-2,
+  one commit group each;
+* steady state (``pipelined_mma``, where the multiply stands): ``cp.async.wait_group
+  S-2`` (this thread's copies of iteration i have landed), ``bar.sync`` (so have every
+  thread's, and every thread is done reading stage (i-1) % S), the copies of iteration
+  i + S-1 into stage (i + S-1) % S = (i-1) % S and their commit, then ``ldmatrix`` and
+  ``mma.sync`` from stage i % S while those copies fly;
+* drain (``drain``, after the loop): ``cp.async.wait_group 0`` and a barrier, so that no
+  copy lands in shared memory that later code reuses.
+
+Copies of an iteration past the loop's end (trip counts below S, the last S-1
+iterations) and the parts of a tile outside the tensor are issued with src-size 0: they
+read nothing and fill zeros, so the group count stays the same every iteration and the
+trip count may be dynamic.  Threads that hold copies of a tile's elements (broadcast
+layouts, extra warps) issue nothing for them (``owner_predicate``).
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..ir.core import Operation
+from ..lower.software_pipeline import PipelinePlan
+from ..lower.tiles import element_bytes
+from . import intrinsics as X
+from .emit_memory import Access
+from .nvvm import I32, KernelEmitter
+from .values import TileVal
+
+
+def _loop_bounds(em: KernelEmitter, plan: PipelinePlan) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """The loop's lower bound, upper bound and step (emitted before the loop)."""
+    return tuple(em.scalar(plan.loop, i) for i in range(3))  # type: ignore[return-value]
+
+
+def _below(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, ub: ir.Value) -> ir.Value:
+    """Does iteration value ``iv`` run (the loop's own comparison)?"""
+    if plan.loop.attributes.get("unsignedCmp"):
+        return em.b.icmp_unsigned("<", iv, ub)
+    return em.b.icmp_signed("<", iv, ub)
+
+
+def _copy(b: ir.IRBuilder, nbytes: int, dst: ir.Value, src: ir.Value, src_bytes: ir.Value,
+          owner) -> None:
+    """One ``cp.async`` of ``nbytes`` (``.cg`` for 16, bypassing L1 as NVIDIA's GEMMs do;
+    ``.ca`` for 4 and 8) from global ``src`` to shared ``dst`` (i32), of which
+    ``src_bytes`` are read and the rest zero-filled; only where ``owner`` (or always)."""
+    cache = "cg" if nbytes == 16 else "ca"
+    copy = f"cp.async.{cache}.shared.global [$0], [$1], {nbytes}, $2;"
+    args = [dst, b.ptrtoint(src, ir.IntType(64)), src_bytes]
+    if owner is None:
+        X.asm(b, ir.VoidType(), copy, "r,l,r,~{memory}", args, side_effect=True)
+        return
+    text = "{\n.reg .pred p;\nsetp.ne.b32 p, $3, 0;\n@p " + copy + "\n}"
+    X.asm(b, ir.VoidType(), text, "r,l,r,r,~{memory}", [*args, b.zext(owner, I32)], side_effect=True)
+
+
+def commit(b: ir.IRBuilder) -> None:
+    X.asm(b, ir.VoidType(), "cp.async.commit_group;", "~{memory}", [], side_effect=True)
+
+
+def wait_group(b: ir.IRBuilder, pending: int) -> None:
+    """``cp.async.wait_group pending``: all but this thread's newest ``pending`` groups landed."""
+    X.asm(b, ir.VoidType(), f"cp.async.wait_group {pending};", "~{memory}", [], side_effect=True)
+
+
+def issue_stage(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, stage: ir.Value, runs: ir.Value) -> None:
+    """The copies of the tiles iteration ``iv`` loads into ``stage`` (i32), reading
+    nothing where ``runs`` is false, then their commit."""
+    b = em.b
+    block = plan.loop.regions[0].blocks[0]
+    stage_base = b.mul(stage, ir.Constant(I32, plan.stage_bytes))
+    for k, (ld, pitch, nbytes, layout) in enumerate(zip(plan.loads, (plan.a_pitch, plan.b_pitch), plan.copy_bytes,
+                                                        plan.copy_layouts)):
+        view = em.values[ld.view]
+        indices = [iv if v is block.args[0] else em.values[v].scalar for v in ld.index]
+        access = Access(em, view, layout, indices)
+        esize = element_bytes(ld.results[0].type)
+        chunk = nbytes // esize
+        base = b.add(stage_base, ir.Constant(I32, plan.a_bytes if k else 0))
+        owner = em.owner_predicate(layout)
+        to_offset = layout.invert_and_compose(plan.swizzles[k].layout()) if plan.swizzles else None
+        for r in em.unique_regs(layout):
+            if r % chunk:
+                continue
+            if to_offset is not None:       # the swizzled layout's offset of the chunk
+                (offset,) = em.coords(to_offset, r)
+            else:
+                row, col = em.coords(layout, r)
+                offset = b.add(b.mul(row, ir.Constant(I32, pitch)), col)
+            dst = b.add(b.add(b.ptrtoint(em.smem(), I32), base), b.mul(offset, ir.Constant(I32, esize)))
+            src = access.addresses[r]
+            if access.offsets[r]:
+                src = b.gep(src, [ir.Constant(ir.IntType(64), access.offsets[r])], source_etype=ir.IntType(8))
+            ok = b.and_(access.masks[r], runs)
+            _copy(b, nbytes, dst, src, b.select(ok, ir.Constant(I32, nbytes), ir.Constant(I32, 0)), owner)
+    commit(b)
+
+
+def prologue(em: KernelEmitter, plan: PipelinePlan) -> None:
+    """Before the loop: the copies of its first S-1 iterations, a group each."""
+    b = em.b
+    lb, ub, step = _loop_bounds(em, plan)
+    X.barrier(b)
+    for s in range(plan.stages - 1):
+        iv = b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb
+        issue_stage(em, plan, iv, ir.Constant(I32, s), _below(em, plan, iv, ub))
+
+
+def drain(em: KernelEmitter, plan: PipelinePlan) -> None:
+    """After the loop: the copies still in flight (past the end: zero fills) land before
+    anything else uses the shared memory."""
+    wait_group(em.b, 0)
+    X.barrier(em.b)
+
+
+def steady_state(em: KernelEmitter, plan: PipelinePlan) -> ir.Value:
+    """In iteration i: wait for its stage, issue the copies of iteration i + S-1 into the
+    stage iteration i-1 read; the byte offset of stage i % S, which the multiply reads."""
+    b = em.b
+    lb, ub, step = _loop_bounds(em, plan)
+    iv = em.values[plan.loop.regions[0].blocks[0].args[0]].scalar
+    wait_group(b, plan.stages - 2)
+    X.barrier(b)
+    i = b.udiv(b.sub(iv, lb), step)
+    if i.type != I32:
+        i = b.trunc(i, I32)
+    stages = ir.Constant(I32, plan.stages)
+    ahead = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
+    issue_stage(em, plan, ahead, b.urem(b.add(i, ir.Constant(I32, plan.stages - 1)), stages),
+                _below(em, plan, ahead, ub))
+    return b.mul(b.urem(i, stages), ir.Constant(I32, plan.stage_bytes))
+
+
+def pipelined_mma(em: KernelEmitter, op: Operation, plan: PipelinePlan) -> None:
+    """The multiply of a pipelined loop: the steady state's waits and copies, then
+    ``mma.sync`` with fragments read from the current stage (``emit_mma.mma_steps``)."""
+    from .emit_mma import TensorCoreOperands, mma_steps  # noqa: PLC0415  (emit_mma dispatches here)
+
+    form = em.tas.tensor_cores[op]
+    acc = em.tile(op, 2)
+    stage_bytes = steady_state(em, plan)
+    first = em.b.udiv(stage_bytes, ir.Constant(I32, element_bytes(op.lhs.type)))
+    operands = TensorCoreOperands(em, form, acc.layout, plan.a_pitch, plan.b_pitch, plan.a_bytes, first,
+                                  plan.swizzles, plan.b_transposed)
+    em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))

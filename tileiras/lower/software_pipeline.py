@@ -1,0 +1,265 @@
+"""Software pipelining of tensor-core K loops (sm_80 and later, ``mma.sync``).
+
+A GEMM K loop loads an A tile and a B tile per iteration and multiplies them into a
+loop-carried accumulator.  Unpipelined, each iteration loads both into registers, stores
+them to shared memory, waits on a barrier and multiplies: the loads' latency is never
+hidden.  Pipelined, the two loads become 16-byte (or 4/8-byte) ``cp.async`` copies
+straight into a ring of ``stages`` shared-memory stages, the copies of iteration
+``i + stages - 1`` in flight while iteration ``i`` multiplies (``codegen.emit_async``
+expands the plan into prologue, steady state and drain).
+
+``plan_pipelines`` decides, once per loop, whether and how; the decision (a
+``PipelinePlan``, or the reason it is not pipelined) is recorded in ``TileAS.pipelines``
+and codegen only reads it.  A loop is pipelined when
+
+* its body is exactly two view loads, one tensor-core ``mma.sync`` multiply of them (B
+  perhaps through a ``permute [1, 0]``: an N x K tile, staged as loaded and read with
+  non-transposing ``ldmatrix``) and the ``continue`` (and ``join_tokens`` of the loads'
+  tokens): any other op might use the shared memory the ring occupies;
+* each load is a weak, non-gather load of a partition view whose rows are contiguous,
+  padded with zeros or not at all (out-of-bounds parts are zero-filled copies, src-size
+  0), indexed by the loop's induction variable or values from outside the loop (so the
+  index of a later iteration is the induction variable plus steps), and feeds only the
+  multiply;
+* each global row piece a thread copies is at least 4 bytes wide and aligned
+  (``TileAS.vectors``) and the staging rows' pitch keeps the copies aligned;
+* two stages fit in the architecture's shared memory.
+
+The stage count is the bytecode's ``num_stages`` hint when present, else the modulo
+schedule's (``sched.pipeline``: the graph of the pipelined loop's copies, wait and
+multiply with the architecture's latency model), at least 2, at most what the shared
+memory holds, and no more than a known trip count needs.  16-bit operands are staged in
+XOR-swizzled rows (``mma_forms.mma_swizzle``: the layout algebra's ``swizzled_shared``),
+whose copies and ``ldmatrix`` phases meet no bank twice; 8- and 32-bit ones, whose B
+fragments are not read with ``ldmatrix``, keep the padded rows of the unpipelined multiply
+(``mma_forms.mma_staging_pitches``).
+"""
+from __future__ import annotations
+
+from typing import Optional, Union
+
+from ..codegen.abi import hints_for_arch
+from ..codegen.smem_limit import smem_limit
+from ..ir import types as T
+from ..ir.core import Operation, Value
+from ..layout.linear import LinearLayout, default_blocked
+from ..record import record
+from ..sched.ddg import trip_count, work_of
+from ..sched.latency import model_for
+from ..sched.modulo import SchedulingError
+from ..sched.pipeline import pipeline_schedule
+from ..tile import ops_arith as AR
+from ..tile import ops_control as CF
+from ..tile import ops_core as CO
+from ..tile import ops_memory as MEM
+from ..tile.enums import MemoryOrderingSemantics
+from .mma_forms import MmaSwizzle, mma_staging_pitches, mma_swizzle
+from .tiles import element_bytes
+
+#: the entry hint that sets the stage count (Triton's ``tt.num_stages``)
+HINT_NUM_STAGES = "num_stages"
+#: the widest and narrowest ``cp.async`` (``.cg`` takes only 16 bytes, ``.ca`` 4, 8 or 16)
+WIDEST_COPY, NARROWEST_COPY = 16, 4
+
+
+@record(frozen=True)
+class PipelinePlan:
+    """How one K loop is pipelined: ``loads`` (A's, B's) become ``cp.async`` copies of
+    ``copy_bytes`` each into a ring of ``stages`` stages of ``stage_bytes``; in a stage
+    A's rows (``a_pitch`` elements apart) come first and B's (``b_pitch`` apart) start at
+    ``a_bytes``; with ``swizzles`` (16-bit operands) the rows are not padded (pitches of
+    K and N) and their 16-byte chunks are XOR-swizzled instead.  ``copy_layouts`` (A's,
+    B's) give each thread its copies, ``copy_bytes`` consecutive bytes of a row a register
+    run.  ``source`` says where the stage count came from."""
+    loop: CF.ForOp
+    mma: Operation
+    loads: tuple[Operation, Operation]
+    stages: int
+    a_pitch: int
+    b_pitch: int
+    a_bytes: int
+    stage_bytes: int
+    copy_bytes: tuple[int, int]
+    copy_layouts: tuple[LinearLayout, LinearLayout]
+    source: str
+    swizzles: Optional[tuple[MmaSwizzle, MmaSwizzle]] = None
+    #: B is loaded as N x K and permuted (an "NT" GEMM): its stage holds N rows of K
+    b_transposed: bool = False
+
+    @property
+    def ring_bytes(self) -> int:
+        return self.stages * self.stage_bytes
+
+
+#: per loop: its plan, or why it is not pipelined
+Decision = Union[PipelinePlan, str]
+
+
+def plan_pipelines(tas, arch: int) -> dict[CF.ForOp, Decision]:
+    """The decision for every ``for`` loop whose body holds a tensor-core multiply."""
+    out: dict[CF.ForOp, Decision] = {}
+    for op in tas.aa.live_ops():
+        if isinstance(op, CF.ForOp) and any(o in tas.tensor_cores for o in _body(op)):
+            out[op] = plan_loop(tas, op, arch)
+    return out
+
+
+def _body(loop: CF.ForOp) -> list[Operation]:
+    """The loop body's ops that do work: not the ``continue``, nor ``join_tokens`` (the
+    tokens only order memory accesses; the loop's loads read what no op of the loop
+    writes, so copying them iterations early reads the same)."""
+    return [op for op in loop.regions[0].blocks[0].ops if not isinstance(op, (CF.ContinueOp, MEM.JoinTokensOp))]
+
+
+def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
+    """The loop's ``PipelinePlan``, or the reason it is not pipelined (a sentence)."""
+    if tas.tma:
+        return "the kernel's shared memory holds TMA buffers"
+    body = _body(loop)
+    mmas = [op for op in body if isinstance(op, (AR.MmaFOp, AR.MmaIOp))]
+    loads = [op for op in body if isinstance(op, MEM.LoadViewTkoOp)]
+    permute = _transposing(mmas[0], body) if len(mmas) == 1 else None
+    if len(mmas) != 1 or len(loads) != 2 or len(body) != 3 + (permute is not None):
+        return "the loop body does more than load two tiles (B perhaps transposed) and multiply them"
+    mma = mmas[0]
+    form = tas.tensor_cores.get(mma)
+    if form is None or form.warpgroup:
+        return "the multiply does not run as mma.sync"
+    if tas.operand_layout(mma, 2) != tas.mma_layouts.get(tuple(mma.result.type.shape)):
+        return "the accumulator is not held as mma.sync fragments"
+    by_result = {ld.results[0]: ld for ld in loads}
+    a, b = by_result.get(mma.lhs), by_result.get(permute.source if permute else mma.rhs)
+    if a is None or b is None or a is b:
+        return "the multiply's operands are not the two loaded tiles"
+    iv = loop.regions[0].blocks[0].args[0]
+    for ld, consumer in ((a, mma), (b, permute or mma)):
+        reason = _load_reason(tas, ld, loop, iv, consumer)
+        if reason:
+            return reason
+    if permute is not None and any(u is not mma for u in tas.users(permute.result)):
+        return "the transposed B tile has users besides the multiply"
+    esize = element_bytes(mma.lhs.type)
+    swizzles = _swizzles(mma, esize, permute is not None)
+    if permute is not None and swizzles is None:
+        return "a transposed B is read with ldmatrix only for 16-bit elements"
+    a_pitch, b_pitch = ((mma.lhs.type.shape[-1], b.results[0].type.shape[-1]) if swizzles else
+                        mma_staging_pitches(mma))
+    copies = tuple(_copy_bytes(tas, ld, pitch * esize) for ld, pitch in ((a, a_pitch), (b, b_pitch)))
+    if min(copies) < NARROWEST_COPY:
+        return "a thread's piece of a tile row is narrower than 4 bytes or not aligned (cp.async copies 4, 8 or 16)"
+    a_bytes = mma.lhs.type.shape[0] * a_pitch * esize
+    stage_bytes = a_bytes + b.results[0].type.shape[0] * b_pitch * esize
+    layouts = tuple(default_blocked(ld.results[0].type.shape, tas.num_warps, nbytes // esize)
+                    for ld, nbytes in zip((a, b), copies))
+    wanted, source = _wanted_stages(tas, loop, arch, mma, copies, layouts)
+    fit = smem_limit(f"sm_{arch}") // stage_bytes
+    if fit < 2:
+        return f"two stages of {stage_bytes} bytes do not fit in shared memory"
+    stages = max(2, min(wanted, fit))
+    trips = trip_count(loop, tas.aa)
+    if _known_trips(loop, tas.aa):
+        stages = max(2, min(stages, trips))
+    return PipelinePlan(loop, mma, (a, b), stages, a_pitch, b_pitch, a_bytes, stage_bytes, copies, layouts, source,
+                        swizzles, permute is not None)
+
+
+def _transposing(mma: Operation, body: list[Operation]) -> Optional[CO.PermuteOp]:
+    """The ``permute [1, 0]`` in the loop body that makes the multiply's B, or None."""
+    op = mma.rhs.owner
+    if isinstance(op, CO.PermuteOp) and op in body and list(op.permutation) == [1, 0]:
+        return op
+    return None
+
+
+def _swizzles(mma: Operation, esize: int, b_transposed: bool) -> Optional[tuple[MmaSwizzle, MmaSwizzle]]:
+    """XOR swizzles of A (M x K) and B (K x N, or N x K transposed) where both operands
+    have one (``mma_swizzle``: 16-bit elements, read with ``ldmatrix``), else None
+    (padded rows)."""
+    k, n = mma.rhs.type.shape
+    a = mma_swizzle(*mma.lhs.type.shape, esize)
+    b = mma_swizzle(n, k, esize) if b_transposed else mma_swizzle(k, n, esize)
+    return (a, b) if a is not None and b is not None else None
+
+
+def _known_trips(loop: CF.ForOp, aa) -> bool:
+    return all(aa.fact(v).lower is not None and aa.fact(v).lower == aa.fact(v).upper for v in loop.operands[:3])
+
+
+def _load_reason(tas, ld: Operation, loop: CF.ForOp, iv: Value, consumer: Operation) -> Optional[str]:
+    """Why the load ``ld`` cannot become asynchronous copies, or None."""
+    vt = ld.view.type
+    if not isinstance(vt, T.PartitionViewType):
+        return "a load is not from a partition view"
+    if vt.padding_value not in (None, T.PaddingValue.ZERO):
+        return "a load pads with other than zeros (cp.async fills only zeros)"
+    if vt.tensor_view.strides[-1] != 1 or vt.dim_map != tuple(range(len(vt.dim_map))):
+        return "a loaded tile's rows are not contiguous in memory"
+    sem = ld.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK)
+    if sem != MemoryOrderingSemantics.WEAK or ld in tas.tma:
+        return "a load is ordered or goes through TMA"
+    if any(u is not consumer for u in tas.users(ld.results[0])):
+        return "a loaded tile has users besides the multiply"
+    if not _outside(ld.view, loop):
+        return "a load's view is made inside the loop"
+    for index in ld.index:
+        if index is not iv and not _outside(index, loop):
+            return "a load's index is computed inside the loop (not the induction variable)"
+    return None
+
+
+def _outside(v: Value, loop: CF.ForOp) -> bool:
+    """Is ``v`` defined outside ``loop`` (not by an op in it nor an argument of its body)?"""
+    owner = v.owner
+    inner = {id(op) for op in loop.walk()}
+    if isinstance(owner, Operation):
+        return id(owner) not in inner
+    return not any(owner is blk for op in loop.walk() for r in op.regions for blk in r.blocks)
+
+
+def _copy_bytes(tas, ld: Operation, pitch_bytes: int) -> int:
+    """The widest ``cp.async`` the load's alignment facts (``vectorize.allowed_vectors``),
+    its tile's row and the staging pitch allow."""
+    row = ld.results[0].type.shape[-1]
+    width = min(tas.access_allowed.get(ld, 1), row) * element_bytes(ld.results[0].type)
+    width = min(width, WIDEST_COPY)
+    while width > 1 and (pitch_bytes % width or width & (width - 1)):
+        width //= 2
+    return width
+
+
+def _wanted_stages(tas, loop: CF.ForOp, arch: int, mma: Operation, copies: tuple[int, int],
+                   layouts: tuple[LinearLayout, LinearLayout]) -> tuple[int, str]:
+    """The ``num_stages`` hint, else the stage count of the modulo schedule of the
+    pipelined loop's copies, wait and multiply (``sched.pipeline``) under the
+    architecture's latency model."""
+    hinted = hints_for_arch(tas.aa.function.hints, f"sm_{arch}").get(HINT_NUM_STAGES)
+    if hinted:
+        return hinted, "num_stages hint"
+    per_thread = tuple(layout.size("reg") // (nbytes // element_bytes(mma.lhs.type))
+                       for layout, nbytes in zip(layouts, copies))
+    model = model_for(arch)
+    try:
+        schedule = pipeline_schedule(per_thread, work_of(mma, tas.layout_threads), model)
+    except SchedulingError:
+        return 2, "default (no modulo schedule)"
+    return schedule.num_stages, "modulo schedule"
+
+
+def pipelined_op(tas, op: Operation) -> Optional[PipelinePlan]:
+    """The plan whose loop, loads, B's transpose or multiply ``op`` is, or None."""
+    plan = tas.pipelined.get(op)
+    return plan if isinstance(plan, PipelinePlan) else None
+
+
+def record_plans(tas, arch: int) -> None:
+    """Decide every K loop (``plan_pipelines``) and record it in ``tas``: ``pipelines``
+    per loop, ``pipelined`` per loop, load and multiply of a pipelined loop, and the ring's
+    shared memory as the multiply's scratch."""
+    tas.pipelines = plan_pipelines(tas, arch)
+    for decision in tas.pipelines.values():
+        if isinstance(decision, PipelinePlan):
+            for op in (decision.loop, decision.mma, *decision.loads):
+                tas.pipelined[op] = decision
+            if decision.b_transposed:
+                tas.pipelined[decision.mma.rhs.owner] = decision
+            tas.scratch[decision.mma] = max(tas.scratch.get(decision.mma, 0), decision.ring_bytes)

@@ -1,0 +1,42 @@
+"""The dependence graph of a software-pipelined tensor-core K loop, in the operations the
+pipeline issues, and the stage count its modulo schedule needs.
+
+One iteration of the pipelined loop (``codegen.emit_async``) issues the ``cp.async``
+copies of A's and B's tiles, waits for them (``cp.async.wait_group`` then ``bar.sync``)
+and multiplies (``ldmatrix`` + ``mma.sync``, folded into one MMA node: the fragment
+loads are a few shared-memory reads per step), the multiply depending on the previous
+iteration's through the accumulators.  A copy's data lands a DRAM latency after its
+issue (``OpClass.ASYNC_COPY``), so the multiply of an iteration can run no earlier than
+that; the modulo schedule places each iteration's copies that many initiation intervals
+ahead, and its stage count is the number of iterations in flight, which is the number
+of shared-memory stages the ring needs (a stage is busy from its copy's issue to the
+end of the multiply that reads it).
+"""
+from __future__ import annotations
+
+from .ddg import DDG, DepKind, Edge, Node
+from .latency import LatencyModel, OpClass
+from .modulo import Schedule, modulo_schedule
+
+#: node indices of ``copy_pipeline_ddg``
+COPY_A, COPY_B, WAIT, BARRIER, MMA = range(5)
+
+
+def copy_pipeline_ddg(copies: tuple[int, int], mma_steps: int, model: LatencyModel) -> DDG:
+    """``copies``: the ``cp.async`` instructions a thread issues for A and B per
+    iteration; ``mma_steps``: the ``mma.sync`` instructions a warp issues per iteration."""
+    nodes = (Node("cp.async A", OpClass.ASYNC_COPY, max(1, copies[0])),
+             Node("cp.async B", OpClass.ASYNC_COPY, max(1, copies[1])),
+             Node("cp.async.wait_group", OpClass.ASYNC_WAIT),
+             Node("bar.sync", OpClass.BARRIER),
+             Node("ldmatrix + mma.sync", OpClass.MMA, max(1, mma_steps)))
+    latency = [n.cost(model).latency for n in nodes]
+    edges = (Edge(COPY_A, WAIT, latency[COPY_A]), Edge(COPY_B, WAIT, latency[COPY_B]),
+             Edge(WAIT, BARRIER, latency[WAIT]), Edge(BARRIER, MMA, latency[BARRIER]),
+             Edge(MMA, MMA, latency[MMA], 1, DepKind.CARRIED))
+    return DDG(nodes, edges)
+
+
+def pipeline_schedule(copies: tuple[int, int], mma_steps: int, model: LatencyModel) -> Schedule:
+    """The modulo schedule of ``copy_pipeline_ddg``; its ``num_stages`` is the ring's depth."""
+    return modulo_schedule(copy_pipeline_ddg(copies, mma_steps, model), model)
