@@ -10,7 +10,7 @@ import pytest
 from tileiras import diffcheck
 from tileiras.codegen import emit_shape
 from tileiras.layout.linear import LinearLayout
-from tileiras.lower.tileas import scans_in_place
+from tileiras.lower.layout_rules import scans_in_place
 from tileiras.pipeline import CompileOptions, compile_module
 from tileiras.text.parser import parse_module
 

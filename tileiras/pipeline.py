@@ -172,7 +172,7 @@ def _dump_tileaa(c: Compilation) -> str:
 
 
 def _dump_tileas(c: Compilation) -> str:
-    from .lower.tileas import format_tileas
+    from .lower.tileas_format import format_tileas
 
     return "".join(format_tileas(t) for t in c.tas.values())
 

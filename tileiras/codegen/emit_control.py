@@ -14,7 +14,7 @@ from llvmlite import ir
 from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation, Value
-from ..lower.tileas import element_bytes
+from ..lower.tiles import element_bytes
 from ..record import field, record
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO

@@ -22,7 +22,7 @@ from ..layout.linear import LinearLayout, mma_blocks
 from ..layout.shared import Padding
 from ..layout.tensor_core import descriptor_strides
 from ..lower.mma_forms import TensorCoreMma, mma_staging_pitches
-from ..lower.tileas import ITER
+from ..lower.chunks import ITER
 from ..lower.tiles import element_bytes
 from ..tile import ops_arith as AR
 from ..tile.enums import Signedness

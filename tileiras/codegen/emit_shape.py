@@ -21,7 +21,8 @@ from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Block, Operation
 from ..layout.linear import LANE, REG, WARP, LinearLayout
-from ..lower.tileas import cat_in_registers, element_bytes, scan_steps, scans_in_place
+from ..lower.layout_rules import cat_in_registers, scan_steps, scans_in_place
+from ..lower.tiles import element_bytes
 from ..tile import ops_arith as CA
 from ..tile import ops_core as CO
 from ..tile.enums import Signedness

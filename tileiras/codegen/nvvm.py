@@ -18,7 +18,9 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Block, Function, Module, Operation, Value
 from ..layout.linear import LANE, REG, WARP, LinearLayout
-from ..lower.tileas import ITER, TileAS, chunk_layout_of, element_bytes
+from ..lower.chunks import ITER, chunk_layout_of
+from ..lower.tileas import TileAS
+from ..lower.tiles import element_bytes
 from ..record import record
 from . import intrinsics as X
 from .debuginfo import LineInfo
