@@ -5,8 +5,9 @@ ours must equal NVIDIA's for every kernel.  NVIDIA decides it in passes we do no
 (its warp specialization, its schedule pass, a cost model); the rules here are fitted to
 the ``.reqntid`` its tileiras 13.5 writes, and say on which measurements:
 
-* ``DEFAULT_WARPS``: 4 warps for any kernel with a tile of more than one element, 1 warp
-  otherwise (the whole corpus);
+* ``DEFAULT_WARPS``: 4 warps for a kernel without a hint (``.reqntid 128`` on every kernel
+  of the aligned corpus that has no warp group beside its workers); a kernel whose tiles
+  all hold one element takes a single warp;
 * ``mma_extra_warps``: a warp group beside the workers for matrix multiplies NVIDIA runs
   warp-specialized (``TCGEN05_ARCHS`` and ``SIMT_WS_THRESHOLDS``; measured on every
   power-of-two shape from 16 to 256 and K from 4 to 512, test_abi_vs_real.py);
@@ -29,7 +30,7 @@ from .tileaa import TileAA, unpairable
 from .tiles import is_tile
 
 #: Warps of a kernel without a hint whose biggest tile has more than one element (NVIDIA's
-#: tileiras: 128 threads for every such kernel of the corpus; 32 for scalar-only kernels).
+#: tileiras: 128 threads, before the warp groups below).
 DEFAULT_WARPS = 4
 #: Architectures with tcgen05 tensor cores: NVIDIA's tileiras runs their matrix multiplies
 #: warp-specialized, with a warp group (4 warps) beside the workers (the CTA size is kernel ABI).
