@@ -27,8 +27,8 @@ from ..tile import ops_arith as CA
 from ..tile import ops_core as CO
 from ..tile.enums import Signedness
 from . import intrinsics as X
-from .nvvm import I32, I64, KernelEmitter, _from_smem, _smem_type, _to_smem, emits
-from .values import TileVal, llvm_type
+from .nvvm import I32, I64, KernelEmitter, emits
+from .values import TileVal, from_smem, llvm_type, smem_type, to_smem
 
 I8 = ir.IntType(8)
 
@@ -267,8 +267,8 @@ def _reduce_warps(em: KernelEmitter, op: Operation, out: LinearLayout, partial: 
         flat = em.flat_index(em.coords(out, q), out.shape) if out.rank else ir.Constant(I32, 0)
         slot_index = b.add(b.mul(wd, ir.Constant(I32, n)), flat)
         for k, v in enumerate(vals):
-            st = _smem_type(v.type)
-            b.store(_to_smem(b, v, st), em.smem_slot(slot_index, sizes[k], offsets[k]))
+            st = smem_type(v.type)
+            b.store(to_smem(b, v, st), em.smem_slot(slot_index, sizes[k], offsets[k]))
     X.barrier(b)
     if 4 <= groups <= 32 and not any(any(base) for base in out.bases(LANE)):
         return _fold_warps_in_lanes(em, out, partial, groups, n, sizes, offsets, block)
@@ -278,7 +278,7 @@ def _reduce_warps(em: KernelEmitter, op: Operation, out: LinearLayout, partial: 
         acc: Optional[list[ir.Value]] = None
         for g in range(groups):
             idx = b.add(ir.Constant(I32, g * n), flat)
-            got = [_from_smem(b, b.load(em.smem_slot(idx, sizes[k], offsets[k]), typ=_smem_type(v.type)), v.type)
+            got = [from_smem(b, b.load(em.smem_slot(idx, sizes[k], offsets[k]), typ=smem_type(v.type)), v.type)
                    for k, v in enumerate(vals)]
             acc = got if acc is None else _combine(em, block, acc, got)
         result.append(acc)
@@ -300,7 +300,7 @@ def _fold_warps_in_lanes(em: KernelEmitter, out: LinearLayout, partial: list[lis
     for q, vals in enumerate(partial):
         flat = em.flat_index(em.coords(out, q), out.shape) if out.rank else ir.Constant(I32, 0)
         idx = b.add(b.mul(mine, ir.Constant(I32, n)), flat)
-        acc = [_from_smem(b, b.load(em.smem_slot(idx, sizes[k], offsets[k]), typ=_smem_type(v.type)), v.type)
+        acc = [from_smem(b, b.load(em.smem_slot(idx, sizes[k], offsets[k]), typ=smem_type(v.type)), v.type)
                for k, v in enumerate(vals)]
         for bit in range(groups.bit_length() - 1):
             acc = _butterfly(em, block, acc, bit)
@@ -316,26 +316,26 @@ def _count(shape: Sequence[int]) -> int:
 
 
 # -- through shared memory -------------------------------------------------------------------
-def _spill(em: KernelEmitter, tv: TileVal, ty: T.Type, offset: int = 0,
+def spill_tile(em: KernelEmitter, tv: TileVal, ty: T.Type, offset: int = 0,
            place: Optional[Callable[[list[ir.Value]], ir.Value]] = None) -> None:
     """Every thread writes the (unique) elements it holds at their row-major index."""
     esize = element_bytes(ty)
-    st = _smem_type(tv.regs[0].type)
+    st = smem_type(tv.regs[0].type)
     for reg in em.unique_regs(tv.layout):
         c = em.coords(tv.layout, reg)
         idx = place(c) if place else em.flat_index(c, tv.layout.shape)
-        em.b.store(_to_smem(em.b, tv.regs[reg], st), em.smem_slot(idx, esize, offset))
+        em.b.store(to_smem(em.b, tv.regs[reg], st), em.smem_slot(idx, esize, offset))
 
 
-def _fill(em: KernelEmitter, layout: LinearLayout, ty: T.Type, elem_type: ir.Type, offset: int = 0,
+def fill_tile(em: KernelEmitter, layout: LinearLayout, ty: T.Type, elem_type: ir.Type, offset: int = 0,
           place: Optional[Callable[[list[ir.Value]], ir.Value]] = None) -> list[ir.Value]:
     esize = element_bytes(ty)
-    st = _smem_type(elem_type)
+    st = smem_type(elem_type)
     regs = []
     for reg in range(layout.size(REG)):
         c = em.coords(layout, reg)
         idx = place(c) if place else em.flat_index(c, layout.shape)
-        regs.append(_from_smem(em.b, em.b.load(em.smem_slot(idx, esize, offset), typ=st), elem_type))
+        regs.append(from_smem(em.b, em.b.load(em.smem_slot(idx, esize, offset), typ=st), elem_type))
     return regs
 
 
@@ -344,9 +344,9 @@ def lookup_by_coord(em: KernelEmitter, tv: TileVal, ty: T.Type, layout: LinearLa
     """For each register of ``layout``: the element of ``tv`` whose coordinates are
     that register's coordinates along ``dims`` (e.g. gather indices per row)."""
     X.barrier(em.b)
-    _spill(em, tv, ty)
+    spill_tile(em, tv, ty)
     X.barrier(em.b)
-    return _fill(em, layout, ty, tv.regs[0].type,
+    return fill_tile(em, layout, ty, tv.regs[0].type,
                  place=lambda c: em.flat_index([c[d] for d in dims], tv.layout.shape))
 
 
@@ -355,17 +355,17 @@ def redistribute_owned(em: KernelEmitter, layout: LinearLayout, regs: list[ir.Va
     X.barrier(em.b)
     owner = em.owner_predicate(layout)
     esize = element_bytes(ty)
-    st = _smem_type(regs[0].type)
+    st = smem_type(regs[0].type)
     for reg in em.unique_regs(layout):
         idx = em.flat_index(em.coords(layout, reg), layout.shape)
         slot = em.smem_slot(idx, esize)
         if owner is None:
-            em.b.store(_to_smem(em.b, regs[reg], st), slot)
+            em.b.store(to_smem(em.b, regs[reg], st), slot)
         else:
             with em.b.if_then(owner):
-                em.b.store(_to_smem(em.b, regs[reg], st), slot)
+                em.b.store(to_smem(em.b, regs[reg], st), slot)
     X.barrier(em.b)
-    return _fill(em, layout, ty, regs[0].type)
+    return fill_tile(em, layout, ty, regs[0].type)
 
 
 @emits(CO.CatOp)
@@ -379,11 +379,11 @@ def _cat(em: KernelEmitter, op: Operation) -> None:
     d = op.dim
     shift = op.lhs.type.shape[d]
     X.barrier(em.b)
-    _spill(em, lhs, op.lhs.type, place=lambda c: em.flat_index(c, shape))
-    _spill(em, rhs, op.rhs.type, place=lambda c: em.flat_index(
+    spill_tile(em, lhs, op.lhs.type, place=lambda c: em.flat_index(c, shape))
+    spill_tile(em, rhs, op.rhs.type, place=lambda c: em.flat_index(
         [em.b.add(x, ir.Constant(I32, shift)) if k == d else x for k, x in enumerate(c)], shape))
     X.barrier(em.b)
-    em.put(op.result, TileVal(out, _fill(em, out, op.result.type, lhs.regs[0].type)))
+    em.put(op.result, TileVal(out, fill_tile(em, out, op.result.type, lhs.regs[0].type)))
 
 
 def _slice_origin(em: KernelEmitter, op: Operation, first_index: int, part_shape: Sequence[int]) -> list[ir.Value]:
@@ -409,10 +409,10 @@ def _extract(em: KernelEmitter, op: Operation) -> None:
     part = op.result.type.shape
     origin = _slice_origin(em, op, 1, part)
     X.barrier(em.b)
-    _spill(em, src, op.source.type)
+    spill_tile(em, src, op.source.type)
     X.barrier(em.b)
     shape = op.source.type.shape
-    regs = _fill(em, out, op.result.type, src.regs[0].type,
+    regs = fill_tile(em, out, op.result.type, src.regs[0].type,
                  place=lambda c: em.flat_index([em.b.add(o, x) for o, x in zip(origin, c)], shape))
     em.put(op.result, TileVal(out, regs))
 
@@ -424,12 +424,12 @@ def _insert(em: KernelEmitter, op: Operation) -> None:
     shape = op.result.type.shape
     origin = _slice_origin(em, op, 2, op.source.type.shape)
     X.barrier(em.b)
-    _spill(em, dst, op.destination.type)
+    spill_tile(em, dst, op.destination.type)
     X.barrier(em.b)
-    _spill(em, src, op.source.type,
+    spill_tile(em, src, op.source.type,
            place=lambda c: em.flat_index([em.b.add(o, x) for o, x in zip(origin, c)], shape))
     X.barrier(em.b)
-    em.put(op.result, TileVal(out, _fill(em, out, op.result.type, dst.regs[0].type)))
+    em.put(op.result, TileVal(out, fill_tile(em, out, op.result.type, dst.regs[0].type)))
 
 
 @emits(CO.ScanOp)
@@ -455,7 +455,7 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
     offsets = [sum(n * s for s in sizes[:k]) for k in range(len(sizes))]
     X.barrier(b)
     for k, (tv, v) in enumerate(zip(srcs, op.operands)):
-        _spill(em, tv, v.type, offsets[k])
+        spill_tile(em, tv, v.type, offsets[k])
     X.barrier(b)
     threads = em.tas.num_threads
     for j in range((lines + threads - 1) // threads):
@@ -466,7 +466,7 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
             _scan_line(em, op, block, srcs, start, inner, length, sizes, offsets)
     X.barrier(b)
     for k, r in enumerate(op.results):
-        em.put(r, TileVal(layout, _fill(em, layout, r.type, srcs[k].regs[0].type, offsets[k])))
+        em.put(r, TileVal(layout, fill_tile(em, layout, r.type, srcs[k].regs[0].type, offsets[k])))
 
 
 def _scan_by_bits(em: KernelEmitter, op: Operation, srcs: list[TileVal]) -> list[list[ir.Value]]:
@@ -722,7 +722,7 @@ class _SharedTotals:
         for r, vals in enumerate(tot):
             if self.slot_of.index(self.slot_of[r]) == r:   # the first register with this total
                 for k, v in enumerate(vals):
-                    b.store(_to_smem(b, v, _smem_type(v.type)), self._address(em.tid, self.slot_of[r], k))
+                    b.store(to_smem(b, v, smem_type(v.type)), self._address(em.tid, self.slot_of[r], k))
         X.barrier(b)
         runtime = [(name, bit) for _, name, bit in steps if name != REG]
         group, self.held = (held.group, held.lane_bits) if held is not None else (0, 0)
@@ -751,7 +751,7 @@ class _SharedTotals:
             slot, bits = source
             thread = b.or_(self.base, ir.Constant(I32, bits | self.held))
             r = self.slot_of.index(slot)
-            self.cache[source] = [_from_smem(b, b.load(self._address(thread, slot, k), typ=_smem_type(v.type)), v.type)
+            self.cache[source] = [from_smem(b, b.load(self._address(thread, slot, k), typ=smem_type(v.type)), v.type)
                                   for k, v in enumerate(self.tot[r])]
         return self.cache[source]
 
@@ -766,7 +766,7 @@ def _scan_line(em: KernelEmitter, op: Operation, block: Block, srcs: list[TileVa
         pos = i if not reverse else b.sub(ir.Constant(I32, length - 1), i)
         return em.smem_slot(b.add(start, b.mul(pos, ir.Constant(I32, stride))), sizes[k], offsets[k])
 
-    first = [_from_smem(b, b.load(slot(k, ir.Constant(I32, 0)), typ=_smem_type(t)), t) for k, t in enumerate(types)]
+    first = [from_smem(b, b.load(slot(k, ir.Constant(I32, 0)), typ=smem_type(t)), t) for k, t in enumerate(types)]
     if length == 1:
         return
     pre = b.block
@@ -781,10 +781,10 @@ def _scan_line(em: KernelEmitter, op: Operation, block: Block, srcs: list[TileVa
         phi = b.phi(v.type)
         phi.add_incoming(v, pre)
         accs.append(phi)
-    cur = [_from_smem(b, b.load(slot(k, i), typ=_smem_type(t)), t) for k, t in enumerate(types)]
+    cur = [from_smem(b, b.load(slot(k, i), typ=smem_type(t)), t) for k, t in enumerate(types)]
     new = _combine(em, block, accs, cur)
     for k, v in enumerate(new):
-        b.store(_to_smem(b, v, _smem_type(types[k])), slot(k, i))
+        b.store(to_smem(b, v, smem_type(types[k])), slot(k, i))
     nxt = b.add(i, ir.Constant(I32, 1))
     tail = b.block
     i.add_incoming(nxt, tail)
@@ -806,14 +806,14 @@ def _repack(em: KernelEmitter, op: Operation) -> None:
     src = em.tile(op, 0)
     out = em.result_layout(op.result)
     X.barrier(em.b)
-    _spill(em, src, src_t)
+    spill_tile(em, src, src_t)
     X.barrier(em.b)
     if T.element_type(src_t).bitwidth == 4:
         regs = [_packed_byte(em, em.flat_index(em.coords(out, reg), out.shape)) for reg in range(out.size(REG))]
     elif T.element_type(dst_t).bitwidth == 4:
         regs = [_unpacked_nibble(em, em.flat_index(em.coords(out, reg), out.shape)) for reg in range(out.size(REG))]
     else:
-        regs = _fill(em, out, dst_t, llvm_type(dst_t))
+        regs = fill_tile(em, out, dst_t, llvm_type(dst_t))
     em.put(op.result, TileVal(out, regs))
 
 

@@ -26,7 +26,7 @@ from . import intrinsics as X
 from .debuginfo import LineInfo
 from .llvm_targets import NVPTX_DATA_LAYOUT, NVPTX_TRIPLE, nvptx_assembly
 from .order import order_function
-from .values import Emitted, TileVal, byte_gep, llvm_type
+from .values import Emitted, TileVal, byte_gep, from_smem, llvm_type, smem_type, to_smem
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 
@@ -408,7 +408,7 @@ class KernelEmitter:
         """Tile coordinates (i32 per dim) of register ``reg`` of this thread."""
         const = layout.apply(reg=reg)
         runtime = self.runtime_coords(layout)
-        out = [r if c == 0 else self._combine_bits(self.pb, r, c, _runtime_mask(layout, d))
+        out = [r if c == 0 else self._combine_bits(self.pb, r, c, runtime_mask(layout, d))
                for d, (r, c) in enumerate(zip(runtime, const))]
         if ITER in layout.names:
             if self.iteration is None:
@@ -423,10 +423,10 @@ class KernelEmitter:
         return out
 
     @staticmethod
-    def _combine_bits(b: ir.IRBuilder, runtime: ir.Value, const: int, runtime_mask: int) -> ir.Value:
+    def _combine_bits(b: ir.IRBuilder, runtime: ir.Value, const: int, mask: int) -> ir.Value:
         """runtime ^ const; an add when their bits cannot overlap (blocked layouts), so
         LLVM folds the constant into address offsets (``[%rd+16]``)."""
-        if const & runtime_mask == 0:
+        if const & mask == 0:
             return b.add(runtime, ir.Constant(I32, const), flags=["nuw", "nsw"])
         return b.xor(runtime, ir.Constant(I32, const))
 
@@ -488,16 +488,16 @@ class KernelEmitter:
         if tv.layout.rank == 0:  # every thread already holds the scalar
             return TileVal(dst, [tv.regs[0]] * dst.size(REG))
         esize = element_bytes(ty)
-        store_ty = _smem_type(tv.regs[0].type)
+        store_ty = smem_type(tv.regs[0].type)
         X.barrier(self.b)
         for reg in self.unique_regs(tv.layout):
             slot = self.smem_slot(self.flat_index(self.coords(tv.layout, reg), tv.layout.shape), esize)
-            self.b.store(_to_smem(self.b, tv.regs[reg], store_ty), slot)
+            self.b.store(to_smem(self.b, tv.regs[reg], store_ty), slot)
         X.barrier(self.b)
         regs = []
         for reg in range(dst.size(REG)):
             slot = self.smem_slot(self.flat_index(self.coords(dst, reg), dst.shape), esize)
-            regs.append(_from_smem(self.b, self.b.load(slot, typ=store_ty), tv.regs[0].type))
+            regs.append(from_smem(self.b, self.b.load(slot, typ=store_ty), tv.regs[0].type))
         return TileVal(dst, regs)
 
 
@@ -536,7 +536,7 @@ def captured(op: Operation) -> list[Value]:
     return [v for v in dict.fromkeys(u for o in nested for u in o.operands) if v not in inside]
 
 
-def _runtime_mask(layout: LinearLayout, dim: int) -> int:
+def runtime_mask(layout: LinearLayout, dim: int) -> int:
     """Bits of coordinate ``dim`` that lanes, warps and chunk iterations can set."""
     mask = 0
     for name in (LANE, WARP, ITER):
@@ -568,20 +568,6 @@ def _xor_bits(b: ir.IRBuilder, acc: ir.Value, src: ir.Value, coeffs: list[int]) 
         acc = part if isinstance(acc, ir.Constant) and acc.constant == 0 else b.xor(acc, part)
         k += run
     return acc
-
-
-def _smem_type(t: ir.Type) -> ir.Type:
-    if isinstance(t, ir.IntType) and t.width == 1:
-        return ir.IntType(8)
-    return t
-
-
-def _to_smem(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:
-    return b.zext(v, t) if v.type != t else v
-
-
-def _from_smem(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:
-    return b.trunc(v, t) if v.type != t else v
 
 
 # -- PTX ------------------------------------------------------------------------------
