@@ -18,7 +18,7 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Block, Function, Module, Operation, Value
 from ..layout.linear import LANE, REG, WARP, LinearLayout
-from ..lower.chunks import ITER, chunk_layout_of
+from ..lower.chunks import ITER, ChunkGroup
 from ..lower.tileas import TileAS
 from ..lower.tiles import element_bytes
 from ..record import record
@@ -95,6 +95,11 @@ class KernelEmitter:
         self.pb = ir.IRBuilder(self.llfn.append_basic_block("entry"))
         self.b = ir.IRBuilder(self.llfn.append_basic_block("body"))
         self.values: dict[Value, Emitted] = {}
+        #: what this emitter reads instead of TileAS's layouts and conversions while it emits
+        #: ops in layouts TileAS recorded for one place (a chunked loop, a recomputation):
+        #: the values' layouts there, and the uses whose conversion is not made there
+        self._layouts: dict[Value, LinearLayout] = {}
+        self._unconverted: frozenset = frozenset()
         #: ids of the phis that merge a guarded load's registers with its padding
         self.load_merges: set[int] = set()
         self._coord_cache: dict[LinearLayout, list[ir.Value]] = {}
@@ -249,11 +254,9 @@ class KernelEmitter:
                         materialize(r)
             self.emit_op(op)
 
-    def emit_chunk_loop(self, group) -> None:
+    def emit_chunk_loop(self, group: ChunkGroup) -> None:
         """The group's ops once per chunk of registers (see tileas.ChunkGroup)."""
         b = self.b
-        results = [r for op in group.ops for r in op.results if r in self.tas.layouts and r.type.rank > 0]
-        saved = {r: self.tas.layouts[r] for r in results}
         pre = b.block
         loop = self.llfn.append_basic_block("chunk.loop")
         done = self.llfn.append_basic_block("chunk.done")
@@ -263,13 +266,11 @@ class KernelEmitter:
         counter.add_incoming(ir.Constant(I32, 0), pre)
         self.iteration = counter
         self._iter_cache = {}
-        for r in results:
-            self.tas.layouts[r] = chunk_layout_of(saved[r], group.regs)
         try:
-            for op in demand_order(group.ops, self.reads):
-                self.emit_op(op)
+            with self.layouts_of_place(group.layouts):
+                for op in demand_order(group.ops, self.reads):
+                    self.emit_op(op)
         finally:
-            self.tas.layouts.update(saved)
             self.iteration = None
         nxt = b.add(counter, ir.Constant(I32, 1))
         counter.add_incoming(nxt, b.block)
@@ -279,7 +280,7 @@ class KernelEmitter:
     def emit_op(self, op: Operation) -> None:
         if op in self.tas.aa.silent:  # computes or stores undefined values only (tileaa.poison_of)
             for r in op.results:
-                layout = self.tas.layouts.get(r)
+                layout = self.result_layout(r) if r in self.tas.layouts else None
                 undefined = ir.Constant(llvm_type(r.type), ir.Undefined) if layout is not None else None
                 self.put(r, None if layout is None else TileVal(layout, [undefined] * layout.size("reg")))
             return
@@ -347,7 +348,7 @@ class KernelEmitter:
     def tile(self, op: Operation, i: int) -> TileVal:
         """Operand ``i`` of ``op`` in the layout TileAS chose for that use."""
         v = op.operands[i]
-        want = self.tas.converts.get((op, i))
+        want = self.conversion(op, i)
         plan = self.tas.recomputed.get((op, i))
         if want is not None and plan is not None:
             return self.recompute(v, plan)
@@ -361,24 +362,39 @@ class KernelEmitter:
     def recompute(self, v: Value, plan: dict[Value, LinearLayout]) -> TileVal:
         """``v`` computed again by the ops that made it, each emitted as if TileAS had
         given its result the layout ``plan`` says (tileas.recompute_plan); then the ops'
-        own layouts and values are put back for their other users."""
-        tas = self.tas
+        own values are put back for their other users.  The plan gives each op's operands the
+        layouts it needs, so none of their conversions is made here."""
         ops = [u.owner for u in plan]
-        saved_layouts = {u: tas.layouts[u] for u in plan}
         saved_values = {u: self.values[u] for u in plan if u in self.values}
-        saved_converts = {(op, k): tas.converts.pop((op, k)) for op in ops for k in range(len(op.operands))
-                          if (op, k) in tas.converts}
+        unconverted = [(op, k) for op in ops for k in range(len(op.operands))]
         try:
-            tas.layouts.update(plan)
-            for op in ops:
-                self.emit_op(op)
-            return self.values[v]
+            with self.layouts_of_place(plan, unconverted):
+                for op in ops:
+                    self.emit_op(op)
+                return self.values[v]
         finally:
-            tas.layouts.update(saved_layouts)
             for u in plan:
                 self.values.pop(u, None)
             self.values.update(saved_values)
-            tas.converts.update(saved_converts)
+
+    @contextmanager
+    def layouts_of_place(self, layouts: dict[Value, LinearLayout], unconverted: Sequence = ()):
+        """Inside: ``result_layout`` and ``conversion`` read ``layouts`` (recorded by TileAS
+        for the place being emitted) before TileAS's own, and no conversion of the uses in
+        ``unconverted``.  TileAS itself is not written."""
+        saved = self._layouts, self._unconverted
+        self._layouts = {**self._layouts, **layouts}
+        self._unconverted = self._unconverted.union(unconverted)
+        try:
+            yield
+        finally:
+            self._layouts, self._unconverted = saved
+
+    def conversion(self, op: Operation, i: int) -> Optional[LinearLayout]:
+        """The layout TileAS converts operand ``i`` of ``op`` to here (None: none)."""
+        if (op, i) in self._unconverted:
+            return None
+        return self.tas.converts.get((op, i))
 
     def scalar(self, op: Operation, i: int) -> ir.Value:
         return self.tile(op, i).scalar
@@ -387,7 +403,9 @@ class KernelEmitter:
         return self.values[v]
 
     def result_layout(self, r: Value) -> LinearLayout:
-        return self.tas.layouts[r]
+        """The layout of ``r`` where it is being emitted (``layouts_of_place``), else TileAS's."""
+        layout = self._layouts.get(r)
+        return self.tas.layouts[r] if layout is None else layout
 
     # -- layouts ---------------------------------------------------------------------
     def runtime_coords(self, layout: LinearLayout) -> list[ir.Value]:

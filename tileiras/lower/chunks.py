@@ -2,7 +2,8 @@
 
 ``plan_chunks`` (after layout assignment) finds stores of large tiles computed
 element-wise from loads, constants and scalars used nowhere else, and records each such
-group (``ChunkGroup``): codegen emits the group once per chunk of registers.
+group (``ChunkGroup``) with the layout each of its tiles has inside the loop: codegen
+emits the group once per chunk of registers, in those layouts.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Optional
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
 from ..layout.linear import REG, LinearLayout
-from ..record import record
+from ..record import field, record
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
@@ -37,12 +38,14 @@ class ChunkGroup:
     iteration bits (input dim ``iter``), so the code and the registers are those of
     one chunk, whatever the tile size.  Reshapes and permutes inside the group relabel
     coordinates but keep the register order, so every tile of the group is chunked the
-    same way (``chunk_layout_of`` its own layout)."""
+    same way (``chunk_layout_of`` its own layout): ``layouts`` records, for every tile the
+    group computes, the layout it has inside the loop, which codegen emits the ops in."""
 
     anchor: Operation                 # the store that ends the group
     ops: list[Operation]              # in block order, anchor last
     chunk_layout: LinearLayout
     regs: int = CHUNK_REGS            # registers of one chunk (a vector access's run at least)
+    layouts: dict[Value, LinearLayout] = field(default_factory=dict)   # inside the loop
 
     @property
     def trips(self) -> int:
@@ -83,7 +86,9 @@ def _plan_block(tas: TileAS, block: Block, users: dict[Value, list[Operation]]) 
             ops = sorted(group, key=position.__getitem__)
             widest = max((tas.access_allowed.get(member, 1) for member in ops), default=1)
             regs = max(CHUNK_REGS, min(widest, vectorize.register_run(layout)))
-            cg = ChunkGroup(store, ops, chunk_layout_of(layout, regs), regs)
+            inside = {r: chunk_layout_of(tas.layouts[r], regs) for member in ops for r in member.results
+                      if r in tas.layouts and r.type.rank > 0}
+            cg = ChunkGroup(store, ops, chunk_layout_of(layout, regs), regs, inside)
             for member in ops:
                 tas.chunked[member] = cg
 
