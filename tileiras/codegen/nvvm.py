@@ -478,7 +478,7 @@ class KernelEmitter:
         if self._smem is None:
             size = max(self.tas.smem_bytes, 16)
             g = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), size), name=f"global_smem_{self.fn.name}", addrspace=3)
-            g.align = 128 if self.tas.tma else 16    # TMA staging buffers are 128-byte aligned
+            g.align = self.tas.smem_align
             g.linkage = "internal"
             g.initializer = ir.Constant(ir.ArrayType(ir.IntType(8), size), None)
             self._smem = g

@@ -7,10 +7,11 @@ converted to (through shared memory); for each op, the shared-memory scratch it
 needs.  Ops run one after another, so all scratch users share one region,
 guarded by barriers: the CTA's static shared memory is the largest need.
 
-This module holds the record (``TileAS``) and its driver (``assign_layouts``); the
-decisions live beside it: CTA sizes fitted to NVIDIA's (``cta_size``), tensor-core forms
-(``mma_forms``), the per-op layout rules (``layout_rules``), chunked loops (``chunks``),
-vector widths (``vectorize``) and TMA (``tma``); ``tileas_format`` prints the result.
+This module holds the record (``TileAS``) and the entry point of each TileAS pass, which
+``pipeline.passes_for`` lists in order; the decisions live beside it: CTA sizes fitted to
+NVIDIA's (``cta_size``), tensor-core forms (``mma_forms``), the per-op layout rules
+(``layout_rules``), chunked loops (``chunks``), vector widths (``vectorize``) and TMA
+(``tma``); ``tileas_format`` prints the result.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from ..record import field, record
 from ..tile import ops_memory as MEM
 from ..tile.traits import is_contraction
 from . import tma, vectorize
-from .chunks import ChunkGroup, plan_chunks
+from .chunks import ChunkGroup
 from .cta_size import choose_num_warps
 from .layout_rules import assign_block
 from .mma_forms import tensor_core_mma
@@ -40,6 +41,10 @@ GLOBAL_VECTOR = 1
 #: Bytes the GPU moves global memory in: a warp's access costs one transaction per
 #: distinct sector its threads touch.
 SECTOR = 32
+#: Alignment of the CTA's shared memory: TMA staging buffers need 128 bytes, the scratch
+#: region's accesses at most 16 (a vector of four 32-bit words).
+TMA_SMEM_ALIGN = 128
+SMEM_ALIGN = 16
 
 
 @record
@@ -85,6 +90,9 @@ class TileAS:
     tma: dict = field(default_factory=dict)
     tensor_maps: tuple = ()
     tma_end: int = 0
+    #: the CTA's static shared memory, its bytes and alignment (``allocate_shared_memory``)
+    smem_bytes: int = 0
+    smem_align: int = SMEM_ALIGN
     _users: Optional[dict[Value, list[Operation]]] = None
 
     @property
@@ -97,8 +105,9 @@ class TileAS:
         return 32 * self.num_warps
 
     @property
-    def smem_bytes(self) -> int:
-        return max(max(self.scratch.values(), default=0), self.tma_end)
+    def scratch_bytes(self) -> int:
+        """Bytes of the scratch region: the largest need of one op."""
+        return max(self.scratch.values(), default=0)
 
     def canonical(self, shape: tuple[int, ...], min_vector: int = 1, nbytes: int = 4) -> LinearLayout:
         """The layout of a tile of ``shape`` and ``nbytes`` elements (what one element of
@@ -195,26 +204,58 @@ class TileAS:
         return self.converts.get((op, i), self.layouts.get(op.operands[i]))
 
 
-def assign_layouts(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int = 0) -> TileAS:
-    tas = TileAS(aa, *choose_num_warps(aa, num_warps_hint, arch),
-                 mma_shapes=frozenset(op.results[0].type.shape for op in aa.live_ops() if is_contraction(op)))
-    for op in aa.live_ops():
+# -- the TileAS passes (``pipeline.passes_for`` lists them in order) -------------------------
+def new_tileas(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int = 0) -> TileAS:
+    """The CTA size (``cta_size.choose_num_warps``) and an empty TileAS for it."""
+    return TileAS(aa, *choose_num_warps(aa, num_warps_hint, arch),
+                  mma_shapes=frozenset(op.results[0].type.shape for op in aa.live_ops() if is_contraction(op)))
+
+
+def choose_tensor_cores(tas: TileAS, arch: int) -> None:
+    """The tensor-core form of every matrix multiply that has one (``mma_forms``), and the
+    fragment layout its result shape takes."""
+    for op in tas.aa.live_ops():
         form = tensor_core_mma(op, arch, tas.num_warps, tas.extra_warps)
         if form is not None:     # warps beyond the 16x8 blocks hold copies
             tas.tensor_cores[op] = form
             tas.mma_layouts[op.result.type.shape] = mma_fragment(op.result.type.shape, tas.num_warps)
-    tas.pairs = plan_pairs(aa.function)
-    tas.access_allowed = vectorize.allowed_vectors(aa)
-    tas.shape_access = vectorize.shape_vectors(aa, tas.access_allowed)
-    for a in aa.function.entry_block.args:
+
+
+def access_facts(tas: TileAS) -> None:
+    """How many elements a thread's view access may move at once (the facts allow it), per
+    access and per tile shape: the canonical layouts are built on the latter."""
+    tas.access_allowed = vectorize.allowed_vectors(tas.aa)
+    tas.shape_access = vectorize.shape_vectors(tas.aa, tas.access_allowed)
+
+
+def assign_layouts(tas: TileAS) -> None:
+    """The layout of every tile, its operands' conversions and scratch (``layout_rules``)."""
+    fn = tas.aa.function
+    tas.pairs = plan_pairs(fn)
+    for a in fn.entry_block.args:
         if is_tile(a):
             tas.layouts[a] = tas.canonical_type(a.type)
-    assign_block(tas, aa.function.entry_block)
-    plan_chunks(tas)
+    assign_block(tas, fn.entry_block)
+
+
+def vector_widths(tas: TileAS) -> None:
+    """The width each view access is emitted with (after chunking: a chunk's registers)."""
     tas.vectors = vectorize.plan_vectors(tas)
-    if arch:
-        candidates = [op for op in aa.live_ops() if op not in tas.chunked and op not in aa.silent
-                      and not any(r in tas.pairs for r in op.results)
-                      and not (isinstance(op, MEM.StoreViewTkoOp) and op.tile in tas.pairs)]
-        tas.tma, tas.tensor_maps, tas.tma_end = tma.plan_tma(aa, candidates, f"sm_{arch}", tas.smem_bytes)
-    return tas
+
+
+def choose_tma(tas: TileAS, arch: int) -> None:
+    """The loads and stores that go through TMA (``tma.plan_tma``), with their staging
+    buffers placed after the scratch region.  Not chunked ones (a chunk is a few registers
+    a thread), nor 4-bit tiles held in byte pairs."""
+    aa = tas.aa
+    candidates = [op for op in aa.live_ops() if op not in tas.chunked and op not in aa.silent
+                  and not any(r in tas.pairs for r in op.results)
+                  and not (isinstance(op, MEM.StoreViewTkoOp) and op.tile in tas.pairs)]
+    tas.tma, tas.tensor_maps, tas.tma_end = tma.plan_tma(aa, candidates, f"sm_{arch}", tas.scratch_bytes)
+
+
+def allocate_shared_memory(tas: TileAS) -> None:
+    """The CTA's static shared memory: the scratch region all scratch users share (ops run
+    one after another, between barriers) at offset 0, then TMA's buffers and mbarriers."""
+    tas.smem_bytes = max(tas.scratch_bytes, tas.tma_end)
+    tas.smem_align = TMA_SMEM_ALIGN if tas.tma else SMEM_ALIGN
