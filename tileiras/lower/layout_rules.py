@@ -1,9 +1,9 @@
 """The layout rules of TileAS: one ``@layout_rule(OpClass)`` function per kind of op.
 
 Each rule reads the layouts of an op's operands (``tas.layouts``), records the layout of
-each tile it produces, the conversions its operands need (``want``: computed again in
+each tile it produces, the conversions its operands need (``_want``: computed again in
 the wanted layout where ``recompute_plan`` finds that cheap, else through shared memory)
-and the shared-memory scratch it needs (``need_scratch``).  ``assign_block`` applies them
+and the shared-memory scratch it needs (``_need_scratch``).  ``assign_block`` applies them
 to a block in order; ``tileas.assign_layouts`` drives it over the function.
 
 * loads, constants, iota, control-flow results and loop-carried values use the
