@@ -251,3 +251,18 @@ def test_op_class_tables_live_in_tile() -> None:
 def test_allowed_op_class_tables_exist(name: str, table: str) -> None:
     """Each allowlist entry names a table that is there (a stale entry would hide a new one)."""
     assert table in op_class_tables(SOURCES[name])
+
+
+def test_pass_lists_per_target() -> None:
+    """One flat list of named passes per target; targets differ by the list (sm_8x: no TMA),
+    and every ``--emit`` stop is completed by exactly one pass, in stop order."""
+    from tileiras.pipeline import STAGE_NAMES, passes_for
+
+    hopper = [p.name for p in passes_for(90)]
+    assert hopper == ["verify-target", "tileaa", "cta-size", "tensor-core-forms", "access-facts", "assign-layouts",
+                      "plan-chunks", "vector-widths", "tma", "allocate-shared-memory", "sched", "codegen", "llvm",
+                      "ptxas"]
+    assert [p.name for p in passes_for(80)] == [name for name in hopper if name != "tma"]
+    assert [p.name for p in passes_for(120)] == hopper
+    assert [p.stop for p in passes_for(90) if p.stop] == list(STAGE_NAMES)
+    assert [p.name for p in passes_for(90) if not p.feeds_later] == ["sched"]
