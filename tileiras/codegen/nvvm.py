@@ -255,7 +255,7 @@ class KernelEmitter:
             self.emit_op(op)
 
     def emit_chunk_loop(self, group: ChunkGroup) -> None:
-        """The group's ops once per chunk of registers (see tileas.ChunkGroup)."""
+        """The group's ops once per chunk of registers (see chunks.ChunkGroup: the layouts inside the loop)."""
         b = self.b
         pre = b.block
         loop = self.llfn.append_basic_block("chunk.loop")
@@ -294,7 +294,7 @@ class KernelEmitter:
     def reads(self, op: Operation) -> list[Value]:
         """The values ``op``'s emitter reads: its operands, but for an extract that picks
         from an operand of a ``cat`` (tileas.pick_sources), that operand, and for an operand
-        computed again in another layout (tileas.recompute_plan), what that starts from."""
+        computed again in another layout (layout_rules.recompute_plan), what that starts from."""
         source = self.tas.pick_sources.get(op)
         operands = list(op.operands) if source is None else [source, *op.operands[1:]]
         out = []
@@ -361,7 +361,7 @@ class KernelEmitter:
 
     def recompute(self, v: Value, plan: dict[Value, LinearLayout]) -> TileVal:
         """``v`` computed again by the ops that made it, each emitted as if TileAS had
-        given its result the layout ``plan`` says (tileas.recompute_plan); then the ops'
+        given its result the layout ``plan`` says (layout_rules.recompute_plan); then the ops'
         own values are put back for their other users.  The plan gives each op's operands the
         layouts it needs, so none of their conversions is made here."""
         ops = [u.owner for u in plan]
@@ -541,7 +541,7 @@ def demand_order(ops: Sequence[Operation], reads: Callable[[Operation], list[Val
         else:
             seen.add(u)
             stack.append((u, iter(reads(u))))
-    # the group is what the anchor reaches (tileas._collect_group); else block order
+    # the group is what the anchor reaches (chunks._collect_group); else block order
     return order if len(order) == len(ops) else list(ops)
 
 
