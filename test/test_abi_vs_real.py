@@ -261,7 +261,7 @@ def mmaf_text(m: int, n: int, k: int, operand: str, acc: str) -> str:
 
 #: (arch, M, N, K, operand, accumulator) -> NVIDIA's ``.reqntid`` (tileiras 13.5): tcgen05 shapes
 #: (M >= 64, N >= 8, K >= 256 bits) get a warp group beside the workers; f32 (FMA) and f64
-#: multiplies get one when big enough (see lower/tileas.py mma_extra_warps).
+#: multiplies get one when big enough (see lower/cta_size.py mma_extra_warps).
 MMAF_CTA_SIZES = {
     ("sm_100", 64, 32, 16, "f16", "f32"): 256, ("sm_100", 64, 16, 16, "f16", "f16"): 256,
     ("sm_100", 64, 8, 16, "bf16", "f32"): 256, ("sm_100", 128, 32, 16, "bf16", "f32"): 256,

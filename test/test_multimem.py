@@ -327,7 +327,7 @@ LD_F32 = "multimem.ld_reduce.relaxed.sys.global.add.f32 R, [R]"
 LD_BF16 = "multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v2.bf16 {R, R}, [R]"
 #: Load-reduces NVIDIA's tileiras runs in two warp groups (256 threads: warps 4-7 load-reduce
 #: into shared memory and arrive on an mbarrier, warps 0-3 wait and go on) or not, measured on
-#: sm_100 (``tileas.load_reduce_stages`` has the fitted rule).  Whatever uses the tile but a
+#: sm_100 (``cta_size.load_reduce_stages`` has the fitted rule).  Whatever uses the tile but a
 #: store takes 256, f32 and f64 too; stored as it is, 32/64-bit tiles keep 128, and 16-bit ones
 #: (orderings, reduction kinds, row- or column-major store views alike) take 256 under 64
 #: elements and from 512, but 128 from 64 to 256, for 256x2 and for most 1024-element tiles of

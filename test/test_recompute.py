@@ -1,4 +1,4 @@
-"""Conversions of cheap values are computed again in the wanted layout (tileas.recompute_plan):
+"""Conversions of cheap values are computed again in the wanted layout (layout_rules.recompute_plan):
 iota, constants and index arithmetic on them, and weak loads no write is ordered against, go
 without shared memory; long math and loads a write must follow still convert through it."""
 from __future__ import annotations

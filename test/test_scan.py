@@ -1,4 +1,4 @@
-"""Scans run in place, bit by bit of the position along the scanned dim (emit_shape._scan_by_bits):
+"""Scans run in place, bit by bit of the position along the scanned dim (emit_reduce._scan_by_bits):
 registers in a thread, lanes by shuffles, warps through shared memory; the interpreter agrees."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from tileiras import diffcheck
-from tileiras.codegen import emit_shape
+from tileiras.codegen import emit_reduce
 from tileiras.layout.linear import LinearLayout
-from tileiras.lower.tileas import scans_in_place
+from tileiras.lower.layout_rules import scans_in_place
 from tileiras.pipeline import CompileOptions, compile_module
 from tileiras.text.parser import parse_module
 
@@ -163,7 +163,7 @@ def test_a_non_commutative_scan_across_warps(rows, cols, dim, reverse, spans, mo
     """A two-operand, non-commutative combiner keeps its (earlier, later) order through
     registers, lanes and warps, a round per warp bit and in NVIDIA's single round."""
     if spans == "nvidia":
-        monkeypatch.setattr(emit_shape, "warp_spans", nvidia_spans)
+        monkeypatch.setattr(emit_reduce, "warp_spans", nvidia_spans)
     run_affine(affine_scan_kernel(rows, cols, dim, reverse), rows, cols)
 
 
@@ -190,7 +190,7 @@ def test_the_cross_warp_step_writes_each_total_once_a_round(spans, barriers, sto
     totals, one vector store).  Each round: a barrier, one store of the thread's totals, a
     barrier, the reads and folds, a closing barrier."""
     if spans == "nvidia":
-        monkeypatch.setattr(emit_shape, "warp_spans", nvidia_spans)
+        monkeypatch.setattr(emit_reduce, "warp_spans", nvidia_spans)
     text = scan_kernel(16, 16, 0, True, "muli")
     ptx = compile_module(parse_module(text, "k.mlir"), CompileOptions(gpu_name="sm_80"), "ptx")
     assert ptx.count("bar.sync") == barriers

@@ -16,8 +16,10 @@ from tileiras import diffcheck
 from tileiras.codegen.ptxas import invoke_ptxas
 from tileiras.emulate import launch
 from tileiras.layout.linear import mma_blocks, mma_fragment
-from tileiras.pipeline import CompileOptions, compile_module
+from tileiras.lower.mma_forms import tensor_core_mma
+from tileiras.pipeline import CompileOptions, TargetError, compile_module, run_stages
 from tileiras.text.parser import parse_module
+from tileiras.tile.traits import is_contraction
 from tileiras.tools import find_ptxas
 
 
@@ -250,9 +252,16 @@ def test_tensor_core_gemm_matches_interpreter(case, form, ldmatrix, arch):
     assert [r.problem for r in reports] == [None]
 
 
-def test_8bit_floats_stay_on_cuda_cores_below_sm_89():
-    ptx = ptx_of(gemm_kernel(64, 64, 64, "f8E4M3FN"), "sm_80")
-    assert "mma.sync" not in ptx and "fma.rn.f32" in ptx
+def test_8bit_floats_stay_off_tensor_cores_below_sm_89():
+    """The target check refuses 8-bit floats below sm_89 (as NVIDIA's tileiras does, exit
+    code 5), and the tensor-core choice alone would not put them on tensor cores there."""
+    module = parse_module(gemm_kernel(64, 64, 64, "f8E4M3FN"), "k.mlir")
+    with pytest.raises(TargetError, match="Incompatibility with architecture 'sm_80'"):
+        compile_module(module, CompileOptions(gpu_name="sm_80"), "ptx")
+    aa = run_stages(module, CompileOptions(gpu_name="sm_89"), "tileaa").aa["k"]
+    mma = [op for op in aa.live_ops() if is_contraction(op)]
+    assert [tensor_core_mma(op, 80) for op in mma] == [None]
+    assert tensor_core_mma(mma[0], 89).opcode == "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"
 
 
 @pytest.mark.parametrize("case", [

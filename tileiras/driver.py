@@ -17,7 +17,7 @@ from enum import Enum
 from typing import Optional, Sequence
 
 from . import cli, hostio
-from .errors import EXIT_BAD_OPTION, CompileError, OptionError, UsageError
+from .errors import EXIT_BAD_OPTION, OptionError, UsageError
 from .ir.version import SUPPORTED_VERSIONS, Version, is_supported
 from .pipeline import CompileOptions, compile_module
 from .record import record
@@ -273,7 +273,6 @@ def compile_file(options: DriverOptions) -> int:
         from . import tilelib
 
         tilelib.link(module, options.libraries, options.preview)
-    check_target(module, options.gpu_name)
     stage = options.emit.value if options.emit else "cubin"
     result = compile_module(module, CompileOptions(
         gpu_name=options.gpu_name, opt_level=options.opt_level, lineinfo=options.lineinfo,
@@ -360,23 +359,6 @@ def check_codegen_options(options: DriverOptions, file_version: Version) -> None
                           "optimization level to 0 or disable full debug info")
     if options.apply_controls:  # NVIDIA's 13.5 refuses every ACF file on Linux and Windows
         raise OptionError("--apply-controls is not supported on this platform")
-
-
-class TargetError(CompileError):
-    """The module uses something the target architecture lacks (NVIDIA: exit code 5)."""
-
-    def __str__(self) -> str:
-        return f"{self.message}\nerror: failed to compile Tile IR program"
-
-
-def check_target(module: object, gpu_name: Optional[str]) -> None:
-    """Architecture-specific verification; the rest was verified when the module was read."""
-    from .verify import VerifyError, recheck_for_target
-
-    try:
-        recheck_for_target(module, gpu_name)
-    except VerifyError as err:
-        raise TargetError(str(err)) from None
 
 
 def help_text(flag: str = "--help") -> str:

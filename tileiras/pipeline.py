@@ -1,13 +1,17 @@
-"""The compilation pipeline: an ordered list of stages, each dumpable.
+"""The compilation pipeline: a flat list of named passes per target (``passes_for``).
 
-    bytecode -> verify -> tileaa -> tileas -> sched -> llvm (.ll) -> ptx -> cubin
+    verify-target, tileaa | cta-size, tensor-core-forms, access-facts, assign-layouts,
+    plan-chunks, vector-widths, [tma: sm_90+], allocate-shared-memory | sched |
+    codegen | llvm | ptxas
 
-``compile_module(module, options, stop_after=EXT)`` runs the stages in order and
-returns the artifact of the last one it ran (text for dumps, bytes for the
-cubin), so every stage can be inspected and tested on its own
-(``tileiras --emit=tileaa|tileas|sched|llvm|ptx|cubin``).  A compilation that
-reaches ``ptx`` starts LLVM's back end (``codegen.backend``) before its first stage,
-so LLVM loads in a child process while the module is lowered.
+Each pass is one entry point that reads what earlier passes recorded on the
+``Compilation`` and records its own results; the differences between targets are the
+lists themselves.  ``compile_module(module, options, stop_after=STOP)`` runs the passes
+until the one that completes ``STOP`` (``tileiras --emit=tileaa|tileas|sched|llvm|ptx|
+cubin``) and returns that stop's output (text for dumps, bytes for the cubin), so every
+stage can be inspected and tested on its own.  A compilation that reaches ``ptx``
+starts LLVM's back end (``codegen.backend``) before its first pass, so LLVM loads in a
+child process while the module is lowered.
 """
 from __future__ import annotations
 
@@ -62,18 +66,39 @@ class Compilation:
 
 
 @record(frozen=True)
-class Stage:
-    ext: str
+class Pass:
+    """One step of the compilation: ``run`` reads what earlier passes recorded on the
+    ``Compilation`` and records its own results there."""
+
+    name: str
     run: Callable[[Compilation], None]
-    dump: Callable[[Compilation], Any]
-    # False for an analysis no later stage reads yet: it runs only when its dump is asked
-    # for, so a cubin compile does not pay for it.
+    #: the ``--emit`` stop whose output is complete once this pass has run
+    stop: Optional[str] = None
+    #: False for an analysis no later pass reads yet: it runs only when its stop is asked
+    #: for, so a cubin compile does not pay for it.
     feeds_later: bool = True
 
 
 #: NVIDIA's whole message when its tileiras 13.5 meets a ``preview$call`` it cannot resolve
 #: (no declaration of a callee passes its verifier, so it resolves none: see tilelib.py).
 CALL_UNRESOLVED = "failed to compile Tile IR program"
+
+
+class TargetError(CompileError):
+    """The module uses something the target architecture lacks (NVIDIA: exit code 5)."""
+
+    def __str__(self) -> str:
+        return f"{self.message}\nerror: failed to compile Tile IR program"
+
+
+def _verify_target(c: Compilation) -> None:
+    """Architecture-specific verification; the rest was verified when the module was read."""
+    from .verify import VerifyError, recheck_for_target
+
+    try:
+        recheck_for_target(c.module, c.options.gpu_name)
+    except VerifyError as err:
+        raise TargetError(str(err)) from None
 
 
 def _tileaa(c: Compilation) -> None:
@@ -88,13 +113,69 @@ def _tileaa(c: Compilation) -> None:
         c.aa[fn.name] = analyze(fn)
 
 
-def _tileas(c: Compilation) -> None:
+def _cta_size(c: Compilation) -> None:
+    """The CTA size of each kernel (its hint, else NVIDIA's fitted rules), a TileAS for it."""
     from .codegen.abi import HINT_NUM_WORKER_WARPS, hints_for_arch
-    from .lower.tileas import assign_layouts
+    from .lower.tileas import new_tileas
 
     for fn in c.module.functions:
         warps = hints_for_arch(fn.hints, c.options.gpu_name).get(HINT_NUM_WORKER_WARPS)
-        c.tas[fn.name] = assign_layouts(c.aa[fn.name], warps, c.options.arch)
+        c.tas[fn.name] = new_tileas(c.aa[fn.name], warps, c.options.arch)
+
+
+def _each(c: Compilation, entry: Callable[..., None], *args: Any) -> None:
+    """``entry(tas, *args)`` on every function's TileAS."""
+    for tas in c.tas.values():
+        entry(tas, *args)
+
+
+def _tensor_core_forms(c: Compilation) -> None:
+    from .lower.tileas import choose_tensor_cores
+
+    _each(c, choose_tensor_cores, c.options.arch)
+
+
+def _access_facts(c: Compilation) -> None:
+    from .lower.tileas import access_facts
+
+    _each(c, access_facts)
+
+
+def _assign_layouts(c: Compilation) -> None:
+    from .lower.tileas import assign_layouts
+
+    _each(c, assign_layouts)
+
+
+def _plan_chunks(c: Compilation) -> None:
+    from .lower.chunks import plan_chunks
+
+    _each(c, plan_chunks)
+
+
+def _vector_widths(c: Compilation) -> None:
+    from .lower.tileas import vector_widths
+
+    _each(c, vector_widths)
+
+
+def _tma(c: Compilation) -> None:
+    from .lower.tileas import choose_tma
+
+    _each(c, choose_tma, c.options.arch)
+
+
+def _software_pipeline(c: Compilation) -> None:
+    from .lower.software_pipeline import record_plans
+
+    if c.options.arch:
+        _each(c, record_plans, c.options.arch)
+
+
+def _allocate_shared_memory(c: Compilation) -> None:
+    from .lower.tileas import allocate_shared_memory
+
+    _each(c, allocate_shared_memory)
 
 
 def _sched(c: Compilation) -> None:
@@ -172,7 +253,7 @@ def _dump_tileaa(c: Compilation) -> str:
 
 
 def _dump_tileas(c: Compilation) -> str:
-    from .lower.tileas import format_tileas
+    from .lower.tileas_format import format_tileas
 
     return "".join(format_tileas(t) for t in c.tas.values())
 
@@ -183,15 +264,51 @@ def _dump_sched(c: Compilation) -> str:
     return "".join(format_function_schedules(fn, c.schedules[fn.name]) for fn in c.module.functions)
 
 
-STAGES: tuple[Stage, ...] = (
-    Stage("tileaa", _tileaa, _dump_tileaa),
-    Stage("tileas", _tileas, _dump_tileas),
-    Stage("sched", _sched, _dump_sched, feeds_later=False),  # codegen does not consume schedules yet
-    Stage("llvm", _llvm, lambda c: str(c.llvm)),
-    Stage("ptx", _ptx, lambda c: c.ptx),
-    Stage("cubin", _cubin, lambda c: c.cubin),
+#: What ``--emit=STOP`` writes, once the pass that completes it has run; in pass order.
+DUMPS: dict[str, Callable[[Compilation], Any]] = {
+    "tileaa": _dump_tileaa,
+    "tileas": _dump_tileas,
+    "sched": _dump_sched,
+    "llvm": lambda c: str(c.llvm),
+    "ptx": lambda c: c.ptx,
+    "cubin": lambda c: c.cubin,
+}
+STAGE_NAMES = tuple(DUMPS)
+
+#: The passes up to TileAS's layouts, every target alike.
+FRONT: tuple[Pass, ...] = (
+    Pass("verify-target", _verify_target),
+    Pass("tileaa", _tileaa, stop="tileaa"),
+    Pass("cta-size", _cta_size),
+    Pass("tensor-core-forms", _tensor_core_forms),
+    Pass("access-facts", _access_facts),
+    Pass("assign-layouts", _assign_layouts),
+    Pass("plan-chunks", _plan_chunks),
+    Pass("vector-widths", _vector_widths),
 )
-STAGE_NAMES = tuple(s.ext for s in STAGES)
+#: TMA decisions: loads and stores staged through the tensor memory accelerator (sm_90+).
+TMA = Pass("tma", _tma)
+#: Software pipelining of tensor-core K loops: rings of cp.async stages (after TMA, which
+#: it leaves alone: a kernel with TMA keeps its loops as they are).
+PIPELINE = Pass("software-pipeline", _software_pipeline)
+#: From the CTA's shared memory to the cubin, every target alike.
+BACK: tuple[Pass, ...] = (
+    Pass("allocate-shared-memory", _allocate_shared_memory, stop="tileas"),
+    Pass("sched", _sched, stop="sched", feeds_later=False),  # codegen does not read schedules yet
+    Pass("codegen", _llvm, stop="llvm"),
+    Pass("llvm", _ptx, stop="ptx"),
+    Pass("ptxas", _cubin, stop="cubin"),
+)
+#: The passes of each target, in order (``passes_for``): sm_8x has no TMA.
+PASSES_SM80: tuple[Pass, ...] = FRONT + (PIPELINE,) + BACK
+PASSES_TMA: tuple[Pass, ...] = FRONT + (TMA, PIPELINE) + BACK
+
+
+def passes_for(arch: int) -> tuple[Pass, ...]:
+    """The flat list of passes that compiles for ``sm_<arch>``."""
+    from .lower.tma import MIN_ARCH
+
+    return PASSES_TMA if arch >= MIN_ARCH else PASSES_SM80
 
 
 def _backend(last_stage: str) -> ContextManager[Any]:
@@ -205,26 +322,22 @@ def _backend(last_stage: str) -> ContextManager[Any]:
 
 
 def compile_module(module: Module, options: CompileOptions, stop_after: str = "cubin") -> Any:
-    """Run the stages up to ``stop_after``; return that stage's dump."""
+    """Run the passes up to ``stop_after``; return that stop's output."""
     if stop_after not in STAGE_NAMES:
         raise ValueError(f"unknown stage '{stop_after}' (stages: {', '.join(STAGE_NAMES)})")
-    with _backend(stop_after) as backend:
-        c = Compilation(module, options, last_stage=stop_after, backend=backend)
-        for stage in STAGES:
-            if stage.feeds_later or stage.ext == stop_after:
-                stage.run(c)
-            if stage.ext == stop_after:
-                return stage.dump(c)
-    raise AssertionError("unreachable")
+    return DUMPS[stop_after](run_stages(module, options, stop_after, only_needed=True))
 
 
-def run_stages(module: Module, options: CompileOptions, stop_after: Optional[str] = None) -> Compilation:
-    """Like ``compile_module`` but hands back every stage's result (for tests and tools)."""
+def run_stages(module: Module, options: CompileOptions, stop_after: Optional[str] = None,
+               only_needed: bool = False) -> Compilation:
+    """Run the passes up to ``stop_after`` (all by default) and hand back every result (for
+    tests and tools).  ``only_needed``: skip the analyses nothing before the stop reads."""
     last_stage = stop_after or STAGE_NAMES[-1]
     with _backend(last_stage) as backend:
         c = Compilation(module, options, last_stage=last_stage, backend=backend)
-        for stage in STAGES:
-            stage.run(c)
-            if stage.ext == stop_after:
+        for p in passes_for(options.arch):
+            if p.feeds_later or p.stop == last_stage or not only_needed:
+                p.run(c)
+            if p.stop == last_stage:
                 break
     return c

@@ -15,7 +15,7 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..lower.software_pipeline import pipelined_op
-from ..lower.tileas import element_bytes
+from ..lower.tiles import element_bytes
 from ..record import field, record
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
@@ -23,7 +23,7 @@ from ..tile import ops_memory as MEM
 from . import emit_async
 from . import intrinsics as X
 from .nvvm import I32, I64, KernelEmitter, emits
-from .values import TileVal, byte_gep
+from .values import TileVal, byte_gep, from_smem, smem_type, to_smem
 
 Incoming = tuple[ir.Block, list[list[ir.Value]]]
 
@@ -269,18 +269,17 @@ def _gather_all(em: KernelEmitter, tv: TileVal, ty: T.Type) -> list[ir.Value]:
     """Every element of a tile, in row-major order, in every thread (through smem)."""
     if tv.layout.rank == 0:
         return [tv.regs[0]]
-    from .nvvm import _from_smem, _smem_type, _to_smem  # noqa: PLC0415 - shared helpers
     esize = element_bytes(ty)
-    st = _smem_type(tv.regs[0].type)
+    st = smem_type(tv.regs[0].type)
     X.barrier(em.b)
     for reg in em.unique_regs(tv.layout):
         slot = em.smem_slot(em.flat_index(em.coords(tv.layout, reg), tv.layout.shape), esize)
-        em.b.store(_to_smem(em.b, tv.regs[reg], st), slot)
+        em.b.store(to_smem(em.b, tv.regs[reg], st), slot)
     X.barrier(em.b)
     n = 1
     for s in tv.layout.shape:
         n *= s
-    out = [_from_smem(em.b, em.b.load(em.smem_slot(ir.Constant(I32, i), esize), typ=st), tv.regs[0].type)
+    out = [from_smem(em.b, em.b.load(em.smem_slot(ir.Constant(I32, i), esize), typ=st), tv.regs[0].type)
            for i in range(n)]
     X.barrier(em.b)
     return out

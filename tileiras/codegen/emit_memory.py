@@ -25,7 +25,7 @@ from ..tile import ops_memory as MEM
 from ..tile.enums import AtomicRMWMode, MemoryOrderingSemantics, MemoryScope
 from . import intrinsics as X
 from . import subbyte as SB
-from .nvvm import I32, I64, KernelEmitter, _runtime_mask, emits
+from .nvvm import I32, I64, KernelEmitter, emits, runtime_mask
 from .values import TensorViewVal, TiledViewVal, TileVal, llvm_type
 
 Dim = Union[int, ir.Value]
@@ -207,7 +207,7 @@ class Access:
                     within = b.zext(c[k], I64)
                     t = b.add(starts[k], within)
                     stride = tv.strides[d]
-                    if isinstance(stride, int) and const[k] & _runtime_mask(layout, k) == 0:
+                    if isinstance(stride, int) and const[k] & runtime_mask(layout, k) == 0:
                         folded += const[k] * stride * esize
                         within = b.zext(runtime_only[k], I64)
                         first = b.add(starts[k], within)

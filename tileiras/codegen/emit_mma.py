@@ -23,17 +23,17 @@ from ..ir import types as T
 from ..ir.core import Operation
 from ..layout.linear import LinearLayout, mma_blocks
 from ..layout.shared import Padding
+from ..lower.chunks import ITER
 from ..lower.mma_forms import WGMMA_MAX_N, MmaSwizzle, OperandStaging, TensorCoreMma, k_steps, mma_staging_pitches
 from ..lower.software_pipeline import pipelined_op
-from ..lower.tileas import ITER
 from ..lower.tiles import element_bytes
 from ..tile import ops_arith as AR
 from ..tile.enums import Signedness
 from . import intrinsics as X
 from .emit_async import pipelined_mma
-from .emit_shape import _spill
-from .nvvm import I32, KernelEmitter, _runtime_mask, _smem_type, _to_smem, emits
-from .values import BF16, TileVal, llvm_type
+from .emit_shape import spill_tile
+from .nvvm import I32, KernelEmitter, emits, runtime_mask
+from .values import BF16, TileVal, llvm_type, smem_type, to_smem
 
 
 def _to_acc(b: ir.IRBuilder, v: ir.Value, src: T.ScalarType, acc: ir.Type, signed: bool = True,
@@ -95,8 +95,8 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
     a_bytes = element_bytes(a_t) * a_t.num_elements
     scaled = isinstance(op, AR.MmaFScaledOp)
     X.barrier(b)
-    _spill(em, lhs, a_t)
-    _spill(em, rhs, b_t, offset=a_bytes)
+    spill_tile(em, lhs, a_t)
+    spill_tile(em, rhs, b_t, offset=a_bytes)
     if scaled:
         sa_t, sb_t = op.operands[3].type, op.operands[4].type
         scale_t = T.element_type(sa_t)
@@ -104,8 +104,8 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
             raise CompileError(f"'{op.name}' with {scale_t} scales is not supported yet")
         sa_off = a_bytes + element_bytes(b_t) * b_t.num_elements
         sb_off = sa_off + sa_t.num_elements
-        _spill(em, em.tile(op, 3), sa_t, offset=sa_off)
-        _spill(em, em.tile(op, 4), sb_t, offset=sb_off)
+        spill_tile(em, em.tile(op, 3), sa_t, offset=sa_off)
+        spill_tile(em, em.tile(op, 4), sb_t, offset=sb_off)
         block_a, block_b = kdim // sa_t.shape[-1], kdim // sb_t.shape[-2]
     X.barrier(b)
     out_ty = acc.regs[0].type
@@ -163,8 +163,8 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
     a_pitch, b_pitch = mma_staging_pitches(op)
     a_bytes = element_bytes(a_t) * a_t.shape[0] * a_pitch
     X.barrier(b)
-    _spill(em, lhs, a_t, place=lambda c: b.add(b.mul(c[0], ir.Constant(I32, a_pitch)), c[1]))
-    _spill(em, rhs, b_t, offset=a_bytes, place=lambda c: b.add(b.mul(c[0], ir.Constant(I32, b_pitch)), c[1]))
+    spill_tile(em, lhs, a_t, place=lambda c: b.add(b.mul(c[0], ir.Constant(I32, a_pitch)), c[1]))
+    spill_tile(em, rhs, b_t, offset=a_bytes, place=lambda c: b.add(b.mul(c[0], ir.Constant(I32, b_pitch)), c[1]))
     X.barrier(b)
     operands = TensorCoreOperands(em, form, acc.layout, a_pitch, b_pitch, a_bytes)
     em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))
@@ -297,11 +297,11 @@ def _stage(em: KernelEmitter, tv: TileVal, operand: OperandStaging) -> None:
     b = em.b
     esize = operand.elem_bytes
     to_offset = tv.layout.invert_and_compose(operand.tile)
-    st = _smem_type(tv.regs[0].type)
+    st = smem_type(tv.regs[0].type)
     vector = to_offset.largest_vectorization(0, 16 // esize)
     for first in em.unique_regs(tv.layout)[::vector]:
         slot = em.smem_slot(_padded_offset(em, to_offset, first, operand.padding), esize, operand.base)
-        values = [_to_smem(b, tv.regs[first + j], st) for j in range(vector)]
+        values = [to_smem(b, tv.regs[first + j], st) for j in range(vector)]
         if vector == 1:
             b.store(values[0], slot)
             continue
@@ -324,7 +324,7 @@ def _padded_offset(em: KernelEmitter, layout: LinearLayout, reg: int, padding: O
     if padding is None:
         return em.coords(layout, reg)[0]
     (const,) = layout.apply(reg=reg)
-    if const & _runtime_mask(layout, 0) or ITER in layout.names:
+    if const & runtime_mask(layout, 0) or ITER in layout.names:
         return _pad(em.b, em.coords(layout, reg)[0], padding)
     runtime = _pad(em.pb, em.runtime_coords(layout)[0], padding)       # the same each register: CSE'd
     return em.b.add(runtime, ir.Constant(I32, padding.apply(const)))

@@ -18,13 +18,15 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Block, Function, Module, Operation, Value
 from ..layout.linear import LANE, REG, WARP, LinearLayout
-from ..lower.tileas import ITER, TileAS, chunk_layout_of, element_bytes
+from ..lower.chunks import ITER, ChunkGroup
+from ..lower.tileas import TileAS
+from ..lower.tiles import element_bytes
 from ..record import record
 from . import intrinsics as X
 from .debuginfo import LineInfo
 from .llvm_targets import NVPTX_DATA_LAYOUT, NVPTX_TRIPLE, nvptx_assembly
 from .order import order_function
-from .values import Emitted, TileVal, byte_gep, llvm_type
+from .values import Emitted, TileVal, byte_gep, from_smem, llvm_type, smem_type, to_smem
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 
@@ -93,6 +95,11 @@ class KernelEmitter:
         self.pb = ir.IRBuilder(self.llfn.append_basic_block("entry"))
         self.b = ir.IRBuilder(self.llfn.append_basic_block("body"))
         self.values: dict[Value, Emitted] = {}
+        #: what this emitter reads instead of TileAS's layouts and conversions while it emits
+        #: ops in layouts TileAS recorded for one place (a chunked loop, a recomputation):
+        #: the values' layouts there, and the uses whose conversion is not made there
+        self._layouts: dict[Value, LinearLayout] = {}
+        self._unconverted: frozenset = frozenset()
         #: ids of the phis that merge a guarded load's registers with its padding
         self.load_merges: set[int] = set()
         self._coord_cache: dict[LinearLayout, list[ir.Value]] = {}
@@ -247,11 +254,9 @@ class KernelEmitter:
                         materialize(r)
             self.emit_op(op)
 
-    def emit_chunk_loop(self, group) -> None:
-        """The group's ops once per chunk of registers (see tileas.ChunkGroup)."""
+    def emit_chunk_loop(self, group: ChunkGroup) -> None:
+        """The group's ops once per chunk of registers (see chunks.ChunkGroup: the layouts inside the loop)."""
         b = self.b
-        results = [r for op in group.ops for r in op.results if r in self.tas.layouts and r.type.rank > 0]
-        saved = {r: self.tas.layouts[r] for r in results}
         pre = b.block
         loop = self.llfn.append_basic_block("chunk.loop")
         done = self.llfn.append_basic_block("chunk.done")
@@ -261,13 +266,11 @@ class KernelEmitter:
         counter.add_incoming(ir.Constant(I32, 0), pre)
         self.iteration = counter
         self._iter_cache = {}
-        for r in results:
-            self.tas.layouts[r] = chunk_layout_of(saved[r], group.regs)
         try:
-            for op in demand_order(group.ops, self.reads):
-                self.emit_op(op)
+            with self.layouts_of_place(group.layouts):
+                for op in demand_order(group.ops, self.reads):
+                    self.emit_op(op)
         finally:
-            self.tas.layouts.update(saved)
             self.iteration = None
         nxt = b.add(counter, ir.Constant(I32, 1))
         counter.add_incoming(nxt, b.block)
@@ -277,7 +280,7 @@ class KernelEmitter:
     def emit_op(self, op: Operation) -> None:
         if op in self.tas.aa.silent:  # computes or stores undefined values only (tileaa.poison_of)
             for r in op.results:
-                layout = self.tas.layouts.get(r)
+                layout = self.result_layout(r) if r in self.tas.layouts else None
                 undefined = ir.Constant(llvm_type(r.type), ir.Undefined) if layout is not None else None
                 self.put(r, None if layout is None else TileVal(layout, [undefined] * layout.size("reg")))
             return
@@ -291,7 +294,7 @@ class KernelEmitter:
     def reads(self, op: Operation) -> list[Value]:
         """The values ``op``'s emitter reads: its operands, but for an extract that picks
         from an operand of a ``cat`` (tileas.pick_sources), that operand, and for an operand
-        computed again in another layout (tileas.recompute_plan), what that starts from."""
+        computed again in another layout (layout_rules.recompute_plan), what that starts from."""
         source = self.tas.pick_sources.get(op)
         operands = list(op.operands) if source is None else [source, *op.operands[1:]]
         out = []
@@ -345,7 +348,7 @@ class KernelEmitter:
     def tile(self, op: Operation, i: int) -> TileVal:
         """Operand ``i`` of ``op`` in the layout TileAS chose for that use."""
         v = op.operands[i]
-        want = self.tas.converts.get((op, i))
+        want = self.conversion(op, i)
         plan = self.tas.recomputed.get((op, i))
         if want is not None and plan is not None:
             return self.recompute(v, plan)
@@ -358,25 +361,40 @@ class KernelEmitter:
 
     def recompute(self, v: Value, plan: dict[Value, LinearLayout]) -> TileVal:
         """``v`` computed again by the ops that made it, each emitted as if TileAS had
-        given its result the layout ``plan`` says (tileas.recompute_plan); then the ops'
-        own layouts and values are put back for their other users."""
-        tas = self.tas
+        given its result the layout ``plan`` says (layout_rules.recompute_plan); then the ops'
+        own values are put back for their other users.  The plan gives each op's operands the
+        layouts it needs, so none of their conversions is made here."""
         ops = [u.owner for u in plan]
-        saved_layouts = {u: tas.layouts[u] for u in plan}
         saved_values = {u: self.values[u] for u in plan if u in self.values}
-        saved_converts = {(op, k): tas.converts.pop((op, k)) for op in ops for k in range(len(op.operands))
-                          if (op, k) in tas.converts}
+        unconverted = [(op, k) for op in ops for k in range(len(op.operands))]
         try:
-            tas.layouts.update(plan)
-            for op in ops:
-                self.emit_op(op)
-            return self.values[v]
+            with self.layouts_of_place(plan, unconverted):
+                for op in ops:
+                    self.emit_op(op)
+                return self.values[v]
         finally:
-            tas.layouts.update(saved_layouts)
             for u in plan:
                 self.values.pop(u, None)
             self.values.update(saved_values)
-            tas.converts.update(saved_converts)
+
+    @contextmanager
+    def layouts_of_place(self, layouts: dict[Value, LinearLayout], unconverted: Sequence = ()):
+        """Inside: ``result_layout`` and ``conversion`` read ``layouts`` (recorded by TileAS
+        for the place being emitted) before TileAS's own, and no conversion of the uses in
+        ``unconverted``.  TileAS itself is not written."""
+        saved = self._layouts, self._unconverted
+        self._layouts = {**self._layouts, **layouts}
+        self._unconverted = self._unconverted.union(unconverted)
+        try:
+            yield
+        finally:
+            self._layouts, self._unconverted = saved
+
+    def conversion(self, op: Operation, i: int) -> Optional[LinearLayout]:
+        """The layout TileAS converts operand ``i`` of ``op`` to here (None: none)."""
+        if (op, i) in self._unconverted:
+            return None
+        return self.tas.converts.get((op, i))
 
     def scalar(self, op: Operation, i: int) -> ir.Value:
         return self.tile(op, i).scalar
@@ -385,7 +403,9 @@ class KernelEmitter:
         return self.values[v]
 
     def result_layout(self, r: Value) -> LinearLayout:
-        return self.tas.layouts[r]
+        """The layout of ``r`` where it is being emitted (``layouts_of_place``), else TileAS's."""
+        layout = self._layouts.get(r)
+        return self.tas.layouts[r] if layout is None else layout
 
     # -- layouts ---------------------------------------------------------------------
     def runtime_coords(self, layout: LinearLayout) -> list[ir.Value]:
@@ -406,7 +426,7 @@ class KernelEmitter:
         """Tile coordinates (i32 per dim) of register ``reg`` of this thread."""
         const = layout.apply(reg=reg)
         runtime = self.runtime_coords(layout)
-        out = [r if c == 0 else self._combine_bits(self.pb, r, c, _runtime_mask(layout, d))
+        out = [r if c == 0 else self._combine_bits(self.pb, r, c, runtime_mask(layout, d))
                for d, (r, c) in enumerate(zip(runtime, const))]
         if ITER in layout.names:
             if self.iteration is None:
@@ -421,10 +441,10 @@ class KernelEmitter:
         return out
 
     @staticmethod
-    def _combine_bits(b: ir.IRBuilder, runtime: ir.Value, const: int, runtime_mask: int) -> ir.Value:
+    def _combine_bits(b: ir.IRBuilder, runtime: ir.Value, const: int, mask: int) -> ir.Value:
         """runtime ^ const; an add when their bits cannot overlap (blocked layouts), so
         LLVM folds the constant into address offsets (``[%rd+16]``)."""
-        if const & runtime_mask == 0:
+        if const & mask == 0:
             return b.add(runtime, ir.Constant(I32, const), flags=["nuw", "nsw"])
         return b.xor(runtime, ir.Constant(I32, const))
 
@@ -458,8 +478,7 @@ class KernelEmitter:
         if self._smem is None:
             size = max(self.tas.smem_bytes, 16)
             g = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), size), name=f"global_smem_{self.fn.name}", addrspace=3)
-            g.align = 128 if self.tas.tma else 16    # TMA staging buffers are 128-byte aligned
-            g.align = max([g.align, *(s.align for s in self.tas.wgmma_staging.values())])  # swizzle repeats
+            g.align = self.tas.smem_align
             g.linkage = "internal"
             g.initializer = ir.Constant(ir.ArrayType(ir.IntType(8), size), None)
             self._smem = g
@@ -487,16 +506,16 @@ class KernelEmitter:
         if tv.layout.rank == 0:  # every thread already holds the scalar
             return TileVal(dst, [tv.regs[0]] * dst.size(REG))
         esize = element_bytes(ty)
-        store_ty = _smem_type(tv.regs[0].type)
+        store_ty = smem_type(tv.regs[0].type)
         X.barrier(self.b)
         for reg in self.unique_regs(tv.layout):
             slot = self.smem_slot(self.flat_index(self.coords(tv.layout, reg), tv.layout.shape), esize)
-            self.b.store(_to_smem(self.b, tv.regs[reg], store_ty), slot)
+            self.b.store(to_smem(self.b, tv.regs[reg], store_ty), slot)
         X.barrier(self.b)
         regs = []
         for reg in range(dst.size(REG)):
             slot = self.smem_slot(self.flat_index(self.coords(dst, reg), dst.shape), esize)
-            regs.append(_from_smem(self.b, self.b.load(slot, typ=store_ty), tv.regs[0].type))
+            regs.append(from_smem(self.b, self.b.load(slot, typ=store_ty), tv.regs[0].type))
         return TileVal(dst, regs)
 
 
@@ -522,7 +541,7 @@ def demand_order(ops: Sequence[Operation], reads: Callable[[Operation], list[Val
         else:
             seen.add(u)
             stack.append((u, iter(reads(u))))
-    # the group is what the anchor reaches (tileas._collect_group); else block order
+    # the group is what the anchor reaches (chunks._collect_group); else block order
     return order if len(order) == len(ops) else list(ops)
 
 
@@ -535,7 +554,7 @@ def captured(op: Operation) -> list[Value]:
     return [v for v in dict.fromkeys(u for o in nested for u in o.operands) if v not in inside]
 
 
-def _runtime_mask(layout: LinearLayout, dim: int) -> int:
+def runtime_mask(layout: LinearLayout, dim: int) -> int:
     """Bits of coordinate ``dim`` that lanes, warps and chunk iterations can set."""
     mask = 0
     for name in (LANE, WARP, ITER):
@@ -567,20 +586,6 @@ def _xor_bits(b: ir.IRBuilder, acc: ir.Value, src: ir.Value, coeffs: list[int]) 
         acc = part if isinstance(acc, ir.Constant) and acc.constant == 0 else b.xor(acc, part)
         k += run
     return acc
-
-
-def _smem_type(t: ir.Type) -> ir.Type:
-    if isinstance(t, ir.IntType) and t.width == 1:
-        return ir.IntType(8)
-    return t
-
-
-def _to_smem(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:
-    return b.zext(v, t) if v.type != t else v
-
-
-def _from_smem(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:
-    return b.trunc(v, t) if v.type != t else v
 
 
 # -- PTX ------------------------------------------------------------------------------
@@ -618,7 +623,7 @@ def line_info(module: ir.Module) -> LineInfo:
 def emit_module(module: Module, analyses: dict[str, TileAS], target: Target,
                 positions: Optional[dict] = None) -> ir.Module:
     """LLVM IR for every entry function of ``module``."""
-    from . import emit_arith, emit_control, emit_memory, emit_shape  # noqa: F401  (register emitters)
+    from . import emit_arith, emit_control, emit_memory, emit_reduce, emit_shape  # noqa: F401  (register emitters)
 
     llmod = ir.Module(name="tileiras")
     if target.lineinfo:

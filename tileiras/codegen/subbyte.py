@@ -31,7 +31,7 @@ from ..ir import types as T
 from ..layout.linear import LinearLayout
 from ..record import record
 from . import intrinsics as X
-from .nvvm import I64, KernelEmitter, _runtime_mask
+from .nvvm import I64, KernelEmitter, runtime_mask
 from .values import TiledViewVal
 
 I1, I8, I32 = ir.IntType(1), ir.IntType(8), ir.IntType(32)
@@ -109,7 +109,7 @@ def _partners(view: TiledViewVal, layout: LinearLayout) -> tuple[list[Optional[i
         k = moved[0]
         step = view.traversal[k] if view.traversal else view.tile_shape[k]
         if view.sparse_dim is not None or view.tensor.strides[view.dim_map[k]] != 1 or step % 2 \
-                or _runtime_mask(layout, k) & 1:
+                or runtime_mask(layout, k) & 1:
             continue
         for reg in range(n):
             if reg & (1 << j) == 0 and layout.apply(reg=reg)[k] % 2 == 0:

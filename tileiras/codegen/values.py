@@ -110,3 +110,20 @@ class TiledViewVal:
 
 
 Emitted = Union[TileVal, TensorViewVal, TiledViewVal, None]
+
+
+def smem_type(t: ir.Type) -> ir.Type:
+    """The type a register of type ``t`` takes in shared memory: predicates (i1) as bytes."""
+    if isinstance(t, ir.IntType) and t.width == 1:
+        return ir.IntType(8)
+    return t
+
+
+def to_smem(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:
+    """``v`` as the shared-memory type ``t`` (``smem_type``) it is stored as."""
+    return b.zext(v, t) if v.type != t else v
+
+
+def from_smem(b: ir.IRBuilder, v: ir.Value, t: ir.Type) -> ir.Value:
+    """A value loaded from shared memory back as the register type ``t``."""
+    return b.trunc(v, t) if v.type != t else v

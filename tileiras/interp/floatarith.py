@@ -19,7 +19,7 @@ from ..tile import ops_arith as O
 from ..tile.enums import ComparisonOrdering, ComparisonPredicate, RoundingMode
 from . import floats as F
 from .core import impl
-from .intarith import _PREDICATES
+from .intarith import PREDICATES
 from .values import scalar_of
 
 
@@ -193,7 +193,7 @@ def _minf(frame, op, a, b):
 def _cmpf(frame, op, a, b):
     x, y = _f64(a), _f64(b)
     with np.errstate(invalid="ignore"):
-        r = _PREDICATES[op.comparison_predicate](x, y)
+        r = PREDICATES[op.comparison_predicate](x, y)
     unordered = np.isnan(x) | np.isnan(y)
     if op.comparison_ordering is ComparisonOrdering.UNORDERED:
         r = r | unordered

@@ -179,7 +179,7 @@ def _shri(frame, op, a, b):
     return (from_int(r, bits),)
 
 
-_PREDICATES = {
+PREDICATES = {
     ComparisonPredicate.EQUAL: np.equal,
     ComparisonPredicate.NOT_EQUAL: np.not_equal,
     ComparisonPredicate.LESS_THAN: np.less,
@@ -193,4 +193,4 @@ _PREDICATES = {
 def _cmpi(frame, op, a, b):
     bits = bits_of(op.lhs.type)
     x, y = _operand(a, bits, op.signedness), _operand(b, bits, op.signedness)
-    return (np.asarray(_PREDICATES[op.comparison_predicate](x, y), dtype=np.bool_),)
+    return (np.asarray(PREDICATES[op.comparison_predicate](x, y), dtype=np.bool_),)

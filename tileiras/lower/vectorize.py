@@ -147,7 +147,7 @@ def register_run(layout: LinearLayout) -> int:
 def plan_vectors(tas) -> dict[Operation, int]:
     """The width each view access is emitted with: its allowed run, no more than its
     layout gives a thread (per chunk, for an op in a chunked loop)."""
-    from .tileas import chunk_layout_of
+    from .chunks import chunk_layout_of
 
     out = {}
     for op, allowed in tas.access_allowed.items():

@@ -220,7 +220,7 @@ def apfloat_to_string(dec: Decoded, fmt: FloatFormat, format_precision: int = 0,
     return sign + "0." + "0" * (-whole) + digits
 
 
-def _parse_decimal(text: str) -> tuple[bool, Fraction]:
+def parse_decimal(text: str) -> tuple[bool, Fraction]:
     negative = text.startswith("-")
     return negative, Fraction(text.lstrip("+-").replace("E", "e"))
 
@@ -231,7 +231,7 @@ def format_float(bits: int, type_name: str) -> str:
     dec = decode(bits, fmt)
     if dec.kind in ("zero", "normal"):
         text = apfloat_to_string(dec, fmt, 6, 0, False)
-        negative, value = _parse_decimal(text)
+        negative, value = parse_decimal(text)
         if encode(value, negative, fmt) == bits:
             return text
         text = apfloat_to_string(dec, fmt)

@@ -12,7 +12,7 @@ from typing import Optional
 
 from ..ir import attrs as A
 from ..ir import types as T
-from .floats import FORMATS, _parse_decimal, encode
+from .floats import FORMATS, parse_decimal, encode
 from .parser_scan import Scanner
 
 SCALARS = frozenset(T.SCALAR_BITWIDTH)
@@ -371,7 +371,7 @@ def float_bits(sc: Scanner, text: str, element: T.ScalarType, start: int) -> int
         if bits >> fmt.width:
             raise sc.error("float constant out of range for type", start)
         return bits
-    negative, magnitude = _parse_decimal(text)
+    negative, magnitude = parse_decimal(text)
     bits = encode(Fraction(magnitude), negative, fmt)
     if bits is None and fmt.has_inf:  # APFloat rounds an overflowing decimal to infinity
         sign = int(negative) << (fmt.width - 1) if fmt.signed else 0

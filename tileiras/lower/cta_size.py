@@ -1,0 +1,164 @@
+"""CTA sizes fitted to NVIDIA's tileiras: how many warps a kernel's CTA has.
+
+The CTA size is kernel ABI (``.reqntid``): a launch with another block shape fails, so
+ours must equal NVIDIA's for every kernel.  NVIDIA decides it in passes we do not have
+(its warp specialization, its schedule pass, a cost model); the rules here are fitted to
+the ``.reqntid`` its tileiras 13.5 writes, and say on which measurements:
+
+* ``DEFAULT_WARPS``: 4 warps for a kernel without a hint (``.reqntid 128`` on every kernel
+  of the aligned corpus that has no warp group beside its workers); a kernel whose tiles
+  all hold one element takes a single warp;
+* ``mma_extra_warps``: a warp group beside the workers for matrix multiplies NVIDIA runs
+  warp-specialized (``TCGEN05_ARCHS`` and ``SIMT_WS_THRESHOLDS``; measured on every
+  power-of-two shape from 16 to 256 and K from 4 to 512, test_abi_vs_real.py);
+* ``multimem_extra_warps``: a second warp group for multimem ops NVIDIA stages through
+  shared memory (measured on sm_100, test_multimem.py CTA_SIZES and LOAD_CTA_SIZES).
+
+``choose_num_warps`` combines them with the kernel's ``num_worker_warps`` hint.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..ir import types as T
+from ..ir.core import Operation, Value
+from ..tile import ops_arith as AR
+from ..tile import ops_core as CO
+from ..tile import ops_memory as MEM
+from ..tile.traits import is_plain_load
+from .tileaa import TileAA, unpairable
+from .tiles import is_tile
+
+#: Warps of a kernel without a hint whose biggest tile has more than one element (NVIDIA's
+#: tileiras: 128 threads, before the warp groups below).
+DEFAULT_WARPS = 4
+#: Architectures with tcgen05 tensor cores: NVIDIA's tileiras runs their matrix multiplies
+#: warp-specialized, with a warp group (4 warps) beside the workers (the CTA size is kernel ABI).
+TCGEN05_ARCHS = (100, 103, 107, 110)
+#: mmaf operand types tcgen05.mma takes (kind::f16, kind::tf32, kind::f8f6f4), with their bits.
+TCGEN05_OPERAND_BITS = {"f16": 16, "bf16": 16, "tf32": 32, "f8E4M3FN": 8, "f8E5M2": 8}
+#: SIMT matrix multiplies (f32 on FMA units, f64) NVIDIA's tileiras also warp-specializes
+#: when big enough: M*N at least 16384, or M*N*K at least the first number, or K at least the
+#: second with M*N at least the third, or K at least the fourth (fitted to its .reqntid on
+#: every power-of-two shape from 16 to 256 and K from 4 to 512; f32 alike on sm_90, sm_100
+#: and sm_120, never on sm_8x; f64 measured on sm_100 only, sm_90 and sm_120 differ).
+SIMT_WS_THRESHOLDS = {"f32": (1 << 17, 64, 1024, 128), "f64": (1 << 18, 256, 512, 512)}
+
+
+def mma_extra_warps(op: Operation, arch: int) -> int:
+    """Warps NVIDIA's tileiras (13.5) adds to the CTA for this matrix multiply, as read from
+    ``.reqntid`` (test_abi_vs_real.py has the cases):
+
+    * mmaf on tcgen05 archs with tcgen05 operands: M >= 64, N >= 8 and K of at least 256 bits
+      (16 f16, 8 tf32, 32 f8): 4 warps, 8 when M is 64 and N above 256;
+    * mmaf_scaled on tcgen05 archs: M and N >= 32 (32x16 and 16x32 keep 128 threads);
+    * f32 mmaf on sm_90+, f64 on tcgen05 archs: 4 warps by ``SIMT_WS_THRESHOLDS``.
+
+    Other shapes keep the plain CTA size (integer ones always; NVIDIA decides tensor-core
+    types too small for tcgen05, and f64 or those below sm_100, by a cost model not
+    reproduced here)."""
+    if not isinstance(op, (AR.MmaFOp, AR.MmaFScaledOp)):
+        return 0
+    m, n = op.results[0].type.shape[-2:]
+    if isinstance(op, AR.MmaFScaledOp):
+        return 4 if arch in TCGEN05_ARCHS and m >= 32 and n >= 32 else 0
+    operand = T.element_type(op.lhs.type).name
+    k = op.lhs.type.shape[-1]
+    bits = TCGEN05_OPERAND_BITS.get(operand)
+    if arch in TCGEN05_ARCHS and bits and m >= 64 and n >= 8 and k * bits >= 256:
+        return 8 if m == 64 and n > 256 else 4
+    limits = SIMT_WS_THRESHOLDS.get(operand)
+    if limits is None or arch < 90 or (operand == "f64" and arch not in TCGEN05_ARCHS):
+        return 0
+    work, long_k, wide, longest_k = limits
+    big = m * n >= 16384 or m * n * k >= work or (k >= long_k and m * n >= wide) or k >= longest_k
+    return 4 if big else 0
+
+
+def has_own_layout(op: Operation) -> bool:
+    """Does ``op`` produce its tile in a layout of its own (not the multimem pair layout):
+    plain loads and iota."""
+    return is_plain_load(op) or isinstance(op, CO.IotaOp)
+
+
+def multimem_extra_warps(op: Operation, aa: Optional[TileAA] = None) -> int:
+    """Warps NVIDIA's tileiras (13.5) adds to the CTA for a multimem op (kernel ABI:
+    ``.reqntid`` 256, not 128).  It stages the tile through shared memory: one warp group
+    computes the tile and writes it there, a second group waits on an mbarrier, reads it and
+    goes on.  Measured on sm_100 (test_multimem.py, CTA_SIZES and LOAD_CTA_SIZES):
+
+    * a store or reduction of f16/bf16 pairs when the tile must change layout to become
+      pairs (``needs_pairing``) and has more than one pair (a single pair takes a warp in
+      each group: still 128 threads);
+    * a load-reduce whose tile is used by anything but a ``store_view`` (arithmetic,
+      a reduction: whatever the element type, f32 and f64 too), or, stored as it is, a
+      16-bit one by ``load_reduce_stages``.
+
+    We stage nothing: our layouts spread the tile over all eight warps, which issue the
+    same ``multimem`` instructions (each thread half as many as a thread of NVIDIA's)."""
+    if isinstance(op, MEM.MultimemLoadReduceViewTkoOp):
+        return 4 if aa is not None and load_reduce_stages(op, aa) else 0
+    if not isinstance(op, (MEM.MultimemStoreViewTkoOp, MEM.MultimemReduceViewTkoOp)):
+        return 0
+    tile = op.tile.type
+    if tile.element.bitwidth != 16 or tile.num_elements <= 2:
+        return 0
+    return 4 if needs_pairing(op.tile) else 0
+
+
+#: Consumers a load-reduce's tile goes to unchanged (a multimem store of it: 128 threads, measured).
+#: Stage-local: a rule fitted to NVIDIA's CTA sizes, about these three ops and nothing they share.
+STORED_AS_IT_IS = (MEM.StoreViewTkoOp, MEM.MultimemStoreViewTkoOp, MEM.MultimemReduceViewTkoOp)
+
+
+def load_reduce_stages(op: Operation, aa: TileAA) -> bool:
+    """Does NVIDIA's tileiras run this load-reduce in a warp group of its own?  Fitted to its
+    ``.reqntid`` on sm_100 (test_multimem.py, LOAD_CTA_SIZES; the rule is not NVIDIA's own,
+    which its schedule pass decides): always when the tile feeds anything but a
+    store (``STORED_AS_IT_IS``); stored as it is, 32/64-bit tiles never, 16-bit ones under 64 elements
+    (pairs fewer than a warp's lanes) and from 512 elements, but not from 64 to 256, nor
+    256x2 (NVIDIA loops over its rows) nor 1024 elements of at least 8 along the last
+    dim and 8 across the others (one measured shape, 4x32x8, breaks this last part).
+    Unpairable 16-bit tiles (``tileaa.unpairable``) emit no code: 128 threads."""
+    if unpairable(op):  # no code, whatever uses its (undefined) tile
+        return False
+    tile = op.results[0]
+    if any(tile in u.operands and not isinstance(u, STORED_AS_IT_IS) for u in aa.live_ops()):
+        return True
+    shape = tuple(tile.type.shape)
+    n = tile.type.num_elements
+    if tile.type.element.bitwidth != 16 or 64 <= n <= 256 or shape == (256, 2):
+        return False
+    if n == 1024 and len(shape) >= 2 and 8 <= shape[-1] <= n // 8:
+        return False
+    return True
+
+
+def needs_pairing(v: Value) -> bool:
+    """Does tile ``v`` come from a producer with a layout of its own (loads, iota, values
+    carried by a block), through any ops?  Constants, single elements and multimem
+    loads take the pair layout as they are (NVIDIA keeps 128 threads for them)."""
+    seen: set[Value] = set()
+    work = [v]
+    while work:
+        u = work.pop()
+        if u in seen or u.type.num_elements == 1 or isinstance(u.owner, MEM.MultimemLoadReduceViewTkoOp):
+            continue
+        seen.add(u)
+        if u.is_block_argument or has_own_layout(u.owner) or u.owner.regions:
+            return True
+        work.extend(x for x in u.owner.operands if is_tile(x))
+    return False
+
+
+def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[int, int]:
+    """(warps the layouts use, extra warps in the CTA).  Layouts need a power of two;
+    warps beyond it (a non-power-of-two hint, the MMA warp group) hold copies."""
+    if hint:
+        warps = hint
+    else:
+        biggest = max((r.type.num_elements for op in aa.live_ops() for r in op.results if is_tile(r)), default=1)
+        warps = 1 if biggest <= 1 else DEFAULT_WARPS
+    warps += max((max(mma_extra_warps(op, arch), multimem_extra_warps(op, aa)) for op in aa.live_ops()), default=0)
+    layout_warps = 1 << (warps.bit_length() - 1)
+    return layout_warps, warps - layout_warps

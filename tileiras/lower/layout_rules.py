@@ -1,0 +1,460 @@
+"""The layout rules of TileAS: one ``@layout_rule(OpClass)`` function per kind of op.
+
+Each rule reads the layouts of an op's operands (``tas.layouts``), records the layout of
+each tile it produces, the conversions its operands need (``_want``: computed again in
+the wanted layout where ``recompute_plan`` finds that cheap, else through shared memory)
+and the shared-memory scratch it needs (``_need_scratch``).  ``assign_block`` applies them
+to a block in order; ``tileas.assign_layouts`` drives it over the function.
+
+* loads, constants, iota, control-flow results and loop-carried values use the
+  *canonical* layout of their shape (``TileAS.canonical``);
+* element-wise ops take their first tile operand's layout and convert the rest;
+* reshape and permute relabel coordinates: the layout moves along for free;
+* a reduction's result keeps the surviving dims of its input's layout;
+* broadcast wants its input in the output's layout with the broadcast dims
+  squashed, which makes it a register copy.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Optional
+
+from ..ir import types as T
+from ..ir.core import Block, Operation, Value
+from ..layout.linear import LANE, REG, WARP, LinearLayout
+from ..tile import ops_arith as AR
+from ..tile import ops_control as CF
+from ..tile import ops_core as CO
+from ..tile import ops_memory as MEM
+from ..tile.enums import MemoryOrderingSemantics
+from ..tile.registry import ops_with
+from ..tile.traits import Contraction, Elementwise, is_contraction, is_free, is_recomputable
+from .mma_forms import mma_staging_pitches, wgmma_staging
+from .subbyte import holds_pairs, is_subbyte, unit_dim
+from .tiles import access_bytes, element_bytes, is_tile
+
+if TYPE_CHECKING:
+    from .tileas import TileAS
+
+#: Ops whose result holds the source's registers under relabelled coordinates.  Stage-local:
+#: a fact about register layouts (``LinearLayout.reshape``/``permute``), which only TileAS has.
+RELABELS = (CO.ReshapeOp, CO.PermuteOp)
+
+
+def assign_block(tas: TileAS, block: Block) -> None:
+    """Apply each live op's layout rule, in block order (regions through their op's rule)."""
+    for op in block.ops:
+        if op in tas.aa.dead:
+            continue
+        rule = _RULES.get(type(op), _canonical_results)
+        rule(tas, op)
+
+
+Rule = Callable[["TileAS", Operation], None]
+_RULES: dict[type, Rule] = {}
+
+
+def layout_rule(*classes: type) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        for c in classes:
+            _RULES[c] = fn
+        return fn
+    return register
+
+
+def _want(tas: TileAS, op: Operation, i: int, layout: LinearLayout) -> None:
+    """Operand ``i`` must be in ``layout``; record a conversion if it is not: computed
+    again in that layout when that is cheap, else through shared memory."""
+    v = op.operands[i]
+    if is_tile(v) and tas.layouts.get(v) != layout:
+        tas.converts[(op, i)] = layout
+        plan = recompute_plan(tas, v, layout, op.parent)
+        if plan is not None:
+            tas.recomputed[(op, i)] = plan
+            return
+        need = v.type.num_elements * element_bytes(v.type)
+        tas.scratch[op] = max(tas.scratch.get(op, 0), need)
+
+
+#: The most instruction-producing ops one recomputation repeats (per register).
+RECOMPUTE_OPS = 16
+
+
+def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout,
+                   block: Optional[Block] = None) -> Optional[dict[Value, LinearLayout]]:
+    """How to compute tile ``v`` again in ``layout`` (for a user in ``block``) instead of
+    converting it through shared memory: the layout of every tile on the way, producers
+    first; None when that is not cheap.  The way may take ``Recomputable`` ops (traits.py:
+    constants, iota, relabels, broadcasts, integer and simple float arithmetic; integer
+    division only by a constant), at most ``RECOMPUTE_OPS`` of them, and loads that
+    ``reloadable`` allows; it ends at scalars, which every thread holds.  A conversion
+    costs two barriers and shared-memory traffic and keeps both layouts' registers live;
+    NVIDIA's tileiras computes such values again too (its gather/scatter PTX reloads an
+    index tile in the second layout it needs and uses no shared memory)."""
+    plan: dict[Value, LinearLayout] = {}
+    work = [0]
+
+    def visit(u: Value, want: LinearLayout) -> bool:
+        if not is_tile(u) or u.type.rank == 0:
+            return True
+        if u in plan:
+            return plan[u] == want
+        op = u.owner
+        if isinstance(op, (AR.DivIOp, AR.RemIOp)):
+            if not _is_constant(op.rhs):
+                return False
+        elif isinstance(op, (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp)):
+            if not reloadable(tas, op, block):
+                return False
+        elif not is_recomputable(op):
+            return False
+        if not is_free(op):
+            work[0] += 1
+            if work[0] > RECOMPUTE_OPS:
+                return False
+        for k, w in enumerate(op.operands):
+            if not visit(w, _operand_layout_for(op, k, want)):
+                return False
+        plan[u] = want
+        return True
+
+    return plan if visit(v, layout) else None
+
+
+def reloadable(tas: TileAS, op: Operation, block: Optional[Block]) -> bool:
+    """May this load run again, later, in the same block?  A weak load that no write is
+    token-ordered before or after may observe memory at any point (Tile IR orders
+    token-ordered operations only through their tokens), so a second execution is one
+    of its legal executions; 4-bit tiles (byte pairs) and gathers are left alone."""
+    if op.parent is not block or op.attributes.get("memory_ordering_semantics") != MemoryOrderingSemantics.WEAK:
+        return False
+    result = op.results[0]
+    if result in tas.pairs or is_subbyte(result.type) or tas.aa.needs_barrier(op):
+        return False
+    if isinstance(op, MEM.LoadViewTkoOp) and any(is_tile(v) and v.type.rank > 0 for v in op.index):
+        return False
+    return not tas.aa.observed_by_write(op)
+
+
+def _is_constant(v: Value) -> bool:
+    while isinstance(v.owner, (CO.BroadcastOp, CO.ReshapeOp)):
+        v = v.owner.source
+    return isinstance(v.owner, CO.ConstantOp)
+
+
+def _operand_layout_for(op: Operation, i: int, result: LinearLayout) -> LinearLayout:
+    """The layout operand ``i`` of a recomputed op needs for its result to be in ``result``
+    without moving data (the inverse of the layout rules below)."""
+    if isinstance(op, CO.ReshapeOp):
+        return result.reshape(op.source.type.shape)
+    if isinstance(op, CO.PermuteOp):
+        perm = list(op.permutation)
+        return result.permute([perm.index(d) for d in range(len(perm))])
+    if isinstance(op, CO.BroadcastOp):
+        return result.squash(d for d, (a, b) in enumerate(zip(op.source.type.shape, op.result.type.shape))
+                             if a != b)
+    return result
+
+
+def _canonical_results(tas: TileAS, op: Operation) -> None:
+    for r in op.results:
+        if is_tile(r):
+            tas.layouts[r] = tas.canonical_type(r.type) if op.regions else tas.canonical_of(r)
+    for region in op.regions:
+        for block in region.blocks:
+            for a in block.args:
+                if is_tile(a):
+                    tas.layouts[a] = tas.canonical_type(a.type)
+            assign_block(tas, block)
+
+
+def _elementwise(tas: TileAS, op: Operation) -> None:
+    tiles = [i for i, v in enumerate(op.operands) if is_tile(v) and v.type.shape == op.results[0].type.shape]
+    if not tiles:
+        return _canonical_results(tas, op)
+    layout = tas.layouts[op.operands[tiles[0]]]
+    for i in tiles[1:]:
+        _want(tas, op, i, layout)
+    for r in op.results:
+        tas.layouts[r] = layout
+
+
+@layout_rule(CO.ReshapeOp)
+def _reshape(tas: TileAS, op: Operation) -> None:
+    tas.layouts[op.result] = tas.layouts[op.source].reshape(op.result.type.shape)
+
+
+@layout_rule(CO.PermuteOp)
+def _permute(tas: TileAS, op: Operation) -> None:
+    tas.layouts[op.result] = tas.layouts[op.source].permute(op.permutation)
+
+
+@layout_rule(CO.BroadcastOp)
+def _broadcast(tas: TileAS, op: Operation) -> None:
+    out = tas.canonical_of(op.result)
+    dims = [d for d, (a, b) in enumerate(zip(op.source.type.shape, op.result.type.shape)) if a != b]
+    _want(tas, op, 0, out.squash(dims))
+    tas.layouts[op.result] = out
+
+
+@layout_rule(CO.ReduceOp)
+def _reduce(tas: TileAS, op: Operation) -> None:
+    src = tas.layouts[op.operands[0]]
+    for i in range(1, len(op.operands)):
+        _want(tas, op, i, src)
+    result = src.drop_dim(op.dim)
+    for r in op.results:
+        tas.layouts[r] = result
+    warps_along = sum(1 for b in src.bases("warp") if b[op.dim])
+    if warps_along:
+        n = op.results[0].type.num_elements
+        tas.scratch[op] = max(tas.scratch.get(op, 0),
+                              (1 << warps_along) * n * sum(element_bytes(r.type) for r in op.results))
+    _combiner_block(tas, op)
+
+
+@layout_rule(CO.ScanOp)
+def _scan(tas: TileAS, op: Operation) -> None:
+    src = tas.layouts[op.operands[0]]
+    for i in range(1, len(op.operands)):
+        _want(tas, op, i, src)
+    for r in op.results:
+        tas.layouts[r] = src
+    if scans_in_place(src, op.dim):
+        # warps exchange their totals through a slot per thread and distinct total: registers
+        # that differ in the register bits below the lowest warp bit share one
+        steps = scan_steps(src, op.dim)
+        warps = [k for k, (_, name, _) in enumerate(steps) if name == WARP]
+        if warps:
+            shared = sum(1 for _, name, _ in steps[:warps[0]] if name == REG)
+            n = tas.num_threads * (src.size(REG) >> shared)
+            tas.scratch[op] = max(tas.scratch.get(op, 0), n * sum(element_bytes(r.type) for r in op.results))
+    else:
+        n = op.results[0].type.num_elements
+        tas.scratch[op] = max(tas.scratch.get(op, 0), n * sum(element_bytes(r.type) for r in op.results))
+    _combiner_block(tas, op)
+
+
+def scans_in_place(layout: LinearLayout, dim: int) -> bool:
+    """Does every register, lane and warp bit of ``layout`` move along ``dim`` only or not
+    at all?  Then a scan along ``dim`` combines elements where they are (codegen's
+    ``_scan_by_bits``), no line needs another's elements."""
+    return all(not base[dim] or not any(c for k, c in enumerate(base) if k != dim)
+               for name in (REG, LANE, WARP) for base in layout.bases(name))
+
+
+def scan_steps(layout: LinearLayout, dim: int) -> list[tuple[int, str, int]]:
+    """The bits of an in-place scan along ``dim``, lowest position first: (the position
+    the bit adds, REG/LANE/WARP, which bit of those)."""
+    return sorted((base[dim], name, i) for name in (REG, LANE, WARP)
+                  for i, base in enumerate(layout.bases(name)) if base[dim])
+
+
+def _combiner_block(tas: TileAS, op: Operation) -> None:
+    block = op.regions[0].blocks[0]
+    for a in block.args:
+        tas.layouts[a] = tas.canonical(())
+    assign_block(tas, block)
+
+
+def cat_in_registers(op: Operation) -> bool:
+    """A ``cat`` of two tiles of one shape: the result holds the first tile's registers,
+    then the second's (``LinearLayout.concat``), nothing moves."""
+    return op.lhs.type.rank > 0 and op.lhs.type.shape == op.rhs.type.shape
+
+
+@layout_rule(CO.CatOp)
+def _cat(tas: TileAS, op: Operation) -> None:
+    if not cat_in_registers(op):
+        return _through_smem(tas, op)
+    layout = tas.layouts[op.lhs]
+    _want(tas, op, 1, layout)
+    tas.layouts[op.result] = layout.concat(op.dim)
+
+
+@layout_rule(CO.ExtractOp)
+def _extract(tas: TileAS, op: Operation) -> None:
+    """At constant indices, a block each thread holds in whole registers is a choice of
+    registers (``LinearLayout.select_block``: the parts of a ``cat``, a row block of a
+    tile with rows in registers); other blocks go through shared memory."""
+    part = op.result.type.shape
+    facts = [tas.aa.fact(v) for v in op.operands[1:]]
+    if all(f.lower is not None and f.lower == f.upper for f in facts):
+        origin = [f.lower * s for f, s in zip(facts, part)]
+        picked = tas.layouts[op.source].select_block(origin, part)
+        if picked is not None:
+            tas.layouts[op.result], tas.picks[op] = picked
+            _pick_through_cats(tas, op)
+            return
+    _through_smem(tas, op)
+
+
+def _pick_through_cats(tas: TileAS, op: Operation) -> None:
+    """An extract whose registers all come from one operand of an in-register ``cat``
+    picks them from that operand: the other operand need not be computed (or loaded) for
+    it, and is not kept live until the extract (cat_extract f32: the second half of a
+    ``cat`` loaded and stored first, then the first half)."""
+    source, picks = op.source, tas.picks[op]
+    while isinstance(source.owner, CO.CatOp) and cat_in_registers(source.owner):
+        cat = source.owner
+        n = tas.layouts[cat.lhs].size(REG)
+        k = 0 if all(j < n for j in picks) else 1 if all(j >= n for j in picks) else None
+        if k is None or (cat, k) in tas.converts:
+            break
+        source, picks = cat.operands[k], [j - k * n for j in picks]
+    if source is not op.source:
+        tas.pick_sources[op], tas.picks[op] = source, picks
+
+
+@layout_rule(CO.InsertOp, CO.PackOp, CO.UnpackOp)
+def _through_smem(tas: TileAS, op: Operation) -> None:
+    tiles = [v for v in op.operands if is_tile(v) and v.type.rank > 0]
+    need = sum(v.type.num_elements * element_bytes(v.type) for v in tiles)
+    tas.scratch[op] = max(tas.scratch.get(op, 0), need, op.result.type.num_elements * element_bytes(op.result.type))
+    _canonical_results(tas, op)
+
+
+@layout_rule(MEM.LoadPtrTkoOp)
+def _load_ptr(tas: TileAS, op: Operation) -> None:
+    layout = tas.layouts[op.source]
+    for i, v in enumerate(op.operands[1:], 1):
+        if is_tile(v) and v.type.shape == op.source.type.shape:
+            _want(tas, op, i, layout)
+    tas.layouts[op.result] = layout
+
+
+@layout_rule(MEM.StorePtrTkoOp, MEM.AtomicRMWTkoOp, MEM.AtomicCASTkoOp)
+def _pointer_tile_op(tas: TileAS, op: Operation) -> None:
+    layout = tas.layouts[op.operands[0]]
+    for i, v in enumerate(op.operands[1:], 1):
+        if is_tile(v) and v.type.shape == op.operands[0].type.shape:
+            _want(tas, op, i, layout)
+    for r in op.results:
+        if is_tile(r):
+            tas.layouts[r] = layout
+            # copies of an element receive the owner's atomic result through smem
+            _need_scratch(tas, op, r.type.num_elements * element_bytes(r.type))
+
+
+def _need_scratch(tas: TileAS, op: Operation, nbytes: int) -> None:
+    tas.scratch[op] = max(tas.scratch.get(op, 0), nbytes)
+
+
+@layout_rule(MEM.LoadViewTkoOp, MEM.StoreViewTkoOp, MEM.AtomicRedViewTkoOp)
+def _view_access(tas: TileAS, op: Operation) -> None:
+    """Gather/scatter index tiles are looked up by coordinate through smem; 4-bit tiles are
+    stored from a layout holding byte pairs (lower/subbyte.py).  A loaded tile that only
+    feeds reductions along its last dim, where the canonical layout would give each thread
+    several rows, takes ``row_reduction_layout``; one that only feeds matrix multiplies as
+    A or B (staged in shared memory, so any layout does) takes ``contiguous``: each row a
+    thread loads costs it a 64-bit address live through the K loop, and NVIDIA's tileiras
+    too loads those operands a row a thread, uncoalesced (gemm_basic f16 128x128x32: 16
+    rows a thread coalesced, 255 registers and spills; 8 rows, 211)."""
+    for v in op.index:
+        if is_tile(v) and v.type.rank > 0:
+            _need_scratch(tas, op, v.type.num_elements * element_bytes(v.type))
+    for r in op.results:
+        if is_tile(r):
+            layout = tas.canonical_of(r)
+            if r not in tas.pairs and _feeds_row_reductions(tas, r) \
+                    and any(any(b[:-1]) for b in layout.bases(REG)):
+                layout = tas.row_reduction_layout(r.type.shape)
+            elif r not in tas.pairs and _feeds_mma_operands(tas, r):
+                layout = tas.contiguous(r.type.shape)
+            tas.layouts[r] = layout
+    dim = unit_dim(op.view.type)
+    if isinstance(op, MEM.StoreViewTkoOp) and is_subbyte(op.tile.type) and dim is not None \
+            and op.tile.type.shape[dim] > 1 and not holds_pairs(tas.layouts[op.tile], dim):
+        _want(tas, op, 0, tas.paired(op.tile.type.shape, dim))
+
+
+def _feeds_mma_operands(tas: TileAS, v: Value) -> bool:
+    """Is ``v`` used, through reshapes and permutes, only as a matrix multiply's A or B?"""
+    users = tas.users(v)
+    return bool(users) and all(
+        _feeds_mma_operands(tas, u.result) if isinstance(u, RELABELS)
+        else is_contraction(u) and u.operands[2] is not v for u in users)
+
+
+def _feeds_row_reductions(tas: TileAS, v: Value) -> bool:
+    rank = v.type.rank
+    users = tas.users(v)
+    return rank >= 2 and bool(users) and all(isinstance(u, CO.ReduceOp) and u.dim == rank - 1 for u in users)
+
+
+@layout_rule(MEM.MultimemLoadReduceViewTkoOp, MEM.MultimemStoreViewTkoOp, MEM.MultimemReduceViewTkoOp)
+def _multimem(tas: TileAS, op: Operation) -> None:
+    """PTX multimem accesses f16/bf16 only in pairs (``.v2``): those tiles get two
+    consecutive elements of the view's unit-stride dim per register pair."""
+    layout = multimem_layout(tas, op.view.type)
+    if isinstance(op, MEM.MultimemLoadReduceViewTkoOp):
+        tas.layouts[op.results[0]] = layout
+    else:
+        _want(tas, op, 1, layout)
+
+
+def multimem_layout(tas: TileAS, view: T.PartitionViewType) -> LinearLayout:
+    shape = tuple(view.tile_shape)
+    tensor = view.tensor_view
+    unit = [k for k, d in enumerate(view.dim_map) if tensor.strides[d] == 1]
+    if tensor.element.bitwidth != 16 or len(unit) != 1:
+        return tas.canonical(shape, nbytes=access_bytes(tensor.element))
+    return tas.paired(shape, unit[0], exact=True)
+
+
+@layout_rule(CF.PrintTkoOp)
+def _print(tas: TileAS, op: Operation) -> None:
+    """Every element of each printed tile is gathered in every thread through smem."""
+    for v in op.args:
+        if is_tile(v) and v.type.rank > 0:
+            _need_scratch(tas, op, v.type.num_elements * element_bytes(v.type))
+
+
+@layout_rule(*ops_with(Contraction))
+def _mma(tas: TileAS, op: Operation) -> None:
+    """Matrix multiply: the result takes the accumulator's layout; A and B (and their
+    block scales) are staged in shared memory, in rows padded for ``mma.sync``
+    (``mma_staging_pitches``), for ``wgmma`` in the core matrices its descriptors read
+    (``wgmma_staging``)."""
+    staged = [v for i, v in enumerate(op.operands) if i != 2]
+    tas.layouts[op.result] = tas.layouts[op.operands[2]]
+    form = tas.tensor_cores.get(op)
+    if form is not None and form.warpgroup:
+        tas.wgmma_staging[op] = wgmma_staging(op, tas.operand_layout(op, 0), tas.operand_layout(op, 1),
+                                              tas.layouts[op.result])
+        _need_scratch(tas, op, tas.wgmma_staging[op].nbytes)
+        return
+    if form is not None:
+        a_pitch, b_pitch = mma_staging_pitches(op)
+        rows = op.lhs.type.shape[-2] * a_pitch + op.rhs.type.shape[-2] * b_pitch
+        _need_scratch(tas, op, rows * element_bytes(op.lhs.type))
+        return
+    _need_scratch(tas, op, sum(v.type.num_elements * element_bytes(v.type) for v in staged))
+
+
+@layout_rule(CF.AssertOp)
+def _any_layout(tas: TileAS, op: Operation) -> None:
+    """Consumers that work in whatever layout their operands have."""
+
+
+def _to_canonical(tas: TileAS, op: Operation) -> None:
+    for i, v in enumerate(op.operands):
+        if is_tile(v):
+            _want(tas, op, i, tas.canonical_type(v.type))
+
+
+@layout_rule(CF.YieldOp, CF.ContinueOp, CF.BreakOp, CF.ReturnOp)
+def _terminator(tas: TileAS, op: Operation) -> None:
+    parent = op.parent.parent.parent if op.parent and op.parent.parent else None
+    if isinstance(parent, (CO.ReduceOp, CO.ScanOp)):
+        return
+    _to_canonical(tas, op)
+
+
+@layout_rule(CF.ForOp, CF.LoopOp, CF.IfOp)
+def _region_op(tas: TileAS, op: Operation) -> None:
+    _to_canonical(tas, op)
+    _canonical_results(tas, op)
+
+
+for _cls in ops_with(Elementwise):
+    _RULES.setdefault(_cls, _elementwise)
