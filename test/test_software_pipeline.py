@@ -19,8 +19,7 @@ from tileiras.emulate import launch
 from tileiras.emulate.launch import EmulationError
 from tileiras.layout.shared import bank_wavefronts
 from tileiras.lower.software_pipeline import PipelinePlan
-from tileiras.lower.tileaa import analyze
-from tileiras.lower.tileas import assign_layouts
+from tileiras.pipeline import CompileOptions, run_stages
 from tileiras.sched.latency import AMPERE
 from tileiras.sched.pipeline import COPY_A, MMA, pipeline_schedule
 from tileiras.text.parser import parse_module
@@ -29,8 +28,9 @@ from _build import bytecode_file
 
 
 def plan_of(text: str, arch: int = 80):
-    fn = parse_module(text, "k.mlir").functions[0]
-    (decision,) = assign_layouts(analyze(fn), None, arch).pipelines.values()
+    module = parse_module(text, "k.mlir")
+    tas = run_stages(module, CompileOptions(gpu_name=f"sm_{arch}"), "tileas", only_needed=True).tas
+    (decision,) = tas[module.functions[0].name].pipelines.values()
     return decision
 
 

@@ -35,12 +35,12 @@ def staged(text: str) -> tuple[str, list[mma_forms.WgmmaStaging]]:
         seen.append(real(*args))
         return seen[-1]
 
-    import tileiras.lower.tileas as tileas
-    tileas.wgmma_staging = spy
+    import tileiras.lower.layout_rules as rules
+    rules.wgmma_staging = spy
     try:
         ptx = diffcheck.compile_ptx(parse_module(text, "k.mlir"), "sm_90")
     finally:
-        tileas.wgmma_staging = real
+        rules.wgmma_staging = real
     return ptx, seen
 
 

@@ -74,8 +74,9 @@ def collect(module: Module, gpu_name: Optional[str] = None) -> list[Remark]:
     software-pipelined, with how many stages, or why not."""
     out: list[Remark] = []
     seen: dict[tuple, Remark] = {}
+    decisions = _decisions(module, gpu_name)
     for fn in module.functions:
-        tas = _decisions(fn, gpu_name)
+        tas = decisions.get(fn.name)
         for op in fn.walk():
             for r in (*_op_remarks(fn, op, tas), *_loop_remarks(fn, op, tas)):
                 key = (r.function, r.name, _loc_of(r.loc) or id(op))
@@ -87,18 +88,14 @@ def collect(module: Module, gpu_name: Optional[str] = None) -> list[Remark]:
     return out
 
 
-def _decisions(fn: Function, gpu_name: Optional[str]):
-    """The function's TileAS for ``gpu_name`` (the decisions the compiler makes there), or
-    None without a target."""
+def _decisions(module: Module, gpu_name: Optional[str]) -> dict:
+    """Each function's TileAS for ``gpu_name``, by name: the decisions the compiler's own
+    passes make there (the pass list up to ``--emit=tileas``), or nothing without a target."""
     if not gpu_name:
-        return None
-    from .codegen.abi import HINT_NUM_WORKER_WARPS, hints_for_arch  # noqa: PLC0415
-    from .lower.tileaa import analyze  # noqa: PLC0415
-    from .lower.tileas import assign_layouts  # noqa: PLC0415
+        return {}
+    from .pipeline import CompileOptions, run_stages  # noqa: PLC0415
 
-    arch = int(gpu_name[3:].rstrip("af"))
-    warps = hints_for_arch(fn.hints, gpu_name).get(HINT_NUM_WORKER_WARPS)
-    return assign_layouts(analyze(fn), warps, arch)
+    return run_stages(module, CompileOptions(gpu_name=gpu_name), "tileas", only_needed=True).tas
 
 
 def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:

@@ -63,7 +63,7 @@ def ptx_float(t: ir.Type) -> str:
     return "f32"
 
 
-_ROUND = {RoundingMode.NEAREST_EVEN: "rn", RoundingMode.ZERO: "rz", RoundingMode.NEGATIVE_INF: "rm",
+PTX_ROUNDING = {RoundingMode.NEAREST_EVEN: "rn", RoundingMode.ZERO: "rz", RoundingMode.NEGATIVE_INF: "rm",
           RoundingMode.POSITIVE_INF: "rp"}
 
 
@@ -271,7 +271,7 @@ def _itof(em: KernelEmitter, op: Operation) -> None:
         if mode == RoundingMode.NEAREST_EVEN:
             return b.sitofp(x, to) if signed else b.uitofp(x, to)
         src = f"{'s' if signed else 'u'}{x.type.width}"
-        return X.cvt_asm(b, f"cvt.{_ROUND[mode]}.{ptx_float(to)}.{src}", x, to)
+        return X.cvt_asm(b, f"cvt.{PTX_ROUNDING[mode]}.{ptx_float(to)}.{src}", x, to)
     map_regs(em, op, one)
 
 
@@ -310,7 +310,7 @@ def _int_to_narrow(b: ir.IRBuilder, x: ir.Value, signed: bool, dst: T.ScalarType
     if dst.name == _UE5M3:
         return X.cvt_to_ue5m3(b, value)
     if via == T.F32:
-        return _f8_convert(b, value, T.F32, dst, to)
+        return f8_convert(b, value, T.F32, dst, to)
     return X.cvt_f16_to_narrow(b, "e2m1" if dst.name in _F4 else _F8[dst.name], value)
 
 
@@ -345,7 +345,7 @@ def _ftoi_source(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, native_f4: boo
     if src.name == _E8M0:
         return X.cvt_ue8m0x2_to_bf16x2(b, x, x, BF16)[0]
     if src.name in _F8:
-        return _f8_convert(b, x, src, T.F16, ir.HalfType())
+        return f8_convert(b, x, src, T.F16, ir.HalfType())
     if src.name in _F4:
         return f4_convert(b, x, src, T.F16, ir.HalfType(), native_f4)
     return x
@@ -372,7 +372,7 @@ def _ftof(em: KernelEmitter, op: Operation) -> None:
         map_pairs(em, op, lambda x, y: _f32_pair_to_f8(b, x, y, dst_t))
         return
     if src_t.name in _F8 or dst_t.name in _F8:
-        map_regs(em, op, lambda x: _f8_convert(b, x, src_t, dst_t, to))
+        map_regs(em, op, lambda x: f8_convert(b, x, src_t, dst_t, to))
         return
     if dst_t.name == "tf32" or src_t.name == "tf32":
         mode = op.attributes.get("rounding_mode", RoundingMode.NEAREST_EVEN)
@@ -389,7 +389,7 @@ def _ftof(em: KernelEmitter, op: Operation) -> None:
             return b.fptrunc(b.fpext(x, F32), to)
         if mode == RoundingMode.NEAREST_EVEN:
             return b.fptrunc(x, to)
-        return X.cvt_asm(b, f"cvt.{_ROUND[mode]}.{ptx_float(to)}.{ptx_float(x.type)}", x, to)
+        return X.cvt_asm(b, f"cvt.{PTX_ROUNDING[mode]}.{ptx_float(to)}.{ptx_float(x.type)}", x, to)
     map_regs(em, op, one)
 
 
@@ -437,11 +437,11 @@ def _f32_pair_to_f8(b: ir.IRBuilder, x: ir.Value, y: ir.Value, dst: T.ScalarType
     return b.trunc(pair, i8), b.trunc(b.lshr(pair, ir.Constant(i16, 8)), i8)
 
 
-def _f8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarType, to: ir.Type) -> ir.Value:
+def f8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarType, to: ir.Type) -> ir.Value:
     """fp8 <-> wider floats with the sm_89+ paired conversions (satfinite when narrowing)."""
     i16 = ir.IntType(16)
     if src.name in _F8 and dst.name in _F8:
-        return _f8_convert(b, _f8_convert(b, x, src, T.F32, F32), T.F32, dst, to)
+        return f8_convert(b, f8_convert(b, x, src, T.F32, F32), T.F32, dst, to)
     if dst.name in _F8:
         wide = x if isinstance(x.type, ir.FloatType) else (
             b.fpext(x, F32) if not isinstance(x.type, ir.DoubleType) else _f64_to_f32_odd(b, x))
@@ -486,9 +486,9 @@ def _from_bf16(b: ir.IRBuilder, wide: ir.Value, dst: T.ScalarType, to: ir.Type, 
         return b.fpext(wide, to)
     f32 = b.fpext(wide, F32)
     if dst.name == "f16":
-        return X.cvt_asm(b, f"cvt.{_ROUND[mode]}.f16.f32", f32, to)
+        return X.cvt_asm(b, f"cvt.{PTX_ROUNDING[mode]}.f16.f32", f32, to)
     if dst.name in _F8:
-        return _f8_convert(b, f32, T.F32, dst, to)
+        return f8_convert(b, f32, T.F32, dst, to)
     if dst.name in _F4:
         return f4_convert(b, f32, T.F32, dst, to, native=True)
     return f32
@@ -498,7 +498,7 @@ def _ue5m3_source(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType) -> ir.Value:
     """``x`` as the f32, f16 or bf16 value ``cvt ... ue5m3x2`` rounds (exactly, or for f64
     rounded to odd: truncated, with the last bit set when that lost anything)."""
     if src.name in _F8:
-        return _f8_convert(b, x, src, T.F16, ir.HalfType())
+        return f8_convert(b, x, src, T.F16, ir.HalfType())
     if src.name in _F4:
         return f4_convert(b, x, src, T.F16, ir.HalfType(), native=True)
     return _f64_to_f32_odd(b, x) if isinstance(x.type, ir.DoubleType) else x
@@ -537,7 +537,7 @@ def _e8m0_source(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, rounding: str)
     """``x`` as the f32 value ``cvt ... ue8m0x2.f32`` rounds: exactly, or for f64 rounded to
     f32 in the same direction first (``cvt.{rz,rp}.f32.f64``, as NVIDIA's tileiras does)."""
     if src.name in _F8:
-        return _f8_convert(b, x, src, T.F32, F32)
+        return f8_convert(b, x, src, T.F32, F32)
     if src.name in _F4:
         return f4_convert(b, x, src, T.F32, F32, native=True)
     if src.name == _UE5M3:
@@ -562,7 +562,7 @@ def f4_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarTyp
     if src.name in _F4 and dst.name in _F4:
         return x
     if dst.name in _F4:
-        wide = _f8_convert(b, x, src, T.F32, F32) if src.name in _F8 else (
+        wide = f8_convert(b, x, src, T.F32, F32) if src.name in _F8 else (
             _f64_to_f32_odd(b, x) if isinstance(x.type, ir.DoubleType) else _to_f32(b, x))
         if native:  # NaN gives +6 by itself
             return X.cvt_f32x2_to_e2m1x2(b, ir.Constant(F32, 0.0), wide)
@@ -574,7 +574,7 @@ def f4_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarTyp
     else:
         wide = _e2m1_to_f32(b, x)
     if dst.name in _F8:
-        return _f8_convert(b, wide, T.F32, dst, to)
+        return f8_convert(b, wide, T.F32, dst, to)
     if isinstance(to, ir.FloatType):
         return wide
     return b.fpext(wide, to) if isinstance(to, ir.DoubleType) else b.fptrunc(wide, to)

@@ -20,7 +20,7 @@ from ..tile import ops_arith as AR
 from ..tile.enums import RoundingMode
 from . import intrinsics as X
 from . import libdevice
-from .emit_arith import _ROUND, F32, map_regs, ptx_float
+from .emit_arith import PTX_ROUNDING, F32, map_regs, ptx_float
 from .nvvm import KernelEmitter, emits
 from .values import BF16, llvm_type
 
@@ -41,8 +41,8 @@ def _float_binary(llvm_op: str, ptx_op: str) -> Callable[[KernelEmitter, Operati
 
 
 def _mode(mode: RoundingMode) -> str:
-    if mode in _ROUND:
-        return _ROUND[mode]
+    if mode in PTX_ROUNDING:
+        return PTX_ROUNDING[mode]
     if mode == RoundingMode.APPROX:
         return "approx"
     if mode == RoundingMode.FULL:
@@ -73,7 +73,7 @@ def _divf(em: KernelEmitter, op: Operation) -> None:
         if ptx_float(x.type) in ("f16", "bf16"):
             return _via_f32(b, lambda u, v: X.fp_asm_binary(b, f"div.{_mode(mode)}{ftz}.f32", u, v), x, y)
         if ptx_float(x.type) == "f64":
-            return X.fp_asm_binary(b, f"div.{_ROUND.get(mode, 'rn')}.f64", x, y)
+            return X.fp_asm_binary(b, f"div.{PTX_ROUNDING.get(mode, 'rn')}.f64", x, y)
         return X.fp_asm_binary(b, f"div.{_mode(mode)}{ftz}.f32", x, y)
     map_regs(em, op, one)
 

@@ -44,8 +44,8 @@ def _to_acc(b: ir.IRBuilder, v: ir.Value, src: T.ScalarType, acc: ir.Type, signe
         from .emit_arith import f4_convert  # noqa: PLC0415
         return f4_convert(b, v, src, T.F32, acc, native_f4)
     if src.name in ("f8E4M3FN", "f8E5M2"):
-        from .emit_arith import _f8_convert  # noqa: PLC0415
-        return _f8_convert(b, v, src, T.F32, acc)
+        from .emit_arith import f8_convert  # noqa: PLC0415
+        return f8_convert(b, v, src, T.F32, acc)
     if v.type == acc:
         return v
     return b.fpext(v, acc) if not isinstance(v.type, ir.DoubleType) else b.fptrunc(v, acc)
