@@ -20,8 +20,10 @@ from tileiras.tile import ops_memory as MEM
 
 
 def copy_kernel(elem: str, tile: str = "4x128", base_div: int = 16, stride_div: int = 16, shape_div: int = 16,
-                last_stride: str = "1") -> str:
-    """``y[tile] = x[tile]`` over 2-d tensors, with the given facts (0: no fact)."""
+                last_stride: str = "1", dim_map: str = "") -> str:
+    """``y[tile] = x[tile]`` over 2-d tensors, with the given facts (0: no fact);
+    ``dim_map="[1, 0]"``: Fortran-order partition views (tile dim 0 runs along the
+    tensor's contiguous dim)."""
     ptr = f"tile<ptr<{elem}>>"
 
     def assume(name: str, value: str, div: int, t: str) -> str:
@@ -30,7 +32,7 @@ def copy_kernel(elem: str, tile: str = "4x128", base_div: int = 16, stride_div: 
     strides = f"[%sd, {last_stride}]" if last_stride == "1" else "[%sd, %sd]"
     stride_types = "tile<i32>, tile<i32>, tile<i32>" if last_stride == "1" else "tile<i32>, tile<i32>, tile<i32>, tile<i32>"
     view = f"tensor_view<?x?x{elem}, strides=[?,{'1' if last_stride == '1' else '?'}]>"
-    pview = f"partition_view<tile=({tile}), {view}>"
+    pview = f"partition_view<tile=({tile}), {view}{', dim_map=' + dim_map if dim_map else ''}>"
     shape = "x".join(tile.split("x"))
     return ("cuda_tile.module @kernels {\n"
             f"  entry @k(%x: {ptr}, %y: {ptr}, %m: tile<i32>, %n: tile<i32>, %s: tile<i32>) {{\n"
@@ -72,6 +74,16 @@ def test_aligned_views_allow_16_bytes(elem, width):
 ])
 def test_what_each_fact_limits(facts, width):
     assert access_widths(copy_kernel("f32", **facts)) == [width, width]
+
+
+@pytest.mark.parametrize("facts, width", [
+    (dict(), 4),
+    (dict(tile="2x64"), 2),                     # the contiguous tile dim holds 2 elements
+    (dict(base_div=8), 2),
+    (dict(shape_div=0), 1),
+])
+def test_fortran_order_views_vectorize_along_their_contiguous_dim(facts, width):
+    assert access_widths(copy_kernel("f32", **{"tile": "16x64", "dim_map": "[1, 0]", **facts})) == [width, width]
 
 
 def test_register_run_of_layouts():
@@ -119,3 +131,24 @@ def test_vector_accesses_agree_with_the_interpreter(elem, arch):
     got = diffcheck.run_ptx(ptx, "k", grid, list(args))
     assert diffcheck.compare(expected, got) is None
     np.testing.assert_array_equal(got.arrays[1].view(np.uint8), x.view(np.uint8))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_fortran_order_copies_agree_with_the_interpreter(arch):
+    """A Fortran-order view (``dim_map=[1, 0]``): each thread holds 4 consecutive elements
+    of tile dim 0, the tensor's contiguous dim, and moves them with one ``.v4`` access;
+    4x3 tiles of 16x64 over a 144x48 tensor, the last tile column hanging over the edge
+    by whole vectors."""
+    data = bytecode(copy_kernel("f32", tile="16x64", dim_map="[1, 0]")
+                    .replace("%xp[%bx, %c0]", "%xp[%bx, %by]").replace("%yp[%bx, %c0]", "%yp[%bx, %by]"))
+    module = read_bytecode(data)
+    x = diffcheck.random_array(np.random.default_rng(5), np.float32, (144, 48))
+    args = [x, np.zeros_like(x), 144, 48, 48]
+    grid = (4, 3, 1)
+    expected = diffcheck.run_interpreter(data, "k", grid, list(args))
+    ptx = compile_module(module, CompileOptions(gpu_name=arch), "ptx")
+    accesses = global_accesses(ptx)
+    assert accesses and all(v == ".v4" for _, v, _ in accesses), accesses
+    got = diffcheck.run_ptx(ptx, "k", grid, list(args))
+    assert diffcheck.compare(expected, got) is None
+    np.testing.assert_array_equal(got.arrays[1], x)

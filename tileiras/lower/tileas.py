@@ -133,9 +133,12 @@ class TileAS:
         for d in shape:
             n *= d
         regs = max(1, n // self.layout_threads)
-        vector = min(max(self.access_vector(shape), min_vector), shape[-1], max(min_vector, regs))
+        dim = vectorize.run_dim(self.shape_access, shape)   # Fortran-order views: not the last
+        order = [k for k in range(len(shape)) if k != dim] + [dim]
+        vector = min(max(self.access_vector(shape), min_vector), shape[dim], max(min_vector, regs))
         run = max(1, min(32, SECTOR // (vector * nbytes)))
-        return sector_blocked(shape, self.num_warps, vector, run, regs)
+        layout = sector_blocked(tuple(shape[k] for k in order), self.num_warps, vector, run, regs)
+        return layout if dim == len(shape) - 1 else layout.permute([order.index(k) for k in range(len(shape))])
 
     def contiguous(self, shape: tuple[int, ...]) -> LinearLayout:
         """Up to ``CONTIGUOUS`` consecutive last-dim elements a thread, lanes over the next:
@@ -155,7 +158,8 @@ class TileAS:
         (``vectorize.shape_vectors``), else ``GLOBAL_VECTOR`` (more elements per thread
         than the access moves would make a warp's instruction stride over memory and
         touch that many times the sectors)."""
-        return self.shape_access.get(tuple(shape), GLOBAL_VECTOR)
+        run = self.shape_access.get(tuple(shape))
+        return GLOBAL_VECTOR if run is None else run.elements
 
     def paired(self, shape: tuple[int, ...], dim: int, exact: bool = False) -> LinearLayout:
         """The canonical layout with ``dim`` as its fastest dim, at least two consecutive
