@@ -15,8 +15,8 @@ import pytest
 
 pytest.importorskip("cuda.tile")
 
-from differential import (ALIGNED_EXTENT, EXTENT, Case, cached_export, compare, export, make_inputs,  # noqa: E402
-                          run_compiled, run_interpreter)
+from differential import (ALIGNED_EXTENT, EXTENT, Case, cached_export, compare, export,  # noqa: E402
+                          make_inputs, run_compiled, run_interpreter)
 from kernels import ALL_CASES  # noqa: E402
 
 from tileiras.reader import read_bytecode  # noqa: E402
