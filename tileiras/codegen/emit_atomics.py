@@ -8,6 +8,8 @@ holding copies receive the owner's result (``_share_from_owner``).
 """
 from __future__ import annotations
 
+from typing import Iterator, Optional
+
 from llvmlite import ir
 
 from ..ir import types as T
@@ -70,16 +72,10 @@ def _share_from_owner(em: KernelEmitter, layout, regs: list[ir.Value], ty: T.Typ
     return redistribute_owned(em, layout, regs, ty)
 
 
-@emits(MEM.AtomicRMWTkoOp)
-def _atomic_rmw(em: KernelEmitter, op: Operation) -> None:
-    _barrier_if_ordered(em, op)
-    ptrs, args = em.tile(op, 0), em.tile(op, 1)
-    mask = em.tile(op, 2) if op.segments[2] else None
-    ty = llvm_type(op.results[0].type)
-    name, suffix = _atom_type(op.mode, ty)
-    inst = f"atom{_atom_qualifiers(op)}.global.{name}.{suffix}"
+def _issuing(em: KernelEmitter, ptrs: TileVal, mask: Optional[TileVal]) -> Iterator[tuple[int, ir.Value]]:
+    """Each register with whether this thread issues its atomic: in the mask, the owner of
+    its element, and not a repeat of an earlier register (formed as each is issued)."""
     owner = em.owner_predicate(ptrs.layout)
-    regs = []
     unique = set(em.unique_regs(ptrs.layout))
     for r in range(len(ptrs.regs)):
         m = mask.regs[r] if mask else ir.Constant(ir.IntType(1), 1)
@@ -87,27 +83,35 @@ def _atomic_rmw(em: KernelEmitter, op: Operation) -> None:
             m = em.b.and_(m, owner)
         if r not in unique:
             m = ir.Constant(ir.IntType(1), 0)
-        regs.append(_atomic(em, inst, ty, ptrs.regs[r], [args.regs[r]], m))
+        yield r, m
+
+
+def _put_results(em: KernelEmitter, op: Operation, ptrs: TileVal, regs: list[ir.Value]) -> None:
+    """The old values (shared with the threads holding copies) and the token."""
     em.put(op.results[0], TileVal(ptrs.layout, _share_from_owner(em, ptrs.layout, regs, op.results[0].type)))
     em.put(op.results[1], None)
+
+
+@emits(MEM.AtomicRMWTkoOp)
+def _atomic_rmw(em: KernelEmitter, op: Operation) -> None:
+    _barrier_if_ordered(em, op)
+    ptrs, args = em.tile(op, 0), em.tile(op, 1)
+    ty = llvm_type(op.results[0].type)
+    name, suffix = _atom_type(op.mode, ty)
+    inst = f"atom{_atom_qualifiers(op)}.global.{name}.{suffix}"
+    regs = [_atomic(em, inst, ty, ptrs.regs[r], [args.regs[r]], m)
+            for r, m in _issuing(em, ptrs, em.tile(op, 2) if op.segments[2] else None)]
+    _put_results(em, op, ptrs, regs)
 
 
 @emits(MEM.AtomicCASTkoOp)
 def _atomic_cas(em: KernelEmitter, op: Operation) -> None:
     _barrier_if_ordered(em, op)
     ptrs, cmp, val = em.tile(op, 0), em.tile(op, 1), em.tile(op, 2)
-    mask = em.tile(op, 3) if op.segments[3] else None
     ty = llvm_type(op.results[0].type)
     inst = f"atom{_atom_qualifiers(op)}.global.cas.b{_bits(ty)}"
-    owner = em.owner_predicate(ptrs.layout)
-    unique = set(em.unique_regs(ptrs.layout))
     regs = []
-    for r in range(len(ptrs.regs)):
-        m = mask.regs[r] if mask else ir.Constant(ir.IntType(1), 1)
-        if owner is not None:
-            m = em.b.and_(m, owner)
-        if r not in unique:
-            m = ir.Constant(ir.IntType(1), 0)
+    for r, m in _issuing(em, ptrs, em.tile(op, 3) if op.segments[3] else None):
         c, v = cmp.regs[r], val.regs[r]
         if not isinstance(ty, ir.IntType):
             it = ir.IntType(_bits(ty))
@@ -115,8 +119,7 @@ def _atomic_cas(em: KernelEmitter, op: Operation) -> None:
             regs.append(em.b.bitcast(old, ty))
         else:
             regs.append(_atomic(em, inst, ty, ptrs.regs[r], [c, v], m))
-    em.put(op.results[0], TileVal(ptrs.layout, _share_from_owner(em, ptrs.layout, regs, op.results[0].type)))
-    em.put(op.results[1], None)
+    _put_results(em, op, ptrs, regs)
 
 
 @emits(MEM.AtomicRedViewTkoOp)
