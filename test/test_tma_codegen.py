@@ -211,3 +211,32 @@ def test_ptxas_takes_our_tma_kernels(arch: str) -> None:
     for name in ("tma_centre_2d_f16_wide", "tma_row_sum_loop_f32", "tma_matmul_f16", "tma_centre_rows_loop_f16"):
         _, c = compiled(name, arch, "cubin")
         assert c.cubin[:4] == b"\x7fELF" and c.host and copies(c.ptx, STORE_COPY)
+
+
+REDUCE_COPY = "cp.reduce.async.bulk.tensor.2d.global.shared::cta.{}.tile.bulk_group"
+
+
+@needs_x86
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
+def test_atomic_view_reductions_are_bulk_tensor_reductions(arch: str) -> None:
+    """``tile_atomics`` exported aligned: its six atomic reductions into views become bulk
+    tensor reductions, as NVIDIA's tool emits them (f32 add; i32 signed max/min through a
+    map that reads signed integers, or, and, xor), no ``atom`` left; PTX and host object
+    agree with the interpreter on values of both signs, over partial edge tiles (grid 4x4
+    of 32x32 tiles on 112x112 inputs).  Exported unaligned, they stay ``atom``s."""
+    from kernels.memory import CASES as MEMORY
+
+    case = next(c for c in MEMORY if c.name == "tile_atomics")
+    data = export(case, arch=arch, aligned=True)
+    c = run_stages(read_bytecode(data), CompileOptions(gpu_name=arch), "ptx")
+    assert [c.ptx.count(REDUCE_COPY.format(op)) for op in ("add", "max", "min", "or", "and", "xor")] == [1] * 6
+    assert "atom." not in c.ptx
+    assert {m.element_type for m in c.kernels[0].tensor_maps} >= {ElementType.F32, ElementType.S32}
+    rng = np.random.default_rng(5)
+    values = [random_array(rng, np.float32, (112, 112)), random_array(rng, np.float32, (112, 112)),
+              rng.integers(-1000, 1000, (112, 112)).astype(np.int32)]
+    run = Case(data, read_bytecode(data).functions[0].name, values, (4, 4, 1))
+    got = diffcheck.run_ptx(c.ptx, run.entry, run.grid, run.args(values), host_object=build_host_object(c.kernels))
+    assert compare(run_interpreter(run), got) is None
+    unaligned = run_stages(read_bytecode(export(case, arch=arch)), CompileOptions(gpu_name=arch), "ptx")
+    assert "cp.reduce" not in unaligned.ptx and "atom." in unaligned.ptx

@@ -129,6 +129,12 @@ def _atomic_red_view(em: KernelEmitter, op: Operation) -> None:
     _barrier_if_ordered(em, op)
     value_pos = 1 + len(op.index)
     tile = em.tile(op, value_pos)
+    if op in em.tas.tma:
+        from .emit_tma import emit_tma_store
+
+        emit_tma_store(em, op, scalar_indices(em, op.index), tile)
+        em.put(op.results[0], None)
+        return
     layout = tile.layout
     indices = scalar_indices(em, op.index)
     gather = _gather_indices(em, op, view, layout, op.index)

@@ -482,7 +482,7 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
     if op in em.tas.tma:
         from .emit_tma import emit_tma_store
 
-        emit_tma_store(em, op, scalar_indices(em, op.index))
+        emit_tma_store(em, op, scalar_indices(em, op.index), em.tile(op, 0))
         return
     tile = em.tile(op, 0)
     layout = tile.layout

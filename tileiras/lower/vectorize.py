@@ -110,10 +110,12 @@ def access_dim(op: Operation) -> int:
 
 
 def allowed_vectors(aa: TileAA) -> dict[Operation, int]:
-    """``allowed_vector`` of every live view load and store that may be vectorized."""
+    """``allowed_vector`` of every live view load and store that may be vectorized, and of
+    atomic view reductions: one that goes through TMA writes its staging buffer in runs
+    this long (``emit_tma``); the others update element by element whatever it says."""
     out = {}
     for op in aa.live_ops():
-        if is_view_access(op):
+        if is_view_access(op) or isinstance(op, MEM.AtomicRedViewTkoOp):
             v = allowed_vector(aa, op)
             if v > 1:
                 out[op] = v
@@ -187,6 +189,8 @@ def plan_vectors(tas) -> dict[Operation, int]:
     for op, allowed in tas.access_allowed.items():
         if isinstance(op, MEM.LoadViewTkoOp):
             layout = tas.layouts.get(op.results[0])
+        elif isinstance(op, MEM.AtomicRedViewTkoOp):
+            layout = tas.operand_layout(op, 1 + len(op.index))   # the value, after the indices
         else:
             layout = tas.operand_layout(op, 0)
         if layout is None:
