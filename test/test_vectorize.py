@@ -152,3 +152,46 @@ def test_fortran_order_copies_agree_with_the_interpreter(arch):
     got = diffcheck.run_ptx(ptx, "k", grid, list(args))
     assert diffcheck.compare(expected, got) is None
     np.testing.assert_array_equal(got.arrays[1], x)
+
+
+def transpose_kernel() -> str:
+    """``y[j, i] = x[i, j]`` by 16x64 tiles of aligned f32 tensors (x: M x N, y: N x M)."""
+    t = "tile<i32>"
+    view = "tensor_view<?x?xf32, strides=[?,1]>"
+    xp, yp = f"partition_view<tile=(16x64), {view}>", f"partition_view<tile=(64x16), {view}>"
+    return ("cuda_tile.module @kernels {\n"
+            f"  entry @k(%x: tile<ptr<f32>>, %y: tile<ptr<f32>>, %m: {t}, %n: {t}) {{\n"
+            "    %t0 = make_token : token\n"
+            "    %xb = assume div_by<16>, %x : tile<ptr<f32>>\n"
+            "    %yb = assume div_by<16>, %y : tile<ptr<f32>>\n"
+            f"    %md = assume div_by<16>, %m : {t}\n"
+            f"    %nd = assume div_by<16>, %n : {t}\n"
+            f"    %xv = make_tensor_view %xb, shape = [%md, %nd], strides = [%nd, 1] : {t}, {t} -> {view}\n"
+            f"    %yv = make_tensor_view %yb, shape = [%nd, %md], strides = [%md, 1] : {t}, {t} -> {view}\n"
+            f"    %bx, %by, %bz = get_tile_block_id : {t}\n"
+            f"    %xp = make_partition_view %xv : {xp}\n"
+            f"    %yp = make_partition_view %yv : {yp}\n"
+            f"    %a, %tok = load_view_tko weak %xp[%bx, %by] token = %t0 : {xp}, {t} -> tile<16x64xf32>, token\n"
+            "    %p = permute %a [1, 0] : tile<16x64xf32> -> tile<64x16xf32>\n"
+            f"    %w = store_view_tko weak %p, %yp[%by, %bx] token = %t0 : tile<64x16xf32>, {yp}, {t} -> token\n"
+            "    return\n  }\n}\n")
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_transposed_tiles_are_stored_16_bytes_a_thread(arch):
+    """A permuted tile holds its runs along the stored view's strided dim: it changes layout
+    through shared memory (``store_relayout``), as NVIDIA's transpose does, and both the
+    load and the store move 16 bytes a thread; the result is the transpose (3x2 tiles over
+    a 48x128 tensor, the grid's extra tiles out of range)."""
+    data = bytecode(transpose_kernel())
+    module = read_bytecode(data)
+    ptx = compile_module(module, CompileOptions(gpu_name=arch), "ptx")
+    accesses = global_accesses(ptx)
+    assert accesses and all(v == ".v4" for _, v, _ in accesses), accesses
+    x = diffcheck.random_array(np.random.default_rng(9), np.float32, (48, 128))
+    args = [x, np.zeros((128, 48), np.float32), 48, 128]
+    grid = (4, 3, 1)
+    expected = diffcheck.run_interpreter(data, "k", grid, list(args))
+    got = diffcheck.run_ptx(ptx, "k", grid, list(args))
+    assert diffcheck.compare(expected, got) is None
+    np.testing.assert_array_equal(got.arrays[1], x.T)

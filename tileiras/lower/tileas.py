@@ -690,6 +690,9 @@ def _view_access(tas: TileAS, op: Operation) -> None:
     if isinstance(op, MEM.StoreViewTkoOp) and is_subbyte(op.tile.type) and dim is not None \
             and op.tile.type.shape[dim] > 1 and not holds_pairs(tas.layouts[op.tile], dim):
         _want(tas, op, 0, tas.paired(op.tile.type.shape, dim))
+    elif (wide := vectorize.store_relayout(tas, op)) is not None:   # through shared memory
+        tas.converts[(op, 0)] = wide
+        _need_scratch(tas, op, op.tile.type.num_elements * element_bytes(op.tile.type))
 
 
 def _feeds_mma_operands(tas: TileAS, v: Value) -> bool:
@@ -887,7 +890,7 @@ def plan_chunks(tas: TileAS) -> None:
 def _plan_block(tas: TileAS, block: Block, users: dict[Value, list[Operation]]) -> None:
     position = {op: i for i, op in enumerate(block.ops)}
     for store in block.ops:
-        if not is_plain_store(store) or store in tas.chunked:
+        if not is_plain_store(store) or store in tas.chunked or (store, 0) in tas.converts:
             continue
         tile = store.operands[0] if isinstance(store, MEM.StorePtrTkoOp) else store.tile
         layout = tas.layouts.get(tile)

@@ -180,6 +180,22 @@ def register_run(layout: LinearLayout, dim: Optional[int] = None) -> int:
     return layout.largest_vectorization(layout.rank - 1 if dim is None else dim, layout.size(REG))
 
 
+def store_relayout(tas, op: Operation) -> Optional[LinearLayout]:
+    """The layout a view store's tile changes to (through shared memory) so that its
+    accesses move the run the facts allow: the canonical layout of its shape, where the
+    tile's own layout (a permuted tile's, a transpose) gives a thread no run along the
+    store's contiguous dim and the canonical one does.  NVIDIA's tool converts such tiles
+    too (transpose2d f32 64x64: 16-byte stores after a shared-memory exchange); None
+    where the tile stays as it is."""
+    if not isinstance(op, MEM.StoreViewTkoOp) or tas.access_allowed.get(op, 1) < 2:
+        return None
+    layout, dim = tas.layouts.get(op.tile), access_dim(op)
+    if layout is None or op.tile.type.rank < 2 or register_run(layout, dim) > 1:
+        return None
+    target = tas.canonical_of(op.tile)
+    return target if register_run(target, dim) > 1 else None
+
+
 def plan_vectors(tas) -> dict[Operation, int]:
     """The width each view access is emitted with: its allowed run, no more than its
     layout gives a thread (per chunk, for an op in a chunked loop)."""
