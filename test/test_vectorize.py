@@ -195,3 +195,50 @@ def test_transposed_tiles_are_stored_16_bytes_a_thread(arch):
     got = diffcheck.run_ptx(ptx, "k", grid, list(args))
     assert diffcheck.compare(expected, got) is None
     np.testing.assert_array_equal(got.arrays[1], x.T)
+
+
+def add_transposed_kernel() -> str:
+    """``y = a + b^T`` by 16x64 tiles of a and y, 64x16 tiles of b (all aligned f32): b's
+    tile, loaded 16 bytes a thread along its rows, is wanted in a's layout after the
+    permute, which TileAS gets by loading it again in that layout (``recompute_plan``)."""
+    t = "tile<i32>"
+    view = "tensor_view<?x?xf32, strides=[?,1]>"
+    ap, bp = f"partition_view<tile=(16x64), {view}>", f"partition_view<tile=(64x16), {view}>"
+    return ("cuda_tile.module @kernels {\n"
+            f"  entry @k(%a: tile<ptr<f32>>, %b: tile<ptr<f32>>, %y: tile<ptr<f32>>, %m: {t}, %n: {t}) {{\n"
+            "    %t0 = make_token : token\n"
+            + "".join(f"    %{v}x = assume div_by<16>, %{v} : tile<ptr<f32>>\n" for v in "aby")
+            + f"    %md = assume div_by<16>, %m : {t}\n"
+            f"    %nd = assume div_by<16>, %n : {t}\n"
+            f"    %av = make_tensor_view %ax, shape = [%md, %nd], strides = [%nd, 1] : {t}, {t} -> {view}\n"
+            f"    %bv = make_tensor_view %bx, shape = [%nd, %md], strides = [%md, 1] : {t}, {t} -> {view}\n"
+            f"    %yv = make_tensor_view %yx, shape = [%md, %nd], strides = [%nd, 1] : {t}, {t} -> {view}\n"
+            f"    %bx0, %by0, %bz0 = get_tile_block_id : {t}\n"
+            f"    %ap = make_partition_view %av : {ap}\n"
+            f"    %bp = make_partition_view %bv : {bp}\n"
+            f"    %yp = make_partition_view %yv : {ap}\n"
+            f"    %ta, %k1 = load_view_tko weak %ap[%bx0, %by0] token = %t0 : {ap}, {t} -> tile<16x64xf32>, token\n"
+            f"    %tb, %k2 = load_view_tko weak %bp[%by0, %bx0] token = %t0 : {bp}, {t} -> tile<64x16xf32>, token\n"
+            "    %p = permute %tb [1, 0] : tile<64x16xf32> -> tile<16x64xf32>\n"
+            "    %s = addf %ta, %p : tile<16x64xf32>\n"
+            f"    %w = store_view_tko weak %s, %yp[%bx0, %by0] token = %t0 : tile<16x64xf32>, {ap}, {t} -> token\n"
+            "    return\n  }\n}\n")
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_a_load_computed_again_in_another_layout_keeps_its_width_there(arch):
+    """b's tile is loaded again in a's layout, which holds no run along b's rows: that
+    second load goes element by element (``_planned_vector``), not 16 bytes a thread at
+    the wrong addresses; y = a + b^T exactly (3x2 tiles over 48x128, edges included)."""
+    data = bytecode(add_transposed_kernel())
+    module = read_bytecode(data)
+    ptx = compile_module(module, CompileOptions(gpu_name=arch), "ptx")
+    rng = np.random.default_rng(4)
+    a = diffcheck.random_array(rng, np.float32, (48, 128))
+    b = diffcheck.random_array(rng, np.float32, (128, 48))
+    args = [a, b, np.zeros_like(a), 48, 128]
+    grid = (4, 3, 1)
+    expected = diffcheck.run_interpreter(data, "k", grid, list(args))
+    got = diffcheck.run_ptx(ptx, "k", grid, list(args))
+    assert diffcheck.compare(expected, got) is None
+    np.testing.assert_array_equal(got.arrays[2], a + b.T)

@@ -18,6 +18,7 @@ from llvmlite import ir
 from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation
+from ..lower.vectorize import access_dim, register_run
 from ..record import record
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
@@ -420,6 +421,16 @@ def _gather_indices(em: KernelEmitter, op: Operation, view: TiledViewVal, layout
     return lookup_by_coord(em, idx, op.operands[pos].type, layout, [k])
 
 
+def _planned_vector(em: KernelEmitter, op: Operation, layout) -> int:
+    """The load's planned width (``tas.vectors``), for the layout it was planned in: a load
+    computed again in another layout (``TileAS.recomputed``, to spare a conversion) may
+    hold no run there, and then goes element by element."""
+    vector = em.tas.vectors.get(op, 1)
+    if vector > 1 and register_run(layout, access_dim(op)) < vector:
+        return 1
+    return vector
+
+
 @emits(MEM.LoadViewTkoOp)
 def _load_view(em: KernelEmitter, op: Operation) -> None:
     view = em.values[op.view]
@@ -444,7 +455,7 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
 
     fallback = None if _leaves_outside_unwritten(em, view, ty) else pad
 
-    vector = em.tas.vectors.get(op, 1)
+    vector = _planned_vector(em, op, layout)
     if vector > 1:  # 32-bit words or wider: ptxas's reason to define narrow elements is gone
         fallback = None if view.padding is None and not em.in_loop else pad
 
