@@ -141,10 +141,15 @@ def _staged_offset(em: KernelEmitter, plan: TmaPlan, coords: list[ir.Value]) -> 
 
 
 def _staged_pointer(em: KernelEmitter, plan: TmaPlan, layout, reg: int, eb: int) -> ir.Value:
-    """Pointer to register ``reg``'s element in the staging buffer."""
+    """Pointer to register ``reg``'s element in the staging buffer (its 16-byte chunk
+    moved as the buffer's swizzle moves it: chunk c of row r at c ^ (r mod 8), rows of
+    ``plan.swizzle`` bytes, the buffer aligned to the pattern)."""
     b = em.b
-    offset = _staged_offset(em, plan, em.coords(layout, reg))
-    return byte_gep(b, em.smem(), b.add(ir.Constant(I32, plan.buffer), b.mul(offset, ir.Constant(I32, eb))))
+    offset = b.mul(_staged_offset(em, plan, em.coords(layout, reg)), ir.Constant(I32, eb))
+    if plan.swizzle:
+        rows = b.and_(b.lshr(offset, ir.Constant(I32, plan.swizzle.bit_length() - 1)), ir.Constant(I32, 7))
+        offset = b.xor(offset, b.shl(rows, ir.Constant(I32, 4)))
+    return byte_gep(b, em.smem(), b.add(ir.Constant(I32, plan.buffer), offset))
 
 
 def _read_staged(em: KernelEmitter, op: Operation, plan: TmaPlan, layout) -> list[ir.Value]:

@@ -19,6 +19,7 @@ from ..ir import types as T
 from ..ir.core import Block, Function, Module, Operation, Value
 from ..layout.linear import LANE, REG, WARP, LinearLayout
 from ..lower.tileas import ITER, TileAS, chunk_layout_of, element_bytes
+from ..lower.tma import smem_alignment
 from ..record import record
 from . import intrinsics as X
 from .debuginfo import LineInfo
@@ -458,7 +459,7 @@ class KernelEmitter:
         if self._smem is None:
             size = max(self.tas.smem_bytes, 16)
             g = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), size), name=f"global_smem_{self.fn.name}", addrspace=3)
-            g.align = 128 if self.tas.tma else 16    # TMA staging buffers are 128-byte aligned
+            g.align = smem_alignment(self.tas.tma)   # TMA staging buffers: 128 bytes, 1024 swizzled
             g.linkage = "internal"
             g.initializer = ir.Constant(ir.ArrayType(ir.IntType(8), size), None)
             self._smem = g
