@@ -242,3 +242,46 @@ def test_a_load_computed_again_in_another_layout_keeps_its_width_there(arch):
     got = diffcheck.run_ptx(ptx, "k", grid, list(args))
     assert diffcheck.compare(expected, got) is None
     np.testing.assert_array_equal(got.arrays[2], a + b.T)
+
+
+def squeeze_kernel() -> str:
+    """``y[1x256 tile] = 2 * x[1x256 tile]`` through a 256-element tile (reshape, then a
+    constant first operand, whose layout the product takes)."""
+    t = "tile<i32>"
+    view = "tensor_view<?x?xf32, strides=[?,1]>"
+    pv = f"partition_view<tile=(1x256), {view}>"
+    return ("cuda_tile.module @kernels {\n"
+            f"  entry @k(%x: tile<ptr<f32>>, %y: tile<ptr<f32>>, %m: {t}, %n: {t}) {{\n"
+            "    %t0 = make_token : token\n"
+            "    %xb = assume div_by<16>, %x : tile<ptr<f32>>\n"
+            "    %yb = assume div_by<16>, %y : tile<ptr<f32>>\n"
+            f"    %md = assume div_by<16>, %m : {t}\n"
+            f"    %nd = assume div_by<16>, %n : {t}\n"
+            f"    %xv = make_tensor_view %xb, shape = [%md, %nd], strides = [%nd, 1] : {t}, {t} -> {view}\n"
+            f"    %yv = make_tensor_view %yb, shape = [%md, %nd], strides = [%nd, 1] : {t}, {t} -> {view}\n"
+            f"    %bx, %by, %bz = get_tile_block_id : {t}\n"
+            f"    %xp = make_partition_view %xv : {pv}\n"
+            f"    %yp = make_partition_view %yv : {pv}\n"
+            f"    %a, %tok = load_view_tko weak %xp[%bx, %by] token = %t0 : {pv}, {t} -> tile<1x256xf32>, token\n"
+            "    %r = reshape %a : tile<1x256xf32> -> tile<256xf32>\n"
+            "    %c = constant <f32: 2.000000e+00> : tile<256xf32>\n"
+            "    %p = mulf %c, %r : tile<256xf32>\n"
+            "    %q = reshape %p : tile<256xf32> -> tile<1x256xf32>\n"
+            f"    %w = store_view_tko weak %q, %yp[%bx, %by] token = %t0 : tile<1x256xf32>, {pv}, {t} -> token\n"
+            "    return\n  }\n}\n")
+
+
+def test_a_row_reshaped_without_its_unit_dim_keeps_its_layout():
+    """The 256-element tile takes the 1x256 row's run (``shape_vectors``): no conversion,
+    no second load in another layout, 8-byte accesses on both sides, y = 2x."""
+    from tileiras.lower.tileas import assign_layouts
+
+    data = bytecode(squeeze_kernel())
+    module = read_bytecode(data)
+    tas = assign_layouts(analyze(module.functions[0]), None, 80)
+    assert not tas.converts
+    ptx = compile_module(module, CompileOptions(gpu_name="sm_80"), "ptx")
+    assert [a for a, v, _ in global_accesses(ptx) if v == ".v2"] == ["ld", "st"]
+    x = diffcheck.random_array(np.random.default_rng(2), np.float32, (16, 512))
+    got = diffcheck.run_ptx(ptx, "k", (16, 2, 1), [x, np.zeros_like(x), 16, 512])
+    np.testing.assert_array_equal(got.arrays[1], 2 * x)

@@ -136,7 +136,9 @@ def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, 
     long.  A shape with one access that must stay scalar, or accesses contiguous along
     different dims (a row-major and a Fortran-order view of one shape), keeps scalar
     layouts (a run longer than the access would make each warp instruction stride over
-    memory)."""
+    memory).  The shape without its unit dims takes the same run where no access says
+    otherwise: a 1x256 row loaded and reshaped to 256 (loop_accumulate's running sums)
+    keeps one layout instead of being loaded again in a scalar one."""
     reductions = [u for u in aa.live_ops() if isinstance(u, CO.ReduceOp)]
     out: dict[tuple[int, ...], Run] = {}
     for op in aa.live_ops():
@@ -149,6 +151,10 @@ def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, 
             if seen is not None:
                 run = Run(seen.dim, min(seen.elements, run.elements) if seen.dim == run.dim else 1)
             out[shape] = run
+    for shape, run in list(out.items()):
+        squeezed = tuple(d for d in shape if d != 1)
+        if squeezed != shape and squeezed and squeezed not in out:
+            out[squeezed] = Run(run.dim - shape[:run.dim].count(1), run.elements)
     return {shape: run for shape, run in out.items() if run.elements > 1}
 
 
