@@ -154,27 +154,36 @@ def test_fortran_order_copies_agree_with_the_interpreter(arch):
     np.testing.assert_array_equal(got.arrays[1], x)
 
 
+F32_VIEW = "tensor_view<?x?xf32, strides=[?,1]>"
+I32 = "tile<i32>"
+
+
+def aligned_kernel(arrays: dict[str, bool], body: str) -> str:
+    """A module with one entry ``@k(arrays..., %m, %n)`` over aligned f32 matrices (name ->
+    transposed: N x M instead of M x N), their views ``%<name>v`` and the block ids
+    ``%bx, %by``; ``body`` follows."""
+    params = [f"%{a}: tile<ptr<f32>>" for a in arrays] + [f"%m: {I32}", f"%n: {I32}"]
+    lines = ["    %t0 = make_token : token"]
+    lines += [f"    %{a}b = assume div_by<16>, %{a} : tile<ptr<f32>>" for a in arrays]
+    lines += [f"    %md = assume div_by<16>, %m : {I32}", f"    %nd = assume div_by<16>, %n : {I32}"]
+    for a, transposed in arrays.items():
+        rows, cols = ("%nd", "%md") if transposed else ("%md", "%nd")
+        lines.append(f"    %{a}v = make_tensor_view %{a}b, shape = [{rows}, {cols}], strides = [{cols}, 1] "
+                     f": {I32}, {I32} -> {F32_VIEW}")
+    lines.append(f"    %bx, %by, %bz = get_tile_block_id : {I32}")
+    return ("cuda_tile.module @kernels {\n  entry @k(" + ", ".join(params) + ") {\n" + "\n".join(lines) + "\n"
+            + body + "    return\n  }\n}\n")
+
+
 def transpose_kernel() -> str:
     """``y[j, i] = x[i, j]`` by 16x64 tiles of aligned f32 tensors (x: M x N, y: N x M)."""
-    t = "tile<i32>"
-    view = "tensor_view<?x?xf32, strides=[?,1]>"
-    xp, yp = f"partition_view<tile=(16x64), {view}>", f"partition_view<tile=(64x16), {view}>"
-    return ("cuda_tile.module @kernels {\n"
-            f"  entry @k(%x: tile<ptr<f32>>, %y: tile<ptr<f32>>, %m: {t}, %n: {t}) {{\n"
-            "    %t0 = make_token : token\n"
-            "    %xb = assume div_by<16>, %x : tile<ptr<f32>>\n"
-            "    %yb = assume div_by<16>, %y : tile<ptr<f32>>\n"
-            f"    %md = assume div_by<16>, %m : {t}\n"
-            f"    %nd = assume div_by<16>, %n : {t}\n"
-            f"    %xv = make_tensor_view %xb, shape = [%md, %nd], strides = [%nd, 1] : {t}, {t} -> {view}\n"
-            f"    %yv = make_tensor_view %yb, shape = [%nd, %md], strides = [%md, 1] : {t}, {t} -> {view}\n"
-            f"    %bx, %by, %bz = get_tile_block_id : {t}\n"
-            f"    %xp = make_partition_view %xv : {xp}\n"
-            f"    %yp = make_partition_view %yv : {yp}\n"
-            f"    %a, %tok = load_view_tko weak %xp[%bx, %by] token = %t0 : {xp}, {t} -> tile<16x64xf32>, token\n"
-            "    %p = permute %a [1, 0] : tile<16x64xf32> -> tile<64x16xf32>\n"
-            f"    %w = store_view_tko weak %p, %yp[%by, %bx] token = %t0 : tile<64x16xf32>, {yp}, {t} -> token\n"
-            "    return\n  }\n}\n")
+    xp, yp = f"partition_view<tile=(16x64), {F32_VIEW}>", f"partition_view<tile=(64x16), {F32_VIEW}>"
+    return aligned_kernel({"x": False, "y": True}, (
+        f"    %xp = make_partition_view %xv : {xp}\n"
+        f"    %yp = make_partition_view %yv : {yp}\n"
+        f"    %a, %tok = load_view_tko weak %xp[%bx, %by] token = %t0 : {xp}, {I32} -> tile<16x64xf32>, token\n"
+        "    %p = permute %a [1, 0] : tile<16x64xf32> -> tile<64x16xf32>\n"
+        f"    %w = store_view_tko weak %p, %yp[%by, %bx] token = %t0 : tile<64x16xf32>, {yp}, {I32} -> token\n"))
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -201,28 +210,16 @@ def add_transposed_kernel() -> str:
     """``y = a + b^T`` by 16x64 tiles of a and y, 64x16 tiles of b (all aligned f32): b's
     tile, loaded 16 bytes a thread along its rows, is wanted in a's layout after the
     permute, which TileAS gets by loading it again in that layout (``recompute_plan``)."""
-    t = "tile<i32>"
-    view = "tensor_view<?x?xf32, strides=[?,1]>"
-    ap, bp = f"partition_view<tile=(16x64), {view}>", f"partition_view<tile=(64x16), {view}>"
-    return ("cuda_tile.module @kernels {\n"
-            f"  entry @k(%a: tile<ptr<f32>>, %b: tile<ptr<f32>>, %y: tile<ptr<f32>>, %m: {t}, %n: {t}) {{\n"
-            "    %t0 = make_token : token\n"
-            + "".join(f"    %{v}x = assume div_by<16>, %{v} : tile<ptr<f32>>\n" for v in "aby")
-            + f"    %md = assume div_by<16>, %m : {t}\n"
-            f"    %nd = assume div_by<16>, %n : {t}\n"
-            f"    %av = make_tensor_view %ax, shape = [%md, %nd], strides = [%nd, 1] : {t}, {t} -> {view}\n"
-            f"    %bv = make_tensor_view %bx, shape = [%nd, %md], strides = [%md, 1] : {t}, {t} -> {view}\n"
-            f"    %yv = make_tensor_view %yx, shape = [%md, %nd], strides = [%nd, 1] : {t}, {t} -> {view}\n"
-            f"    %bx0, %by0, %bz0 = get_tile_block_id : {t}\n"
-            f"    %ap = make_partition_view %av : {ap}\n"
-            f"    %bp = make_partition_view %bv : {bp}\n"
-            f"    %yp = make_partition_view %yv : {ap}\n"
-            f"    %ta, %k1 = load_view_tko weak %ap[%bx0, %by0] token = %t0 : {ap}, {t} -> tile<16x64xf32>, token\n"
-            f"    %tb, %k2 = load_view_tko weak %bp[%by0, %bx0] token = %t0 : {bp}, {t} -> tile<64x16xf32>, token\n"
-            "    %p = permute %tb [1, 0] : tile<64x16xf32> -> tile<16x64xf32>\n"
-            "    %s = addf %ta, %p : tile<16x64xf32>\n"
-            f"    %w = store_view_tko weak %s, %yp[%bx0, %by0] token = %t0 : tile<16x64xf32>, {ap}, {t} -> token\n"
-            "    return\n  }\n}\n")
+    ap, bp = f"partition_view<tile=(16x64), {F32_VIEW}>", f"partition_view<tile=(64x16), {F32_VIEW}>"
+    return aligned_kernel({"a": False, "b": True, "y": False}, (
+        f"    %ap = make_partition_view %av : {ap}\n"
+        f"    %bp = make_partition_view %bv : {bp}\n"
+        f"    %yp = make_partition_view %yv : {ap}\n"
+        f"    %ta, %k1 = load_view_tko weak %ap[%bx, %by] token = %t0 : {ap}, {I32} -> tile<16x64xf32>, token\n"
+        f"    %tb, %k2 = load_view_tko weak %bp[%by, %bx] token = %t0 : {bp}, {I32} -> tile<64x16xf32>, token\n"
+        "    %p = permute %tb [1, 0] : tile<64x16xf32> -> tile<16x64xf32>\n"
+        "    %s = addf %ta, %p : tile<16x64xf32>\n"
+        f"    %w = store_view_tko weak %s, %yp[%bx, %by] token = %t0 : tile<16x64xf32>, {ap}, {I32} -> token\n"))
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -247,28 +244,16 @@ def test_a_load_computed_again_in_another_layout_keeps_its_width_there(arch):
 def squeeze_kernel() -> str:
     """``y[1x256 tile] = 2 * x[1x256 tile]`` through a 256-element tile (reshape, then a
     constant first operand, whose layout the product takes)."""
-    t = "tile<i32>"
-    view = "tensor_view<?x?xf32, strides=[?,1]>"
-    pv = f"partition_view<tile=(1x256), {view}>"
-    return ("cuda_tile.module @kernels {\n"
-            f"  entry @k(%x: tile<ptr<f32>>, %y: tile<ptr<f32>>, %m: {t}, %n: {t}) {{\n"
-            "    %t0 = make_token : token\n"
-            "    %xb = assume div_by<16>, %x : tile<ptr<f32>>\n"
-            "    %yb = assume div_by<16>, %y : tile<ptr<f32>>\n"
-            f"    %md = assume div_by<16>, %m : {t}\n"
-            f"    %nd = assume div_by<16>, %n : {t}\n"
-            f"    %xv = make_tensor_view %xb, shape = [%md, %nd], strides = [%nd, 1] : {t}, {t} -> {view}\n"
-            f"    %yv = make_tensor_view %yb, shape = [%md, %nd], strides = [%nd, 1] : {t}, {t} -> {view}\n"
-            f"    %bx, %by, %bz = get_tile_block_id : {t}\n"
-            f"    %xp = make_partition_view %xv : {pv}\n"
-            f"    %yp = make_partition_view %yv : {pv}\n"
-            f"    %a, %tok = load_view_tko weak %xp[%bx, %by] token = %t0 : {pv}, {t} -> tile<1x256xf32>, token\n"
-            "    %r = reshape %a : tile<1x256xf32> -> tile<256xf32>\n"
-            "    %c = constant <f32: 2.000000e+00> : tile<256xf32>\n"
-            "    %p = mulf %c, %r : tile<256xf32>\n"
-            "    %q = reshape %p : tile<256xf32> -> tile<1x256xf32>\n"
-            f"    %w = store_view_tko weak %q, %yp[%bx, %by] token = %t0 : tile<1x256xf32>, {pv}, {t} -> token\n"
-            "    return\n  }\n}\n")
+    pv = f"partition_view<tile=(1x256), {F32_VIEW}>"
+    return aligned_kernel({"x": False, "y": False}, (
+        f"    %xp = make_partition_view %xv : {pv}\n"
+        f"    %yp = make_partition_view %yv : {pv}\n"
+        f"    %a, %tok = load_view_tko weak %xp[%bx, %by] token = %t0 : {pv}, {I32} -> tile<1x256xf32>, token\n"
+        "    %r = reshape %a : tile<1x256xf32> -> tile<256xf32>\n"
+        "    %c = constant <f32: 2.000000e+00> : tile<256xf32>\n"
+        "    %p = mulf %c, %r : tile<256xf32>\n"
+        "    %q = reshape %p : tile<256xf32> -> tile<1x256xf32>\n"
+        f"    %w = store_view_tko weak %q, %yp[%bx, %by] token = %t0 : tile<1x256xf32>, {pv}, {I32} -> token\n"))
 
 
 def test_a_row_reshaped_without_its_unit_dim_keeps_its_layout():
