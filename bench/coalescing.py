@@ -4,8 +4,10 @@ against NVIDIA's PTX for the same bytecode.
     python bench/coalescing.py [PATH ...] [--every K] [--all] [--match REGEX]
 
 PATHs are .tileir files or folders of them (default: ../shared/corpus beside the repo); each
-needs NVIDIA's PTX beside it (``NAME.ptx`` for ``NAME.tileir``, as in the corpus).  Both PTXs
-run in the emulator on the same synthesized arguments (``diffcheck.synthesize_args``, a 2x2
+needs NVIDIA's PTX beside it (``NAME.ptx`` for ``NAME.tileir``, as in the corpus).  Where that
+PTX takes hidden tensor maps (TMA, sm_90+), NVIDIA's tileiras compiles the file again for
+the ``.nv.host`` object that fills them (it is in the cubin only) and that cubin's PTX runs;
+ours runs with our own ``.nv.host``.  Both PTXs run in the emulator on the same synthesized arguments (``diffcheck.synthesize_args``, a 2x2
 grid; arrays of ``--extent`` elements along each dynamic dim, 512 by default, 64 for 3-d and
 wider views, so the measured tiles are full ones, as in real work, not mostly edges) with ``traffic=True`` (``tileiras/emulate/traffic.py``): every warp-level global load
 and store is counted as a request with the distinct 32-byte sectors its threads touch.  A
@@ -28,7 +30,9 @@ import argparse
 import math
 import re
 import statistics
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -37,26 +41,30 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tileiras.diffcheck import compile_ptx, synthesize_args  # noqa: E402
+from tileiras.diffcheck import compile_with_host, synthesize_args  # noqa: E402
 from tileiras.emulate import launch  # noqa: E402
+from tileiras.emulate.cubin import elf_sections, ptx_from_cubin  # noqa: E402
 from tileiras.emulate.launch import EmulationResult  # noqa: E402
 from tileiras.reader import read_bytecode  # noqa: E402
 from tileiras.tile import ops_control as CF  # noqa: E402
 from tileiras.tile import ops_memory as MEM  # noqa: E402
+from tileiras.tools import find_tileiras  # noqa: E402
 
 SLACK = 1.10
 GRID = (2, 2, 1)
 TENSOR_CORE = re.compile(r"\b(mma\.sync|wgmma\.mma_async|tcgen05\.mma)\b")
+TENSOR_MAP_PARAM = re.compile(r"\.param\s+\.align\s+64\s+\.b8\s+\w+\[128\]")
 
 
 def arch_of(path: Path) -> str:
     return next(p for p in path.name.split(".") if p.startswith("sm_"))
 
 
-def emulated(ptx: str, entry: str, args: list) -> EmulationResult:
-    """One launch with its global-memory traffic counted."""
+def emulated(ptx: str, entry: str, args: list, host_object: Optional[bytes] = None) -> EmulationResult:
+    """One launch with its global-memory traffic counted (``host_object``: the ``.nv.host``
+    that fills the kernel's hidden tensor maps)."""
     copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-    result = launch(ptx, entry, GRID, copies, traffic=True)
+    result = launch(ptx, entry, GRID, copies, traffic=True, host_object=host_object)
     if result.trap is not None and result.trap.kind not in ("trap", "assert"):
         raise RuntimeError(f"{result.trap.kind}: {result.trap.message}")
     return result
@@ -75,14 +83,33 @@ def measure(path: Path, extent: int = 512) -> list[tuple[str, EmulationResult, E
     module = read_bytecode(path.read_bytes())
     if any(isinstance(op, CF.PrintTkoOp) for fn in module.functions for op in fn.walk()):
         raise RuntimeError("prints (every element, per thread: too slow to emulate at full size)")
-    theirs = path.with_suffix(".ptx").read_text()
-    ours = compile_ptx(module, arch_of(path))
+    theirs, their_host = nvidia_ptx(path)
+    ours, our_host = compile_with_host(module, arch_of(path))
     rows = []
     for fn in module.functions:
         if fn.is_entry:
             args = synthesize_args(fn, np.random.default_rng(1), extent if view_rank(fn) <= 2 else 64)
-            rows.append((fn.name, emulated(theirs, fn.name, args), emulated(ours, fn.name, args)))
+            rows.append((fn.name, emulated(theirs, fn.name, args, their_host),
+                         emulated(ours, fn.name, args, our_host)))
     return rows
+
+
+def nvidia_ptx(path: Path) -> tuple[str, Optional[bytes]]:
+    """NVIDIA's PTX beside ``path``, or, where it takes tensor maps, the PTX and ``.nv.host``
+    of the cubin NVIDIA's tileiras builds from ``path`` again (``--lineinfo``: the cubin
+    carries its PTX then)."""
+    ptx = path.with_suffix(".ptx").read_text()
+    if not TENSOR_MAP_PARAM.search(ptx):
+        return ptx, None
+    tool = find_tileiras()
+    if tool is None:
+        raise RuntimeError("NVIDIA's PTX takes tensor maps, and NVIDIA's tileiras is not installed")
+    with tempfile.TemporaryDirectory(prefix="bench-coalescing-") as tmp:
+        out = Path(tmp) / "k.cubin"
+        subprocess.run([tool, f"--gpu-name={arch_of(path)}", "--lineinfo", str(path), "-o", str(out)],
+                       check=True, capture_output=True)
+        cubin = out.read_bytes()
+    return ptx_from_cubin(cubin), elf_sections(cubin).get(".nv.host")
 
 
 def sectors(r: EmulationResult) -> int:

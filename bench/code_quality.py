@@ -11,7 +11,8 @@ read from the file name.  For each file:
   from ``ptxas -v`` on that PTX (the real tool's ptxas flags);
 * ours compiles to PTX, which ptxas assembles with the same flags plus ``-v``;
 * in both PTXs, global loads and stores are counted by vector width (``.v4``, ``.v2``,
-  scalar) and by access size (128-bit accesses), plus asynchronous copies (cp.async, TMA).
+  scalar) and by access size (128-bit accesses), plus asynchronous copies (cp.async, TMA
+  loads, stores and reductions).
 
 A kernel is flagged REGS when ours uses more than NVIDIA's registers + 10%, SPILL when ours
 spills, NO128 when NVIDIA's PTX has 128-bit global accesses and ours has none.  The table
@@ -44,7 +45,7 @@ from tileiras.tools import find_tileiras  # noqa: E402
 
 REG_SLACK = 1.10
 _GLOBAL_ACCESS = re.compile(r"^(?:@!?%\w+\s+)?(ld|st)\.global((?:\.[\w:]+)*)\s")
-_ASYNC_COPY = re.compile(r"^(?:@!?%\w+\s+)?cp\.async(\.bulk)?\b")
+_ASYNC_COPY = re.compile(r"^(?:@!?%\w+\s+)?cp\.(?:reduce\.)?async(\.bulk)?\b")
 _TYPE_BITS = re.compile(r"^[bsuf](8|16|32|64|128)$")
 _ENTRY_NAME = re.compile(r"\.entry\s+([\w$.]+)")
 _TRAILER = re.compile(r"^\.(?:section|nv_intermediate_source_section)\b", re.M)

@@ -70,13 +70,16 @@ class Combination:
     kernel: str
     arch: str
     version: str
+    aligned: bool = False    # arrays as a framework's tensors (``kernels._case.aligned_array``)
 
     @property
     def id(self) -> str:
-        return f"{self.kernel}.{self.arch}.{self.version}"
+        return f"{self.kernel}{'.aligned' if self.aligned else ''}.{self.arch}.{self.version}"
 
 
 COMBINATIONS = tuple(Combination(c.name, a, v) for c in CASES for a in ARCHS for v in VERSIONS)
+#: The same kernels exported aligned, newest version only (exported when first asked for).
+ALIGNED_COMBINATIONS = tuple(Combination(c.name, a, VERSIONS[-1], aligned=True) for c in CASES for a in ARCHS)
 
 
 class TileIRStore:
@@ -91,29 +94,34 @@ class TileIRStore:
     def export_all(self) -> None:
         if self._exported:
             return
+        for combo in COMBINATIONS:
+            self._export(combo)
+        self._exported = True
+
+    def _export(self, combo: Combination) -> None:
         import cuda.tile as ct
         from cuda.tile.compilation import export_kernel
 
-        by_name = {c.name: c for c in CASES}
+        case = next(c for c in CASES if c.name == combo.kernel)
+        buf = io.BytesIO()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "num_worker_warps is ignored at 13.1"
-            for combo in COMBINATIONS:
-                case = by_name[combo.kernel]
-                buf = io.BytesIO()
-                try:
-                    export_kernel(case.kernel, case.signatures(), buf, gpu_code=combo.arch,
-                                  output_format="tileir_bytecode", bytecode_version=combo.version)
-                except ct.TileUnsupportedFeatureError as e:
-                    self._refused[combo.id] = str(e).splitlines()[0]
-                    continue
-                path = self.root / f"{combo.id}.tileir"
-                path.write_bytes(buf.getvalue())
-                self._files[combo.id] = TileIRFile(combo.kernel, combo.arch, combo.version, path)
-        self._exported = True
+            try:
+                export_kernel(case.kernel, case.signatures(aligned=combo.aligned), buf, gpu_code=combo.arch,
+                              output_format="tileir_bytecode", bytecode_version=combo.version)
+            except ct.TileUnsupportedFeatureError as e:
+                self._refused[combo.id] = str(e).splitlines()[0]
+                return
+        path = self.root / f"{combo.id}.tileir"
+        path.write_bytes(buf.getvalue())
+        self._files[combo.id] = TileIRFile(combo.kernel, combo.arch, combo.version, path)
 
     def get(self, combo_id: str) -> Optional[TileIRFile]:
         """The file, or None if cuTile refused the combination (see ``refusal``)."""
         self.export_all()
+        aligned = next((c for c in ALIGNED_COMBINATIONS if c.id == combo_id), None)
+        if aligned is not None and combo_id not in self._files and combo_id not in self._refused:
+            self._export(aligned)
         return self._files.get(combo_id)
 
     def refusal(self, combo_id: str) -> str:

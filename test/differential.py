@@ -47,24 +47,31 @@ class Case:
         return interp.cutile_args(*arrays)
 
 
-def export(case: Any, arch: str = "sm_90", version: str = "13.4") -> bytes:
+#: Elements along each dim of the random inputs: most tiles partial.  Aligned signatures
+#: promise extents divisible by 16 (``ALIGNED_EXTENT``: 7 x 16, still partial tiles of 32+).
+EXTENT = 100
+ALIGNED_EXTENT = 112
+
+
+def export(case: Any, arch: str = "sm_90", version: str = "13.4", aligned: bool = False) -> bytes:
     from cuda.tile.compilation import export_kernel
 
     buf = io.BytesIO()
-    export_kernel(case.kernel, case.signatures(), buf, gpu_code=arch, output_format="tileir_bytecode",
-                  bytecode_version=version)
+    export_kernel(case.kernel, case.signatures(aligned=aligned), buf, gpu_code=arch,
+                  output_format="tileir_bytecode", bytecode_version=version)
     return buf.getvalue()
 
 
-def cached_export(cache: dict, case: Any, arch: str) -> bytes:
-    """``export(case, arch)`` once per (kernel, arch) in ``cache``; skips the calling test when
-    cuTile refuses the combination (fp8 on sm_80, f4 before sm_100)."""
+def cached_export(cache: dict, case: Any, arch: str, aligned: bool = False) -> bytes:
+    """``export(case, arch, aligned=aligned)`` once per (kernel, arch, aligned) in ``cache``;
+    skips the calling test when cuTile refuses the combination (fp8 on sm_80, f4 before
+    sm_100)."""
     import pytest
 
-    key = (case.name, arch)
+    key = (case.name, arch, aligned)
     if key not in cache:
         try:
-            cache[key] = export(case, arch=arch)
+            cache[key] = export(case, arch=arch, aligned=aligned)
         except Exception as err:  # noqa: BLE001 - cuTile's refusals have no common type
             pytest.skip(f"cuTile cannot export {case.name} for {arch}: {err}")
     return cache[key]

@@ -4,7 +4,9 @@ Each cuTile kernel case is exported, given random inputs (arrays of 100 elements
 dim, so most tiles are partial), run by the Tile IR reference interpreter and, compiled
 by our pipeline to PTX, by the PTX emulator.  Integer results must match exactly, float
 results within the documented tolerance (approximate PTX math instructions vs exactly
-rounded reference), asserts must fire in both or neither.
+rounded reference), asserts must fire in both or neither.  Every kernel runs twice: exported
+unaligned and aligned as cuTile exports a framework's tensors (``kernels._case.aligned_array``:
+16-byte vector accesses, TMA on sm_90), the common case, on inputs of 112 elements per dim.
 """
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import pytest
 
 pytest.importorskip("cuda.tile")
 
-from differential import Case, cached_export, compare, export, make_inputs, run_compiled, run_interpreter  # noqa: E402
+from differential import (ALIGNED_EXTENT, EXTENT, Case, cached_export, compare, export,  # noqa: E402
+                          make_inputs, run_compiled, run_interpreter)
 from kernels import ALL_CASES  # noqa: E402
 
 from tileiras.reader import read_bytecode  # noqa: E402
@@ -33,12 +36,15 @@ def bytecode_cache() -> dict:
     return {}
 
 
+@pytest.mark.parametrize("aligned", [False, True], ids=["unaligned", "aligned"])
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 @pytest.mark.parametrize("case, k", list(_entries()))
-def test_interpreter_matches_compiled(case, k, arch, bytecode_cache):
-    data = cached_export(bytecode_cache, case, arch)
+def test_interpreter_matches_compiled(case, k, arch, aligned, bytecode_cache):
+    """Aligned: exported as cuTile exports a framework's tensors (16-byte vectors, TMA on
+    sm_90), on inputs that keep those promises (extents of ``ALIGNED_EXTENT``)."""
+    data = cached_export(bytecode_cache, case, arch, aligned)
     entry = read_bytecode(data).functions[k].name
-    arrays = make_inputs(case.params[k], np.random.default_rng(1), 100)
+    arrays = make_inputs(case.params[k], np.random.default_rng(1), ALIGNED_EXTENT if aligned else EXTENT)
     c = Case(data, entry, arrays, GRID)
     expected = run_interpreter(c)
     got = run_compiled(c, arch)
@@ -59,7 +65,7 @@ def test_interpreter_matches_real_ptx(case, k, real_tileiras, tmp_path, bytecode
 
     data = cached_export(bytecode_cache, case, "sm_90")
     entry = read_bytecode(data).functions[k].name
-    c = Case(data, entry, make_inputs(case.params[k], np.random.default_rng(1), 100), GRID)
+    c = Case(data, entry, make_inputs(case.params[k], np.random.default_rng(1), EXTENT), GRID)
     problem = compare(run_interpreter(c), run_real_ptx(c, real_tileiras, str(tmp_path)))
     assert problem is None, problem
 
@@ -96,7 +102,7 @@ def test_real_tensor_core_ptx_matches_interpreter(name, arch, instruction, real_
 
     case = next(c for c in ALL_CASES if c.name == name)
     data = export(case, arch=arch)
-    c = Case(data, read_bytecode(data).functions[0].name, make_inputs(case.params[0], np.random.default_rng(1), 100),
+    c = Case(data, read_bytecode(data).functions[0].name, make_inputs(case.params[0], np.random.default_rng(1), EXTENT),
              GRID)
     problem = compare(run_interpreter(c), run_real_ptx(c, real_tileiras, str(tmp_path), arch, expect=instruction))
     assert problem is None, problem

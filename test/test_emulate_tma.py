@@ -119,15 +119,17 @@ ret;
 """
 
 
-def _run_with_map(ptx: str, src: np.ndarray):
+def _run_with_map(ptx: str, src: np.ndarray, traffic=None):
     """Runs ``ptx`` (one thread) with ``tmap`` an 8x8 box of u32 over ``src`` (10x12):
-    (the launch, the address of src, the address of 12 output bytes)."""
+    (the launch, the address of src, the address of 12 output bytes); ``traffic``: a
+    ``Traffic`` that counts the launch's memory requests."""
     from tileiras.codegen.tensormap import ElementType, TensorMap, encode
     from tileiras.emulate.launch import Launch, load_program
     from tileiras.emulate.machine import Batch
 
     prog = load_program(ptx, "k")
     run = Launch(prog, (1, 1, 1), (1, 1, 1), (1, 1, 1), 0)
+    run.traffic = traffic
     run.allocate_globals()
     addr = run.gmem.allocate("src", src.nbytes)
     run.gmem.write(addr, src.tobytes())
@@ -167,3 +169,19 @@ def test_writing_a_bulk_store_source_before_its_wait_traps() -> None:
         _run_with_map(early, np.arange(1, 121, dtype=np.uint32).reshape(10, 12))
     late = PTX_LOAD.replace("cp.async.bulk.wait_group.read 0;", "cp.async.bulk.wait_group.read 0;\nst.shared.u32 [buf], 7;")
     _run_with_map(late, np.arange(1, 121, dtype=np.uint32).reshape(10, 12))
+
+
+def test_bulk_copies_count_their_sectors() -> None:
+    """``launch(traffic=True)`` counts a bulk tensor copy as one request of the sectors its
+    in-bounds elements touch (``bulk.count_box``): the load of the box at column 8, row 2
+    reads 16 bytes of each of 8 rows (48-byte pitch: offset 0 or 16 in a sector, one
+    sector a row); the store at (0, 0) writes 32 bytes of each of 8 rows, one sector for
+    the rows at even offsets and two for the odd ones: 12.  The three ``st.global.u32``
+    are a sector each."""
+    from tileiras.emulate.traffic import Traffic
+
+    traffic = Traffic()
+    src = np.arange(1, 121, dtype=np.uint32).reshape(10, 12)
+    _run_with_map(PTX_LOAD.replace("{4, 2}", "{8, 2}"), src, traffic)
+    assert (traffic.loads.requests, traffic.loads.sectors, traffic.loads.bytes) == (1, 8, 8 * 16)
+    assert (traffic.stores.requests, traffic.stores.sectors, traffic.stores.bytes) == (3 + 1, 3 + 12, 12 + 8 * 32)

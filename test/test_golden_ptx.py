@@ -14,6 +14,9 @@ absolute path of the kernel's source file, which differs between checkouts.  The
 are therefore dropped from the module before compiling (``strip_locations``), so nothing
 derived from them (line info, assert messages with ``file:line``) can reach a golden file.
 
+Kernels in ALIGNED_GOLDEN_KERNELS are pinned a second time as exported with aligned
+signatures (``<kernel>.aligned.<arch>.ptx``).
+
 Every golden file must also assemble with ptxas for its architecture.
 """
 from __future__ import annotations
@@ -42,6 +45,13 @@ GOLDEN_KERNELS = (
     "col_reductions", "scans", "softmax_rows", "while_break_continue", "persistent_tiles",
     "gather_scatter", "atomics", "reshape_permute", "debug_assert", "kernel_hints",
     "tuple_params_v2", "pdl_chain", "gemm",
+)
+#: Kernels also pinned as cuTile exports them for ordinary framework tensors (16-byte
+#: aligned bases, strides and shapes divisible by 16: ``<kernel>.aligned.<arch>.ptx``),
+#: the common case: 16-byte vector accesses, TMA on sm_90+, Fortran-order loads.
+ALIGNED_GOLDEN_KERNELS = (
+    "float_arith", "half_arith", "conversions", "col_reductions", "scans", "softmax_rows", "layernorm",
+    "persistent_tiles", "gather_scatter", "reshape_permute", "load_store_options", "gemm",
 )
 MAX_DIFF_LINES = 200
 #: Text kernels (name -> Tile IR text), compiled for TEXT_ARCH only.
@@ -78,11 +88,14 @@ def unified_diff(expected: str, actual: str, name: str) -> str:
 
 
 def golden_params() -> list:
-    return [pytest.param(k, a, id=f"{k}.{a}") for k in GOLDEN_KERNELS for a in ARCHS]
+    """(kernel, arch); an aligned export's kernel reads ``<kernel>.aligned``, as its golden
+    file and conftest's combination id do."""
+    names = list(GOLDEN_KERNELS) + [f"{k}.aligned" for k in ALIGNED_GOLDEN_KERNELS]
+    return [pytest.param(k, a, id=f"{k}.{a}") for k in names for a in ARCHS]
 
 
 def test_golden_kernels_exist():
-    missing = [k for k in GOLDEN_KERNELS if k not in _KNOWN]
+    missing = [k for k in GOLDEN_KERNELS + ALIGNED_GOLDEN_KERNELS if k not in _KNOWN]
     assert not missing, f"GOLDEN_KERNELS names kernels that test/kernels lacks: {missing}"
 
 
@@ -122,6 +135,7 @@ def check_golden(ptx: str, kernel: str, arch: str, request: pytest.FixtureReques
 def test_no_stale_goldens():
     wanted = {golden_path(k, a).name for k in GOLDEN_KERNELS for a in ARCHS}
     wanted |= {golden_path(k, TEXT_ARCH).name for k in TEXT_GOLDENS}
+    wanted |= {golden_path(f"{k}.aligned", a).name for k in ALIGNED_GOLDEN_KERNELS for a in ARCHS}
     stale = sorted(p.name for p in GOLDEN_DIR.glob("*.ptx") if p.name not in wanted)
     assert not stale, f"golden files for kernels no longer in GOLDEN_KERNELS: {stale}"
 

@@ -20,8 +20,10 @@ from tileiras.tile import ops_memory as MEM
 
 
 def copy_kernel(elem: str, tile: str = "4x128", base_div: int = 16, stride_div: int = 16, shape_div: int = 16,
-                last_stride: str = "1") -> str:
-    """``y[tile] = x[tile]`` over 2-d tensors, with the given facts (0: no fact)."""
+                last_stride: str = "1", dim_map: str = "") -> str:
+    """``y[tile] = x[tile]`` over 2-d tensors, with the given facts (0: no fact);
+    ``dim_map="[1, 0]"``: Fortran-order partition views (tile dim 0 runs along the
+    tensor's contiguous dim)."""
     ptr = f"tile<ptr<{elem}>>"
 
     def assume(name: str, value: str, div: int, t: str) -> str:
@@ -30,7 +32,7 @@ def copy_kernel(elem: str, tile: str = "4x128", base_div: int = 16, stride_div: 
     strides = f"[%sd, {last_stride}]" if last_stride == "1" else "[%sd, %sd]"
     stride_types = "tile<i32>, tile<i32>, tile<i32>" if last_stride == "1" else "tile<i32>, tile<i32>, tile<i32>, tile<i32>"
     view = f"tensor_view<?x?x{elem}, strides=[?,{'1' if last_stride == '1' else '?'}]>"
-    pview = f"partition_view<tile=({tile}), {view}>"
+    pview = f"partition_view<tile=({tile}), {view}{', dim_map=' + dim_map if dim_map else ''}>"
     shape = "x".join(tile.split("x"))
     return ("cuda_tile.module @kernels {\n"
             f"  entry @k(%x: {ptr}, %y: {ptr}, %m: tile<i32>, %n: tile<i32>, %s: tile<i32>) {{\n"
@@ -72,6 +74,16 @@ def test_aligned_views_allow_16_bytes(elem, width):
 ])
 def test_what_each_fact_limits(facts, width):
     assert access_widths(copy_kernel("f32", **facts)) == [width, width]
+
+
+@pytest.mark.parametrize("facts, width", [
+    (dict(), 4),
+    (dict(tile="2x64"), 2),                     # the contiguous tile dim holds 2 elements
+    (dict(base_div=8), 2),
+    (dict(shape_div=0), 1),
+])
+def test_fortran_order_views_vectorize_along_their_contiguous_dim(facts, width):
+    assert access_widths(copy_kernel("f32", **{"tile": "16x64", "dim_map": "[1, 0]", **facts})) == [width, width]
 
 
 def test_register_run_of_layouts():
@@ -119,3 +131,142 @@ def test_vector_accesses_agree_with_the_interpreter(elem, arch):
     got = diffcheck.run_ptx(ptx, "k", grid, list(args))
     assert diffcheck.compare(expected, got) is None
     np.testing.assert_array_equal(got.arrays[1].view(np.uint8), x.view(np.uint8))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_fortran_order_copies_agree_with_the_interpreter(arch):
+    """A Fortran-order view (``dim_map=[1, 0]``): each thread holds 4 consecutive elements
+    of tile dim 0, the tensor's contiguous dim, and moves them with one ``.v4`` access;
+    4x3 tiles of 16x64 over a 144x48 tensor, the last tile column hanging over the edge
+    by whole vectors."""
+    data = bytecode(copy_kernel("f32", tile="16x64", dim_map="[1, 0]")
+                    .replace("%xp[%bx, %c0]", "%xp[%bx, %by]").replace("%yp[%bx, %c0]", "%yp[%bx, %by]"))
+    module = read_bytecode(data)
+    x = diffcheck.random_array(np.random.default_rng(5), np.float32, (144, 48))
+    args = [x, np.zeros_like(x), 144, 48, 48]
+    grid = (4, 3, 1)
+    expected = diffcheck.run_interpreter(data, "k", grid, list(args))
+    ptx = compile_module(module, CompileOptions(gpu_name=arch), "ptx")
+    accesses = global_accesses(ptx)
+    assert accesses and all(v == ".v4" for _, v, _ in accesses), accesses
+    got = diffcheck.run_ptx(ptx, "k", grid, list(args))
+    assert diffcheck.compare(expected, got) is None
+    np.testing.assert_array_equal(got.arrays[1], x)
+
+
+F32_VIEW = "tensor_view<?x?xf32, strides=[?,1]>"
+I32 = "tile<i32>"
+
+
+def aligned_kernel(arrays: dict[str, bool], body: str) -> str:
+    """A module with one entry ``@k(arrays..., %m, %n)`` over aligned f32 matrices (name ->
+    transposed: N x M instead of M x N), their views ``%<name>v`` and the block ids
+    ``%bx, %by``; ``body`` follows."""
+    params = [f"%{a}: tile<ptr<f32>>" for a in arrays] + [f"%m: {I32}", f"%n: {I32}"]
+    lines = ["    %t0 = make_token : token"]
+    lines += [f"    %{a}b = assume div_by<16>, %{a} : tile<ptr<f32>>" for a in arrays]
+    lines += [f"    %md = assume div_by<16>, %m : {I32}", f"    %nd = assume div_by<16>, %n : {I32}"]
+    for a, transposed in arrays.items():
+        rows, cols = ("%nd", "%md") if transposed else ("%md", "%nd")
+        lines.append(f"    %{a}v = make_tensor_view %{a}b, shape = [{rows}, {cols}], strides = [{cols}, 1] "
+                     f": {I32}, {I32} -> {F32_VIEW}")
+    lines.append(f"    %bx, %by, %bz = get_tile_block_id : {I32}")
+    return ("cuda_tile.module @kernels {\n  entry @k(" + ", ".join(params) + ") {\n" + "\n".join(lines) + "\n"
+            + body + "    return\n  }\n}\n")
+
+
+def transpose_kernel() -> str:
+    """``y[j, i] = x[i, j]`` by 16x64 tiles of aligned f32 tensors (x: M x N, y: N x M)."""
+    xp, yp = f"partition_view<tile=(16x64), {F32_VIEW}>", f"partition_view<tile=(64x16), {F32_VIEW}>"
+    return aligned_kernel({"x": False, "y": True}, (
+        f"    %xp = make_partition_view %xv : {xp}\n"
+        f"    %yp = make_partition_view %yv : {yp}\n"
+        f"    %a, %tok = load_view_tko weak %xp[%bx, %by] token = %t0 : {xp}, {I32} -> tile<16x64xf32>, token\n"
+        "    %p = permute %a [1, 0] : tile<16x64xf32> -> tile<64x16xf32>\n"
+        f"    %w = store_view_tko weak %p, %yp[%by, %bx] token = %t0 : tile<64x16xf32>, {yp}, {I32} -> token\n"))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_transposed_tiles_are_stored_16_bytes_a_thread(arch):
+    """A permuted tile holds its runs along the stored view's strided dim: it changes layout
+    through shared memory (``store_relayout``), as NVIDIA's transpose does, and both the
+    load and the store move 16 bytes a thread; the result is the transpose (3x2 tiles over
+    a 48x128 tensor, the grid's extra tiles out of range)."""
+    data = bytecode(transpose_kernel())
+    module = read_bytecode(data)
+    ptx = compile_module(module, CompileOptions(gpu_name=arch), "ptx")
+    accesses = global_accesses(ptx)
+    assert accesses and all(v == ".v4" for _, v, _ in accesses), accesses
+    x = diffcheck.random_array(np.random.default_rng(9), np.float32, (48, 128))
+    args = [x, np.zeros((128, 48), np.float32), 48, 128]
+    grid = (4, 3, 1)
+    expected = diffcheck.run_interpreter(data, "k", grid, list(args))
+    got = diffcheck.run_ptx(ptx, "k", grid, list(args))
+    assert diffcheck.compare(expected, got) is None
+    np.testing.assert_array_equal(got.arrays[1], x.T)
+
+
+def add_transposed_kernel() -> str:
+    """``y = a + b^T`` by 16x64 tiles of a and y, 64x16 tiles of b (all aligned f32): b's
+    tile, loaded 16 bytes a thread along its rows, is wanted in a's layout after the
+    permute, which TileAS gets by loading it again in that layout (``recompute_plan``)."""
+    ap, bp = f"partition_view<tile=(16x64), {F32_VIEW}>", f"partition_view<tile=(64x16), {F32_VIEW}>"
+    return aligned_kernel({"a": False, "b": True, "y": False}, (
+        f"    %ap = make_partition_view %av : {ap}\n"
+        f"    %bp = make_partition_view %bv : {bp}\n"
+        f"    %yp = make_partition_view %yv : {ap}\n"
+        f"    %ta, %k1 = load_view_tko weak %ap[%bx, %by] token = %t0 : {ap}, {I32} -> tile<16x64xf32>, token\n"
+        f"    %tb, %k2 = load_view_tko weak %bp[%by, %bx] token = %t0 : {bp}, {I32} -> tile<64x16xf32>, token\n"
+        "    %p = permute %tb [1, 0] : tile<64x16xf32> -> tile<16x64xf32>\n"
+        "    %s = addf %ta, %p : tile<16x64xf32>\n"
+        f"    %w = store_view_tko weak %s, %yp[%bx, %by] token = %t0 : tile<16x64xf32>, {ap}, {I32} -> token\n"))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_a_load_computed_again_in_another_layout_keeps_its_width_there(arch):
+    """b's tile is loaded again in a's layout, which holds no run along b's rows: that
+    second load goes element by element (``_planned_vector``), not 16 bytes a thread at
+    the wrong addresses; y = a + b^T exactly (3x2 tiles over 48x128, edges included)."""
+    data = bytecode(add_transposed_kernel())
+    module = read_bytecode(data)
+    ptx = compile_module(module, CompileOptions(gpu_name=arch), "ptx")
+    rng = np.random.default_rng(4)
+    a = diffcheck.random_array(rng, np.float32, (48, 128))
+    b = diffcheck.random_array(rng, np.float32, (128, 48))
+    args = [a, b, np.zeros_like(a), 48, 128]
+    grid = (4, 3, 1)
+    expected = diffcheck.run_interpreter(data, "k", grid, list(args))
+    got = diffcheck.run_ptx(ptx, "k", grid, list(args))
+    assert diffcheck.compare(expected, got) is None
+    np.testing.assert_array_equal(got.arrays[2], a + b.T)
+
+
+def squeeze_kernel() -> str:
+    """``y[1x256 tile] = 2 * x[1x256 tile]`` through a 256-element tile (reshape, then a
+    constant first operand, whose layout the product takes)."""
+    pv = f"partition_view<tile=(1x256), {F32_VIEW}>"
+    return aligned_kernel({"x": False, "y": False}, (
+        f"    %xp = make_partition_view %xv : {pv}\n"
+        f"    %yp = make_partition_view %yv : {pv}\n"
+        f"    %a, %tok = load_view_tko weak %xp[%bx, %by] token = %t0 : {pv}, {I32} -> tile<1x256xf32>, token\n"
+        "    %r = reshape %a : tile<1x256xf32> -> tile<256xf32>\n"
+        "    %c = constant <f32: 2.000000e+00> : tile<256xf32>\n"
+        "    %p = mulf %c, %r : tile<256xf32>\n"
+        "    %q = reshape %p : tile<256xf32> -> tile<1x256xf32>\n"
+        f"    %w = store_view_tko weak %q, %yp[%bx, %by] token = %t0 : tile<1x256xf32>, {pv}, {I32} -> token\n"))
+
+
+def test_a_row_reshaped_without_its_unit_dim_keeps_its_layout():
+    """The 256-element tile takes the 1x256 row's run (``shape_vectors``): no conversion,
+    no second load in another layout, 8-byte accesses on both sides, y = 2x."""
+    from tileiras.lower.tileas import assign_layouts
+
+    data = bytecode(squeeze_kernel())
+    module = read_bytecode(data)
+    tas = assign_layouts(analyze(module.functions[0]), None, 80)
+    assert not tas.converts
+    ptx = compile_module(module, CompileOptions(gpu_name="sm_80"), "ptx")
+    assert [a for a, v, _ in global_accesses(ptx) if v == ".v2"] == ["ld", "st"]
+    x = diffcheck.random_array(np.random.default_rng(2), np.float32, (16, 512))
+    got = diffcheck.run_ptx(ptx, "k", (16, 2, 1), [x, np.zeros_like(x), 16, 512])
+    np.testing.assert_array_equal(got.arrays[1], 2 * x)

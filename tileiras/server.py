@@ -47,8 +47,8 @@ def preload() -> None:
     import llvmlite.ir  # noqa: F401
 
     from . import driver, pipeline, remarks, tilelib  # noqa: F401
-    from .codegen import abi, emit_arith, emit_control, emit_memory, emit_mma, emit_multimem, emit_reduce  # noqa: F401
-    from .codegen import emit_shape  # noqa: F401
+    from .codegen import abi, emit_arith, emit_atomics, emit_control, emit_memory, emit_mma  # noqa: F401
+    from .codegen import emit_multimem, emit_reduce, emit_shape  # noqa: F401
     from .codegen import backend, host, nvvm, ptx, ptxas  # noqa: F401
     from .codegen.libdevice import load as load_libdevice; load_libdevice()  # noqa: E702
     from .codegen.llvm_targets import init_llvm

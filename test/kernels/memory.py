@@ -52,6 +52,21 @@ def load_store_options(x, y, out):
 
 
 @ct.kernel
+def tile_atomics(x, fsum, imix):
+    """Atomic reductions of whole tiles into views (``atomic_red_view``): an f32 sum, and
+    signed max/min and bitwise or/and/xor of i32 tiles holding negative values too."""
+    t = ct.load(x, index=(ct.bid(0), ct.bid(1)), shape=(32, 32), padding_mode=ct.PaddingMode.ZERO)
+    fsum.tiled_view((32, 32)).atomic_store_add((0, 0), t)
+    q = ct.astype(t * 100.0, ct.int32)
+    v = imix.tiled_view((32, 32))
+    v.atomic_store_max((0, 0), q)
+    v.atomic_store_min((0, 1), q)
+    v.atomic_store_or((1, 0), q)
+    v.atomic_store_and((1, 1), q)
+    v.atomic_store_xor((0, 2), q)
+
+
+@ct.kernel
 def memory_ordering(flag, data, out):
     i = ct.bid(0)
     f = ct.load(flag, index=(0,), shape=(1,), memory_order=ct.MemoryOrder.ACQUIRE,
@@ -92,6 +107,7 @@ CASES = [
     KernelCase("atomics", atomics,
                [[arr(ct.int32), arr(F32), arr(ct.int32), arr(ct.int32), arr(ct.int32)]]),
     KernelCase("load_store_options", load_store_options, [[arr(F32, 2), arr(F32, 2), arr(F32, 2)]]),
+    KernelCase("tile_atomics", tile_atomics, [[arr(F32, 2), arr(F32, 2), arr(ct.int32, 2)]]),
     KernelCase("memory_ordering", memory_ordering, [[arr(ct.int32), arr(F32), arr(F32)]]),
     KernelCase("unchecked_bounds", unchecked_bounds, [[arr(ct.int64), arr(ct.int64)]]),
     KernelCase("advanced_indexing", advanced_indexing, [[arr(F32, 2), arr(ct.int32), arr(F32, 2), scalar(ct.int32)]]),

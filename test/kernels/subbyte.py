@@ -21,10 +21,11 @@ F16, F32 = ct.float16, ct.float32
 class SymbolCase(KernelCase):
     """Entries named ``<function>_<k>`` instead of cuTile's mangled names."""
 
-    def signatures(self) -> list[KernelSignature]:
+    def signatures(self, aligned: bool = False) -> list[KernelSignature]:
         fn_name = self.kernel._annotated_function.pyfunc.__name__
         cc = CallingConvention.cutile_python_v1()
-        return [KernelSignature(list(p), cc).with_symbol(f"{fn_name}_{k}") for k, p in enumerate(self.params)]
+        return [KernelSignature(p, cc).with_symbol(f"{fn_name}_{k}")
+                for k, p in enumerate(self.entry_params(aligned))]
 
 
 @ct.kernel

@@ -1,11 +1,11 @@
-"""Views, loads and stores through views and pointer tiles, atomics.
+"""Views, loads and stores through views and pointer tiles (atomics: ``emit_atomics``).
 
 Each thread computes the tensor coordinates of the elements it holds (through
 the layout), masks those outside the tensor, and issues one predicated access
-per element.  Copies of an element held by several threads (broadcast bits of
-the layout) are stored by every holder, as NVIDIA's PTX does: they hold the same
-value, and an owner predicate would cost registers.  Atomics update once (owner
-only), and repeated registers within a thread are stored once.
+per element (or per run of elements ``vectorize`` proved aligned).  Copies of an
+element held by several threads (broadcast bits of the layout) are stored by every
+holder, as NVIDIA's PTX does: they hold the same value, and an owner predicate
+would cost registers.  Repeated registers within a thread are stored once.
 """
 from __future__ import annotations
 
@@ -19,10 +19,11 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation
 from ..lower.software_pipeline import pipelined_op
+from ..lower.vectorize import access_dim, register_run
 from ..record import record
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
-from ..tile.enums import AtomicRMWMode, MemoryOrderingSemantics, MemoryScope
+from ..tile.enums import MemoryOrderingSemantics, MemoryScope
 from . import intrinsics as X
 from . import subbyte as SB
 from .nvvm import I32, I64, KernelEmitter, emits, runtime_mask
@@ -421,6 +422,16 @@ def _gather_indices(em: KernelEmitter, op: Operation, view: TiledViewVal, layout
     return lookup_by_coord(em, idx, op.operands[pos].type, layout, [k])
 
 
+def _planned_vector(em: KernelEmitter, op: Operation, layout) -> int:
+    """The load's planned width (``tas.vectors``), for the layout it was planned in: a load
+    computed again in another layout (``TileAS.recomputed``, to spare a conversion) may
+    hold no run there, and then goes element by element."""
+    vector = em.tas.vectors.get(op, 1)
+    if vector > 1 and register_run(layout, access_dim(op)) < vector:
+        return 1
+    return vector
+
+
 @emits(MEM.LoadViewTkoOp)
 def _load_view(em: KernelEmitter, op: Operation) -> None:
     view = em.values[op.view]
@@ -449,7 +460,7 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
 
     fallback = None if _leaves_outside_unwritten(em, view, ty) else pad
 
-    vector = em.tas.vectors.get(op, 1)
+    vector = _planned_vector(em, op, layout)
     if vector > 1:  # 32-bit words or wider: ptxas's reason to define narrow elements is gone
         fallback = None if view.padding is None and not em.in_loop else pad
 
@@ -487,7 +498,7 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
     if op in em.tas.tma:
         from .emit_tma import emit_tma_store
 
-        emit_tma_store(em, op, scalar_indices(em, op.index))
+        emit_tma_store(em, op, scalar_indices(em, op.index), em.tile(op, 0))
         return
     tile = em.tile(op, 0)
     layout = tile.layout
@@ -669,129 +680,6 @@ def _store_ptr(em: KernelEmitter, op: Operation) -> None:
     for reg in em.unique_regs(ptrs.layout):
         m = mask.regs[reg] if mask else ir.Constant(ir.IntType(1), 1)
         _store_bits(em, vals.regs[reg], ptrs.regs[reg], m, q)
-    em.put(op.results[0], None)
-
-
-# -- atomics -----------------------------------------------------------------------------------
-def _atom_type(mode: AtomicRMWMode, ty: ir.Type) -> tuple[str, str]:
-    bits = _bits(ty)
-    is_float = not isinstance(ty, ir.IntType)
-    if mode == AtomicRMWMode.ADDF or (mode == AtomicRMWMode.ADD and is_float):
-        name = {16: "noftz.f16" if isinstance(ty, ir.HalfType) else "noftz.bf16", 32: "f32", 64: "f64"}[bits]
-        return "add", name
-    if mode == AtomicRMWMode.ADD:
-        return "add", f"u{bits}"
-    if mode in (AtomicRMWMode.AND, AtomicRMWMode.OR, AtomicRMWMode.XOR):
-        return mode.keyword, f"b{bits}"
-    if mode == AtomicRMWMode.XCHG:
-        return "exch", f"b{bits}"
-    if mode in (AtomicRMWMode.MAX, AtomicRMWMode.MIN):
-        return mode.keyword, (f"f{bits}" if is_float else f"s{bits}")
-    return mode.keyword[1:], f"u{bits}"  # umax/umin
-
-
-def _atom_qualifiers(op: Operation) -> str:
-    sem = op.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.RELAXED)
-    scope = {MemoryScope.TL_BLK: ".cta", MemoryScope.DEVICE: ".gpu", MemoryScope.SYS: ".sys"}[
-        op.attributes.get("memory_scope", MemoryScope.DEVICE)]
-    name = {MemoryOrderingSemantics.WEAK: "relaxed", MemoryOrderingSemantics.RELAXED: "relaxed",
-            MemoryOrderingSemantics.ACQUIRE: "acquire", MemoryOrderingSemantics.RELEASE: "release",
-            MemoryOrderingSemantics.ACQ_REL: "acq_rel"}[sem]
-    return f".{name}{scope}"
-
-
-def _atomic(em: KernelEmitter, inst: str, ty: ir.Type, address: ir.Value, args: list[ir.Value],
-            pred: ir.Value, offset: int = 0) -> ir.Value:
-    b = em.b
-    if str(ty) == "bfloat" or isinstance(ty, ir.HalfType):  # 16-bit floats travel as b16
-        raw = _atomic(em, inst, ir.IntType(16), address, [b.bitcast(a, ir.IntType(16)) for a in args], pred,
-                      offset)
-        return b.bitcast(raw, ty)
-    letter, _ = X.reg_class(ty)
-    ins = ", ".join(f"${i + 3}" for i in range(len(args)))
-    where = f"[$1+{offset}]" if offset else "[$1]"
-    text = f"mov.b{_bits(ty)} $0, 0; @$2 {inst} $0, {where}, {ins};"
-    cons = f"={letter},l,b," + ",".join(letter for _ in args) + ",~{memory}"
-    return X.asm(b, ty, text, cons, [address, pred, *args], side_effect=True)
-
-
-def _share_from_owner(em: KernelEmitter, layout, regs: list[ir.Value], ty: T.Type) -> list[ir.Value]:
-    """Threads holding copies get the value their element's owner computed."""
-    if em.owner_predicate(layout) is None and not layout.broadcast_mask("reg"):
-        return regs
-    from .emit_shape import redistribute_owned  # noqa: PLC0415
-    return redistribute_owned(em, layout, regs, ty)
-
-
-@emits(MEM.AtomicRMWTkoOp)
-def _atomic_rmw(em: KernelEmitter, op: Operation) -> None:
-    _barrier_if_ordered(em, op)
-    ptrs, args = em.tile(op, 0), em.tile(op, 1)
-    mask = em.tile(op, 2) if op.segments[2] else None
-    ty = llvm_type(op.results[0].type)
-    name, suffix = _atom_type(op.mode, ty)
-    inst = f"atom{_atom_qualifiers(op)}.global.{name}.{suffix}"
-    owner = em.owner_predicate(ptrs.layout)
-    regs = []
-    unique = set(em.unique_regs(ptrs.layout))
-    for r in range(len(ptrs.regs)):
-        m = mask.regs[r] if mask else ir.Constant(ir.IntType(1), 1)
-        if owner is not None:
-            m = em.b.and_(m, owner)
-        if r not in unique:
-            m = ir.Constant(ir.IntType(1), 0)
-        regs.append(_atomic(em, inst, ty, ptrs.regs[r], [args.regs[r]], m))
-    em.put(op.results[0], TileVal(ptrs.layout, _share_from_owner(em, ptrs.layout, regs, op.results[0].type)))
-    em.put(op.results[1], None)
-
-
-@emits(MEM.AtomicCASTkoOp)
-def _atomic_cas(em: KernelEmitter, op: Operation) -> None:
-    _barrier_if_ordered(em, op)
-    ptrs, cmp, val = em.tile(op, 0), em.tile(op, 1), em.tile(op, 2)
-    mask = em.tile(op, 3) if op.segments[3] else None
-    ty = llvm_type(op.results[0].type)
-    inst = f"atom{_atom_qualifiers(op)}.global.cas.b{_bits(ty)}"
-    owner = em.owner_predicate(ptrs.layout)
-    unique = set(em.unique_regs(ptrs.layout))
-    regs = []
-    for r in range(len(ptrs.regs)):
-        m = mask.regs[r] if mask else ir.Constant(ir.IntType(1), 1)
-        if owner is not None:
-            m = em.b.and_(m, owner)
-        if r not in unique:
-            m = ir.Constant(ir.IntType(1), 0)
-        c, v = cmp.regs[r], val.regs[r]
-        if not isinstance(ty, ir.IntType):
-            it = ir.IntType(_bits(ty))
-            old = _atomic(em, inst, it, ptrs.regs[r], [em.b.bitcast(c, it), em.b.bitcast(v, it)], m)
-            regs.append(em.b.bitcast(old, ty))
-        else:
-            regs.append(_atomic(em, inst, ty, ptrs.regs[r], [c, v], m))
-    em.put(op.results[0], TileVal(ptrs.layout, _share_from_owner(em, ptrs.layout, regs, op.results[0].type)))
-    em.put(op.results[1], None)
-
-
-@emits(MEM.AtomicRedViewTkoOp)
-def _atomic_red_view(em: KernelEmitter, op: Operation) -> None:
-    view = em.values[op.view]
-    assert isinstance(view, TiledViewVal)
-    _barrier_if_ordered(em, op)
-    value_pos = 1 + len(op.index)
-    tile = em.tile(op, value_pos)
-    layout = tile.layout
-    indices = scalar_indices(em, op.index)
-    gather = _gather_indices(em, op, view, layout, op.index)
-    # measured: from the tile origin helps atomic reductions, not loads and stores (their
-    # addresses are computed in their branch from a fresh %tid.x, see tile_in_range)
-    acc = Access(em, view, layout, indices, gather, from_tile_origin=True)
-    ty = llvm_type(op.value.type)
-    name, suffix = _atom_type(op.mode, ty)
-    inst = f"atom{_atom_qualifiers(op)}.global.{name}.{suffix}"
-    owner = em.owner_predicate(layout)
-    for reg in em.unique_regs(layout):
-        m = acc.masks[reg] if owner is None else em.b.and_(acc.masks[reg], owner)
-        _atomic(em, inst, ty, acc.addresses[reg], [tile.regs[reg]], m, acc.offsets[reg])
     em.put(op.results[0], None)
 
 

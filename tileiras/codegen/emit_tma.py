@@ -1,4 +1,4 @@
-"""TMA view loads and stores (sm_90+), as ``lower.tma`` planned them.
+"""TMA view loads, stores and atomic reductions (sm_90+), as ``lower.tma`` planned them.
 
 At kernel start thread 0 initializes one mbarrier per TMA load (arrival count 1) and fences
 the initialization for the async proxy; a CTA barrier publishes it.  Each load then:
@@ -24,6 +24,9 @@ Each store, as NVIDIA's tool emits it:
   them as a bulk async-group and waits until the group has read shared memory
   (``wait_group.read 0``): the buffer may be reused and the kernel may exit.  TMA clips
   what falls outside the tensor, so partial edge tiles are not masked either.
+
+An atomic reduction into a view's tile is staged and issued as a store is, with
+``cp.reduce.async.bulk.tensor`` (its op from the plan) in place of the bulk store.
 """
 from __future__ import annotations
 
@@ -138,10 +141,15 @@ def _staged_offset(em: KernelEmitter, plan: TmaPlan, coords: list[ir.Value]) -> 
 
 
 def _staged_pointer(em: KernelEmitter, plan: TmaPlan, layout, reg: int, eb: int) -> ir.Value:
-    """Pointer to register ``reg``'s element in the staging buffer."""
+    """Pointer to register ``reg``'s element in the staging buffer (its 16-byte chunk
+    moved as the buffer's swizzle moves it: chunk c of row r at c ^ (r mod 8), rows of
+    ``plan.swizzle`` bytes, the buffer aligned to the pattern)."""
     b = em.b
-    offset = _staged_offset(em, plan, em.coords(layout, reg))
-    return byte_gep(b, em.smem(), b.add(ir.Constant(I32, plan.buffer), b.mul(offset, ir.Constant(I32, eb))))
+    offset = b.mul(_staged_offset(em, plan, em.coords(layout, reg)), ir.Constant(I32, eb))
+    if plan.swizzle:
+        rows = b.and_(b.lshr(offset, ir.Constant(I32, plan.swizzle.bit_length() - 1)), ir.Constant(I32, 7))
+        offset = b.xor(offset, b.shl(rows, ir.Constant(I32, 4)))
+    return byte_gep(b, em.smem(), b.add(ir.Constant(I32, plan.buffer), offset))
 
 
 def _read_staged(em: KernelEmitter, op: Operation, plan: TmaPlan, layout) -> list[ir.Value]:
@@ -199,17 +207,17 @@ def _issue_store(em: KernelEmitter, op: Operation, plan: TmaPlan, indices: list[
     tmap = X.tensor_map_address(b, param_name(em.fn.name, len(em.fn.entry_block.args) + plan.map_index))
     with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
         for coords, src in _boxes(em, plan, indices, tuple(op.view.type.tile_shape)):
-            X.bulk_tensor_store(b, tmap, coords, src)
+            X.bulk_tensor_store(b, tmap, coords, src, plan.reduce)
         X.bulk_commit_group(b)
         X.bulk_wait_group_read(b, 0)
 
 
-def emit_tma_store(em: KernelEmitter, op: Operation, indices: list[ir.Value]) -> None:
-    """The store ``op`` through TMA (``em.tas.tma[op]``)."""
+def emit_tma_store(em: KernelEmitter, op: Operation, indices: list[ir.Value], tile: TileVal) -> None:
+    """The store (or atomic reduction) ``op`` of ``tile`` through TMA (``em.tas.tma[op]``)."""
     plan = em.tas.tma[op]
     if em.in_loop:  # thread 0 has waited for the previous trip's copies to read the buffer
         X.barrier(em.b)
-    _write_staged(em, op, plan, em.tile(op, 0))
+    _write_staged(em, op, plan, tile)
     X.fence_proxy_async(em.b)
     X.barrier(em.b)
     _issue_store(em, op, plan, indices)

@@ -387,12 +387,16 @@ def bulk_tensor_load(b: ir.IRBuilder, dst: ir.Value, tensor_map: ir.Value, coord
         side_effect=True)
 
 
-def bulk_tensor_store(b: ir.IRBuilder, tensor_map: ir.Value, coords: Sequence[ir.Value], src: ir.Value) -> None:
+def bulk_tensor_store(b: ir.IRBuilder, tensor_map: ir.Value, coords: Sequence[ir.Value], src: ir.Value,
+                      reduce: str = "") -> None:
     """``cp.async.bulk.tensor`` of the box in shared memory at ``src`` to ``coords``
-    (innermost first, elements) of the tensor, in this thread's open bulk async-group."""
+    (innermost first, elements) of the tensor, in this thread's open bulk async-group;
+    ``reduce``: ``cp.reduce.async.bulk.tensor`` with that op (add, min, max, and, ...)."""
     n = len(coords)
     where = ", ".join(f"${1 + i}" for i in range(n))
-    text = f"cp.async.bulk.tensor.{n}d.global.shared::cta.tile.bulk_group [$0, {{{where}}}], [${1 + n}];"
+    op = f"cp.reduce.async.bulk.tensor.{n}d.global.shared::cta.{reduce}" if reduce else \
+        f"cp.async.bulk.tensor.{n}d.global.shared::cta"
+    text = f"{op}.tile.bulk_group [$0, {{{where}}}], [${1 + n}];"
     asm(b, ir.VoidType(), text, "l," + "r," * n + "r,~{memory}", [tensor_map, *coords, src], side_effect=True)
 
 

@@ -623,7 +623,7 @@ def line_info(module: ir.Module) -> LineInfo:
 def emit_module(module: Module, analyses: dict[str, TileAS], target: Target,
                 positions: Optional[dict] = None) -> ir.Module:
     """LLVM IR for every entry function of ``module``."""
-    from . import emit_arith, emit_control, emit_memory, emit_reduce, emit_shape  # noqa: F401  (register emitters)
+    from . import emit_arith, emit_atomics, emit_control, emit_memory, emit_reduce, emit_shape  # noqa: F401  (register emitters)
 
     llmod = ir.Module(name="tileiras")
     if target.lineinfo:

@@ -75,7 +75,7 @@ def plan_chunks(tas: TileAS) -> None:
 def _plan_block(tas: TileAS, block: Block, users: dict[Value, list[Operation]]) -> None:
     position = {op: i for i, op in enumerate(block.ops)}
     for store in block.ops:
-        if not is_plain_store(store) or store in tas.chunked:
+        if not is_plain_store(store) or store in tas.chunked or (store, 0) in tas.converts:
             continue
         tile = store.operands[0] if isinstance(store, MEM.StorePtrTkoOp) else store.tile
         layout = tas.layouts.get(tile)

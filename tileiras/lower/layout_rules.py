@@ -28,6 +28,7 @@ from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
 from ..tile.registry import ops_with
 from ..tile.traits import Contraction, Elementwise, is_contraction, is_free, is_recomputable
+from . import vectorize
 from .mma_forms import mma_staging_pitches, wgmma_staging
 from .subbyte import holds_pairs, is_subbyte, unit_dim
 from .tiles import access_bytes, element_bytes, is_tile
@@ -365,6 +366,9 @@ def _view_access(tas: TileAS, op: Operation) -> None:
     if isinstance(op, MEM.StoreViewTkoOp) and is_subbyte(op.tile.type) and dim is not None \
             and op.tile.type.shape[dim] > 1 and not holds_pairs(tas.layouts[op.tile], dim):
         _want(tas, op, 0, tas.paired(op.tile.type.shape, dim))
+    elif (wide := vectorize.store_relayout(tas, op)) is not None:   # through shared memory
+        tas.converts[(op, 0)] = wide
+        _need_scratch(tas, op, op.tile.type.num_elements * element_bytes(op.tile.type))
 
 
 def _feeds_mma_operands(tas: TileAS, v: Value) -> bool:

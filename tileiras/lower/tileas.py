@@ -41,9 +41,8 @@ GLOBAL_VECTOR = 1
 #: Bytes the GPU moves global memory in: a warp's access costs one transaction per
 #: distinct sector its threads touch.
 SECTOR = 32
-#: Alignment of the CTA's shared memory: TMA staging buffers need 128 bytes, the scratch
-#: region's accesses at most 16 (a vector of four 32-bit words).
-TMA_SMEM_ALIGN = 128
+#: Alignment of the CTA's shared memory without TMA buffers or swizzled stagings: the
+#: scratch region's accesses need at most 16 (a vector of four 32-bit words).
 SMEM_ALIGN = 16
 
 
@@ -137,9 +136,12 @@ class TileAS:
         for d in shape:
             n *= d
         regs = max(1, n // self.layout_threads)
-        vector = min(max(self.access_vector(shape), min_vector), shape[-1], max(min_vector, regs))
+        dim = vectorize.run_dim(self.shape_access, shape)   # Fortran-order views: not the last
+        order = [k for k in range(len(shape)) if k != dim] + [dim]
+        vector = min(max(self.access_vector(shape), min_vector), shape[dim], max(min_vector, regs))
         run = max(1, min(32, SECTOR // (vector * nbytes)))
-        return sector_blocked(shape, self.num_warps, vector, run, regs)
+        layout = sector_blocked(tuple(shape[k] for k in order), self.num_warps, vector, run, regs)
+        return layout if dim == len(shape) - 1 else layout.permute([order.index(k) for k in range(len(shape))])
 
     def contiguous(self, shape: tuple[int, ...]) -> LinearLayout:
         """Up to ``CONTIGUOUS`` consecutive last-dim elements a thread, lanes over the next:
@@ -159,7 +161,8 @@ class TileAS:
         (``vectorize.shape_vectors``), else ``GLOBAL_VECTOR`` (more elements per thread
         than the access moves would make a warp's instruction stride over memory and
         touch that many times the sectors)."""
-        return self.shape_access.get(tuple(shape), GLOBAL_VECTOR)
+        run = self.shape_access.get(tuple(shape))
+        return GLOBAL_VECTOR if run is None else run.elements
 
     def paired(self, shape: tuple[int, ...], dim: int, exact: bool = False) -> LinearLayout:
         """The canonical layout with ``dim`` as its fastest dim, at least two consecutive
@@ -260,7 +263,8 @@ def choose_tma(tas: TileAS, arch: int) -> None:
 
 def allocate_shared_memory(tas: TileAS) -> None:
     """The CTA's static shared memory: the scratch region all scratch users share (ops run
-    one after another, between barriers) at offset 0, then TMA's buffers and mbarriers."""
+    one after another, between barriers) at offset 0, then TMA's buffers and mbarriers;
+    aligned for the TMA buffers (``tma.smem_alignment``) and the wgmma stagings' swizzles,
+    which repeat on absolute addresses."""
     tas.smem_bytes = max(tas.scratch_bytes, tas.tma_end)
-    tas.smem_align = max([TMA_SMEM_ALIGN if tas.tma else SMEM_ALIGN,
-                          *(s.align for s in tas.wgmma_staging.values())])   # swizzles repeat on absolute addresses
+    tas.smem_align = max([tma.smem_alignment(tas.tma), *(s.align for s in tas.wgmma_staging.values())])

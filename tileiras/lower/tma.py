@@ -31,10 +31,24 @@ bulk-stores only in such kernels of corpus-aligned sm_90) and nothing is ordered
 the store by its token: the copy is waited on only until it has read shared memory, as
 NVIDIA's is, so a later access of the same memory could see it unwritten.
 
+An atomic reduction into a view's tile (``atomic_red_view``) goes through TMA as a bulk
+tensor reduction (``cp.reduce.async.bulk.tensor``, staged as a store is), as NVIDIA's tool
+reduces atomic_tile_reduce's tiles on sm_90, when its mode and element have a bulk form
+(``BULK_REDUCTIONS``: float adds, integer adds, min/max and bitwise ops on 32-bit words),
+it is relaxed at device or block scope (the copy's element updates are relaxed atomics at
+gpu scope), and only other atomic reductions are ordered after it by its token: they
+commute with it, anything else could observe the copy unfinished.  A signed min/max
+reads its map as signed 32-bit integers (a map of its own when a load of the view reads
+them unsigned).
+
 Shared memory: the scratch region every other user shares comes first; each TMA load gets
-its own buffer after it (128-byte aligned, the boxes one after another, each row-major without
-swizzle: threads read along rows, so a warp's ``ld.shared`` hits consecutive banks), so does
-each TMA store, then one 8-byte mbarrier per load.
+its own buffer after it (128-byte aligned, the boxes one after another, each row-major), so
+does each TMA store, then one 8-byte mbarrier per load.  Boxes of two or more rows of
+exactly 128 bytes are 128-byte swizzled (``swizzle_of``; the buffer then 1024-byte aligned,
+as the swizzle's pattern repeats every 8 rows): the 16-byte chunk of row r at position c is
+stored at c ^ (r mod 8), so the threads of a warp reading 16 bytes each from 8 rows (the
+sector-blocked layouts of 32-wide f32 tiles) hit every bank alike instead of 4 rows' worth
+of conflicts (atomic_tile_reduce f32 32x32 sm_90: 896 bank conflicts without).
 """
 from __future__ import annotations
 
@@ -48,7 +62,7 @@ from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
-from ..tile.enums import MemoryOrderingSemantics
+from ..tile.enums import AtomicRMWMode, MemoryOrderingSemantics, MemoryScope
 from .tileaa import TileAA, pow2_divisor
 
 MIN_ARCH = 90
@@ -57,6 +71,11 @@ MAX_BOX = 256
 #: TMA's global address and byte-stride granule, and the smallest inner box row
 GRANULE = 16
 STAGING_ALIGN = 128
+#: the map's swizzle code for 128-byte rows (``codegen.tensormap.Swizzle.B128``), the bytes
+#: of its row, and the alignment its pattern needs
+SWIZZLE_128B = 3
+SWIZZLE_SPAN = 128
+SWIZZLED_ALIGN = 1024
 BARRIER_BYTES = 8
 #: shared memory all TMA staging buffers of a kernel may take
 MAX_STAGING_BYTES = 96 * 1024
@@ -64,6 +83,20 @@ MAX_STAGING_BYTES = 96 * 1024
 #: element type codes of the map (``codegen.tensormap.ElementType``) per Tile IR element
 _MAP_TYPES = {"i8": 0, "f8E4M3FN": 0, "f8E5M2": 0, "i16": 1, "i32": 2, "i64": 4,
               "f16": 6, "f32": 7, "f64": 9, "bf16": 10}
+#: the map code of signed 32-bit integers, which bulk min/max compare as signed
+_S32 = 3
+
+#: (atomic mode, element) -> (the bulk tensor reduction's PTX op, the map's element code)
+#: for the reductions ``cp.reduce.async.bulk.tensor`` has (PTX ISA: add of f32/f16/bf16,
+#: u32/s32 and u64; min/max of u32/s32; and/or/xor of 32- and 64-bit words)
+_M = AtomicRMWMode
+BULK_REDUCTIONS = {
+    **{(_M.ADDF, e): ("add", _MAP_TYPES[e]) for e in ("f32", "f16", "bf16")},
+    (_M.ADD, "i32"): ("add", _MAP_TYPES["i32"]), (_M.ADD, "i64"): ("add", _MAP_TYPES["i64"]),
+    (_M.MAX, "i32"): ("max", _S32), (_M.MIN, "i32"): ("min", _S32),
+    (_M.UMAX, "i32"): ("max", _MAP_TYPES["i32"]), (_M.UMIN, "i32"): ("min", _MAP_TYPES["i32"]),
+    **{(m, e): (m.keyword, _MAP_TYPES[e]) for m in (_M.AND, _M.OR, _M.XOR) for e in ("i32", "i64")},
+}
 
 
 @record(frozen=True)
@@ -92,9 +125,10 @@ class TensorMapSpec:
 
 @record(frozen=True)
 class TmaPlan:
-    """One TMA load or store: hidden map ``map_index``, ``box`` (tile order, outermost
-    first), ``boxes`` copies per tile dim, staging ``buffer`` and (loads only) ``barrier``
-    (shared-memory offsets), and the bytes the copies move."""
+    """One TMA load, store or reduction: hidden map ``map_index``, ``box`` (tile order,
+    outermost first), ``boxes`` copies per tile dim, staging ``buffer`` and (loads only)
+    ``barrier`` (shared-memory offsets), the bytes the copies move, and a reduction's PTX
+    op (``BULK_REDUCTIONS``; empty for loads and stores)."""
 
     map_index: int
     box: tuple[int, ...]
@@ -102,6 +136,8 @@ class TmaPlan:
     buffer: int
     barrier: Optional[int]
     nbytes: int
+    reduce: str = ""
+    swizzle: int = 0      # bytes of the staging buffer's swizzle row (0: none)
 
     @property
     def is_store(self) -> bool:
@@ -185,11 +221,25 @@ def map_field(aa: TileAA, v: Optional[Value], static: int) -> Optional[MapField]
     return MapField(param=src.index, kind=param_kind(src.type))
 
 
-def _spec(aa: TileAA, op: Operation, box: tuple[int, ...]) -> Optional[TensorMapSpec]:
+def swizzle_of(box: tuple[int, ...], element_bytes: int) -> int:
+    """The map's swizzle code for ``box`` (tile order): 128-byte for rows of exactly 128
+    bytes in a box of two or more rows, else none."""
+    if len(box) >= 2 and box[-2] >= 2 and box[-1] * element_bytes == SWIZZLE_SPAN:
+        return SWIZZLE_128B
+    return 0
+
+
+def smem_alignment(plans: dict) -> int:
+    """The alignment the kernel's shared memory needs for its TMA buffers (``plans``)."""
+    if any(plan.swizzle for plan in plans.values()):
+        return SWIZZLED_ALIGN
+    return STAGING_ALIGN if plans else 16
+
+
+def _spec(aa: TileAA, op: Operation, box: tuple[int, ...], code: Optional[int]) -> Optional[TensorMapSpec]:
     view_t = op.view.type
     tvt = view_t.tensor_view
     tv_op = op.view.owner.tensor_view.owner
-    code = _MAP_TYPES.get(getattr(tvt.element, "name", ""))
     if code is None or isinstance(tvt.element, T.PointerType):
         return None
     eb = tvt.element.bitwidth // 8
@@ -207,7 +257,7 @@ def _spec(aa: TileAA, op: Operation, box: tuple[int, ...]) -> Optional[TensorMap
         if divisor * eb % GRANULE:
             return None
     return TensorMapSpec(code, eb, base, tuple(reversed(shapes)), tuple(reversed(strides[:-1])),
-                         tuple(reversed(box)))
+                         tuple(reversed(box)), swizzle_of(box, eb))
 
 
 def _plan_box(tile: tuple[int, ...], eb: int) -> Optional[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -217,9 +267,25 @@ def _plan_box(tile: tuple[int, ...], eb: int) -> Optional[tuple[tuple[int, ...],
     return box, tuple(t // b for t, b in zip(tile, box))
 
 
+def bulk_reduction(op: Operation) -> Optional[tuple[str, int]]:
+    """(PTX op, map element code) of an atomic view reduction TMA can do, else None."""
+    if not isinstance(op, MEM.AtomicRedViewTkoOp):
+        return None
+    scope = op.attributes.get("memory_scope", MemoryScope.DEVICE)
+    if op.attributes.get("memory_ordering_semantics") not in (MemoryOrderingSemantics.RELAXED,
+                                                              MemoryOrderingSemantics.WEAK):
+        return None
+    if scope not in (MemoryScope.DEVICE, MemoryScope.TL_BLK):
+        return None
+    return BULK_REDUCTIONS.get((op.mode, getattr(op.view.type.tensor_view.element, "name", "")))
+
+
 def tma_spec(aa: TileAA, op: Operation, gpu_name: str) -> Optional[tuple[TensorMapSpec, tuple, tuple]]:
-    """(map, box, boxes) of a view load or store that may go through TMA, else None."""
-    if not isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)) or not allows_tma(op, gpu_name):
+    """(map, box, boxes) of a view load, store or reduction that may go through TMA, else None."""
+    reduction = bulk_reduction(op)
+    if not isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)) and reduction is None:
+        return None
+    if not allows_tma(op, gpu_name):
         return None
     view_t = op.view.type
     if not isinstance(view_t, T.PartitionViewType) or op.view.is_block_argument:
@@ -234,7 +300,8 @@ def tma_spec(aa: TileAA, op: Operation, gpu_name: str) -> Optional[tuple[TensorM
         return None
     if isinstance(op, MEM.LoadViewTkoOp) and view_t.padding_value not in (None, T.PaddingValue.ZERO):
         return None
-    if op.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK) != MemoryOrderingSemantics.WEAK:
+    if reduction is None and op.attributes.get("memory_ordering_semantics",
+                                               MemoryOrderingSemantics.WEAK) != MemoryOrderingSemantics.WEAK:
         return None
     if any(not isinstance(v.type, T.TileType) or v.type.rank for v in op.index):
         return None
@@ -244,8 +311,19 @@ def tma_spec(aa: TileAA, op: Operation, gpu_name: str) -> Optional[tuple[TensorM
     planned = _plan_box(tuple(view_t.tile_shape), bits // 8)
     if planned is None:
         return None
-    spec = _spec(aa, op, planned[0])
+    code = reduction[1] if reduction else _MAP_TYPES.get(getattr(tvt.element, "name", ""))
+    spec = _spec(aa, op, planned[0], code)
     return None if spec is None else (spec, *planned)
+
+
+def _worth_it(op: Operation, users: dict[Value, list[Operation]], staging: bool) -> bool:
+    """A load whose tile goes through shared memory anyway; a store in a kernel that uses
+    shared memory, nothing ordered after it; a reduction followed only by reductions."""
+    if isinstance(op, MEM.StoreViewTkoOp):
+        return staging and not users.get(op.results[0])
+    if isinstance(op, MEM.AtomicRedViewTkoOp):
+        return all(isinstance(u, MEM.AtomicRedViewTkoOp) for u in users.get(op.results[0], ()))
+    return feeds_staging(users, op.results[0])
 
 
 def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int
@@ -261,31 +339,37 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int
     staging = uses_staging(aa)
     for op in ops:
         found = tma_spec(aa, op, gpu_name)
-        if found is None or not (staging and not users.get(op.results[0]) if isinstance(op, MEM.StoreViewTkoOp)
-                                 else feeds_staging(users, op.results[0])):
+        if found is None or not _worth_it(op, users, staging):
             continue
         spec, box, boxes = found
         nbytes = spec.element_bytes
         for t in op.view.type.tile_shape:
             nbytes *= t
-        if staged + _align(nbytes, STAGING_ALIGN) > MAX_STAGING_BYTES:
+        align = SWIZZLED_ALIGN if spec.swizzle else STAGING_ALIGN
+        if staged + _align(nbytes, align) > MAX_STAGING_BYTES:
             continue
-        staged += _align(nbytes, STAGING_ALIGN)
+        staged += _align(nbytes, align)
         if spec not in maps:
             maps.append(spec)
-        chosen.append((op, maps.index(spec), box, boxes, nbytes))
+        chosen.append((op, maps.index(spec), box, boxes, nbytes, spec.swizzle))
     if not chosen:
         return {}, (), 0
-    at = _align(smem_start, STAGING_ALIGN)
+    at = smem_start
     buffers = []
-    for op, index, box, boxes, nbytes in chosen:
+    for op, index, box, boxes, nbytes, swizzle in chosen:
+        at = _align(at, SWIZZLED_ALIGN if swizzle else STAGING_ALIGN)
         buffers.append(at)
         at = _align(at + nbytes, STAGING_ALIGN)
     plans = {}
-    for (op, index, box, boxes, nbytes), buffer in zip(chosen, buffers):
+    for (op, index, box, boxes, nbytes, swizzle), buffer in zip(chosen, buffers):
+        span = SWIZZLE_SPAN if swizzle else 0
         if isinstance(op, MEM.StoreViewTkoOp):
-            plans[op] = TmaPlan(index, box, boxes, buffer, None, nbytes)
+            plans[op] = TmaPlan(index, box, boxes, buffer, None, nbytes, swizzle=span)
             continue
-        plans[op] = TmaPlan(index, box, boxes, buffer, at, nbytes)
+        reduction = bulk_reduction(op)
+        if reduction is not None:
+            plans[op] = TmaPlan(index, box, boxes, buffer, None, nbytes, reduction[0], span)
+            continue
+        plans[op] = TmaPlan(index, box, boxes, buffer, at, nbytes, swizzle=span)
         at += BARRIER_BYTES
     return plans, tuple(maps), at

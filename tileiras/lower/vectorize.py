@@ -4,18 +4,21 @@ Framework tensors are 16-byte aligned, and cuTile says so: ``assume div_by<16>``
 pointers, strides and shapes (TileAA's facts).  A thread may then move ``v`` consecutive
 elements of a tile's last dim in one ``ld/st.global.v{2,4}`` (up to 16 bytes) when
 
-* the view's last tile dim maps to a tensor dim of stride 1 (consecutive in memory);
+* a tile dim maps to a tensor dim of stride 1 (consecutive in memory): the last one, or
+  another in a Fortran-order view (``dim_map`` puts the contiguous tensor dim elsewhere),
+  whose layouts then hold runs along that dim (``access_dim``);
 * every such ``v``-run starts on a ``v * element`` byte boundary: the base pointer's
-  divisor, every other dim's stride and the tile's start along the last dim (index times
+  divisor, every other dim's stride and the tile's start along the run's dim (index times
   the tile size, or the traversal step) are all multiples of ``v`` elements;
-* a run is wholly in or wholly out of the tensor: the extent of the last dim is a multiple
-  of ``v``, so one bounds test covers the run and masking stays exact.
+* a run is wholly in or wholly out of the tensor: the extent of the run's dim is a
+  multiple of ``v``, so one bounds test covers the run and masking stays exact.
 
 Two decisions, made once and recorded on ``TileAS``:
 
 * ``allowed_vectors`` (before layouts): the widest run each access allows.  Layouts give
-  tiles of that shape ``v`` consecutive last-dim elements a thread (``TileAS.access_vector``),
-  as Triton's blocked layouts take ``sizePerThread`` from contiguity.
+  tiles of that shape ``v`` consecutive elements of the run's dim a thread
+  (``TileAS.access_vector``, ``access_dim``), as Triton's blocked layouts take
+  ``sizePerThread`` and their dim order from contiguity.
 * ``plan_vectors`` (after layouts): the width each access is emitted with, no more than the
   run of consecutive registers its layout really gives a thread.  Codegen only reads it.
 """
@@ -26,9 +29,11 @@ from typing import Optional
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..layout.linear import REG, LinearLayout
+from ..record import record
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.traits import is_plain_load, is_plain_store
+from .subbyte import unit_dim
 from .tileaa import TileAA, pow2_divisor
 
 #: The widest access a thread makes: 16 bytes (``.v4.b32``, ``.v2.b64``).
@@ -80,48 +85,84 @@ def allowed_vector(aa: TileAA, op: Operation) -> int:
     eb = _element_bytes(tvt.element)
     if tv_op is None or eb is None or not view_t.tile_shape:
         return 1
-    last = view_t.dim_map[-1]
-    if tvt.strides[last] != 1:
+    k = unit_dim(view_t)
+    if k is None:
         return 1
+    unit = view_t.dim_map[k]
     shapes = _dynamic(tvt.shape, tv_op.dynamicShape)
     strides = _dynamic(tvt.strides, tv_op.dynamicStrides)
-    step = view_t.traversal_strides[-1] if isinstance(view_t, T.StridedViewType) else view_t.tile_shape[-1]
+    step = view_t.traversal_strides[k] if isinstance(view_t, T.StridedViewType) else view_t.tile_shape[k]
     v = MAX_ACCESS_BYTES // eb
-    v = min(v, pow2_divisor(view_t.tile_shape[-1]), pow2_divisor(step))
+    v = min(v, pow2_divisor(view_t.tile_shape[k]), pow2_divisor(step))
     v = min(v, max(1, aa.fact(tv_op.base).divisor // eb))
-    v = min(v, _divisor(aa, tvt.shape[last], shapes[last]))
+    v = min(v, _divisor(aa, tvt.shape[unit], shapes[unit]))
     for d, stride in enumerate(tvt.strides):
-        if d != last:
+        if d != unit:
             v = min(v, _divisor(aa, stride, strides[d]))
     return max(1, v)
 
 
+def access_dim(op: Operation) -> int:
+    """The tile dim a view access's runs lie along: the one contiguous in memory (the
+    last, unless a Fortran-order view's ``dim_map`` puts the unit stride elsewhere)."""
+    k = unit_dim(op.view.type)
+    return len(op.view.type.tile_shape) - 1 if k is None else k
+
+
 def allowed_vectors(aa: TileAA) -> dict[Operation, int]:
-    """``allowed_vector`` of every live view load and store that may be vectorized."""
+    """``allowed_vector`` of every live view load and store that may be vectorized, and of
+    atomic view reductions: one that goes through TMA writes its staging buffer in runs
+    this long (``emit_tma``); the others update element by element whatever it says."""
     out = {}
     for op in aa.live_ops():
-        if is_view_access(op):
+        if is_view_access(op) or isinstance(op, MEM.AtomicRedViewTkoOp):
             v = allowed_vector(aa, op)
             if v > 1:
                 out[op] = v
     return out
 
 
-def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, ...], int]:
+@record(frozen=True)
+class Run:
+    """Consecutive ``elements`` along tile dim ``dim`` that a thread holds at a time."""
+
+    dim: int
+    elements: int
+
+
+def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, ...], Run]:
     """Per tile shape, the run every global view access of that shape allows (the least of
-    them): the layouts of that shape give threads runs this long.  A shape with one
-    access that must stay scalar keeps scalar layouts (a run longer than the access would
-    make each warp instruction stride over memory)."""
+    them, along the dim they share): the layouts of that shape give threads runs this
+    long.  A shape with one access that must stay scalar, or accesses contiguous along
+    different dims (a row-major and a Fortran-order view of one shape), keeps scalar
+    layouts (a run longer than the access would make each warp instruction stride over
+    memory).  The shape without its unit dims takes the same run where no access says
+    otherwise: a 1x256 row loaded and reshaped to 256 (loop_accumulate's running sums)
+    keeps one layout instead of being loaded again in a scalar one."""
     reductions = [u for u in aa.live_ops() if isinstance(u, CO.ReduceOp)]
-    out: dict[tuple[int, ...], int] = {}
+    out: dict[tuple[int, ...], Run] = {}
     for op in aa.live_ops():
         if is_view_access(op) and not _feeds_column_reductions(reductions, op):
             shape = tuple(op.view.type.tile_shape) if hasattr(op.view.type, "tile_shape") else None
             if shape is None:
                 continue
-            v = allowed.get(op, 1)
-            out[shape] = min(out.get(shape, v), v)
-    return {shape: v for shape, v in out.items() if v > 1}
+            run = Run(access_dim(op), allowed.get(op, 1))
+            seen = out.get(shape)
+            if seen is not None:
+                run = Run(seen.dim, min(seen.elements, run.elements) if seen.dim == run.dim else 1)
+            out[shape] = run
+    for shape, run in list(out.items()):
+        squeezed = tuple(d for d in shape if d != 1)
+        if squeezed != shape and squeezed and squeezed not in out:
+            out[squeezed] = Run(run.dim - shape[:run.dim].count(1), run.elements)
+    return {shape: run for shape, run in out.items() if run.elements > 1}
+
+
+def run_dim(runs: dict[tuple[int, ...], Run], shape: tuple[int, ...]) -> int:
+    """The tile dim whose elements a thread holds consecutively in tiles of ``shape``
+    (``shape_vectors``): the last one unless a Fortran-order view's runs lie elsewhere."""
+    run = runs.get(tuple(shape))
+    return len(shape) - 1 if run is None else run.dim
 
 
 def _feeds_column_reductions(reductions: list[Operation], op: Operation) -> bool:
@@ -136,12 +177,29 @@ def _feeds_column_reductions(reductions: list[Operation], op: Operation) -> bool
     return any(tile in u.operands and u.dim != rank - 1 for u in reductions)
 
 
-def register_run(layout: LinearLayout) -> int:
-    """How many consecutive elements of the last dim a thread holds in consecutive
-    registers, aligned to that many (the layout's ``largest_vectorization`` along it)."""
+def register_run(layout: LinearLayout, dim: Optional[int] = None) -> int:
+    """How many consecutive elements of ``dim`` (the last by default) a thread holds in
+    consecutive registers, aligned to that many (the layout's ``largest_vectorization``
+    along it)."""
     if layout.rank == 0:
         return 1
-    return layout.largest_vectorization(layout.rank - 1, layout.size(REG))
+    return layout.largest_vectorization(layout.rank - 1 if dim is None else dim, layout.size(REG))
+
+
+def store_relayout(tas, op: Operation) -> Optional[LinearLayout]:
+    """The layout a view store's tile changes to (through shared memory) so that its
+    accesses move the run the facts allow: the canonical layout of its shape, where the
+    tile's own layout (a permuted tile's, a transpose) gives a thread no run along the
+    store's contiguous dim and the canonical one does.  NVIDIA's tool converts such tiles
+    too (transpose2d f32 64x64: 16-byte stores after a shared-memory exchange); None
+    where the tile stays as it is."""
+    if not isinstance(op, MEM.StoreViewTkoOp) or tas.access_allowed.get(op, 1) < 2:
+        return None
+    layout, dim = tas.layouts.get(op.tile), access_dim(op)
+    if layout is None or op.tile.type.rank < 2 or register_run(layout, dim) > 1:
+        return None
+    target = tas.canonical_of(op.tile)
+    return target if register_run(target, dim) > 1 else None
 
 
 def plan_vectors(tas) -> dict[Operation, int]:
@@ -153,13 +211,15 @@ def plan_vectors(tas) -> dict[Operation, int]:
     for op, allowed in tas.access_allowed.items():
         if isinstance(op, MEM.LoadViewTkoOp):
             layout = tas.layouts.get(op.results[0])
+        elif isinstance(op, MEM.AtomicRedViewTkoOp):
+            layout = tas.operand_layout(op, 1 + len(op.index))   # the value, after the indices
         else:
             layout = tas.operand_layout(op, 0)
         if layout is None:
             continue
         if op in tas.chunked:
             layout = chunk_layout_of(layout, tas.chunked[op].regs)
-        v = min(allowed, register_run(layout))
+        v = min(allowed, register_run(layout, access_dim(op)))
         if v > 1:
             out[op] = v
     return out

@@ -116,6 +116,20 @@ def global_flat(m, tmap: TensorMap, offsets: np.ndarray, inside: np.ndarray) -> 
     return offs
 
 
+def count_box(m, tid: int, warps: set, tmap: TensorMap, coords: list[int], store: bool) -> None:
+    """A bulk tensor copy's global traffic (``launch(traffic=True)``): one request of the
+    distinct sectors its in-bounds elements lie in, once per warp that issues it (the
+    hardware's copy is a warp-uniform instruction: NVIDIA's warp-specialized stores are
+    issued by all 32 lanes of one warp); ``warps``: those already counted."""
+    if m.launch.traffic is None or tid // 32 in warps:
+        return
+    warps.add(tid // 32)
+    offsets, inside = box_offsets(tmap, coords)
+    if inside.any():
+        addr = np.uint64(tmap.address) + offsets[inside].astype(np.uint64)
+        m.launch.traffic.record(np.full(addr.size, tid, np.int64), addr, tmap.element_bytes, store)
+
+
 # ----------------------------------------------------------------------------- instructions
 def is_bulk_group_or_tensor(parts: list[str]) -> bool:
     """``cp.async.bulk.tensor``, ``cp.reduce.async.bulk.tensor`` and the bulk group's
@@ -156,9 +170,11 @@ def compile_tensor(ctx, ins, where: str):
     src, _ = address_reader(ctx, ops[1], "shared")
 
     def run(m, idx):
+        counted: set = set()
         for tid in thread_ids(m, idx).tolist():
             t = np.array([tid])
             tmap, coords = tensor.read(m, t)
+            count_box(m, tid, counted, tmap, coords, store=True)
             start = int(np.asarray(src(m, t)).reshape(-1)[0])
             source = int(m.cta_of[tid]) * m.smem_size + shared_offsets(tmap, start)
             read_in_flight(m, (source[:, None] + np.arange(tmap.element_bytes)).reshape(-1), tid, STORE_FAMILY)
@@ -175,9 +191,11 @@ def compile_load(ctx, ins, rank: int, where: str):
     slots = mbarrier_slots(ctx, ops[2], ["", "shared"])
 
     def run(m, idx):
+        counted: set = set()
         for tid in thread_ids(m, idx).tolist():
             t = np.array([tid])
             tmap, coords = tensor.read(m, t)
+            count_box(m, tid, counted, tmap, coords, store=False)
             offsets, inside = box_offsets(tmap, coords)
             n = tmap.element_bytes
             data = np.zeros((len(offsets), n), np.uint8)
