@@ -17,13 +17,13 @@ from ..ir.core import Operation
 from ..tile import ops_memory as MEM
 from ..tile.enums import AtomicRMWMode, MemoryOrderingSemantics, MemoryScope
 from . import intrinsics as X
-from .emit_memory import Access, _barrier_if_ordered, _bits, _gather_indices, scalar_indices
+from .emit_memory import Access, barrier_if_ordered, element_bits, gather_indices, scalar_indices
 from .nvvm import KernelEmitter, emits
 from .values import TiledViewVal, TileVal, llvm_type
 
 
 def _atom_type(mode: AtomicRMWMode, ty: ir.Type) -> tuple[str, str]:
-    bits = _bits(ty)
+    bits = element_bits(ty)
     is_float = not isinstance(ty, ir.IntType)
     if mode == AtomicRMWMode.ADDF or (mode == AtomicRMWMode.ADD and is_float):
         name = {16: "noftz.f16" if isinstance(ty, ir.HalfType) else "noftz.bf16", 32: "f32", 64: "f64"}[bits]
@@ -59,7 +59,7 @@ def _atomic(em: KernelEmitter, inst: str, ty: ir.Type, address: ir.Value, args: 
     letter, _ = X.reg_class(ty)
     ins = ", ".join(f"${i + 3}" for i in range(len(args)))
     where = f"[$1+{offset}]" if offset else "[$1]"
-    text = f"mov.b{_bits(ty)} $0, 0; @$2 {inst} $0, {where}, {ins};"
+    text = f"mov.b{element_bits(ty)} $0, 0; @$2 {inst} $0, {where}, {ins};"
     cons = f"={letter},l,b," + ",".join(letter for _ in args) + ",~{memory}"
     return X.asm(b, ty, text, cons, [address, pred, *args], side_effect=True)
 
@@ -94,7 +94,7 @@ def _put_results(em: KernelEmitter, op: Operation, ptrs: TileVal, regs: list[ir.
 
 @emits(MEM.AtomicRMWTkoOp)
 def _atomic_rmw(em: KernelEmitter, op: Operation) -> None:
-    _barrier_if_ordered(em, op)
+    barrier_if_ordered(em, op)
     ptrs, args = em.tile(op, 0), em.tile(op, 1)
     ty = llvm_type(op.results[0].type)
     name, suffix = _atom_type(op.mode, ty)
@@ -106,15 +106,15 @@ def _atomic_rmw(em: KernelEmitter, op: Operation) -> None:
 
 @emits(MEM.AtomicCASTkoOp)
 def _atomic_cas(em: KernelEmitter, op: Operation) -> None:
-    _barrier_if_ordered(em, op)
+    barrier_if_ordered(em, op)
     ptrs, cmp, val = em.tile(op, 0), em.tile(op, 1), em.tile(op, 2)
     ty = llvm_type(op.results[0].type)
-    inst = f"atom{_atom_qualifiers(op)}.global.cas.b{_bits(ty)}"
+    inst = f"atom{_atom_qualifiers(op)}.global.cas.b{element_bits(ty)}"
     regs = []
     for r, m in _issuing(em, ptrs, em.tile(op, 3) if op.segments[3] else None):
         c, v = cmp.regs[r], val.regs[r]
         if not isinstance(ty, ir.IntType):
-            it = ir.IntType(_bits(ty))
+            it = ir.IntType(element_bits(ty))
             old = _atomic(em, inst, it, ptrs.regs[r], [em.b.bitcast(c, it), em.b.bitcast(v, it)], m)
             regs.append(em.b.bitcast(old, ty))
         else:
@@ -126,7 +126,7 @@ def _atomic_cas(em: KernelEmitter, op: Operation) -> None:
 def _atomic_red_view(em: KernelEmitter, op: Operation) -> None:
     view = em.values[op.view]
     assert isinstance(view, TiledViewVal)
-    _barrier_if_ordered(em, op)
+    barrier_if_ordered(em, op)
     value_pos = 1 + len(op.index)
     tile = em.tile(op, value_pos)
     if op in em.tas.tma:
@@ -137,7 +137,7 @@ def _atomic_red_view(em: KernelEmitter, op: Operation) -> None:
         return
     layout = tile.layout
     indices = scalar_indices(em, op.index)
-    gather = _gather_indices(em, op, view, layout, op.index)
+    gather = gather_indices(em, op, view, layout, op.index)
     # measured: from the tile origin helps atomic reductions, not loads and stores (their
     # addresses are computed in their branch from a fresh %tid.x, see tile_in_range)
     acc = Access(em, view, layout, indices, gather, from_tile_origin=True)

@@ -288,10 +288,10 @@ def _leaves_outside_unwritten(em: KernelEmitter, view: TiledViewVal, ty: ir.Type
     register only when both are defined: multi_entry f16 sm_100 10 -> 12) nor inside a
     loop, where the register left unwritten keeps the previous iteration's value alive
     (padding_modes 40 -> 43, load_order_f 32 -> 36)."""
-    return view.padding is None and _bits(ty) >= 32 and not em.in_loop
+    return view.padding is None and element_bits(ty) >= 32 and not em.in_loop
 
 
-def _barrier_if_ordered(em: KernelEmitter, op: Operation) -> None:
+def barrier_if_ordered(em: KernelEmitter, op: Operation) -> None:
     """Token-ordered after a write: other threads' writes must be visible."""
     if em.tas.aa.needs_barrier(op):
         X.barrier(em.b)
@@ -310,7 +310,7 @@ def _load_bits(em: KernelEmitter, ty: ir.Type, address: ir.Value, mask: ir.Value
         fb = None if fallback is None else [b.zext(fallback, ir.IntType(8))]
         raw = X.predicated_load(b, ir.IntType(8), 1, address, mask, fb, qualifiers, offset)[0]
         return b.icmp_unsigned("!=", raw, ir.Constant(ir.IntType(8), 0))
-    it = ir.IntType(_bits(ty))
+    it = ir.IntType(element_bits(ty))
     fb = None if fallback is None else [b.bitcast(fallback, it) if not isinstance(ty, ir.IntType) else fallback]
     raw = X.predicated_load(b, it, 1, address, mask, fb, qualifiers, offset)[0]
     return b.bitcast(raw, ty) if not isinstance(ty, ir.IntType) else raw
@@ -325,7 +325,7 @@ def _store_bits(em: KernelEmitter, value: ir.Value, address: ir.Value, mask: Opt
     elif isinstance(ty, ir.IntType) and ty.width == 1:
         value = b.zext(value, ir.IntType(8))
     elif not isinstance(ty, ir.IntType):
-        value = b.bitcast(value, ir.IntType(_bits(ty)))
+        value = b.bitcast(value, ir.IntType(element_bits(ty)))
     X.predicated_store(b, [value], address, mask, qualifiers, offset)
 
 
@@ -333,7 +333,7 @@ def _words(ty: ir.Type, count: int) -> tuple[ir.IntType, int]:
     """The integer words ``count`` consecutive elements of ``ty`` move in, and how many:
     32-bit words (64-bit for 64-bit elements), at most four (16 bytes), as NVIDIA's PTX
     moves f16 and 8-bit data (``ld.global.v4.b32``)."""
-    bits = _bits(ty)
+    bits = element_bits(ty)
     word = max(32, bits) if bits * count >= 32 else bits * count
     return ir.IntType(word), bits * count // word
 
@@ -345,7 +345,7 @@ def _load_vector(em: KernelEmitter, ty: ir.Type, count: int, address: ir.Value, 
     b = em.b
     word, n = _words(ty, count)
     per = count // n
-    bits = _bits(ty)
+    bits = element_bits(ty)
     fb = None
     if fallback is not None:
         one = (fallback.constant & ((1 << bits) - 1) if isinstance(ty, ir.IntType)
@@ -382,7 +382,7 @@ def _store_vector(em: KernelEmitter, values: list[ir.Value], address: ir.Value, 
     X.predicated_store(b, words, address, mask, qualifiers, offset)
 
 
-def _store_groups(regs: list[int], vector: int) -> list[list[int]]:
+def store_groups(regs: list[int], vector: int) -> list[list[int]]:
     """The stored registers in aligned runs of ``vector`` (each run wholly stored), the
     rest one by one."""
     present = set(regs)
@@ -399,7 +399,7 @@ def _store_groups(regs: list[int], vector: int) -> list[list[int]]:
     return groups
 
 
-def _bits(t: ir.Type) -> int:
+def element_bits(t: ir.Type) -> int:
     if isinstance(t, ir.IntType):
         return t.width
     if isinstance(t, ir.HalfType) or str(t) == "bfloat":
@@ -411,7 +411,7 @@ def _bits(t: ir.Type) -> int:
     raise CompileError(f"no memory width for {t}")
 
 
-def _gather_indices(em: KernelEmitter, op: Operation, view: TiledViewVal, layout, index_ops: Sequence) -> Optional[list[ir.Value]]:
+def gather_indices(em: KernelEmitter, op: Operation, view: TiledViewVal, layout, index_ops: Sequence) -> Optional[list[ir.Value]]:
     """For gather/scatter views: the sparse-dim index of every register's element."""
     if view.sparse_dim is None:
         return None
@@ -445,10 +445,10 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
 
         emit_tma_load(em, op, scalar_indices(em, op.index))
         return
-    _barrier_if_ordered(em, op)
+    barrier_if_ordered(em, op)
     layout = em.result_layout(op.results[0])
     indices = scalar_indices(em, op.index)
-    gather = _gather_indices(em, op, view, layout, op.index)
+    gather = gather_indices(em, op, view, layout, op.index)
     q = _qualifiers(op)
     if SB.is_subbyte(view.tensor.element):
         nib = SB.nibble_access(em, view, layout, indices, gather)
@@ -494,7 +494,7 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
 def _store_view(em: KernelEmitter, op: Operation) -> None:
     view = em.values[op.view]
     assert isinstance(view, TiledViewVal)
-    _barrier_if_ordered(em, op)
+    barrier_if_ordered(em, op)
     if op in em.tas.tma:
         from .emit_tma import emit_tma_store
 
@@ -503,7 +503,7 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
     tile = em.tile(op, 0)
     layout = tile.layout
     indices = scalar_indices(em, op.index)
-    gather = _gather_indices(em, op, view, layout, op.index)
+    gather = gather_indices(em, op, view, layout, op.index)
     owner = em.owner_predicate(layout)
     q = _qualifiers(op, store=True)
     if SB.is_subbyte(view.tensor.element):
@@ -518,7 +518,7 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
     with em.b.if_then(guard) if guard is not None else nullcontext(), em.coordinates_here(len(regs), tested=guard is not None):
         # the address arithmetic next to the stores (see tile_in_range)
         acc = Access(em, view, layout, indices, gather)
-        for group in _store_groups(regs, em.tas.vectors.get(op, 1)):
+        for group in store_groups(regs, em.tas.vectors.get(op, 1)):
             reg = group[0]
             store = _store_bits if len(group) == 1 else _store_vector
             value = tile.regs[reg] if len(group) == 1 else [tile.regs[r] for r in group]
@@ -650,7 +650,7 @@ def _reject_subbyte_pointers(op: Operation, ptrs: T.Type) -> None:
 @emits(MEM.LoadPtrTkoOp)
 def _load_ptr(em: KernelEmitter, op: Operation) -> None:
     _reject_subbyte_pointers(op, op.operands[0].type)
-    _barrier_if_ordered(em, op)
+    barrier_if_ordered(em, op)
     ptrs = em.tile(op, 0)
     n = len(op.operands)
     segs = op.segments
@@ -672,7 +672,7 @@ def _load_ptr(em: KernelEmitter, op: Operation) -> None:
 @emits(MEM.StorePtrTkoOp)
 def _store_ptr(em: KernelEmitter, op: Operation) -> None:
     _reject_subbyte_pointers(op, op.operands[0].type)
-    _barrier_if_ordered(em, op)
+    barrier_if_ordered(em, op)
     ptrs = em.tile(op, 0)
     vals = em.tile(op, 1)
     mask = em.tile(op, 2) if op.segments[2] else None

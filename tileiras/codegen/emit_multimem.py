@@ -36,7 +36,7 @@ from ..ir.core import Operation
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics, MemoryScope, MultimemReductionKind
 from . import intrinsics as X
-from .emit_memory import Access, _barrier_if_ordered, padding_constant, scalar_indices, tile_in_range
+from .emit_memory import Access, barrier_if_ordered, padding_constant, scalar_indices, tile_in_range
 from .nvvm import KernelEmitter, emits
 from .values import TiledViewVal, TileVal, llvm_type
 
@@ -108,7 +108,7 @@ def _as_bits(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
 
 @emits(MEM.MultimemLoadReduceViewTkoOp)
 def _multimem_load_reduce(em: KernelEmitter, op: Operation) -> None:
-    _barrier_if_ordered(em, op)
+    barrier_if_ordered(em, op)
     b = em.b
     layout = em.result_layout(op.results[0])
     ty = llvm_type(op.results[0].type)
@@ -135,7 +135,7 @@ def _multimem_load_reduce(em: KernelEmitter, op: Operation) -> None:
 
 def _multimem_write(em: KernelEmitter, op: Operation, opcode: str, qualifiers: str, kind: R | None) -> None:
     """``multimem.st``/``multimem.red`` of the tile operand, once per element."""
-    _barrier_if_ordered(em, op)
+    barrier_if_ordered(em, op)
     b = em.b
     tile = em.tile(op, 1)
     layout = tile.layout

@@ -183,13 +183,13 @@ def emit_tma_load(em: KernelEmitter, op: Operation, indices: list[ir.Value]) -> 
 def _write_staged(em: KernelEmitter, op: Operation, plan: TmaPlan, tile: TileVal) -> None:
     """Each element into the staging buffer, by the one thread that owns it (vectors where
     ``tas.vectors`` says: a run of registers stays inside one box row)."""
-    from .emit_memory import _store_groups
+    from .emit_memory import store_groups
 
     b = em.b
     eb = plan.nbytes // (plan.box_elements * _count(plan.boxes))
     owner = em.owner_predicate(tile.layout)
     with b.if_then(owner) if owner is not None else nullcontext():
-        for group in _store_groups(em.unique_regs(tile.layout), em.tas.vectors.get(op, 1)):
+        for group in store_groups(em.unique_regs(tile.layout), em.tas.vectors.get(op, 1)):
             ptr = _staged_pointer(em, plan, tile.layout, group[0], eb)
             if len(group) == 1:
                 b.store(tile.regs[group[0]], ptr, align=eb)
