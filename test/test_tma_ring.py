@@ -112,7 +112,7 @@ def test_the_ring_schedule_keeps_a_box_a_dram_latency_ahead_of_its_wgmma():
 
 @pytest.mark.parametrize("text, reason", [
     (gemm_loop(64, 64, 64, align=0), "cannot be copied by TMA"),
-    (gemm_loop(64, 64, 64, ab="f8E4M3FN"), "8-bit and not transposed"),
+    (gemm_loop(64, 64, 64, ab="f8E4M3FN"), "an 8-bit B that is not transposed"),
 ])
 def test_loops_it_cannot_ring_keep_todays_code(text, reason):
     decision = plan_of(text)
@@ -152,6 +152,7 @@ def test_ring_ptx_structure():
     ({"m": 64, "n": 32, "k": 32}, (100,)),                              # 64-byte swizzles
     ({"m": 64, "n": 64, "k": 64, "nt": True}, (150,)),                  # B K-major
     ({"m": 128, "n": 128, "k": 128, "hints": WARPS8}, (260,)),          # two warpgroups, two boxes
+    ({"m": 64, "n": 64, "k": 64, "hints": WARPS8}, (200,)),             # two warpgroups on one 64-row block
     ({"m": 64, "n": 64, "k": 64, "acc": "f16"}, (100,)),
     ({"m": 64, "n": 64, "k": 64, "join": True}, (130,)),
     ({"m": 64, "n": 64, "k": 128, "ab": "f8E4M3FN", "nt": True}, (300,)),   # fp8, both K-major

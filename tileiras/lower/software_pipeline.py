@@ -260,7 +260,8 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
         return "a loaded tile cannot be copied by TMA (alignment, padding or rank)"
     staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None)
     if staging is None:
-        return "an operand's rows fill no wgmma swizzle TMA can land (or B is 8-bit and not transposed)"
+        return ("no swizzled layout TMA lands both operands in is one wgmma's descriptors step through (rows "
+                "narrower than 32 bytes, warpgroups interleaved along N, or an 8-bit B that is not transposed)")
     boxes, box_shapes, specs = [], [], []
     for ld, operand, (spec, _, _) in zip((a, b), (staging.a, staging.b), found):
         rows, cols = ld.results[0].type.shape
