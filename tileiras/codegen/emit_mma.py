@@ -7,7 +7,8 @@ architecture from sm_80 (``_tensor_core_mma``), or on sm_90 where TileAS chose t
 warpgroup form, ``wgmma.mma_async`` with matrix descriptors over swizzled shared memory
 (A from registers where they hold its fragments; ``_warpgroup_mma``).  The
 multiply of a software-pipelined K loop (``TileAS.pipelined``) reads its operands from
-the loop's ring of ``cp.async`` stages instead (``emit_async.pipelined_mma``).
+the loop's ring of ``cp.async`` stages instead (``emit_async.pipelined_mma``), or on sm_90
+from the stage of its TMA ring (``emit_async.ring_mma``, ``warpgroup_multiply``).
 Everything else runs on CUDA cores: each thread walks K for the accumulator elements it
 holds, multiplying and adding in f32 (i32 for integers) and rounding once to the result
 type.  A tcgen05 (sm_100) lowering will sit beside them.

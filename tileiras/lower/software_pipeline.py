@@ -33,6 +33,14 @@ XOR-swizzled rows (``mma_forms.mma_swizzle``: the layout algebra's ``swizzled_sh
 whose copies and ``ldmatrix`` phases meet no bank twice; 8- and 32-bit ones, whose B
 fragments are not read with ``ldmatrix``, keep the padded rows of the unpipelined multiply
 (``mma_forms.mma_staging_pitches``).
+
+On sm_90 a loop whose multiply runs as ``wgmma`` (the same body) becomes a ``RingPlan``
+instead (``plan_ring``): A's and B's tiles are TMA boxes (``lower.tma.tma_spec``'s maps,
+with the box one swizzle atom wide and the swizzle of the operand's ``wgmma`` layout,
+``mma_forms.tma_ring_staging``), so the copies land exactly where the descriptors read
+and no thread touches the tiles; one "full" mbarrier a stage.  Its stage count is the
+hint, else ``sched.pipeline.tma_ring_schedule``'s, bounded as above (shared memory beside
+the kernel's other TMA buffers, which ``record_plans`` places again after the ring).
 """
 from __future__ import annotations
 
