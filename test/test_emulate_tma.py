@@ -101,8 +101,6 @@ cvta.param.u64 %rd1, %rd1;
 ld.param.u64 %rd2, [out];
 mbarrier.init.shared.b64 [bar], 1;
 cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes [buf], [%rd1, {4, 2}], [bar];
-ld.shared.u32 %r1, [buf];
-st.global.u32 [%rd2], %r1;
 mbarrier.arrive.expect_tx.shared.b64 %rd3, [bar], 256;
 WAIT:
 mbarrier.try_wait.parity.shared.b64 %p1, [bar], 0;
@@ -146,11 +144,18 @@ def _run_with_map(ptx: str, src: np.ndarray, traffic=None):
 def test_our_map_load_lands_at_phase_completion_and_stores_in_bounds() -> None:
     """A map from ``encode`` (8x8 box of u32 over a 10x12 tensor): the box at column 8, row
     2 reads zeros past column 11; shared memory still holds zeros until the mbarrier's phase
-    completes; the bulk store back at (0, 0) writes the box there, in bounds only."""
+    completes (reading it earlier traps); the bulk store back at (0, 0) writes the box
+    there, in bounds only."""
+    from tileiras.emulate.asynchrony import AsyncHazard
+
     src = np.arange(1, 121, dtype=np.uint32).reshape(10, 12)
+    early = PTX_LOAD.replace("mbarrier.arrive.expect_tx", "ld.shared.u32 %r1, [buf];\nmbarrier.arrive.expect_tx")
+    with pytest.raises(AsyncHazard, match=r"ld\.shared.* reads shared byte 0x0, the destination of .*"
+                                          r"cp\.async\.bulk\.tensor.*before the mbarrier phase"):
+        _run_with_map(early, src)
     run, addr, out_addr = _run_with_map(PTX_LOAD.replace("{4, 2}", "{8, 2}"), src)
     out = np.frombuffer(run.gmem.read(out_addr, 12), np.uint32)
-    assert out[0] == 0                                   # read before the phase completed
+    assert out[0] == 0                                   # not written
     assert out[1] == src[2, 8]                           # the box's first element
     assert out[2] == 0                                   # row 2+7, column 8+7: past column 11
     stored = np.frombuffer(run.gmem.read(addr, src.nbytes), np.uint32).reshape(10, 12)

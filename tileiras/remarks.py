@@ -100,10 +100,15 @@ def _decisions(module: Module, gpu_name: Optional[str]) -> dict:
 
 def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
     """Per tensor-core K loop: software-pipelined with how many stages, or why not."""
-    from .lower.software_pipeline import PipelinePlan  # noqa: PLC0415
+    from .lower.software_pipeline import PipelinePlan, RingPlan  # noqa: PLC0415
 
     decision = tas.pipelines.get(op) if tas is not None else None
-    if isinstance(decision, PipelinePlan):
+    if isinstance(decision, RingPlan):
+        yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkSoftwarePipelined",
+                     f"K loop software-pipelined with {decision.stages} stages", fn.name, op.loc,
+                     [("Stages", str(decision.stages)), ("StagesFrom", decision.source),
+                      ("Copies", "TMA ring into wgmma's swizzled operands")])
+    elif isinstance(decision, PipelinePlan):
         copies = "/".join(f"{n}-byte" for n in decision.copy_bytes)
         yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkSoftwarePipelined",
                      f"K loop software-pipelined with {decision.stages} stages", fn.name, op.loc,

@@ -7,7 +7,8 @@ architecture from sm_80 (``_tensor_core_mma``), or on sm_90 where TileAS chose t
 warpgroup form, ``wgmma.mma_async`` with matrix descriptors over swizzled shared memory
 (A from registers where they hold its fragments; ``_warpgroup_mma``).  The
 multiply of a software-pipelined K loop (``TileAS.pipelined``) reads its operands from
-the loop's ring of ``cp.async`` stages instead (``emit_async.pipelined_mma``).
+the loop's ring of ``cp.async`` stages instead (``emit_async.pipelined_mma``), or on sm_90
+from the stage of its TMA ring (``emit_async.ring_mma``, ``warpgroup_multiply``).
 Everything else runs on CUDA cores: each thread walks K for the accumulator elements it
 holds, multiplying and adding in f32 (i32 for integers) and rounding once to the result
 type.  A tcgen05 (sm_100) lowering will sit beside them.
@@ -216,12 +217,21 @@ def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: T
     _stage(em, rhs, staging.b)
     X.fence_proxy_async(b)        # the generic-proxy stores, before the async proxy reads
     X.barrier(b)
+    warpgroup_multiply(em, op, form, staging, lhs, acc)
+
+
+def warpgroup_multiply(em: KernelEmitter, op: Operation, form: TensorCoreMma, staging, lhs: Optional[TileVal],
+                       acc: TileVal, stage: Optional[ir.Value] = None) -> None:
+    """The ``wgmma`` K loop of ``_warpgroup_mma`` over operands already in shared memory
+    as ``staging`` places them, ``stage`` (i32 bytes, or none) further on: a TMA ring's
+    current stage (``emit_async.ring_mma``)."""
+    b = em.b
     layout = acc.layout
     rows_blocks, cols_blocks = mma_blocks(layout)
     n, spacing = staging.columns, staging.spacing
     chunk = min(n, WGMMA_MAX_N)
     row0, col0 = em.coords(layout, 0)
-    b_desc = _operand_descriptor(em, staging.b, b.and_(col0, ir.Constant(I32, ~7)), spacing)
+    b_desc = _operand_descriptor(em, staging.b, b.and_(col0, ir.Constant(I32, ~7)), spacing, stage)
     row_offsets = [layout.apply(reg=4 * cols_blocks * i)[0] for i in range(rows_blocks)]
     sum_ty = I32 if form.integer else ir.FloatType()
     sums = [v if v.type == sum_ty else b.fpext(v, sum_ty) for v in acc.regs]
@@ -264,7 +274,7 @@ def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: T
             sums = iteration(sums, lambda i, s, k0=k0: words[i][(k0 + s) // k_step],
                              _desc_add(b, b_desc, staging.b.offset(0, k0) >> 4), live)
     else:
-        a_desc = _operand_descriptor(em, staging.a, b.and_(row0, ir.Constant(I32, ~63)), 8)
+        a_desc = _operand_descriptor(em, staging.a, b.and_(row0, ir.Constant(I32, ~63)), 8, stage)
 
         def step(k0: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
             a_k = along_k(a_desc, staging.a, k0)
@@ -330,12 +340,16 @@ def _padded_offset(em: KernelEmitter, layout: LinearLayout, reg: int, padding: O
     return em.b.add(runtime, ir.Constant(I32, padding.apply(const)))
 
 
-def _operand_descriptor(em: KernelEmitter, operand: OperandStaging, origin: ir.Value, spacing: int) -> ir.Value:
+def _operand_descriptor(em: KernelEmitter, operand: OperandStaging, origin: ir.Value, spacing: int,
+                        stage: Optional[ir.Value] = None) -> ir.Value:
     """The descriptor of this warpgroup's first block of ``operand`` at K = 0: its first
     row of A (column of B) is ``origin``, ``origin / operand.origin_unit`` steps of
-    ``offset(origin_unit, 0)`` bytes past the operand's start; strides from the layout."""
+    ``offset(origin_unit, 0)`` bytes past the operand's start (``stage`` bytes further
+    where given); strides from the layout."""
     b = em.b
     start = b.add(b.ptrtoint(em.smem(), I32), ir.Constant(I32, operand.base))
+    if stage is not None:
+        start = b.add(start, stage)
     unit = operand.origin_unit
     if unit:
         steps = b.lshr(origin, ir.Constant(I32, unit.bit_length() - 1))

@@ -68,7 +68,7 @@ def init_barriers(em: KernelEmitter) -> None:
         em.tma_phases[op] = slot
 
 
-def _tile_coords(b: ir.IRBuilder, indices: list[ir.Value], tile: tuple[int, ...]) -> list[ir.Value]:
+def tile_coords(b: ir.IRBuilder, indices: list[ir.Value], tile: tuple[int, ...]) -> list[ir.Value]:
     """The tile's first element, per dim (i32: TMA coordinates are 32-bit)."""
     out = []
     for index, size in zip(indices, tile):
@@ -92,7 +92,7 @@ def _boxes(em: KernelEmitter, plan: TmaPlan, indices: list[ir.Value], tile: tupl
     """(coordinates innermost first, staging address) of each box of the tile."""
     b = em.b
     eb = plan.nbytes // (plan.box_elements * _count(plan.boxes))
-    starts = _tile_coords(b, indices, tile)
+    starts = tile_coords(b, indices, tile)
     for n, q in enumerate(itertools.product(*(range(k) for k in plan.boxes))):
         coords = [s if not qk else b.add(s, ir.Constant(I32, qk * bk))
                   for s, qk, bk in zip(starts, q, plan.box)]
@@ -111,7 +111,14 @@ def _wait(em: KernelEmitter, op: Operation, plan: TmaPlan) -> None:
     b = em.b
     slot = em.tma_phases[op]
     parity = b.load(slot)
-    barrier = _shared_address(em, b, plan.barrier)
+    wait_phase(em, _shared_address(em, b, plan.barrier), parity)
+    b.store(b.xor(parity, ir.Constant(I32, 1)), slot)
+
+
+def wait_phase(em: KernelEmitter, barrier: ir.Value, parity: ir.Value) -> None:
+    """Spin on ``mbarrier.try_wait.parity`` until the phase of ``parity`` of the mbarrier
+    at shared address ``barrier`` has completed."""
+    b = em.b
     spin = em.llfn.append_basic_block("tma.wait")
     landed = em.llfn.append_basic_block("tma.landed")
     b.branch(spin)
@@ -119,7 +126,6 @@ def _wait(em: KernelEmitter, op: Operation, plan: TmaPlan) -> None:
     done = X.mbarrier_try_wait(b, barrier, parity)
     b.cbranch(b.icmp_unsigned("!=", done, ir.Constant(I32, 0)), landed, spin)
     b.position_at_end(landed)
-    b.store(b.xor(parity, ir.Constant(I32, 1)), slot)
 
 
 def _staged_offset(em: KernelEmitter, plan: TmaPlan, coords: list[ir.Value]) -> ir.Value:

@@ -262,6 +262,41 @@ def wgmma_staging(op: Operation, a_regs: LinearLayout, b_regs: LinearLayout, acc
     return WgmmaStaging(a, b, columns, spacing, fragments)
 
 
+def tma_ring_staging(op: Operation, acc: LinearLayout, b_k_major: bool) -> Optional[WgmmaStaging]:
+    """``wgmma``'s operands as TMA boxes land them in one stage of a ring
+    (``software_pipeline.RingPlan``): A (M x K, K contiguous) K-major, B MN-major (K x N,
+    N contiguous; 16-bit elements only: wgmma has no other MN-major operands) or K-major
+    (loaded N x K), each in the widest swizzle its contiguous extent fills, which is the
+    layout a tensor map with that swizzle writes a column of atoms in (``nvmma_shared``);
+    B from A's end rounded up to 1024 bytes (the 128-byte swizzle's repeat).  None where an
+    extent fills no swizzle or the descriptors cannot step (``_descriptors_step``)."""
+    esize = element_bytes(op.lhs.type)
+    (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
+    if not b_k_major and esize != 2:
+        return None
+    columns, spacing = warpgroup_columns(acc)
+    origins = {(acc.apply(warp=w)[0] & ~63, acc.apply(warp=w)[1] & ~7) for w in range(acc.size(WARP))}
+    a = _landed_staging(m, k, 0, esize, 0, True, {o[0] for o in origins}, range(0, m, 64), 8)
+    if a is None:
+        return None
+    chunks = [c // 8 * spacing for c in range(0, columns, WGMMA_MAX_N)]
+    b = _landed_staging(n, k, 1, esize, -(-a.nbytes // 1024) * 1024, b_k_major, {o[1] for o in origins}, chunks,
+                        spacing)
+    return None if b is None else WgmmaStaging(a, b, columns, spacing)
+
+
+def _landed_staging(mn: int, k: int, mn_dim: int, esize: int, base: int, k_major: bool, origins: set,
+                    blocks: Sequence[int], spacing: int) -> Optional[OperandStaging]:
+    """One operand of ``tma_ring_staging``, or None."""
+    swizzle = widest_swizzle((k if k_major else mn) * esize)
+    if swizzle is Swizzle.NONE:
+        return None
+    unit = min((o for o in origins if o), default=0)
+    staging = OperandStaging(wgmma_shared_operand(mn, k, esize, swizzle, k_major), swizzle, k_major, mn_dim, base,
+                             esize, unit)
+    return staging if _descriptors_step(staging, origins, blocks, spacing, k) else None
+
+
 def _best_staging(regs: LinearLayout, mn: int, k: int, mn_dim: int, esize: int, base: int, origins: set,
                   blocks: Sequence[int], span: int, spacing: int) -> OperandStaging:
     """The cheapest staging (``wgmma_staging``) of one operand, ``mn`` x ``k``, whose

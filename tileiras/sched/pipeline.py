@@ -40,3 +40,30 @@ def copy_pipeline_ddg(copies: tuple[int, int], mma_steps: int, model: LatencyMod
 def pipeline_schedule(copies: tuple[int, int], mma_steps: int, model: LatencyModel) -> Schedule:
     """The modulo schedule of ``copy_pipeline_ddg``; its ``num_stages`` is the ring's depth."""
     return modulo_schedule(copy_pipeline_ddg(copies, mma_steps, model), model)
+
+
+#: node indices of ``tma_ring_ddg``
+TMA_COPY, FULL_WAIT, WGMMA, RELEASE = range(4)
+
+
+def tma_ring_ddg(copies: int, wgmmas: int, model: LatencyModel) -> DDG:
+    """One iteration of an sm_90 TMA ring (``codegen.emit_async``, ``RingPlan``): one
+    thread issues ``copies`` ``cp.async.bulk.tensor`` boxes, every thread waits on the
+    stage's "full" mbarrier, each warpgroup issues ``wgmmas`` ``wgmma.mma_async``
+    (chained through the accumulators to the next iteration's), and a CTA barrier
+    releases the stage the previous iteration's multiply read.  A box lands a DRAM
+    latency after its issue, so the schedule places the copies that many initiation
+    intervals ahead: its stage count is the ring's depth."""
+    nodes = (Node("cp.async.bulk.tensor", OpClass.ASYNC_COPY, max(1, copies)),
+             Node("mbarrier.try_wait.parity", OpClass.ASYNC_WAIT),
+             Node("wgmma.mma_async", OpClass.WGMMA, max(1, wgmmas)),
+             Node("bar.sync", OpClass.BARRIER))
+    latency = [n.cost(model).latency for n in nodes]
+    edges = (Edge(TMA_COPY, FULL_WAIT, latency[TMA_COPY]), Edge(FULL_WAIT, WGMMA, latency[FULL_WAIT]),
+             Edge(WGMMA, RELEASE, 1), Edge(WGMMA, WGMMA, latency[WGMMA], 1, DepKind.CARRIED))
+    return DDG(nodes, edges)
+
+
+def tma_ring_schedule(copies: int, wgmmas: int, model: LatencyModel) -> Schedule:
+    """The modulo schedule of ``tma_ring_ddg``; its ``num_stages`` is the ring's depth."""
+    return modulo_schedule(tma_ring_ddg(copies, wgmmas, model), model)

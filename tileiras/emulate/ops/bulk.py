@@ -33,7 +33,7 @@ from ..parser import Addr
 from ..ptxtypes import BF16, ptx_type
 from ..registry import UnsupportedInstruction
 from .memory import address_reader, locate, read_memory, thread_ids
-from .mbarrier import MbarrierState, add_tx, mbarrier_slots, read_word, write_word
+from .mbarrier import mbarrier_slots
 from .mma import read_in_flight
 
 U32 = ptx_type("u32")
@@ -189,6 +189,7 @@ def compile_load(ctx, ins, rank: int, where: str):
     dst, _ = address_reader(ctx, ops[0], "shared")
     tensor = TensorOperand(ctx, ops[1], rank, where)
     slots = mbarrier_slots(ctx, ops[2], ["", "shared"])
+    from .cpasync import copy_to_shared  # noqa: PLC0415  (cpasync imports this module)
 
     def run(m, idx):
         counted: set = set()
@@ -208,13 +209,9 @@ def compile_load(ctx, ins, rank: int, where: str):
                 raise KernelTrap("tensormap", f"{where}: box of {tmap.box_bytes} bytes at shared "
                                               f"offset {start:#x} overflows the window")
             bar = int(slots(m, t)[0])
-            state = MbarrierState(read_word(m, bar), where)
-            m.async_landing.append((bar, state.phase, target, data))
-            add_tx(state, 0, where)
-            state.tx -= tmap.box_bytes
-            state.complete_if_done()
-            write_word(m, bar, state.encode())
-            m.release_mbarrier_waits()
+            # as a bulk copy's: the bytes land when the phase their complete_tx (queued until
+            # a thread looks at the mbarrier) completes, so reading them unwaited traps
+            copy_to_shared(m, tid, (target[:, None] + np.arange(n)).reshape(-1), data.reshape(-1), bar, where)
     return run
 
 
