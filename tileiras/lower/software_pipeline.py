@@ -440,7 +440,7 @@ def _place_rings(tas, arch: int, rings: list[RingPlan]) -> None:
         tas.wgmma_staging[ring.mma] = ring.staging
     tas.tma_end = 0
     tas.tma, maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in taken], f"sm_{arch}",
-                                          tas.smem_bytes)
+                                          tas.scratch_bytes)
     maps = list(maps)
     for ring in rings:
         for spec in ring.specs:
