@@ -28,6 +28,7 @@ from typing import Any, Optional, Sequence
 import ml_dtypes
 import numpy as np
 
+from .interp.arraylist import ArrayList, arrays_of, copy_arguments
 from .interp.values import FNV8E5M3FNU
 from .ir import types as T
 from .ir.core import Function, Module, Value
@@ -85,42 +86,53 @@ def _through_assumes(fn: Function) -> dict[Value, Value]:
 BUDGET = 1 << 20
 
 
+#: Arrays in a synthesized list parameter (grouped GEMM: groups).
+LIST_LENGTH = 3
+
+
 def synthesize_args(fn: Function, rng: np.random.Generator, extent: int = 100,
                     budget: int = BUDGET) -> list[Any]:
-    """Arguments for ``fn`` (arrays for pointers, numbers for scalars).  Dynamic extents
-    honour the bytecode's facts: ``extent`` rounded up to the divisor each one is assumed to
-    have (``assume div_by<16>``), so strides of C-ordered arrays honour theirs too; arrays
-    larger than ``budget`` elements get smaller dynamic extents (``choose_extents``)."""
+    """Arguments for ``fn`` (arrays for pointers, ``ArrayList``s for the tables of list
+    parameters, numbers for scalars).  Dynamic extents honour the bytecode's facts:
+    ``extent`` rounded up to the divisor each one is assumed to have (``assume div_by<16>``),
+    so strides of C-ordered arrays honour theirs too; arrays larger than ``budget`` elements
+    get smaller dynamic extents (``choose_extents``)."""
     from .lower.tileaa import analyze
 
     origin = _through_assumes(fn)
     facts = analyze(fn)
+    lists = list_parameters(fn)
     args: dict[Value, Any] = {}
     for op in fn.walk():
         if not isinstance(op, MEM.MakeTensorViewOp) or origin.get(op.base) is None:
             continue
         base = origin[op.base]
         t = op.result.type
-        dynamic = iter(op.dynamicShape)
-        divisors = [facts.fact(next(dynamic)).divisor if d == T.DYNAMIC else 1 for d in t.shape]
-        shape = choose_extents(t.shape, divisors, extent, budget)
-        order = "F" if t.rank > 1 and t.strides[0] == 1 and t.strides[-1] != 1 else "C"
-        arr = args.get(base)
-        if not isinstance(arr, np.ndarray) or arr.shape != shape:
-            arr = random_array(rng, numpy_dtype(t), shape, order)
-            args[base] = arr
+        if base in lists:
+            arr = args.setdefault(base, synthesize_list(rng, lists[base], facts, extent, budget))
+            shape, strides = arr.shape, (arr.shape[1], 1)
+        else:
+            shape = choose_extents(t.shape, view_divisors(op, facts), extent, budget)
+            order = "F" if t.rank > 1 and t.strides[0] == 1 and t.strides[-1] != 1 else "C"
+            arr = args.get(base)
+            if not isinstance(arr, np.ndarray) or arr.shape != shape:
+                arr = random_array(rng, numpy_dtype(t), shape, order)
+                args[base] = arr
+            strides = tuple(x // arr.itemsize for x in arr.strides)
         dyn_shape = iter(op.dynamicShape)
         for d, s in zip(shape, t.shape):
             if s == T.DYNAMIC:
                 args.setdefault(origin.get(next(dyn_shape)), d)
         dyn_strides = iter(op.dynamicStrides)
-        for st, s in zip((x // arr.itemsize for x in arr.strides), t.strides):
+        for st, s in zip(strides, t.strides):
             if s == T.DYNAMIC:
                 args.setdefault(origin.get(next(dyn_strides)), int(st))
     out = []
     for a in fn.entry_block.args:
         if a in args:
             out.append(args[a])
+        elif a in lists:
+            out.append(synthesize_list(rng, lists[a], facts, extent, budget))
         elif isinstance(T.element_type(a.type), T.PointerType):
             out.append(random_array(rng, numpy_dtype(a.type), (min(extent * extent, budget),)))
         else:
@@ -128,6 +140,63 @@ def synthesize_args(fn: Function, rng: np.random.Generator, extent: int = 100,
             out.append(dt(1.5) if np.dtype(dt).kind == "f" else dt(3))
     zero_lock_words(fn, out)
     return out
+
+
+def view_divisors(op: MEM.MakeTensorViewOp, facts: Any) -> list[int]:
+    """The divisor the bytecode assumes of each dim of ``op``'s view (1 for static dims)."""
+    dynamic = iter(op.dynamicShape)
+    return [facts.fact(next(dynamic)).divisor if d == T.DYNAMIC else 1 for d in op.result.type.shape]
+
+
+def list_parameters(fn: Function) -> dict[Value, MEM.MakeTensorViewOp]:
+    """The pointer arguments of ``fn`` that are tables of list parameters, each with a view
+    the kernel makes of one of the table's arrays: the view's base is an ``int_to_ptr`` of
+    an integer computed from what the kernel loaded through that argument."""
+    lists: dict[Value, MEM.MakeTensorViewOp] = {}
+    for op in fn.walk():
+        if not isinstance(op, MEM.MakeTensorViewOp):
+            continue
+        base = _strip_assumes(op.base)
+        if base.is_block_argument or not isinstance(base.owner, CORE.IntToPtrOp):
+            continue
+        for arg in _arguments_feeding(base.owner.source, fn.entry_block.args):
+            if isinstance(T.element_type(arg.type), T.PointerType):
+                lists.setdefault(arg, op)
+    return lists
+
+
+def _strip_assumes(v: Value) -> Value:
+    while not v.is_block_argument and isinstance(v.owner, CF.AssumeOp):
+        v = v.owner.value
+    return v
+
+
+def _arguments_feeding(v: Value, entry_args: Sequence[Value]) -> list[Value]:
+    """The entry arguments ``v`` is computed from (through any chain of ops), in order."""
+    reached, frontier = {v}, [v]
+    while frontier:
+        w = frontier.pop()
+        if not w.is_block_argument:
+            fresh = [o for o in w.owner.operands if o not in reached]
+            reached.update(fresh)
+            frontier += fresh
+    return [a for a in entry_args if a in reached]
+
+
+def synthesize_list(rng: np.random.Generator, view: MEM.MakeTensorViewOp, facts: Any, extent: int,
+                    budget: int) -> ArrayList:
+    """``LIST_LENGTH`` arrays shaped for ``view`` (a view the kernel makes of one member),
+    as ``synthesize_args`` shapes arrays for views, the ``budget`` shared among them; the
+    k-th array's dynamic extents start from ``extent + 16 * k``, so that a kernel mixing up
+    its groups' shapes shows.  Every list of a kernel gets the same extents for its k-th
+    array (grouped GEMM: ``A[k]``, ``B[k]`` and ``C[k]`` agree)."""
+    t = view.result.type
+    divisors = view_divisors(view, facts)
+    order = "F" if t.rank > 1 and t.strides[0] == 1 and t.strides[-1] != 1 else "C"
+    return ArrayList([random_array(rng, numpy_dtype(t),
+                                   choose_extents(t.shape, divisors, extent + 16 * k, max(budget // LIST_LENGTH, 1)),
+                                   order)
+                      for k in range(LIST_LENGTH)])
 
 
 def choose_extents(shape: Sequence[int], divisors: Sequence[int], extent: int, budget: int) -> tuple[int, ...]:
@@ -196,10 +265,10 @@ class Outcome:
 def run_interpreter(module: Any, entry: str, grid: tuple, args: Sequence[Any]) -> Outcome:
     from . import interp
 
-    copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    copies = copy_arguments(args)
     printed: list[str] = []
     result = interp.launch(module, entry, grid, copies, printed=printed)
-    return Outcome([a for a in copies if isinstance(a, np.ndarray)], bool(result.failures), "".join(printed))
+    return Outcome(arrays_of(copies), bool(result.failures), "".join(printed))
 
 
 def run_ptx(ptx: str, entry: str, grid: tuple, args: Sequence[Any], who: str = "compiled",
@@ -209,11 +278,11 @@ def run_ptx(ptx: str, entry: str, grid: tuple, args: Sequence[Any], who: str = "
     weakly ordered view of global memory (``emulate/weak.py``)."""
     from .emulate import launch
 
-    copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    copies = copy_arguments(args)
     result = launch(ptx, entry, grid, copies, host_object=host_object, interleave=interleave)
     if result.trap is not None and result.trap.kind not in ("trap", "assert"):
         raise AssertionError(f"{who} PTX faulted in the emulator: {result.trap}")
-    return Outcome([a for a in copies if isinstance(a, np.ndarray)], result.trap is not None, result.output)
+    return Outcome(arrays_of(copies), result.trap is not None, result.output)
 
 
 def run_both(module: Module, entry: str, grid: tuple, args: Sequence[Any], gpu_name: str = "sm_90",
