@@ -313,3 +313,55 @@ def test_budget_option_reaches_the_arguments(tmp_path, capsys):
     assert diffcheck.main([str(path), "--budget", "4096", "--grid", "2"]) == 0
     assert "agree" in capsys.readouterr().out
     assert diffcheck.main([str(path), "--budget", "0"]) == 2
+
+
+def test_scalars_honour_the_facts_assumed_of_them():
+    """A shape or stride passed as a raw scalar is ``div_by<16>`` in aligned kernels and
+    NVIDIA's code relies on it (gemm_splitk's output, gather_scatter): the synthesized value
+    is rounded up to the divisor and kept within ``bounded``; an integer assumed of nothing
+    keeps the small default."""
+    from _build import bytecode
+
+    fn = read_bytecode(bytecode(
+        "cuda_tile.module @kernels {\n"
+        "  entry @k(%a: tile<i32>, %b: tile<i32>, %c: tile<i32>, %d: tile<i64>) {\n"
+        "    %a1 = assume div_by<16>, %a : tile<i32>\n"
+        "    %a2 = assume bounded<0, ?>, %a1 : tile<i32>\n"
+        "    %a3 = assume div_by<16>, %a2 : tile<i32>\n"
+        "    %b1 = assume bounded<0, 2>, %b : tile<i32>\n"
+        "    %d1 = assume div_by<8>, %d : tile<i64>\n"
+        "    %d2 = assume bounded<40, ?>, %d1 : tile<i64>\n"
+        "    return\n  }\n}\n")).functions[0]
+    args = diffcheck.synthesize_args(fn, np.random.default_rng(0))
+    assert [int(a) for a in args] == [16, 2, diffcheck.SMALL_INT, 40]
+    assert args[3].dtype == np.int64
+
+
+def test_ctas_that_repeat_work_rewriting_their_inputs_run_once():
+    """atomics_rmw on a 2x2 grid differed between the interpreter (CTAs one after another)
+    and both compilers' PTX (CTAs together): the kernel rewrites its index tile and the two
+    CTAs of each column, which do the same tile, race on it.  No compiler is wrong; the
+    check runs one CTA per distinct block id and agrees."""
+    pytest.importorskip("cuda.tile")
+    from differential import export
+    from kernels.realworld import RECYCLE_SLOTS
+
+    module = read_bytecode(export(RECYCLE_SLOTS, "sm_90"))
+    fn = module.functions[0]
+    assert diffcheck.distinct_grid(fn, (2, 2, 1)) == (2, 1, 1)
+    from tileiras.interp import cutile_args
+
+    idx = np.random.default_rng(0).permutation(128).astype(np.int32)   # every slot once
+    args = cutile_args(idx, np.zeros(128, np.int32), np.zeros(128, np.int32))
+    ptx = diffcheck.compile_ptx(module, "sm_90")
+    duplicated = [diffcheck.run_interpreter(module, fn.name, (2, 2, 1), args),
+                  diffcheck.run_ptx(ptx, fn.name, (2, 2, 1), args)]
+    assert diffcheck.compare(*duplicated) is not None      # the race shows
+    once = [diffcheck.run_interpreter(module, fn.name, (2, 1, 1), args),
+            diffcheck.run_ptx(ptx, fn.name, (2, 1, 1), args)]
+    assert diffcheck.compare(*once) is None
+    rewritten, counts, slots = once[1].arrays
+    assert (rewritten == 0).all() and (counts == 1).all()
+    np.testing.assert_array_equal(slots, np.arange(1, 129))
+    reports = diffcheck.check_module(module, "sm_90", grid=(2, 2, 1), extent=128)
+    assert reports and all(r.problem is None for r in reports), [r.problem for r in reports]
