@@ -29,6 +29,9 @@ class ArrayList:
         ranks = {a.ndim for a in self.arrays}
         if len(ranks) > 1:
             raise ValueError(f"the arrays of a list parameter share one rank, got ranks {sorted(ranks)}")
+        if not all(a.flags.c_contiguous or a.flags.f_contiguous for a in self.arrays):
+            raise ValueError("the arrays of a list parameter must be contiguous (C or F order): "
+                             "the table passes the strides of the memory the kernel reads")
 
     @property
     def rank(self) -> int:
@@ -46,12 +49,14 @@ class ArrayList:
         return np.array(rows, dtype=np.int64).reshape(self.shape)
 
     def copy(self) -> "ArrayList":
-        return ArrayList([a.copy() for a in self.arrays])
+        return ArrayList([a.copy(order="K") for a in self.arrays])
 
 
 def copy_arguments(args: Sequence[Any]) -> list[Any]:
-    """``args`` with every array, and every array of a list, copied."""
-    return [a.copy() if isinstance(a, (np.ndarray, ArrayList)) else a for a in args]
+    """``args`` with every array, and every array of a list, copied in its own layout (an
+    F-ordered array stays F-ordered: the strides passed with it describe that layout)."""
+    return [a.copy(order="K") if isinstance(a, np.ndarray) else a.copy() if isinstance(a, ArrayList) else a
+            for a in args]
 
 
 def arrays_of(args: Sequence[Any]) -> list[np.ndarray]:
