@@ -90,3 +90,42 @@ def test_a_wrong_group_shows(monkeypatch):
     monkeypatch.setattr(ArrayList, "table", lambda self, addrs: real(self, [addrs[0]] * len(addrs)))
     got = diffcheck.run_ptx(diffcheck.compile_ptx(m, "sm_80"), m.functions[0].name, (2, 2, 3), args)
     assert diffcheck.compare(expected, got) is not None
+
+
+def nvidia_opinion(real_tileiras: str, arch: str, tmp_path) -> diffcheck.ThirdOpinion:
+    import subprocess
+
+    src, out = tmp_path / f"g.{arch}.tileir", tmp_path / f"g.{arch}.cubin"
+    src.write_bytes(export(GROUPED_MATMUL, arch))
+    subprocess.run([real_tileiras, "--gpu-name", arch, "--lineinfo", "-o", str(out), str(src)], check=True)
+    return diffcheck.ThirdOpinion.read(str(out))
+
+
+def test_nvidia_grouped_matmul_agrees_on_sm80(real_tileiras, tmp_path):
+    """NVIDIA's PTX reads the same tables: all three groups agree with the interpreter."""
+    reports = diffcheck.check_module(module(GROUPED_MATMUL, "sm_80"), "sm_80", grid=(2, 2, 3), extent=40,
+                                     nvidia=nvidia_opinion(real_tileiras, "sm_80", tmp_path))
+    assert reports and all(r.problem is None for r in reports), [r.problem for r in reports]
+
+
+def test_nvidia_sm90_callback_stores_the_workspace_in_its_hidden_pointer(real_tileiras, tmp_path):
+    """On sm_90 NVIDIA's kernel builds the groups' tensor maps on the device, in a global
+    workspace whose size the host object declares; its callback copies the workspace address
+    the driver passes (``launch + 8``) into the hidden ``.u64`` parameter."""
+    from tileiras.emulate.launch import load_program
+    from tileiras.emulate.nvhost import bank_offsets, is_runnable_here, load_host_object
+
+    if not is_runnable_here():
+        pytest.skip("NVIDIA's .nv.host is x86-64 code")
+    theirs = nvidia_opinion(real_tileiras, "sm_90", tmp_path)
+    name = module(GROUPED_MATMUL, "sm_90").functions[0].name
+    params = load_program(theirs.ptx, name).function.params
+    hidden = [p for p in params if p.hidden]
+    assert [(p.type_name, p.size) for p in hidden] == [("u64", 8)]
+    host = load_host_object(theirs.host_object)
+    assert host.workspace_bytes >= 132 * 8192                 # %smid * 8192 + %warpid * 128
+    offsets, size = bank_offsets(params, "sm_90")
+    bank = np.zeros(size, np.uint8)
+    host.on_arguments_change(name, bank, workspace=0x7A5000)
+    at = offsets[hidden[0].name]
+    assert int(bank[at:at + 8].view(np.uint64)[0]) == 0x7A5000
