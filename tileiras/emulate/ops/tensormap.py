@@ -44,9 +44,12 @@ def compile_tensormap(ctx, ins):
         if nbytes != MAP_BYTES:
             raise UnsupportedInstruction(f"{ins.opcode}: size {nbytes}; the ISA allows only {MAP_BYTES}")
         step = np.arange(0, MAP_BYTES, WORD, dtype=np.uint64)
-        per = len(step)
-        rows = np.repeat(tids, per)
-        at = lambda a: (np.broadcast_to(np.asarray(a(m, idx), np.uint64), tids.shape)[:, None] + step).reshape(-1)
-        words = read_memory(m, rows, at(src), WORD, "shared")
-        write_memory(m, rows, at(dst), WORD, "global", words, strong=True)
+        rows = np.repeat(tids, len(step))
+
+        def words_of(address) -> np.ndarray:
+            """The address of every word of every thread's map, thread by thread."""
+            base = np.broadcast_to(np.asarray(address(m, idx), np.uint64), tids.shape)
+            return (base[:, None] + step).reshape(-1)
+        words = read_memory(m, rows, words_of(src), WORD, "shared")
+        write_memory(m, rows, words_of(dst), WORD, "global", words, strong=True)
     return run
