@@ -7,12 +7,19 @@ For every entry of FILE, inputs are synthesized from the IR: a pointer argument 
 ``make_tensor_view`` turns into a view gets an array whose shape and strides feed the
 view's dynamic shape/stride arguments (``--extent`` elements along each dynamic dim, rounded
 up to the divisors the bytecode assumes, fewer where an array would hold more than ``--budget``
-elements);
-other integer arguments get small values, floats 1.5.  The Tile IR interpreter
+elements); a pointer whose loaded words the kernel turns back into pointers (``int_to_ptr``:
+a list parameter, grouped GEMM's ``As``) gets an ``ArrayList`` of ``LIST_LENGTH`` arrays shaped
+for the views the kernel makes of them; other integer arguments get small values moved up to
+the divisors and into the bounds assumed of them (``div_by<16>`` shapes passed as scalars),
+floats 1.5.  The Tile IR interpreter
 (``tileiras.interp``) gives the expected result; our pipeline compiles the module to
 PTX and the PTX emulator (``tileiras.emulate``) runs it.  Integer results must match
 exactly, floats within a tolerance (approximate PTX math against exactly rounded
-reference math); asserts must fire in both or neither.
+reference math); asserts must fire in both or neither.  With ``--nvidia`` NVIDIA's PTX runs
+on the same inputs whatever ours gave (give it NVIDIA's cubin, compiled with ``--lineinfo``,
+where its kernels take hidden tensor maps or a tensor-map workspace: the cubin's ``.nv.host``
+fills them).  CTAs that differ only along a grid axis the kernel never reads run once
+(``distinct_grid``).
 
 With ``--device=gpu`` the same inputs also run on the GPU (``tileiras.gpu``), our cubin
 compiled for the device's architecture (``--gpu-name`` defaults to it): each entry reports
