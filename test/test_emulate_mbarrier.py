@@ -349,6 +349,22 @@ setp.eq.u32 %p1, %r1, 0;
     assert "still in use: tx-count 64 outstanding" in result.trap.message
 
 
+def test_inval_before_a_cp_async_arrival_lands_traps():
+    """cp.async.mbarrier.arrive arrives when the thread's copies complete: invalidating the
+    barrier before anyone waited for that would end it with the arrival still in flight."""
+    _, result = run("""
+setp.eq.u32 %p1, %r1, 0;
+@%p1 mbarrier.init.shared.b64 [bar], 1;
+bar.sync 0;
+mov.u32 %r4, buf;
+@%p1 cp.async.ca.shared.global [%r4], [%rd9], 4;
+@%p1 cp.async.mbarrier.arrive.noinc.shared.b64 [bar];
+@%p1 mbarrier.inval.shared.b64 [bar];
+""")
+    assert result.trap is not None and result.trap.kind == "mbarrier"
+    assert "still in use: asynchronous operations have not yet arrived on it" in result.trap.message
+
+
 def test_mbarriers_of_different_ctas_are_separate():
     """Two CTAs in one batch: each CTA's 32 arrivals complete only its own barrier."""
     out = checked(INIT_BY_THREAD_0.format(count=32) + """
