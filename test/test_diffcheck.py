@@ -410,3 +410,44 @@ def test_column_major_arrays_keep_their_layout_in_memory():
     np.testing.assert_array_equal(y_ptx, 2 * x)
     assert diffcheck.compare(diffcheck.run_interpreter(module, fn.name, (2, 2, 1), args),
                              diffcheck.run_ptx(diffcheck.compile_ptx(module, "sm_80"), fn.name, (2, 2, 1), args)) is None
+
+
+def row_sum(padding: str) -> bytes:
+    """``y[bx] = sum of 16 tiles of 32 of x`` read in a loop (loop_accumulate's pattern)."""
+    from _build import bytecode
+
+    view = "tensor_view<?xf32, strides=[1]>"
+    pview = f"partition_view<tile=(32){padding}, {view}>"
+    return bytecode(
+        "cuda_tile.module @kernels {\n"
+        "  entry @k(%x: tile<ptr<f32>>, %n: tile<i32>, %y: tile<ptr<f32>>, %m: tile<i32>) {\n"
+        "    %t0 = make_token : token\n"
+        f"    %xv = make_tensor_view %x, shape = [%n], strides = [1] : tile<i32> -> {view}\n"
+        f"    %yv = make_tensor_view %y, shape = [%m], strides = [1] : tile<i32> -> {view}\n"
+        f"    %xp = make_partition_view %xv : {pview}\n"
+        f"    %yp = make_partition_view %yv : partition_view<tile=(32), {view}>\n"
+        "    %c0 = constant <i32: 0> : tile<i32>\n"
+        "    %c1 = constant <i32: 1> : tile<i32>\n"
+        "    %c16 = constant <i32: 16> : tile<i32>\n"
+        "    %z = constant <f32: 0.0> : tile<32xf32>\n"
+        "    %s = for %i in (%c0 to %c16, step %c1) : tile<i32> iter_values(%acc = %z) -> (tile<32xf32>) {\n"
+        f"      %t, %tok = load_view_tko weak %xp[%i] token = %t0 : {pview}, tile<i32> -> tile<32xf32>, token\n"
+        "      %a = addf %acc, %t rounding<nearest_even> : tile<32xf32>\n"
+        "      continue %a : tile<32xf32>\n"
+        "    }\n"
+        "    %bx, %by, %bz = get_tile_block_id : tile<i32>\n"
+        f"    %w = store_view_tko weak %s, %yp[%bx] token = %t0 : tile<32xf32>, partition_view<tile=(32), {view}>, "
+        "tile<i32> -> token\n"
+        "    return\n  }\n}\n")
+
+
+def test_unpadded_loads_in_a_bounded_loop_get_arrays_they_stay_inside():
+    """Out-of-bounds elements of a view without a padding value are unspecified (NVIDIA's
+    loop_accumulate differed from the interpreter on them): x gets the 16 * 32 elements the
+    loop reads; with zero padding the extent stays as asked; the output's store-only view
+    and a block-id index (bounded by its type alone) add nothing."""
+    for padding, want in (("", 512), (", padding_value = zero", 100)):
+        fn = read_bytecode(row_sum(padding)).functions[0]
+        args = diffcheck.synthesize_args(fn, np.random.default_rng(0), extent=100)
+        assert args[0].shape == (want,) and args[1] == want and args[2].shape == (100,)
+    assert diffcheck.choose_extents((T.DYNAMIC, T.DYNAMIC), (1, 16), 100, 1000, (0, 600)) == (1, 608)

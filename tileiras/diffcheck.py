@@ -109,6 +109,7 @@ def synthesize_args(fn: Function, rng: np.random.Generator, extent: int = 100,
     origin = _through_assumes(fn)
     facts = analyze(fn)
     lists = list_parameters(fn)
+    needs = unpadded_reach(fn, facts, budget)
     args: dict[Value, Any] = {}
     for op in fn.walk():
         if not isinstance(op, MEM.MakeTensorViewOp) or origin.get(op.base) is None:
@@ -119,7 +120,7 @@ def synthesize_args(fn: Function, rng: np.random.Generator, extent: int = 100,
             arr = args.setdefault(base, synthesize_list(rng, lists[base], facts, extent, budget))
             shape, strides = arr.shape, (arr.shape[1], 1)
         else:
-            shape = choose_extents(t.shape, view_divisors(op, facts), extent, budget)
+            shape = choose_extents(t.shape, view_divisors(op, facts), extent, budget, needs.get(op.result))
             order = "F" if t.rank > 1 and t.strides[0] == 1 and t.strides[-1] != 1 else "C"
             arr = args.get(base)
             if not isinstance(arr, np.ndarray) or arr.shape != shape:
@@ -181,6 +182,30 @@ def scalar_value(f: Any) -> int:
     return value
 
 
+def unpadded_reach(fn: Function, facts: Any, budget: int = BUDGET) -> dict[Value, list[int]]:
+    """tensor view -> the extent each of its dims needs for the loads through partition
+    views without a padding value (whose out-of-bounds elements are unspecified) to stay in
+    bounds, where the bytecode bounds their tile indices (a loop counter: loop_accumulate
+    reads 16 tiles of 256 along a row); indices bounded only by their type (block ids, a
+    reach past ``budget``) add nothing."""
+    needs: dict[Value, list[int]] = {}
+    for op in fn.walk():
+        if not isinstance(op, MEM.LoadViewTkoOp) or op.view.is_block_argument:
+            continue
+        pv = op.view.type
+        if not isinstance(pv, T.PartitionViewType) or pv.padding_value is not None:
+            continue
+        if not isinstance(op.view.owner, MEM.MakePartitionViewOp):
+            continue
+        tv = op.view.owner.tensor_view
+        need = needs.setdefault(tv, [0] * len(pv.tensor_view.shape))
+        for index, size, dim in zip(op.index, pv.tile_shape, pv.dim_map or range(len(pv.tile_shape))):
+            upper = facts.fact(index).upper
+            if upper is not None and (upper + 1) * size <= budget:
+                need[dim] = max(need[dim], (upper + 1) * size)
+    return needs
+
+
 def view_divisors(op: MEM.MakeTensorViewOp, facts: Any) -> list[int]:
     """The divisor the bytecode assumes of each dim of ``op``'s view (1 for static dims)."""
     dynamic = iter(op.dynamicShape)
@@ -238,20 +263,23 @@ def synthesize_list(rng: np.random.Generator, view: MEM.MakeTensorViewOp, facts:
                       for k in range(LIST_LENGTH)])
 
 
-def choose_extents(shape: Sequence[int], divisors: Sequence[int], extent: int, budget: int) -> tuple[int, ...]:
+def choose_extents(shape: Sequence[int], divisors: Sequence[int], extent: int, budget: int,
+                   reach: Optional[Sequence[int]] = None) -> tuple[int, ...]:
     """An array shape for a view of ``shape`` (``T.DYNAMIC`` marks dynamic dims): static dims
-    as they are; dynamic ones ``extent`` rounded up to their ``divisors``, then, while the
-    array holds more than ``budget`` elements, the largest dynamic one halved (rounded up to
-    its divisor, never below it).  A 5-D view of dynamic dims at extent 100 has 10^10
-    elements; with the default budget it gets 16^5."""
-    dims = [_round_up(extent, q) if d == T.DYNAMIC else d for d, q in zip(shape, divisors)]
+    as they are; dynamic ones ``extent`` (at least ``reach``, what unpadded loads need)
+    rounded up to their ``divisors``, then, while the array holds more than ``budget``
+    elements, the largest dynamic one halved (rounded up to its divisor, never below it nor
+    below its reach).  A 5-D view of dynamic dims at extent 100 has 10^10 elements; with the
+    default budget it gets 16^5."""
+    floor = [_round_up(max(r, 1), q) for r, q in zip(reach or [0] * len(shape), divisors)]
+    dims = [_round_up(max(extent, f), q) if d == T.DYNAMIC else d for d, q, f in zip(shape, divisors, floor)]
     dynamic = [i for i, d in enumerate(shape) if d == T.DYNAMIC]
     while int(np.prod(dims, dtype=object)) > budget:
-        shrinkable = [i for i in dynamic if dims[i] > divisors[i]]
+        shrinkable = [i for i in dynamic if dims[i] > max(divisors[i], floor[i])]
         if not shrinkable:
             break
         i = max(shrinkable, key=lambda k: dims[k])
-        dims[i] = max(_round_up(dims[i] // 2, divisors[i]), divisors[i])
+        dims[i] = max(_round_up(dims[i] // 2, divisors[i]), divisors[i], floor[i])
     return tuple(dims)
 
 
