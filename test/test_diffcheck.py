@@ -313,3 +313,141 @@ def test_budget_option_reaches_the_arguments(tmp_path, capsys):
     assert diffcheck.main([str(path), "--budget", "4096", "--grid", "2"]) == 0
     assert "agree" in capsys.readouterr().out
     assert diffcheck.main([str(path), "--budget", "0"]) == 2
+
+
+def test_scalars_honour_the_facts_assumed_of_them():
+    """A shape or stride passed as a raw scalar is ``div_by<16>`` in aligned kernels and
+    NVIDIA's code relies on it (gemm_splitk's output, gather_scatter): the synthesized value
+    is rounded up to the divisor and kept within ``bounded``; an integer assumed of nothing
+    keeps the small default."""
+    from _build import bytecode
+
+    fn = read_bytecode(bytecode(
+        "cuda_tile.module @kernels {\n"
+        "  entry @k(%a: tile<i32>, %b: tile<i32>, %c: tile<i32>, %d: tile<i64>) {\n"
+        "    %a1 = assume div_by<16>, %a : tile<i32>\n"
+        "    %a2 = assume bounded<0, ?>, %a1 : tile<i32>\n"
+        "    %a3 = assume div_by<16>, %a2 : tile<i32>\n"
+        "    %b1 = assume bounded<0, 2>, %b : tile<i32>\n"
+        "    %d1 = assume div_by<8>, %d : tile<i64>\n"
+        "    %d2 = assume bounded<40, ?>, %d1 : tile<i64>\n"
+        "    return\n  }\n}\n")).functions[0]
+    args = diffcheck.synthesize_args(fn, np.random.default_rng(0))
+    assert [int(a) for a in args] == [16, 2, diffcheck.SMALL_INT, 40]
+    assert args[3].dtype == np.int64
+
+
+def test_ctas_that_repeat_work_rewriting_their_inputs_run_once():
+    """atomics_rmw on a 2x2 grid differed between the interpreter (CTAs one after another)
+    and both compilers' PTX (CTAs together): the kernel rewrites its index tile and the two
+    CTAs of each column, which do the same tile, race on it.  No compiler is wrong; the
+    check runs one CTA per distinct block id and agrees."""
+    pytest.importorskip("cuda.tile")
+    from differential import export
+    from kernels.realworld import RECYCLE_SLOTS
+
+    module = read_bytecode(export(RECYCLE_SLOTS, "sm_90"))
+    fn = module.functions[0]
+    assert diffcheck.distinct_grid(fn, (2, 2, 1)) == (2, 1, 1)
+    from tileiras.interp import cutile_args
+
+    idx = np.random.default_rng(0).permutation(128).astype(np.int32)   # every slot once
+    args = cutile_args(idx, np.zeros(128, np.int32), np.zeros(128, np.int32))
+    ptx = diffcheck.compile_ptx(module, "sm_90")
+    duplicated = [diffcheck.run_interpreter(module, fn.name, (2, 2, 1), args),
+                  diffcheck.run_ptx(ptx, fn.name, (2, 2, 1), args)]
+    assert diffcheck.compare(*duplicated) is not None      # the race shows
+    once = [diffcheck.run_interpreter(module, fn.name, (2, 1, 1), args),
+            diffcheck.run_ptx(ptx, fn.name, (2, 1, 1), args)]
+    assert diffcheck.compare(*once) is None
+    rewritten, counts, slots = once[1].arrays
+    assert (rewritten == 0).all() and (counts == 1).all()
+    np.testing.assert_array_equal(slots, np.arange(1, 129))
+    reports = diffcheck.check_module(module, "sm_90", grid=(2, 2, 1), extent=128)
+    assert reports and all(r.problem is None for r in reports), [r.problem for r in reports]
+
+
+def column_major_copy() -> bytes:
+    """``y[tile] = 2 * x[tile]``: x's first dim is contiguous (strides [1, ?]), y's last."""
+    from _build import bytecode
+
+    view, yview = "tensor_view<?x?xf32, strides=[1,?]>", "tensor_view<?x?xf32, strides=[?,1]>"
+    pview, ypview = f"partition_view<tile=(16x16), {view}>", f"partition_view<tile=(16x16), {yview}>"
+    return bytecode(
+        "cuda_tile.module @kernels {\n"
+        "  entry @k(%x: tile<ptr<f32>>, %m: tile<i32>, %n: tile<i32>, %s: tile<i32>, %y: tile<ptr<f32>>) {\n"
+        "    %t0 = make_token : token\n"
+        f"    %xv = make_tensor_view %x, shape = [%m, %n], strides = [1, %s] : tile<i32> -> {view}\n"
+        f"    %yv = make_tensor_view %y, shape = [%m, %n], strides = [%s, 1] : tile<i32> -> {yview}\n"
+        "    %bx, %by, %bz = get_tile_block_id : tile<i32>\n"
+        f"    %xp = make_partition_view %xv : {pview}\n"
+        f"    %yp = make_partition_view %yv : {ypview}\n"
+        f"    %t, %tok = load_view_tko weak %xp[%bx, %by] token = %t0 : {pview}, tile<i32> -> tile<16x16xf32>, token\n"
+        "    %two = constant <f32: 2.0> : tile<16x16xf32>\n"
+        "    %d = mulf %t, %two rounding<nearest_even> : tile<16x16xf32>\n"
+        f"    %w = store_view_tko weak %d, %yp[%bx, %by] token = %t0 : tile<16x16xf32>, {ypview}, tile<i32> -> token\n"
+        "    return\n  }\n}\n")
+
+
+def test_column_major_arrays_keep_their_layout_in_memory():
+    """An F-ordered array is mapped as it lies (its strides describe that memory, as on the
+    GPU): the interpreter and the emulator both compute y = 2x element for element into a
+    C-ordered y (a C-order copy of x read with x's strides would give 2x transposed)."""
+    from tileiras import interp
+    from tileiras.emulate import launch
+
+    module = read_bytecode(column_major_copy())
+    fn = module.functions[0]
+    args = diffcheck.synthesize_args(fn, np.random.default_rng(0), extent=32)
+    x, y = args[0], args[4]
+    assert x.flags.f_contiguous and not x.flags.c_contiguous and args[1:4] == [32, 32, 32]
+    x[:, :] = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
+    assert y.flags.c_contiguous
+    y_interp, y_ptx = np.zeros_like(y), np.zeros_like(y)
+    interp.run(module, fn.name, (2, 2), [x, 32, 32, 32, y_interp])
+    assert launch(diffcheck.compile_ptx(module, "sm_80"), fn.name, (2, 2), [x, 32, 32, 32, y_ptx]).ok
+    np.testing.assert_array_equal(y_interp, 2 * x)
+    np.testing.assert_array_equal(y_ptx, 2 * x)
+    assert diffcheck.compare(diffcheck.run_interpreter(module, fn.name, (2, 2, 1), args),
+                             diffcheck.run_ptx(diffcheck.compile_ptx(module, "sm_80"), fn.name, (2, 2, 1), args)) is None
+
+
+def row_sum(padding: str) -> bytes:
+    """``y[bx] = sum of 16 tiles of 32 of x`` read in a loop (loop_accumulate's pattern)."""
+    from _build import bytecode
+
+    view = "tensor_view<?xf32, strides=[1]>"
+    pview = f"partition_view<tile=(32){padding}, {view}>"
+    return bytecode(
+        "cuda_tile.module @kernels {\n"
+        "  entry @k(%x: tile<ptr<f32>>, %n: tile<i32>, %y: tile<ptr<f32>>, %m: tile<i32>) {\n"
+        "    %t0 = make_token : token\n"
+        f"    %xv = make_tensor_view %x, shape = [%n], strides = [1] : tile<i32> -> {view}\n"
+        f"    %yv = make_tensor_view %y, shape = [%m], strides = [1] : tile<i32> -> {view}\n"
+        f"    %xp = make_partition_view %xv : {pview}\n"
+        f"    %yp = make_partition_view %yv : partition_view<tile=(32), {view}>\n"
+        "    %c0 = constant <i32: 0> : tile<i32>\n"
+        "    %c1 = constant <i32: 1> : tile<i32>\n"
+        "    %c16 = constant <i32: 16> : tile<i32>\n"
+        "    %z = constant <f32: 0.0> : tile<32xf32>\n"
+        "    %s = for %i in (%c0 to %c16, step %c1) : tile<i32> iter_values(%acc = %z) -> (tile<32xf32>) {\n"
+        f"      %t, %tok = load_view_tko weak %xp[%i] token = %t0 : {pview}, tile<i32> -> tile<32xf32>, token\n"
+        "      %a = addf %acc, %t rounding<nearest_even> : tile<32xf32>\n"
+        "      continue %a : tile<32xf32>\n"
+        "    }\n"
+        "    %bx, %by, %bz = get_tile_block_id : tile<i32>\n"
+        f"    %w = store_view_tko weak %s, %yp[%bx] token = %t0 : tile<32xf32>, partition_view<tile=(32), {view}>, "
+        "tile<i32> -> token\n"
+        "    return\n  }\n}\n")
+
+
+def test_unpadded_loads_in_a_bounded_loop_get_arrays_they_stay_inside():
+    """Out-of-bounds elements of a view without a padding value are unspecified (NVIDIA's
+    loop_accumulate differed from the interpreter on them): x gets the 16 * 32 elements the
+    loop reads; with zero padding the extent stays as asked; the output's store-only view
+    and a block-id index (bounded by its type alone) add nothing."""
+    for padding, want in (("", 512), (", padding_value = zero", 100)):
+        fn = read_bytecode(row_sum(padding)).functions[0]
+        args = diffcheck.synthesize_args(fn, np.random.default_rng(0), extent=100)
+        assert args[0].shape == (want,) and args[1] == want and args[2].shape == (100,)
+    assert diffcheck.choose_extents((T.DYNAMIC, T.DYNAMIC), (1, 16), 100, 1000, (0, 600)) == (1, 608)

@@ -286,6 +286,85 @@ def test_misuse_traps(body, message):
     assert message in result.trap.message
 
 
+def test_whole_warp_inval_then_elected_init_is_legal():
+    """NVIDIA's Hopper producers re-arm a one-shot barrier with ``inval`` by the whole warp,
+    then ``init`` by one elected thread: the first round invalidates memory never
+    initialised, later threads of the warp an invalidated object.  Both are no-ops; each
+    round's phase then completes with its expect_tx and complete_tx."""
+    out = checked("""
+mov.u32 %r30, 0;
+ROUND:
+mbarrier.inval.shared.b64 [bar];
+elect.sync %r4|%p1, -1;
+@!%p1 bra ARMED;
+mbarrier.init.shared.b64 [bar], 1;
+mbarrier.arrive.expect_tx.relaxed.cta.shared.b64 %rd2, [bar], 64;
+mbarrier.complete_tx.relaxed.cta.shared::cta.b64 [bar], 64;
+ARMED:
+bar.warp.sync -1;
+WAIT:
+mbarrier.try_wait.parity.shared.b64 %p2, [bar], 0;
+@!%p2 bra WAIT;
+add.s32 %r30, %r30, 1;
+setp.lt.u32 %p3, %r30, 3;
+@%p3 bra ROUND;
+st.global.u32 [%rd1], %r30;
+""")
+    np.testing.assert_array_equal(out, np.full(32, 3))
+
+
+def test_inval_with_a_thread_waiting_traps():
+    """Warp 1 is suspended in try_wait when warp 0 invalidates the barrier (after a loop
+    long enough for warp 1 to get there): the object is still in use."""
+    _, result = run(INIT_BY_THREAD_0.format(count=64) + """
+setp.ge.u32 %p2, %r1, 32;
+@%p2 bra WAIT;
+mov.u32 %r10, 40;
+COUNTDOWN:
+sub.s32 %r10, %r10, 1;
+setp.ne.u32 %p3, %r10, 0;
+@%p3 bra COUNTDOWN;
+mbarrier.inval.shared.b64 [bar];
+bra DONE;
+WAIT:
+mbarrier.try_wait.parity.shared.b64 %p4, [bar], 0;
+@!%p4 bra WAIT;
+DONE:
+ret;
+""", nthreads=64, nout=64)
+    assert result.trap is not None and result.trap.kind == "mbarrier"
+    assert "still in use: 32 threads wait on it" in result.trap.message
+
+
+@pytest.mark.parametrize("verb", ["mbarrier.inval.shared.b64 [bar];", "mbarrier.init.shared.b64 [bar], 1;"])
+def test_ending_or_restarting_with_transactions_owed_traps(verb):
+    """Thread 0's expect_tx raised the tx-count by 64 bytes that no transfer paid back yet."""
+    _, result = run(f"""
+mbarrier.init.shared.b64 [bar], 1;
+setp.eq.u32 %p1, %r1, 0;
+@%p1 mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [bar], 64;
+{verb}
+""")
+    assert result.trap is not None and result.trap.kind == "mbarrier"
+    assert "still in use: tx-count 64 outstanding" in result.trap.message
+
+
+def test_inval_before_a_cp_async_arrival_lands_traps():
+    """cp.async.mbarrier.arrive arrives when the thread's copies complete: invalidating the
+    barrier before anyone waited for that would end it with the arrival still in flight."""
+    _, result = run("""
+setp.eq.u32 %p1, %r1, 0;
+@%p1 mbarrier.init.shared.b64 [bar], 1;
+bar.sync 0;
+mov.u32 %r4, buf;
+@%p1 cp.async.ca.shared.global [%r4], [%rd9], 4;
+@%p1 cp.async.mbarrier.arrive.noinc.shared.b64 [bar];
+@%p1 mbarrier.inval.shared.b64 [bar];
+""")
+    assert result.trap is not None and result.trap.kind == "mbarrier"
+    assert "still in use: asynchronous operations have not yet arrived on it" in result.trap.message
+
+
 def test_mbarriers_of_different_ctas_are_separate():
     """Two CTAs in one batch: each CTA's 32 arrivals complete only its own barrier."""
     out = checked(INIT_BY_THREAD_0.format(count=32) + """

@@ -228,3 +228,20 @@ def test_the_gpu_tier_skips_cleanly_without_a_gpu():
                           str(here / "test_gpu_tier.py")], capture_output=True, text=True, cwd=here.parent, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "skipped" in run.stdout and "passed" not in run.stdout and "error" not in run.stdout.lower()
+
+
+def test_a_list_of_arrays_goes_up_as_its_members_and_their_table(monkeypatch):
+    """The members are uploaded, then the table of their device addresses, shapes and strides
+    (what the kernel's pointer parameter points at); the members come back as outputs."""
+    from tileiras.interp import ArrayList
+
+    driver = FakeDriver()
+    device = fake_device(monkeypatch, driver)
+    xs = ArrayList([np.arange(4, dtype=np.float32), np.arange(6, dtype=np.float32)])
+    copies = gpu.copy_arguments([xs, 2])
+    values, buffers = gpu.upload_arguments(device, ("ptr", "i32"), copies)
+    table = np.frombuffer(bytes(driver.memory[values[0]]), np.int64).reshape(2, 3)
+    members = [b[2] for b in buffers[:2]]
+    np.testing.assert_array_equal(table, [[members[0], 4, 1], [members[1], 6, 1]])
+    assert np.frombuffer(bytes(driver.memory[members[1]]), np.float32).tolist() == list(range(6))
+    assert values[1] == 2 and copies[0].arrays[0] is not xs.arrays[0]

@@ -53,3 +53,18 @@ LOCKED_ROWS = KernelCase("locked_rows", locked_rows,
                          [[arr(ct.float32, 2), arr(ct.float32, 2), arr(ct.int32), 32]])
 ROPE_INPLACE = KernelCase("rope_inplace", rope_inplace,
                           [[arr(BF16, 4), arr(BF16, 4), arr(BF16, 2), arr(BF16, 2), 4, 64]])
+
+
+@ct.kernel
+def recycle_slots(idx, counts, slots, TILE: ConstInt):
+    """In the style of the atomics_rmw sample: count each index, swap it into ``slots`` and
+    write the displaced slot back over the index tile, in place.  A second CTA doing the
+    same tile (a grid axis the kernel never reads) reads indices the first one may or may
+    not have rewritten yet: the outcome depends on the CTAs' order."""
+    t = ct.load(idx, index=(ct.bid(0),), shape=(TILE,))
+    ct.atomic_add(counts, t, 1)
+    ct.store(idx, index=(ct.bid(0),), tile=ct.atomic_xchg(slots, t, t + 1))
+
+
+RECYCLE_SLOTS = KernelCase("recycle_slots", recycle_slots,
+                           [[arr(ct.int32), arr(ct.int32), arr(ct.int32), 64]])

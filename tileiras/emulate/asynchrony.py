@@ -311,6 +311,11 @@ class Asynchrony:
         if waiters.size and (self.m.mbar_offset[waiters] == offset).any():
             self.settle([offset])
 
+    def tracks_mbarrier(self, offset: int) -> bool:
+        """Whether an asynchronous operation still has to arrive on (``queue_mbarrier``) or
+        land with (``defer``'s ``mbarrier``) the mbarrier at shared byte ``offset``."""
+        return bool(self.queued.get(int(offset))) or any((p.mbar == offset).any() for p in self.pending)
+
     def settle(self, offsets) -> None:
         if not self.queued:
             return

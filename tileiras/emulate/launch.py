@@ -15,6 +15,7 @@ from .parser import parse_ptx
 from .program import Program, compile_program
 from .traffic import Traffic
 from .weak import WeakMemory
+from ..interp.arraylist import ArrayList
 from ..interp.values import is_nibble_dtype, pack_nibbles, unpack_nibbles
 from .ptxtypes import BF16, TYPES
 
@@ -134,16 +135,28 @@ class Launch:
             payload = self.param_bytes(var, arg)
             self.params[off:off + len(payload)] = np.frombuffer(payload, np.uint8)
 
+    def place(self, arr: np.ndarray, name: str) -> int:
+        """Copy ``arr`` into global memory (read back by ``copy_back``); its address.  A
+        contiguous array keeps its own layout (C or F order: the strides passed with it
+        describe it), any other is laid out in C order."""
+        data = arr.T if arr.flags.f_contiguous and not arr.flags.c_contiguous else np.ascontiguousarray(arr)
+        if is_nibble_dtype(data.dtype):  # 4-bit elements: two a byte (spec 5.2.2); the
+            packed = pack_nibbles(np.ascontiguousarray(arr))   # allocation ends on a 32-bit word, as
+            data = np.zeros(-(-packed.size // 4) * 4, np.uint8)  # cudaMalloc's do (nibble stores use
+            data[:packed.size] = packed   # atomics on the word that holds the byte)
+        addr = self.gmem.allocate(name, data.nbytes)
+        self.gmem.write(addr, data.tobytes())
+        self.arrays.append((arr, addr))
+        return addr
+
     def param_bytes(self, var, arg) -> bytes:
         if isinstance(arg, np.ndarray) and arg.ndim > 0:
-            data = np.ascontiguousarray(arg)
-            if is_nibble_dtype(data.dtype):  # 4-bit elements: two a byte (spec 5.2.2); the
-                packed = pack_nibbles(data)   # allocation ends on a 32-bit word, as cudaMalloc's
-                data = np.zeros(-(-packed.size // 4) * 4, np.uint8)  # do (nibble stores use
-                data[:packed.size] = packed   # atomics on the word that holds the byte)
-            addr = self.gmem.allocate(f"arg:{var.name}", data.nbytes)
-            self.gmem.write(addr, data.tobytes())
-            self.arrays.append((arg, addr))
+            return self.place(arg, f"arg:{var.name}").to_bytes(8, "little")
+        if isinstance(arg, ArrayList):  # the members, then the table of their addresses
+            addresses = [self.place(a, f"arg:{var.name}[{k}]") for k, a in enumerate(arg.arrays)]
+            table = arg.table(addresses)
+            addr = self.gmem.allocate(f"arg:{var.name} table", table.nbytes)
+            self.gmem.write(addr, table.tobytes())
             return addr.to_bytes(8, "little")
         ty = TYPES[var.type_name]
         if ty.is_float:
@@ -177,7 +190,9 @@ class Launch:
         for var in fn.params:
             at, here = bank[var.name], self.prog.params.offsets[var.name]
             buf[at:at + var.size] = self.params[here:here + var.size]
-        load_host_object(host_object).on_arguments_change(fn.name, buf)
+        host = load_host_object(host_object)
+        workspace = self.gmem.allocate("tensor-map workspace", host.workspace_bytes) if host.workspace_bytes else 0
+        host.on_arguments_change(fn.name, buf, workspace)
         for var in hidden:
             at, here = bank[var.name], self.prog.params.offsets[var.name]
             self.params[here:here + var.size] = buf[at:at + var.size]
@@ -189,7 +204,8 @@ class Launch:
                 arr[...] = unpack_nibbles(np.frombuffer(raw, np.uint8), arr.dtype, arr.shape)
                 continue
             raw = self.gmem.read(addr, arr.nbytes)
-            arr[...] = np.frombuffer(raw, arr.dtype).reshape(arr.shape)
+            buffer = arr.T if arr.flags.f_contiguous and not arr.flags.c_contiguous else arr
+            buffer[...] = np.frombuffer(raw, arr.dtype).reshape(buffer.shape)
 
     # -- output
     def thread_coords(self, batch: Batch, tid: int) -> tuple[tuple, tuple]:
@@ -279,6 +295,8 @@ class Launch:
             return (batch.cta_of % 132).astype(u)
         if name == "nsmid":
             return np.array(132, u)
+        if name == "perctamemoryoffset":  # no per-CTA memory area: kernels use their workspace
+            return np.array(0, u)
         if name in ("dynamic_smem_size",):
             return np.array(self.dynamic_smem, u)
         if name in ("total_smem_size", "aggr_smem_size"):
@@ -295,7 +313,9 @@ def launch(ptx: str, kernel: Optional[str], grid: Any, args: Sequence[Any], *,
     """Emulate ``kernel`` of ``ptx`` over ``grid`` CTAs.
 
     ``args`` follow the kernel's ``.param`` list: numpy arrays for pointers (allocated in
-    global memory; their contents are copied back after the launch), numbers for scalars.
+    global memory; their contents are copied back after the launch), an ``ArrayList`` for
+    the table pointer of a list parameter (its arrays placed as array arguments are, then
+    the table of their addresses, shapes and strides), numbers for scalars.
     ``block`` defaults to ``.reqntid``; ``cluster`` to ``.reqnctapercluster`` (or 1x1x1).
     For kernels with ``.blocksareclusters``, ``grid`` counts clusters, as cuTile launches it.
     ``traffic``: count global-memory requests and sectors (``EmulationResult.traffic``).

@@ -13,9 +13,15 @@ their number), whose entry ``i`` holds the kernel's name at +0x00 and its
 ``ON_ARGUMENTS_CHANGE`` at +0x28.
 
 The callback's calling convention, as measured (``test_tensormap.py``):
-``int ON_ARGUMENTS_CHANGE(void *, void *, void *, uint8_t *params)`` (SysV): the first three
-arguments are never read; ``params`` is the kernel's parameter bank from its first parameter
-on.  Parameter offsets in it are those of constant bank 0 minus the bank's parameter base
+``int ON_ARGUMENTS_CHANGE(void *, void *launch, void *, uint8_t *params)`` (SysV): the first
+and third arguments are never read; ``params`` is the kernel's parameter bank from its first
+parameter on.  ``launch`` is read only by kernels that build tensor maps on the device
+(grouped GEMM on sm_90: the maps of arrays whose addresses the kernel loads from a table):
+the 64-bit word at ``launch + 8`` is the address of a global workspace the driver allocated,
+which the callback stores in the kernel's hidden ``.u64 .ptr`` parameter; the kernel writes
+its maps there, at ``%smid * 8192 + %warpid * 128`` unless ``%perctamemoryoffset`` gives a
+per-CTA area.  Its size is slot 2 of the ``__CUDA_TILEIR_CALLBACKS`` table (``ON_PRE_LOAD``
+zeroes it in the copy it hands back; the table itself keeps it).  Parameter offsets in it are those of constant bank 0 minus the bank's parameter base
 (0x210 on sm_90), with every alignment (the hidden maps' 64 included) taken in bank
 addresses: on sm_90 the first map after 0x38 bytes of user parameters sits at 0x70, not 0x40.
 The callback reads the user parameters there, writes each 128-byte map into its slot and
@@ -36,6 +42,7 @@ PRE_LOAD = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctyp
 CALLBACKS_VERSION = 2                 # ON_PRE_LOAD's third argument: 2 skips the device query
 FUNC_ENTRY_SIZE = 0x40
 NAME_AT, ARGUMENTS_CHANGE_AT = 0x00, 0x28
+WORKSPACE_SLOT = 2                    # __CUDA_TILEIR_CALLBACKS[2]: bytes of device workspace
 
 # Constant-bank offset of the first kernel parameter, per architecture family (ptxas; the
 # reference's section 1).  The callback's buffer starts there, and alignments count from 0.
@@ -76,6 +83,8 @@ class HostObject:
         self._engine.add_object_file(llvm.ObjectFileRef.from_data(bytes(data)))
         self._engine.finalize_object()
         self.callbacks = self._read_callbacks()
+        table = self._engine.get_global_value_address("__CUDA_TILEIR_CALLBACKS")
+        self.workspace_bytes = int((ctypes.c_uint64 * 9).from_address(table)[WORKSPACE_SLOT]) if table else 0
 
     def _read_callbacks(self) -> dict[str, CALLBACK]:
         addr = self._engine.get_function_address("__CUDA_TILEIR_ON_PRE_LOAD")
@@ -93,15 +102,17 @@ class HostObject:
                 out[name] = CALLBACK(entry[ARGUMENTS_CHANGE_AT // 8])
         return out
 
-    def on_arguments_change(self, kernel: str, params: np.ndarray) -> None:
+    def on_arguments_change(self, kernel: str, params: np.ndarray, workspace: int = 0) -> None:
         """Run ``kernel``'s callback on ``params`` (uint8, the bank from its first parameter;
-        updated in place)."""
+        updated in place); ``workspace``: the device address of ``workspace_bytes`` of global
+        memory for kernels that build tensor maps on the device."""
         if kernel not in self.callbacks:
             raise HostCodeError(f".nv.host has no callback for '{kernel}' "
                                 f"(it has {sorted(self.callbacks)})")
         if params.dtype != np.uint8 or not params.flags.c_contiguous:
             raise TypeError("params must be a contiguous uint8 array")
-        rc = self.callbacks[kernel](None, None, None, params.ctypes.data)
+        launch = (ctypes.c_uint64 * 2)(0, workspace)
+        rc = self.callbacks[kernel](None, ctypes.addressof(launch), None, params.ctypes.data)
         if rc != 0:
             raise HostCodeError(f"ON_ARGUMENTS_CHANGE of '{kernel}' returned {rc}")
 

@@ -26,7 +26,7 @@ SPECIAL_PREFIXES = ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", 
                     "%clock64", "%globaltimer", "%smid", "%nsmid", "%gridid", "%lanemask_",
                     "%dynamic_smem_size", "%total_smem_size", "%aggr_smem_size", "%envreg",
                     "%pm", "%globaltimer_lo", "%globaltimer_hi", "%reserved_smem_offset",
-                    "%current_graph_exec")
+                    "%current_graph_exec", "%perctamemoryoffset")
 
 
 def is_special(name: str) -> bool:

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..diffcheck import Outcome
+from ..interp.arraylist import ArrayList, arrays_of
 from ..interp.values import is_nibble_dtype, pack_nibbles, unpack_nibbles
 from .device import (  # noqa: F401
     CUDA_ERROR_ASSERT,
@@ -77,21 +78,31 @@ def upload_arguments(device: Device, kinds: Sequence[str], args: Sequence[Any]) 
     address: dict[int, int] = {}
     for kind, arg in zip(kinds, args):
         if isinstance(arg, np.ndarray) and kind == "ptr":
-            if id(arg) not in address:
-                image = device_image(arg)
-                address[id(arg)] = device.alloc(image.nbytes)
-                device.upload(address[id(arg)], image)
-                buffers.append((arg, image, address[id(arg)]))
-            values.append(address[id(arg)])
+            values.append(_upload(device, arg, address, buffers))
+        elif isinstance(arg, ArrayList) and kind == "ptr":  # the members, then their table
+            table = arg.table([_upload(device, a, address, buffers) for a in arg.arrays])
+            values.append(_upload(device, table, address, buffers))
         else:
             values.append(arg)
     return values, buffers
 
 
+def _upload(device: Device, arr: np.ndarray, address: dict, buffers: list) -> int:
+    """The device address of ``arr``, uploaded on first use."""
+    if id(arr) not in address:
+        image = device_image(arr)
+        address[id(arr)] = device.alloc(image.nbytes)
+        device.upload(address[id(arr)], image)
+        buffers.append((arr, image, address[id(arr)]))
+    return address[id(arr)]
+
+
 def copy_arguments(args: Sequence[Any]) -> list[Any]:
-    """``args`` with each distinct array copied once: an array passed twice stays one buffer."""
-    memo: dict[int, np.ndarray] = {}
-    return [memo.setdefault(id(a), a.copy()) if isinstance(a, np.ndarray) else a for a in args]
+    """``args`` with each distinct array copied once, in its own layout (an array passed
+    twice stays one buffer); lists of arrays copied member by member."""
+    memo: dict[int, Any] = {}
+    return [memo.setdefault(id(a), a.copy(order="K") if isinstance(a, np.ndarray) else a.copy())
+            if isinstance(a, (np.ndarray, ArrayList)) else a for a in args]
 
 
 def run_cubin(device: Device, cubin: bytes, entry: str, kinds: Sequence[str], grid: Sequence[int],
@@ -120,4 +131,4 @@ def run_cubin(device: Device, cubin: bytes, entry: str, kinds: Sequence[str], gr
         for _, _, ptr in buffers:
             device.free(ptr)
         device.unload(kernel)
-    return Outcome([a for a in copies if isinstance(a, np.ndarray)], failed)
+    return Outcome(arrays_of(copies), failed)

@@ -8,7 +8,8 @@ memory) and returns ``args`` with every array argument updated in place::
     run("vadd.tileir", "vadd", 1024 // 16, [x, 1024, 1, y, 1024, 1, out, 1024, 1])
 
 Arguments follow the entry's parameters: a numpy array for each pointer parameter (the
-array *is* the memory the pointer points at), a Python/numpy scalar otherwise.
+array *is* the memory the pointer points at), an ``ArrayList`` for the table pointer of a
+list parameter (``arraylist.py``), a Python/numpy scalar otherwise.
 ``cutile_args`` expands arrays into cuTile's (pointer, shape..., strides...) parameters.
 
 Output of ``print_tko`` goes to ``printed`` (a list) when given, else to stdout; failed
@@ -29,12 +30,13 @@ from ..ir import types as T
 from ..ir.core import Function, Module
 from . import (control, conversions, floatarith, intarith, linalg, math, memory, reduce,  # noqa: F401
                shape, views)
+from .arraylist import ArrayList
 from .core import IMPLS, Machine, run_function
 from .errors import InterpError, TileAssertionError
 from .memory import Memory
 from .values import dtype_of, is_nibble_dtype, make_int, pack_nibbles, scalar_of, unpack_nibbles
 
-__all__ = ["run", "launch", "Launch", "cutile_args", "InterpError", "TileAssertionError",
+__all__ = ["run", "launch", "Launch", "cutile_args", "ArrayList", "InterpError", "TileAssertionError",
            "load_module", "IMPLS"]
 
 Grid = Union[int, Sequence[int]]
@@ -80,20 +82,31 @@ def normalize_grid(grid: Grid) -> tuple[int, int, int]:
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))  # type: ignore[return-value]
 
 
+def _map_array(machine: Machine, arr: np.ndarray, name: str, mapped: dict[int, int], copies: list) -> int:
+    """The address of ``arr`` in the machine's memory, mapped on first use: its own buffer
+    when contiguous (C or F order: the strides passed with it describe that buffer, as on
+    the GPU), else a C-order copy written back after the launch (``copies``)."""
+    if id(arr) not in mapped:
+        buffer = arr.T if arr.flags.f_contiguous and not arr.flags.c_contiguous else arr
+        usable = buffer.flags.c_contiguous and buffer.flags.writeable and not is_nibble_dtype(arr.dtype)
+        target = buffer if usable else np.array(arr, copy=True, order="C")
+        if is_nibble_dtype(arr.dtype):  # 4-bit elements: two a byte in memory
+            target = pack_nibbles(target)
+        if target is not buffer:
+            copies.append((arr, target))
+        mapped[id(arr)] = machine.memory.add(target, name)
+    return mapped[id(arr)]
+
+
 def _bind_argument(machine: Machine, t: T.Type, arg: Any, index: int,
                    mapped: dict[int, int], copies: list) -> Any:
     elem = scalar_of(t)
     if isinstance(elem, T.PointerType):
         if isinstance(arg, np.ndarray):
-            if id(arg) not in mapped:
-                usable = arg.flags.c_contiguous and arg.flags.writeable and not is_nibble_dtype(arg.dtype)
-                target = arg if usable else np.array(arg, copy=True, order="C")
-                if is_nibble_dtype(arg.dtype):  # 4-bit elements: two a byte in memory
-                    target = pack_nibbles(target)
-                if target is not arg:
-                    copies.append((arg, target))
-                mapped[id(arg)] = machine.memory.add(target, f"arg{index}")
-            return np.array(mapped[id(arg)], dtype=np.uint64)
+            return np.array(_map_array(machine, arg, f"arg{index}", mapped, copies), dtype=np.uint64)
+        if isinstance(arg, ArrayList):  # members first, then the table of their addresses
+            addresses = [_map_array(machine, a, f"arg{index}[{k}]", mapped, copies) for k, a in enumerate(arg.arrays)]
+            return np.array(machine.memory.add(arg.table(addresses), f"arg{index} table"), dtype=np.uint64)
         return np.array(int(arg), dtype=np.uint64)  # a raw address
     if isinstance(arg, np.ndarray) and arg.ndim and isinstance(t, T.TileType) and t.shape:
         return np.asarray(arg).astype(dtype_of(t)).reshape(t.shape)

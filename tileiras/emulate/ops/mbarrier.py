@@ -13,7 +13,16 @@ expected count and the tx-count restarts at zero.  Here the object is encoded as
 
 so that ``mbarrier.init`` over it, ``mbarrier.inval`` and plain stores behave as on the
 GPU, and an operation on memory that holds no initialised mbarrier (a forgotten ``init``,
-a wrong address) traps instead of passing silently.  The state token that ``arrive``
+a wrong address, a wait after ``inval``) traps instead of passing silently.
+
+``mbarrier.inval`` ends an object's life; on memory that holds none it does nothing.  The
+ISA leaves every operation but ``init`` on such memory undefined, ``inval`` included, but
+NVIDIA's tileiras relies on this one: its Hopper producers run ``inval`` with the whole warp
+before the elected thread re-initialises a one-shot barrier, so the first ``inval`` meets
+memory never initialised and the warp's later threads one already invalidated.  What stays
+a trap is ending (``inval``) or restarting (``init``) an object still in use: threads
+suspended on it, or asynchronous arrivals and transfers (``complete_tx`` of bulk copies,
+``cp.async.mbarrier.arrive``) not yet applied to it, or a tx-count still owed.  The state token that ``arrive``
 returns carries the parity of the phase the arrival counted towards (bit 63) and the
 pending count that arrival left (bits 0-19, read back by ``mbarrier.pending_count``).
 
@@ -192,27 +201,55 @@ def updater(ctx, ins, where: str, slot_op, update: Callable, operand_ops: list, 
 
 
 def compile_init(ctx, ins, where):
-    """mbarrier.init.shared.b64 [addr], count: phase 0, count pending and expected, tx 0."""
+    """mbarrier.init.shared.b64 [addr], count: phase 0, count pending and expected, tx 0.
+    Restarting an object still in use (``still_in_use``) traps."""
     slots = mbarrier_slots(ctx, ins.operands[0], ins.parts)
     count_r = reader(ctx, ins.operands[1], U32)
 
     def run(m, idx):
         offs = slots(m, idx)
         for off, count in zip(offs.tolist(), per_thread(count_r(m, idx), len(offs))):
+            refuse_if_in_use(m, off, where, "mbarrier.init")
             write_word(m, off, initialised(count, where))
         m.release_mbarrier_waits()
     return run
 
 
 def compile_inval(ctx, ins, where):
-    """mbarrier.inval: the memory is no longer an mbarrier (using it again needs init)."""
+    """mbarrier.inval: the memory is no longer an mbarrier (using it again needs init).  On
+    memory that holds no mbarrier it does nothing (the module docstring says why); ending an
+    object still in use traps."""
     slots = mbarrier_slots(ctx, ins.operands[0], ins.parts)
 
     def run(m, idx):
         for off in slots(m, idx).tolist():
-            MbarrierState(read_word(m, off), where)
-            write_word(m, off, 0)
+            if read_word(m, off) & INITIALISED:
+                refuse_if_in_use(m, off, where, "mbarrier.inval")
+                write_word(m, off, 0)
     return run
+
+
+def refuse_if_in_use(m, off: int, where: str, verb: str) -> None:
+    """Trap if the mbarrier at ``off`` is still in use (``still_in_use``)."""
+    why = still_in_use(m, off)
+    if why:
+        raise KernelTrap("mbarrier", f"{where}: {verb} on an mbarrier still in use: {why}")
+
+
+def still_in_use(m, off: int) -> str:
+    """Why the object at shared byte ``off`` may not end or restart yet ('' when it may):
+    threads suspended in ``try_wait`` on it, asynchronous operations that will still arrive
+    on it or complete transactions on it, or a tx-count that ``expect_tx`` raised and no
+    transfer has paid back."""
+    waiters = m.mbarrier_waiters()
+    if waiters.size and (m.mbar_offset[waiters] == off).any():
+        return f"{int((m.mbar_offset[waiters] == off).sum())} threads wait on it"
+    if m.asynchrony.tracks_mbarrier(off) or any(bar == off for bar, *_ in m.async_landing):
+        return "asynchronous operations have not yet arrived on it"
+    word = read_word(m, off)
+    if word & INITIALISED and MbarrierState(word, "").tx:
+        return f"tx-count {MbarrierState(word, '').tx} outstanding"
+    return ""
 
 
 def compile_arrive(ctx, ins, where):

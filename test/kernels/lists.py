@@ -1,0 +1,52 @@
+"""Kernels that take lists of arrays, as grouped GEMMs do (TileGym's group_gemm style).
+
+cuTile passes a list parameter as a pointer to a table, a row per array (its address, shape
+and strides), and the row count (``tileiras/interp/arraylist.py``).  Not in ``ALL_CASES``:
+their arguments are ``ArrayList``s; ``test/test_array_lists.py`` runs them.
+"""
+from __future__ import annotations
+
+import cuda.tile as ct
+from cuda.tile.compilation import ListConstraint
+
+from ._case import KernelCase, arr, scalar
+
+ConstInt = ct.Constant[int]
+ZERO = ct.PaddingMode.ZERO
+
+
+@ct.kernel
+def grouped_matmul(As, Bs, Cs, TM: ConstInt, TN: ConstInt, TK: ConstInt):
+    """``Cs[g] = As[g] @ Bs[g]`` for group ``g = bid(2)``, a (TM, TN) tile per CTA; each group
+    has its own shapes, read from its row of the table."""
+    g = ct.bid(2)
+    a, b, c = As[g], Bs[g], Cs[g]
+    acc = ct.full((TM, TN), 0, dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(TM, TK))):
+        ta = ct.load(a, index=(ct.bid(0), k), shape=(TM, TK), padding_mode=ZERO)
+        tb = ct.load(b, index=(k, ct.bid(1)), shape=(TK, TN), padding_mode=ZERO)
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(ct.bid(0), ct.bid(1)), tile=acc.astype(c.dtype))
+
+
+@ct.kernel
+def grouped_axpy(xs, ys, alpha: float, TILE: ConstInt):
+    """``ys[g] += alpha * xs[g]`` in place, group ``g = bid(1)``."""
+    g = ct.bid(1)
+    x, y = xs[g], ys[g]
+    t = ct.load(x, index=(ct.bid(0),), shape=(TILE,), padding_mode=ZERO)
+    u = ct.load(y, index=(ct.bid(0),), shape=(TILE,), padding_mode=ZERO)
+    ct.store(y, index=(ct.bid(0),), tile=u + alpha * t)
+
+
+def array_list(dtype, ndim: int = 1, **facts) -> ListConstraint:
+    return ListConstraint(arr(dtype, ndim, **facts), alias_groups=(), elements_may_alias=False)
+
+
+#: As cuTile exports ordinary tensors: shapes, strides and bases divisible by 16.
+ALIGNED = dict(shape_divisible_by=16, stride_divisible_by=[16, 1], base_addr_divisible_by=16)
+GROUPED_MATMUL = KernelCase("grouped_matmul", grouped_matmul,
+                            [[array_list(ct.float16, 2, **ALIGNED), array_list(ct.float16, 2, **ALIGNED),
+                              array_list(ct.float16, 2, **ALIGNED), 32, 32, 16]])
+GROUPED_AXPY = KernelCase("grouped_axpy", grouped_axpy,
+                          [[array_list(ct.float32), array_list(ct.float32), scalar(ct.float32), 64]])
