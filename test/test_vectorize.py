@@ -14,7 +14,7 @@ from tileiras import diffcheck
 from tileiras.lower.tileaa import analyze
 from tileiras.lower.vectorize import allowed_vector, register_run
 from tileiras.layout.linear import default_blocked
-from tileiras.pipeline import CompileOptions, compile_module
+from tileiras.pipeline import CompileOptions, compile_module, run_stages
 from tileiras.reader import read_bytecode
 from tileiras.tile import ops_memory as MEM
 
@@ -259,12 +259,10 @@ def squeeze_kernel() -> str:
 def test_a_row_reshaped_without_its_unit_dim_keeps_its_layout():
     """The 256-element tile takes the 1x256 row's run (``shape_vectors``): no conversion,
     no second load in another layout, 8-byte accesses on both sides, y = 2x."""
-    from tileiras.lower.tileas import assign_layouts
-
     data = bytecode(squeeze_kernel())
     module = read_bytecode(data)
-    tas = assign_layouts(analyze(module.functions[0]), None, 80)
-    assert not tas.converts
+    tas = run_stages(module, CompileOptions(gpu_name="sm_80"), "tileas", only_needed=True).tas
+    assert not tas[module.functions[0].name].converts
     ptx = compile_module(module, CompileOptions(gpu_name="sm_80"), "ptx")
     assert [a for a, v, _ in global_accesses(ptx) if v == ".v2"] == ["ld", "st"]
     x = diffcheck.random_array(np.random.default_rng(2), np.float32, (16, 512))
