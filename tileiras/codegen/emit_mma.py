@@ -5,7 +5,9 @@ whose accumulator TileAS laid out as ``mma.sync`` fragments (``TileAS.tensor_cor
 runs on tensor cores, ``mma.sync.m16n8k16`` with ldmatrix-fed fragments, on every
 architecture from sm_80 (``_tensor_core_mma``), or on sm_90 where TileAS chose the
 warpgroup form, ``wgmma.mma_async`` with matrix descriptors over swizzled shared memory
-(A from registers where they hold its fragments; ``_warpgroup_mma``).  The
+(A from registers where they hold its fragments; ``_warpgroup_mma``).  f64 mmaf runs
+as ``mma.sync.m8n8k4`` (DMMA), two a 16x8 accumulator block; batched mmaf as the 2-D
+form, one matrix after another (``_tensor_core_mma``).  The
 multiply of a software-pipelined K loop (``TileAS.pipelined``) reads its operands from
 the loop's ring of ``cp.async`` stages instead (``emit_async.pipelined_mma``), or on sm_90
 from the stage of its TMA ring (``emit_async.ring_mma``, ``warpgroup_multiply``).
@@ -22,10 +24,21 @@ from llvmlite import ir
 from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation
+from ..layout.core import REG
 from ..layout.linear import LinearLayout, mma_blocks
 from ..layout.shared import Padding
+from ..layout.tensor_core import batch_slice
 from ..lower.chunks import ITER
-from ..lower.mma_forms import WGMMA_MAX_N, MmaSwizzle, OperandStaging, TensorCoreMma, k_steps, mma_staging_pitches
+from ..lower.mma_forms import (
+    WGMMA_MAX_N,
+    MmaSwizzle,
+    OperandStaging,
+    TensorCoreMma,
+    batch_count,
+    batch_stride,
+    k_steps,
+    mma_staging_pitches,
+)
 from ..lower.software_pipeline import pipelined_op
 from ..lower.tiles import element_bytes
 from ..tile import ops_arith as AR
@@ -158,17 +171,36 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
     row blocks first, then one column block's B at a time, so few fragment registers are
     live beside the accumulators.  Fragment addresses are two per-thread bases plus
     constants (``TensorCoreOperands``).  Float sums are f32 (an f16 accumulator rounds
-    once at the end, as on CUDA cores); integer sums are i32."""
+    once at the end, as on CUDA cores); integer sums are i32.
+
+    A batched multiply stages each matrix's A and B after the previous matrix's
+    (``mma_forms.batch_stride`` elements apart) and each thread multiplies the matrices
+    it holds in turn, each accumulator the matrix's registers of the ``batched_fragment``
+    (``batch_slice``), its A and B where its register's batch coordinate says."""
     b = em.b
-    a_t, b_t, c_t = (v.type for v in op.operands[:3])
+    a_t, b_t = op.lhs.type, op.rhs.type
     a_pitch, b_pitch = mma_staging_pitches(op)
-    a_bytes = element_bytes(a_t) * a_t.shape[0] * a_pitch
+    a_bytes = element_bytes(a_t) * a_t.shape[-2] * a_pitch
+    batches, stride = batch_count(op), batch_stride(op)
+
+    def place(pitch: int) -> Callable[[list[ir.Value]], ir.Value]:
+        def at(c: list[ir.Value]) -> ir.Value:
+            offset = b.add(b.mul(c[-2], ir.Constant(I32, pitch)), c[-1])
+            return b.add(b.mul(c[0], ir.Constant(I32, stride)), offset) if len(c) == 3 else offset
+        return at
+
     X.barrier(b)
-    spill_tile(em, lhs, a_t, place=lambda c: b.add(b.mul(c[0], ir.Constant(I32, a_pitch)), c[1]))
-    spill_tile(em, rhs, b_t, offset=a_bytes, place=lambda c: b.add(b.mul(c[0], ir.Constant(I32, b_pitch)), c[1]))
+    spill_tile(em, lhs, a_t, place=place(a_pitch))
+    spill_tile(em, rhs, b_t, offset=a_bytes, place=place(b_pitch))
     X.barrier(b)
-    operands = TensorCoreOperands(em, form, acc.layout, a_pitch, b_pitch, a_bytes)
-    em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))
+    layout = batch_slice(acc.layout) if len(acc.layout.shape) == 3 else acc.layout
+    per = layout.size(REG)
+    out: list[ir.Value] = []
+    for i in range(acc.layout.size(REG) // per):
+        first = b.mul(em.coords(acc.layout, i * per)[0], ir.Constant(I32, stride)) if batches > 1 else None
+        operands = TensorCoreOperands(em, form, layout, a_pitch, b_pitch, a_bytes, first)
+        out += mma_steps(em, op, form, operands, TileVal(layout, acc.regs[i * per:(i + 1) * per]))
+    em.put(op.result, TileVal(acc.layout, out))
 
 
 def mma_steps(em: KernelEmitter, op: Operation, form: TensorCoreMma, operands: "TensorCoreOperands",
@@ -176,7 +208,7 @@ def mma_steps(em: KernelEmitter, op: Operation, form: TensorCoreMma, operands: "
     """The K loop of ``mma.sync`` over the staged operands (``operands``): the
     accumulators, summed in f32 (i32 for integers) and rounded once to their type."""
     b = em.b
-    sum_ty = I32 if form.integer else ir.FloatType()
+    sum_ty = I32 if form.integer else ir.DoubleType() if form.bits == 64 else ir.FloatType()
     out_ty = acc.regs[0].type
     sums = [v if v.type == sum_ty else b.fpext(v, sum_ty) for v in acc.regs]
 
@@ -430,6 +462,8 @@ class TensorCoreOperands:
       16 bytes further along K for l >= 16 (8-bit elements are pairs of bytes to ldmatrix);
     * 16-bit B: ``ldmatrix.x2.trans`` from 16 K rows (lanes 0-15) at the block's columns;
     * 32-bit (tf32) A and B: one 32-bit load a register;
+    * f64 A and B (DMMA): one element of A for each 8-row half of a row block, (g, t) and
+      (g + 8, t), and one of B, (t, g), a 64-bit load each;
     * 8-bit B: four byte loads from consecutive K rows a register, packed low byte first.
 
     With ``swizzles`` (a pipelined loop's 16-bit operands, ``mma_forms.MmaSwizzle``) the
@@ -454,7 +488,7 @@ class TensorCoreOperands:
         row0, col0 = em.coords(layout, 0)              # (g, 2t) of the thread's first block
         block_row = b.sub(row0, g)
         block_col = b.sub(col0, b.shl(t, ir.Constant(I32, 1)))
-        if form.bits == 32:
+        if form.bits >= 32:         # tf32 words, f64 elements: A (g, t), B (t, g) of each block
             self.a_base = b.add(b.mul(row0, ir.Constant(I32, k)), t)
             self.b_base = b.add(b.mul(t, ir.Constant(I32, n)), b.add(block_col, g))
         else:
@@ -494,6 +528,9 @@ class TensorCoreOperands:
             column = b.xor(k0, self.a_swizzle)
             return [ldmatrix(b, self._slot(b.add(self.a_base, column), r * k, 0, 2), 4) for r in self.row_offsets]
         base = b.add(self.a_base, k0)
+        if self.form.bits == 64:            # DMMA: rows g and g + 8 of the block, one element each
+            return [[b.load(self._slot(base, (r + 8 * h) * k, 0, 8), typ=ir.DoubleType()) for h in range(2)]
+                    for r in self.row_offsets]
         if self.form.bits == 32:
             return [[b.load(self._slot(base, (r + 8 * (q % 2)) * k + 4 * (q // 2), 0, 4), typ=I32)
                      for q in range(4)] for r in self.row_offsets]
@@ -517,6 +554,8 @@ class TensorCoreOperands:
         base = b.add(self.b_base, b.mul(k0, ir.Constant(I32, n)))
         if self.form.bits == 16:
             return ldmatrix(b, self._slot(base, c, self.b_offset, 2), 2, trans=True)
+        if self.form.bits == 64:
+            return [b.load(self._slot(base, c, self.b_offset, 8), typ=ir.DoubleType())]
         if self.form.bits == 32:
             return [b.load(self._slot(base, c + 4 * q * n, self.b_offset, 4), typ=I32) for q in range(2)]
         regs = []
@@ -592,10 +631,23 @@ def ldmatrix(b: ir.IRBuilder, row: ir.Value, count: int, trans: bool = False) ->
 def mma_sync(b: ir.IRBuilder, form: TensorCoreMma, a: list[ir.Value], bb: list[ir.Value], c: list[ir.Value]) -> list[ir.Value]:
     """One ``mma.sync`` of ``form`` (``mma_forms.TensorCoreMma``): D = A B + C for a warp,
     four A and two B registers and four accumulators a thread; C is tied to D, so the
-    accumulators stay in their registers."""
+    accumulators stay in their registers.  f64 (``m8n8k4``): two instructions, rows 0-7
+    of the m16n8 block from A's first element into accumulators 0-1, rows 8-15 from its
+    second into 2-3 (``tensor_core.dmma_c_layout``), one B element for both."""
+    if form.m == 8:
+        return [d for h in range(2) for d in _dmma(b, form, a[h], bb[0], c[2 * h:2 * h + 2])]
     ty = I32 if form.integer else ir.FloatType()
     reg = "r" if form.integer else "f"
     text = f"{form.opcode} {{$0, $1, $2, $3}}, {{$4, $5, $6, $7}}, {{$8, $9}}, {{$0, $1, $2, $3}};"
     result = X.asm(b, ir.LiteralStructType([ty] * 4), text, ",".join([f"={reg}"] * 4 + ["r"] * 6 + ["0", "1", "2", "3"]),
                    [*a, *bb, *c])
     return [b.extract_value(result, e) for e in range(4)]
+
+
+def _dmma(b: ir.IRBuilder, form: TensorCoreMma, a: ir.Value, bb: ir.Value, c: list[ir.Value]) -> list[ir.Value]:
+    """One f64 ``mma.sync.aligned.m8n8k4``: an A and a B element and two accumulators a
+    thread, C tied to D."""
+    double = ir.DoubleType()
+    text = f"{form.opcode} {{$0, $1}}, {{$2}}, {{$3}}, {{$0, $1}};"
+    result = X.asm(b, ir.LiteralStructType([double] * 2), text, "=d,=d,d,d,0,1", [a, bb, *c])
+    return [b.extract_value(result, e) for e in range(2)]
