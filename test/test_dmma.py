@@ -136,3 +136,24 @@ def test_pipelined_f64_k_loop_matches_interpreter(case, extents):
     for extent in extents:
         reports = diffcheck.check_module(module, "sm_80", grid=(2, 2, 1), extent=extent)
         assert [r.problem for r in reports] == [None], extent
+
+
+# -- NVIDIA's DMMA PTX: the emulator's m8n8k4 is the hardware's ----------------------------------
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_nvidias_dmma_ptx_matches_interpreter(arch, real_tileiras, tmp_path):
+    """NVIDIA's tileiras puts the f64 GEMM on m8n8k4 too; its PTX, emulated, agrees with
+    the interpreter and with ours (``diffcheck``'s third opinion): the emulator's DMMA
+    fragments are the ones NVIDIA's code is written for."""
+    import subprocess
+
+    from tileiras.diffcheck import ThirdOpinion
+    from tileiras.writer import write_bytecode
+
+    module = parse_module(gemm_kernel(32, 32, 16, "f64", "f64"), "k.mlir")
+    src, cubin = tmp_path / "k.tileir", tmp_path / "k.cubin"
+    src.write_bytes(write_bytecode(module))
+    subprocess.run([real_tileiras, str(src), "--gpu-name", arch, "--lineinfo", "-o", str(cubin)], check=True)
+    nvidia = ThirdOpinion.read(str(cubin))
+    assert nvidia.ptx.count(OPCODE) == 16
+    reports = diffcheck.check_module(module, arch, grid=(2, 2, 1), extent=100, nvidia=nvidia)
+    assert [r.problem for r in reports] == [None]
