@@ -43,10 +43,13 @@ class TensorCoreMma:
     integer: bool
     warpgroup: bool = False
     m: int = 16
+    #: block-scaled (``mmaf_scaled``): the ``kind::`` of ``mma.sync...block_scale``, else ""
+    kind: str = ""
 
     @property
     def opcode(self) -> str:
-        return f"mma.sync.aligned.m{self.m}n8k{self.k}.row.col.{self.types}"
+        scaled = f"kind::{self.kind}.block_scale.scale_vec::1X." if self.kind else ""
+        return f"mma.sync.aligned.{scaled}m{self.m}n8k{self.k}.row.col.{self.types}"
 
     def wgmma_opcode(self, n: int) -> str:
         """``wgmma.mma_async`` for an m64 x ``n`` accumulator block (``.dtype.atype.btype``)."""
@@ -84,6 +87,8 @@ def tensor_core_mma(op: Operation, arch: int, num_warps: int = 1, extra_warps: i
     A batched multiply (B x M x K @ B x K x N) takes the 2-D form of its matrices, each
     multiplied in turn (``accumulator_layout``: every thread holds its fragment of each);
     never ``wgmma``, as NVIDIA's tileiras keeps batched ones on ``mma.sync`` on sm_90."""
+    if isinstance(op, AR.MmaFScaledOp):
+        return _block_scaled_mma(op, arch)
     if not isinstance(op, (AR.MmaFOp, AR.MmaIOp)) or arch < 80 or op.result.type.rank not in (2, 3):
         return None
     a, b, c = (T.element_type(v.type).name for v in op.operands[:3])
@@ -112,6 +117,37 @@ def tensor_core_mma(op: Operation, arch: int, num_warps: int = 1, extra_warps: i
     return TensorCoreMma(*form, warpgroup)
 
 
+#: architectures with ``mma.sync...block_scale`` (sm_12x; sm_100 has tcgen05 instead)
+BLOCK_SCALED_ARCHS = (120, 121)
+#: elements of K one MX scale factor covers (``scale_vec::1X`` of an m16n8k32)
+MX_BLOCK = 32
+
+
+def _block_scaled_mma(op: Operation, arch: int) -> Optional[TensorCoreMma]:
+    """The tensor-core form of an ``mmaf_scaled`` on sm_12x, as NVIDIA's tileiras picks it:
+    8-bit float operands (e4m3 and e5m2 may mix) with e8m0 scales, one a block of 32 along
+    K, f32 sums, M, N and K multiples of 16, 8 and 32, as
+    ``mma.sync.aligned.kind::mxf8f6f4.block_scale.scale_vec::1X.m16n8k32`` (each row of A
+    and column of B its one factor per instruction); else None (CUDA cores)."""
+    if arch not in BLOCK_SCALED_ARCHS or op.result.type.rank != 2:
+        return None
+    a, b, c, sa, sb = (T.element_type(v.type).name for v in op.operands[:5])
+    fa, fb = MMA_SYNC_FORMATS.get(a), MMA_SYNC_FORMATS.get(b)
+    if fa is None or fb is None or fa[1] != 8 or fb[1] != 8 or c != "f32" or (sa, sb) != ("f8E8M0FNU",) * 2:
+        return None
+    (m, n), k = op.result.type.shape, op.lhs.type.shape[-1]
+    if m % 16 or n % 8 or k % MX_BLOCK or op.operands[3].type.shape[-1] * MX_BLOCK != k:
+        return None
+    return TensorCoreMma(f"f32.{fa[0]}.{fb[0]}.f32.ue8m0", 32, 8, False, False, 16, "mxf8f6f4")
+
+
+def scale_offsets(op: Operation) -> tuple[int, int]:
+    """Bytes from the staging's start to the block scales of a block-scaled multiply,
+    A's (M x K/32) then B's (K/32 x N), each row-major after the operands' rows."""
+    sa = batch_stride(op) * element_bytes(op.lhs.type)
+    return sa, sa + op.operands[3].type.num_elements
+
+
 def accumulator_layout(op: Operation, num_warps: int) -> LinearLayout:
     """The layout of a tensor-core multiply's accumulator: ``mma_fragment`` over M x N,
     and for a batched one that fragment of each matrix (``tensor_core.batched_fragment``)."""
@@ -123,7 +159,8 @@ def accumulator_layout(op: Operation, num_warps: int) -> LinearLayout:
 def mma_staging_bytes(op: Operation) -> int:
     """Shared-memory bytes ``mma.sync``'s operands are staged in: A and B of each matrix
     in rows of ``mma_staging_pitches``, one matrix after the other (``batch_stride``)."""
-    return batch_count(op) * batch_stride(op) * element_bytes(op.lhs.type)
+    scales = sum(v.type.num_elements for v in op.operands[3:5]) if isinstance(op, AR.MmaFScaledOp) else 0
+    return batch_count(op) * batch_stride(op) * element_bytes(op.lhs.type) + scales
 
 
 def batch_count(op: Operation) -> int:
