@@ -267,7 +267,6 @@ def test_8bit_floats_stay_off_tensor_cores_below_sm_89():
 @pytest.mark.parametrize("case", [
     {"m": 64, "n": 64, "k": 32, "ab": "f32", "acc": "f32"},          # f32 operands: CUDA cores
     {"m": 64, "n": 64, "k": 8, "ab": "f16", "acc": "f32"},           # K below one m16n8k16 step
-    {"m": 64, "n": 64, "k": 32, "ab": "f16", "acc": "f32", "rank": 3},  # batched: not yet
 ])
 def test_other_matrix_multiplies_stay_on_cuda_cores(case):
     ptx = ptx_of(gemm_kernel(**case))

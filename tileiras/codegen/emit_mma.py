@@ -5,7 +5,10 @@ whose accumulator TileAS laid out as ``mma.sync`` fragments (``TileAS.tensor_cor
 runs on tensor cores, ``mma.sync.m16n8k16`` with ldmatrix-fed fragments, on every
 architecture from sm_80 (``_tensor_core_mma``), or on sm_90 where TileAS chose the
 warpgroup form, ``wgmma.mma_async`` with matrix descriptors over swizzled shared memory
-(A from registers where they hold its fragments; ``_warpgroup_mma``).  The
+(A from registers where they hold its fragments; ``_warpgroup_mma``).  f64 mmaf runs
+as ``mma.sync.m8n8k4`` (DMMA), two a 16x8 accumulator block; batched mmaf as the 2-D
+form, one matrix after another; 8-bit mmaf_scaled on sm_12x as the block-scaled
+``kind::mxf8f6f4`` form (``_tensor_core_mma``).  The
 multiply of a software-pipelined K loop (``TileAS.pipelined``) reads its operands from
 the loop's ring of ``cp.async`` stages instead (``emit_async.pipelined_mma``), or on sm_90
 from the stage of its TMA ring (``emit_async.ring_mma``, ``warpgroup_multiply``).
@@ -22,10 +25,22 @@ from llvmlite import ir
 from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation
+from ..layout.core import REG
 from ..layout.linear import LinearLayout, mma_blocks
 from ..layout.shared import Padding
+from ..layout.tensor_core import batch_slice
 from ..lower.chunks import ITER
-from ..lower.mma_forms import WGMMA_MAX_N, MmaSwizzle, OperandStaging, TensorCoreMma, k_steps, mma_staging_pitches
+from ..lower.mma_forms import (
+    WGMMA_MAX_N,
+    MmaSwizzle,
+    OperandStaging,
+    TensorCoreMma,
+    batch_count,
+    batch_stride,
+    k_steps,
+    mma_staging_pitches,
+    scale_offsets,
+)
 from ..lower.software_pipeline import pipelined_op
 from ..lower.tiles import element_bytes
 from ..tile import ops_arith as AR
@@ -158,17 +173,46 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
     row blocks first, then one column block's B at a time, so few fragment registers are
     live beside the accumulators.  Fragment addresses are two per-thread bases plus
     constants (``TensorCoreOperands``).  Float sums are f32 (an f16 accumulator rounds
-    once at the end, as on CUDA cores); integer sums are i32."""
+    once at the end, as on CUDA cores); integer sums are i32.
+
+    A batched multiply stages each matrix's A and B after the previous matrix's
+    (``mma_forms.batch_stride`` elements apart) and each thread multiplies the matrices
+    it holds in turn, each accumulator the matrix's registers of the ``batched_fragment``
+    (``batch_slice``), its A and B where its register's batch coordinate says.
+
+    A block-scaled form (``form.kind``, sm_12x ``mmaf_scaled``) stages A's and B's scales
+    after the operands (``mma_forms.scale_offsets``) and gives each instruction the
+    factors of its rows and columns (``TensorCoreOperands.scales``)."""
     b = em.b
-    a_t, b_t, c_t = (v.type for v in op.operands[:3])
+    a_t, b_t = op.lhs.type, op.rhs.type
     a_pitch, b_pitch = mma_staging_pitches(op)
-    a_bytes = element_bytes(a_t) * a_t.shape[0] * a_pitch
+    a_bytes = element_bytes(a_t) * a_t.shape[-2] * a_pitch
+    batches, stride = batch_count(op), batch_stride(op)
+
+    def place(pitch: int) -> Callable[[list[ir.Value]], ir.Value]:
+        def at(c: list[ir.Value]) -> ir.Value:
+            offset = b.add(b.mul(c[-2], ir.Constant(I32, pitch)), c[-1])
+            return b.add(b.mul(c[0], ir.Constant(I32, stride)), offset) if len(c) == 3 else offset
+        return at
+
     X.barrier(b)
-    spill_tile(em, lhs, a_t, place=lambda c: b.add(b.mul(c[0], ir.Constant(I32, a_pitch)), c[1]))
-    spill_tile(em, rhs, b_t, offset=a_bytes, place=lambda c: b.add(b.mul(c[0], ir.Constant(I32, b_pitch)), c[1]))
+    spill_tile(em, lhs, a_t, place=place(a_pitch))
+    spill_tile(em, rhs, b_t, offset=a_bytes, place=place(b_pitch))
+    scales = scale_offsets(op) if form.kind else None
+    if scales is not None:      # A's and B's block scales, row-major after the operands
+        spill_tile(em, em.tile(op, 3), op.operands[3].type, offset=scales[0])
+        spill_tile(em, em.tile(op, 4), op.operands[4].type, offset=scales[1])
     X.barrier(b)
-    operands = TensorCoreOperands(em, form, acc.layout, a_pitch, b_pitch, a_bytes)
-    em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))
+    layout = batch_slice(acc.layout) if len(acc.layout.shape) == 3 else acc.layout
+    per = layout.size(REG)
+    out: list[ir.Value] = []
+    for i in range(acc.layout.size(REG) // per):
+        first = b.mul(em.coords(acc.layout, i * per)[0], ir.Constant(I32, stride)) if batches > 1 else None
+        operands = TensorCoreOperands(em, form, layout, a_pitch, b_pitch, a_bytes, first)
+        if scales is not None:
+            operands.scaled(scales, op.operands[3].type.shape[-1], op.rhs.type.shape[-1])
+        out += mma_steps(em, op, form, operands, TileVal(layout, acc.regs[i * per:(i + 1) * per]))
+    em.put(op.result, TileVal(acc.layout, out))
 
 
 def mma_steps(em: KernelEmitter, op: Operation, form: TensorCoreMma, operands: "TensorCoreOperands",
@@ -176,7 +220,7 @@ def mma_steps(em: KernelEmitter, op: Operation, form: TensorCoreMma, operands: "
     """The K loop of ``mma.sync`` over the staged operands (``operands``): the
     accumulators, summed in f32 (i32 for integers) and rounded once to their type."""
     b = em.b
-    sum_ty = I32 if form.integer else ir.FloatType()
+    sum_ty = I32 if form.integer else ir.DoubleType() if form.bits == 64 else ir.FloatType()
     out_ty = acc.regs[0].type
     sums = [v if v.type == sum_ty else b.fpext(v, sum_ty) for v in acc.regs]
 
@@ -187,7 +231,8 @@ def mma_steps(em: KernelEmitter, op: Operation, form: TensorCoreMma, operands: "
             b_frag = operands.b_fragment(k0, j)
             for i, a_frag in enumerate(a_frags):
                 base = 4 * (j + operands.cols_blocks * i)
-                out[base:base + 4] = mma_sync(b, form, a_frag, b_frag, out[base:base + 4])
+                scales = operands.scales(k0, i, j) if form.kind else None
+                out[base:base + 4] = mma_sync(b, form, a_frag, b_frag, out[base:base + 4], scales)
         return out
 
     sums = counted_loop(em, "mma.k", op.lhs.type.shape[-1], form.k, sums, step)  # K, not the pitch
@@ -430,6 +475,8 @@ class TensorCoreOperands:
       16 bytes further along K for l >= 16 (8-bit elements are pairs of bytes to ldmatrix);
     * 16-bit B: ``ldmatrix.x2.trans`` from 16 K rows (lanes 0-15) at the block's columns;
     * 32-bit (tf32) A and B: one 32-bit load a register;
+    * f64 A and B (DMMA): one element of A for each 8-row half of a row block, (g, t) and
+      (g + 8, t), and one of B, (t, g), a 64-bit load each;
     * 8-bit B: four byte loads from consecutive K rows a register, packed low byte first.
 
     With ``swizzles`` (a pipelined loop's 16-bit operands, ``mma_forms.MmaSwizzle``) the
@@ -454,7 +501,8 @@ class TensorCoreOperands:
         row0, col0 = em.coords(layout, 0)              # (g, 2t) of the thread's first block
         block_row = b.sub(row0, g)
         block_col = b.sub(col0, b.shl(t, ir.Constant(I32, 1)))
-        if form.bits == 32:
+        self.block_row, self.block_col = block_row, block_col
+        if form.bits >= 32:         # tf32 words, f64 elements: A (g, t), B (t, g) of each block
             self.a_base = b.add(b.mul(row0, ir.Constant(I32, k)), t)
             self.b_base = b.add(b.mul(t, ir.Constant(I32, n)), b.add(block_col, g))
         else:
@@ -484,6 +532,28 @@ class TensorCoreOperands:
         self.row_offsets = [layout.apply(reg=4 * self.cols_blocks * i)[0] for i in range(self.rows_blocks)]
         self.col_offsets = [layout.apply(reg=4 * j)[1] for j in range(self.cols_blocks)]
 
+    def scaled(self, offsets: tuple[int, int], a_blocks: int, n: int) -> None:
+        """Read block scales too (``mma_forms.scale_offsets``: A's M x ``a_blocks``, B's
+        blocks x ``n``, row-major): the factor of row ``g + 8 (t % 2)`` of each row block
+        of A and of column ``g`` of each column block of B, as ``scale_vec::1X`` with byte
+        and thread selectors 0 takes them (lanes with t >= 2 read a row too, unused)."""
+        b, lane = self.em.b, self.em.lane
+        g = b.lshr(lane, ir.Constant(I32, 2))
+        half = b.mul(b.and_(lane, ir.Constant(I32, 1)), ir.Constant(I32, 8))
+        self.scale_offsets, self.scale_blocks, self.scale_n = offsets, a_blocks, n
+        self.scale_a = b.mul(b.add(self.block_row, b.add(g, half)), ir.Constant(I32, a_blocks))
+        self.scale_b = b.add(self.block_col, g)
+
+    def scales(self, k0: ir.Value, i: int, j: int) -> tuple[ir.Value, ir.Value]:
+        """(A's, B's) scale registers of row block ``i`` and column block ``j`` at K step ``k0``."""
+        b = self.em.b
+        block = b.udiv(k0, ir.Constant(I32, self.form.k))
+        a_at = b.add(b.add(self.scale_a, block), ir.Constant(I32, self.row_offsets[i] * self.scale_blocks))
+        b_at = b.add(b.add(b.mul(block, ir.Constant(I32, self.scale_n)), self.scale_b),
+                     ir.Constant(I32, self.col_offsets[j]))
+        return tuple(b.zext(b.load(self._slot(at, 0, base, 1), typ=ir.IntType(8)), I32)
+                     for at, base in ((a_at, self.scale_offsets[0]), (b_at, self.scale_offsets[1])))
+
     def _slot(self, base: ir.Value, offset: int, byte_base: int, esize: int) -> ir.Value:
         b = self.em.b
         return self.em.smem_slot(b.add(base, ir.Constant(I32, offset)), esize, byte_base)
@@ -494,6 +564,9 @@ class TensorCoreOperands:
             column = b.xor(k0, self.a_swizzle)
             return [ldmatrix(b, self._slot(b.add(self.a_base, column), r * k, 0, 2), 4) for r in self.row_offsets]
         base = b.add(self.a_base, k0)
+        if self.form.bits == 64:            # DMMA: rows g and g + 8 of the block, one element each
+            return [[b.load(self._slot(base, (r + 8 * h) * k, 0, 8), typ=ir.DoubleType()) for h in range(2)]
+                    for r in self.row_offsets]
         if self.form.bits == 32:
             return [[b.load(self._slot(base, (r + 8 * (q % 2)) * k + 4 * (q // 2), 0, 4), typ=I32)
                      for q in range(4)] for r in self.row_offsets]
@@ -517,6 +590,8 @@ class TensorCoreOperands:
         base = b.add(self.b_base, b.mul(k0, ir.Constant(I32, n)))
         if self.form.bits == 16:
             return ldmatrix(b, self._slot(base, c, self.b_offset, 2), 2, trans=True)
+        if self.form.bits == 64:
+            return [b.load(self._slot(base, c, self.b_offset, 8), typ=ir.DoubleType())]
         if self.form.bits == 32:
             return [b.load(self._slot(base, c + 4 * q * n, self.b_offset, 4), typ=I32) for q in range(2)]
         regs = []
@@ -589,13 +664,31 @@ def ldmatrix(b: ir.IRBuilder, row: ir.Value, count: int, trans: bool = False) ->
     return [b.extract_value(result, q) for q in range(count)]
 
 
-def mma_sync(b: ir.IRBuilder, form: TensorCoreMma, a: list[ir.Value], bb: list[ir.Value], c: list[ir.Value]) -> list[ir.Value]:
+def mma_sync(b: ir.IRBuilder, form: TensorCoreMma, a: list[ir.Value], bb: list[ir.Value], c: list[ir.Value],
+             scales: Optional[tuple[ir.Value, ir.Value]] = None) -> list[ir.Value]:
     """One ``mma.sync`` of ``form`` (``mma_forms.TensorCoreMma``): D = A B + C for a warp,
     four A and two B registers and four accumulators a thread; C is tied to D, so the
-    accumulators stay in their registers."""
+    accumulators stay in their registers.  f64 (``m8n8k4``): two instructions, rows 0-7
+    of the m16n8 block from A's first element into accumulators 0-1, rows 8-15 from its
+    second into 2-3 (``tensor_core.dmma_c_layout``), one B element for both."""
+    if form.m == 8:
+        return [d for h in range(2) for d in _dmma(b, form, a[h], bb[0], c[2 * h:2 * h + 2])]
     ty = I32 if form.integer else ir.FloatType()
     reg = "r" if form.integer else "f"
-    text = f"{form.opcode} {{$0, $1, $2, $3}}, {{$4, $5, $6, $7}}, {{$8, $9}}, {{$0, $1, $2, $3}};"
-    result = X.asm(b, ir.LiteralStructType([ty] * 4), text, ",".join([f"={reg}"] * 4 + ["r"] * 6 + ["0", "1", "2", "3"]),
-                   [*a, *bb, *c])
+    text = f"{form.opcode} {{$0, $1, $2, $3}}, {{$4, $5, $6, $7}}, {{$8, $9}}, {{$0, $1, $2, $3}}"
+    extra: list[ir.Value] = []
+    if scales is not None:      # each scale register with byte and thread selectors 0
+        text += ", {$10}, {0, 0}, {$11}, {0, 0}"
+        extra = list(scales)
+    result = X.asm(b, ir.LiteralStructType([ty] * 4), text + ";",
+                   ",".join([f"={reg}"] * 4 + ["r"] * (6 + len(extra)) + ["0", "1", "2", "3"]), [*a, *bb, *extra, *c])
     return [b.extract_value(result, e) for e in range(4)]
+
+
+def _dmma(b: ir.IRBuilder, form: TensorCoreMma, a: ir.Value, bb: ir.Value, c: list[ir.Value]) -> list[ir.Value]:
+    """One f64 ``mma.sync.aligned.m8n8k4``: an A and a B element and two accumulators a
+    thread, C tied to D."""
+    double = ir.DoubleType()
+    text = f"{form.opcode} {{$0, $1}}, {{$2}}, {{$3}}, {{$0, $1}};"
+    result = X.asm(b, ir.LiteralStructType([double] * 2), text, "=d,=d,d,d,0,1", [a, bb, *c])
+    return [b.extract_value(result, e) for e in range(2)]

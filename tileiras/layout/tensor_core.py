@@ -61,6 +61,53 @@ def mma_c_layout() -> LinearLayout:
     return LinearLayout(((REG, ((0, 1), (8, 0))), (LANE, _group_lanes(0, 1, 2))), (16, 8))
 
 
+def dmma_a_layout() -> LinearLayout:
+    """Operand A (8 x 4, row-major) of the f64 ``mma.sync.m8n8k4``: each lane holds one
+    element, row ``g``, column ``t`` (PTX ISA, "Matrix Fragments for mma.m8n8k4 with .f64
+    floating point type", figure "MMA .m8n8k4 fragment layout for matrix A with .f64")."""
+    return LinearLayout(((REG, ()), (LANE, _group_lanes(0, 1, 1))), (8, 4))
+
+
+def dmma_b_layout() -> LinearLayout:
+    """Operand B (4 x 8, column-major) of the f64 ``mma.sync.m8n8k4``: each lane holds one
+    element, row ``t`` along K, column ``g`` (figure "... matrix B with .f64")."""
+    return LinearLayout(((REG, ()), (LANE, _group_lanes(1, 0, 1))), (4, 8))
+
+
+def dmma_c_layout() -> LinearLayout:
+    """The accumulator C/D (8 x 8) of the f64 ``mma.sync.m8n8k4``: element ``i`` of a lane
+    is row ``g``, column ``2 t + i`` (figure "... accumulator matrix C/D with .f64"): the
+    upper half (elements 0 and 1) of ``mma_c_layout``, so an m16n8 block of
+    ``mma_fragment`` is two of them, rows 0-7 in its registers 0-1 and rows 8-15 in 2-3."""
+    return LinearLayout(((REG, ((0, 1),)), (LANE, _group_lanes(0, 1, 2))), (8, 8))
+
+
+def batched_fragment(fragment: LinearLayout, batch: int) -> LinearLayout:
+    """A batched (B x M x N) accumulator: each matrix held as ``fragment`` (M x N) holds
+    it, except that warps ``fragment`` leaves holding copies (zero warp bases) take other
+    matrices instead, and a thread's further matrices are its high registers: its
+    ``i``-th matrix in registers ``i * R`` to ``i * R + R - 1`` (``R`` the fragment's
+    registers), so each matrix multiplies as the 2-D form does."""
+    bits = [(1 << i, 0, 0) for i in range(log2(batch))]
+    warps = []
+    for base in fragment.bases(WARP):
+        warps.append((0, *base) if any(base) or not bits else bits.pop(0))
+    lifted = fragment.expand_dim(0, batch)
+    return lifted.with_bases(WARP, tuple(warps)).with_bases(REG, lifted.bases(REG) + tuple(bits))
+
+
+def batch_slice(layout: LinearLayout) -> LinearLayout:
+    """The 2-D fragment of one matrix of a ``batched_fragment``: its registers are the
+    batched layout's first ``R``, and a thread's ``i``-th matrix is the one its register
+    ``i * R`` lies in; warps that hold other matrices hold copies here."""
+    sliced = layout.drop_dim(0)
+    regs = sliced.size(REG)
+    if layout.bases(REG)[:log2(regs)] != sliced.expand_dim(0, 1).bases(REG) or \
+            any(b[1:] != (0, 0) and b[0] for b in layout.bases(WARP) + layout.bases(REG)):
+        raise ValueError(f"{layout} does not hold whole matrices in its low registers")
+    return sliced
+
+
 def ldmatrix_layout(count: int, trans: bool = False,
                     matrices: Sequence[Base] | None = None) -> LinearLayout:
     """The registers ``ldmatrix.sync.aligned.m8n8.x{count}[.trans].b16`` fills (and

@@ -29,7 +29,7 @@ from ..tile.enums import MemoryOrderingSemantics
 from ..tile.registry import ops_with
 from ..tile.traits import Contraction, Elementwise, is_contraction, is_free, is_recomputable
 from . import vectorize
-from .mma_forms import mma_staging_pitches, wgmma_staging
+from .mma_forms import mma_staging_bytes, wgmma_staging
 from .subbyte import holds_pairs, is_subbyte, unit_dim
 from .tiles import access_bytes, element_bytes, is_tile
 
@@ -428,9 +428,7 @@ def _mma(tas: TileAS, op: Operation) -> None:
         _need_scratch(tas, op, tas.wgmma_staging[op].nbytes)
         return
     if form is not None:
-        a_pitch, b_pitch = mma_staging_pitches(op)
-        rows = op.lhs.type.shape[-2] * a_pitch + op.rhs.type.shape[-2] * b_pitch
-        _need_scratch(tas, op, rows * element_bytes(op.lhs.type))
+        _need_scratch(tas, op, mma_staging_bytes(op))
         return
     _need_scratch(tas, op, sum(v.type.num_elements * element_bytes(v.type) for v in staged))
 

@@ -13,10 +13,11 @@ from typing import Optional
 from ..ir import types as T
 from ..ir.core import Operation
 from ..layout.core import LANE, OFFSET, REG, WARP
-from ..layout.linear import LinearLayout, mma_blocks
+from ..layout.linear import LinearLayout, mma_blocks, mma_fragment
 from ..layout.shared import Padding, Swizzle, bank_wavefronts, swizzled_shared
 from ..layout.tensor_core import (
     WGMMA_SWIZZLE_MODE,
+    batched_fragment,
     descriptor_strides,
     wgmma_a_registers,
     wgmma_shared_operand,
@@ -34,16 +35,21 @@ class TensorCoreMma:
     with ``warpgroup`` ``wgmma.mma_async.sync.aligned.m64nNkK`` a warpgroup at a time
     (sm_90a; the accumulator layout is the same ``mma_fragment``, see ``tensor_core_mma``).
     Its type suffix (``f32.f16.f16.f32``), K per instruction, the operands' element bits
-    and the accumulator kind."""
+    and the accumulator kind.  ``m`` is the instruction's rows: 8 for f64 (DMMA,
+    ``m8n8k4``), two of which make each m16n8 block of the accumulator."""
     types: str
     k: int
     bits: int
     integer: bool
     warpgroup: bool = False
+    m: int = 16
+    #: block-scaled (``mmaf_scaled``): the ``kind::`` of ``mma.sync...block_scale``, else ""
+    kind: str = ""
 
     @property
     def opcode(self) -> str:
-        return f"mma.sync.aligned.m16n8k{self.k}.row.col.{self.types}"
+        scaled = f"kind::{self.kind}.block_scale.scale_vec::1X." if self.kind else ""
+        return f"mma.sync.aligned.{scaled}m{self.m}n8k{self.k}.row.col.{self.types}"
 
     def wgmma_opcode(self, n: int) -> str:
         """``wgmma.mma_async`` for an m64 x ``n`` accumulator block (``.dtype.atype.btype``)."""
@@ -53,6 +59,8 @@ class TensorCoreMma:
 #: mma.sync operand formats per Tile IR element type: (PTX name, bits, K, lowest arch)
 MMA_SYNC_FORMATS = {"f16": ("f16", 16, 16, 80), "bf16": ("bf16", 16, 16, 80), "tf32": ("tf32", 32, 8, 80),
                     "f8E4M3FN": ("e4m3", 8, 32, 89), "f8E5M2": ("e5m2", 8, 32, 89)}
+#: the f64 form (DMMA, sm_80+): ``mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64``
+DMMA = TensorCoreMma("f64.f64.f64.f64", 4, 64, False, False, 8)
 #: architectures with ``wgmma`` (sm_90a only: sm_100 and later have tcgen05 instead)
 WGMMA_ARCHS = (90,)
 #: warps of a warpgroup, the unit ``wgmma`` runs on
@@ -70,11 +78,25 @@ def tensor_core_mma(op: Operation, arch: int, num_warps: int = 1, extra_warps: i
     ``extra_warps`` multiples of 4) run as ``wgmma`` (same K per instruction): ``mma_fragment`` then gives warp
     ``w`` of a warpgroup rows ``16 w`` to ``16 w + 15`` of each 64-row block, each 8
     columns an m16n8 accumulator in column order, which is ``wgmma``'s accumulator
-    (``tensor_core.wgmma_accumulator``)."""
-    if not isinstance(op, (AR.MmaFOp, AR.MmaIOp)) or arch < 80 or op.result.type.rank != 2:
+    (``tensor_core.wgmma_accumulator``).
+
+    f64 mmaf (all three f64) with M, N and K multiples of 16, 8 and 4 runs as ``DMMA``
+    on every architecture from sm_80, as NVIDIA's tileiras does (never ``wgmma``: it has
+    no f64 form); the sums are f64 as on CUDA cores.
+
+    A batched multiply (B x M x K @ B x K x N) takes the 2-D form of its matrices, each
+    multiplied in turn (``accumulator_layout``: every thread holds its fragment of each);
+    never ``wgmma``, as NVIDIA's tileiras keeps batched ones on ``mma.sync`` on sm_90."""
+    if isinstance(op, AR.MmaFScaledOp):
+        return _block_scaled_mma(op, arch)
+    if not isinstance(op, (AR.MmaFOp, AR.MmaIOp)) or arch < 80 or op.result.type.rank not in (2, 3):
         return None
     a, b, c = (T.element_type(v.type).name for v in op.operands[:3])
-    (m, n), k = op.result.type.shape, op.lhs.type.shape[-1]
+    (m, n), k = op.result.type.shape[-2:], op.lhs.type.shape[-1]
+    if op.result.type.rank == 3:
+        num_warps = 0           # no warpgroup form
+    if (a, b, c) == ("f64", "f64", "f64"):
+        return DMMA if m % 16 == 0 and n % 8 == 0 and k % DMMA.k == 0 else None
     if isinstance(op, AR.MmaIOp):
         if (a, b, c) != ("i8", "i8", "i32"):
             return None
@@ -90,8 +112,67 @@ def tensor_core_mma(op: Operation, arch: int, num_warps: int = 1, extra_warps: i
         form = (f"f32.{fa[0]}.{fb[0]}.f32", fa[2], fa[1], False)
     if m % 16 or n % 8 or k % form[1]:
         return None
-    warpgroup = arch in WGMMA_ARCHS and m % 64 == 0 and num_warps % WARPGROUP == 0 and extra_warps % WARPGROUP == 0
+    warpgroup = (arch in WGMMA_ARCHS and m % 64 == 0 and num_warps > 0 and num_warps % WARPGROUP == 0
+                 and extra_warps % WARPGROUP == 0)
     return TensorCoreMma(*form, warpgroup)
+
+
+#: architectures with ``mma.sync...block_scale`` (sm_12x; sm_100 has tcgen05 instead)
+BLOCK_SCALED_ARCHS = (120, 121)
+#: elements of K one MX scale factor covers (``scale_vec::1X`` of an m16n8k32)
+MX_BLOCK = 32
+
+
+def _block_scaled_mma(op: Operation, arch: int) -> Optional[TensorCoreMma]:
+    """The tensor-core form of an ``mmaf_scaled`` on sm_12x, as NVIDIA's tileiras picks it:
+    8-bit float operands (e4m3 and e5m2 may mix) with e8m0 scales, one a block of 32 along
+    K, f32 sums, M, N and K multiples of 16, 8 and 32, as
+    ``mma.sync.aligned.kind::mxf8f6f4.block_scale.scale_vec::1X.m16n8k32`` (each row of A
+    and column of B its one factor per instruction); else None (CUDA cores)."""
+    if arch not in BLOCK_SCALED_ARCHS or op.result.type.rank != 2:
+        return None
+    a, b, c, sa, sb = (T.element_type(v.type).name for v in op.operands[:5])
+    fa, fb = MMA_SYNC_FORMATS.get(a), MMA_SYNC_FORMATS.get(b)
+    if fa is None or fb is None or fa[1] != 8 or fb[1] != 8 or c != "f32" or (sa, sb) != ("f8E8M0FNU",) * 2:
+        return None
+    (m, n), k = op.result.type.shape, op.lhs.type.shape[-1]
+    if m % 16 or n % 8 or k % MX_BLOCK or op.operands[3].type.shape[-1] * MX_BLOCK != k:
+        return None
+    return TensorCoreMma(f"f32.{fa[0]}.{fb[0]}.f32.ue8m0", 32, 8, False, False, 16, "mxf8f6f4")
+
+
+def scale_offsets(op: Operation) -> tuple[int, int]:
+    """Bytes from the staging's start to the block scales of a block-scaled multiply,
+    A's (M x K/32) then B's (K/32 x N), each row-major after the operands' rows."""
+    sa = batch_stride(op) * element_bytes(op.lhs.type)
+    return sa, sa + op.operands[3].type.num_elements
+
+
+def accumulator_layout(op: Operation, num_warps: int) -> LinearLayout:
+    """The layout of a tensor-core multiply's accumulator: ``mma_fragment`` over M x N,
+    and for a batched one that fragment of each matrix (``tensor_core.batched_fragment``)."""
+    shape = op.result.type.shape
+    fragment = mma_fragment(shape[-2:], num_warps)
+    return batched_fragment(fragment, shape[0]) if len(shape) == 3 else fragment
+
+
+def mma_staging_bytes(op: Operation) -> int:
+    """Shared-memory bytes ``mma.sync``'s operands are staged in: A and B of each matrix
+    in rows of ``mma_staging_pitches``, one matrix after the other (``batch_stride``)."""
+    scales = sum(v.type.num_elements for v in op.operands[3:5]) if isinstance(op, AR.MmaFScaledOp) else 0
+    return batch_count(op) * batch_stride(op) * element_bytes(op.lhs.type) + scales
+
+
+def batch_count(op: Operation) -> int:
+    """Matrices a (possibly batched) multiply multiplies."""
+    shape = op.result.type.shape
+    return shape[0] if len(shape) == 3 else 1
+
+
+def batch_stride(op: Operation) -> int:
+    """Elements of one matrix's staged A and B (``mma_staging_pitches``)."""
+    a_pitch, b_pitch = mma_staging_pitches(op)
+    return op.lhs.type.shape[-2] * a_pitch + op.rhs.type.shape[-2] * b_pitch
 
 
 #: the widest accumulator block of one ``wgmma`` (m64n256)
@@ -379,9 +460,19 @@ def mma_staging_pitches(op: Operation) -> tuple[int, int]:
     two), a 32-bit B's to a pitch of 8 words mod 32 (words of rows t, t = 0..3, at the
     columns of 8 lanes)."""
     size = element_bytes(op.lhs.type)
-    n = op.rhs.type.shape[-1]
+    k, n = op.lhs.type.shape[-1], op.rhs.type.shape[-1]
+    if size == 8:
+        return dmma_pitch(k), dmma_pitch(n)
     b_pad = {1: 4, 4: 4 * ((8 - n) % 32)}.get(size, MMA_ROW_PAD)
-    return op.lhs.type.shape[-1] + MMA_ROW_PAD // size, n + b_pad // size
+    return k + MMA_ROW_PAD // size, n + b_pad // size
+
+
+def dmma_pitch(cols: int) -> int:
+    """Row pitch (elements) of an f64 operand staged for ``DMMA``: 4 mod 16, the least
+    above ``cols``.  Each fragment load reads element (g, t) of A (or (t, g) of B) at
+    ``g * pitch + t``, and a 64-bit load is served a half warp (g < 4 or g >= 4) at a
+    time: the 16 double words ``g * pitch + t`` then fall in 16 different bank pairs."""
+    return cols + (4 - cols) % 16
 
 
 @record(frozen=True)

@@ -227,6 +227,8 @@ def _k_loop(tas, loop: CF.ForOp) -> Union[str, tuple[Operation, Operation, Opera
     if len(mmas) != 1 or len(loads) != 2 or len(body) != 3 + (permute is not None):
         return "the loop body does more than load two tiles (B perhaps transposed) and multiply them"
     mma = mmas[0]
+    if mma.result.type.rank != 2:
+        return "the multiply is batched"
     if tas.tensor_cores.get(mma) is None:
         return "the multiply does not run on tensor cores"
     if tas.operand_layout(mma, 2) != tas.mma_layouts.get(tuple(mma.result.type.shape)):

@@ -19,7 +19,7 @@ from typing import Optional
 
 from ..ir import types as T
 from ..ir.core import Operation, Value
-from ..layout.linear import LinearLayout, default_blocked, mma_fragment, sector_blocked
+from ..layout.linear import LinearLayout, default_blocked, sector_blocked
 from ..record import field, record
 from ..tile import ops_memory as MEM
 from ..tile.traits import is_contraction
@@ -27,7 +27,7 @@ from . import tma, vectorize
 from .chunks import ChunkGroup
 from .cta_size import choose_num_warps
 from .layout_rules import assign_block
-from .mma_forms import tensor_core_mma
+from .mma_forms import accumulator_layout, tensor_core_mma
 from .subbyte import plan_pairs
 from .tileaa import TileAA
 from .tiles import access_bytes, is_tile
@@ -73,7 +73,7 @@ class TileAS:
     #: (``tensor_core_mma``, decided once here for the layouts and the code)
     tensor_cores: dict = field(default_factory=dict)
     #: shapes of tensor-core matrix multiply results: their tiles take the MMA's fragment
-    #: layout (``mma_fragment``)
+    #: layout (``mma_forms.accumulator_layout``)
     mma_layouts: dict = field(default_factory=dict)
     #: ``wgmma`` matrix multiplies: where their operands wait in shared memory
     #: (``wgmma_staging``, decided by the layout rule from the operands' layouts)
@@ -225,7 +225,7 @@ def choose_tensor_cores(tas: TileAS, arch: int) -> None:
         form = tensor_core_mma(op, arch, tas.num_warps, tas.extra_warps)
         if form is not None:     # warps beyond the 16x8 blocks hold copies
             tas.tensor_cores[op] = form
-            tas.mma_layouts[op.result.type.shape] = mma_fragment(op.result.type.shape, tas.num_warps)
+            tas.mma_layouts[op.result.type.shape] = accumulator_layout(op, tas.num_warps)
 
 
 def access_facts(tas: TileAS) -> None:

@@ -1,5 +1,6 @@
 """Tensor-core matrix multiply-accumulate: ``mma.sync`` (PTX ISA, "Warp Level Matrix
-Multiply-Accumulate Instructions", the ``m16n8kK`` shapes) and ``wgmma.mma_async``
+Multiply-Accumulate Instructions", the ``m16n8kK`` shapes and the f64 ``m8n8k4``,
+``compile_dmma``) and ``wgmma.mma_async``
 (warpgroup MMA with K-major or MN-major operands in shared memory, see
 ``descriptor_offsets``, or A in registers; it is computed when issued, and
 ``asynchrony.py`` keeps its operands in flight until ``wgmma.wait_group``).
@@ -158,8 +159,67 @@ def round_accumulator(d: np.ndarray, name: str, satfinite: bool) -> np.ndarray:
     return d.astype(np.float32 if name == "f32" else np.float16)
 
 
+#: the f64 multiply (DMMA, sm_80+): one shape, one register per A and B element
+DMMA = ("m8n8k4", "row", "col", "f64", "f64", "f64", "f64")
+
+
+def dmma_positions() -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """(rows, columns) of A (8 x 4, [lane]), B (4 x 8, [lane]) and C/D (8 x 8, [element,
+    lane]) of ``mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64`` (PTX ISA, "Matrix
+    Fragments for mma.m8n8k4 with .f64 floating point type"): A row ``g`` column ``t``, B
+    row ``t`` column ``g``, C element ``i`` row ``g`` column ``2 t + i``."""
+    lane = np.arange(32)
+    g, t = lane // 4, lane % 4
+    i, cl = np.meshgrid(np.arange(2), lane, indexing="ij")
+    return (g, t), (t, g), (cl // 4, 2 * (cl % 4) + i)
+
+
+def compile_dmma(ctx, ins):
+    """``mma.sync.aligned.m8n8k4.row.col.f64``: D = A B + C per warp, the products and the
+    sum in f64 (a GPU's DMMA rounds each fused step; the order is the sum's)."""
+    ops = ins.operands
+    d_ops, a_ops, b_ops, c_ops = (vector_items(op) for op in ops[:4])
+    if (len(a_ops), len(b_ops), len(c_ops), len(d_ops)) != (1, 1, 2, 2) or len(ops) != 4:
+        raise UnsupportedInstruction(f"{'.'.join(ins.parts)} with {len(a_ops)}/{len(b_ops)}/{len(c_ops)} "
+                                     "A/B/C registers")
+    f64 = ptx_type("f64")
+    a_r, b_r = reader(ctx, a_ops[0], f64), reader(ctx, b_ops[0], f64)
+    c_rs = [reader(ctx, r, f64) for r in c_ops]
+    d_ws = [writer(ctx, r, f64) for r in d_ops]
+    (a_rows, a_cols), (b_rows, b_cols), (c_rows, c_cols) = dmma_positions()
+    name = ".".join(ins.parts)
+
+    def run(m, idx):
+        idx = _whole_warps(m, idx, name)
+        warps = idx.size // 32
+        value = lambda r: np.broadcast_to(np.asarray(r(m, idx), np.float64), idx.shape).reshape(warps, 32)
+        a = np.zeros((warps, 8, 4))
+        b = np.zeros((warps, 4, 8))
+        c = np.zeros((warps, 8, 8))
+        a[:, a_rows, a_cols] = value(a_r)
+        b[:, b_rows, b_cols] = value(b_r)
+        for e, r in enumerate(c_rs):
+            c[:, c_rows[e], c_cols[e]] = value(r)
+        d = np.einsum("wmk,wkn->wmn", a, b) + c
+        for e, write in enumerate(d_ws):
+            write(m, idx, d[:, c_rows[e], c_cols[e]].reshape(idx.size))
+    return run
+
+
+def _whole_warps(m, idx, name: str) -> np.ndarray:
+    """``idx`` ordered warp by warp; a trap unless every warp runs with all 32 lanes."""
+    idx, _, starts = warp_groups(m, idx)
+    sizes = np.diff(np.r_[starts, idx.size])
+    if np.any(sizes != 32) or np.any(m.linear_tid[idx].reshape(-1, 32) % 32 != np.arange(32)):
+        raise KernelTrap("mma", f"{name}: executed by {int(sizes.min())} threads of a warp, "
+                         "not all 32 (.aligned requires the whole warp)")
+    return idx
+
+
 @handles("mma")
 def compile_mma(ctx, ins):
+    if tuple(p for p in ins.parts[1:] if p not in ("sync", "aligned")) == DMMA:
+        return compile_dmma(ctx, ins)
     s = Shape(ins.parts)
     ops = ins.operands
     d_ops, a_ops, b_ops, c_ops = (vector_items(op) for op in ops[:4])
@@ -186,11 +246,7 @@ def compile_mma(ctx, ins):
                          for r in readers], axis=-1).reshape(-1, 32, len(readers))
 
     def run(m, idx):
-        idx, _, starts = warp_groups(m, idx)
-        sizes = np.diff(np.r_[starts, idx.size])
-        if np.any(sizes != 32) or np.any(m.linear_tid[idx].reshape(-1, 32) % 32 != np.arange(32)):
-            raise KernelTrap("mma", f"{name}: executed by {int(sizes.min())} threads of a warp, "
-                             "not all 32 (.aligned requires the whole warp)")
+        idx = _whole_warps(m, idx, name)
         warps = idx.size // 32
         a_words = gather(a_rs, m, idx, np.uint32).transpose(0, 2, 1)      # [warp, reg, lane]
         b_words = gather(b_rs, m, idx, np.uint32).transpose(0, 2, 1)
