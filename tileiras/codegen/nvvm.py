@@ -102,6 +102,9 @@ class KernelEmitter:
         self._unconverted: frozenset = frozenset()
         #: ids of the phis that merge a guarded load's registers with its padding
         self.load_merges: set[int] = set()
+        #: ids of the load instructions order.py may move later past plain stores
+        #: (``sinkable_load``: no write is token-ordered after their load op)
+        self.sinkable: set[int] = set()
         self._coord_cache: dict[LinearLayout, list[ir.Value]] = {}
         self._owner_cache: dict[LinearLayout, Optional[ir.Value]] = {}
         self._smem: Optional[ir.GlobalVariable] = None
@@ -289,7 +292,20 @@ class KernelEmitter:
             raise CompileError(f"code generation for '{op.definition.full_name}' is not supported yet")
         if self.scope is not None:
             self.b.debug_metadata = self.lineinfo.location(op, self.scope, self.fn.name)
+        if not self.sinkable_load(op):
+            emitter(self, op)
+            return
+        block, start, blocks = self.b.block, len(self.b.block.instructions), len(self.llfn.blocks)
         emitter(self, op)
+        for blk in [block, *self.llfn.blocks[blocks:]]:
+            insts = blk.instructions[start:] if blk is block else blk.instructions
+            self.sinkable.update(id(i) for i in insts if X.is_memory_asm(i))
+
+    def sinkable_load(self, op: Operation) -> bool:
+        """May ``op``'s load instructions run later than emitted, past plain stores (order.py)?
+        A weak load that waits for no write and that no write is token-ordered after."""
+        return (is_plain_load(op) and self.is_deferrable(op)
+                and not self.tas.aa.observed_by_write(op) and op not in self.tas.chunked)
 
     def reads(self, op: Operation) -> list[Value]:
         """The values ``op``'s emitter reads: its operands, but for an extract that picks
@@ -636,7 +652,7 @@ def emit_module(module: Module, analyses: dict[str, TileAS], target: Target,
             cga = hints_for_arch(fn.hints, target.name).get(HINT_NUM_CTA_IN_CGA, 1)
             em = KernelEmitter(llmod, fn, analyses[fn.name], target, max(cga, 1))
             em.run()
-            order_function(em.llfn)
+            order_function(em.llfn, em.sinkable)
     order_globals(llmod, [g.name for g in module.globals])
     return llmod
 
