@@ -100,6 +100,7 @@ class KernelEmitter:
         #: the values' layouts there, and the uses whose conversion is not made there
         self._layouts: dict[Value, LinearLayout] = {}
         self._unconverted: frozenset = frozenset()
+        self._converts: dict = {}
         #: ids of the phis that merge a guarded load's registers with its padding
         self.load_merges: set[int] = set()
         #: ids of the load instructions order.py may move later past plain stores
@@ -367,7 +368,7 @@ class KernelEmitter:
         want = self.conversion(op, i)
         plan = self.tas.recomputed.get((op, i))
         if want is not None and plan is not None:
-            return self.recompute(v, plan)
+            return self.recompute(v, plan, self.tas.recompute_converts.get((op, i), {}))
         tv = self.values[v]
         if not isinstance(tv, TileVal):
             raise CompileError(f"operand {i} of '{op.name}' is not a tile")
@@ -375,16 +376,18 @@ class KernelEmitter:
             tv = self.convert(tv, want, v.type)
         return tv
 
-    def recompute(self, v: Value, plan: dict[Value, LinearLayout]) -> TileVal:
+    def recompute(self, v: Value, plan: dict[Value, LinearLayout],
+                  leaves: dict[tuple[Operation, int], LinearLayout]) -> TileVal:
         """``v`` computed again by the ops that made it, each emitted as if TileAS had
         given its result the layout ``plan`` says (layout_rules.recompute_plan); then the ops'
         own values are put back for their other users.  The plan gives each op's operands the
-        layouts it needs, so none of their conversions is made here."""
+        layouts it needs, so none of their conversions is made here but ``leaves``' (a
+        broadcast's source, TileAS.recompute_converts)."""
         ops = [u.owner for u in plan]
         saved_values = {u: self.values[u] for u in plan if u in self.values}
-        unconverted = [(op, k) for op in ops for k in range(len(op.operands))]
+        unconverted = [(op, k) for op in ops for k in range(len(op.operands)) if (op, k) not in leaves]
         try:
-            with self.layouts_of_place(plan, unconverted):
+            with self.layouts_of_place(plan, unconverted, leaves):
                 for op in ops:
                     self.emit_op(op)
                 return self.values[v]
@@ -394,23 +397,26 @@ class KernelEmitter:
             self.values.update(saved_values)
 
     @contextmanager
-    def layouts_of_place(self, layouts: dict[Value, LinearLayout], unconverted: Sequence = ()):
+    def layouts_of_place(self, layouts: dict[Value, LinearLayout], unconverted: Sequence = (),
+                         converts: Optional[dict] = None):
         """Inside: ``result_layout`` and ``conversion`` read ``layouts`` (recorded by TileAS
-        for the place being emitted) before TileAS's own, and no conversion of the uses in
-        ``unconverted``.  TileAS itself is not written."""
-        saved = self._layouts, self._unconverted
+        for the place being emitted) before TileAS's own, no conversion of the uses in
+        ``unconverted`` and the conversions ``converts`` of theirs.  TileAS is not written."""
+        saved = self._layouts, self._unconverted, self._converts
         self._layouts = {**self._layouts, **layouts}
         self._unconverted = self._unconverted.union(unconverted)
+        self._converts = {**self._converts, **(converts or {})}
         try:
             yield
         finally:
-            self._layouts, self._unconverted = saved
+            self._layouts, self._unconverted, self._converts = saved
 
     def conversion(self, op: Operation, i: int) -> Optional[LinearLayout]:
         """The layout TileAS converts operand ``i`` of ``op`` to here (None: none)."""
         if (op, i) in self._unconverted:
             return None
-        return self.tas.converts.get((op, i))
+        here = self._converts.get((op, i))
+        return here if here is not None else self.tas.converts.get((op, i))
 
     def scalar(self, op: Operation, i: int) -> ir.Value:
         return self.tile(op, i).scalar
