@@ -219,3 +219,58 @@ def test_wide_accesses_in_loops_keep_fresh_coordinates():
     wide = LOOP_KERNEL.replace("1x256", "64x128")
     ptx = compile_module(parse_module(wide, "wide.mlir"), CompileOptions(gpu_name="sm_90"), "ptx")
     assert any("%tid.x" in body for body in loop_bodies(ptx))
+
+
+def _load(b: ir.IRBuilder, address, name: str):
+    """A predicated global load as intrinsics.predicated_load emits it (inline asm with a
+    side effect)."""
+    return b.asm(ir.FunctionType(F32, [address.type]), "ld.global.b32 $0, [$1];", "=f,l", [address],
+                 side_effect=True, name=name)
+
+
+def _loads_then_stores(effect: str = ""):
+    """w0 w1 loaded, then (optionally an effect), then x*w0 and x*w1 stored."""
+    _, fn = _kernel()
+    p, x, _ = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("body"))
+    w0, w1 = _load(b, p, "w0"), _load(b, p, "w1")
+    if effect:
+        b.asm(ir.FunctionType(ir.VoidType(), []), effect, "~{memory}", [], side_effect=True)
+    _store(b, b.fmul(x, w0, name="m0"), p)
+    _store(b, b.fmul(x, w1, name="m1"), p)
+    b.ret_void()
+    return fn, {id(w0), id(w1)}
+
+
+def _kinds(fn) -> str:
+    """'l' load, 's' store, 'f' other effect, per side effect in block order."""
+    out = ""
+    for i in fn.blocks[0].instructions:
+        if isinstance(i, ir.CallInstr) and isinstance(i.callee, ir.InlineAsm):
+            text = i.callee.asm
+            out += "l" if text.startswith("ld.") else "s" if text.startswith("st.global.f32") else "f"
+    return out
+
+
+def test_sinkable_loads_move_to_the_store_that_uses_them():
+    """Loads the emitter names sinkable (no write is token-ordered after them) go just
+    before their first use, past plain stores: one element's load at a time is live."""
+    fn, sinkable = _loads_then_stores()
+    order_function(fn, sinkable)
+    assert _kinds(fn) == "lsls"
+    assert _names(fn.blocks[0]) == ["w0", "m0", "w1", "m1"]
+
+
+def test_loads_not_named_sinkable_keep_their_place():
+    fn, _ = _loads_then_stores()
+    order_function(fn)
+    assert _kinds(fn) == "llss"
+
+
+@pytest.mark.parametrize("effect", ["bar.sync 0;", "fence.acq_rel.gpu;", "st.global.release.gpu.b32 [0], 0;"])
+def test_sinkable_loads_stay_before_any_other_effect(effect: str):
+    """A barrier, a fence or an ordered store is not a plain store: the loads stay before it
+    (still after nothing they used to precede)."""
+    fn, sinkable = _loads_then_stores(effect)
+    order_function(fn, sinkable)
+    assert _kinds(fn) == "llfss"

@@ -100,8 +100,12 @@ class KernelEmitter:
         #: the values' layouts there, and the uses whose conversion is not made there
         self._layouts: dict[Value, LinearLayout] = {}
         self._unconverted: frozenset = frozenset()
+        self._converts: dict = {}
         #: ids of the phis that merge a guarded load's registers with its padding
         self.load_merges: set[int] = set()
+        #: ids of the load instructions order.py may move later past plain stores
+        #: (``sinkable_load``: no write is token-ordered after their load op)
+        self.sinkable: set[int] = set()
         self._coord_cache: dict[LinearLayout, list[ir.Value]] = {}
         self._owner_cache: dict[LinearLayout, Optional[ir.Value]] = {}
         self._smem: Optional[ir.GlobalVariable] = None
@@ -289,7 +293,20 @@ class KernelEmitter:
             raise CompileError(f"code generation for '{op.definition.full_name}' is not supported yet")
         if self.scope is not None:
             self.b.debug_metadata = self.lineinfo.location(op, self.scope, self.fn.name)
+        if not self.sinkable_load(op):
+            emitter(self, op)
+            return
+        block, start, blocks = self.b.block, len(self.b.block.instructions), len(self.llfn.blocks)
         emitter(self, op)
+        for blk in [block, *self.llfn.blocks[blocks:]]:
+            insts = blk.instructions[start:] if blk is block else blk.instructions
+            self.sinkable.update(id(i) for i in insts if X.is_memory_asm(i))
+
+    def sinkable_load(self, op: Operation) -> bool:
+        """May ``op``'s load instructions run later than emitted, past plain stores (order.py)?
+        A weak load that waits for no write and that no write is token-ordered after."""
+        return (is_plain_load(op) and self.is_deferrable(op)
+                and not self.tas.aa.observed_by_write(op) and op not in self.tas.chunked)
 
     def reads(self, op: Operation) -> list[Value]:
         """The values ``op``'s emitter reads: its operands, but for an extract that picks
@@ -351,7 +368,7 @@ class KernelEmitter:
         want = self.conversion(op, i)
         plan = self.tas.recomputed.get((op, i))
         if want is not None and plan is not None:
-            return self.recompute(v, plan)
+            return self.recompute(v, plan, self.tas.recompute_converts.get((op, i), {}))
         tv = self.values[v]
         if not isinstance(tv, TileVal):
             raise CompileError(f"operand {i} of '{op.name}' is not a tile")
@@ -359,16 +376,18 @@ class KernelEmitter:
             tv = self.convert(tv, want, v.type)
         return tv
 
-    def recompute(self, v: Value, plan: dict[Value, LinearLayout]) -> TileVal:
+    def recompute(self, v: Value, plan: dict[Value, LinearLayout],
+                  leaves: dict[tuple[Operation, int], LinearLayout]) -> TileVal:
         """``v`` computed again by the ops that made it, each emitted as if TileAS had
         given its result the layout ``plan`` says (layout_rules.recompute_plan); then the ops'
         own values are put back for their other users.  The plan gives each op's operands the
-        layouts it needs, so none of their conversions is made here."""
+        layouts it needs, so none of their conversions is made here but ``leaves``' (a
+        broadcast's source, TileAS.recompute_converts)."""
         ops = [u.owner for u in plan]
         saved_values = {u: self.values[u] for u in plan if u in self.values}
-        unconverted = [(op, k) for op in ops for k in range(len(op.operands))]
+        unconverted = [(op, k) for op in ops for k in range(len(op.operands)) if (op, k) not in leaves]
         try:
-            with self.layouts_of_place(plan, unconverted):
+            with self.layouts_of_place(plan, unconverted, leaves):
                 for op in ops:
                     self.emit_op(op)
                 return self.values[v]
@@ -378,23 +397,26 @@ class KernelEmitter:
             self.values.update(saved_values)
 
     @contextmanager
-    def layouts_of_place(self, layouts: dict[Value, LinearLayout], unconverted: Sequence = ()):
+    def layouts_of_place(self, layouts: dict[Value, LinearLayout], unconverted: Sequence = (),
+                         converts: Optional[dict] = None):
         """Inside: ``result_layout`` and ``conversion`` read ``layouts`` (recorded by TileAS
-        for the place being emitted) before TileAS's own, and no conversion of the uses in
-        ``unconverted``.  TileAS itself is not written."""
-        saved = self._layouts, self._unconverted
+        for the place being emitted) before TileAS's own, no conversion of the uses in
+        ``unconverted`` and the conversions ``converts`` of theirs.  TileAS is not written."""
+        saved = self._layouts, self._unconverted, self._converts
         self._layouts = {**self._layouts, **layouts}
         self._unconverted = self._unconverted.union(unconverted)
+        self._converts = {**self._converts, **(converts or {})}
         try:
             yield
         finally:
-            self._layouts, self._unconverted = saved
+            self._layouts, self._unconverted, self._converts = saved
 
     def conversion(self, op: Operation, i: int) -> Optional[LinearLayout]:
         """The layout TileAS converts operand ``i`` of ``op`` to here (None: none)."""
         if (op, i) in self._unconverted:
             return None
-        return self.tas.converts.get((op, i))
+        here = self._converts.get((op, i))
+        return here if here is not None else self.tas.converts.get((op, i))
 
     def scalar(self, op: Operation, i: int) -> ir.Value:
         return self.tile(op, i).scalar
@@ -636,7 +658,7 @@ def emit_module(module: Module, analyses: dict[str, TileAS], target: Target,
             cga = hints_for_arch(fn.hints, target.name).get(HINT_NUM_CTA_IN_CGA, 1)
             em = KernelEmitter(llmod, fn, analyses[fn.name], target, max(cga, 1))
             em.run()
-            order_function(em.llfn)
+            order_function(em.llfn, em.sinkable)
     order_globals(llmod, [g.name for g in module.globals])
     return llmod
 

@@ -25,6 +25,15 @@ registers right before its store, 18 moved up, NVIDIA 19), but not so early that
 result waits across the next element's divisions (ew_arith: 25 per element, 28 with all
 divisions first).
 
+Loads are side effects too, but the emitter names those (``sinkable``: weak loads that no
+write is token-ordered after, nvvm.KernelEmitter.sinkable_load) that may run later than
+emitted: they move like pure values, past other loads and plain stores (``passes_loads``),
+but never past anything else with an effect (a barrier, fence, atomic, asynchronous copy),
+before which they are placed.  A tile's loads, whole-tile op by whole-tile op, otherwise
+all come before the first store of the values computed from them: layer norm's weight and
+bias rows (two loads of 64 registers each, f32 n8192 sm_80) were all live at once, 202
+registers against NVIDIA's 112, which loads each element just before the store that uses it.
+
 Two kinds of code keep emission order, because measuring (``bench/code_quality.py``
 on sm_90) found it better there:
 
@@ -95,15 +104,30 @@ def is_pure(inst: I.Instruction) -> bool:
     return False
 
 
-def order_function(fn: ir.Function) -> None:
-    """Reorder the blocks of ``fn`` (see the module docstring for those left alone)."""
+#: plain (weak, non-volatile) stores: sinkable loads may move past them
+_PLAIN_STORE = re.compile(r"^(?:@\$\d+ )?st\.(?:global|shared)(?:\.(?!release|relaxed|volatile|mmio)[\w:]+)*\s")
+
+
+def passes_loads(inst: I.Instruction) -> bool:
+    """May a sinkable load move past ``inst``: a plain store (the load is token-ordered
+    before no write), the read of a special register or an index extension kept apart from
+    its copies (intrinsics.sreg_here, widen_here: effects only to LLVM)?"""
+    if not (isinstance(inst, I.CallInstr) and isinstance(inst.callee, ir.InlineAsm)):
+        return False
+    text = inst.callee.asm
+    return bool(_PLAIN_STORE.match(text)) or text.startswith(("mov.u32 $0, %", "cvt."))
+
+
+def order_function(fn: ir.Function, sinkable: frozenset[int] | set[int] = frozenset()) -> None:
+    """Reorder the blocks of ``fn`` (see the module docstring for those left alone);
+    ``sinkable``: ids of the load instructions that may run later than emitted."""
     if _calls_out_of_line(fn):
         return
     outside = _used_outside_block(fn)
     position = {id(block): k for k, block in enumerate(fn.blocks)}
     for block in fn.blocks:
         if not _heads_a_loop(block, position):
-            block.instructions[:] = _place_calls(_ordered(block.instructions, outside), outside)
+            block.instructions[:] = _place_calls(_ordered(block.instructions, outside, sinkable), outside)
 
 
 def _heads_a_loop(block: ir.Block, position: dict[int, int]) -> bool:
@@ -147,11 +171,12 @@ def _used_outside_block(fn: ir.Function) -> set[int]:
     return out
 
 
-def _ordered(insts: list, outside: set[int]) -> list:
-    """Side effects in their order, each preceded by the pure values it needs that are
-    not computed yet, depth-first, operands in their emission order."""
+def _ordered(insts: list, outside: set[int], sinkable: frozenset[int] | set[int] = frozenset()) -> list:
+    """Side effects in their order, each preceded by the pure values (and sinkable loads)
+    it needs that are not computed yet, depth-first, operands in their emission order."""
     used_here = {id(v) for i in insts for v in _operands(i)}
-    movable = {id(i) for i in insts if is_pure(i) and id(i) not in outside and id(i) in used_here}
+    loads = {id(i) for i in insts if id(i) in sinkable and id(i) not in outside and id(i) in used_here}
+    movable = loads | {id(i) for i in insts if is_pure(i) and id(i) not in outside and id(i) in used_here}
     pos = {id(i): k for k, i in enumerate(insts)}
     done: set[int] = set()
     out: list = []
@@ -159,8 +184,13 @@ def _ordered(insts: list, outside: set[int]) -> list:
         if id(inst) in movable:
             continue
         # a collective (barrier, shuffle) first takes the values emitted before it: they
-        # do not move past it
-        earlier = [i for i in insts[:pos[id(inst)]] if id(i) in movable] if is_collective(inst) else []
+        # do not move past it; nor do loads past an effect other than a plain store
+        if is_collective(inst):
+            earlier = [i for i in insts[:pos[id(inst)]] if id(i) in movable]
+        elif loads and not passes_loads(inst) and not is_pure(inst) and not isinstance(inst, I.PhiInstr):
+            earlier = [i for i in insts[:pos[id(inst)]] if id(i) in loads]
+        else:
+            earlier = []
         # iterative depth-first walk: (instruction, operands already pushed)
         stack = [(inst, False)] + [(v, False) for v in reversed(earlier)]
         while stack:

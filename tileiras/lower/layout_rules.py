@@ -68,9 +68,14 @@ def _want(tas: TileAS, op: Operation, i: int, layout: LinearLayout) -> None:
     v = op.operands[i]
     if is_tile(v) and tas.layouts.get(v) != layout:
         tas.converts[(op, i)] = layout
-        plan = recompute_plan(tas, v, layout, op.parent)
+        leaves: dict[tuple[Operation, int], LinearLayout] = {}
+        plan = recompute_plan(tas, v, layout, op.parent, leaves)
         if plan is not None:
             tas.recomputed[(op, i)] = plan
+            if leaves:
+                tas.recompute_converts[(op, i)] = leaves
+                need = max(u.operands[k].type.num_elements * element_bytes(u.operands[k].type) for u, k in leaves)
+                tas.scratch[op] = max(tas.scratch.get(op, 0), need)
             return
         need = v.type.num_elements * element_bytes(v.type)
         tas.scratch[op] = max(tas.scratch.get(op, 0), need)
@@ -80,8 +85,9 @@ def _want(tas: TileAS, op: Operation, i: int, layout: LinearLayout) -> None:
 RECOMPUTE_OPS = 16
 
 
-def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout,
-                   block: Optional[Block] = None) -> Optional[dict[Value, LinearLayout]]:
+def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout, block: Optional[Block] = None,
+                   leaves: Optional[dict[tuple[Operation, int], LinearLayout]] = None
+                   ) -> Optional[dict[Value, LinearLayout]]:
     """How to compute tile ``v`` again in ``layout`` (for a user in ``block``) instead of
     converting it through shared memory: the layout of every tile on the way, producers
     first; None when that is not cheap.  The way may take ``Recomputable`` ops (traits.py:
@@ -90,7 +96,13 @@ def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout,
     ``reloadable`` allows; it ends at scalars, which every thread holds.  A conversion
     costs two barriers and shared-memory traffic and keeps both layouts' registers live;
     NVIDIA's tileiras computes such values again too (its gather/scatter PTX reloads an
-    index tile in the second layout it needs and uses no shared memory)."""
+    index tile in the second layout it needs and uses no shared memory).
+
+    With ``leaves`` (a dict to fill), a broadcast whose source cannot be computed again
+    is still redone in registers, from its source converted through shared memory
+    (``leaves[(broadcast, 0)]``: the source's layout): the source holds the broadcast's
+    elements once (an RMS norm's weight row and per-row scale against a 4x4096 tile: 32
+    and 1 registers converted instead of 128 each, every iteration)."""
     plan: dict[Value, LinearLayout] = {}
     work = [0]
 
@@ -113,8 +125,15 @@ def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout,
             if work[0] > RECOMPUTE_OPS:
                 return False
         for k, w in enumerate(op.operands):
-            if not visit(w, _operand_layout_for(op, k, want)):
+            inner = _operand_layout_for(op, k, want)
+            before = set(plan)
+            if visit(w, inner):
+                continue
+            if leaves is None or not isinstance(op, CO.BroadcastOp) or k != 0:
                 return False
+            for stale in set(plan) - before:     # what the failed way recorded
+                del plan[stale]
+            leaves[(op, 0)] = inner
         plan[u] = want
         return True
 

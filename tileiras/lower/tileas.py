@@ -67,6 +67,10 @@ class TileAS:
     #: layout instead of through shared memory: the layout of each value on the way
     #: (see recompute_plan)
     recomputed: dict[tuple[Operation, int], dict[Value, LinearLayout]] = field(default_factory=dict)
+    #: of those, the broadcasts whose source is converted (through shared memory) rather
+    #: than computed again: use -> {(broadcast, 0): the source's layout there}
+    recompute_converts: dict[tuple[Operation, int], dict[tuple[Operation, int], LinearLayout]] = field(
+        default_factory=dict)
     #: shapes of matrix multiply results: their tiles keep ``contiguous`` layouts (canonical)
     mma_shapes: frozenset = frozenset()
     #: matrix multiplies that run on tensor cores, with their ``mma.sync`` form
