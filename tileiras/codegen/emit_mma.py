@@ -48,6 +48,7 @@ from ..tile.enums import Signedness
 from . import intrinsics as X
 from .emit_async import pipelined_mma
 from .emit_shape import spill_tile
+from .loops import counted_loop
 from .nvvm import I32, KernelEmitter, emits, runtime_mask
 from .values import BF16, TileVal, llvm_type, smem_type, to_smem
 
@@ -619,36 +620,6 @@ def _phase(b: ir.IRBuilder, row: ir.Value, swizzle: MmaSwizzle) -> ir.Value:
     phase = b.and_(b.lshr(row, ir.Constant(I32, swizzle.per_phase.bit_length() - 1)),
                    ir.Constant(I32, swizzle.max_phase - 1))
     return b.mul(phase, ir.Constant(I32, swizzle.vec))
-
-
-def counted_loop(em: KernelEmitter, name: str, stop: int, stride: int, init: list[ir.Value],
-                 step: Callable[[ir.Value, list[ir.Value]], list[ir.Value]]) -> list[ir.Value]:
-    """``step(i, values)`` for i = 0, stride, ... below ``stop``, threading ``values`` from
-    ``init`` through an LLVM loop (straight-line code for a single step)."""
-    b = em.b
-    if stop <= stride:
-        return step(ir.Constant(I32, 0), init)
-    pre = b.block
-    loop = em.llfn.append_basic_block(name)
-    done = em.llfn.append_basic_block(f"{name}.done")
-    b.branch(loop)
-    b.position_at_end(loop)
-    i = b.phi(I32)
-    i.add_incoming(ir.Constant(I32, 0), pre)
-    phis = []
-    for v in init:
-        phi = b.phi(v.type)
-        phi.add_incoming(v, pre)
-        phis.append(phi)
-    new = step(i, phis)
-    nxt = b.add(i, ir.Constant(I32, stride))
-    tail = b.block
-    i.add_incoming(nxt, tail)
-    for phi, v in zip(phis, new):
-        phi.add_incoming(v, tail)
-    b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(I32, stop)), loop, done)
-    b.position_at_end(done)
-    return new
 
 
 def ldmatrix(b: ir.IRBuilder, row: ir.Value, count: int, trans: bool = False) -> list[ir.Value]:

@@ -26,6 +26,7 @@ from ..tile import ops_core as CO
 from ..tile.enums import Signedness
 from . import intrinsics as X
 from .emit_shape import fill_tile, spill_tile
+from .loops import counted_loop
 from .nvvm import I32, I64, KernelEmitter, emits
 from .values import TileVal, from_smem, smem_type, to_smem
 
@@ -557,26 +558,12 @@ def _scan_line(em: KernelEmitter, op: Operation, block: Block, srcs: list[TileVa
     first = [from_smem(b, b.load(slot(k, ir.Constant(I32, 0)), typ=smem_type(t)), t) for k, t in enumerate(types)]
     if length == 1:
         return
-    pre = b.block
-    loop = em.llfn.append_basic_block("scan.loop")
-    done = em.llfn.append_basic_block("scan.done")
-    b.branch(loop)
-    b.position_at_end(loop)
-    i = b.phi(I32)
-    i.add_incoming(ir.Constant(I32, 1), pre)
-    accs = []
-    for v in first:
-        phi = b.phi(v.type)
-        phi.add_incoming(v, pre)
-        accs.append(phi)
-    cur = [from_smem(b, b.load(slot(k, i), typ=smem_type(t)), t) for k, t in enumerate(types)]
-    new = _combine(em, block, accs, cur)
-    for k, v in enumerate(new):
-        b.store(to_smem(b, v, smem_type(types[k])), slot(k, i))
-    nxt = b.add(i, ir.Constant(I32, 1))
-    tail = b.block
-    i.add_incoming(nxt, tail)
-    for phi, v in zip(accs, new):
-        phi.add_incoming(v, tail)
-    b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(I32, length)), loop, done)
-    b.position_at_end(done)
+
+    def step(i: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
+        cur = [from_smem(b, b.load(slot(k, i), typ=smem_type(t)), t) for k, t in enumerate(types)]
+        new = _combine(em, block, accs, cur)
+        for k, v in enumerate(new):
+            b.store(to_smem(b, v, smem_type(types[k])), slot(k, i))
+        return new
+
+    counted_loop(em, "scan.loop", length, 1, first, step, start=1)
