@@ -29,7 +29,9 @@ from kernels import math_ops  # noqa: E402
 
 pytestmark = pytest.mark.slow
 N = 1024
-COMBOS = [(c, a) for c in math_ops.CASES for a in math_ops.ARCHS]
+#: Bits are compared on the plain exports: the aligned ones differ in their accesses, not their
+#: math (bench/math_cost.py measures both; the static-cost test below reads both).
+COMBOS = [(c, a) for c in math_ops.CASES if c.name.endswith("_plain") for a in math_ops.ARCHS]
 
 
 def element_type(case) -> str:
