@@ -107,7 +107,6 @@ class Batch:
         self.bar_expected = np.zeros((self.ncta, 16), np.int64)
         self.bar_arrived = np.zeros((self.ncta, 16), np.int64)
         self.issued = np.zeros(len(prog.code), np.int64)
-        self.async_landing: list = []   # TMA loads in flight: (mbarrier, phase, offsets, bytes)
         self.bulk_groups: dict = {}     # thread -> bulk async-groups of stores (ops/bulk.py)
         self.steps = 0
         self.specials: dict = {}
@@ -347,26 +346,14 @@ class Batch:
         return np.flatnonzero((self.status == WAITING) & (self.wait_bar == MBARRIER_WAIT))
 
     def release_mbarrier_waits(self) -> None:
-        """An mbarrier changed: land the asynchronous copies and wake the threads whose
-        phase has completed."""
+        """An mbarrier changed: land the asynchronous copies completing on it
+        (``asynchrony``) and wake the threads whose phase has completed."""
         self.progress += 1
-        if self.async_landing:
-            self.land_async_copies()
         self.asynchrony.mbarrier_changed()
         waiting = self.mbarrier_waiters()
         if waiting.size:
             phase = gather(self.shared, self.mbar_offset[waiting], 8) >> np.uint64(63)
             self.status[waiting[phase != self.mbar_parity[waiting]]] = RUNNING
-
-    def land_async_copies(self) -> None:
-        """Copies complete on an mbarrier land in shared memory when its phase completes."""
-        still = []
-        for bar, phase, target, data in self.async_landing:
-            if int(self.shared[bar:bar + 8].view(np.uint64)[0]) >> 63 != phase:
-                self.shared[target[:, None] + np.arange(data.shape[1], dtype=np.int64)] = data
-            else:
-                still.append((bar, phase, target, data))
-        self.async_landing = still
 
     def take_timeouts(self, idx: np.ndarray) -> np.ndarray:
         """Which of threads ``idx`` come back from a timed-out wait (the flag is cleared)."""

@@ -244,7 +244,7 @@ def still_in_use(m, off: int) -> str:
     waiters = m.mbarrier_waiters()
     if waiters.size and (m.mbar_offset[waiters] == off).any():
         return f"{int((m.mbar_offset[waiters] == off).sum())} threads wait on it"
-    if m.asynchrony.tracks_mbarrier(off) or any(bar == off for bar, *_ in m.async_landing):
+    if m.asynchrony.tracks_mbarrier(off):
         return "asynchronous operations have not yet arrived on it"
     word = read_word(m, off)
     if word & INITIALISED and MbarrierState(word, "").tx:
