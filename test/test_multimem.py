@@ -422,6 +422,7 @@ def test_256_thread_kernels_agree_with_the_interpreter(name):
 NVIDIA_MISCOMPILES = {"ld_f16_dim_map"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="NVIDIA's PTX is wrong"))
                                   if n in NVIDIA_MISCOMPILES else n
                                   for n in sorted({**CTA_SIZES, **LOAD_CTA_SIZES})])

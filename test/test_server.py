@@ -330,7 +330,7 @@ def wait_for_file(path: Path, timeout: float = 60.0) -> None:
         time.sleep(0.02)
 
 
-def process_gone(pid: int, timeout: float = 5.0) -> bool:
+def process_gone(pid: int, timeout: float = 15.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:

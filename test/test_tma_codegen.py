@@ -216,6 +216,7 @@ def test_ptxas_takes_our_tma_kernels(arch: str) -> None:
 REDUCE_COPY = "cp.reduce.async.bulk.tensor.2d.global.shared::cta.{}.tile.bulk_group"
 
 
+@pytest.mark.slow
 @needs_x86
 @pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
 def test_atomic_view_reductions_are_bulk_tensor_reductions(arch: str) -> None:
@@ -242,6 +243,7 @@ def test_atomic_view_reductions_are_bulk_tensor_reductions(arch: str) -> None:
     assert "cp.reduce" not in unaligned.ptx and "atom." in unaligned.ptx
 
 
+@pytest.mark.slow
 @needs_x86
 def test_staging_buffers_of_128_byte_rows_are_swizzled() -> None:
     """``tile_atomics`` aligned on sm_90: its 32x32 f32/i32 boxes have 128-byte rows, so every
