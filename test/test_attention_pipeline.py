@@ -17,22 +17,12 @@ from kernels.pipelined import gemm_loop
 from tileiras import diffcheck
 from tileiras.lower.attention_pipeline import AttentionPlan
 from tileiras.lower.software_pipeline import PipelinePlan
-from tileiras.pipeline import CompileOptions, run_stages
 from tileiras.remarks import collect
 from tileiras.sched.latency import AMPERE
 from tileiras.sched.pipeline import ATT_COPY_K, ATT_PV, attention_schedule
 from tileiras.text.parser import parse_module
 
-
-def plan_of(text: str, arch: int = 80):
-    module = parse_module(text, "k.mlir")
-    tas = run_stages(module, CompileOptions(gpu_name=f"sm_{arch}"), "tileas", only_needed=True).tas
-    (decision,) = tas[module.functions[0].name].pipelines.values()
-    return decision
-
-
-def ptx_of(text: str, arch: str = "sm_80") -> str:
-    return diffcheck.compile_ptx(parse_module(text, "k.mlir"), arch)
+from test_software_pipeline import plan_of, ptx_of
 
 
 def problems(text: str, grid=(3, 2, 1), extent: int = 192, arch: str = "sm_80") -> list:
