@@ -15,7 +15,8 @@ import pytest
 from kernels.attention import flash_attention
 from kernels.pipelined import gemm_loop
 from tileiras import diffcheck
-from tileiras.lower.attention_pipeline import AttentionPlan
+from tileiras.lower import attention_pipeline
+from tileiras.lower.attention_pipeline import A_BEFORE_LOOP, A_HELD, A_STAGED, AttentionPlan
 from tileiras.lower.software_pipeline import PipelinePlan
 from tileiras.remarks import collect
 from tileiras.sched.latency import AMPERE
@@ -40,8 +41,10 @@ def test_a_flash_attention_loop_is_pipelined_with_k_and_v_in_each_stage():
     assert (k.rows, k.cols, k.transposed, v.rows, v.cols, v.transposed) == (64, 64, True, 64, 64, False)
     assert (k.copy_bytes, v.copy_bytes) == (16, 16)
     assert (k.offset, v.offset, plan.stage_bytes) == (0, 8192, 16384)
-    # A (Q, then P) is staged at 0 (64 x 64 halves); the softmax's scratch is smaller
-    assert plan.ring_base == 8192
+    # Q (made before the loop) is read into registers once; P is held as S's fragments:
+    # the ring starts after the softmax's scratch (a row reduction's 256 bytes)
+    assert plan.a_from == (A_BEFORE_LOOP, A_HELD)
+    assert plan.ring_base == 256
     assert plan.source == "modulo schedule" and plan.stages == 2
     assert [plan.pending_before(m) for m in plan.mmas] == [1, 2]
 
@@ -50,7 +53,8 @@ def test_head_dim_128_stages_twice_the_bytes():
     plan = plan_of(flash_attention(d=128))
     k, v = plan.tiles
     assert (k.rows, k.cols, v.rows, v.cols) == (64, 128, 64, 128)
-    assert plan.stage_bytes == 2 * 64 * 128 * 2 and plan.ring_base == 64 * 128 * 2
+    assert plan.stage_bytes == 2 * 64 * 128 * 2 and plan.ring_base == 256
+    assert plan.a_from == (A_BEFORE_LOOP, A_HELD)       # P (64 x 64) rows as O's (64 x 128)
 
 
 def test_the_schedule_keeps_copies_a_dram_latency_ahead():
@@ -91,10 +95,12 @@ def test_k_and_v_travel_in_separate_groups_with_their_own_waits():
     assert ptx.count("cp.async.commit_group;") == 4
     waits = re.findall(r"cp\.async\.wait_group (\d+);", ptx)
     assert waits == ["1", "2", "0"]         # K(i) before Q @ K^T, V(i) before P @ V, drain
-    # K^T fragments with plain ldmatrix.x4, V's with .trans; nothing of K or V through st.shared
-    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
-    assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx
-    assert ptx.count("st.shared.b16") + ptx.count("st.shared.u16") <= 2 * 32     # Q and P, 32 halves a thread
+    # Q's fragments once (4 K steps of ldmatrix.x4), K^T's with plain ldmatrix.x4 (4 K steps,
+    # 8 column blocks two at a time), V's with .trans; P's from registers, not shared memory
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4 + 16
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 16
+    # of 16-bit stores to shared memory only Q's, before the loop (32 halves a thread)
+    assert ptx.count("st.shared.b16") + ptx.count("st.shared.u16") == 32
 
 
 def test_three_stages_wait_for_three_and_four_groups():
@@ -117,6 +123,14 @@ def test_interpreter_and_emulator_agree_with_asynchrony_and_races_checked(kwargs
     assert problems(flash_attention(**kwargs), grid, extent) == [None]
 
 
+def test_views_made_in_the_loop_are_made_where_the_copies_are_issued():
+    """Bytecode 13.1 makes K's and V's partition views in the loop body (of tensor views
+    from outside it): the prologue and the refill of Q @ K^T make them early."""
+    text = flash_attention(causal=True, views_in_loop=True)
+    assert isinstance(plan_of(text), AttentionPlan)
+    assert problems(text, (3, 1, 1), 192) == [None]
+
+
 def test_head_dim_128_agrees():
     assert problems(flash_attention(d=128, causal=True), (2, 1, 1), 128) == [None]
 
@@ -125,6 +139,15 @@ def test_head_dim_128_agrees():
 def test_other_sm8x_targets_agree(arch):
     assert isinstance(plan_of(flash_attention(causal=True), int(arch[3:])), AttentionPlan)
     assert problems(flash_attention(causal=True), (2, 1, 1), 128, arch) == [None]
+
+
+def test_an_a_staged_every_iteration_agrees(monkeypatch):
+    """P not taken from its registers (as for an A in another layout) is staged in the
+    scratch region below the ring every iteration, between two barriers."""
+    monkeypatch.setattr(attention_pipeline, "a_in_registers", lambda tas, mma: False)
+    plan = plan_of(flash_attention(causal=True))
+    assert plan.a_from == (A_BEFORE_LOOP, A_STAGED) and plan.ring_base == 64 * 64 * 2
+    assert problems(flash_attention(causal=True), (3, 1, 1), 192) == [None]
 
 
 def test_a_missing_wait_for_v_is_caught(monkeypatch):

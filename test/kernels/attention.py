@@ -9,11 +9,12 @@ from __future__ import annotations
 
 
 def flash_attention(d: int = 64, bm: int = 64, bn: int = 64, trips: int | None = None, causal: bool = False,
-                    hints: str = "") -> str:
+                    hints: str = "", views_in_loop: bool = False) -> str:
     """``trips``: a constant trip count, or None for the number of KV blocks of K (a
     dynamic count; with ``causal`` bounded by the query block, ``min(blocks, bx + 1)``
     for ``bm == bn``, and scores above the diagonal masked).  ``hints``: the entry's
-    ``optimization_hints`` body."""
+    ``optimization_hints`` body.  ``views_in_loop``: K's and V's partition views are
+    made in the loop body, as bytecode 13.1 exports them."""
     tv = "tensor_view<?x?x?xf16, strides=[?,?,1]>"
 
     def view(name: str) -> tuple[list[str], str]:
@@ -40,7 +41,7 @@ def flash_attention(d: int = 64, bm: int = 64, bn: int = 64, trips: int | None =
         "%c1 = constant <i32: 1> : tile<i32>",
         "%bx, %by, %bz = get_tile_block_id : tile<i32>",
         f"%q_p = make_partition_view %q_v : {q_pv}",
-        f"%k_p = make_partition_view %k_v : {k_pv}",
+        *([] if views_in_loop else [f"%k_p = make_partition_view %k_v : {k_pv}"]),
         f"%v_p = make_partition_view %v_v : {v_pv}",
         f"%o_p = make_partition_view %o_v : {o_pv}",
         f"%q3, %qt = load_view_tko weak %q_p[%by, %bx, %c0] token = %tok : {q_pv}, tile<i32> -> "
@@ -73,6 +74,7 @@ def flash_attention(d: int = 64, bm: int = 64, bn: int = 64, trips: int | None =
                   f"%cols2 = reshape %cols : tile<{bn}xi32> -> tile<1x{bn}xi32>",
                   f"%bnc = constant <i32: {bn}> : tile<i32>"]
     body = [
+        *([f"%k_p = make_partition_view %k_v : {k_pv}"] if views_in_loop else []),
         f"%k3, %kt = load_view_tko weak %k_p[%by, %c0, %i] token = %tok : {k_pv}, tile<i32> -> "
         f"tile<1x{d}x{bn}xf16>, token",
         f"%kT = reshape %k3 : tile<1x{d}x{bn}xf16> -> tile<{d}x{bn}xf16>",
@@ -109,7 +111,8 @@ def flash_attention(d: int = 64, bm: int = 64, bn: int = 64, trips: int | None =
         "}",
         f"%rsum2 = reshape %rsum : tile<{bm}xf32> -> {row_t}",
         f"%lnew = fma %l, %alpha, %rsum2 : {row_t}",
-        f"%v3, %vt = load_view_tko weak %v_p[%by, %i, %c0] token = %tok : {v_pv}, tile<i32> -> "
+        *([f"%v_pl = make_partition_view %v_v : {v_pv}"] if views_in_loop else []),
+        f"%v3, %vt = load_view_tko weak {'%v_pl' if views_in_loop else '%v_p'}[%by, %i, %c0] token = %tok : {v_pv}, tile<i32> -> "
         f"tile<1x{bn}x{d}xf16>, token",
         f"%vv = reshape %v3 : tile<1x{bn}x{d}xf16> -> tile<{bn}x{d}xf16>",
         f"%p16 = ftof %p : {s_t} -> tile<{bm}x{bn}xf16>",

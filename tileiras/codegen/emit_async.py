@@ -128,6 +128,8 @@ def copy_tile(em: KernelEmitter, loop: Operation, ld: Operation, iv: ir.Value, l
     b = em.b
     block = loop.regions[0].blocks[0]
     indices = [iv if v is block.args[0] else em.values[v].scalar for v in ld.index]
+    if ld.view not in em.values:        # a loop-invariant view made in the loop, not reached yet
+        em.emit_op(ld.view.owner)
     access = Access(em, em.values[ld.view], layout, indices)
     esize = element_bytes(ld.results[0].type)
     chunk = nbytes // esize
@@ -149,11 +151,13 @@ def prologue(em: KernelEmitter, plan) -> None:
         ring_prologue(em, plan)
         return
     issue = issue_stage
-    if isinstance(plan, AttentionPlan):     # K's and V's groups (``emit_attention``)
-        from .emit_attention import issue  # noqa: PLC0415  (it builds on copy_tile)
     b = em.b
     lb, ub, step = _loop_bounds(em, plan)
     X.barrier(b)
+    if isinstance(plan, AttentionPlan):     # K's and V's groups, Q's fragments (``emit_attention``)
+        from .emit_attention import hoist_fragments, issue  # noqa: PLC0415  (it builds on copy_tile)
+
+        hoist_fragments(em, plan)
     for s in range(plan.stages - 1):
         iv = b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb
         issue(em, plan, iv, ir.Constant(I32, s), _below(em, plan, iv, ub))

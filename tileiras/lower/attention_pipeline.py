@@ -26,8 +26,11 @@ with two tensor-core multiplies here).  A loop is pipelined when
 * each thread's pieces of a tile row are at least 4 aligned bytes (``cp.async``);
 * two stages fit beside the scratch the body's other ops use.
 
-A (Q, or P computed in the loop) is staged every iteration as the unpipelined multiply
-stages it, at the start of the scratch region, XOR-swizzled too; the ring starts after
+A multiply's A held in its accumulator fragment layout (P, from the softmax of S) is
+multiplied from its registers (``a_in_registers``).  An A made before the loop (Q) is
+staged once before the ring's first copies and its fragments read into registers, as
+NVIDIA keeps Q's; another A is staged every iteration as the unpipelined multiply
+stages it, at the start of the scratch region, XOR-swizzled.  The ring starts after
 the largest scratch any other op needs, so no op's scratch meets a stage a copy may
 still be landing in.  The stage count is the ``num_stages`` hint, else the modulo
 schedule's (``sched.pipeline.attention_schedule``), at least 2, at most what shared
@@ -61,6 +64,8 @@ from .tiles import element_bytes
 
 #: where a ring stage's tiles start (bytes): a whole number of 128-byte bank lines
 RING_ALIGN = 128
+#: where a multiply's A fragments come from (``AttentionPlan.a_from``)
+A_HELD, A_BEFORE_LOOP, A_STAGED = "registers", "before the loop", "staged"
 
 
 @record(frozen=True)
@@ -105,6 +110,11 @@ class AttentionPlan(KLoopPlan):
     ring_base: int
     stage_bytes: int
     source: str
+    #: per multiply, where its A fragments come from: ``A_HELD`` (A's registers are
+    #: already its fragments, ``a_in_registers``), ``A_BEFORE_LOOP`` (A is made before the
+    #: loop: staged and read with ``ldmatrix`` once, before the ring's first copies, and
+    #: kept in registers) or ``A_STAGED`` (staged every iteration below the ring)
+    a_from: tuple[str, str] = ("", "")
 
     def tile_of(self, mma: Operation) -> RingTile:
         return self.tiles[self.mmas.index(mma)]
@@ -158,7 +168,10 @@ def plan_attention(tas, loop: CF.ForOp, arch: int) -> Union[AttentionPlan, str]:
     k_tile, v_tile = found
     v_tile = v_tile.at(_align(k_tile.nbytes))
     stage_bytes = _align(k_tile.nbytes) + _align(v_tile.nbytes)
-    a_need = max(mma.lhs.type.num_elements * element_bytes(mma.lhs.type) for mma in mmas)
+    a_from = tuple(A_HELD if a_in_registers(tas, mma) else A_BEFORE_LOOP if not _inside_value(mma.lhs, loop)
+                   else A_STAGED for mma in mmas)
+    a_bytes = [mma.lhs.type.num_elements * element_bytes(mma.lhs.type) for mma in mmas]
+    a_need = max((n for n, where in zip(a_bytes, a_from) if where == A_STAGED), default=0)
     others = max((n for op, n in tas.scratch.items() if op not in mmas), default=0)
     ring_base = _align(max(a_need, others))
     fit = (smem_limit(f"sm_{arch}") - ring_base) // stage_bytes
@@ -169,7 +182,25 @@ def plan_attention(tas, loop: CF.ForOp, arch: int) -> Union[AttentionPlan, str]:
     if _known_trips(loop, tas.aa):
         stages = max(2, min(stages, trip_count(loop, tas.aa)))
     return AttentionPlan(loop, mmas[0], (k_tile.load, v_tile.load), stages, tuple(mmas), (k_tile, v_tile),
-                         tuple(a_swizzles), ring_base, stage_bytes, source)
+                         tuple(a_swizzles), ring_base, stage_bytes, source, a_from)
+
+
+def a_in_registers(tas, mma: Operation) -> bool:
+    """Are the registers of ``mma``'s A its ``mma.sync`` A fragments already?  So when A
+    is held in the accumulator layout of its own M x K shape (``mma_fragment``: as
+    flash attention's P is, the softmax of the first multiply's result) and a warp holds
+    whole rows of it, the same rows as of the accumulator: the C fragments of column
+    blocks 2k and 2k + 1, two by two packed, are the A fragment of K step k (the PTX
+    ISA's m16n8k16 tables), with no trip through shared memory."""
+    a_layout = tas.operand_layout(mma, 0)
+    acc = tas.operand_layout(mma, 2)
+    if element_bytes(mma.lhs.type) != 2 or a_layout is None or tas.tensor_cores[mma].k != 16:
+        return False
+    if a_layout != tas.mma_layouts.get(tuple(mma.lhs.type.shape)):
+        return False
+    return (all(b[1] == 0 for b in a_layout.bases("warp")) and a_layout.bases("warp") == acc.bases("warp")
+            and a_layout.bases("lane") == acc.bases("lane")
+            and [b for b in a_layout.bases("reg") if b[0]] == [b for b in acc.bases("reg") if b[0]])
 
 
 def _ring_tile(tas, loop: CF.ForOp, mma: Operation) -> Union[RingTile, str]:
@@ -236,9 +267,19 @@ def _load_reason(tas, ld: Operation, loop: CF.ForOp) -> Optional[str]:
     if ld.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK) != MemoryOrderingSemantics.WEAK:
         return "a K/V load is ordered"
     iv = loop.regions[0].blocks[0].args[0]
-    if _inside_value(ld.view, loop) or any(i is not iv and _inside_value(i, loop) for i in ld.index):
-        return "a K/V load's view or index is computed inside the loop (not the induction variable)"
+    if _inside_value(ld.view, loop) and not _invariant_view(ld.view, loop):
+        return "a K/V load's view is computed inside the loop from values of the loop"
+    if any(i is not iv and _inside_value(i, loop) for i in ld.index):
+        return "a K/V load's index is computed inside the loop (not the induction variable)"
     return None
+
+
+def _invariant_view(view: Value, loop: CF.ForOp) -> bool:
+    """Is ``view`` a partition view made in the loop of a tensor view from outside it (as
+    bytecode 13.1 exports them)?  Making one emits nothing, so the copies of later
+    iterations make it where they are issued (``emit_async.copy_tile``)."""
+    op = view.owner
+    return isinstance(op, MEM.MakePartitionViewOp) and not _inside_value(op.tensor_view, loop)
 
 
 def _inside(op: Operation, loop: CF.ForOp) -> bool:
@@ -288,5 +329,7 @@ def record_attention(tas, plan: AttentionPlan) -> None:
     region reach the ring's end (the multiplies now stage only their A below it)."""
     for op in (plan.loop, *plan.mmas, *(t.load for t in plan.tiles), *(r for t in plan.tiles for r in t.relabels)):
         tas.pipelined[op] = plan
-    for mma in plan.mmas:
-        tas.scratch[mma] = plan.smem_end
+    for mma in plan.mmas:           # an A made before the loop is staged at 0 before the copies
+        before = mma.lhs.type.num_elements * element_bytes(mma.lhs.type) if plan.a_from[plan.mmas.index(mma)] == \
+            A_BEFORE_LOOP else 0
+        tas.scratch[mma] = max(plan.smem_end, before)
