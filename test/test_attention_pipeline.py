@@ -18,6 +18,7 @@ from tileiras import diffcheck
 from tileiras.lower import attention_pipeline
 from tileiras.lower.attention_pipeline import A_BEFORE_LOOP, A_HELD, A_STAGED, AttentionPlan
 from tileiras.lower.software_pipeline import PipelinePlan
+from tileiras.pipeline import CompileOptions, run_stages
 from tileiras.remarks import collect
 from tileiras.sched.latency import AMPERE
 from tileiras.sched.pipeline import ATT_COPY_K, ATT_PV, attention_schedule
@@ -148,6 +149,18 @@ def test_an_a_staged_every_iteration_agrees(monkeypatch):
     plan = plan_of(flash_attention(causal=True))
     assert plan.a_from == (A_BEFORE_LOOP, A_STAGED) and plan.ring_base == 64 * 64 * 2
     assert problems(flash_attention(causal=True), (3, 1, 1), 192) == [None]
+
+
+def test_on_sm_120_the_ring_takes_k_and_v_from_tma():
+    """sm_120's TMA plan gives K's and V's loads boxes; the ring copies them instead, and
+    Q's load and O's store keep TMA, their buffers after the ring."""
+    module = parse_module(flash_attention(causal=True), "k.mlir")
+    tas = run_stages(module, CompileOptions(gpu_name="sm_120"), "tileas", only_needed=True).tas["fa"]
+    (plan,) = tas.pipelines.values()
+    assert isinstance(plan, AttentionPlan)
+    assert tas.tma and not set(plan.loads) & set(tas.tma)
+    assert min(p.buffer for p in tas.tma.values()) >= plan.smem_end
+    assert problems(flash_attention(causal=True), (3, 1, 1), 192, "sm_120") == [None]
 
 
 def test_a_missing_wait_for_v_is_caught(monkeypatch):

@@ -23,6 +23,8 @@ with two tensor-core multiplies here).  A loop is pipelined when
   in memory order, rows of its contiguous dim, read with ``ldmatrix`` (``.trans`` for a
   K x N one, plain for an N x K one);
 * no op of the body writes memory (the copies run iterations ahead of it);
+* (sm_120) K/V loads ``lower.tma`` chose for TMA are taken over by the ring; the
+  kernel's other TMA buffers go after it;
 * each thread's pieces of a tile row are at least 4 aligned bytes (``cp.async``);
 * two stages fit beside the scratch the body's other ops use.
 
@@ -61,6 +63,7 @@ from ..tile.traits import DATA_RESOURCES, writes
 from .mma_forms import MmaSwizzle, mma_swizzle
 from .software_pipeline import HINT_NUM_STAGES, NARROWEST_COPY, WIDEST_COPY, KLoopPlan
 from .tiles import element_bytes
+from .tma import BARRIER_BYTES, STAGING_ALIGN, SWIZZLED_ALIGN, plan_tma
 
 #: where a ring stage's tiles start (bytes): a whole number of 128-byte bank lines
 RING_ALIGN = 128
@@ -154,8 +157,6 @@ def plan_attention(tas, loop: CF.ForOp, arch: int) -> Union[AttentionPlan, str]:
             return "a multiply does not run as a 2-D mma.sync"
         if tas.operand_layout(mma, 2) != tas.mma_layouts.get(tuple(mma.result.type.shape)):
             return "an accumulator is not held as tensor-core fragments"
-    if tas.tma:
-        return "the kernel's shared memory holds TMA buffers"
     if any(writes(op, *DATA_RESOURCES) for top in body for op in top.walk()):
         return "the loop body writes memory"
     found = [_ring_tile(tas, loop, mma) for mma in mmas]
@@ -174,7 +175,7 @@ def plan_attention(tas, loop: CF.ForOp, arch: int) -> Union[AttentionPlan, str]:
     a_need = max((n for n, where in zip(a_bytes, a_from) if where == A_STAGED), default=0)
     others = max((n for op, n in tas.scratch.items() if op not in mmas), default=0)
     ring_base = _align(max(a_need, others))
-    fit = (smem_limit(f"sm_{arch}") - ring_base) // stage_bytes
+    fit = (smem_limit(f"sm_{arch}") - ring_base - _other_tma_bytes(tas, (k_tile.load, v_tile.load))) // stage_bytes
     if fit < 2:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory beside {ring_base} of scratch"
     wanted, source = _wanted_stages(tas, loop, arch, mmas, (k_tile, v_tile))
@@ -324,12 +325,25 @@ def _wanted_stages(tas, loop: CF.ForOp, arch: int, mmas: list[Operation], tiles:
     return schedule.num_stages, "modulo schedule"
 
 
-def record_attention(tas, plan: AttentionPlan) -> None:
+def _other_tma_bytes(tas, ring_loads) -> int:
+    """Shared memory the kernel's TMA buffers and mbarriers other than the K/V loads' take
+    (placed after the ring, ``record_attention``), with the worst alignment."""
+    return sum(_align(p.nbytes, STAGING_ALIGN) + BARRIER_BYTES for op, p in tas.tma.items()
+               if op not in ring_loads) + (SWIZZLED_ALIGN if tas.tma else 0)
+
+
+def record_attention(tas, plan: AttentionPlan, arch: int) -> None:
     """Mark the loop, loads, relabels and multiplies as the plan's, and make the scratch
-    region reach the ring's end (the multiplies now stage only their A below it)."""
+    region reach the ring's end (the multiplies now stage only their A below it).  K/V
+    loads that ``lower.tma`` gave TMA (sm_120) are the ring's now: the kernel's other TMA
+    loads and stores are planned again after the scratch (``tma.plan_tma`` keeps its
+    choices for a subset of its candidates)."""
     for op in (plan.loop, *plan.mmas, *(t.load for t in plan.tiles), *(r for t in plan.tiles for r in t.relabels)):
         tas.pipelined[op] = plan
     for mma in plan.mmas:           # an A made before the loop is staged at 0 before the copies
         before = mma.lhs.type.num_elements * element_bytes(mma.lhs.type) if plan.a_from[plan.mmas.index(mma)] == \
             A_BEFORE_LOOP else 0
         tas.scratch[mma] = max(plan.smem_end, before)
+    if tas.tma:
+        tas.tma, tas.tensor_maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in plan.loads],
+                                                         f"sm_{arch}", tas.scratch_bytes)

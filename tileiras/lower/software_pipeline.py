@@ -438,7 +438,7 @@ def record_plans(tas, arch: int) -> None:
         elif isinstance(decision, KLoopPlan) and not isinstance(decision, RingPlan):
             from .attention_pipeline import record_attention  # noqa: PLC0415
 
-            record_attention(tas, decision)
+            record_attention(tas, decision, arch)
 
 
 def _place_rings(tas, arch: int, rings: list[RingPlan]) -> None:
