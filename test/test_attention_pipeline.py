@@ -78,6 +78,20 @@ def test_the_shared_memory_budget_bounds_the_stages():
     assert plan.ring_base + (plan.stages + 1) * plan.stage_bytes > 166_912
 
 
+@pytest.mark.parametrize("change, reason", [
+    (("mmaf %p16, %vv, %oscaled", "mmaf %qm, %vv, %oa"), "does not use the first's result"),
+    (("continue %onew, %lnew", "%keepv = addf %onew, %onew : tile<64x64xf32>\n    continue %keepv, %lnew"), None),
+])
+def test_what_is_refused_says_why(change, reason):
+    """Independent multiplies could be emitted out of order (the waits count groups in
+    order): refused; other ops after the multiplies are fine."""
+    plan = plan_of(flash_attention().replace(*change))
+    if reason is None:
+        assert isinstance(plan, AttentionPlan)
+    else:
+        assert isinstance(plan, str) and reason in plan
+
+
 def test_gemm_k_loops_keep_their_plan():
     assert isinstance(plan_of(gemm_loop(64, 64, 32)), PipelinePlan)
 

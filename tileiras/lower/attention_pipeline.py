@@ -22,7 +22,8 @@ with two tensor-core multiplies here).  A loop is pipelined when
   transposes them (K^T loaded from K stored keys x head-dim) are fine: a tile is staged
   in memory order, rows of its contiguous dim, read with ``ldmatrix`` (``.trans`` for a
   K x N one, plain for an N x K one);
-* no op of the body writes memory (the copies run iterations ahead of it);
+* no op of the body writes memory (the copies run iterations ahead of it), and the
+  second multiply uses the first's result (so they run in order: the waits count on it);
 * (sm_120) K/V loads ``lower.tma`` chose for TMA are taken over by the ring; the
   kernel's other TMA buffers go after it;
 * each thread's pieces of a tile row are at least 4 aligned bytes (``cp.async``);
@@ -119,9 +120,6 @@ class AttentionPlan(KLoopPlan):
     #: kept in registers) or ``A_STAGED`` (staged every iteration below the ring)
     a_from: tuple[str, str] = ("", "")
 
-    def tile_of(self, mma: Operation) -> RingTile:
-        return self.tiles[self.mmas.index(mma)]
-
     def pending_before(self, mma: Operation) -> int:
         """``cp.async.wait_group`` count before ``mma``: the groups committed after its
         tile's.  Groups go K(i), V(i), K(i+1), ... and iteration i has issued up to
@@ -159,6 +157,8 @@ def plan_attention(tas, loop: CF.ForOp, arch: int) -> Union[AttentionPlan, str]:
             return "an accumulator is not held as tensor-core fragments"
     if any(writes(op, *DATA_RESOURCES) for top in body for op in top.walk()):
         return "the loop body writes memory"
+    if not _depends_on(mmas[1], mmas[0], loop):
+        return "the second multiply does not use the first's result (the order of the ring's waits)"
     found = [_ring_tile(tas, loop, mma) for mma in mmas]
     for f in found:
         if isinstance(f, str):
@@ -254,6 +254,23 @@ def _ring_tile(tas, loop: CF.ForOp, mma: Operation) -> Union[RingTile, str]:
     for _ in range(rank - 2):
         tile = tile.expand_dim(0, 1)
     return RingTile(ld, mma, tuple(chain), rows, cols, transposed, swizzle, width, tile, staged, 0)
+
+
+def _depends_on(later: Operation, earlier: Operation, loop: CF.ForOp) -> bool:
+    """Does ``later`` use ``earlier``'s result through ops of the loop body?  Then the
+    code runs them in this order, which the wait counts (``pending_before``) assume."""
+    seen: set[int] = set()
+    work = [v for v in later.operands]
+    while work:
+        v = work.pop()
+        op = v.owner
+        if not isinstance(op, Operation) or id(op) in seen or not _inside(op, loop):
+            continue
+        if op is earlier:
+            return True
+        seen.add(id(op))
+        work.extend(op.operands)
+    return False
 
 
 def _load_reason(tas, ld: Operation, loop: CF.ForOp) -> Optional[str]:
