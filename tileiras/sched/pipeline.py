@@ -11,6 +11,10 @@ that; the modulo schedule places each iteration's copies that many initiation in
 ahead, and its stage count is the number of iterations in flight, which is the number
 of shared-memory stages the ring needs (a stage is busy from its copy's issue to the
 end of the multiply that reads it).
+
+A flash-attention K/V loop (``lower.attention_pipeline``) has its own graph
+(``attention_ddg``): K's and V's copies, each waited for before the multiply that reads
+it, with the online softmax between the two multiplies.
 """
 from __future__ import annotations
 
