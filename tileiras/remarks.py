@@ -100,6 +100,7 @@ def _decisions(module: Module, gpu_name: Optional[str]) -> dict:
 
 def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
     """Per tensor-core K loop: software-pipelined with how many stages, or why not."""
+    from .lower.attention_pipeline import AttentionPlan  # noqa: PLC0415
     from .lower.software_pipeline import PipelinePlan, RingPlan  # noqa: PLC0415
 
     decision = tas.pipelines.get(op) if tas is not None else None
@@ -108,6 +109,11 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
                      f"K loop software-pipelined with {decision.stages} stages", fn.name, op.loc,
                      [("Stages", str(decision.stages)), ("StagesFrom", decision.source),
                       ("Copies", "TMA ring into wgmma's swizzled operands")])
+    elif isinstance(decision, AttentionPlan):
+        yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkSoftwarePipelined",
+                     f"K/V loop software-pipelined with {decision.stages} stages", fn.name, op.loc,
+                     [("Stages", str(decision.stages)), ("StagesFrom", decision.source),
+                      ("Copies", "cp.async " + "/".join(f"{t.copy_bytes}-byte" for t in decision.tiles) + " (K/V)")])
     elif isinstance(decision, PipelinePlan):
         copies = "/".join(f"{n}-byte" for n in decision.copy_bytes)
         yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkSoftwarePipelined",

@@ -47,6 +47,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..ir.core import Operation
+from ..lower.attention_pipeline import AttentionPlan
 from ..lower.software_pipeline import PipelinePlan, RingPlan
 from ..lower.tiles import element_bytes
 from . import intrinsics as X
@@ -57,16 +58,20 @@ from .nvvm import I32, KernelEmitter
 from .values import TileVal
 
 
-def _loop_bounds(em: KernelEmitter, plan: PipelinePlan) -> tuple[ir.Value, ir.Value, ir.Value]:
+def loop_bounds(em: KernelEmitter, plan) -> tuple[ir.Value, ir.Value, ir.Value]:
     """The loop's lower bound, upper bound and step (emitted before the loop)."""
     return tuple(em.scalar(plan.loop, i) for i in range(3))  # type: ignore[return-value]
 
 
-def _below(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, ub: ir.Value) -> ir.Value:
+def below(em: KernelEmitter, plan, iv: ir.Value, ub: ir.Value) -> ir.Value:
     """Does iteration value ``iv`` run (the loop's own comparison)?"""
     if plan.loop.attributes.get("unsignedCmp"):
         return em.b.icmp_unsigned("<", iv, ub)
     return em.b.icmp_signed("<", iv, ub)
+
+
+#: the names the rings' code uses
+_loop_bounds, _below = loop_bounds, below
 
 
 def _copy(b: ir.IRBuilder, nbytes: int, dst: ir.Value, src: ir.Value, src_bytes: ir.Value,
@@ -97,33 +102,47 @@ def issue_stage(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, stage: ir.V
     """The copies of the tiles iteration ``iv`` loads into ``stage`` (i32), reading
     nothing where ``runs`` is false, then their commit."""
     b = em.b
-    block = plan.loop.regions[0].blocks[0]
     stage_base = b.mul(stage, ir.Constant(I32, plan.stage_bytes))
     for k, (ld, pitch, nbytes, layout) in enumerate(zip(plan.loads, (plan.a_pitch, plan.b_pitch), plan.copy_bytes,
                                                         plan.copy_layouts)):
-        view = em.values[ld.view]
-        indices = [iv if v is block.args[0] else em.values[v].scalar for v in ld.index]
-        access = Access(em, view, layout, indices)
-        esize = element_bytes(ld.results[0].type)
-        chunk = nbytes // esize
-        base = b.add(stage_base, ir.Constant(I32, plan.a_bytes if k else 0))
-        owner = em.owner_predicate(layout)
         to_offset = layout.invert_and_compose(plan.swizzles[k].layout()) if plan.swizzles else None
-        for r in em.unique_regs(layout):
-            if r % chunk:
-                continue
+
+        def offset_of(r: int, layout=layout, pitch=pitch, to_offset=to_offset) -> ir.Value:
             if to_offset is not None:       # the swizzled layout's offset of the chunk
-                (offset,) = em.coords(to_offset, r)
-            else:
-                row, col = em.coords(layout, r)
-                offset = b.add(b.mul(row, ir.Constant(I32, pitch)), col)
-            dst = b.add(b.add(b.ptrtoint(em.smem(), I32), base), b.mul(offset, ir.Constant(I32, esize)))
-            src = access.addresses[r]
-            if access.offsets[r]:
-                src = b.gep(src, [ir.Constant(ir.IntType(64), access.offsets[r])], source_etype=ir.IntType(8))
-            ok = b.and_(access.masks[r], runs)
-            _copy(b, nbytes, dst, src, b.select(ok, ir.Constant(I32, nbytes), ir.Constant(I32, 0)), owner)
+                return em.coords(to_offset, r)[0]
+            row, col = em.coords(layout, r)
+            return b.add(b.mul(row, ir.Constant(I32, pitch)), col)
+
+        base = b.add(stage_base, ir.Constant(I32, plan.a_bytes if k else 0))
+        copy_tile(em, plan.loop, ld, iv, layout, offset_of, nbytes, base, runs)
     commit(b)
+
+
+def copy_tile(em: KernelEmitter, loop: Operation, ld: Operation, iv: ir.Value, layout, offset_of, nbytes: int,
+              base: ir.Value, runs: ir.Value) -> None:
+    """``cp.async`` copies of the tile ``ld`` (in ``loop``) loads at iteration value
+    ``iv``: each ``nbytes`` run of ``layout``'s registers (over the tile's dims) starting
+    at register ``r`` lands at byte ``base`` (i32, from the start of shared memory) plus
+    ``offset_of(r)`` elements; out-of-bounds runs, and all where ``runs`` is false, read
+    nothing and fill zeros."""
+    b = em.b
+    block = loop.regions[0].blocks[0]
+    indices = [iv if v is block.args[0] else em.values[v].scalar for v in ld.index]
+    if ld.view not in em.values:        # a loop-invariant view made in the loop, not reached yet
+        em.emit_op(ld.view.owner)
+    access = Access(em, em.values[ld.view], layout, indices)
+    esize = element_bytes(ld.results[0].type)
+    chunk = nbytes // esize
+    owner = em.owner_predicate(layout)
+    for r in em.unique_regs(layout):
+        if r % chunk:
+            continue
+        dst = b.add(b.add(b.ptrtoint(em.smem(), I32), base), b.mul(offset_of(r), ir.Constant(I32, esize)))
+        src = access.addresses[r]
+        if access.offsets[r]:
+            src = b.gep(src, [ir.Constant(ir.IntType(64), access.offsets[r])], source_etype=ir.IntType(8))
+        ok = b.and_(access.masks[r], runs)
+        _copy(b, nbytes, dst, src, b.select(ok, ir.Constant(I32, nbytes), ir.Constant(I32, 0)), owner)
 
 
 def prologue(em: KernelEmitter, plan) -> None:
@@ -131,12 +150,17 @@ def prologue(em: KernelEmitter, plan) -> None:
     if isinstance(plan, RingPlan):
         ring_prologue(em, plan)
         return
+    issue = issue_stage
     b = em.b
     lb, ub, step = _loop_bounds(em, plan)
     X.barrier(b)
+    if isinstance(plan, AttentionPlan):     # K's and V's groups, Q's fragments (``emit_attention``)
+        from .emit_attention import hoist_fragments, issue  # noqa: PLC0415  (it builds on copy_tile)
+
+        hoist_fragments(em, plan)
     for s in range(plan.stages - 1):
         iv = b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb
-        issue_stage(em, plan, iv, ir.Constant(I32, s), _below(em, plan, iv, ub))
+        issue(em, plan, iv, ir.Constant(I32, s), _below(em, plan, iv, ub))
 
 
 def drain(em: KernelEmitter, plan) -> None:
@@ -174,6 +198,11 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan) -> None:
 
     if isinstance(plan, RingPlan):
         ring_mma(em, op, plan)
+        return
+    if isinstance(plan, AttentionPlan):
+        from . import emit_attention  # noqa: PLC0415
+
+        emit_attention.pipelined_mma(em, op, plan)
         return
 
     form = em.tas.tensor_cores[op]

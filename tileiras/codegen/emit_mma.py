@@ -486,11 +486,12 @@ class TensorCoreOperands:
     ``ldmatrix`` without ``.trans``; B's column blocks are read two at a time where their
     spacing allows (``ldmatrix.x4``, lanes 16-31 at the second block: ``b_fragment`` of an
     odd block returns what its even neighbour's read); ``first`` (elements) is the
-    current stage."""
+    current stage, or ``b_first`` B's alone."""
 
     def __init__(self, em: KernelEmitter, form: TensorCoreMma, layout: LinearLayout, k: int, n: int,
                  b_offset: int, first: Optional[ir.Value] = None,
-                 swizzles: Optional[tuple[MmaSwizzle, MmaSwizzle]] = None, b_transposed: bool = False):
+                 swizzles: Optional[tuple[MmaSwizzle, MmaSwizzle]] = None, b_transposed: bool = False,
+                 b_first: Optional[ir.Value] = None):
         self.em, self.form, self.k, self.n, self.b_offset = em, form, k, n, b_offset
         self.swizzles, self.b_transposed = swizzles, b_transposed
         b = em.b
@@ -530,6 +531,8 @@ class TensorCoreOperands:
                 self.b_swizzle = b.xor(k_half, _phase(b, n_row, b_sw))
         if first is not None:       # a pipelined loop's current stage, in elements
             self.a_base, self.b_base = b.add(self.a_base, first), b.add(self.b_base, first)
+        if b_first is not None:     # B alone in a ring stage (``emit_attention``), in elements
+            self.b_base = b.add(self.b_base, b_first)
         self.row_offsets = [layout.apply(reg=4 * self.cols_blocks * i)[0] for i in range(self.rows_blocks)]
         self.col_offsets = [layout.apply(reg=4 * j)[1] for j in range(self.cols_blocks)]
 

@@ -181,6 +181,10 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
     form = next((tas.tensor_cores.get(op) for op in _body(loop) if op in tas.tensor_cores), None)
     if form is not None and form.warpgroup:
         return plan_ring(tas, loop, arch)
+    from .attention_pipeline import is_attention_loop, plan_attention  # noqa: PLC0415  (it builds on KLoopPlan)
+
+    if is_attention_loop(tas, loop):
+        return plan_attention(tas, loop, arch)
     if tas.tma:
         return "the kernel's shared memory holds TMA buffers"
     shape = _k_loop(tas, loop)
@@ -406,10 +410,11 @@ def _wanted_stages(tas, loop: CF.ForOp, arch: int, mma: Operation, copies: tuple
     return schedule.num_stages, "modulo schedule"
 
 
-def pipelined_op(tas, op: Operation) -> Optional[Union[PipelinePlan, RingPlan]]:
-    """The plan whose loop, loads, B's transpose or multiply ``op`` is, or None."""
+def pipelined_op(tas, op: Operation) -> Optional[KLoopPlan]:
+    """The plan whose loop, loads, B's transpose or multiply ``op`` is, or None (a
+    ``PipelinePlan``, a ``RingPlan`` or an ``attention_pipeline.AttentionPlan``)."""
     plan = tas.pipelined.get(op)
-    return plan if isinstance(plan, (PipelinePlan, RingPlan)) else None
+    return plan if isinstance(plan, KLoopPlan) else None
 
 
 def record_plans(tas, arch: int) -> None:
@@ -430,6 +435,10 @@ def record_plans(tas, arch: int) -> None:
                 tas.pipelined[decision.mma.rhs.owner] = decision
         if isinstance(decision, PipelinePlan):
             tas.scratch[decision.mma] = max(tas.scratch.get(decision.mma, 0), decision.ring_bytes)
+        elif isinstance(decision, KLoopPlan) and not isinstance(decision, RingPlan):
+            from .attention_pipeline import record_attention  # noqa: PLC0415
+
+            record_attention(tas, decision, arch)
 
 
 def _place_rings(tas, arch: int, rings: list[RingPlan]) -> None:

@@ -11,6 +11,10 @@ that; the modulo schedule places each iteration's copies that many initiation in
 ahead, and its stage count is the number of iterations in flight, which is the number
 of shared-memory stages the ring needs (a stage is busy from its copy's issue to the
 end of the multiply that reads it).
+
+A flash-attention K/V loop (``lower.attention_pipeline``) has its own graph
+(``attention_ddg``): K's and V's copies, each waited for before the multiply that reads
+it, with the online softmax between the two multiplies.
 """
 from __future__ import annotations
 
@@ -67,3 +71,39 @@ def tma_ring_ddg(copies: int, wgmmas: int, model: LatencyModel) -> DDG:
 def tma_ring_schedule(copies: int, wgmmas: int, model: LatencyModel) -> Schedule:
     """The modulo schedule of ``tma_ring_ddg``; its ``num_stages`` is the ring's depth."""
     return modulo_schedule(tma_ring_ddg(copies, wgmmas, model), model)
+
+
+#: node indices of ``attention_ddg``
+ATT_COPY_K, ATT_COPY_V, ATT_WAIT_K, ATT_QK, ATT_SOFTMAX, ATT_WAIT_V, ATT_PV = range(7)
+
+
+def attention_ddg(copies: tuple[int, int], mma_steps: tuple[int, int],
+                  softmax: tuple[tuple[OpClass, int, int], ...], model: LatencyModel) -> DDG:
+    """One iteration of a pipelined flash-attention loop (``codegen.emit_attention``):
+    ``copies`` (K's, V's) ``cp.async`` a thread issues, each tile its own commit group;
+    the wait for K (with its barrier) before S = Q @ K^T (``mma_steps[0]`` ``mma.sync``
+    a warp), the online softmax on S (``softmax``: the body's other ops as
+    ``(class, work, times)``, their running maximum and sum carried to the next
+    iteration), the wait for V before O += P @ V (``mma_steps[1]``, O carried).  Each
+    copy lands a DRAM latency after its issue, so the schedule issues the copies that
+    many initiation intervals ahead: its stage count is the ring's depth."""
+    nodes = (Node("cp.async K", OpClass.ASYNC_COPY, max(1, copies[0])),
+             Node("cp.async V", OpClass.ASYNC_COPY, max(1, copies[1])),
+             Node("cp.async.wait_group + bar.sync (K)", OpClass.ASYNC_WAIT),
+             Node("ldmatrix + mma.sync (Q K^T)", OpClass.MMA, max(1, mma_steps[0])),
+             Node("online softmax", OpClass.CONTROL, 1, softmax),
+             Node("cp.async.wait_group + bar.sync (V)", OpClass.ASYNC_WAIT),
+             Node("ldmatrix + mma.sync (P V)", OpClass.MMA, max(1, mma_steps[1])))
+    latency = [n.cost(model).latency for n in nodes]
+    edges = (Edge(ATT_COPY_K, ATT_WAIT_K, latency[ATT_COPY_K]), Edge(ATT_WAIT_K, ATT_QK, latency[ATT_WAIT_K]),
+             Edge(ATT_QK, ATT_SOFTMAX, latency[ATT_QK]), Edge(ATT_SOFTMAX, ATT_WAIT_V, latency[ATT_SOFTMAX]),
+             Edge(ATT_COPY_V, ATT_WAIT_V, latency[ATT_COPY_V]), Edge(ATT_WAIT_V, ATT_PV, latency[ATT_WAIT_V]),
+             Edge(ATT_SOFTMAX, ATT_SOFTMAX, latency[ATT_SOFTMAX], 1, DepKind.CARRIED),
+             Edge(ATT_PV, ATT_PV, latency[ATT_PV], 1, DepKind.CARRIED))
+    return DDG(nodes, edges)
+
+
+def attention_schedule(copies: tuple[int, int], mma_steps: tuple[int, int],
+                       softmax: tuple[tuple[OpClass, int, int], ...], model: LatencyModel) -> Schedule:
+    """The modulo schedule of ``attention_ddg``; its ``num_stages`` is the ring's depth."""
+    return modulo_schedule(attention_ddg(copies, mma_steps, softmax, model), model)

@@ -80,9 +80,11 @@ def compile_copy(ctx, ins):
             live = (count > k) & ~whole
             if live.any():
                 data[live, k] = read_memory(m, tids[live], src[live] + np.uint64(k), 1, src_space)
-        offs = np.broadcast_to(shared_offsets(m, idx, dst_r(m, idx), size, dst_space), tids.shape)
-        if offs.size and (offs % size).any():
+        dst = dst_r(m, idx)
+        # the address, not the offset in m.shared: CTAs' windows lie there back to back
+        if (np.asarray(dst, np.uint64) % np.uint64(size)).any():
             raise KernelTrap("memory", f"cp.async of {size} bytes to a misaligned shared address")
+        offs = np.broadcast_to(shared_offsets(m, idx, dst, size, dst_space), tids.shape)
         m.asynchrony.defer((offs[:, None] + np.arange(size)).reshape(-1), data.reshape(-1),
                            np.repeat(tids, size), "cp.async",
                            seq=np.repeat(m.asynchrony.group_of("cp.async", tids), size),

@@ -1,0 +1,173 @@
+"""Software-pipelined flash-attention loops: the code of an ``attention_pipeline.AttentionPlan``.
+
+The loop's K and V loads become ``cp.async`` copies into a ring of ``S`` stages (each a
+K tile and a V tile, XOR-swizzled), K and V in separate commit groups, and the loop is
+expanded as
+
+* prologue (``emit_async.prologue``, before the loop): a barrier (earlier users of the shared
+  memory are done with it), then for iterations 0 .. S-2 the K copies and their commit,
+  the V copies and theirs;
+* Q @ K^T (``pipelined_mma`` at the first multiply): ``cp.async.wait_group 2S-3`` (this
+  thread's K(i) has landed; V(i) and the S-2 later iterations' groups may fly),
+  ``bar.sync`` (every thread's K(i) has landed, and every thread is done with iteration
+  i-1, so stage (i-1) % S and the scratch region are free), the K and V copies of
+  iteration i + S-1 into stage (i + S-1) % S (two groups), A staged swizzled at the start
+  of the scratch region, ``bar.sync``, ``ldmatrix`` + ``mma.sync`` from stage i % S;
+* the online softmax, as unpipelined (its scratch lies below the ring);
+* P @ V (at the second multiply): ``cp.async.wait_group 2S-2`` (V(i) has landed),
+  ``bar.sync``, P staged, ``bar.sync``, ``ldmatrix.trans`` + ``mma.sync``;
+* drain (``emit_async.drain``, after the loop): ``cp.async.wait_group 0`` and a barrier.
+
+Copies of an iteration past the loop's end and out-of-bounds rows are issued with
+src-size 0 (``emit_async.copy_tile``): every iteration commits the same two groups, so
+the wait counts hold for any trip count, dynamic ones included.
+"""
+from __future__ import annotations
+
+from weakref import WeakKeyDictionary
+
+from llvmlite import ir
+
+from ..ir.core import Operation
+from ..lower.attention_pipeline import A_BEFORE_LOOP, A_HELD, A_STAGED, AttentionPlan, RingTile
+from ..lower.mma_forms import MmaSwizzle
+from . import intrinsics as X
+from .emit_async import below, commit, copy_tile, loop_bounds, wait_group
+from .emit_mma import TensorCoreOperands, mma_steps
+from .emit_shape import spill_tile
+from .nvvm import I32, KernelEmitter
+from .values import TileVal
+
+
+def _tile_base(em: KernelEmitter, plan: AttentionPlan, tile: RingTile, stage: ir.Value) -> ir.Value:
+    """Byte offset (i32) of ``tile`` in ``stage`` from the start of shared memory."""
+    b = em.b
+    return b.add(b.mul(stage, ir.Constant(I32, plan.stage_bytes)), ir.Constant(I32, plan.ring_base + tile.offset))
+
+
+def issue(em: KernelEmitter, plan: AttentionPlan, iv: ir.Value, stage: ir.Value, runs: ir.Value) -> None:
+    """Iteration ``iv``'s K copies and their commit, then its V copies and theirs, into
+    ``stage``; reading nothing where ``runs`` is false."""
+    for tile in plan.tiles:
+        to_offset = tile.staged_layout.invert_and_compose(tile.swizzle.layout())
+        copy_tile(em, plan.loop, tile.load, iv, tile.copy_layout, lambda r, t=to_offset: em.coords(t, r)[0],
+                  tile.copy_bytes, _tile_base(em, plan, tile, stage), runs)
+        commit(em.b)
+
+
+def _iteration(em: KernelEmitter, plan: AttentionPlan) -> ir.Value:
+    """The iteration number i (i32) of the loop's induction variable."""
+    b = em.b
+    lb, _, step = loop_bounds(em, plan)
+    iv = em.values[plan.loop.regions[0].blocks[0].args[0]].scalar
+    i = b.udiv(b.sub(iv, lb), step)
+    return b.trunc(i, I32) if i.type != I32 else i
+
+
+def _refill(em: KernelEmitter, plan: AttentionPlan, i: ir.Value) -> None:
+    """Iteration i + S-1's copies into stage (i + S-1) % S, which iteration i-1 read."""
+    b = em.b
+    _, ub, step = loop_bounds(em, plan)
+    iv = em.values[plan.loop.regions[0].blocks[0].args[0]].scalar
+    ahead = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
+    stage = b.urem(b.add(i, ir.Constant(I32, plan.stages - 1)), ir.Constant(I32, plan.stages))
+    issue(em, plan, ahead, stage, below(em, plan, ahead, ub))
+
+
+def _swizzled(em: KernelEmitter, swizzle: MmaSwizzle):
+    """Element offset of (row, col) in a row-major tile with ``swizzle``'s XOR on 16-byte
+    chunks (what ``TensorCoreOperands`` reads with ``ldmatrix``)."""
+    b = em.b
+
+    def at(c: list[ir.Value]) -> ir.Value:
+        row, col = c[-2], c[-1]
+        phase = b.and_(b.lshr(row, ir.Constant(I32, swizzle.per_phase.bit_length() - 1)),
+                       ir.Constant(I32, swizzle.max_phase - 1))
+        return b.add(b.mul(row, ir.Constant(I32, swizzle.cols)), b.xor(col, b.mul(phase, ir.Constant(I32, swizzle.vec))))
+    return at
+
+
+def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionPlan) -> None:
+    """One of the loop's two multiplies: wait for its tile (Q @ K^T also refills the
+    freed stage), stage A, then ``mma.sync`` with B read from stage i % S."""
+    b = em.b
+    k = plan.mmas.index(op)
+    tile = plan.tiles[k]
+    i = _iteration(em, plan)
+    wait_group(b, plan.pending_before(op))
+    X.barrier(b)
+    if k == 0:
+        _refill(em, plan, i)
+    where = plan.a_from[k]
+    if where == A_STAGED:
+        spill_tile(em, em.tile(op, 0), op.lhs.type, place=_swizzled(em, plan.a_swizzles[k]))
+        X.barrier(b)
+    form = em.tas.tensor_cores[op]
+    acc = em.tile(op, 2)
+    stage = b.urem(i, ir.Constant(I32, plan.stages))
+    first = b.udiv(_tile_base(em, plan, tile, stage), ir.Constant(I32, tile.swizzle.esize))
+    kind = TensorCoreOperands if where == A_STAGED else RegisterA
+    operands = kind(em, form, acc.layout, op.lhs.type.shape[-1], tile.cols, 0, None,
+                    (plan.a_swizzles[k], tile.swizzle), tile.transposed, b_first=first)
+    if where == A_HELD:
+        operands.hold(em.tile(op, 0))
+    elif where == A_BEFORE_LOOP:
+        operands.a_steps = _HOISTED[em][op]
+    em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))
+
+
+#: per emitter, the A fragments ``hoist_fragments`` read before the loop, per multiply
+_HOISTED: "WeakKeyDictionary[KernelEmitter, dict[Operation, list]]" = WeakKeyDictionary()
+
+
+def hoist_fragments(em: KernelEmitter, plan: AttentionPlan) -> None:
+    """(Before the loop, after the prologue's barrier, before its copies.)  Each A made
+    before the loop (``A_BEFORE_LOOP``: Q) staged swizzled at the start of shared memory
+    and its fragments of every K step read with ``ldmatrix`` into registers, which the
+    loop's multiplies use; a barrier then frees the memory for the loop's ops."""
+    b = em.b
+    for k, op in enumerate(plan.mmas):
+        if plan.a_from[k] != A_BEFORE_LOOP:
+            continue
+        swizzle = plan.a_swizzles[k]
+        spill_tile(em, em.tile(op, 0), op.lhs.type, place=_swizzled(em, swizzle))
+        X.barrier(b)
+        form = em.tas.tensor_cores[op]
+        operands = TensorCoreOperands(em, form, em.tas.operand_layout(op, 2), swizzle.cols, swizzle.cols, 0, None,
+                                      (swizzle, swizzle))
+        _HOISTED.setdefault(em, {})[op] = [operands.a_fragments(ir.Constant(I32, s * form.k))
+                                           for s in range(swizzle.cols // form.k)]
+        X.barrier(b)
+
+
+class RegisterA(TensorCoreOperands):
+    """A multiply's operands with A's fragments in registers (``attention_pipeline.
+    a_in_registers``: A held in its accumulator fragment layout) and B in a ring stage."""
+
+    def hold(self, a: TileVal) -> None:
+        """Pack A's registers into fragments: K step s of row block i is C blocks
+        (i, 2s) and (i, 2s + 1), registers 4 (j + i * column blocks) (``mma_fragment``),
+        each pair of 16-bit elements one 32-bit register, the lower column in the low half."""
+        b = self.em.b
+        col_blocks = len(a.regs) // (4 * self.rows_blocks)
+
+        def pair(r: int) -> ir.Value:
+            lo, hi = (b.zext(_bits16(b, a.regs[r + q]), I32) for q in range(2))
+            return b.or_(lo, b.shl(hi, ir.Constant(I32, 16)))
+        self.a_steps = [[[pair(4 * (j + col_blocks * i) + q) for j in (2 * s, 2 * s + 1) for q in (0, 2)]
+                         for i in range(self.rows_blocks)] for s in range(col_blocks // 2)]
+
+    def a_fragments(self, k0: ir.Value) -> list[list[ir.Value]]:
+        """K step ``k0``'s fragments: picked by ``k0`` (a constant once LLVM unrolls the steps)."""
+        b = self.em.b
+        out = self.a_steps[0]
+        for s in range(1, len(self.a_steps)):
+            at = b.icmp_unsigned("==", k0, ir.Constant(I32, s * self.form.k))
+            out = [[b.select(at, new, old) for new, old in zip(row_new, row_old)]
+                   for row_new, row_old in zip(self.a_steps[s], out)]
+        return out
+
+
+def _bits16(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """A 16-bit element's bits (i16)."""
+    return v if isinstance(v.type, ir.IntType) else b.bitcast(v, ir.IntType(16))
