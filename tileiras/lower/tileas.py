@@ -134,6 +134,9 @@ class TileAS:
             return default_blocked(shape, self.num_warps)
         if shape in self.mma_layouts:
             return self.mma_layouts[shape]
+        rows = self.accumulator_rows(shape)
+        if rows is not None:
+            return rows
         if shape in self.mma_shapes:
             return self.contiguous(shape)
         n = 1
@@ -155,6 +158,19 @@ class TileAS:
             n *= d
         vector = min(CONTIGUOUS, shape[-1], max(1, n // self.layout_threads)) if shape else 1
         return default_blocked(shape, self.num_warps, vector)
+
+    def accumulator_rows(self, shape: tuple[int, ...]) -> Optional[LinearLayout]:
+        """The layout of an ``M x 1`` tile where a multiply's ``M x N`` accumulator lives:
+        the accumulator's own row slice (a row's value where the threads holding that row
+        hold it), what a reduction along its rows gives.  Row statistics carried across a
+        loop (flash attention's running max and sum) then meet the reductions, the
+        broadcasts back and the rescaling of the accumulator with no conversion through
+        shared memory; NVIDIA's and Triton's slice-of-MMA layouts do the same."""
+        if len(shape) != 2 or shape[1] != 1:
+            return None
+        slices = [layout.drop_dim(1) for acc, layout in sorted(self.mma_layouts.items())
+                  if len(acc) == 2 and acc[0] == shape[0]]
+        return slices[0].reshape(shape) if slices else None
 
     def canonical_type(self, t: T.Type) -> LinearLayout:
         return self.canonical(t.shape, nbytes=access_bytes(t))
