@@ -1,0 +1,98 @@
+"""The CTA's shared-memory buffers, as the TileAS tables place them.
+
+The passes record shared memory where they decide it: each op's scratch (``tas.scratch``,
+all at offset 0, ops taking turns between barriers), the rings of pipelined K loops
+(``tas.pipelines``: a cp.async ring in the multiply's scratch, or a TMA ring with its
+"full" mbarriers), the operands a ``wgmma`` reads from shared memory (``wgmma_staging``),
+and TMA's staging buffers and mbarriers (``tas.tma``).  ``shared_buffers`` lists them as
+``Buffer`` records, each with the alignment its users need and the ops that use it, so
+``--emit=tileas`` can declare them and ``tileas_verify`` can check them; it reads the
+tables and decides nothing.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+from ..ir.core import Operation
+from ..layout.linear import LinearLayout
+from ..record import record
+from .mma_forms import OperandStaging
+from .software_pipeline import RING_ALIGN, RING_BARRIER_BYTES, PipelinePlan, RingPlan
+from .tma import BARRIER_BYTES, STAGING_ALIGN, SWIZZLED_ALIGN
+
+if TYPE_CHECKING:
+    from .tileas import TileAS
+
+#: what a scratch region's accesses need: a vector of four 32-bit words (``tileas.SMEM_ALIGN``)
+SCRATCH_ALIGN = 16
+#: an mbarrier's alignment
+BARRIER_ALIGN = 8
+
+
+@record(frozen=True)
+class Buffer:
+    """``nbytes`` of shared memory from byte ``offset``, which must be a multiple of
+    ``align`` (what its users need), used by ``users`` (a loop: everything in it).
+    ``parent``: the buffer this one lies inside (a ring's stage operands), else "".
+    ``swizzle`` (bytes of the swizzle row, 0: none) and ``layout`` (offset -> element)
+    describe how its elements are placed; ``stages``: a ring's stage count."""
+    name: str
+    kind: str                   # scratch | ring | staging | tma | barrier
+    offset: int
+    nbytes: int
+    align: int
+    users: tuple[Operation, ...]
+    parent: str = ""
+    swizzle: int = 0
+    layout: Optional[LinearLayout] = None
+    stages: int = 0
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.nbytes
+
+
+def shared_buffers(tas: TileAS) -> list[Buffer]:
+    """Every buffer the tables place, scratch first (in op order), then TMA's."""
+    order = {op: i for i, op in enumerate(tas.aa.function.walk())}
+    out: list[Buffer] = []
+    for op in sorted(tas.scratch, key=order.__getitem__):
+        plan = tas.pipelines.get(tas.pipelined[op].loop) if op in tas.pipelined else None
+        name = f"s{order[op]}"
+        if isinstance(plan, (PipelinePlan, RingPlan)) and plan.mma is op:
+            out += _ring_buffers(name, plan, tas.scratch[op])
+            continue
+        out.append(Buffer(name, "scratch", 0, tas.scratch[op], SCRATCH_ALIGN, (op,)))
+        staging = tas.wgmma_staging.get(op)
+        if staging is not None:
+            out += _staging_buffers(name, staging, (op,))
+    for op in sorted(tas.tma, key=order.__getitem__):
+        plan = tas.tma[op]
+        name = f"t{order[op]}"
+        align = SWIZZLED_ALIGN if plan.swizzle else STAGING_ALIGN
+        out.append(Buffer(name, "tma", plan.buffer, plan.nbytes, align, (op,), swizzle=plan.swizzle))
+        if plan.barrier is not None:
+            out.append(Buffer(f"{name}.full", "barrier", plan.barrier, BARRIER_BYTES, BARRIER_ALIGN, (op,)))
+    return out
+
+
+def _ring_buffers(name: str, plan, scratch: int) -> list[Buffer]:
+    """A pipelined K loop's ring: the multiply's scratch (its first user), ``stages``
+    stages from offset 0; a TMA ring's stages hold ``wgmma``'s swizzled operands and are
+    followed by one "full" mbarrier a stage."""
+    users = (plan.mma, plan.loop, *plan.loads)
+    if isinstance(plan, PipelinePlan):
+        return [Buffer(name, "ring", 0, scratch, SCRATCH_ALIGN, users, stages=plan.stages)]
+    return [Buffer(name, "ring", 0, scratch, RING_ALIGN, users, stages=plan.stages),
+            *_staging_buffers(name, plan.staging, users),
+            Buffer(f"{name}.full", "barrier", plan.barriers, RING_BARRIER_BYTES * plan.stages, BARRIER_ALIGN, users,
+                   name)]
+
+
+def _staging_buffers(parent: str, staging, users: tuple[Operation, ...]) -> list[Buffer]:
+    """A ``wgmma``'s A (unless it comes from registers) and B in shared memory, each
+    aligned for its descriptors' swizzle (it repeats on absolute addresses)."""
+    operands: list[tuple[str, OperandStaging]] = [("a", staging.a)] if staging.a is not None else []
+    operands.append(("b", staging.b))
+    return [Buffer(f"{parent}.{key}", "staging", s.base, s.nbytes, staging.align, users, parent,
+                   s.swizzle.value, s.layout) for key, s in operands]
