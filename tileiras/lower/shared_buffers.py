@@ -35,7 +35,8 @@ class Buffer:
     ``align`` (what its users need), used by ``users`` (a loop: everything in it).
     ``parent``: the buffer this one lies inside (a ring's stage operands), else "".
     ``swizzle`` (bytes of the swizzle row, 0: none) and ``layout`` (offset -> element)
-    describe how its elements are placed; ``stages``: a ring's stage count."""
+    describe how its elements are placed; ``stages``: a ring's stage count.  A buffer is
+    live while its users run (scratch: its op; a ring: its loop), unless ``whole_kernel``."""
     name: str
     kind: str                   # scratch | ring | staging | tma | barrier
     offset: int
@@ -46,6 +47,9 @@ class Buffer:
     swizzle: int = 0
     layout: Optional[LinearLayout] = None
     stages: int = 0
+    #: live from the kernel's start to its end, not only while its users run: TMA's
+    #: buffers and mbarriers (initialized once, at the start)
+    whole_kernel: bool = False
 
     @property
     def end(self) -> int:
@@ -54,8 +58,10 @@ class Buffer:
 
 def shared_buffers(tas: TileAS) -> list[Buffer]:
     """Every buffer the tables place, scratch first (in op order), then TMA's."""
-    order = {op: i for i, op in enumerate(tas.aa.function.walk())}
     out: list[Buffer] = []
+    if not tas.scratch and not tas.tma:
+        return out
+    order = {op: i for i, op in enumerate(tas.aa.function.walk())}
     for op in sorted(tas.scratch, key=order.__getitem__):
         plan = tas.pipelines.get(tas.pipelined[op].loop) if op in tas.pipelined else None
         name = f"s{order[op]}"
@@ -70,9 +76,11 @@ def shared_buffers(tas: TileAS) -> list[Buffer]:
         plan = tas.tma[op]
         name = f"t{order[op]}"
         align = SWIZZLED_ALIGN if plan.swizzle else STAGING_ALIGN
-        out.append(Buffer(name, "tma", plan.buffer, plan.nbytes, align, (op,), swizzle=plan.swizzle))
+        out.append(Buffer(name, "tma", plan.buffer, plan.nbytes, align, (op,), swizzle=plan.swizzle,
+                          whole_kernel=True))
         if plan.barrier is not None:
-            out.append(Buffer(f"{name}.full", "barrier", plan.barrier, BARRIER_BYTES, BARRIER_ALIGN, (op,)))
+            out.append(Buffer(f"{name}.full", "barrier", plan.barrier, BARRIER_BYTES, BARRIER_ALIGN, (op,),
+                              whole_kernel=True))
     return out
 
 

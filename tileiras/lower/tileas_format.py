@@ -196,7 +196,7 @@ def convert_line(p: Printer, op: Operation, i: int, name: str) -> str:
 
 def buffer_line(p: Printer, b: Buffer) -> str:
     """``tileas.buffer @name kind offset=.. bytes=.. align=.. [in=@parent] [stages=..]
-    [swizzle=..] [layout=#L] users=[...]``."""
+    [swizzle=..] [layout=#L] [live=kernel] users=[...]``."""
     parts = [f"tileas.buffer @{b.name} {b.kind} offset={b.offset} bytes={b.nbytes} align={b.align}"]
     if b.parent:
         parts.append(f"in=@{b.parent}")
@@ -206,5 +206,7 @@ def buffer_line(p: Printer, b: Buffer) -> str:
         parts.append(f"swizzle={b.swizzle}")
     if b.layout is not None:
         parts.append(f"layout={p.layout(b.layout)}")
+    if b.whole_kernel:
+        parts.append("live=kernel")
     parts.append(f"users={p.value(b.users)}")
     return " ".join(parts)

@@ -34,7 +34,7 @@ NAME = re.compile(r"%[\w#.$-]+")
 INT = re.compile(r"-?\d+")
 WORD = re.compile(r"[A-Za-z_][\w.]*")
 BUFFER = re.compile(r"tileas\.buffer @(\S+) (\w+) offset=(\d+) bytes=(\d+) align=(\d+)"
-                    r"(?: in=@(\S+))?(?: stages=(\d+))?(?: swizzle=(\d+))?(?: layout=(#L\d+))? users=")
+                    r"(?: in=@(\S+))?(?: stages=(\d+))?(?: swizzle=(\d+))?(?: layout=(#L\d+))?( live=kernel)? users=")
 
 
 class TileASParseError(CompileError):
@@ -254,7 +254,7 @@ class Parser:
         layout = self.layout(cur, m.group(9)) if m.group(9) else None
         users = cur.value()
         b = Buffer(m.group(1), m.group(2), int(m.group(3)), int(m.group(4)), int(m.group(5)), users,
-                   m.group(6) or "", int(m.group(8) or 0), layout, int(m.group(7) or 0))
+                   m.group(6) or "", int(m.group(8) or 0), layout, int(m.group(7) or 0), bool(m.group(10)))
         if b.kind in ("scratch", "ring"):
             self.tas.scratch[users[0]] = b.nbytes
         return b
