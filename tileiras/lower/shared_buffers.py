@@ -17,7 +17,7 @@ from ..ir.core import Operation
 from ..layout.linear import LinearLayout
 from ..record import record
 from .mma_forms import OperandStaging
-from .software_pipeline import RING_ALIGN, RING_BARRIER_BYTES, PipelinePlan, RingPlan
+from .software_pipeline import RING_BARRIER_BYTES, PipelinePlan, RingPlan
 from .tma import BARRIER_BYTES, STAGING_ALIGN, SWIZZLED_ALIGN
 
 if TYPE_CHECKING:
@@ -91,16 +91,18 @@ def _ring_buffers(name: str, plan, scratch: int) -> list[Buffer]:
     users = (plan.mma, plan.loop, *plan.loads)
     if isinstance(plan, PipelinePlan):
         return [Buffer(name, "ring", 0, scratch, SCRATCH_ALIGN, users, stages=plan.stages)]
-    return [Buffer(name, "ring", 0, scratch, RING_ALIGN, users, stages=plan.stages),
-            *_staging_buffers(name, plan.staging, users),
+    align = max(STAGING_ALIGN, plan.staging.align)      # TMA lands there, in the stagings' swizzles
+    return [Buffer(name, "ring", 0, scratch, align, users, stages=plan.stages),
+            *_staging_buffers(name, plan.staging, users, STAGING_ALIGN),
             Buffer(f"{name}.full", "barrier", plan.barriers, RING_BARRIER_BYTES * plan.stages, BARRIER_ALIGN, users,
                    name)]
 
 
-def _staging_buffers(parent: str, staging, users: tuple[Operation, ...]) -> list[Buffer]:
+def _staging_buffers(parent: str, staging, users: tuple[Operation, ...], least: int = 0) -> list[Buffer]:
     """A ``wgmma``'s A (unless it comes from registers) and B in shared memory, each
-    aligned for its descriptors' swizzle (it repeats on absolute addresses)."""
+    aligned for its descriptors' swizzle (it repeats on absolute addresses), and at
+    least ``least`` (a TMA destination: 128 bytes)."""
     operands: list[tuple[str, OperandStaging]] = [("a", staging.a)] if staging.a is not None else []
     operands.append(("b", staging.b))
-    return [Buffer(f"{parent}.{key}", "staging", s.base, s.nbytes, staging.align, users, parent,
+    return [Buffer(f"{parent}.{key}", "staging", s.base, s.nbytes, max(least, staging.align), users, parent,
                    s.swizzle.value, s.layout) for key, s in operands]
