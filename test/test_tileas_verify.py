@@ -103,6 +103,14 @@ def test_a_conversion_needs_its_source_and_shape(ring):
     fails(tas, 90, r"operand 0 is converted but has no layout to convert from", frozenset())
 
 
+def test_a_recomputed_conversion_ends_in_its_layout(tileir_store: TileIRStore):
+    c, (tas, *_) = compiled(tileir_store, "layernorm", "sm_80")
+    (op, i), way = next(iter(tas.recomputed.items()))
+    way[op.operands[i]] = tas.layouts[op.operands[i]]
+    fails(tas, 80, rf"@{index(tas, op)} {op.name}: operand {i} is recomputed into another layout than its "
+                   "conversion's")
+
+
 def test_buffers_are_aligned_for_their_users(ring):
     tas = ring[0]
     store, plan = next(iter(tas.tma.items()))

@@ -5,7 +5,8 @@ turns it on for every compilation).
 * every tile value has a layout once layouts are assigned, and each layout's shape is
   its value's, its threads the CTA's (32 lanes, ``num_warps`` warps);
 * a conversion's operand exists and has a layout (its source), the target has the
-  operand's shape; recomputed conversions are conversions;
+  operand's shape; recomputed conversions are conversions, and compute the operand
+  again in the conversion's layout;
 * shared buffers (``shared_buffers``) lie at offsets aligned as their users need (TMA
   128 bytes, 1024 swizzled; wgmma descriptors' swizzles; rings), inside their parent and,
   once memory is allocated, inside the CTA's ``smem_bytes`` with its base aligned for
@@ -104,6 +105,9 @@ class Verifier:
             for op, i in getattr(tas, table):
                 if (op, i) not in tas.converts:
                     raise self.fail(op, f"operand {i} is in {table} but not converted")
+        for (op, i), way in tas.recomputed.items():
+            if way.get(op.operands[i]) != tas.converts[op, i]:
+                raise self.fail(op, f"operand {i} is recomputed into another layout than its conversion's")
 
     # -- shared memory ---------------------------------------------------------------------
     def span(self, b: Buffer) -> tuple[int, int]:
