@@ -90,12 +90,24 @@ def _ring_buffers(name: str, plan, scratch: int) -> list[Buffer]:
     followed by one "full" mbarrier a stage."""
     users = (plan.mma, plan.loop, *plan.loads)
     if isinstance(plan, PipelinePlan):
-        return [Buffer(name, "ring", 0, scratch, SCRATCH_ALIGN, users, stages=plan.stages)]
+        return [Buffer(name, "ring", 0, scratch, SCRATCH_ALIGN, users, stages=plan.stages),
+                *_stage_operands(name, plan, users)]
     align = max(STAGING_ALIGN, plan.staging.align)      # TMA lands there, in the stagings' swizzles
     return [Buffer(name, "ring", 0, scratch, align, users, stages=plan.stages),
             *_staging_buffers(name, plan.staging, users, STAGING_ALIGN),
             Buffer(f"{name}.full", "barrier", plan.barriers, RING_BARRIER_BYTES * plan.stages, BARRIER_ALIGN, users,
                    name)]
+
+
+def _stage_operands(parent: str, plan: PipelinePlan, users: tuple[Operation, ...]) -> list[Buffer]:
+    """Where A's rows and B's wait in a cp.async ring's first stage (the others follow
+    ``stage_bytes`` apart): unpadded and XOR-swizzled by row where ``swizzles`` says so
+    (their layout, offset -> element), else padded rows ``a_pitch`` / ``b_pitch`` apart."""
+    swizzles = plan.swizzles or (None, None)
+    spans = ((0, plan.a_bytes), (plan.a_bytes, plan.stage_bytes - plan.a_bytes))
+    return [Buffer(f"{parent}.{key}", "staging", offset, nbytes, SCRATCH_ALIGN, users, parent,
+                   layout=None if swizzle is None else swizzle.layout())
+            for key, (offset, nbytes), swizzle in zip("ab", spans, swizzles)]
 
 
 def _staging_buffers(parent: str, staging, users: tuple[Operation, ...], least: int = 0) -> list[Buffer]:
