@@ -23,6 +23,9 @@ import pytest
 # Commands the tests run as subprocesses compile in-process: a test session must not leave
 # compile servers behind.  test_server.py turns the server on in a private runtime folder.
 os.environ["TILEIRAS_SERVER"] = "0"
+# Every compilation in the tests checks the TileAS invariants after each pass
+# (``lower/tileas_verify.py``), in-process or in a subprocess.
+os.environ["TILEIRAS_VERIFY_EACH"] = "1"
 
 ARCHS = ("sm_80", "sm_90", "sm_100", "sm_120")
 OLDEST_VERSION = "13.1"

@@ -1,6 +1,7 @@
 """tileiras-diffcheck: inputs synthesized from the IR alone, interpreter vs compiled PTX."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -114,7 +115,11 @@ def test_transposes_run_in_chunked_loops():
 
     module = read_bytecode(export(transpose, array(ct.float32, 2), array(ct.float32, 2)))
     tileas = compile_module(module, CompileOptions("sm_90"), "tileas")
-    assert "chunked loop x8" in tileas and tileas.count("in chunked loop") == 2
+    # the store anchors a chunk whose loop layout has three iteration bits (8 trips); the
+    # load and the permute run in it
+    layout = re.search(r"chunk = #tileas\.chunk<.*chunk_layout = (#L\d+)", tileas).group(1)
+    assert re.search(rf"  {layout} = #linear<.* iter=\[\([^)]*\),\([^)]*\),\([^)]*\)\]>", tileas)
+    assert tileas.count("chunk = @") == 2
     ptx = compile_module(module, CompileOptions("sm_90"), "ptx")
     assert ptx.count("ld.global") == 4 and ptx.count("st.global") == 4
     regs = stats_from_cubin(run_ptxas(ptx, "sm_90"))[module.functions[0].name].registers

@@ -50,7 +50,8 @@ def tileas(text: str) -> str:
 
 
 def notes(dump: str) -> list[str]:
-    return re.findall(r"operand \d -> #L\d+( recomputed)?", dump)
+    return [" recomputed" if " {recompute = " in line else ""
+            for line in re.findall(r"tileas\.convert_layout\(.*", dump)]
 
 
 @pytest.mark.parametrize("row, store_token, recomputed", [

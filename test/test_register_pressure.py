@@ -132,7 +132,11 @@ def test_broadcast_operands_convert_their_source_not_the_whole_tile(rms_module):
     broadcasts are redone in x's layout from their sources converted (the 2048-element
     row: 8 KiB; the 4 scales: 16 B).  bf16 4x4096 sm_80: 1364 spilled bytes -> none."""
     out = compile_module(rms_module, CompileOptions(gpu_name="sm_80"), "tileas")
-    notes = re.findall(r"= mulf\(.*// operand 1 -> #L\d+ recomputed; smem (\d+)B", out)
+    # the multiplies whose operand 1 is recomputed (their convert line just above) and the
+    # bytes of their scratch buffers
+    ops = re.findall(r"tileas\.convert_layout\(.*\{recompute = .*\n\s*@(\d+): %\S+ = mulf\(%\S+, %cvt", out)
+    notes = [re.search(rf"tileas\.buffer @\S+ scratch offset=0 bytes=(\d+) .*users=\[@{op}\]", out).group(1)
+             for op in ops]
     assert sorted(int(n) for n in notes) == [16, RMS_N * 4]
     ptx = compile_module(rms_module, CompileOptions(gpu_name="sm_80"), "ptx")
     (kernel,) = invoke_ptxas(ptx, "sm_80", 3, verbose=True).stats.values()

@@ -122,6 +122,8 @@ class _Knobs:
     tmpdir = _PathKnob("TMPDIR", None, "temporary folder (ptxas's files)")
     temp = _PathKnob("TEMP", None, "temporary folder, where TMPDIR is unset")
     tmp = _PathKnob("TMP", None, "temporary folder, where TMPDIR and TEMP are unset")
+    verify_each = _BoolKnob("TILEIRAS_VERIFY_EACH", False, "check the TileAS invariants after every pass "
+                            "(lower/tileas_verify.py; the test suite turns it on)")
     ld_preload = _PathKnob("LD_PRELOAD", None, "libraries preloaded into ptxas", MATCH)
     ld_library_path = _PathKnob("LD_LIBRARY_PATH", None, "ptxas's library search path", MATCH)
 

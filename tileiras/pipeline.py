@@ -20,6 +20,7 @@ from typing import Any, Callable, ContextManager, Optional
 
 from .errors import CompileError, TileIRError
 from .ir.core import Module
+from .knobs import knobs
 from .record import field, record
 
 ENTRY_ONLY = "non-entry functions need the SIMT preview (--preview=simt), which is not supported"
@@ -34,6 +35,9 @@ class CompileOptions:
     host_arch: str = "x86_64"
     host_os: str = "linux"
     sanitize: Optional[str] = None   # --sanitize=memcheck: passed on to ptxas
+    #: check the TileAS invariants after every pass (``lower.tileas_verify``): the output is
+    #: the same, so not part of ``key``; TILEIRAS_VERIFY_EACH=1 sets it (the tests do)
+    verify_each: bool = field(default_factory=lambda: bool(knobs.verify_each))
 
     @property
     def arch(self) -> int:
@@ -335,9 +339,29 @@ def run_stages(module: Module, options: CompileOptions, stop_after: Optional[str
     last_stage = stop_after or STAGE_NAMES[-1]
     with _backend(last_stage) as backend:
         c = Compilation(module, options, last_stage=last_stage, backend=backend)
+        done: set[str] = set()
         for p in passes_for(options.arch):
             if p.feeds_later or p.stop == last_stage or not only_needed:
                 p.run(c)
+                done.add(p.name)
+                if options.verify_each and c.tas and p.stop not in BACKEND_STOPS:
+                    _verify_tileas(c, frozenset(done), p.name)
             if p.stop == last_stage:
                 break
     return c
+
+
+#: stops after which the TileAS no longer changes (nothing to verify again)
+BACKEND_STOPS = ("sched", "llvm", "ptx", "cubin")
+
+
+def _verify_tileas(c: Compilation, done: frozenset, last: str) -> None:
+    """``tileas_verify`` on every function's TileAS after the passes ``done``, the last
+    ``last`` (``verify_each``)."""
+    from .lower.tileas_verify import TileASVerifyError, verify_tileas
+
+    for tas in c.tas.values():
+        try:
+            verify_tileas(tas, c.options.arch, done)
+        except TileASVerifyError as err:
+            raise TileASVerifyError(f"{err.message} (after pass {last})") from None
