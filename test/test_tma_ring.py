@@ -1,5 +1,5 @@
 """sm_90 K loops as TMA rings feeding ``wgmma`` straight from the swizzled stages
-(lower/software_pipeline.py ``RingPlan``, mma_forms.tma_ring_staging, codegen/emit_async.py).
+(lower/tma_ring.py ``RingPlan``, mma_forms.tma_ring_staging, codegen/emit_ring.py).
 
 A GEMM K loop (``kernels.pipelined.gemm_loop``) on sm_90 whose multiply runs as ``wgmma``
 TMA-loads A and B into a ring of S stages, S-1 iterations ahead: each box lands in the
@@ -21,7 +21,7 @@ from tileiras.emulate import launch
 from tileiras.emulate.launch import EmulationError
 from tileiras.emulate.nvhost import is_runnable_here
 from tileiras.layout.shared import Swizzle
-from tileiras.lower.software_pipeline import RingPlan
+from tileiras.lower.tma_ring import RingPlan
 from tileiras.sched.latency import HOPPER
 from tileiras.sched.pipeline import FULL_WAIT, TMA_COPY, WGMMA, tma_ring_schedule
 from tileiras.pipeline import CompileOptions, run_stages

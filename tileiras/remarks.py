@@ -100,7 +100,8 @@ def _decisions(module: Module, gpu_name: Optional[str]) -> dict:
 
 def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
     """Per tensor-core K loop: software-pipelined with how many stages, or why not."""
-    from .lower.software_pipeline import PipelinePlan, RingPlan  # noqa: PLC0415
+    from .lower.software_pipeline import PipelinePlan  # noqa: PLC0415
+    from .lower.tma_ring import RingPlan  # noqa: PLC0415
 
     decision = tas.pipelines.get(op) if tas is not None else None
     if isinstance(decision, RingPlan):

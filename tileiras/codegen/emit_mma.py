@@ -11,7 +11,7 @@ form, one matrix after another; 8-bit mmaf_scaled on sm_12x as the block-scaled
 ``kind::mxf8f6f4`` form (``_tensor_core_mma``).  The
 multiply of a software-pipelined K loop (``TileAS.pipelined``) reads its operands from
 the loop's ring of ``cp.async`` stages instead (``emit_async.pipelined_mma``), or on sm_90
-from the stage of its TMA ring (``emit_async.ring_mma``, ``warpgroup_multiply``).
+from the stage of its TMA ring (``emit_ring.ring_mma``, ``warpgroup_multiply``).
 Everything else runs on CUDA cores: each thread walks K for the accumulator elements it
 holds, multiplying and adding in f32 (i32 for integers) and rounding once to the result
 type.  A tcgen05 (sm_100) lowering will sit beside them.
@@ -270,7 +270,7 @@ def warpgroup_multiply(em: KernelEmitter, op: Operation, form: TensorCoreMma, st
                        acc: TileVal, stage: Optional[ir.Value] = None) -> None:
     """The ``wgmma`` K loop of ``_warpgroup_mma`` over operands already in shared memory
     as ``staging`` places them, ``stage`` (i32 bytes, or none) further on: a TMA ring's
-    current stage (``emit_async.ring_mma``)."""
+    current stage (``emit_ring.ring_mma``)."""
     b = em.b
     layout = acc.layout
     rows_blocks, cols_blocks = mma_blocks(layout)

@@ -1,0 +1,165 @@
+"""TMA rings: sm_90 ``wgmma`` K loops software-pipelined through TMA (the decision).
+
+A GEMM K loop whose multiply runs as ``wgmma`` (the body ``software_pipeline.k_loop``
+accepts) becomes a ``RingPlan`` (``plan_ring``): A's and B's tiles are TMA boxes
+(``lower.tma.tma_spec``'s maps, with the box one swizzle atom wide and the swizzle of the
+operand's ``wgmma`` layout, ``mma_forms.tma_ring_staging``), so the copies land exactly
+where the descriptors read and no thread touches the tiles; one "full" mbarrier a stage.
+Its stage count is the hint, else ``sched.pipeline.tma_ring_schedule``'s, at least 2, at
+most what the shared memory holds beside the kernel's other TMA buffers (which
+``place_rings`` places again after the ring), and no more than a known trip count needs.
+``codegen.emit_ring`` emits the plan.
+"""
+from __future__ import annotations
+
+from ..codegen.abi import hints_for_arch
+from ..codegen.smem_limit import smem_limit
+from ..ir.core import Operation
+from ..layout.linear import mma_blocks
+from ..layout.shared import Swizzle
+from ..record import record
+from ..sched.ddg import trip_count
+from ..sched.latency import model_for
+from ..sched.modulo import SchedulingError
+from ..sched.pipeline import tma_ring_schedule
+from ..tile import ops_control as CF
+from .mma_forms import WGMMA_MAX_N, WgmmaStaging, k_steps, tma_ring_staging
+from .software_pipeline import HINT_NUM_STAGES, Decision, KLoopPlan, k_loop, known_trips, loads_reason
+from .tma import BARRIER_BYTES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, plan_tma, tma_spec
+
+
+@record(frozen=True)
+class RingPlan(KLoopPlan):
+    """How one sm_90 ``wgmma`` K loop is pipelined: ``loads`` (A's, B's) become TMA copies
+    (``cp.async.bulk.tensor``, one elected thread) into a ring of ``stages`` stages of
+    ``stage_bytes`` from the start of shared memory, each operand landed in the swizzled
+    layout ``staging`` gives it (``mma_forms.tma_ring_staging``: the tensor map's swizzle
+    is the descriptors'), so ``wgmma`` reads the stage directly.  Operand ``k`` arrives as
+    ``boxes[k]`` boxes of ``box[k]`` (tile order: rows, then one swizzle atom's row of
+    elements) along its contiguous dim, box ``q`` at ``staging`` base plus ``q`` times the
+    box's bytes, through the hidden tensor map ``maps[k]`` (``specs[k]`` its contents).
+    Stage ``s``'s "full" mbarrier is at ``ring_bytes + 8 s``; ``tx_bytes`` land on it per
+    iteration.  ``source`` says where the stage count came from."""
+    staging: WgmmaStaging
+    stage_bytes: int
+    box: tuple[tuple[int, int], tuple[int, int]]
+    boxes: tuple[int, int]
+    specs: tuple[TensorMapSpec, TensorMapSpec]
+    source: str
+    b_transposed: bool = False
+    maps: tuple[int, int] = (-1, -1)
+
+    @property
+    def barriers(self) -> int:
+        """Offset of stage 0's "full" mbarrier (one 8-byte mbarrier a stage follows)."""
+        return self.ring_bytes
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.ring_bytes + RING_BARRIER_BYTES * self.stages
+
+    @property
+    def tx_bytes(self) -> int:
+        """Bytes the boxes of one stage complete on its mbarrier (out-of-bounds parts
+        arrive as zeros and count too)."""
+        return self.staging.a.nbytes + self.staging.b.nbytes
+
+    def placed(self, maps: tuple[int, int]) -> "RingPlan":
+        """This plan reading its tiles through hidden tensor maps ``maps``."""
+        return RingPlan(self.loop, self.mma, self.loads, self.stages, self.staging, self.stage_bytes, self.box,
+                        self.boxes, self.specs, self.source, self.b_transposed, maps)
+
+
+#: bytes of one stage's "full" mbarrier
+RING_BARRIER_BYTES = 8
+#: a ring stage's alignment: the 128-byte swizzle repeats every 1024 bytes of address
+RING_ALIGN = 1024
+
+
+def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
+    """The ``RingPlan`` of a ``wgmma`` K loop, or why it is not pipelined: the loads must
+    be TMA-able (``tma.tma_spec``: aligned, zero-padded, rank 2), each operand's landed
+    layout one ``wgmma`` reads (``tma_ring_staging``), each box at most 256 rows."""
+    shape = k_loop(tas, loop)
+    if isinstance(shape, str):
+        return shape
+    mma, a, b, permute = shape
+    reason = loads_reason(tas, loop, mma, a, b, permute, tma_ok=True)
+    if reason:
+        return reason
+    gpu = f"sm_{arch}"
+    found = [tma_spec(tas.aa, ld, gpu) for ld in (a, b)]
+    if None in found or any(len(ld.results[0].type.shape) != 2 for ld in (a, b)):
+        return "a loaded tile cannot be copied by TMA (alignment, padding or rank)"
+    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None)
+    if staging is None:
+        return ("no swizzled layout TMA lands both operands in is one wgmma's descriptors step through (rows "
+                "narrower than 32 bytes, warpgroups interleaved along N, or an 8-bit B that is not transposed)")
+    boxes, box_shapes, specs = [], [], []
+    for ld, operand, (spec, _, _) in zip((a, b), (staging.a, staging.b), found):
+        rows, cols = ld.results[0].type.shape
+        inner = operand.swizzle.width // operand.elem_bytes
+        if rows > MAX_BOX:
+            return "a loaded tile has more than 256 rows (one TMA box)"
+        box_shapes.append((rows, inner))
+        boxes.append(cols // inner)
+        specs.append(TensorMapSpec(spec.element_type, spec.element_bytes, spec.base, spec.dims, spec.strides,
+                                   (inner, rows), MAP_SWIZZLE[operand.swizzle]))
+    stage_bytes = -(-staging.nbytes // RING_ALIGN) * RING_ALIGN
+    wanted, source = _ring_stages(tas, loop, arch, mma, staging, sum(boxes))
+    budget = smem_limit(gpu) - _other_tma_bytes(tas, (a, b))
+    fit = budget // (stage_bytes + RING_BARRIER_BYTES)
+    if fit < 2:
+        return f"two stages of {stage_bytes} bytes do not fit in shared memory"
+    stages = max(2, min(wanted, fit))
+    if known_trips(loop, tas.aa):
+        stages = max(2, min(stages, trip_count(loop, tas.aa)))
+    return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
+                    source, permute is not None)
+
+
+#: the tensor map's swizzle field (``codegen.tensormap.Swizzle``) per swizzle
+MAP_SWIZZLE = {Swizzle.B32: 1, Swizzle.B64: 2, Swizzle.B128: 3}
+
+
+def _other_tma_bytes(tas, ring_loads) -> int:
+    """Shared memory the kernel's other TMA buffers and mbarriers take (after the ring)."""
+    return sum(-(-p.nbytes // STAGING_ALIGN) * STAGING_ALIGN + BARRIER_BYTES
+               for op, p in tas.tma.items() if op not in ring_loads) + STAGING_ALIGN
+
+
+def _ring_stages(tas, loop: CF.ForOp, arch: int, mma: Operation, staging: WgmmaStaging, copies: int
+                 ) -> tuple[int, str]:
+    """The ``num_stages`` hint, else the stage count of the modulo schedule of the ring's
+    copies, wait and ``wgmma`` (``sched.pipeline.tma_ring_schedule``)."""
+    hinted = hints_for_arch(tas.aa.function.hints, f"sm_{arch}").get(HINT_NUM_STAGES)
+    if hinted:
+        return hinted, "num_stages hint"
+    rows_blocks, _ = mma_blocks(tas.operand_layout(mma, 2))
+    k = mma.lhs.type.shape[-1]
+    wgmmas = rows_blocks * (k // k_steps(staging.b.elem_bytes, k)[0]) * -(-staging.columns // WGMMA_MAX_N)
+    try:
+        schedule = tma_ring_schedule(copies, wgmmas, model_for(arch))
+    except SchedulingError:
+        return 2, "default (no modulo schedule)"
+    return schedule.num_stages, "modulo schedule"
+
+
+def place_rings(tas, arch: int, rings: list[RingPlan]) -> None:
+    """The rings' shared memory and tensor maps; the kernel's other TMA loads and stores
+    planned again after the largest scratch (``tma.plan_tma`` keeps its choices for a
+    subset of its candidates in the same order)."""
+    taken = {ld for ring in rings for ld in ring.loads}
+    for ring in rings:
+        tas.scratch[ring.mma] = max(tas.scratch.get(ring.mma, 0), ring.smem_bytes)
+        tas.wgmma_staging[ring.mma] = ring.staging
+    tas.tma_end = 0
+    tas.tma, maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in taken], f"sm_{arch}",
+                                          tas.scratch_bytes)
+    maps = list(maps)
+    for ring in rings:
+        for spec in ring.specs:
+            if spec not in maps:
+                maps.append(spec)
+        tas.pipelines[ring.loop] = ring.placed(tuple(maps.index(spec) for spec in ring.specs))
+    tas.tensor_maps = tuple(maps)
