@@ -125,20 +125,47 @@ def test_loops_it_cannot_ring_keep_todays_code(text, reason):
 # -- the code -----------------------------------------------------------------------------------
 def test_ring_ptx_structure():
     """Prologue: S-1 stages of one A and one B box; steady state: one stage's two boxes,
-    the mbarrier wait on the stage's parity, wgmma from descriptors, no register of A or
-    B stored to (or read from) shared memory."""
+    the "full" wait on the stage's parity, wgmma from descriptors with one group left in
+    flight, the release of the previous stage on its "empty" mbarrier (every thread) and
+    the elected thread's "empty" wait before the refill; no CTA barrier in the loop, no
+    register of A or B stored to (or read from) shared memory; after the loop
+    ``wait_group 0`` before anything reads the accumulator."""
     ptx = ptx_of(gemm_loop(64, 64, 64, hints="sm_90 = {num_stages = 4}"))
     copy = "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes"
     assert ptx.count(copy) == 2 * 3 + 2
-    assert ptx.count("mbarrier.init.shared::cta.b64") == 4 == ptx.count("mbarrier.inval.shared::cta.b64")
+    # a "full" (1 arrival) and an "empty" (128 threads) mbarrier per stage
+    assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 1;", ptx)) == 4
+    assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 128;", ptx)) == 4
+    assert ptx.count("mbarrier.inval.shared::cta.b64") == 8
     assert ptx.count("mbarrier.arrive.expect_tx.shared::cta.b64") == 4
     assert len(re.findall(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 %rd\d+, \[%r\d+\], 16384;", ptx)) == 4
     loop = loop_of(ptx)
     assert "st.shared" not in loop and "ld.shared" not in loop
     assert loop.count(copy) == 2 and loop.count("wgmma.mma_async") == 4
-    assert "wgmma.wait_group.sync.aligned 0;" in loop and "wgmma.commit_group" in loop
-    # the descriptors' swizzle field (bits 62-63): 1, the 128-byte swizzle
+    steady = loop[:loop.index("wgmma.wait_group.sync.aligned 0;")]
+    assert "bar.sync" not in steady and steady.count("wgmma.commit_group") == 1 and steady.count("wgmma.wait_group.sync.aligned 1;") == 1
+    after = steady[steady.index("wgmma.wait_group.sync.aligned 1;"):]
+    # release (every thread), then the elected thread's empty wait, then its refill
+    assert after.index("mbarrier.arrive.shared::cta.b64") < after.index("mbarrier.try_wait.parity") \
+        < after.index("mbarrier.arrive.expect_tx") < after.index(copy)
+    drain = ptx[ptx.index("wgmma.wait_group.sync.aligned 0;"):]
+    assert drain.index("bar.sync 0;") < drain.index("mbarrier.inval") < drain.index("st.shared")
     assert ".shared .align 1024" in ptx
+    # the two tensor maps prefetched by thread 0 at kernel start, before the mbarriers exist
+    prefetches = re.findall(r"@p prefetch\.tensormap \[(%rd\d+)\];", ptx)
+    assert len(prefetches) == 2 and ptx.index("prefetch.tensormap") < ptx.index("mbarrier.init")
+    for reg, param in zip(prefetches, ("k_param_13", "k_param_14")):
+        assert f"mov.b64 {reg}, {param}; cvta.param.u64 {reg}, {reg};" in ptx
+
+
+def test_a_converted_accumulator_keeps_no_group_in_flight():
+    """f16 accumulators are summed in f32 registers and rounded after each multiply: the
+    rounding would touch an in-flight group, so each iteration waits for its own."""
+    plan = plan_of(gemm_loop(64, 64, 64, acc="f16"))
+    assert plan.in_flight == 0 and "converted" in plan.serial_reason
+    loop = loop_of(ptx_of(gemm_loop(64, 64, 64, acc="f16")))
+    assert "wgmma.wait_group.sync.aligned 1;" not in loop and "mbarrier.arrive.shared::cta.b64" in loop
+    assert plan_of(gemm_loop(64, 64, 64)).in_flight == 1
 
 
 @needs_x86
@@ -166,40 +193,61 @@ def test_ring_gemm_matches_interpreter(case, extents):
         assert agrees(text, extent) == [None], extent
 
 
+def _emulate(text: str, extent: int, edit=None):
+    """Run the kernel's PTX (``edit``ed) in the emulator on one CTA; the PTX."""
+    module = parse_module(text, "k.mlir")
+    fn = module.functions[0]
+    ptx, host = diffcheck.compile_with_host(module, "sm_90")
+    if edit is not None:
+        edited = edit(ptx)
+        assert edited != ptx
+        ptx = edited
+    launch(ptx, fn.name, (1, 1, 1), diffcheck.synthesize_args(fn, np.random.default_rng(1), extent),
+           host_object=host).check()
+    return ptx
+
+
+def _without_wait(ptx: str, which: int) -> str:
+    """The ``which``-th mbarrier wait (0: the "full" one, 1: the refill's "empty" one)
+    made to succeed at once."""
+    waits = list(re.finditer(r"\{ \.reg \.pred %p; mbarrier\.try_wait\.parity[^}]*selp\.b32 (%r\d+), 1, 0, %p; \}",
+                             ptx))
+    assert len(waits) == 2
+    wait = waits[which]
+    after = ptx[wait.end():wait.end() + 2000]
+    assert ("mbarrier.arrive.expect_tx" if which else "wgmma.mma_async") in after
+    return ptx[:wait.start()] + f"mov.b32 {wait.group(1)}, 1;" + ptx[wait.end():]
+
+
 @needs_x86
-def test_a_missing_mbarrier_wait_is_caught():
-    """The steady state's try_wait made to succeed at once: wgmma reads a stage whose TMA
-    bytes have not landed, which the emulator traps."""
+def test_a_missing_full_wait_is_caught():
+    """The steady state's "full" wait made to succeed at once: wgmma reads a stage whose
+    TMA bytes have not landed, which the emulator traps."""
     text = gemm_loop(64, 64, 64, hints="sm_90 = {num_stages = 3}")
-    module = parse_module(text, "k.mlir")
-    fn = module.functions[0]
-    ptx, host = diffcheck.compile_with_host(module, "sm_90")
-    wait = re.search(r"\{ \.reg \.pred %p; mbarrier\.try_wait\.parity[^}]*selp\.b32 (%r\d+), 1, 0, %p; \}", ptx)
-    assert wait and ptx.count("mbarrier.try_wait") == 1 and "wgmma.mma_async" in ptx[wait.end():]
-    broken = ptx.replace(wait.group(0), f"mov.b32 {wait.group(1)}, 1;")
-    args = diffcheck.synthesize_args(fn, np.random.default_rng(1), 200)
-    launch(ptx, fn.name, (1, 1, 1), args, host_object=host).check()
+    _emulate(text, 200)
     with pytest.raises(EmulationError, match=r"async: .*wgmma.* reads shared byte"):
-        launch(broken, fn.name, (1, 1, 1), diffcheck.synthesize_args(fn, np.random.default_rng(1), 200),
-               host_object=host).check()
+        _emulate(text, 200, lambda ptx: _without_wait(ptx, 0))
 
 
 @needs_x86
-def test_a_missing_release_barrier_is_caught():
-    """Two warpgroups: without the steady state's barrier, the elected thread's TMA
-    refills a stage the other warpgroup's wgmma may still read."""
+def test_a_refill_without_the_empty_wait_is_caught():
+    """Two warpgroups: without the "empty" wait, the elected thread's TMA refills a stage
+    the other warpgroup's wgmma reads (in flight, or retired with nothing ordering the
+    refill after it: the race detector's catch)."""
     text = gemm_loop(128, 64, 64, hints=WARPS8 + ", sm_90 = {num_stages = 2}")
-    module = parse_module(text, "k.mlir")
-    fn = module.functions[0]
-    ptx, host = diffcheck.compile_with_host(module, "sm_90")
-    start = ptx.index("mbarrier.try_wait.parity")
-    release = ptx.rindex("bar.sync 0;", 0, start)
-    broken = ptx[:release] + ptx[release:].replace("bar.sync 0;", "", 1)
-    args = diffcheck.synthesize_args(fn, np.random.default_rng(1), 400)
-    launch(ptx, fn.name, (1, 1, 1), args, host_object=host).check()
-    with pytest.raises(EmulationError):
-        launch(broken, fn.name, (1, 1, 1), diffcheck.synthesize_args(fn, np.random.default_rng(1), 400),
-               host_object=host).check()
+    _emulate(text, 400)
+    with pytest.raises(EmulationError, match=r"(async|race): .*cp\.async\.bulk\.tensor.*wgmma"):
+        _emulate(text, 400, lambda ptx: _without_wait(ptx, 1))
+
+
+@needs_x86
+def test_reading_the_accumulator_before_wait_group_0_is_caught():
+    """Without the drain's ``wait_group 0`` the epilogue reads registers of the last
+    iteration's in-flight wgmma."""
+    text = gemm_loop(64, 64, 64)
+    _emulate(text, 250)
+    with pytest.raises(EmulationError, match=r"async: .*uses %r\d+, a register of the in-flight .*wgmma"):
+        _emulate(text, 250, lambda ptx: ptx.replace("wgmma.wait_group.sync.aligned 0;", "", 1))
 
 
 def test_remarks_say_the_loop_is_a_tma_ring(tmp_path, capsys):

@@ -25,6 +25,7 @@ from ..sched.pipeline import tma_ring_schedule
 from ..tile import ops_control as CF
 from .mma_forms import WGMMA_MAX_N, WgmmaStaging, k_steps, tma_ring_staging
 from .software_pipeline import HINT_NUM_STAGES, Decision, KLoopPlan, k_loop, known_trips, loads_reason
+from .tiles import element_bytes
 from .tma import BARRIER_BYTES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, plan_tma, tma_spec
 
 
@@ -38,8 +39,14 @@ class RingPlan(KLoopPlan):
     ``boxes[k]`` boxes of ``box[k]`` (tile order: rows, then one swizzle atom's row of
     elements) along its contiguous dim, box ``q`` at ``staging`` base plus ``q`` times the
     box's bytes, through the hidden tensor map ``maps[k]`` (``specs[k]`` its contents).
-    Stage ``s``'s "full" mbarrier is at ``ring_bytes + 8 s``; ``tx_bytes`` land on it per
-    iteration.  ``source`` says where the stage count came from."""
+    Stage ``s``'s "full" mbarrier is at ``barriers + 8 s``; ``tx_bytes`` land on it per
+    iteration.  Its "empty" mbarrier, at ``barriers + 8 (stages + s)``, completes a phase
+    when each of the ``consumers`` threads has arrived after the ``wgmma`` that read the
+    stage has retired; the elected thread waits on it before refilling the stage.
+    ``in_flight`` ``wgmma`` groups are left running at the end of an iteration (1: the
+    next iteration's copies and waits overlap the tensor cores; 0 where ``serial_reason``
+    says why not); the accumulator is loop result ``carried``, completed by the drain's
+    ``wait_group 0``.  ``source`` says where the stage count came from."""
     staging: WgmmaStaging
     stage_bytes: int
     box: tuple[tuple[int, int], tuple[int, int]]
@@ -47,11 +54,16 @@ class RingPlan(KLoopPlan):
     specs: tuple[TensorMapSpec, TensorMapSpec]
     source: str
     b_transposed: bool = False
+    consumers: int = 128
+    carried: int = 0
+    in_flight: int = 1
+    serial_reason: str = ""
     maps: tuple[int, int] = (-1, -1)
 
     @property
     def barriers(self) -> int:
-        """Offset of stage 0's "full" mbarrier (one 8-byte mbarrier a stage follows)."""
+        """Offset of stage 0's "full" mbarrier (the stages' "full" ones, then their
+        "empty" ones, 8 bytes each, follow the ring)."""
         return self.ring_bytes
 
     @property
@@ -67,11 +79,12 @@ class RingPlan(KLoopPlan):
     def placed(self, maps: tuple[int, int]) -> "RingPlan":
         """This plan reading its tiles through hidden tensor maps ``maps``."""
         return RingPlan(self.loop, self.mma, self.loads, self.stages, self.staging, self.stage_bytes, self.box,
-                        self.boxes, self.specs, self.source, self.b_transposed, maps)
+                        self.boxes, self.specs, self.source, self.b_transposed, self.consumers, self.carried,
+                        self.in_flight, self.serial_reason, maps)
 
 
-#: bytes of one stage's "full" mbarrier
-RING_BARRIER_BYTES = 8
+#: bytes of one stage's mbarriers ("full" and "empty")
+RING_BARRIER_BYTES = 16
 #: a ring stage's alignment: the 128-byte swizzle repeats every 1024 bytes of address
 RING_ALIGN = 1024
 
@@ -114,8 +127,27 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     stages = max(2, min(wanted, fit))
     if known_trips(loop, tas.aa):
         stages = max(2, min(stages, trip_count(loop, tas.aa)))
+    carried, serial = _in_flight(tas, loop, mma)
     return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
-                    source, permute is not None)
+                    source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial)
+
+
+def _in_flight(tas, loop: CF.ForOp, mma: Operation) -> tuple[int, str]:
+    """(which loop result the accumulator is, or -1; why no ``wgmma`` group may stay in
+    flight across iterations, or ""): the accumulator must go from one iteration's
+    ``wgmma`` to the next one's unchanged (carried straight from the multiply to the
+    ``continue`` and back into the multiply, in the registers ``wgmma`` accumulates in), so
+    that no instruction touches it before the drain's ``wait_group 0``."""
+    block = loop.regions[0].blocks[0]
+    terminator = block.ops[-1]
+    results = [k for k, v in enumerate(terminator.operands) if v is mma.result]
+    if len(results) != 1 or mma.acc is not block.args[1 + results[0]]:
+        return -1, "the accumulator is not carried straight from one multiply to the next"
+    if element_bytes(mma.result.type) != 4:
+        return -1, "the accumulator is converted between the multiplies (wgmma sums 16-bit ones in 32-bit registers)"
+    if len(tas.users(block.args[1 + results[0]])) != 1 or len(tas.users(mma.result)) != 1:
+        return -1, "the accumulator has users besides the multiply"
+    return results[0], ""
 
 
 #: the tensor map's swizzle field (``codegen.tensormap.Swizzle``) per swizzle

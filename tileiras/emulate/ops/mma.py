@@ -33,6 +33,7 @@ tests).
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 import numpy as np
 
@@ -386,16 +387,42 @@ def wgmma_d_positions(n: int) -> tuple[np.ndarray, np.ndarray]:
     return 16 * w + lane // 4 + 8 * (e // 2), 8 * j + 2 * (lane % 4) + e % 2
 
 
-@handles("wgmma")
+@handles("wgmma", control=True)
 def compile_wgmma(ctx, ins):
+    """``wgmma`` instructions (control: ``mma_async`` holds the warps of a warpgroup until
+    all four have issued it, ``Machine.gather_warpgroups``; the others step on)."""
+    if ins.guard is not None:
+        raise UnsupportedInstruction(f"{ins.opcode} under a predicate (.aligned)")
     kind = ins.parts[1]
     if kind == "fence":
-        return lambda m, idx: m.asynchrony.fence(idx)
+        return stepping(lambda m, idx: m.asynchrony.fence(idx))
     if kind == "commit_group":
-        return lambda m, idx: m.asynchrony.commit("wgmma", idx)
+        return stepping(lambda m, idx: m.asynchrony.commit("wgmma", idx))
     if kind == "wait_group":
         keep = int(ins.operands[0].value)
-        return lambda m, idx: m.asynchrony.complete_groups("wgmma", idx, keep)
+        return stepping(lambda m, idx: m.asynchrony.complete_groups("wgmma", idx, keep))
+    run = compile_mma_async(ctx, ins)
+
+    def gathered(m, idx):
+        idx = np.arange(m.n) if isinstance(idx, slice) else np.asarray(idx)
+        ready = m.gather_warpgroups(idx)
+        if ready.size:
+            run(m, ready)
+            m.pc[ready] += 1
+    return gathered
+
+
+def stepping(fn: Callable) -> Callable:
+    """``fn``, then the threads go on to the next instruction."""
+    def run(m, idx):
+        fn(m, idx)
+        m.pc[idx] += 1
+    return run
+
+
+def compile_mma_async(ctx, ins):
+    """``wgmma.mma_async`` for whole warpgroups of threads ``idx``."""
+    kind = ins.parts[1]
     if kind != "mma_async":
         raise UnsupportedInstruction(f"wgmma.{kind}")
     s = WgmmaShape(ins.parts)
