@@ -123,39 +123,85 @@ def test_loops_it_cannot_ring_keep_todays_code(text, reason):
 
 
 # -- the code -----------------------------------------------------------------------------------
-def test_ring_ptx_structure():
-    """Prologue: S-1 stages of one A and one B box; steady state: one stage's two boxes,
-    the "full" wait on the stage's parity, wgmma from descriptors with one group left in
-    flight, the release of the previous stage on its "empty" mbarrier (every thread) and
-    the elected thread's "empty" wait before the refill; no CTA barrier in the loop, no
-    register of A or B stored to (or read from) shared memory; after the loop
-    ``wait_group 0`` before anything reads the accumulator."""
-    ptx = ptx_of(gemm_loop(64, 64, 64, hints="sm_90 = {num_stages = 4}"))
-    copy = "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes"
-    assert ptx.count(copy) == 2 * 3 + 2
-    # a "full" (1 arrival) and an "empty" (128 threads) mbarrier per stage
+def nested(text: str) -> str:
+    """``gemm_loop``'s K loop inside a one-trip outer loop: not at the kernel's top level."""
+    head = "    %for = for %i in"
+    start = text.index(head)
+    end = text.index("    }\n", start) + len("    }\n")
+    inner = text[start:end].replace("iter_values(%acc = %z)", "iter_values(%acc = %w)")
+    acc = re.search(r"-> \((tile<[^)]*>)\)", inner).group(1)
+    outer = (f"    %out = for %o in (%c0 to %c1, step %c1) : tile<i32> iter_values(%w = %z) -> ({acc}) {{\n"
+             + inner + f"    continue %for : {acc}\n    }}\n")
+    return text[:start] + outer + text[end:].replace("store_view_tko weak %for,", "store_view_tko weak %out,")
+
+
+COPY = "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes"
+
+
+def test_warp_specialized_ring_ptx_structure():
+    """NVIDIA's split: 256 threads; warps 0-3 consume, warp group 4-7 lowers its registers
+    (``setmaxnreg.dec 32``), warp 4 produces (the "empty" wait, then its first thread's
+    ``expect_tx`` and boxes) and the group leaves; the consumers raise theirs to the CTA's
+    share (``setmaxnreg.inc``, which ptxas takes as the kernel's register count) and per
+    iteration wait on "full", multiply leaving one group in flight and release the
+    previous stage on "empty" (128 arrivals), with no copy, no CTA barrier and no
+    shared-memory access of the operands; after the loop ``wait_group 0`` before anything
+    reads the accumulator."""
+    text = gemm_loop(64, 64, 64, hints="sm_90 = {num_stages = 4}")
+    plan = plan_of(text)
+    assert (plan.producer_warp, plan.consumers, plan.registers, plan.specialize_reason) == (4, 128, (32, 248), "")
+    assert tas_of(text).num_threads == 256
+    ptx = ptx_of(text)
+    assert ".reqntid 256" in ptx
+    # a "full" (1 arrival) and an "empty" (the 128 consumers) mbarrier per stage
     assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 1;", ptx)) == 4
     assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 128;", ptx)) == 4
     assert ptx.count("mbarrier.inval.shared::cta.b64") == 8
-    assert ptx.count("mbarrier.arrive.expect_tx.shared::cta.b64") == 4
-    assert len(re.findall(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 %rd\d+, \[%r\d+\], 16384;", ptx)) == 4
-    loop = loop_of(ptx)
-    assert "st.shared" not in loop and "ld.shared" not in loop
-    assert loop.count(copy) == 2 and loop.count("wgmma.mma_async") == 4
-    steady = loop[:loop.index("wgmma.wait_group.sync.aligned 0;")]
-    assert "bar.sync" not in steady and steady.count("wgmma.commit_group") == 1 and steady.count("wgmma.wait_group.sync.aligned 1;") == 1
-    after = steady[steady.index("wgmma.wait_group.sync.aligned 1;"):]
-    # release (every thread), then the elected thread's empty wait, then its refill
-    assert after.index("mbarrier.arrive.shared::cta.b64") < after.index("mbarrier.try_wait.parity") \
-        < after.index("mbarrier.arrive.expect_tx") < after.index(copy)
-    drain = ptx[ptx.index("wgmma.wait_group.sync.aligned 0;"):]
-    assert drain.index("bar.sync 0;") < drain.index("mbarrier.inval") < drain.index("st.shared")
-    assert ".shared .align 1024" in ptx
-    # the two tensor maps prefetched by thread 0 at kernel start, before the mbarriers exist
-    prefetches = re.findall(r"@p prefetch\.tensormap \[(%rd\d+)\];", ptx)
+    assert len(re.findall(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 %rd\d+, \[%r\d+\], 16384;", ptx)) >= 1
+    # the maps prefetched by the producer thread (128) at kernel start
+    prefetches = re.findall(r"setp\.eq\.u32 p, %r\d+, 128; @p prefetch\.tensormap \[(%rd\d+)\];", ptx)
     assert len(prefetches) == 2 and ptx.index("prefetch.tensormap") < ptx.index("mbarrier.init")
     for reg, param in zip(prefetches, ("k_param_13", "k_param_14")):
         assert f"mov.b64 {reg}, {param}; cvta.param.u64 {reg}, {reg};" in ptx
+    split = ptx.index("setmaxnreg.dec.sync.aligned.u32 32;")
+    consumer = ptx[ptx.index("setmaxnreg.inc.sync.aligned.u32 248;"):ptx.index("wgmma.wait_group.sync.aligned 0;")]
+    assert ptx.index("mbarrier.init") < split and "ret;" in ptx[split:]
+    assert COPY not in consumer and "expect_tx" not in consumer and "bar.sync" not in consumer
+    assert "st.shared" not in consumer and "ld.shared" not in consumer
+    assert consumer.count("mbarrier.try_wait.parity") == 1 and consumer.count("wgmma.mma_async") == 4
+    assert consumer.count("wgmma.commit_group") == 1 and consumer.count("wgmma.wait_group.sync.aligned 1;") == 1
+    after = consumer[consumer.index("wgmma.wait_group.sync.aligned 1;"):]
+    assert "mbarrier.arrive.shared::cta.b64" in after
+    # the producer: every copy outside the consumers' code, after an "empty" wait
+    producer = ptx[split:ptx.index("setmaxnreg.inc")] + ptx[ptx.index("wgmma.wait_group.sync.aligned 0;"):]
+    assert producer.count(COPY) == ptx.count(COPY) >= 2
+    assert producer.index("mbarrier.try_wait.parity") < producer.index("expect_tx") < producer.index(COPY)
+    drain = ptx[ptx.index("wgmma.wait_group.sync.aligned 0;"):]
+    assert drain.index("bar.sync 0;") < drain.index("mbarrier.inval") < drain.index("st.shared")
+    assert ".shared .align 1024" in ptx
+
+
+def test_ring_ptx_structure_unspecialized():
+    """A ring inside another loop stays on the worker warps (128 threads): S-1 stages of
+    one A and one B box before the loop; per iteration the "full" wait, wgmma with one
+    group in flight, every thread's release of the previous stage, then warp 0's "empty"
+    wait and thread 0's refill; no CTA barrier in the loop."""
+    text = nested(gemm_loop(64, 64, 64, hints="sm_90 = {num_stages = 4}"))
+    plan = plan_of(text)
+    assert plan.producer_warp == -1 and "inside another loop" in plan.specialize_reason
+    ptx = ptx_of(text)
+    assert ".reqntid 128" in ptx and "setmaxnreg" not in ptx
+    assert ptx.count(COPY) == 2 * 3 + 2
+    assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 128;", ptx)) == 4
+    loop = loop_of(ptx)
+    assert loop.count(COPY) == 2 and loop.count("wgmma.mma_async") == 4
+    steady = loop[:loop.index("wgmma.wait_group.sync.aligned 0;")]
+    assert "bar.sync" not in steady and steady.count("wgmma.wait_group.sync.aligned 1;") == 1
+    after = steady[steady.index("wgmma.wait_group.sync.aligned 1;"):]
+    # release (every thread), then warp 0's empty wait, then thread 0's refill
+    assert after.index("mbarrier.arrive.shared::cta.b64") < after.index("mbarrier.try_wait.parity") \
+        < after.index("mbarrier.arrive.expect_tx") < after.index(COPY)
+    assert re.search(r"setp\.eq\.u32 p, %r\d+, 0; @p prefetch\.tensormap", ptx)
 
 
 def test_a_converted_accumulator_keeps_no_group_in_flight():
@@ -193,6 +239,27 @@ def test_ring_gemm_matches_interpreter(case, extents):
         assert agrees(text, extent) == [None], extent
 
 
+@needs_x86
+@pytest.mark.parametrize("case, extents", [
+    ({"m": 64, "n": 64, "k": 64}, (64, 192, 250)),
+    ({"m": 128, "n": 128, "k": 128, "hints": WARPS8}, (260,)),
+    ({"m": 64, "n": 64, "k": 64, "acc": "f16"}, (100,)),
+], ids=lambda v: str(v))
+def test_unspecialized_ring_matches_interpreter(case, extents):
+    """The ring inside another loop (worker warps only, warp 0 refilling)."""
+    text = nested(gemm_loop(**case))
+    assert plan_of(text).producer_warp == -1
+    for extent in extents:
+        assert agrees(text, extent) == [None], extent
+
+
+def test_specialized_ring_gemms_keep_nvidias_cta_size():
+    """The warp-specialized ring's CTA is the workers plus one warp group, NVIDIA's 256
+    threads for 4 workers; 8 workers take 384 threads and a smaller register share."""
+    assert [(tas_of(t).num_threads, plan_of(t).registers) for t in
+            (gemm_loop(64, 64, 64), gemm_loop(128, 128, 64, hints=WARPS8))] == [(256, (32, 248)), (384, (32, 168))]
+
+
 def _emulate(text: str, extent: int, edit=None):
     """Run the kernel's PTX (``edit``ed) in the emulator on one CTA; the PTX."""
     module = parse_module(text, "k.mlir")
@@ -207,16 +274,21 @@ def _emulate(text: str, extent: int, edit=None):
     return ptx
 
 
-def _without_wait(ptx: str, which: int) -> str:
-    """The ``which``-th mbarrier wait (0: the "full" one, 1: the refill's "empty" one)
-    made to succeed at once."""
+def _without_wait(ptx: str, which: str) -> str:
+    """The mbarrier waits ``which`` ("full": the consumers' before wgmma; "empty": the
+    producer's before a refill; LLVM may unroll the producer's loop) made to succeed at once."""
     waits = list(re.finditer(r"\{ \.reg \.pred %p; mbarrier\.try_wait\.parity[^}]*selp\.b32 (%r\d+), 1, 0, %p; \}",
                              ptx))
-    assert len(waits) == 2
-    wait = waits[which]
-    after = ptx[wait.end():wait.end() + 2000]
-    assert ("mbarrier.arrive.expect_tx" if which else "wgmma.mma_async") in after
-    return ptx[:wait.start()] + f"mov.b32 {wait.group(1)}, 1;" + ptx[wait.end():]
+
+    def kind(wait) -> str:
+        after = ptx[wait.end():]
+        found = {k: after.find(text) for k, text in (("empty", "mbarrier.arrive.expect_tx"), ("full", "wgmma.fence"))}
+        return min((k for k in found if found[k] >= 0), key=found.get)
+    chosen = [w for w in waits if kind(w) == which]
+    assert chosen
+    for wait in reversed(chosen):
+        ptx = ptx[:wait.start()] + f"mov.b32 {wait.group(1)}, 1;" + ptx[wait.end():]
+    return ptx
 
 
 @needs_x86
@@ -226,18 +298,20 @@ def test_a_missing_full_wait_is_caught():
     text = gemm_loop(64, 64, 64, hints="sm_90 = {num_stages = 3}")
     _emulate(text, 200)
     with pytest.raises(EmulationError, match=r"async: .*wgmma.* reads shared byte"):
-        _emulate(text, 200, lambda ptx: _without_wait(ptx, 0))
+        _emulate(text, 200, lambda ptx: _without_wait(ptx, "full"))
 
 
 @needs_x86
-def test_a_refill_without_the_empty_wait_is_caught():
-    """Two warpgroups: without the "empty" wait, the elected thread's TMA refills a stage
-    the other warpgroup's wgmma reads (in flight, or retired with nothing ordering the
-    refill after it: the race detector's catch)."""
-    text = gemm_loop(128, 64, 64, hints=WARPS8 + ", sm_90 = {num_stages = 2}")
+@pytest.mark.parametrize("hints", ["", ", sm_90 = {num_stages = 2}"])
+def test_a_refill_without_the_empty_wait_is_caught(hints):
+    """Without the "empty" waits the producer refills stages the consumers' wgmma still
+    read (in flight, or retired with nothing ordering the refill after it: the race
+    detector's catch), or runs a whole ring ahead and arrives on a "full" mbarrier whose
+    previous phase's bytes have not landed."""
+    text = gemm_loop(128, 64, 64, hints=WARPS8 + hints)
     _emulate(text, 400)
-    with pytest.raises(EmulationError, match=r"(async|race): .*cp\.async\.bulk\.tensor.*wgmma"):
-        _emulate(text, 400, lambda ptx: _without_wait(ptx, 1))
+    with pytest.raises(EmulationError, match=r"(async|race): .*cp\.async\.bulk\.tensor.*wgmma|mbarrier: .*expect_tx"):
+        _emulate(text, 400, lambda ptx: _without_wait(ptx, "empty"))
 
 
 @needs_x86
@@ -259,3 +333,4 @@ def test_remarks_say_the_loop_is_a_tma_ring(tmp_path, capsys):
     assert driver_main([str(path), "--gpu-name", "sm_90", "-o", str(tmp_path / "k.cubin"), "--remarks=tensorcore"]) == 0
     out = capsys.readouterr().out
     assert "K loop software-pipelined with 4 stages" in out and "TMA ring" in out
+    assert "WgmmaInFlight = 1" in out and "WarpSpecialized = producer warp 4" in out

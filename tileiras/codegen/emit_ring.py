@@ -59,14 +59,19 @@ def _stage_barrier(em: KernelEmitter, plan: RingPlan, stage: ir.Value, empty: bo
     return _shared(em, b.add(ir.Constant(I32, first), b.mul(stage, ir.Constant(I32, 8))))
 
 
-def _elected(em: KernelEmitter) -> ir.Value:
-    """The thread that initializes the mbarriers and issues every copy: thread 0."""
-    return em.b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))
+def _producer_thread(plan: RingPlan) -> int:
+    """The thread that issues every copy: the producer warp's first (thread 0 unspecialized)."""
+    return 32 * max(plan.producer_warp, 0)
 
 
-def _elected_warp(em: KernelEmitter) -> ir.Value:
-    """The elected thread's warp: warp 0."""
-    return em.b.icmp_unsigned("<", em.tid, ir.Constant(I32, 32))
+def _elected(em: KernelEmitter, plan: RingPlan) -> ir.Value:
+    return em.b.icmp_unsigned("==", em.tid, ir.Constant(I32, _producer_thread(plan)))
+
+
+def _elected_warp(em: KernelEmitter, plan: RingPlan) -> ir.Value:
+    """The elected thread's warp."""
+    first = _producer_thread(plan)
+    return em.b.icmp_unsigned("<", em.b.sub(em.tid, ir.Constant(I32, first)), ir.Constant(I32, 32))
 
 
 def _use(b: ir.IRBuilder, plan: RingPlan, j: ir.Value) -> tuple[ir.Value, ir.Value]:
@@ -89,7 +94,7 @@ def _refill(em: KernelEmitter, plan: RingPlan, iv: ir.Value, j: ir.Value) -> Non
     b = em.b
     stage, parity = _use(b, plan, j)
     wait_phase(em, _stage_barrier(em, plan, stage, empty=True), b.xor(parity, ir.Constant(I32, 1)))
-    with b.if_then(_elected(em)):
+    with b.if_then(_elected(em, plan)):
         ring_issue(em, plan, iv, stage)
 
 
@@ -121,27 +126,70 @@ def _prefetch_maps(em: KernelEmitter, plan: RingPlan) -> None:
     pb = em.pb
     for k in sorted(set(plan.maps)):
         tmap = X.tensor_map_address(pb, param_name(em.fn.name, len(em.fn.entry_block.args) + k))
-        X.asm(pb, ir.VoidType(), "{ .reg .pred p; setp.eq.u32 p, $1, 0; @p prefetch.tensormap [$0]; }",
-              "l,r,~{memory}", [tmap, em.tid], side_effect=True)
+        X.asm(pb, ir.VoidType(), f"{{ .reg .pred p; setp.eq.u32 p, $1, {_producer_thread(plan)}; "
+              "@p prefetch.tensormap [$0]; }", "l,r,~{memory}", [tmap, em.tid], side_effect=True)
 
 
 def ring_prologue(em: KernelEmitter, plan: RingPlan) -> None:
-    """Before the loop: the mbarriers, and the boxes of its first S-1 iterations (into
-    fresh stages: no "empty" wait); the tensor maps prefetched at kernel start."""
+    """Before the loop: the tensor maps prefetched at kernel start, the mbarriers (thread
+    0), then the boxes of the loop's first S-1 iterations (into fresh stages: no "empty"
+    wait) or, warp-specialized, the producer's branch (``_produce``)."""
     _prefetch_maps(em, plan)
     b = em.b
     lb, ub, step = loop_bounds(em, plan)
     X.barrier(b)                    # earlier users of the shared memory are done with it
-    with b.if_then(_elected(em)):
+    with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
         for s in range(plan.stages):
             X.mbarrier_init(b, _stage_barrier(em, plan, ir.Constant(I32, s)), 1)
             X.mbarrier_init(b, _stage_barrier(em, plan, ir.Constant(I32, s), empty=True), plan.consumers)
         X.fence_mbarrier_init(b)
-        for s in range(plan.stages - 1):
-            iv = b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb
-            with b.if_then(below(em, plan, iv, ub)):
-                ring_issue(em, plan, iv, ir.Constant(I32, s))
+        if not plan.specialized:
+            for s in range(plan.stages - 1):
+                iv = b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb
+                with b.if_then(below(em, plan, iv, ub)):
+                    ring_issue(em, plan, iv, ir.Constant(I32, s))
     X.barrier(b)                    # the mbarriers are initialized for every thread
+    if plan.specialized:
+        _produce(em, plan)
+
+
+def _setmaxnreg(b: ir.IRBuilder, action: str, count: int) -> None:
+    X.asm(b, ir.VoidType(), f"setmaxnreg.{action}.sync.aligned.u32 {count};", "~{memory}", [], side_effect=True)
+
+
+def _produce(em: KernelEmitter, plan: RingPlan) -> None:
+    """The warp-specialized split: the producer warp group (threads from ``consumers``
+    on) lowers its registers, its first warp runs the producer loop (per iteration j:
+    the "empty" wait, then the elected thread's boxes into stage j % S) and the group
+    leaves the kernel; the consumers raise their registers and go on to the loop."""
+    b = em.b
+    lb, ub, step = loop_bounds(em, plan)
+    producer = em.llfn.append_basic_block("ring.producer")
+    consumer = em.llfn.append_basic_block("ring.consumer")
+    b.cbranch(b.icmp_unsigned(">=", em.tid, ir.Constant(I32, plan.consumers)), producer, consumer)
+    b.position_at_end(producer)
+    _setmaxnreg(b, "dec", plan.registers[0])
+    with b.if_then(_elected_warp(em, plan)):
+        entry = b.block
+        head = em.llfn.append_basic_block("ring.produce")
+        body = em.llfn.append_basic_block("ring.produce.body")
+        done = em.llfn.append_basic_block("ring.produce.done")
+        b.branch(head)
+        b.position_at_end(head)
+        j = b.phi(I32, name="j")
+        iv = b.phi(lb.type, name="produce.iv")
+        j.add_incoming(ir.Constant(I32, 0), entry)
+        iv.add_incoming(lb, entry)
+        b.cbranch(below(em, plan, iv, ub), body, done)
+        b.position_at_end(body)
+        _refill(em, plan, iv, j)
+        j.add_incoming(b.add(j, ir.Constant(I32, 1)), b.block)
+        iv.add_incoming(b.add(iv, step), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+    b.ret_void()
+    b.position_at_end(consumer)
+    _setmaxnreg(b, "inc", plan.registers[1])
 
 
 def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
@@ -167,8 +215,10 @@ def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
             _release(em, plan, _use(b, plan, ahead)[0])
     else:
         _release(em, plan, stage)
+    if plan.specialized:            # the producer warp refills
+        return
     ahead_iv = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
-    with b.if_then(b.and_(_elected_warp(em), below(em, plan, ahead_iv, ub))):
+    with b.if_then(b.and_(_elected_warp(em, plan), below(em, plan, ahead_iv, ub))):
         _refill(em, plan, ahead_iv, ahead)
 
 
@@ -184,7 +234,7 @@ def ring_drain(em: KernelEmitter, plan: RingPlan) -> None:
         acc = em.values[result]
         em.put(result, TileVal(acc.layout, wgmma_wait(b, acc.regs)))
     X.barrier(b)
-    with b.if_then(_elected(em)):
+    with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
         for s in range(plan.stages):
             for empty in (False, True):
                 X.asm(b, ir.VoidType(), "mbarrier.inval.shared::cta.b64 [$0];", "r,~{memory}",

@@ -46,7 +46,16 @@ class RingPlan(KLoopPlan):
     ``in_flight`` ``wgmma`` groups are left running at the end of an iteration (1: the
     next iteration's copies and waits overlap the tensor cores; 0 where ``serial_reason``
     says why not); the accumulator is loop result ``carried``, completed by the drain's
-    ``wait_group 0``.  ``source`` says where the stage count came from."""
+    ``wait_group 0``.  ``source`` says where the stage count came from.
+
+    ``producer_warp`` >= 0: the loop is warp-specialized (``place_rings``): the warp group
+    from warp ``producer_warp`` on (the CTA's extra warps) runs the producer, its first
+    warp waiting on "empty" and its first thread issuing every box, with its registers
+    lowered to ``PRODUCER_REGISTERS``, and leaves the kernel after the last box; the
+    ``consumers`` (the worker warps) only wait on "full", multiply and release, their
+    registers raised to ``registers[1]`` (``registers[0]`` the producers': ``setmaxnreg``).
+    Else (-1) ``specialize_reason`` says why not and the worker warps take turns: warp 0
+    refills after the multiply."""
     staging: WgmmaStaging
     stage_bytes: int
     box: tuple[tuple[int, int], tuple[int, int]]
@@ -58,6 +67,9 @@ class RingPlan(KLoopPlan):
     carried: int = 0
     in_flight: int = 1
     serial_reason: str = ""
+    producer_warp: int = -1
+    specialize_reason: str = ""
+    registers: tuple[int, int] = (0, 0)
     maps: tuple[int, int] = (-1, -1)
 
     @property
@@ -76,17 +88,34 @@ class RingPlan(KLoopPlan):
         arrive as zeros and count too)."""
         return self.staging.a.nbytes + self.staging.b.nbytes
 
-    def placed(self, maps: tuple[int, int]) -> "RingPlan":
-        """This plan reading its tiles through hidden tensor maps ``maps``."""
+    @property
+    def specialized(self) -> bool:
+        return self.producer_warp >= 0
+
+    def placed(self, maps: tuple[int, int], producer_warp: int, consumers: int, reason: str,
+               registers: tuple[int, int]) -> "RingPlan":
+        """This plan reading its tiles through hidden tensor maps ``maps``, its producer
+        warp ``producer_warp`` (-1: none, ``reason`` why) for ``consumers`` threads, with
+        ``registers`` (producers', consumers')."""
         return RingPlan(self.loop, self.mma, self.loads, self.stages, self.staging, self.stage_bytes, self.box,
-                        self.boxes, self.specs, self.source, self.b_transposed, self.consumers, self.carried,
-                        self.in_flight, self.serial_reason, maps)
+                        self.boxes, self.specs, self.source, self.b_transposed, consumers, self.carried,
+                        self.in_flight, self.serial_reason, producer_warp, reason, registers, maps)
 
 
 #: bytes of one stage's mbarriers ("full" and "empty")
 RING_BARRIER_BYTES = 16
 #: a ring stage's alignment: the 128-byte swizzle repeats every 1024 bytes of address
 RING_ALIGN = 1024
+#: the warp group a warp-specialized ring adds to the CTA for its producer (NVIDIA's sm_90
+#: GEMMs: 256 threads, warps 0-3 consume, warp 4 produces, the rest of warps 4-7 idle)
+PRODUCER_WARPS = 4
+#: ``setmaxnreg.dec`` of a warp-specialized ring's producer warp group (NVIDIA's)
+PRODUCER_REGISTERS = 32
+#: the register file of an SM, and the most registers ``setmaxnreg`` and ptxas give a
+#: thread (a multiple of 8 below 255)
+SM_REGISTERS, MAX_THREAD_REGISTERS = 65536, 248
+#: the most threads a CTA has
+MAX_CTA_THREADS = 1024
 
 
 def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
@@ -189,9 +218,42 @@ def place_rings(tas, arch: int, rings: list[RingPlan]) -> None:
     tas.tma, maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in taken], f"sm_{arch}",
                                           tas.scratch_bytes)
     maps = list(maps)
+    reason = _specialize_reason(tas, rings)
+    if not reason and not tas.extra_warps:
+        tas.extra_warps = PRODUCER_WARPS
     for ring in rings:
         for spec in ring.specs:
             if spec not in maps:
                 maps.append(spec)
-        tas.pipelines[ring.loop] = ring.placed(tuple(maps.index(spec) for spec in ring.specs))
+        producer, consumers = (-1, tas.num_threads) if reason else (tas.num_warps, tas.layout_threads)
+        tas.pipelines[ring.loop] = ring.placed(tuple(maps.index(spec) for spec in ring.specs), producer,
+                                               consumers, reason, (0, 0) if reason else _registers(tas))
     tas.tensor_maps = tuple(maps)
+
+
+def _registers(tas) -> tuple[int, int]:
+    """``setmaxnreg`` of the producers (``dec``) and the consumers (``inc``).  ptxas gives
+    the kernel the largest ``setmaxnreg`` count as its register count, which every thread
+    of the CTA holds at launch; the consumers take the CTA's whole share of the register
+    file (one CTA an SM, as NVIDIA's 255-register GEMMs), the producers keep few."""
+    share = SM_REGISTERS // tas.num_threads // 8 * 8
+    return PRODUCER_REGISTERS, min(MAX_THREAD_REGISTERS, share)
+
+
+def _specialize_reason(tas, rings: list[RingPlan]) -> str:
+    """Why the ring is not warp-specialized, or "": the producer warps leave the kernel
+    after its last box, so the kernel must have one ring, at its top level (not inside
+    another loop or branch, which would run it again); they are the CTA's extra warp group
+    (added if the kernel has none: ``.reqntid`` grows to NVIDIA's), whose other warps
+    only held copies of the workers' values."""
+    if len(rings) != 1:
+        return "the kernel has more than one TMA ring"
+    loop = rings[0].loop
+    if loop.parent is None or loop.parent is not tas.aa.function.body.blocks[0]:
+        return "the loop is inside another loop or branch (the producer warps leave after it)"
+    if tas.extra_warps not in (0, PRODUCER_WARPS):
+        return f"the CTA already has {tas.extra_warps} extra warps"
+    if tas.layout_threads + 32 * PRODUCER_WARPS > MAX_CTA_THREADS:
+        return "a producer warp group does not fit in the CTA"
+    return ""
+
