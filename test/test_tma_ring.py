@@ -59,7 +59,10 @@ def loop_of(ptx: str) -> str:
 def test_an_aligned_f16_wgmma_k_loop_becomes_a_tma_ring():
     tas = tas_of(gemm_loop(64, 64, 64))
     (plan,) = tas.pipelines.values()
-    assert isinstance(plan, RingPlan) and plan.source == "modulo schedule" and plan.stages == 3
+    # warp-specialized: the consumers hold the SM's registers, the ring its shared memory
+    assert isinstance(plan, RingPlan) and plan.source == "shared memory (warp-specialized)" and plan.stages == 8
+    unspecialized = plan_of(nested(gemm_loop(64, 64, 64)))
+    assert unspecialized.source == "modulo schedule" and unspecialized.stages == 3
     a, b = plan.staging.a, plan.staging.b
     # A K-major, B (K x N, N contiguous) MN-major, both in 128-byte swizzle atoms: one box each
     assert (a.k_major, a.swizzle, b.k_major, b.swizzle) == (True, Swizzle.B128, False, Swizzle.B128)
@@ -95,6 +98,8 @@ def test_the_stage_count_comes_from_the_hint_the_trip_count_and_shared_memory():
     assert (plan_of(gemm_loop(64, 64, 64, hints="sm_90 = {num_stages = 5}")).stages, ) == (5, )
     assert plan_of(gemm_loop(64, 64, 64, trips=1, hints="sm_90 = {num_stages = 4}")).stages == 2
     assert plan_of(gemm_loop(64, 64, 64, trips=3, hints="sm_90 = {num_stages = 4}")).stages == 3
+    assert plan_of(gemm_loop(64, 64, 64, trips=5)).stages == 5         # specialized: no more than the trips
+    assert plan_of(gemm_loop(64, 64, 64, trips=12)).stages == 8        # nor than NVIDIA's 8
     # 40 hinted: as many as fit beside C's 64 KiB TMA store buffer
     tas = tas_of(gemm_loop(128, 128, 64, hints="sm_90 = {num_stages = 40, num_worker_warps_per_cta = 8}"))
     (plan,) = tas.pipelines.values()
@@ -221,6 +226,10 @@ def test_a_converted_accumulator_keeps_no_group_in_flight():
     # last bits of a few cancelling sums, as they do without the ring)
     ({"m": 64, "n": 64, "k": 64}, (64, 100, 192, 250, 384)),
     ({"m": 64, "n": 64, "k": 64, "hints": "sm_90 = {num_stages = 4}"}, (192, 256)),       # S-1, S
+    # the producer wraps around the ring: up to 3 uses of a stage ("empty" parities 1, 0, 1)
+    ({"m": 64, "n": 64, "k": 64, "hints": "sm_90 = {num_stages = 2}"}, (384,)),
+    ({"m": 64, "n": 64, "k": 64, "hints": "sm_90 = {num_stages = 3}"}, (320,)),
+    ({"m": 128, "n": 128, "k": 64, "hints": WARPS8 + ", sm_90 = {num_stages = 2}"}, (320,)),
     ({"m": 64, "n": 64, "k": 64, "trips": 1}, (100,)),
     ({"m": 64, "n": 64, "k": 64, "trips": 5}, (100,)),                  # past the tensor: zero boxes
     ({"m": 64, "n": 128, "k": 64, "ab": "bf16"}, (200,)),
@@ -302,7 +311,7 @@ def test_a_missing_full_wait_is_caught():
 
 
 @needs_x86
-@pytest.mark.parametrize("hints", ["", ", sm_90 = {num_stages = 2}"])
+@pytest.mark.parametrize("hints", [", sm_90 = {num_stages = 3}", ", sm_90 = {num_stages = 2}"])
 def test_a_refill_without_the_empty_wait_is_caught(hints):
     """Without the "empty" waits the producer refills stages the consumers' wgmma still
     read (in flight, or retired with nothing ordering the refill after it: the race

@@ -30,6 +30,16 @@ its phase at 1).
   (no instruction touches it before), a barrier, and thread 0 invalidates the mbarriers
   (the next entry of the loop initializes them again, its phases from 0).
 
+Warp-specialized (the plan's ``producer_warp``, NVIDIA's split): after the mbarriers'
+barrier the CTA branches.  The producer warp group (the CTA's extra warps) lowers its
+registers (``setmaxnreg.dec``); its first warp runs its own loop over the iterations
+(the "empty" wait as one warp, then its first thread's ``expect_tx`` and boxes), from
+iteration 0 (fresh stages pass their "empty" wait at once), and the group leaves the
+kernel (``ret``).  The consumers raise their registers (``setmaxnreg.inc``) and run the
+steady state without the refill.  The drain's CTA barrier and every later one need no
+named barrier among the consumers: a barrier for all the CTA's threads is released once
+the threads that have not exited arrive (PTX ISA, ``exit``).
+
 Iterations past the end issue nothing: their stage's mbarriers are never waited on.
 Boxes outside the tensor land as zeros and count their full bytes on the mbarrier.
 """

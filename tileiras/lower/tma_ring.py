@@ -70,6 +70,9 @@ class RingPlan(KLoopPlan):
     producer_warp: int = -1
     specialize_reason: str = ""
     registers: tuple[int, int] = (0, 0)
+    #: the most stages shared memory (beside the kernel's other TMA buffers) and a known
+    #: trip count allow
+    fit: int = 2
     maps: tuple[int, int] = (-1, -1)
 
     @property
@@ -93,13 +96,13 @@ class RingPlan(KLoopPlan):
         return self.producer_warp >= 0
 
     def placed(self, maps: tuple[int, int], producer_warp: int, consumers: int, reason: str,
-               registers: tuple[int, int]) -> "RingPlan":
+               registers: tuple[int, int], stages: int, source: str) -> "RingPlan":
         """This plan reading its tiles through hidden tensor maps ``maps``, its producer
         warp ``producer_warp`` (-1: none, ``reason`` why) for ``consumers`` threads, with
-        ``registers`` (producers', consumers')."""
-        return RingPlan(self.loop, self.mma, self.loads, self.stages, self.staging, self.stage_bytes, self.box,
-                        self.boxes, self.specs, self.source, self.b_transposed, consumers, self.carried,
-                        self.in_flight, self.serial_reason, producer_warp, reason, registers, maps)
+        ``registers`` (producers', consumers') and ``stages`` (from ``source``)."""
+        return RingPlan(self.loop, self.mma, self.loads, stages, self.staging, self.stage_bytes, self.box,
+                        self.boxes, self.specs, source, self.b_transposed, consumers, self.carried,
+                        self.in_flight, self.serial_reason, producer_warp, reason, registers, self.fit, maps)
 
 
 #: bytes of one stage's mbarriers ("full" and "empty")
@@ -116,6 +119,8 @@ PRODUCER_REGISTERS = 32
 SM_REGISTERS, MAX_THREAD_REGISTERS = 65536, 248
 #: the most threads a CTA has
 MAX_CTA_THREADS = 1024
+#: the stages a warp-specialized ring takes where shared memory holds them (NVIDIA's 128x128x32)
+SPECIALIZED_STAGES = 8
 
 
 def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
@@ -153,12 +158,13 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     fit = budget // (stage_bytes + RING_BARRIER_BYTES)
     if fit < 2:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory"
-    stages = max(2, min(wanted, fit))
     if known_trips(loop, tas.aa):
-        stages = max(2, min(stages, trip_count(loop, tas.aa)))
+        fit = max(2, min(fit, trip_count(loop, tas.aa)))
+    stages = max(2, min(wanted, fit))
     carried, serial = _in_flight(tas, loop, mma)
     return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
-                    source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial)
+                    source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial,
+                    fit=fit)
 
 
 def _in_flight(tas, loop: CF.ForOp, mma: Operation) -> tuple[int, str]:
@@ -211,6 +217,9 @@ def place_rings(tas, arch: int, rings: list[RingPlan]) -> None:
     planned again after the largest scratch (``tma.plan_tma`` keeps its choices for a
     subset of its candidates in the same order)."""
     taken = {ld for ring in rings for ld in ring.loads}
+    reason = _specialize_reason(tas, rings)
+    if not reason:
+        rings = [_deepened(ring) for ring in rings]
     for ring in rings:
         tas.scratch[ring.mma] = max(tas.scratch.get(ring.mma, 0), ring.smem_bytes)
         tas.wgmma_staging[ring.mma] = ring.staging
@@ -218,7 +227,6 @@ def place_rings(tas, arch: int, rings: list[RingPlan]) -> None:
     tas.tma, maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in taken], f"sm_{arch}",
                                           tas.scratch_bytes)
     maps = list(maps)
-    reason = _specialize_reason(tas, rings)
     if not reason and not tas.extra_warps:
         tas.extra_warps = PRODUCER_WARPS
     for ring in rings:
@@ -227,8 +235,19 @@ def place_rings(tas, arch: int, rings: list[RingPlan]) -> None:
                 maps.append(spec)
         producer, consumers = (-1, tas.num_threads) if reason else (tas.num_warps, tas.layout_threads)
         tas.pipelines[ring.loop] = ring.placed(tuple(maps.index(spec) for spec in ring.specs), producer,
-                                               consumers, reason, (0, 0) if reason else _registers(tas))
+                                               consumers, reason, (0, 0) if reason else _registers(tas),
+                                               ring.stages, ring.source)
     tas.tensor_maps = tuple(maps)
+
+
+def _deepened(ring: RingPlan) -> RingPlan:
+    """A warp-specialized ring's stages: its consumers hold the SM's registers (one CTA an
+    SM), so the ring takes the SM's shared memory, as NVIDIA's do (7 or 8 stages of a
+    128x128x32 f16 GEMM), up to ``SPECIALIZED_STAGES``; a ``num_stages`` hint stands."""
+    if ring.source == "num_stages hint" or ring.stages >= min(ring.fit, SPECIALIZED_STAGES):
+        return ring
+    return ring.placed(ring.maps, ring.producer_warp, ring.consumers, ring.specialize_reason, ring.registers,
+                       min(ring.fit, SPECIALIZED_STAGES), "shared memory (warp-specialized)")
 
 
 def _registers(tas) -> tuple[int, int]:
