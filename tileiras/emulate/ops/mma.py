@@ -38,7 +38,7 @@ from typing import Callable
 import numpy as np
 
 from ..asynchrony import check_issue
-from ..machine import KernelTrap
+from ..machine import EXITED, WAITING, KernelTrap
 from ..operands import reader, vector_items, writer
 from ..ptxtypes import FORMAT_DTYPES, ptx_type
 from ..registry import UnsupportedInstruction, handles
@@ -403,13 +403,31 @@ def compile_wgmma(ctx, ins):
         return stepping(lambda m, idx: m.asynchrony.complete_groups("wgmma", idx, keep))
     run = compile_mma_async(ctx, ins)
 
+    name = ".".join(ins.parts)
+
     def gathered(m, idx):
         idx = np.arange(m.n) if isinstance(idx, slice) else np.asarray(idx)
         ready = m.gather_warpgroups(idx)
         if ready.size:
             run(m, ready)
             m.pc[ready] += 1
+        stranded(m, idx, name)
     return gathered
+
+
+def stranded(m, idx: np.ndarray, name: str) -> None:
+    """Threads held at ``wgmma.mma_async`` whose warpgroup has exited threads can never
+    run it: the ``.aligned`` instruction needs the whole warpgroup."""
+    held = idx[m.status[idx] == WAITING]
+    if not held.size:
+        return
+    group = m.cta_of * m.nthreads + m.linear_tid // 128
+    alive = np.bincount(group[m.status != EXITED], minlength=int(group.max()) + 1)
+    short = held[alive[group[held]] < 128]
+    if short.size:
+        count = int(np.count_nonzero(group[held] == group[short[0]]))
+        raise KernelTrap("wgmma", f"{name}: executed by {count} threads of a warpgroup, not all 128 "
+                         "(.aligned requires the whole warpgroup; the others have exited)")
 
 
 def stepping(fn: Callable) -> Callable:
