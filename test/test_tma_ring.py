@@ -1,5 +1,5 @@
 """sm_90 K loops as TMA rings feeding ``wgmma`` straight from the swizzled stages
-(lower/software_pipeline.py ``RingPlan``, mma_forms.tma_ring_staging, codegen/emit_async.py).
+(lower/tma_ring.py ``RingPlan``, mma_forms.tma_ring_staging, codegen/emit_ring.py).
 
 A GEMM K loop (``kernels.pipelined.gemm_loop``) on sm_90 whose multiply runs as ``wgmma``
 TMA-loads A and B into a ring of S stages, S-1 iterations ahead: each box lands in the
@@ -21,7 +21,7 @@ from tileiras.emulate import launch
 from tileiras.emulate.launch import EmulationError
 from tileiras.emulate.nvhost import is_runnable_here
 from tileiras.layout.shared import Swizzle
-from tileiras.lower.software_pipeline import RingPlan
+from tileiras.lower.tma_ring import RingPlan
 from tileiras.sched.latency import HOPPER
 from tileiras.sched.pipeline import FULL_WAIT, TMA_COPY, WGMMA, tma_ring_schedule
 from tileiras.pipeline import CompileOptions, run_stages
@@ -59,7 +59,10 @@ def loop_of(ptx: str) -> str:
 def test_an_aligned_f16_wgmma_k_loop_becomes_a_tma_ring():
     tas = tas_of(gemm_loop(64, 64, 64))
     (plan,) = tas.pipelines.values()
-    assert isinstance(plan, RingPlan) and plan.source == "modulo schedule" and plan.stages == 3
+    # warp-specialized: the consumers hold the SM's registers, the ring its shared memory
+    assert isinstance(plan, RingPlan) and plan.source == "shared memory (warp-specialized)" and plan.stages == 8
+    unspecialized = plan_of(nested(gemm_loop(64, 64, 64)))
+    assert unspecialized.source == "modulo schedule" and unspecialized.stages == 3
     a, b = plan.staging.a, plan.staging.b
     # A K-major, B (K x N, N contiguous) MN-major, both in 128-byte swizzle atoms: one box each
     assert (a.k_major, a.swizzle, b.k_major, b.swizzle) == (True, Swizzle.B128, False, Swizzle.B128)
@@ -95,6 +98,8 @@ def test_the_stage_count_comes_from_the_hint_the_trip_count_and_shared_memory():
     assert (plan_of(gemm_loop(64, 64, 64, hints="sm_90 = {num_stages = 5}")).stages, ) == (5, )
     assert plan_of(gemm_loop(64, 64, 64, trips=1, hints="sm_90 = {num_stages = 4}")).stages == 2
     assert plan_of(gemm_loop(64, 64, 64, trips=3, hints="sm_90 = {num_stages = 4}")).stages == 3
+    assert plan_of(gemm_loop(64, 64, 64, trips=5)).stages == 5         # specialized: no more than the trips
+    assert plan_of(gemm_loop(64, 64, 64, trips=12)).stages == 8        # nor than NVIDIA's 8
     # 40 hinted: as many as fit beside C's 64 KiB TMA store buffer
     tas = tas_of(gemm_loop(128, 128, 64, hints="sm_90 = {num_stages = 40, num_worker_warps_per_cta = 8}"))
     (plan,) = tas.pipelines.values()
@@ -123,22 +128,95 @@ def test_loops_it_cannot_ring_keep_todays_code(text, reason):
 
 
 # -- the code -----------------------------------------------------------------------------------
-def test_ring_ptx_structure():
-    """Prologue: S-1 stages of one A and one B box; steady state: one stage's two boxes,
-    the mbarrier wait on the stage's parity, wgmma from descriptors, no register of A or
-    B stored to (or read from) shared memory."""
-    ptx = ptx_of(gemm_loop(64, 64, 64, hints="sm_90 = {num_stages = 4}"))
-    copy = "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes"
-    assert ptx.count(copy) == 2 * 3 + 2
-    assert ptx.count("mbarrier.init.shared::cta.b64") == 4 == ptx.count("mbarrier.inval.shared::cta.b64")
-    assert ptx.count("mbarrier.arrive.expect_tx.shared::cta.b64") == 4
-    assert len(re.findall(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 %rd\d+, \[%r\d+\], 16384;", ptx)) == 4
-    loop = loop_of(ptx)
-    assert "st.shared" not in loop and "ld.shared" not in loop
-    assert loop.count(copy) == 2 and loop.count("wgmma.mma_async") == 4
-    assert "wgmma.wait_group.sync.aligned 0;" in loop and "wgmma.commit_group" in loop
-    # the descriptors' swizzle field (bits 62-63): 1, the 128-byte swizzle
+def nested(text: str) -> str:
+    """``gemm_loop``'s K loop inside a one-trip outer loop: not at the kernel's top level."""
+    head = "    %for = for %i in"
+    start = text.index(head)
+    end = text.index("    }\n", start) + len("    }\n")
+    inner = text[start:end].replace("iter_values(%acc = %z)", "iter_values(%acc = %w)")
+    acc = re.search(r"-> \((tile<[^)]*>)\)", inner).group(1)
+    outer = (f"    %out = for %o in (%c0 to %c1, step %c1) : tile<i32> iter_values(%w = %z) -> ({acc}) {{\n"
+             + inner + f"    continue %for : {acc}\n    }}\n")
+    return text[:start] + outer + text[end:].replace("store_view_tko weak %for,", "store_view_tko weak %out,")
+
+
+COPY = "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes"
+
+
+def test_warp_specialized_ring_ptx_structure():
+    """NVIDIA's split: 256 threads; warps 0-3 consume, warp group 4-7 lowers its registers
+    (``setmaxnreg.dec 32``), warp 4 produces (the "empty" wait, then its first thread's
+    ``expect_tx`` and boxes) and the group leaves; the consumers raise theirs to the CTA's
+    share (``setmaxnreg.inc``, which ptxas takes as the kernel's register count) and per
+    iteration wait on "full", multiply leaving one group in flight and release the
+    previous stage on "empty" (128 arrivals), with no copy, no CTA barrier and no
+    shared-memory access of the operands; after the loop ``wait_group 0`` before anything
+    reads the accumulator."""
+    text = gemm_loop(64, 64, 64, hints="sm_90 = {num_stages = 4}")
+    plan = plan_of(text)
+    assert (plan.producer_warp, plan.consumers, plan.registers, plan.specialize_reason) == (4, 128, (32, 248), "")
+    assert tas_of(text).num_threads == 256
+    ptx = ptx_of(text)
+    assert ".reqntid 256" in ptx
+    # a "full" (1 arrival) and an "empty" (the 128 consumers) mbarrier per stage
+    assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 1;", ptx)) == 4
+    assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 128;", ptx)) == 4
+    assert ptx.count("mbarrier.inval.shared::cta.b64") == 8
+    assert len(re.findall(r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 %rd\d+, \[%r\d+\], 16384;", ptx)) >= 1
+    # the maps prefetched by the producer thread (128) at kernel start
+    prefetches = re.findall(r"setp\.eq\.u32 p, %r\d+, 128; @p prefetch\.tensormap \[(%rd\d+)\];", ptx)
+    assert len(prefetches) == 2 and ptx.index("prefetch.tensormap") < ptx.index("mbarrier.init")
+    for reg, param in zip(prefetches, ("k_param_13", "k_param_14")):
+        assert f"mov.b64 {reg}, {param}; cvta.param.u64 {reg}, {reg};" in ptx
+    split = ptx.index("setmaxnreg.dec.sync.aligned.u32 32;")
+    consumer = ptx[ptx.index("setmaxnreg.inc.sync.aligned.u32 248;"):ptx.index("wgmma.wait_group.sync.aligned 0;")]
+    assert ptx.index("mbarrier.init") < split and "ret;" in ptx[split:]
+    assert COPY not in consumer and "expect_tx" not in consumer and "bar.sync" not in consumer
+    assert "st.shared" not in consumer and "ld.shared" not in consumer
+    assert consumer.count("mbarrier.try_wait.parity") == 1 and consumer.count("wgmma.mma_async") == 4
+    assert consumer.count("wgmma.commit_group") == 1 and consumer.count("wgmma.wait_group.sync.aligned 1;") == 1
+    after = consumer[consumer.index("wgmma.wait_group.sync.aligned 1;"):]
+    assert "mbarrier.arrive.shared::cta.b64" in after
+    # the producer: every copy outside the consumers' code, after an "empty" wait
+    producer = ptx[split:ptx.index("setmaxnreg.inc")] + ptx[ptx.index("wgmma.wait_group.sync.aligned 0;"):]
+    assert producer.count(COPY) == ptx.count(COPY) >= 2
+    assert producer.index("mbarrier.try_wait.parity") < producer.index("expect_tx") < producer.index(COPY)
+    drain = ptx[ptx.index("wgmma.wait_group.sync.aligned 0;"):]
+    assert drain.index("bar.sync 0;") < drain.index("mbarrier.inval") < drain.index("st.shared")
     assert ".shared .align 1024" in ptx
+
+
+def test_ring_ptx_structure_unspecialized():
+    """A ring inside another loop stays on the worker warps (128 threads): S-1 stages of
+    one A and one B box before the loop; per iteration the "full" wait, wgmma with one
+    group in flight, every thread's release of the previous stage, then warp 0's "empty"
+    wait and thread 0's refill; no CTA barrier in the loop."""
+    text = nested(gemm_loop(64, 64, 64, hints="sm_90 = {num_stages = 4}"))
+    plan = plan_of(text)
+    assert plan.producer_warp == -1 and "inside another loop" in plan.specialize_reason
+    ptx = ptx_of(text)
+    assert ".reqntid 128" in ptx and "setmaxnreg" not in ptx
+    assert ptx.count(COPY) == 2 * 3 + 2
+    assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 128;", ptx)) == 4
+    loop = loop_of(ptx)
+    assert loop.count(COPY) == 2 and loop.count("wgmma.mma_async") == 4
+    steady = loop[:loop.index("wgmma.wait_group.sync.aligned 0;")]
+    assert "bar.sync" not in steady and steady.count("wgmma.wait_group.sync.aligned 1;") == 1
+    after = steady[steady.index("wgmma.wait_group.sync.aligned 1;"):]
+    # release (every thread), then warp 0's empty wait, then thread 0's refill
+    assert after.index("mbarrier.arrive.shared::cta.b64") < after.index("mbarrier.try_wait.parity") \
+        < after.index("mbarrier.arrive.expect_tx") < after.index(COPY)
+    assert re.search(r"setp\.eq\.u32 p, %r\d+, 0; @p prefetch\.tensormap", ptx)
+
+
+def test_a_converted_accumulator_keeps_no_group_in_flight():
+    """f16 accumulators are summed in f32 registers and rounded after each multiply: the
+    rounding would touch an in-flight group, so each iteration waits for its own."""
+    plan = plan_of(gemm_loop(64, 64, 64, acc="f16"))
+    assert plan.in_flight == 0 and "converted" in plan.serial_reason
+    loop = loop_of(ptx_of(gemm_loop(64, 64, 64, acc="f16")))
+    assert "wgmma.wait_group.sync.aligned 1;" not in loop and "mbarrier.arrive.shared::cta.b64" in loop
+    assert plan_of(gemm_loop(64, 64, 64)).in_flight == 1
 
 
 @needs_x86
@@ -148,6 +226,10 @@ def test_ring_ptx_structure():
     # last bits of a few cancelling sums, as they do without the ring)
     ({"m": 64, "n": 64, "k": 64}, (64, 100, 192, 250, 384)),
     ({"m": 64, "n": 64, "k": 64, "hints": "sm_90 = {num_stages = 4}"}, (192, 256)),       # S-1, S
+    # the producer wraps around the ring: up to 3 uses of a stage ("empty" parities 1, 0, 1)
+    ({"m": 64, "n": 64, "k": 64, "hints": "sm_90 = {num_stages = 2}"}, (384,)),
+    ({"m": 64, "n": 64, "k": 64, "hints": "sm_90 = {num_stages = 3}"}, (320,)),
+    ({"m": 128, "n": 128, "k": 64, "hints": WARPS8 + ", sm_90 = {num_stages = 2}"}, (320,)),
     ({"m": 64, "n": 64, "k": 64, "trips": 1}, (100,)),
     ({"m": 64, "n": 64, "k": 64, "trips": 5}, (100,)),                  # past the tensor: zero boxes
     ({"m": 64, "n": 128, "k": 64, "ab": "bf16"}, (200,)),
@@ -167,39 +249,88 @@ def test_ring_gemm_matches_interpreter(case, extents):
 
 
 @needs_x86
-def test_a_missing_mbarrier_wait_is_caught():
-    """The steady state's try_wait made to succeed at once: wgmma reads a stage whose TMA
-    bytes have not landed, which the emulator traps."""
-    text = gemm_loop(64, 64, 64, hints="sm_90 = {num_stages = 3}")
+@pytest.mark.parametrize("case, extents", [
+    ({"m": 64, "n": 64, "k": 64}, (64, 192, 250)),
+    ({"m": 128, "n": 128, "k": 128, "hints": WARPS8}, (260,)),
+    ({"m": 64, "n": 64, "k": 64, "acc": "f16"}, (100,)),
+], ids=lambda v: str(v))
+def test_unspecialized_ring_matches_interpreter(case, extents):
+    """The ring inside another loop (worker warps only, warp 0 refilling)."""
+    text = nested(gemm_loop(**case))
+    assert plan_of(text).producer_warp == -1
+    for extent in extents:
+        assert agrees(text, extent) == [None], extent
+
+
+def test_specialized_ring_gemms_keep_nvidias_cta_size():
+    """The warp-specialized ring's CTA is the workers plus one warp group, NVIDIA's 256
+    threads for 4 workers; 8 workers take 384 threads and a smaller register share."""
+    assert [(tas_of(t).num_threads, plan_of(t).registers) for t in
+            (gemm_loop(64, 64, 64), gemm_loop(128, 128, 64, hints=WARPS8))] == [(256, (32, 248)), (384, (32, 168))]
+
+
+def _emulate(text: str, extent: int, edit=None):
+    """Run the kernel's PTX (``edit``ed) in the emulator on one CTA; the PTX."""
     module = parse_module(text, "k.mlir")
     fn = module.functions[0]
     ptx, host = diffcheck.compile_with_host(module, "sm_90")
-    wait = re.search(r"\{ \.reg \.pred %p; mbarrier\.try_wait\.parity[^}]*selp\.b32 (%r\d+), 1, 0, %p; \}", ptx)
-    assert wait and ptx.count("mbarrier.try_wait") == 1 and "wgmma.mma_async" in ptx[wait.end():]
-    broken = ptx.replace(wait.group(0), f"mov.b32 {wait.group(1)}, 1;")
-    args = diffcheck.synthesize_args(fn, np.random.default_rng(1), 200)
-    launch(ptx, fn.name, (1, 1, 1), args, host_object=host).check()
-    with pytest.raises(EmulationError, match=r"async: .*wgmma.* reads shared byte"):
-        launch(broken, fn.name, (1, 1, 1), diffcheck.synthesize_args(fn, np.random.default_rng(1), 200),
-               host_object=host).check()
+    if edit is not None:
+        edited = edit(ptx)
+        assert edited != ptx
+        ptx = edited
+    launch(ptx, fn.name, (1, 1, 1), diffcheck.synthesize_args(fn, np.random.default_rng(1), extent),
+           host_object=host).check()
+    return ptx
+
+
+def _without_wait(ptx: str, which: str) -> str:
+    """The mbarrier waits ``which`` ("full": the consumers' before wgmma; "empty": the
+    producer's before a refill; LLVM may unroll the producer's loop) made to succeed at once."""
+    waits = list(re.finditer(r"\{ \.reg \.pred %p; mbarrier\.try_wait\.parity[^}]*selp\.b32 (%r\d+), 1, 0, %p; \}",
+                             ptx))
+
+    def kind(wait) -> str:
+        after = ptx[wait.end():]
+        found = {k: after.find(text) for k, text in (("empty", "mbarrier.arrive.expect_tx"), ("full", "wgmma.fence"))}
+        return min((k for k in found if found[k] >= 0), key=found.get)
+    chosen = [w for w in waits if kind(w) == which]
+    assert chosen
+    for wait in reversed(chosen):
+        ptx = ptx[:wait.start()] + f"mov.b32 {wait.group(1)}, 1;" + ptx[wait.end():]
+    return ptx
 
 
 @needs_x86
-def test_a_missing_release_barrier_is_caught():
-    """Two warpgroups: without the steady state's barrier, the elected thread's TMA
-    refills a stage the other warpgroup's wgmma may still read."""
-    text = gemm_loop(128, 64, 64, hints=WARPS8 + ", sm_90 = {num_stages = 2}")
-    module = parse_module(text, "k.mlir")
-    fn = module.functions[0]
-    ptx, host = diffcheck.compile_with_host(module, "sm_90")
-    start = ptx.index("mbarrier.try_wait.parity")
-    release = ptx.rindex("bar.sync 0;", 0, start)
-    broken = ptx[:release] + ptx[release:].replace("bar.sync 0;", "", 1)
-    args = diffcheck.synthesize_args(fn, np.random.default_rng(1), 400)
-    launch(ptx, fn.name, (1, 1, 1), args, host_object=host).check()
-    with pytest.raises(EmulationError):
-        launch(broken, fn.name, (1, 1, 1), diffcheck.synthesize_args(fn, np.random.default_rng(1), 400),
-               host_object=host).check()
+def test_a_missing_full_wait_is_caught():
+    """The steady state's "full" wait made to succeed at once: wgmma reads a stage whose
+    TMA bytes have not landed, which the emulator traps."""
+    text = gemm_loop(64, 64, 64, hints="sm_90 = {num_stages = 3}")
+    _emulate(text, 200)
+    with pytest.raises(EmulationError, match=r"async: .*wgmma.* reads shared byte"):
+        _emulate(text, 200, lambda ptx: _without_wait(ptx, "full"))
+
+
+@needs_x86
+@pytest.mark.parametrize("hints", [", sm_90 = {num_stages = 3}", ", sm_90 = {num_stages = 2}"])
+def test_a_refill_without_the_empty_wait_is_caught(hints):
+    """Without the "empty" waits the producer refills stages the consumers' wgmma still
+    read (in flight, or retired with nothing ordering the refill after it: the race
+    detector's catch), or runs a whole ring ahead and arrives on a "full" mbarrier whose
+    previous phase's bytes have not landed."""
+    text = gemm_loop(128, 64, 64, hints=WARPS8 + hints)
+    _emulate(text, 400)
+    with pytest.raises(EmulationError, match=r"(async|race): .*cp\.async\.bulk\.tensor.*wgmma|mbarrier: .*expect_tx"):
+        _emulate(text, 400, lambda ptx: _without_wait(ptx, "empty"))
+
+
+@needs_x86
+def test_reading_the_accumulator_before_wait_group_0_is_caught():
+    """Without the drain's ``wait_group 0`` the epilogue reads registers of the last
+    iteration's in-flight wgmma."""
+    text = gemm_loop(64, 64, 64)
+    _emulate(text, 250)
+    with pytest.raises(EmulationError, match=r"async: .*uses %r\d+, a register of the in-flight .*wgmma"):
+        _emulate(text, 250, lambda ptx: ptx.replace("wgmma.wait_group.sync.aligned 0;", "", 1))
 
 
 def test_remarks_say_the_loop_is_a_tma_ring(tmp_path, capsys):
@@ -211,3 +342,4 @@ def test_remarks_say_the_loop_is_a_tma_ring(tmp_path, capsys):
     assert driver_main([str(path), "--gpu-name", "sm_90", "-o", str(tmp_path / "k.cubin"), "--remarks=tensorcore"]) == 0
     out = capsys.readouterr().out
     assert "K loop software-pipelined with 4 stages" in out and "TMA ring" in out
+    assert "WgmmaInFlight = 1" in out and "WarpSpecialized = producer warp 4" in out

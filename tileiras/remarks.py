@@ -101,14 +101,19 @@ def _decisions(module: Module, gpu_name: Optional[str]) -> dict:
 def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
     """Per tensor-core K loop: software-pipelined with how many stages, or why not."""
     from .lower.attention_pipeline import AttentionPlan  # noqa: PLC0415
-    from .lower.software_pipeline import PipelinePlan, RingPlan  # noqa: PLC0415
+    from .lower.software_pipeline import PipelinePlan  # noqa: PLC0415
+    from .lower.tma_ring import RingPlan  # noqa: PLC0415
 
     decision = tas.pipelines.get(op) if tas is not None else None
     if isinstance(decision, RingPlan):
         yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkSoftwarePipelined",
                      f"K loop software-pipelined with {decision.stages} stages", fn.name, op.loc,
                      [("Stages", str(decision.stages)), ("StagesFrom", decision.source),
-                      ("Copies", "TMA ring into wgmma's swizzled operands")])
+                      ("Copies", "TMA ring into wgmma's swizzled operands"),
+                      ("WgmmaInFlight", str(decision.in_flight) + (f" ({decision.serial_reason})"
+                                                                    if decision.serial_reason else "")),
+                      ("WarpSpecialized", f"producer warp {decision.producer_warp}" if decision.specialized
+                       else f"no ({decision.specialize_reason})")])
     elif isinstance(decision, AttentionPlan):
         yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkSoftwarePipelined",
                      f"K/V loop software-pipelined with {decision.stages} stages", fn.name, op.loc,

@@ -204,10 +204,10 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     em.frames.pop()
     # results: the carried values as the header saw them when the loop ended
     b.position_at_end(exit_bb)
-    if plan is not None:
-        emit_async.drain(em, plan)
     for r, phis, arg in zip(op.results, frame.header_phis[1:], block.args[1:]):
         em.put(r, TileVal(em.result_layout(r), list(phis)) if phis else None)
+    if plan is not None:        # after the results: a TMA ring's drain completes its accumulator
+        emit_async.drain(em, plan)
 
 
 @emits(CF.LoopOp)

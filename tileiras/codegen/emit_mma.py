@@ -11,7 +11,7 @@ form, one matrix after another; 8-bit mmaf_scaled on sm_12x as the block-scaled
 ``kind::mxf8f6f4`` form (``_tensor_core_mma``).  The
 multiply of a software-pipelined K loop (``TileAS.pipelined``) reads its operands from
 the loop's ring of ``cp.async`` stages instead (``emit_async.pipelined_mma``), or on sm_90
-from the stage of its TMA ring (``emit_async.ring_mma``, ``warpgroup_multiply``).
+from the stage of its TMA ring (``emit_ring.ring_mma``, ``warpgroup_multiply``).
 Everything else runs on CUDA cores: each thread walks K for the accumulator elements it
 holds, multiplying and adding in f32 (i32 for integers) and rounding once to the result
 type.  A tcgen05 (sm_100) lowering will sit beside them.
@@ -267,10 +267,11 @@ def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: T
 
 
 def warpgroup_multiply(em: KernelEmitter, op: Operation, form: TensorCoreMma, staging, lhs: Optional[TileVal],
-                       acc: TileVal, stage: Optional[ir.Value] = None) -> None:
+                       acc: TileVal, stage: Optional[ir.Value] = None, pending: int = 0) -> None:
     """The ``wgmma`` K loop of ``_warpgroup_mma`` over operands already in shared memory
     as ``staging`` places them, ``stage`` (i32 bytes, or none) further on: a TMA ring's
-    current stage (``emit_async.ring_mma``)."""
+    current stage (``emit_ring.ring_mma``), whose last ``pending`` groups may stay in
+    flight (``wgmma.wait_group pending`` after each commit)."""
     b = em.b
     layout = acc.layout
     rows_blocks, cols_blocks = mma_blocks(layout)
@@ -307,7 +308,7 @@ def warpgroup_multiply(em: KernelEmitter, op: Operation, form: TensorCoreMma, st
                 for q, v in zip(regs, new):
                     out[q] = v
         X.asm(b, ir.VoidType(), "wgmma.commit_group.sync.aligned;", "~{memory}", [], side_effect=True)
-        return wgmma_wait(b, out)
+        return wgmma_wait(b, out, pending)
 
     if staging.a is None:         # A's fragments in registers: every K step unrolled
         if lhs.layout != em.tas.operand_layout(op, 0):
@@ -462,9 +463,11 @@ def wgmma_fence(b: ir.IRBuilder, accumulators: list[ir.Value]) -> list[ir.Value]
     return _tied(b, "wgmma.fence.sync.aligned;", accumulators)
 
 
-def wgmma_wait(b: ir.IRBuilder, accumulators: list[ir.Value]) -> list[ir.Value]:
-    """``wgmma.wait_group 0``: the accumulators (tied through it) are read only after it."""
-    return _tied(b, "wgmma.wait_group.sync.aligned 0;", accumulators)
+def wgmma_wait(b: ir.IRBuilder, accumulators: list[ir.Value], pending: int = 0) -> list[ir.Value]:
+    """``wgmma.wait_group pending``: all but this warp's newest ``pending`` groups have
+    completed; the accumulators (tied through it) are read only after a ``wait_group 0``
+    (with ``pending`` 1 they go on to the next group's ``wgmma.fence`` untouched)."""
+    return _tied(b, f"wgmma.wait_group.sync.aligned {pending};", accumulators)
 
 
 class TensorCoreOperands:

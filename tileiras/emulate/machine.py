@@ -44,6 +44,7 @@ RUNNING, WAITING, EXITED = 0, 1, 2
 NO_PC = np.iinfo(np.int64).max
 CLUSTER_BARRIER = 16             # wait_bar value of barrier.cluster.wait
 MBARRIER_WAIT = 17               # wait_bar value of a suspended mbarrier.try_wait
+WARPGROUP_WAIT = 18              # wait_bar value of a warp held at a warpgroup-wide instruction
 FRUITLESS_TIMEOUTS = 100         # try_wait timeouts in a row without progress: a deadlock
 
 
@@ -253,8 +254,8 @@ class Batch:
 
     def raise_deadlock(self) -> None:
         waiting = np.flatnonzero(self.status == WAITING)
-        # a barrier's waiters are past it; a suspended try_wait's are at it
-        at = self.pc[waiting] - (self.wait_bar[waiting] != MBARRIER_WAIT)
+        # a barrier's waiters are past it; a suspended try_wait's (or held wgmma's) are at it
+        at = self.pc[waiting] - (self.wait_bar[waiting] < MBARRIER_WAIT)
         lines = sorted({self.prog.instructions[max(int(p), 0)].line for p in at})
         what = "barriers or mbarrier phases" if self.mbarrier_waiters().size else "barriers"
         raise Deadlock(f"deadlock: {len(waiting)} threads wait at {what} (PTX lines {lines}) "
@@ -339,6 +340,24 @@ class Batch:
         self.wait_bar[idx] = MBARRIER_WAIT
         self.mbar_offset[idx] = offsets
         self.mbar_parity[idx] = parity
+
+    def gather_warpgroups(self, idx: np.ndarray) -> np.ndarray:
+        """Threads ``idx`` reach a warpgroup-wide instruction (``wgmma.mma_async``) at
+        ``self.at``: the hardware runs it once all four warps of a warpgroup have issued
+        it, which they may do at different times (a warp that waited on an mbarrier
+        lags).  The threads of the warpgroups now complete (with those held here before)
+        are returned, running again; the rest are held, at the instruction."""
+        held = np.flatnonzero((self.status == WAITING) & (self.wait_bar == WARPGROUP_WAIT) & (self.pc == self.at))
+        everyone = np.union1d(idx, held)
+        group = self.cta_of[everyone] * self.nthreads + self.linear_tid[everyone] // 128
+        _, inverse, counts = np.unique(group, return_inverse=True, return_counts=True)
+        complete = counts[inverse] == 128
+        hold = everyone[~complete]
+        self.status[hold] = WAITING
+        self.wait_bar[hold] = WARPGROUP_WAIT
+        ready = everyone[complete]
+        self.status[ready] = RUNNING
+        return ready
 
     def mbarrier_waiters(self) -> np.ndarray:
         if self.mbar_offset is None:

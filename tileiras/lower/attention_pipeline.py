@@ -62,7 +62,7 @@ from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
 from ..tile.traits import DATA_RESOURCES, writes
 from .mma_forms import MmaSwizzle, mma_swizzle
-from .software_pipeline import HINT_NUM_STAGES, NARROWEST_COPY, WIDEST_COPY, KLoopPlan
+from .software_pipeline import HINT_NUM_STAGES, NARROWEST_COPY, WIDEST_COPY, KLoopPlan, known_trips
 from .tiles import element_bytes
 from .tma import BARRIER_BYTES, STAGING_ALIGN, SWIZZLED_ALIGN, plan_tma
 
@@ -180,7 +180,7 @@ def plan_attention(tas, loop: CF.ForOp, arch: int) -> Union[AttentionPlan, str]:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory beside {ring_base} of scratch"
     wanted, source = _wanted_stages(tas, loop, arch, mmas, (k_tile, v_tile))
     stages = max(2, min(wanted, fit))
-    if _known_trips(loop, tas.aa):
+    if known_trips(loop, tas.aa):
         stages = max(2, min(stages, trip_count(loop, tas.aa)))
     return AttentionPlan(loop, mmas[0], (k_tile.load, v_tile.load), stages, tuple(mmas), (k_tile, v_tile),
                          tuple(a_swizzles), ring_base, stage_bytes, source, a_from)
@@ -317,10 +317,6 @@ def _copy_bytes(tas, ld: Operation, cols: int, esize: int) -> int:
     while width > 1 and ((cols * esize) % width or width & (width - 1)):
         width //= 2
     return width
-
-
-def _known_trips(loop: CF.ForOp, aa) -> bool:
-    return all(aa.fact(v).lower is not None and aa.fact(v).lower == aa.fact(v).upper for v in loop.operands[:3])
 
 
 def _wanted_stages(tas, loop: CF.ForOp, arch: int, mmas: list[Operation], tiles: tuple[RingTile, RingTile]

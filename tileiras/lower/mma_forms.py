@@ -345,7 +345,7 @@ def wgmma_staging(op: Operation, a_regs: LinearLayout, b_regs: LinearLayout, acc
 
 def tma_ring_staging(op: Operation, acc: LinearLayout, b_k_major: bool) -> Optional[WgmmaStaging]:
     """``wgmma``'s operands as TMA boxes land them in one stage of a ring
-    (``software_pipeline.RingPlan``): A (M x K, K contiguous) K-major, B MN-major (K x N,
+    (``tma_ring.RingPlan``): A (M x K, K contiguous) K-major, B MN-major (K x N,
     N contiguous; 16-bit elements only: wgmma has no other MN-major operands) or K-major
     (loaded N x K), each in the widest swizzle its contiguous extent fills, which is the
     layout a tensor map with that swizzle writes a column of atoms in (``nvmma_shared``);

@@ -34,13 +34,7 @@ whose copies and ``ldmatrix`` phases meet no bank twice; 8- and 32-bit ones, who
 fragments are not read with ``ldmatrix``, keep the padded rows of the unpipelined multiply
 (``mma_forms.mma_staging_pitches``).
 
-On sm_90 a loop whose multiply runs as ``wgmma`` (the same body) becomes a ``RingPlan``
-instead (``plan_ring``): A's and B's tiles are TMA boxes (``lower.tma.tma_spec``'s maps,
-with the box one swizzle atom wide and the swizzle of the operand's ``wgmma`` layout,
-``mma_forms.tma_ring_staging``), so the copies land exactly where the descriptors read
-and no thread touches the tiles; one "full" mbarrier a stage.  Its stage count is the
-hint, else ``sched.pipeline.tma_ring_schedule``'s, bounded as above (shared memory beside
-the kernel's other TMA buffers, which ``record_plans`` places again after the ring).
+On sm_90 a loop whose multiply runs as ``wgmma`` becomes a ``tma_ring.RingPlan`` instead.
 """
 from __future__ import annotations
 
@@ -50,21 +44,18 @@ from ..codegen.abi import hints_for_arch
 from ..codegen.smem_limit import smem_limit
 from ..ir import types as T
 from ..ir.core import Operation, Value
-from ..layout.linear import LinearLayout, default_blocked, mma_blocks
-from ..layout.shared import Swizzle
+from ..layout.linear import LinearLayout, default_blocked
 from ..record import record
 from ..sched.ddg import trip_count, work_of
 from ..sched.latency import model_for
 from ..sched.modulo import SchedulingError
-from ..sched.pipeline import pipeline_schedule, tma_ring_schedule
+from ..sched.pipeline import pipeline_schedule
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
-from .mma_forms import (WGMMA_MAX_N, MmaSwizzle, WgmmaStaging, k_steps, mma_staging_pitches, mma_swizzle,
-                        tma_ring_staging)
-from .tma import BARRIER_BYTES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, plan_tma, tma_spec
+from .mma_forms import MmaSwizzle, mma_staging_pitches, mma_swizzle
 from .tiles import element_bytes
 
 #: the entry hint that sets the stage count (Triton's ``tt.num_stages``)
@@ -108,55 +99,8 @@ class PipelinePlan(KLoopPlan):
     b_transposed: bool = False
 
 
-@record(frozen=True)
-class RingPlan(KLoopPlan):
-    """How one sm_90 ``wgmma`` K loop is pipelined: ``loads`` (A's, B's) become TMA copies
-    (``cp.async.bulk.tensor``, one elected thread) into a ring of ``stages`` stages of
-    ``stage_bytes`` from the start of shared memory, each operand landed in the swizzled
-    layout ``staging`` gives it (``mma_forms.tma_ring_staging``: the tensor map's swizzle
-    is the descriptors'), so ``wgmma`` reads the stage directly.  Operand ``k`` arrives as
-    ``boxes[k]`` boxes of ``box[k]`` (tile order: rows, then one swizzle atom's row of
-    elements) along its contiguous dim, box ``q`` at ``staging`` base plus ``q`` times the
-    box's bytes, through the hidden tensor map ``maps[k]`` (``specs[k]`` its contents).
-    Stage ``s``'s "full" mbarrier is at ``ring_bytes + 8 s``; ``tx_bytes`` land on it per
-    iteration.  ``source`` says where the stage count came from."""
-    staging: WgmmaStaging
-    stage_bytes: int
-    box: tuple[tuple[int, int], tuple[int, int]]
-    boxes: tuple[int, int]
-    specs: tuple[TensorMapSpec, TensorMapSpec]
-    source: str
-    b_transposed: bool = False
-    maps: tuple[int, int] = (-1, -1)
-
-    @property
-    def barriers(self) -> int:
-        """Offset of stage 0's "full" mbarrier (one 8-byte mbarrier a stage follows)."""
-        return self.ring_bytes
-
-    @property
-    def smem_bytes(self) -> int:
-        return self.ring_bytes + RING_BARRIER_BYTES * self.stages
-
-    @property
-    def tx_bytes(self) -> int:
-        """Bytes the boxes of one stage complete on its mbarrier (out-of-bounds parts
-        arrive as zeros and count too)."""
-        return self.staging.a.nbytes + self.staging.b.nbytes
-
-    def placed(self, maps: tuple[int, int]) -> "RingPlan":
-        """This plan reading its tiles through hidden tensor maps ``maps``."""
-        return RingPlan(self.loop, self.mma, self.loads, self.stages, self.staging, self.stage_bytes, self.box,
-                        self.boxes, self.specs, self.source, self.b_transposed, maps)
-
-
-#: bytes of one stage's "full" mbarrier
-RING_BARRIER_BYTES = 8
-#: a ring stage's alignment: the 128-byte swizzle repeats every 1024 bytes of address
-RING_ALIGN = 1024
-
-#: per loop: its plan, or why it is not pipelined
-Decision = Union[PipelinePlan, RingPlan, str]
+#: per loop: its plan (a ``PipelinePlan`` or ``tma_ring.RingPlan``), or why it is not pipelined
+Decision = Union[KLoopPlan, str]
 
 
 def plan_pipelines(tas, arch: int) -> dict[CF.ForOp, Decision]:
@@ -180,6 +124,8 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
     reason it is not pipelined (a sentence)."""
     form = next((tas.tensor_cores.get(op) for op in _body(loop) if op in tas.tensor_cores), None)
     if form is not None and form.warpgroup:
+        from .tma_ring import plan_ring  # noqa: PLC0415  (tma_ring builds on this module)
+
         return plan_ring(tas, loop, arch)
     from .attention_pipeline import is_attention_loop, plan_attention  # noqa: PLC0415  (it builds on KLoopPlan)
 
@@ -187,13 +133,13 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
         return plan_attention(tas, loop, arch)
     if tas.tma:
         return "the kernel's shared memory holds TMA buffers"
-    shape = _k_loop(tas, loop)
+    shape = k_loop(tas, loop)
     if isinstance(shape, str):
         return shape
     mma, a, b, permute = shape
     if tas.tensor_cores[mma].warpgroup:
         return "the multiply does not run as mma.sync"
-    reason = _loads_reason(tas, loop, mma, a, b, permute)
+    reason = loads_reason(tas, loop, mma, a, b, permute)
     if reason:
         return reason
     esize = element_bytes(mma.lhs.type)
@@ -215,13 +161,13 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory"
     stages = max(2, min(wanted, fit))
     trips = trip_count(loop, tas.aa)
-    if _known_trips(loop, tas.aa):
+    if known_trips(loop, tas.aa):
         stages = max(2, min(stages, trips))
     return PipelinePlan(loop, mma, (a, b), stages, a_pitch, b_pitch, a_bytes, stage_bytes, copies, layouts, source,
                         swizzles, permute is not None)
 
 
-def _k_loop(tas, loop: CF.ForOp) -> Union[str, tuple[Operation, Operation, Operation, Optional[CO.PermuteOp]]]:
+def k_loop(tas, loop: CF.ForOp) -> Union[str, tuple[Operation, Operation, Operation, Optional[CO.PermuteOp]]]:
     """(multiply, A's load, B's load, B's transpose or None) of a loop whose body loads two
     tiles and multiplies them on tensor cores into fragments it carries, or why not."""
     body = _body(loop)
@@ -244,7 +190,7 @@ def _k_loop(tas, loop: CF.ForOp) -> Union[str, tuple[Operation, Operation, Opera
     return mma, a, b, permute
 
 
-def _loads_reason(tas, loop: CF.ForOp, mma: Operation, a: Operation, b: Operation,
+def loads_reason(tas, loop: CF.ForOp, mma: Operation, a: Operation, b: Operation,
                   permute: Optional[CO.PermuteOp], tma_ok: bool = False) -> Optional[str]:
     """Why A's and B's loads cannot be issued iterations early (``_load_reason``), or None."""
     iv = loop.regions[0].blocks[0].args[0]
@@ -255,75 +201,6 @@ def _loads_reason(tas, loop: CF.ForOp, mma: Operation, a: Operation, b: Operatio
     if permute is not None and any(u is not mma for u in tas.users(permute.result)):
         return "the transposed B tile has users besides the multiply"
     return None
-
-
-def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
-    """The ``RingPlan`` of a ``wgmma`` K loop, or why it is not pipelined: the loads must
-    be TMA-able (``tma.tma_spec``: aligned, zero-padded, rank 2), each operand's landed
-    layout one ``wgmma`` reads (``tma_ring_staging``), each box at most 256 rows."""
-    shape = _k_loop(tas, loop)
-    if isinstance(shape, str):
-        return shape
-    mma, a, b, permute = shape
-    reason = _loads_reason(tas, loop, mma, a, b, permute, tma_ok=True)
-    if reason:
-        return reason
-    gpu = f"sm_{arch}"
-    found = [tma_spec(tas.aa, ld, gpu) for ld in (a, b)]
-    if None in found or any(len(ld.results[0].type.shape) != 2 for ld in (a, b)):
-        return "a loaded tile cannot be copied by TMA (alignment, padding or rank)"
-    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None)
-    if staging is None:
-        return ("no swizzled layout TMA lands both operands in is one wgmma's descriptors step through (rows "
-                "narrower than 32 bytes, warpgroups interleaved along N, or an 8-bit B that is not transposed)")
-    boxes, box_shapes, specs = [], [], []
-    for ld, operand, (spec, _, _) in zip((a, b), (staging.a, staging.b), found):
-        rows, cols = ld.results[0].type.shape
-        inner = operand.swizzle.width // operand.elem_bytes
-        if rows > MAX_BOX:
-            return "a loaded tile has more than 256 rows (one TMA box)"
-        box_shapes.append((rows, inner))
-        boxes.append(cols // inner)
-        specs.append(TensorMapSpec(spec.element_type, spec.element_bytes, spec.base, spec.dims, spec.strides,
-                                   (inner, rows), MAP_SWIZZLE[operand.swizzle]))
-    stage_bytes = -(-staging.nbytes // RING_ALIGN) * RING_ALIGN
-    wanted, source = _ring_stages(tas, loop, arch, mma, staging, sum(boxes))
-    budget = smem_limit(gpu) - _other_tma_bytes(tas, (a, b))
-    fit = budget // (stage_bytes + RING_BARRIER_BYTES)
-    if fit < 2:
-        return f"two stages of {stage_bytes} bytes do not fit in shared memory"
-    stages = max(2, min(wanted, fit))
-    if _known_trips(loop, tas.aa):
-        stages = max(2, min(stages, trip_count(loop, tas.aa)))
-    return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
-                    source, permute is not None)
-
-
-#: the tensor map's swizzle field (``codegen.tensormap.Swizzle``) per swizzle
-MAP_SWIZZLE = {Swizzle.B32: 1, Swizzle.B64: 2, Swizzle.B128: 3}
-
-
-def _other_tma_bytes(tas, ring_loads) -> int:
-    """Shared memory the kernel's other TMA buffers and mbarriers take (after the ring)."""
-    return sum(-(-p.nbytes // STAGING_ALIGN) * STAGING_ALIGN + BARRIER_BYTES
-               for op, p in tas.tma.items() if op not in ring_loads) + STAGING_ALIGN
-
-
-def _ring_stages(tas, loop: CF.ForOp, arch: int, mma: Operation, staging: WgmmaStaging, copies: int
-                 ) -> tuple[int, str]:
-    """The ``num_stages`` hint, else the stage count of the modulo schedule of the ring's
-    copies, wait and ``wgmma`` (``sched.pipeline.tma_ring_schedule``)."""
-    hinted = hints_for_arch(tas.aa.function.hints, f"sm_{arch}").get(HINT_NUM_STAGES)
-    if hinted:
-        return hinted, "num_stages hint"
-    rows_blocks, _ = mma_blocks(tas.operand_layout(mma, 2))
-    k = mma.lhs.type.shape[-1]
-    wgmmas = rows_blocks * (k // k_steps(staging.b.elem_bytes, k)[0]) * -(-staging.columns // WGMMA_MAX_N)
-    try:
-        schedule = tma_ring_schedule(copies, wgmmas, model_for(arch))
-    except SchedulingError:
-        return 2, "default (no modulo schedule)"
-    return schedule.num_stages, "modulo schedule"
 
 
 def _transposing(mma: Operation, body: list[Operation]) -> Optional[CO.PermuteOp]:
@@ -344,7 +221,7 @@ def _swizzles(mma: Operation, esize: int, b_transposed: bool) -> Optional[tuple[
     return (a, b) if a is not None and b is not None else None
 
 
-def _known_trips(loop: CF.ForOp, aa) -> bool:
+def known_trips(loop: CF.ForOp, aa) -> bool:
     return all(aa.fact(v).lower is not None and aa.fact(v).lower == aa.fact(v).upper for v in loop.operands[:3])
 
 
@@ -423,12 +300,14 @@ def record_plans(tas, arch: int) -> None:
     shared memory as the multiply's scratch.  A TMA ring takes its loads from
     ``lower.tma``'s plan, whose other buffers are placed again after the ring, and appends
     its tensor maps to the kernel's; its staging replaces the multiply's."""
+    from .tma_ring import RingPlan, place_rings  # noqa: PLC0415  (tma_ring builds on this module)
+
     tas.pipelines = plan_pipelines(tas, arch)
     rings = [d for d in tas.pipelines.values() if isinstance(d, RingPlan)]
     if rings:
-        _place_rings(tas, arch, rings)
+        place_rings(tas, arch, rings)
     for decision in tas.pipelines.values():
-        if isinstance(decision, (PipelinePlan, RingPlan)):
+        if isinstance(decision, KLoopPlan):
             for op in (decision.loop, decision.mma, *decision.loads):
                 tas.pipelined[op] = decision
             if decision.b_transposed:
@@ -441,21 +320,3 @@ def record_plans(tas, arch: int) -> None:
             record_attention(tas, decision, arch)
 
 
-def _place_rings(tas, arch: int, rings: list[RingPlan]) -> None:
-    """The rings' shared memory and tensor maps; the kernel's other TMA loads and stores
-    planned again after the largest scratch (``tma.plan_tma`` keeps its choices for a
-    subset of its candidates in the same order)."""
-    taken = {ld for ring in rings for ld in ring.loads}
-    for ring in rings:
-        tas.scratch[ring.mma] = max(tas.scratch.get(ring.mma, 0), ring.smem_bytes)
-        tas.wgmma_staging[ring.mma] = ring.staging
-    tas.tma_end = 0
-    tas.tma, maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in taken], f"sm_{arch}",
-                                          tas.scratch_bytes)
-    maps = list(maps)
-    for ring in rings:
-        for spec in ring.specs:
-            if spec not in maps:
-                maps.append(spec)
-        tas.pipelines[ring.loop] = ring.placed(tuple(maps.index(spec) for spec in ring.specs))
-    tas.tensor_maps = tuple(maps)

@@ -51,7 +51,7 @@ TMA_COPY, FULL_WAIT, WGMMA, RELEASE = range(4)
 
 
 def tma_ring_ddg(copies: int, wgmmas: int, model: LatencyModel) -> DDG:
-    """One iteration of an sm_90 TMA ring (``codegen.emit_async``, ``RingPlan``): one
+    """One iteration of an sm_90 TMA ring (``codegen.emit_ring``, ``RingPlan``): one
     thread issues ``copies`` ``cp.async.bulk.tensor`` boxes, every thread waits on the
     stage's "full" mbarrier, each warpgroup issues ``wgmmas`` ``wgmma.mma_async``
     (chained through the accumulators to the next iteration's), and a CTA barrier

@@ -33,11 +33,12 @@ tests).
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 import numpy as np
 
 from ..asynchrony import check_issue
-from ..machine import KernelTrap
+from ..machine import EXITED, WAITING, KernelTrap
 from ..operands import reader, vector_items, writer
 from ..ptxtypes import FORMAT_DTYPES, ptx_type
 from ..registry import UnsupportedInstruction, handles
@@ -386,16 +387,60 @@ def wgmma_d_positions(n: int) -> tuple[np.ndarray, np.ndarray]:
     return 16 * w + lane // 4 + 8 * (e // 2), 8 * j + 2 * (lane % 4) + e % 2
 
 
-@handles("wgmma")
+@handles("wgmma", control=True)
 def compile_wgmma(ctx, ins):
+    """``wgmma`` instructions (control: ``mma_async`` holds the warps of a warpgroup until
+    all four have issued it, ``Machine.gather_warpgroups``; the others step on)."""
+    if ins.guard is not None:
+        raise UnsupportedInstruction(f"{ins.opcode} under a predicate (.aligned)")
     kind = ins.parts[1]
     if kind == "fence":
-        return lambda m, idx: m.asynchrony.fence(idx)
+        return stepping(lambda m, idx: m.asynchrony.fence(idx))
     if kind == "commit_group":
-        return lambda m, idx: m.asynchrony.commit("wgmma", idx)
+        return stepping(lambda m, idx: m.asynchrony.commit("wgmma", idx))
     if kind == "wait_group":
         keep = int(ins.operands[0].value)
-        return lambda m, idx: m.asynchrony.complete_groups("wgmma", idx, keep)
+        return stepping(lambda m, idx: m.asynchrony.complete_groups("wgmma", idx, keep))
+    run = compile_mma_async(ctx, ins)
+
+    name = ".".join(ins.parts)
+
+    def gathered(m, idx):
+        idx = np.arange(m.n) if isinstance(idx, slice) else np.asarray(idx)
+        ready = m.gather_warpgroups(idx)
+        if ready.size:
+            run(m, ready)
+            m.pc[ready] += 1
+        stranded(m, idx, name)
+    return gathered
+
+
+def stranded(m, idx: np.ndarray, name: str) -> None:
+    """Threads held at ``wgmma.mma_async`` whose warpgroup has exited threads can never
+    run it: the ``.aligned`` instruction needs the whole warpgroup."""
+    held = idx[m.status[idx] == WAITING]
+    if not held.size:
+        return
+    group = m.cta_of * m.nthreads + m.linear_tid // 128
+    alive = np.bincount(group[m.status != EXITED], minlength=int(group.max()) + 1)
+    short = held[alive[group[held]] < 128]
+    if short.size:
+        count = int(np.count_nonzero(group[held] == group[short[0]]))
+        raise KernelTrap("wgmma", f"{name}: executed by {count} threads of a warpgroup, not all 128 "
+                         "(.aligned requires the whole warpgroup; the others have exited)")
+
+
+def stepping(fn: Callable) -> Callable:
+    """``fn``, then the threads go on to the next instruction."""
+    def run(m, idx):
+        fn(m, idx)
+        m.pc[idx] += 1
+    return run
+
+
+def compile_mma_async(ctx, ins):
+    """``wgmma.mma_async`` for whole warpgroups of threads ``idx``."""
+    kind = ins.parts[1]
     if kind != "mma_async":
         raise UnsupportedInstruction(f"wgmma.{kind}")
     s = WgmmaShape(ins.parts)

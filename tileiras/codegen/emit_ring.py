@@ -1,0 +1,251 @@
+"""TMA rings feeding ``wgmma`` (sm_90): the code of a ``tma_ring.RingPlan``.
+
+An sm_90 ``wgmma`` K loop's plan is a ``RingPlan``: the tiles arrive by TMA, already
+in the swizzled layout ``wgmma``'s descriptors read, so no thread touches them.  Each
+stage has a "full" mbarrier (the elected thread's ``arrive.expect_tx`` and the boxes'
+bytes complete it) and an "empty" one (every thread arrives once the ``wgmma`` that read
+the stage has retired; the elected thread waits on it before refilling the stage), each
+waited on for the parity of the stage's use: use u of stage s (iteration u S + s) waits
+"full" for phase u % 2 and, to refill, "empty" for the release of use u-1, parity
+(u-1) % 2, which a fresh mbarrier reports complete at once (as CUTLASS's producer starts
+its phase at 1).
+
+* kernel start: thread 0 prefetches the ring's tensor maps (``prefetch.tensormap``);
+* prologue (``ring_prologue``): a barrier (earlier users of the shared memory are done),
+  then thread 0 initializes the mbarriers ("full": one arrival, "empty": every thread),
+  fences the initialization for the async proxy and issues the boxes of iterations
+  0 .. S-2 (each stage: ``arrive.expect_tx`` of its bytes, then ``cp.async.bulk.tensor``
+  per box completing on the stage's "full" mbarrier); a barrier publishes the mbarriers;
+* steady state (``ring_mma``), iteration i: every thread waits on stage i % S's "full"
+  mbarrier, ``wgmma`` reads the stage (``emit_mma.warpgroup_multiply``: fence,
+  mma_async, commit, ``wait_group`` of the plan's ``in_flight``: with 1, iteration i's
+  group still runs while iteration i-1's has retired), every thread arrives on the
+  "empty" mbarrier of the stage whose group retired (i-1's, or with ``in_flight`` 0
+  i's own), then warp 0 waits on the "empty" mbarrier of stage (i + S-1) % S and its
+  thread 0 issues iteration i + S-1 into it (the warp waits as one, so that it reaches
+  the next ``.aligned`` instruction converged).  The copies come after the multiply so that the four
+  warps of each warpgroup reach the ``.aligned`` ``wgmma`` instructions together (the
+  elected thread's warp would lag);
+* drain (``ring_drain``): ``wgmma.wait_group 0`` with the accumulator tied through it
+  (no instruction touches it before), a barrier, and thread 0 invalidates the mbarriers
+  (the next entry of the loop initializes them again, its phases from 0).
+
+Warp-specialized (the plan's ``producer_warp``, NVIDIA's split): after the mbarriers'
+barrier the CTA branches.  The producer warp group (the CTA's extra warps) lowers its
+registers (``setmaxnreg.dec``); its first warp runs its own loop over the iterations
+(the "empty" wait as one warp, then its first thread's ``expect_tx`` and boxes), from
+iteration 0 (fresh stages pass their "empty" wait at once), and the group leaves the
+kernel (``ret``).  The consumers raise their registers (``setmaxnreg.inc``) and run the
+steady state without the refill.  The drain's CTA barrier and every later one need no
+named barrier among the consumers: a barrier for all the CTA's threads is released once
+the threads that have not exited arrive (PTX ISA, ``exit``).
+
+Iterations past the end issue nothing: their stage's mbarriers are never waited on.
+Boxes outside the tensor land as zeros and count their full bytes on the mbarrier.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..ir.core import Operation
+from ..lower.tma_ring import RingPlan
+from . import intrinsics as X
+from .abi import param_name
+from .emit_async import below, loop_bounds
+from .emit_tma import tile_coords, wait_phase
+from .nvvm import I32, KernelEmitter
+from .values import TileVal
+
+
+def _shared(em: KernelEmitter, offset: ir.Value) -> ir.Value:
+    """32-bit shared address ``offset`` (i32) bytes into the kernel's shared memory."""
+    return em.b.add(em.b.ptrtoint(em.smem(), I32), offset)
+
+
+def _stage_barrier(em: KernelEmitter, plan: RingPlan, stage: ir.Value, empty: bool = False) -> ir.Value:
+    """Shared address of ``stage``'s "full" (or "empty") mbarrier."""
+    b = em.b
+    first = plan.barriers + (8 * plan.stages if empty else 0)
+    return _shared(em, b.add(ir.Constant(I32, first), b.mul(stage, ir.Constant(I32, 8))))
+
+
+def _producer_thread(plan: RingPlan) -> int:
+    """The thread that issues every copy: the producer warp's first (thread 0 unspecialized)."""
+    return 32 * max(plan.producer_warp, 0)
+
+
+def _elected(em: KernelEmitter, plan: RingPlan) -> ir.Value:
+    return em.b.icmp_unsigned("==", em.tid, ir.Constant(I32, _producer_thread(plan)))
+
+
+def _elected_warp(em: KernelEmitter, plan: RingPlan) -> ir.Value:
+    """The elected thread's warp."""
+    first = _producer_thread(plan)
+    return em.b.icmp_unsigned("<", em.b.sub(em.tid, ir.Constant(I32, first)), ir.Constant(I32, 32))
+
+
+def _use(b: ir.IRBuilder, plan: RingPlan, j: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(stage, parity of its use) of iteration ``j`` (i32): j % S and (j / S) % 2."""
+    stages = ir.Constant(I32, plan.stages)
+    return b.urem(j, stages), b.and_(b.udiv(j, stages), ir.Constant(I32, 1))
+
+
+def _release(em: KernelEmitter, plan: RingPlan, stage: ir.Value) -> None:
+    """This thread is done with ``stage``: its ``wgmma`` that read it has retired."""
+    X.asm(em.b, ir.IntType(64), "mbarrier.arrive.shared::cta.b64 $0, [$1];", "=l,r,~{memory}",
+          [_stage_barrier(em, plan, stage, empty=True)], side_effect=True)
+
+
+def _refill(em: KernelEmitter, plan: RingPlan, iv: ir.Value, j: ir.Value) -> None:
+    """(The elected thread's warp) iteration ``j``'s boxes (its induction value ``iv``),
+    once every thread has released the stage's previous use.  The whole warp waits, so
+    that it stays converged for the next ``.aligned`` instruction: only the copies
+    themselves are the elected thread's."""
+    b = em.b
+    stage, parity = _use(b, plan, j)
+    wait_phase(em, _stage_barrier(em, plan, stage, empty=True), b.xor(parity, ir.Constant(I32, 1)))
+    with b.if_then(_elected(em, plan)):
+        ring_issue(em, plan, iv, stage)
+
+
+def ring_issue(em: KernelEmitter, plan: RingPlan, iv: ir.Value, stage: ir.Value) -> None:
+    """(The elected thread) the boxes of the tiles iteration ``iv`` loads into ``stage``:
+    the stage's bytes announced on its mbarrier, then one ``cp.async.bulk.tensor`` per
+    box, box ``q`` of an operand a swizzle atom's row (``box[k][1]`` elements) further
+    along its contiguous dim and one box's bytes further in the stage."""
+    b = em.b
+    block = plan.loop.regions[0].blocks[0]
+    barrier = _stage_barrier(em, plan, stage)
+    X.mbarrier_expect_tx(b, barrier, plan.tx_bytes)
+    stage_base = _shared(em, b.mul(stage, ir.Constant(I32, plan.stage_bytes)))
+    for k, (ld, operand) in enumerate(zip(plan.loads, (plan.staging.a, plan.staging.b))):
+        tmap = X.tensor_map_address(b, param_name(em.fn.name, len(em.fn.entry_block.args) + plan.maps[k]))
+        indices = [iv if v is block.args[0] else em.values[v].scalar for v in ld.index]
+        row, col = tile_coords(b, indices, tuple(ld.results[0].type.shape))
+        rows, inner = plan.box[k]
+        for q in range(plan.boxes[k]):
+            dst = b.add(stage_base, ir.Constant(I32, operand.base + q * rows * inner * operand.elem_bytes))
+            inner_at = b.add(col, ir.Constant(I32, q * inner)) if q else col
+            X.bulk_tensor_load(b, dst, tmap, [inner_at, row], barrier)
+
+
+def _prefetch_maps(em: KernelEmitter, plan: RingPlan) -> None:
+    """At kernel start (the entry block), the elected thread prefetches the ring's tensor
+    maps (``prefetch.tensormap``, as NVIDIA's producers do), so that the first boxes do
+    not wait for the descriptors to come from the parameter space."""
+    pb = em.pb
+    for k in sorted(set(plan.maps)):
+        tmap = X.tensor_map_address(pb, param_name(em.fn.name, len(em.fn.entry_block.args) + k))
+        X.asm(pb, ir.VoidType(), f"{{ .reg .pred p; setp.eq.u32 p, $1, {_producer_thread(plan)}; "
+              "@p prefetch.tensormap [$0]; }", "l,r,~{memory}", [tmap, em.tid], side_effect=True)
+
+
+def ring_prologue(em: KernelEmitter, plan: RingPlan) -> None:
+    """Before the loop: the tensor maps prefetched at kernel start, the mbarriers (thread
+    0), then the boxes of the loop's first S-1 iterations (into fresh stages: no "empty"
+    wait) or, warp-specialized, the producer's branch (``_produce``)."""
+    _prefetch_maps(em, plan)
+    b = em.b
+    lb, ub, step = loop_bounds(em, plan)
+    X.barrier(b)                    # earlier users of the shared memory are done with it
+    with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
+        for s in range(plan.stages):
+            X.mbarrier_init(b, _stage_barrier(em, plan, ir.Constant(I32, s)), 1)
+            X.mbarrier_init(b, _stage_barrier(em, plan, ir.Constant(I32, s), empty=True), plan.consumers)
+        X.fence_mbarrier_init(b)
+        if not plan.specialized:
+            for s in range(plan.stages - 1):
+                iv = b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb
+                with b.if_then(below(em, plan, iv, ub)):
+                    ring_issue(em, plan, iv, ir.Constant(I32, s))
+    X.barrier(b)                    # the mbarriers are initialized for every thread
+    if plan.specialized:
+        _produce(em, plan)
+
+
+def _setmaxnreg(b: ir.IRBuilder, action: str, count: int) -> None:
+    X.asm(b, ir.VoidType(), f"setmaxnreg.{action}.sync.aligned.u32 {count};", "~{memory}", [], side_effect=True)
+
+
+def _produce(em: KernelEmitter, plan: RingPlan) -> None:
+    """The warp-specialized split: the producer warp group (threads from ``consumers``
+    on) lowers its registers, its first warp runs the producer loop (per iteration j:
+    the "empty" wait, then the elected thread's boxes into stage j % S) and the group
+    leaves the kernel; the consumers raise their registers and go on to the loop."""
+    b = em.b
+    lb, ub, step = loop_bounds(em, plan)
+    producer = em.llfn.append_basic_block("ring.producer")
+    consumer = em.llfn.append_basic_block("ring.consumer")
+    b.cbranch(b.icmp_unsigned(">=", em.tid, ir.Constant(I32, plan.consumers)), producer, consumer)
+    b.position_at_end(producer)
+    _setmaxnreg(b, "dec", plan.registers[0])
+    with b.if_then(_elected_warp(em, plan)):
+        entry = b.block
+        head = em.llfn.append_basic_block("ring.produce")
+        body = em.llfn.append_basic_block("ring.produce.body")
+        done = em.llfn.append_basic_block("ring.produce.done")
+        b.branch(head)
+        b.position_at_end(head)
+        j = b.phi(I32, name="j")
+        iv = b.phi(lb.type, name="produce.iv")
+        j.add_incoming(ir.Constant(I32, 0), entry)
+        iv.add_incoming(lb, entry)
+        b.cbranch(below(em, plan, iv, ub), body, done)
+        b.position_at_end(body)
+        _refill(em, plan, iv, j)
+        j.add_incoming(b.add(j, ir.Constant(I32, 1)), b.block)
+        iv.add_incoming(b.add(iv, step), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+    b.ret_void()
+    b.position_at_end(consumer)
+    _setmaxnreg(b, "inc", plan.registers[1])
+
+
+def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
+    """Iteration i of the ring: wait for stage i % S, multiply from it with ``wgmma``
+    (``in_flight`` groups left running), release the stage whose group retired, refill
+    stage (i + S-1) % S with iteration i + S-1 once every thread has released it."""
+    from .emit_mma import warpgroup_multiply  # noqa: PLC0415  (emit_mma dispatches here)
+
+    b = em.b
+    lb, ub, step = loop_bounds(em, plan)
+    iv = em.values[plan.loop.regions[0].blocks[0].args[0]].scalar
+    i = b.udiv(b.sub(iv, lb), step)
+    if i.type != I32:
+        i = b.trunc(i, I32)
+    stage, parity = _use(b, plan, i)
+    wait_phase(em, _stage_barrier(em, plan, stage), parity)
+    form = em.tas.tensor_cores[op]
+    warpgroup_multiply(em, op, form, plan.staging, None, em.tile(op, 2),
+                       b.mul(stage, ir.Constant(I32, plan.stage_bytes)), plan.in_flight)
+    ahead = b.add(i, ir.Constant(I32, plan.stages - 1))
+    if plan.in_flight:              # iteration i-1's group has retired (none before i = 0)
+        with b.if_then(b.icmp_unsigned("!=", i, ir.Constant(I32, 0))):
+            _release(em, plan, _use(b, plan, ahead)[0])
+    else:
+        _release(em, plan, stage)
+    if plan.specialized:            # the producer warp refills
+        return
+    ahead_iv = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
+    with b.if_then(b.and_(_elected_warp(em, plan), below(em, plan, ahead_iv, ub))):
+        _refill(em, plan, ahead_iv, ahead)
+
+
+def ring_drain(em: KernelEmitter, plan: RingPlan) -> None:
+    """After the loop: the groups still in flight complete (the accumulator, tied through
+    ``wait_group 0``, becomes the loop's result); every warpgroup is done with the ring;
+    the mbarriers invalidated."""
+    from .emit_mma import wgmma_wait  # noqa: PLC0415  (emit_mma dispatches here)
+
+    b = em.b
+    if plan.in_flight:
+        result = plan.loop.results[plan.carried]
+        acc = em.values[result]
+        em.put(result, TileVal(acc.layout, wgmma_wait(b, acc.regs)))
+    X.barrier(b)
+    with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
+        for s in range(plan.stages):
+            for empty in (False, True):
+                X.asm(b, ir.VoidType(), "mbarrier.inval.shared::cta.b64 [$0];", "r,~{memory}",
+                      [_stage_barrier(em, plan, ir.Constant(I32, s), empty)], side_effect=True)

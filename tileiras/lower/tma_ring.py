@@ -1,0 +1,278 @@
+"""TMA rings: sm_90 ``wgmma`` K loops software-pipelined through TMA (the decision).
+
+A GEMM K loop whose multiply runs as ``wgmma`` (the body ``software_pipeline.k_loop``
+accepts) becomes a ``RingPlan`` (``plan_ring``): A's and B's tiles are TMA boxes
+(``lower.tma.tma_spec``'s maps, with the box one swizzle atom wide and the swizzle of the
+operand's ``wgmma`` layout, ``mma_forms.tma_ring_staging``), so the copies land exactly
+where the descriptors read and no thread touches the tiles; one "full" mbarrier a stage.
+Its stage count is the hint, else ``sched.pipeline.tma_ring_schedule``'s, at least 2, at
+most what the shared memory holds beside the kernel's other TMA buffers (which
+``place_rings`` places again after the ring), and no more than a known trip count needs.
+``codegen.emit_ring`` emits the plan.
+"""
+from __future__ import annotations
+
+from ..codegen.abi import hints_for_arch
+from ..codegen.smem_limit import smem_limit
+from ..ir.core import Operation
+from ..layout.linear import mma_blocks
+from ..layout.shared import Swizzle
+from ..record import record
+from ..sched.ddg import trip_count
+from ..sched.latency import model_for
+from ..sched.modulo import SchedulingError
+from ..sched.pipeline import tma_ring_schedule
+from ..tile import ops_control as CF
+from .mma_forms import WGMMA_MAX_N, WgmmaStaging, k_steps, tma_ring_staging
+from .software_pipeline import HINT_NUM_STAGES, Decision, KLoopPlan, k_loop, known_trips, loads_reason
+from .tiles import element_bytes
+from .tma import BARRIER_BYTES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, plan_tma, tma_spec
+
+
+@record(frozen=True)
+class RingPlan(KLoopPlan):
+    """How one sm_90 ``wgmma`` K loop is pipelined: ``loads`` (A's, B's) become TMA copies
+    (``cp.async.bulk.tensor``, one elected thread) into a ring of ``stages`` stages of
+    ``stage_bytes`` from the start of shared memory, each operand landed in the swizzled
+    layout ``staging`` gives it (``mma_forms.tma_ring_staging``: the tensor map's swizzle
+    is the descriptors'), so ``wgmma`` reads the stage directly.  Operand ``k`` arrives as
+    ``boxes[k]`` boxes of ``box[k]`` (tile order: rows, then one swizzle atom's row of
+    elements) along its contiguous dim, box ``q`` at ``staging`` base plus ``q`` times the
+    box's bytes, through the hidden tensor map ``maps[k]`` (``specs[k]`` its contents).
+    Stage ``s``'s "full" mbarrier is at ``barriers + 8 s``; ``tx_bytes`` land on it per
+    iteration.  Its "empty" mbarrier, at ``barriers + 8 (stages + s)``, completes a phase
+    when each of the ``consumers`` threads has arrived after the ``wgmma`` that read the
+    stage has retired; the elected thread waits on it before refilling the stage.
+    ``in_flight`` ``wgmma`` groups are left running at the end of an iteration (1: the
+    next iteration's copies and waits overlap the tensor cores; 0 where ``serial_reason``
+    says why not); the accumulator is loop result ``carried``, completed by the drain's
+    ``wait_group 0``.  ``source`` says where the stage count came from.
+
+    ``producer_warp`` >= 0: the loop is warp-specialized (``place_rings``): the warp group
+    from warp ``producer_warp`` on (the CTA's extra warps) runs the producer, its first
+    warp waiting on "empty" and its first thread issuing every box, with its registers
+    lowered to ``PRODUCER_REGISTERS``, and leaves the kernel after the last box; the
+    ``consumers`` (the worker warps) only wait on "full", multiply and release, their
+    registers raised to ``registers[1]`` (``registers[0]`` the producers': ``setmaxnreg``).
+    Else (-1) ``specialize_reason`` says why not and the worker warps take turns: warp 0
+    refills after the multiply."""
+    staging: WgmmaStaging
+    stage_bytes: int
+    box: tuple[tuple[int, int], tuple[int, int]]
+    boxes: tuple[int, int]
+    specs: tuple[TensorMapSpec, TensorMapSpec]
+    source: str
+    b_transposed: bool = False
+    consumers: int = 128
+    carried: int = 0
+    in_flight: int = 1
+    serial_reason: str = ""
+    producer_warp: int = -1
+    specialize_reason: str = ""
+    registers: tuple[int, int] = (0, 0)
+    #: the most stages shared memory (beside the kernel's other TMA buffers) and a known
+    #: trip count allow
+    fit: int = 2
+    maps: tuple[int, int] = (-1, -1)
+
+    @property
+    def barriers(self) -> int:
+        """Offset of stage 0's "full" mbarrier (the stages' "full" ones, then their
+        "empty" ones, 8 bytes each, follow the ring)."""
+        return self.ring_bytes
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.ring_bytes + RING_BARRIER_BYTES * self.stages
+
+    @property
+    def tx_bytes(self) -> int:
+        """Bytes the boxes of one stage complete on its mbarrier (out-of-bounds parts
+        arrive as zeros and count too)."""
+        return self.staging.a.nbytes + self.staging.b.nbytes
+
+    @property
+    def specialized(self) -> bool:
+        return self.producer_warp >= 0
+
+    def placed(self, maps: tuple[int, int], producer_warp: int, consumers: int, reason: str,
+               registers: tuple[int, int], stages: int, source: str) -> "RingPlan":
+        """This plan reading its tiles through hidden tensor maps ``maps``, its producer
+        warp ``producer_warp`` (-1: none, ``reason`` why) for ``consumers`` threads, with
+        ``registers`` (producers', consumers') and ``stages`` (from ``source``)."""
+        return RingPlan(self.loop, self.mma, self.loads, stages, self.staging, self.stage_bytes, self.box,
+                        self.boxes, self.specs, source, self.b_transposed, consumers, self.carried,
+                        self.in_flight, self.serial_reason, producer_warp, reason, registers, self.fit, maps)
+
+
+#: bytes of one stage's mbarriers ("full" and "empty")
+RING_BARRIER_BYTES = 16
+#: a ring stage's alignment: the 128-byte swizzle repeats every 1024 bytes of address
+RING_ALIGN = 1024
+#: the warp group a warp-specialized ring adds to the CTA for its producer (NVIDIA's sm_90
+#: GEMMs: 256 threads, warps 0-3 consume, warp 4 produces, the rest of warps 4-7 idle)
+PRODUCER_WARPS = 4
+#: ``setmaxnreg.dec`` of a warp-specialized ring's producer warp group (NVIDIA's)
+PRODUCER_REGISTERS = 32
+#: the register file of an SM, and the most registers ``setmaxnreg`` and ptxas give a
+#: thread (a multiple of 8 below 255)
+SM_REGISTERS, MAX_THREAD_REGISTERS = 65536, 248
+#: the most threads a CTA has
+MAX_CTA_THREADS = 1024
+#: the stages a warp-specialized ring takes where shared memory holds them (NVIDIA's 128x128x32)
+SPECIALIZED_STAGES = 8
+
+
+def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
+    """The ``RingPlan`` of a ``wgmma`` K loop, or why it is not pipelined: the loads must
+    be TMA-able (``tma.tma_spec``: aligned, zero-padded, rank 2), each operand's landed
+    layout one ``wgmma`` reads (``tma_ring_staging``), each box at most 256 rows."""
+    shape = k_loop(tas, loop)
+    if isinstance(shape, str):
+        return shape
+    mma, a, b, permute = shape
+    reason = loads_reason(tas, loop, mma, a, b, permute, tma_ok=True)
+    if reason:
+        return reason
+    gpu = f"sm_{arch}"
+    found = [tma_spec(tas.aa, ld, gpu) for ld in (a, b)]
+    if None in found or any(len(ld.results[0].type.shape) != 2 for ld in (a, b)):
+        return "a loaded tile cannot be copied by TMA (alignment, padding or rank)"
+    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None)
+    if staging is None:
+        return ("no swizzled layout TMA lands both operands in is one wgmma's descriptors step through (rows "
+                "narrower than 32 bytes, warpgroups interleaved along N, or an 8-bit B that is not transposed)")
+    boxes, box_shapes, specs = [], [], []
+    for ld, operand, (spec, _, _) in zip((a, b), (staging.a, staging.b), found):
+        rows, cols = ld.results[0].type.shape
+        inner = operand.swizzle.width // operand.elem_bytes
+        if rows > MAX_BOX:
+            return "a loaded tile has more than 256 rows (one TMA box)"
+        box_shapes.append((rows, inner))
+        boxes.append(cols // inner)
+        specs.append(TensorMapSpec(spec.element_type, spec.element_bytes, spec.base, spec.dims, spec.strides,
+                                   (inner, rows), MAP_SWIZZLE[operand.swizzle]))
+    stage_bytes = -(-staging.nbytes // RING_ALIGN) * RING_ALIGN
+    wanted, source = _ring_stages(tas, loop, arch, mma, staging, sum(boxes))
+    budget = smem_limit(gpu) - _other_tma_bytes(tas, (a, b))
+    fit = budget // (stage_bytes + RING_BARRIER_BYTES)
+    if fit < 2:
+        return f"two stages of {stage_bytes} bytes do not fit in shared memory"
+    if known_trips(loop, tas.aa):
+        fit = max(2, min(fit, trip_count(loop, tas.aa)))
+    stages = max(2, min(wanted, fit))
+    carried, serial = _in_flight(tas, loop, mma)
+    return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
+                    source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial,
+                    fit=fit)
+
+
+def _in_flight(tas, loop: CF.ForOp, mma: Operation) -> tuple[int, str]:
+    """(which loop result the accumulator is, or -1; why no ``wgmma`` group may stay in
+    flight across iterations, or ""): the accumulator must go from one iteration's
+    ``wgmma`` to the next one's unchanged (carried straight from the multiply to the
+    ``continue`` and back into the multiply, in the registers ``wgmma`` accumulates in), so
+    that no instruction touches it before the drain's ``wait_group 0``."""
+    block = loop.regions[0].blocks[0]
+    terminator = block.ops[-1]
+    results = [k for k, v in enumerate(terminator.operands) if v is mma.result]
+    if len(results) != 1 or mma.acc is not block.args[1 + results[0]]:
+        return -1, "the accumulator is not carried straight from one multiply to the next"
+    if element_bytes(mma.result.type) != 4:
+        return -1, "the accumulator is converted between the multiplies (wgmma sums 16-bit ones in 32-bit registers)"
+    if len(tas.users(block.args[1 + results[0]])) != 1 or len(tas.users(mma.result)) != 1:
+        return -1, "the accumulator has users besides the multiply"
+    return results[0], ""
+
+
+#: the tensor map's swizzle field (``codegen.tensormap.Swizzle``) per swizzle
+MAP_SWIZZLE = {Swizzle.B32: 1, Swizzle.B64: 2, Swizzle.B128: 3}
+
+
+def _other_tma_bytes(tas, ring_loads) -> int:
+    """Shared memory the kernel's other TMA buffers and mbarriers take (after the ring)."""
+    return sum(-(-p.nbytes // STAGING_ALIGN) * STAGING_ALIGN + BARRIER_BYTES
+               for op, p in tas.tma.items() if op not in ring_loads) + STAGING_ALIGN
+
+
+def _ring_stages(tas, loop: CF.ForOp, arch: int, mma: Operation, staging: WgmmaStaging, copies: int
+                 ) -> tuple[int, str]:
+    """The ``num_stages`` hint, else the stage count of the modulo schedule of the ring's
+    copies, wait and ``wgmma`` (``sched.pipeline.tma_ring_schedule``)."""
+    hinted = hints_for_arch(tas.aa.function.hints, f"sm_{arch}").get(HINT_NUM_STAGES)
+    if hinted:
+        return hinted, "num_stages hint"
+    rows_blocks, _ = mma_blocks(tas.operand_layout(mma, 2))
+    k = mma.lhs.type.shape[-1]
+    wgmmas = rows_blocks * (k // k_steps(staging.b.elem_bytes, k)[0]) * -(-staging.columns // WGMMA_MAX_N)
+    try:
+        schedule = tma_ring_schedule(copies, wgmmas, model_for(arch))
+    except SchedulingError:
+        return 2, "default (no modulo schedule)"
+    return schedule.num_stages, "modulo schedule"
+
+
+def place_rings(tas, arch: int, rings: list[RingPlan]) -> None:
+    """The rings' shared memory and tensor maps; the kernel's other TMA loads and stores
+    planned again after the largest scratch (``tma.plan_tma`` keeps its choices for a
+    subset of its candidates in the same order)."""
+    taken = {ld for ring in rings for ld in ring.loads}
+    reason = _specialize_reason(tas, rings)
+    if not reason:
+        rings = [_deepened(ring) for ring in rings]
+    for ring in rings:
+        tas.scratch[ring.mma] = max(tas.scratch.get(ring.mma, 0), ring.smem_bytes)
+        tas.wgmma_staging[ring.mma] = ring.staging
+    tas.tma_end = 0
+    tas.tma, maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in taken], f"sm_{arch}",
+                                          tas.scratch_bytes)
+    maps = list(maps)
+    if not reason and not tas.extra_warps:
+        tas.extra_warps = PRODUCER_WARPS
+    for ring in rings:
+        for spec in ring.specs:
+            if spec not in maps:
+                maps.append(spec)
+        producer, consumers = (-1, tas.num_threads) if reason else (tas.num_warps, tas.layout_threads)
+        tas.pipelines[ring.loop] = ring.placed(tuple(maps.index(spec) for spec in ring.specs), producer,
+                                               consumers, reason, (0, 0) if reason else _registers(tas),
+                                               ring.stages, ring.source)
+    tas.tensor_maps = tuple(maps)
+
+
+def _deepened(ring: RingPlan) -> RingPlan:
+    """A warp-specialized ring's stages: its consumers hold the SM's registers (one CTA an
+    SM), so the ring takes the SM's shared memory, as NVIDIA's do (7 or 8 stages of a
+    128x128x32 f16 GEMM), up to ``SPECIALIZED_STAGES``; a ``num_stages`` hint stands."""
+    if ring.source == "num_stages hint" or ring.stages >= min(ring.fit, SPECIALIZED_STAGES):
+        return ring
+    return ring.placed(ring.maps, ring.producer_warp, ring.consumers, ring.specialize_reason, ring.registers,
+                       min(ring.fit, SPECIALIZED_STAGES), "shared memory (warp-specialized)")
+
+
+def _registers(tas) -> tuple[int, int]:
+    """``setmaxnreg`` of the producers (``dec``) and the consumers (``inc``).  ptxas gives
+    the kernel the largest ``setmaxnreg`` count as its register count, which every thread
+    of the CTA holds at launch; the consumers take the CTA's whole share of the register
+    file (one CTA an SM, as NVIDIA's 255-register GEMMs), the producers keep few."""
+    share = SM_REGISTERS // tas.num_threads // 8 * 8
+    return PRODUCER_REGISTERS, min(MAX_THREAD_REGISTERS, share)
+
+
+def _specialize_reason(tas, rings: list[RingPlan]) -> str:
+    """Why the ring is not warp-specialized, or "": the producer warps leave the kernel
+    after its last box, so the kernel must have one ring, at its top level (not inside
+    another loop or branch, which would run it again); they are the CTA's extra warp group
+    (added if the kernel has none: ``.reqntid`` grows to NVIDIA's), whose other warps
+    only held copies of the workers' values."""
+    if len(rings) != 1:
+        return "the kernel has more than one TMA ring"
+    loop = rings[0].loop
+    if loop.parent is None or loop.parent is not tas.aa.function.body.blocks[0]:
+        return "the loop is inside another loop or branch (the producer warps leave after it)"
+    if tas.extra_warps not in (0, PRODUCER_WARPS):
+        return f"the CTA already has {tas.extra_warps} extra warps"
+    if tas.layout_threads + 32 * PRODUCER_WARPS > MAX_CTA_THREADS:
+        return "a producer warp group does not fit in the CTA"
+    return ""
+
