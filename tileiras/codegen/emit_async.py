@@ -48,6 +48,7 @@ def below(em: KernelEmitter, plan, iv: ir.Value, ub: ir.Value) -> ir.Value:
         return em.b.icmp_unsigned("<", iv, ub)
     return em.b.icmp_signed("<", iv, ub)
 
+
 def _copy(b: ir.IRBuilder, nbytes: int, dst: ir.Value, src: ir.Value, src_bytes: ir.Value,
           owner) -> None:
     """One ``cp.async`` of ``nbytes`` (``.cg`` for 16, bypassing L1 as NVIDIA's GEMMs do;
