@@ -10,11 +10,13 @@ import pytest
 
 from conftest import VERSIONS, TileIRStore
 from test_golden_ptx import ALIGNED_GOLDEN_KERNELS, GOLDEN_KERNELS
-from tileiras.lower.software_pipeline import PipelinePlan, RingPlan
+from tileiras.lower.software_pipeline import PipelinePlan
+from tileiras.lower.tma_ring import RING_BARRIER_BYTES, RingPlan
 from tileiras.lower.tileas_format import format_tileas
 from tileiras.lower.tileas_parse import TileASParseError, parse_tileas, parse_tileas_module
 from tileiras.pipeline import CompileOptions, run_stages
 from tileiras.reader import read_bytecode
+from tileiras.text.parser import parse_module
 
 ARCHS = ("sm_80", "sm_90", "sm_100")
 #: tensor-core kernels beyond the golden ones: every mma form, rings, picks, byte pairs
@@ -66,7 +68,7 @@ def test_rings_and_tma_are_in_the_text(gemm_sm90):
     text = format_tileas(tas)
     ring = next(p for p in tas.pipelines.values() if isinstance(p, RingPlan))
     assert f"ring offset=0 bytes={tas.scratch[ring.mma]} align=1024 stages={ring.stages}" in text
-    assert f"barrier offset={ring.barriers} bytes={8 * ring.stages} align=8" in text
+    assert f"barrier offset={ring.barriers} bytes={RING_BARRIER_BYTES * ring.stages} align=8" in text
     assert "staging offset=0 bytes=4096 align=1024" in text and "swizzle=128 layout=#L" in text
     assert "warpgroup = true" in text and "pipeline = #tileas.ring<" in text and "pipelined = @" in text
     assert "tma = #tileas.tma<map_index = 0, box = [64, 64]" in text and "#map0 = #tileas.tensor_map<" in text
@@ -150,3 +152,16 @@ def test_a_conversion_must_convert_its_operand(tileir_store: TileIRStore):
     bad = text.replace(line, line.replace(f" : {source} -> ", f" : {other} -> "), 1)
     with pytest.raises(TileASParseError, match=r"tileas:\d+:\d+: %cvt0's source layout is not %\S+'s"):
         parse_tileas(bad, c.aa[name])
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_120"])
+def test_attention_loops_read_back(arch):
+    """Flash attention's loop: its K/V ring (sm_80, sm_120) prints as an attention record
+    and reads back to the same tables; on sm_90 the loop says why it is not pipelined."""
+    from kernels.attention import flash_attention
+
+    module = parse_module(flash_attention(), "k.mlir")
+    tas = next(iter(run_stages(module, CompileOptions(gpu_name=arch), "tileas", only_needed=True).tas.values()))
+    text = format_tileas(tas)
+    assert ("pipeline = #tileas.attention<" in text) == (arch != "sm_90")
+    assert format_tileas(parse_tileas(text, tas.aa)) == text

@@ -12,7 +12,7 @@ import pytest
 from conftest import VERSIONS, TileIRStore
 from tileiras.layout.core import WARP
 from tileiras.lower import tileas as tileas_module
-from tileiras.lower.software_pipeline import RingPlan
+from tileiras.lower.tma_ring import RingPlan
 from tileiras.lower.tileas_format import format_tileas
 from tileiras.lower.tileas_verify import LAYOUTS, MEMORY, TileASVerifyError, verify_tileas
 from tileiras.pipeline import CompileOptions, run_stages

@@ -17,7 +17,8 @@ from ..ir.core import Operation
 from ..layout.linear import LinearLayout
 from ..record import record
 from .mma_forms import OperandStaging
-from .software_pipeline import RING_BARRIER_BYTES, PipelinePlan, RingPlan
+from .software_pipeline import PipelinePlan
+from .tma_ring import RING_BARRIER_BYTES, RingPlan
 from .tma import BARRIER_BYTES, STAGING_ALIGN, SWIZZLED_ALIGN
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ def shared_buffers(tas: TileAS) -> list[Buffer]:
 def _ring_buffers(name: str, plan, scratch: int) -> list[Buffer]:
     """A pipelined K loop's ring: the multiply's scratch (its first user), ``stages``
     stages from offset 0; a TMA ring's stages hold ``wgmma``'s swizzled operands and are
-    followed by one "full" mbarrier a stage."""
+    followed by its mbarriers, a "full" one a stage then an "empty" one a stage."""
     users = (plan.mma, plan.loop, *plan.loads)
     if isinstance(plan, PipelinePlan):
         return [Buffer(name, "ring", 0, scratch, SCRATCH_ALIGN, users, stages=plan.stages),
@@ -95,7 +96,7 @@ def _ring_buffers(name: str, plan, scratch: int) -> list[Buffer]:
     align = max(STAGING_ALIGN, plan.staging.align)      # TMA lands there, in the stagings' swizzles
     return [Buffer(name, "ring", 0, scratch, align, users, stages=plan.stages),
             *_staging_buffers(name, plan.staging, users, STAGING_ALIGN),
-            Buffer(f"{name}.full", "barrier", plan.barriers, RING_BARRIER_BYTES * plan.stages, BARRIER_ALIGN, users,
+            Buffer(f"{name}.barriers", "barrier", plan.barriers, RING_BARRIER_BYTES * plan.stages, BARRIER_ALIGN, users,
                    name)]
 
 

@@ -307,7 +307,7 @@ def record_plans(tas, arch: int) -> None:
     if rings:
         place_rings(tas, arch, rings)
     for decision in tas.pipelines.values():
-        if isinstance(decision, KLoopPlan):
+        if isinstance(decision, (PipelinePlan, RingPlan)):
             for op in (decision.loop, decision.mma, *decision.loads):
                 tas.pipelined[op] = decision
             if decision.b_transposed:

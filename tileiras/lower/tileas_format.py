@@ -35,7 +35,9 @@ from ..text.names import NameTable
 from .chunks import ChunkGroup
 from .mma_forms import MmaSwizzle, OperandStaging, TensorCoreMma, WgmmaStaging
 from .shared_buffers import Buffer, shared_buffers
-from .software_pipeline import PipelinePlan, RingPlan
+from .software_pipeline import PipelinePlan
+from .tma_ring import RingPlan
+from .attention_pipeline import AttentionPlan, RingTile
 from .tma import MapField, TensorMapSpec, TmaPlan
 from .vectorize import Run
 
@@ -47,6 +49,7 @@ RECORDS: dict[str, type] = {
     "mma": TensorCoreMma, "wgmma_staging": WgmmaStaging, "operand": OperandStaging, "padding": Padding,
     "mma_swizzle": MmaSwizzle, "tma": TmaPlan, "tensor_map": TensorMapSpec, "map_field": MapField,
     "run": Run, "pipeline": PipelinePlan, "ring": RingPlan, "chunk": ChunkGroup,
+    "attention": AttentionPlan, "attention_tile": RingTile,
 }
 KINDS = {cls: kind for kind, cls in RECORDS.items()}
 ENUMS: dict[str, type[Enum]] = {"Swizzle": Swizzle}

@@ -32,7 +32,8 @@ from ..tile import ops_memory as MEM
 from .chunks import chunk_layout_of
 from .mma_forms import BLOCK_SCALED_ARCHS, MMA_SYNC_FORMATS, WARPGROUP, WGMMA_ARCHS
 from .shared_buffers import Buffer, shared_buffers
-from .software_pipeline import PipelinePlan, RingPlan
+from .software_pipeline import PipelinePlan
+from .tma_ring import RingPlan
 from .tiles import is_tile
 from .vectorize import access_dim, register_run
 
