@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
 from ..layout.linear import LANE, REG, WARP, LinearLayout
+from ..layout.shared import BANK_BYTES, Padding
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
@@ -226,10 +227,39 @@ def _reduce(tas: TileAS, op: Operation) -> None:
         tas.layouts[r] = result
     warps_along = sum(1 for b in src.bases("warp") if b[op.dim])
     if warps_along:
-        n = op.results[0].type.num_elements
-        tas.scratch[op] = max(tas.scratch.get(op, 0),
-                              (1 << warps_along) * n * sum(element_bytes(r.type) for r in op.results))
+        n, groups = op.results[0].type.num_elements, 1 << warps_along
+        sizes = [element_bytes(r.type) for r in op.results]
+        if spreads_warp_fold(result, groups, n, tas.layout_threads):
+            need = sum(warp_fold_padding(s).padded_size(groups * n) * s for s in sizes)
+        else:
+            need = groups * n * sum(sizes)
+        tas.scratch[op] = max(tas.scratch.get(op, 0), need)
     _combiner_block(tas, op)
+
+
+def spreads_warp_fold(out: LinearLayout, groups: int, n: int, threads: int) -> bool:
+    """Do a reduction's ``groups`` warps along the reduced dim fold their partial results
+    with all the CTA's threads (codegen's ``_fold_warps_spread``: each thread folds a slot
+    or a few, by butterflies, in shared memory padded by ``warp_fold_padding``), rather than
+    each thread folding all ``groups`` partials of each of its result registers?  Where the
+    result (``out``, ``n`` elements) is held by lanes and copied across many threads (a
+    column reduction's row), a thread has few slots of its own: ``rounds`` slots, read and
+    folded by ``log2(groups)`` butterflies, against ``groups - 1`` loads and combines per
+    register (reduce_cols_multi f32 32x32: one slot a thread and two butterflies, where each
+    thread read 16 partials for its 4 columns; 48 -> 32 registers, NVIDIA's 38)."""
+    if not 2 <= groups <= 32 or not any(any(base) for base in out.bases(LANE)):
+        return False
+    rounds = -(-n * groups // threads)
+    return rounds * groups.bit_length() < out.size(REG) * (groups - 1)
+
+
+def warp_fold_padding(elem_bytes: int) -> Padding:
+    """A bank's word of padding after every 128 bytes of a spread warp fold's slots (result
+    element ``f``'s partial of warp ``g`` at ``f * groups + g``): a warp's lanes write the
+    partials of columns ``groups`` slots apart, which without it share banks (f32 over 4
+    warps: lanes 16 words apart, a 4-way conflict on every store and on reading the totals
+    back; with it no conflict, and a thread's reads of consecutive slots stay conflict-free)."""
+    return Padding(128 // elem_bytes, max(1, BANK_BYTES // elem_bytes))
 
 
 @layout_rule(CO.ScanOp)

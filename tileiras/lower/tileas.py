@@ -144,6 +144,8 @@ class TileAS:
         order = [k for k in range(len(shape)) if k != dim] + [dim]
         vector = min(max(self.access_vector(shape), min_vector), shape[dim], max(min_vector, regs))
         run = max(1, min(32, SECTOR // (vector * nbytes)))
+        if self.shape_access.get(tuple(shape), vectorize.Run(dim, 1)).across:
+            run = shape[dim] // vector                  # rows apart (vectorize.Run)
         layout = sector_blocked(tuple(shape[k] for k in order), self.num_warps, vector, run, regs)
         return layout if dim == len(shape) - 1 else layout.permute([order.index(k) for k in range(len(shape))])
 

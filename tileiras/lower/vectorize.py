@@ -124,10 +124,15 @@ def allowed_vectors(aa: TileAA) -> dict[Operation, int]:
 
 @record(frozen=True)
 class Run:
-    """Consecutive ``elements`` along tile dim ``dim`` that a thread holds at a time."""
+    """Consecutive ``elements`` along tile dim ``dim`` that a thread holds at a time.
+    ``across``: a thread's further elements lie along the other dims (the lanes cover
+    ``dim`` first), for tiles reduced along another dim: each thread then meets as few
+    columns as one run, whose partial results it folds in registers
+    (``TileAS.canonical``)."""
 
     dim: int
     elements: int
+    across: bool = False
 
 
 def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, ...], Run]:
@@ -142,19 +147,20 @@ def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, 
     reductions = [u for u in aa.live_ops() if isinstance(u, CO.ReduceOp)]
     out: dict[tuple[int, ...], Run] = {}
     for op in aa.live_ops():
-        if is_view_access(op) and not _feeds_column_reductions(reductions, op):
+        if is_view_access(op):
             shape = tuple(op.view.type.tile_shape) if hasattr(op.view.type, "tile_shape") else None
             if shape is None:
                 continue
-            run = Run(access_dim(op), allowed.get(op, 1))
+            run = Run(access_dim(op), allowed.get(op, 1), _feeds_column_reductions(reductions, op))
             seen = out.get(shape)
             if seen is not None:
-                run = Run(seen.dim, min(seen.elements, run.elements) if seen.dim == run.dim else 1)
+                run = Run(seen.dim, min(seen.elements, run.elements) if seen.dim == run.dim else 1,
+                          seen.across or run.across)
             out[shape] = run
     for shape, run in list(out.items()):
         squeezed = tuple(d for d in shape if d != 1)
         if squeezed != shape and squeezed and squeezed not in out:
-            out[squeezed] = Run(run.dim - shape[:run.dim].count(1), run.elements)
+            out[squeezed] = Run(run.dim - shape[:run.dim].count(1), run.elements, run.across)
     return {shape: run for shape, run in out.items() if run.elements > 1}
 
 
@@ -166,10 +172,11 @@ def run_dim(runs: dict[tuple[int, ...], Run], shape: tuple[int, ...]) -> int:
 
 
 def _feeds_column_reductions(reductions: list[Operation], op: Operation) -> bool:
-    """A load whose tile is reduced along a dim other than its last: with runs along the
-    last dim each thread would hold several columns' partial results, which our column
-    reductions keep in more registers than they save (reduce_cols_multi f32 32x32 on
-    sm_80: 43 -> 78 registers with runs of 4, NVIDIA 38); such shapes stay scalar."""
+    """A load whose tile is reduced along a dim other than its last: its shape's layouts
+    take runs ``across`` (one run of columns a thread, lanes over the row, then rows), as
+    NVIDIA's do (reduce_cols_multi f32 32x32: 4 columns by 2 rows a thread, 16-byte
+    loads).  A coalescing layout that also puts a thread's further registers along the row
+    gives each thread twice the columns' partial results (43 -> 78 registers there)."""
     if not isinstance(op, MEM.LoadViewTkoOp):
         return False
     tile = op.results[0]
