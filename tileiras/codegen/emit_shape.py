@@ -170,9 +170,9 @@ def _swizzled_slots(em: KernelEmitter, layout: LinearLayout, shared: LinearLayou
         (const,) = offsets.apply(reg=reg)
         # the bits lanes and warps may set are XORed in (a few distinct values, shared by
         # registers); the others added, which folds into the access's immediate offset
-        index = runtime if const & mask == 0 else em.pb.xor(runtime, ir.Constant(I32, const & mask))
+        index = runtime if const & mask == 0 else em.b.xor(runtime, ir.Constant(I32, const & mask))
         if const & ~mask:
-            index = em.pb.add(index, ir.Constant(I32, const & ~mask), flags=["nuw", "nsw"])
+            index = em.b.add(index, ir.Constant(I32, const & ~mask), flags=["nuw", "nsw"])
         yield reg, em.smem_slot(index, esize), v
 
 

@@ -119,7 +119,7 @@ def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout, block: Optional[
             if not _is_constant(op.rhs):
                 return False
         elif isinstance(op, (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp)):
-            if not reloadable(tas, op, block):
+            if not reloadable(tas, op, block) or _narrower_reload(tas, op, want):
                 return False
         elif not is_recomputable(op):
             return False
@@ -156,6 +156,18 @@ def reloadable(tas: TileAS, op: Operation, block: Optional[Block]) -> bool:
     if isinstance(op, MEM.LoadViewTkoOp) and any(is_tile(v) and v.type.rank > 0 for v in op.index):
         return False
     return not tas.aa.observed_by_write(op)
+
+
+def _narrower_reload(tas: TileAS, op: Operation, want: LinearLayout) -> bool:
+    """Would loading ``op``'s tile again in ``want`` move fewer elements an access than its
+    own load (no run along the view's contiguous dim there: a row-major tile wanted in a
+    Fortran-order tile's layout)?  Element-wise accesses across the rows touch a sector
+    each; one exchange through shared memory costs less (mixed-order tiles: 8 sectors a
+    request against 16 whole ones for the 16-byte loads)."""
+    if not isinstance(op, MEM.LoadViewTkoOp) or tas.access_allowed.get(op, 1) < 2:
+        return False
+    dim = vectorize.access_dim(op)
+    return vectorize.register_run(want, dim) < vectorize.register_run(tas.layouts[op.results[0]], dim)
 
 
 def _is_constant(v: Value) -> bool:
@@ -318,13 +330,20 @@ def exchange_layout(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> Li
     ``dst`` (``KernelEmitter.convert``): the row-major one, or the swizzle that
     ``swizzled_exchange`` builds from the two layouts where ``bank_wavefronts`` counts fewer
     wavefronts for the stores and the loads together (a transpose: 768 -> 256 per 64x64 f32
-    tile, the minimum, as NVIDIA's).  Both sides keep their vector widths."""
+    tile, the minimum, as NVIDIA's).  Both sides keep their vector widths.
+
+    Tiles of one row or column stay row-major for now: RMS norm's persistent bf16 4x2048
+    kernel on sm_80 (test_register_pressure) took 127 registers with its 2048-element row
+    exchanged through the swizzle (80 wavefronts instead of 272) against 102, for reasons
+    not yet found."""
     return _exchange_layout(src, dst, elem_bytes)
 
 
 @lru_cache(maxsize=256)
 def _exchange_layout(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> LinearLayout:
     plain = shared_identity(src.shape)
+    if sum(1 for d in src.shape if d > 1) < 2:
+        return plain
     swizzled = swizzled_exchange(src, dst, elem_bytes)
     if swizzled is None:
         return plain
@@ -547,6 +566,8 @@ def _view_access(tas: TileAS, op: Operation) -> None:
                 layout = tas.row_reduction_layout(r.type.shape)
             elif r not in tas.pairs and _feeds_mma_operands(tas, r):
                 layout = tas.contiguous(r.type.shape)
+            elif r not in tas.pairs and isinstance(op, MEM.LoadViewTkoOp):
+                layout = vectorize.access_layout(tas, op) or layout     # another order than its shape's
             tas.layouts[r] = layout
     dim = unit_dim(op.view.type)
     if isinstance(op, MEM.StoreViewTkoOp) and is_subbyte(op.tile.type) and dim is not None \

@@ -138,10 +138,11 @@ class Run:
 def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, ...], Run]:
     """Per tile shape, the run every global view access of that shape allows (the least of
     them, along the dim they share): the layouts of that shape give threads runs this
-    long.  A shape with one access that must stay scalar, or accesses contiguous along
-    different dims (a row-major and a Fortran-order view of one shape), keeps scalar
-    layouts (a run longer than the access would make each warp instruction stride over
-    memory).  The shape without its unit dims takes the same run where no access says
+    long.  A shape with one access that must stay scalar keeps scalar layouts (a run longer
+    than the access would make each warp instruction stride over memory).  Where accesses
+    of one shape are contiguous along different dims (a Fortran-order view loaded, a
+    row-major one stored), the first one's runs stay: the others take layouts of their own
+    (``access_layout``), converted through shared memory as NVIDIA's transposes are.  The shape without its unit dims takes the same run where no access says
     otherwise: a 1x256 row loaded and reshaped to 256 (loop_accumulate's running sums)
     keeps one layout instead of being loaded again in a scalar one."""
     reductions = [u for u in aa.live_ops() if isinstance(u, CO.ReduceOp)]
@@ -153,9 +154,10 @@ def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, 
                 continue
             run = Run(access_dim(op), allowed.get(op, 1), _feeds_column_reductions(reductions, op))
             seen = out.get(shape)
-            if seen is not None:
-                run = Run(seen.dim, min(seen.elements, run.elements) if seen.dim == run.dim else 1,
-                          seen.across or run.across)
+            if seen is not None and seen.dim == run.dim:
+                run = Run(seen.dim, min(seen.elements, run.elements), seen.across or run.across)
+            elif seen is not None:      # another order: the first access's runs stay
+                run = seen
             out[shape] = run
     for shape, run in list(out.items()):
         squeezed = tuple(d for d in shape if d != 1)
@@ -193,6 +195,16 @@ def register_run(layout: LinearLayout, dim: Optional[int] = None) -> int:
     return layout.largest_vectorization(layout.rank - 1 if dim is None else dim, layout.size(REG))
 
 
+def access_layout(tas, op: Operation) -> Optional[LinearLayout]:
+    """The layout a view access moves its allowed run in when its shape's layouts hold
+    their runs along another dim (``shape_vectors``: mixed orders), else None."""
+    allowed, tile = tas.access_allowed.get(op, 1), op.tile if isinstance(op, MEM.StoreViewTkoOp) else op.results[0]
+    dim, shape = access_dim(op), tuple(tile.type.shape)
+    if allowed < 2 or tile.type.rank < 2 or run_dim(tas.shape_access, shape) == dim:
+        return None
+    return tas.canonical(shape, min_vector=allowed, nbytes=_element_bytes(tile.type.element) or 4, dim=dim)
+
+
 def store_relayout(tas, op: Operation) -> Optional[LinearLayout]:
     """The layout a view store's tile changes to (through shared memory) so that its
     accesses move the run the facts allow: the canonical layout of its shape, where the
@@ -205,7 +217,7 @@ def store_relayout(tas, op: Operation) -> Optional[LinearLayout]:
     layout, dim = tas.layouts.get(op.tile), access_dim(op)
     if layout is None or op.tile.type.rank < 2 or register_run(layout, dim) > 1:
         return None
-    target = tas.canonical_of(op.tile)
+    target = access_layout(tas, op) or tas.canonical_of(op.tile)
     return target if register_run(target, dim) > 1 else None
 
 
