@@ -19,7 +19,7 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Block, Operation
 from ..layout.linear import LANE, REG, WARP, LinearLayout
-from ..lower.layout_rules import scan_steps, scans_in_place
+from ..lower.layout_rules import scan_steps, scans_in_place, spreads_warp_fold, warp_fold_padding
 from ..lower.tiles import element_bytes
 from ..tile import ops_arith as CA
 from ..tile import ops_core as CO
@@ -162,7 +162,10 @@ def _reduce_warps(em: KernelEmitter, op: Operation, out: LinearLayout, partial: 
     n = max(1, _count(out.shape))
     groups = 1 << len(warp_bits)
     sizes = [element_bytes(r.type) for r in op.results]
-    offsets = [sum(groups * n * s for s in sizes[:k]) for k in range(len(sizes))]
+    spread = spreads_warp_fold(out, groups, n, em.tas.layout_threads)
+    areas = [(warp_fold_padding(s).padded_size(groups * n) if spread else groups * n) * s for s in sizes]
+    offsets = [sum(areas[:k]) for k in range(len(sizes))]
+    slot_at = _padded_slot if spread else KernelEmitter.smem_slot
     # this warp's position along the reduced dim
     wd: ir.Value = ir.Constant(I32, 0)
     for k, bit in enumerate(warp_bits):
@@ -171,11 +174,16 @@ def _reduce_warps(em: KernelEmitter, op: Operation, out: LinearLayout, partial: 
     X.barrier(b)
     for q, vals in enumerate(partial):
         flat = em.flat_index(em.coords(out, q), out.shape) if out.rank else ir.Constant(I32, 0)
-        slot_index = b.add(b.mul(wd, ir.Constant(I32, n)), flat)
+        if spread:      # a result's warps side by side: the lanes that fold them read them so
+            slot_index = b.add(b.mul(flat, ir.Constant(I32, groups)), wd)
+        else:
+            slot_index = b.add(b.mul(wd, ir.Constant(I32, n)), flat)
         for k, v in enumerate(vals):
             st = smem_type(v.type)
-            b.store(to_smem(b, v, st), em.smem_slot(slot_index, sizes[k], offsets[k]))
+            b.store(to_smem(b, v, st), slot_at(em, slot_index, sizes[k], offsets[k]))
     X.barrier(b)
+    if spread:
+        return _fold_warps_spread(em, out, partial, groups, n, sizes, offsets, block)
     if 4 <= groups <= 32 and not any(any(base) for base in out.bases(LANE)):
         return _fold_warps_in_lanes(em, out, partial, groups, n, sizes, offsets, block)
     result = []
@@ -212,6 +220,54 @@ def _fold_warps_in_lanes(em: KernelEmitter, out: LinearLayout, partial: list[lis
             acc = _butterfly(em, block, acc, bit)
         result.append(acc)
     return result
+
+
+def _fold_warps_spread(em: KernelEmitter, out: LinearLayout, partial: list[list[ir.Value]], groups: int,
+                       n: int, sizes: list[int], offsets: list[int], block: Block) -> list[list[ir.Value]]:
+    """The warps' partial results (in shared memory, warp ``g``'s of result element ``f`` at
+    slot ``f * groups + g``) folded by all the CTA's threads, as NVIDIA's PTX folds column
+    reductions: thread ``t`` reads slot ``t`` (and ``t + threads``, ...), a butterfly over
+    the low ``log2(groups)`` lane bits combines the ``groups`` partials of one element, in
+    warp order, and the lane holding warp 0's slot writes the total back there (no other
+    thread reads that slot).  After a barrier each thread reads its result registers' totals.
+
+    Slots are padded (``layout_rules.warp_fold_padding``) so that none of these accesses
+    meets a bank conflict.  Threads past the last slot (fewer slots than threads) read slot
+    1, which no thread writes (totals go to slots ``f * groups``), and write nothing: the
+    butterfly needs every lane of the warp."""
+    b = em.b
+    threads = em.tas.layout_threads
+    total = n * groups
+    position = b.add(b.mul(em.warp, ir.Constant(I32, 32)), em.lane)
+    types = [v.type for v in partial[0]]
+    first = b.icmp_unsigned("==", b.and_(em.lane, ir.Constant(I32, groups - 1)), ir.Constant(I32, 0))
+    for j in range(-(-total // threads)):
+        slot = b.add(position, ir.Constant(I32, j * threads))
+        inside = b.icmp_unsigned("<", slot, ir.Constant(I32, total))
+        read = b.select(inside, slot, ir.Constant(I32, 1)) if (j + 1) * threads > total else slot
+        acc = [from_smem(b, b.load(_padded_slot(em, read, sizes[k], offsets[k]), typ=smem_type(t)), t)
+               for k, t in enumerate(types)]
+        for bit in range(groups.bit_length() - 1):
+            acc = _butterfly(em, block, acc, bit)
+        with b.if_then(b.and_(first, inside) if (j + 1) * threads > total else first):
+            for k, v in enumerate(acc):
+                b.store(to_smem(b, v, smem_type(v.type)), _padded_slot(em, slot, sizes[k], offsets[k]))
+    X.barrier(b)
+    result = []
+    for q in range(len(partial)):
+        flat = em.flat_index(em.coords(out, q), out.shape) if out.rank else ir.Constant(I32, 0)
+        idx = b.mul(flat, ir.Constant(I32, groups))
+        result.append([from_smem(b, b.load(_padded_slot(em, idx, sizes[k], offsets[k]), typ=smem_type(t)), t)
+                       for k, t in enumerate(types)])
+    return result
+
+
+def _padded_slot(em: KernelEmitter, index: ir.Value, elem_bytes: int, base: int) -> ir.Value:
+    """The address of slot ``index`` of a spread warp fold (``warp_fold_padding``)."""
+    b = em.b
+    pad = warp_fold_padding(elem_bytes)
+    skip = b.mul(b.lshr(index, ir.Constant(I32, pad.interval.bit_length() - 1)), ir.Constant(I32, pad.amount))
+    return em.smem_slot(b.add(index, skip), elem_bytes, base)
 
 
 def _count(shape: Sequence[int]) -> int:

@@ -17,12 +17,13 @@ from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Operation
 from ..layout.linear import REG, LinearLayout
-from ..lower.layout_rules import cat_in_registers
+from ..layout.shared import shared_identity
+from ..lower.layout_rules import cat_in_registers, exchange_layout, exchange_vector
 from ..lower.software_pipeline import pipelined_op
 from ..lower.tiles import element_bytes
 from ..tile import ops_core as CO
 from . import intrinsics as X
-from .nvvm import I32, KernelEmitter, emits
+from .nvvm import I32, KernelEmitter, emits, runtime_mask
 from .values import TileVal, from_smem, llvm_type, smem_type, to_smem
 
 I8 = ir.IntType(8)
@@ -124,6 +125,74 @@ def _broadcast(em: KernelEmitter, op: Operation) -> None:
 
 
 # -- through shared memory -------------------------------------------------------------------
+def exchange(em: KernelEmitter, tv: TileVal, dst: LinearLayout, esize: int) -> TileVal:
+    """``tv`` redistributed to ``dst`` through shared memory (``KernelEmitter.convert``):
+    every thread writes what it holds, then reads what ``dst`` says it holds, in the shared
+    layout ``layout_rules.exchange_layout`` chose: row-major (addresses from coordinates),
+    or a swizzle without bank conflicts (addresses from its offsets, each side's vectors
+    moved by one access)."""
+    b = em.b
+    store_ty = smem_type(tv.regs[0].type)
+    shared = exchange_layout(tv.layout, dst, esize)
+    row_major = shared == shared_identity(dst.shape)
+    X.barrier(b)
+    if row_major:
+        for reg in em.unique_regs(tv.layout):
+            slot = em.smem_slot(em.flat_index(em.coords(tv.layout, reg), tv.layout.shape), esize)
+            b.store(to_smem(b, tv.regs[reg], store_ty), slot)
+    else:
+        keep = set(em.unique_regs(tv.layout))
+        for reg, slot, v in _swizzled_slots(em, tv.layout, shared, esize, store_ty):
+            if reg in keep:
+                vals = [to_smem(b, tv.regs[reg + k], store_ty) for k in range(v)]
+                _vector_store(b, vals, slot, v * esize)
+    X.barrier(b)
+    regs: list[ir.Value] = []
+    if row_major:
+        for reg in range(dst.size(REG)):
+            slot = em.smem_slot(em.flat_index(em.coords(dst, reg), dst.shape), esize)
+            regs.append(from_smem(b, b.load(slot, typ=store_ty), tv.regs[0].type))
+    else:
+        for _, slot, v in _swizzled_slots(em, dst, shared, esize, store_ty):
+            regs += [from_smem(b, x, tv.regs[0].type) for x in _vector_load(b, slot, store_ty, v, v * esize)]
+    return TileVal(dst, regs)
+
+
+def _swizzled_slots(em: KernelEmitter, layout: LinearLayout, shared: LinearLayout, esize: int, ty: ir.Type):
+    """(first register, address, registers) of each vector access of ``layout``'s registers
+    to ``shared``: the registers of a vector are consecutive offsets, the lanes' and warps'
+    part of the offset never sets the bits below the vector (``exchange_vector``)."""
+    offsets = layout.invert_and_compose(shared)
+    v = exchange_vector(layout, shared, esize)
+    runtime = em.runtime_coords(offsets)[0]
+    mask = runtime_mask(offsets, 0)
+    for reg in range(0, layout.size(REG), v):
+        (const,) = offsets.apply(reg=reg)
+        # the bits lanes and warps may set are XORed in (a few distinct values, shared by
+        # registers); the others added, which folds into the access's immediate offset
+        index = runtime if const & mask == 0 else em.b.xor(runtime, ir.Constant(I32, const & mask))
+        if const & ~mask:
+            index = em.b.add(index, ir.Constant(I32, const & ~mask), flags=["nuw", "nsw"])
+        yield reg, em.smem_slot(index, esize), v
+
+
+def _vector_store(b: ir.IRBuilder, vals: list[ir.Value], slot: ir.Value, align: int) -> None:
+    if len(vals) == 1:
+        b.store(vals[0], slot)
+        return
+    vec = ir.Constant(ir.VectorType(vals[0].type, len(vals)), ir.Undefined)
+    for k, x in enumerate(vals):
+        vec = b.insert_element(vec, x, ir.Constant(I32, k))
+    b.store(vec, slot, align=align)
+
+
+def _vector_load(b: ir.IRBuilder, slot: ir.Value, ty: ir.Type, n: int, align: int) -> list[ir.Value]:
+    if n == 1:
+        return [b.load(slot, typ=ty)]
+    vec = b.load(slot, typ=ir.VectorType(ty, n), align=align)
+    return [b.extract_element(vec, ir.Constant(I32, k)) for k in range(n)]
+
+
 def spill_tile(em: KernelEmitter, tv: TileVal, ty: T.Type, offset: int = 0,
            place: Optional[Callable[[list[ir.Value]], ir.Value]] = None) -> None:
     """Every thread writes the (unique) elements it holds at their row-major index."""

@@ -26,7 +26,7 @@ from . import intrinsics as X
 from .debuginfo import LineInfo
 from .llvm_targets import NVPTX_DATA_LAYOUT, NVPTX_TRIPLE, nvptx_assembly
 from .order import order_function
-from .values import Emitted, TileVal, byte_gep, from_smem, llvm_type, smem_type, to_smem
+from .values import Emitted, TileVal, byte_gep, llvm_type
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 
@@ -527,18 +527,8 @@ class KernelEmitter:
             return tv
         if tv.layout.rank == 0:  # every thread already holds the scalar
             return TileVal(dst, [tv.regs[0]] * dst.size(REG))
-        esize = element_bytes(ty)
-        store_ty = smem_type(tv.regs[0].type)
-        X.barrier(self.b)
-        for reg in self.unique_regs(tv.layout):
-            slot = self.smem_slot(self.flat_index(self.coords(tv.layout, reg), tv.layout.shape), esize)
-            self.b.store(to_smem(self.b, tv.regs[reg], store_ty), slot)
-        X.barrier(self.b)
-        regs = []
-        for reg in range(dst.size(REG)):
-            slot = self.smem_slot(self.flat_index(self.coords(dst, reg), dst.shape), esize)
-            regs.append(from_smem(self.b, self.b.load(slot, typ=store_ty), tv.regs[0].type))
-        return TileVal(dst, regs)
+        from .emit_shape import exchange   # noqa: PLC0415 (emit_shape builds on this module)
+        return exchange(self, tv, dst, element_bytes(ty))
 
 
 def demand_order(ops: Sequence[Operation], reads: Callable[[Operation], list[Value]]) -> list[Operation]:

@@ -16,11 +16,14 @@ to a block in order; ``tileas.assign_layouts`` drives it over the function.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Optional
 
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
 from ..layout.linear import LANE, REG, WARP, LinearLayout
+from ..layout.core import OFFSET, log2
+from ..layout.shared import BANK_BYTES, BANKS, Padding, bank_wavefronts, shared_identity
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
@@ -116,7 +119,7 @@ def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout, block: Optional[
             if not _is_constant(op.rhs):
                 return False
         elif isinstance(op, (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp)):
-            if not reloadable(tas, op, block):
+            if not reloadable(tas, op, block) or _narrower_reload(tas, op, want):
                 return False
         elif not is_recomputable(op):
             return False
@@ -153,6 +156,18 @@ def reloadable(tas: TileAS, op: Operation, block: Optional[Block]) -> bool:
     if isinstance(op, MEM.LoadViewTkoOp) and any(is_tile(v) and v.type.rank > 0 for v in op.index):
         return False
     return not tas.aa.observed_by_write(op)
+
+
+def _narrower_reload(tas: TileAS, op: Operation, want: LinearLayout) -> bool:
+    """Would loading ``op``'s tile again in ``want`` move fewer elements an access than its
+    own load (no run along the view's contiguous dim there: a row-major tile wanted in a
+    Fortran-order tile's layout)?  Element-wise accesses across the rows touch a sector
+    each; one exchange through shared memory costs less (mixed-order tiles: 8 sectors a
+    request against 16 whole ones for the 16-byte loads)."""
+    if not isinstance(op, MEM.LoadViewTkoOp) or tas.access_allowed.get(op, 1) < 2:
+        return False
+    dim = vectorize.access_dim(op)
+    return vectorize.register_run(want, dim) < vectorize.register_run(tas.layouts[op.results[0]], dim)
 
 
 def _is_constant(v: Value) -> bool:
@@ -226,10 +241,39 @@ def _reduce(tas: TileAS, op: Operation) -> None:
         tas.layouts[r] = result
     warps_along = sum(1 for b in src.bases("warp") if b[op.dim])
     if warps_along:
-        n = op.results[0].type.num_elements
-        tas.scratch[op] = max(tas.scratch.get(op, 0),
-                              (1 << warps_along) * n * sum(element_bytes(r.type) for r in op.results))
+        n, groups = op.results[0].type.num_elements, 1 << warps_along
+        sizes = [element_bytes(r.type) for r in op.results]
+        if spreads_warp_fold(result, groups, n, tas.layout_threads):
+            need = sum(warp_fold_padding(s).padded_size(groups * n) * s for s in sizes)
+        else:
+            need = groups * n * sum(sizes)
+        tas.scratch[op] = max(tas.scratch.get(op, 0), need)
     _combiner_block(tas, op)
+
+
+def spreads_warp_fold(out: LinearLayout, groups: int, n: int, threads: int) -> bool:
+    """Do a reduction's ``groups`` warps along the reduced dim fold their partial results
+    with all the CTA's threads (codegen's ``_fold_warps_spread``: each thread folds a slot
+    or a few, by butterflies, in shared memory padded by ``warp_fold_padding``), rather than
+    each thread folding all ``groups`` partials of each of its result registers?  Where the
+    result (``out``, ``n`` elements) is held by lanes and copied across many threads (a
+    column reduction's row), a thread has few slots of its own: ``rounds`` slots, read and
+    folded by ``log2(groups)`` butterflies, against ``groups - 1`` loads and combines per
+    register (reduce_cols_multi f32 32x32: one slot a thread and two butterflies, where each
+    thread read 16 partials for its 4 columns; 48 -> 32 registers, NVIDIA's 38)."""
+    if not 2 <= groups <= 32 or not any(any(base) for base in out.bases(LANE)):
+        return False
+    rounds = -(-n * groups // threads)
+    return rounds * groups.bit_length() < out.size(REG) * (groups - 1)
+
+
+def warp_fold_padding(elem_bytes: int) -> Padding:
+    """A bank's word of padding after every 128 bytes of a spread warp fold's slots (result
+    element ``f``'s partial of warp ``g`` at ``f * groups + g``): a warp's lanes write the
+    partials of columns ``groups`` slots apart, which without it share banks (f32 over 4
+    warps: lanes 16 words apart, a 4-way conflict on every store and on reading the totals
+    back; with it no conflict, and a thread's reads of consecutive slots stay conflict-free)."""
+    return Padding(128 // elem_bytes, max(1, BANK_BYTES // elem_bytes))
 
 
 @layout_rule(CO.ScanOp)
@@ -274,6 +318,148 @@ def _combiner_block(tas: TileAS, op: Operation) -> None:
     for a in block.args:
         tas.layouts[a] = tas.canonical(())
     assign_block(tas, block)
+
+
+# -- shared-memory exchanges ---------------------------------------------------------------
+#: the widest access of an exchange (``ld/st.shared.v4.b32``)
+EXCHANGE_ACCESS_BYTES = 16
+
+
+def exchange_layout(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> LinearLayout:
+    """The shared layout a tile goes through from registers in ``src`` to registers in
+    ``dst`` (``KernelEmitter.convert``): the row-major one, or the swizzle that
+    ``swizzled_exchange`` builds from the two layouts where ``bank_wavefronts`` counts fewer
+    wavefronts for the stores and the loads together (a transpose: 768 -> 256 per 64x64 f32
+    tile, the minimum, as NVIDIA's).  Both sides keep their vector widths.
+
+    Tiles of one row or column stay row-major for now: RMS norm's persistent bf16 4x2048
+    kernel on sm_80 (test_register_pressure) took 127 registers with its 2048-element row
+    exchanged through the swizzle (80 wavefronts instead of 272) against 102, for reasons
+    not yet found."""
+    return _exchange_layout(src, dst, elem_bytes)
+
+
+@lru_cache(maxsize=256)
+def _exchange_layout(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> LinearLayout:
+    plain = shared_identity(src.shape)
+    if sum(1 for d in src.shape if d > 1) < 2:
+        return plain
+    swizzled = swizzled_exchange(src, dst, elem_bytes)
+    if swizzled is None:
+        return plain
+    cost = [exchange_wavefronts(src, dst, s, elem_bytes) for s in (plain, swizzled)]
+    return swizzled if cost[1] < cost[0] else plain
+
+
+def exchange_vector(layout: LinearLayout, shared: LinearLayout, elem_bytes: int) -> int:
+    """Consecutive registers of ``layout`` one shared access moves through ``shared``."""
+    limit = max(1, EXCHANGE_ACCESS_BYTES // elem_bytes)
+    return layout.invert_and_compose(shared).largest_vectorization(0, limit)
+
+
+def exchange_wavefronts(src: LinearLayout, dst: LinearLayout, shared: LinearLayout, elem_bytes: int) -> int:
+    """Wavefronts of warp 0's stores from ``src`` and loads into ``dst`` through ``shared``."""
+    return sum(sum(bank_wavefronts(regs, shared, elem_bytes, exchange_vector(regs, shared, elem_bytes)))
+               for regs in (src, dst))
+
+
+def swizzled_exchange(src: LinearLayout, dst: LinearLayout, elem_bytes: int) -> Optional[LinearLayout]:
+    """A shared layout (offset -> coordinates, a bijection) that both sides of an exchange
+    access without bank conflicts, as Triton's generic swizzling builds one:
+
+    * offset bits below ``vec`` are the row-major ones, so each side's vector stays
+      consecutive offsets;
+    * a request of one side serves the lanes of a 128-byte phase at once: they meet no
+      conflict when no non-zero combination of their coordinates lies in the span of the
+      offset bits above the banks (``high``) and the side's own vector bits.  ``high`` is
+      chosen a vector at a time outside both sides' spans (a common complement, which
+      exists over GF(2) as over any field), registers' coordinates first;
+    * the bank bits above ``vec`` complete the basis, registers' coordinates first.
+
+    None when the tile is too small to have bits above the banks, or a layout is not one
+    element a register (copies, or a shape the sides do not cover)."""
+    shape = src.shape
+    rank, bits = len(shape), sum(log2(d) for d in shape)
+    bank_bits = log2(BANKS * BANK_BYTES // elem_bytes) if elem_bytes <= BANKS * BANK_BYTES else 0
+    if rank == 0 or bits <= bank_bits or elem_bytes > EXCHANGE_ACCESS_BYTES:
+        return None
+    plain = shared_identity(shape)
+    unit = list(plain.bases(OFFSET))          # row-major: offset bit k's coordinates
+    sides = []
+    for regs in (src, dst):
+        v = exchange_vector(regs, plain, elem_bytes)
+        phase = max(1, min(32, BANKS * BANK_BYTES // (v * elem_bytes)))
+        lanes = [b for b in regs.bases(LANE)[:log2(phase)] if any(b)]
+        sides.append((log2(v), lanes))
+    vec = max(v for v, _ in sides)
+    high: list[tuple[int, ...]] = []
+    spans = [_Span(unit[:v] + lanes) for v, lanes in sides]
+    registers = [b for regs in (src, dst) for b in regs.bases(REG) if any(b)]
+    vector_bits = tuple(map(sum, zip(*unit[:vec]))) if vec else (0,) * rank
+    # no other offset bit may move a vector's elements (a vector stays consecutive offsets)
+    registers = [b for b in registers if not any(c & m for c, m in zip(b, vector_bits))]
+    for candidate in _exchange_candidates(registers, unit):
+        if any(c & m for c, m in zip(candidate, vector_bits)):
+            continue
+        if len(high) == bits - bank_bits:
+            break
+        if all(not span.reaches(candidate) for span in spans):
+            high.append(candidate)
+            for span in spans:
+                span.add(candidate)
+    if len(high) < bits - bank_bits:
+        return None
+    basis = _Span(unit[:vec] + high)
+    low = list(unit[:vec])
+    for u in registers + unit[vec:]:
+        if len(low) == bank_bits:
+            break
+        if basis.add(u):
+            low.append(u)
+    if len(low) != bank_bits:
+        return None
+    return LinearLayout(((OFFSET, tuple(low + high)),), shape)
+
+
+def _exchange_candidates(registers: list[tuple[int, ...]], unit: list[tuple[int, ...]]):
+    """Coordinate vectors to try for an exchange's high offset bits: the sides' register
+    bases first (a register then sits a constant offset from the thread's first, which
+    folds into the access's immediate; NVIDIA's transpose stores at +2048, +4096, ...),
+    then the row-major bits from the top, then each with a lower one XORed in."""
+    yield from registers
+    for u in reversed(unit):
+        yield u
+    for i in reversed(range(len(unit))):
+        for j in range(i):
+            yield tuple(a ^ b for a, b in zip(unit[i], unit[j]))
+
+
+class _Span:
+    """A subspace of coordinate vectors over GF(2), grown a vector at a time."""
+
+    def __init__(self, vectors: list[tuple[int, ...]]):
+        self._pivots: dict[int, int] = {}
+        for v in vectors:
+            self.add(v)
+
+    @staticmethod
+    def _pack(v: tuple[int, ...]) -> int:
+        return sum(c << (32 * d) for d, c in enumerate(v))
+
+    def _reduce(self, x: int) -> int:
+        while x and (x.bit_length() - 1) in self._pivots:
+            x ^= self._pivots[x.bit_length() - 1]
+        return x
+
+    def reaches(self, v: tuple[int, ...]) -> bool:
+        return self._reduce(self._pack(v)) == 0
+
+    def add(self, v: tuple[int, ...]) -> bool:
+        """Add ``v``; False when the span already reaches it."""
+        x = self._reduce(self._pack(v))
+        if x:
+            self._pivots[x.bit_length() - 1] = x
+        return bool(x)
 
 
 def cat_in_registers(op: Operation) -> bool:
@@ -380,6 +566,8 @@ def _view_access(tas: TileAS, op: Operation) -> None:
                 layout = tas.row_reduction_layout(r.type.shape)
             elif r not in tas.pairs and _feeds_mma_operands(tas, r):
                 layout = tas.contiguous(r.type.shape)
+            elif r not in tas.pairs and isinstance(op, MEM.LoadViewTkoOp):
+                layout = vectorize.access_layout(tas, op) or layout     # another order than its shape's
             tas.layouts[r] = layout
     dim = unit_dim(op.view.type)
     if isinstance(op, MEM.StoreViewTkoOp) and is_subbyte(op.tile.type) and dim is not None \

@@ -116,7 +116,8 @@ class TileAS:
         """Bytes of the scratch region: the largest need of one op."""
         return max(self.scratch.values(), default=0)
 
-    def canonical(self, shape: tuple[int, ...], min_vector: int = 1, nbytes: int = 4) -> LinearLayout:
+    def canonical(self, shape: tuple[int, ...], min_vector: int = 1, nbytes: int = 4,
+                  dim: Optional[int] = None) -> LinearLayout:
         """The layout of a tile of ``shape`` and ``nbytes`` elements (what one element of
         its global accesses takes, ``access_bytes``) that its global accesses coalesce in.
         Each thread holds ``access_vector`` consecutive last-dim elements at a time (at
@@ -143,10 +144,16 @@ class TileAS:
         for d in shape:
             n *= d
         regs = max(1, n // self.layout_threads)
-        dim = vectorize.run_dim(self.shape_access, shape)   # Fortran-order views: not the last
+        shaped = dim is None        # else runs of ``min_vector`` along ``dim`` (one access's own)
+        wanted = min_vector
+        if shaped:
+            dim = vectorize.run_dim(self.shape_access, shape)   # Fortran-order views: not the last
+            wanted = max(self.access_vector(shape), min_vector)
         order = [k for k in range(len(shape)) if k != dim] + [dim]
-        vector = min(max(self.access_vector(shape), min_vector), shape[dim], max(min_vector, regs))
+        vector = min(wanted, shape[dim], max(min_vector, regs))
         run = max(1, min(32, SECTOR // (vector * nbytes)))
+        if shaped and self.shape_access.get(tuple(shape), vectorize.Run(dim, 1)).across:
+            run = shape[dim] // vector                  # rows apart (vectorize.Run)
         layout = sector_blocked(tuple(shape[k] for k in order), self.num_warps, vector, run, regs)
         return layout if dim == len(shape) - 1 else layout.permute([order.index(k) for k in range(len(shape))])
 

@@ -124,37 +124,45 @@ def allowed_vectors(aa: TileAA) -> dict[Operation, int]:
 
 @record(frozen=True)
 class Run:
-    """Consecutive ``elements`` along tile dim ``dim`` that a thread holds at a time."""
+    """Consecutive ``elements`` along tile dim ``dim`` that a thread holds at a time.
+    ``across``: a thread's further elements lie along the other dims (the lanes cover
+    ``dim`` first), for tiles reduced along another dim: each thread then meets as few
+    columns as one run, whose partial results it folds in registers
+    (``TileAS.canonical``)."""
 
     dim: int
     elements: int
+    across: bool = False
 
 
 def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, ...], Run]:
     """Per tile shape, the run every global view access of that shape allows (the least of
     them, along the dim they share): the layouts of that shape give threads runs this
-    long.  A shape with one access that must stay scalar, or accesses contiguous along
-    different dims (a row-major and a Fortran-order view of one shape), keeps scalar
-    layouts (a run longer than the access would make each warp instruction stride over
-    memory).  The shape without its unit dims takes the same run where no access says
+    long.  A shape with one access that must stay scalar keeps scalar layouts (a run longer
+    than the access would make each warp instruction stride over memory).  Where accesses
+    of one shape are contiguous along different dims (a Fortran-order view loaded, a
+    row-major one stored), the first one's runs stay: the others take layouts of their own
+    (``access_layout``), converted through shared memory as NVIDIA's transposes are.  The shape without its unit dims takes the same run where no access says
     otherwise: a 1x256 row loaded and reshaped to 256 (loop_accumulate's running sums)
     keeps one layout instead of being loaded again in a scalar one."""
     reductions = [u for u in aa.live_ops() if isinstance(u, CO.ReduceOp)]
     out: dict[tuple[int, ...], Run] = {}
     for op in aa.live_ops():
-        if is_view_access(op) and not _feeds_column_reductions(reductions, op):
+        if is_view_access(op):
             shape = tuple(op.view.type.tile_shape) if hasattr(op.view.type, "tile_shape") else None
             if shape is None:
                 continue
-            run = Run(access_dim(op), allowed.get(op, 1))
+            run = Run(access_dim(op), allowed.get(op, 1), _feeds_column_reductions(reductions, op))
             seen = out.get(shape)
-            if seen is not None:
-                run = Run(seen.dim, min(seen.elements, run.elements) if seen.dim == run.dim else 1)
+            if seen is not None and seen.dim == run.dim:
+                run = Run(seen.dim, min(seen.elements, run.elements), seen.across or run.across)
+            elif seen is not None:      # another order: the first access's runs stay
+                run = seen
             out[shape] = run
     for shape, run in list(out.items()):
         squeezed = tuple(d for d in shape if d != 1)
         if squeezed != shape and squeezed and squeezed not in out:
-            out[squeezed] = Run(run.dim - shape[:run.dim].count(1), run.elements)
+            out[squeezed] = Run(run.dim - shape[:run.dim].count(1), run.elements, run.across)
     return {shape: run for shape, run in out.items() if run.elements > 1}
 
 
@@ -166,10 +174,11 @@ def run_dim(runs: dict[tuple[int, ...], Run], shape: tuple[int, ...]) -> int:
 
 
 def _feeds_column_reductions(reductions: list[Operation], op: Operation) -> bool:
-    """A load whose tile is reduced along a dim other than its last: with runs along the
-    last dim each thread would hold several columns' partial results, which our column
-    reductions keep in more registers than they save (reduce_cols_multi f32 32x32 on
-    sm_80: 43 -> 78 registers with runs of 4, NVIDIA 38); such shapes stay scalar."""
+    """A load whose tile is reduced along a dim other than its last: its shape's layouts
+    take runs ``across`` (one run of columns a thread, lanes over the row, then rows), as
+    NVIDIA's do (reduce_cols_multi f32 32x32: 4 columns by 2 rows a thread, 16-byte
+    loads).  A coalescing layout that also puts a thread's further registers along the row
+    gives each thread twice the columns' partial results (43 -> 78 registers there)."""
     if not isinstance(op, MEM.LoadViewTkoOp):
         return False
     tile = op.results[0]
@@ -186,6 +195,16 @@ def register_run(layout: LinearLayout, dim: Optional[int] = None) -> int:
     return layout.largest_vectorization(layout.rank - 1 if dim is None else dim, layout.size(REG))
 
 
+def access_layout(tas, op: Operation) -> Optional[LinearLayout]:
+    """The layout a view access moves its allowed run in when its shape's layouts hold
+    their runs along another dim (``shape_vectors``: mixed orders), else None."""
+    allowed, tile = tas.access_allowed.get(op, 1), op.tile if isinstance(op, MEM.StoreViewTkoOp) else op.results[0]
+    dim, shape = access_dim(op), tuple(tile.type.shape)
+    if allowed < 2 or tile.type.rank < 2 or run_dim(tas.shape_access, shape) == dim:
+        return None
+    return tas.canonical(shape, min_vector=allowed, nbytes=_element_bytes(tile.type.element) or 4, dim=dim)
+
+
 def store_relayout(tas, op: Operation) -> Optional[LinearLayout]:
     """The layout a view store's tile changes to (through shared memory) so that its
     accesses move the run the facts allow: the canonical layout of its shape, where the
@@ -198,7 +217,7 @@ def store_relayout(tas, op: Operation) -> Optional[LinearLayout]:
     layout, dim = tas.layouts.get(op.tile), access_dim(op)
     if layout is None or op.tile.type.rank < 2 or register_run(layout, dim) > 1:
         return None
-    target = tas.canonical_of(op.tile)
+    target = access_layout(tas, op) or tas.canonical_of(op.tile)
     return target if register_run(target, dim) > 1 else None
 
 
