@@ -135,7 +135,7 @@ class TileAS:
             return default_blocked(shape, self.num_warps)
         if shape in self.mma_layouts:
             return self.mma_layouts[shape]
-        rows = self.accumulator_rows(shape)
+        rows = self.accumulator_rows(shape) if dim is None else None
         if rows is not None:
             return rows
         if shape in self.mma_shapes:
