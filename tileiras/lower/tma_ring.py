@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..codegen.abi import hints_for_arch
 from ..codegen.smem_limit import smem_limit
 from ..ir.core import Operation
+from ..knobs import knobs
 from ..layout.linear import mma_blocks
 from ..layout.shared import Swizzle
 from ..record import record
@@ -121,6 +122,14 @@ SM_REGISTERS, MAX_THREAD_REGISTERS = 65536, 248
 MAX_CTA_THREADS = 1024
 #: the stages a warp-specialized ring takes where shared memory holds them (NVIDIA's 128x128x32)
 SPECIALIZED_STAGES = 8
+#: the fewest stages an unspecialized ring takes where shared memory and the trips allow:
+#: on an H100 a 128x128x32 f16 GEMM's ring of 3 stages (the modulo schedule's) took 1.15x
+#: NVIDIA's time at 4096^3, of 4 stages 1.00x (bench/results)
+UNSPECIALIZED_MIN_STAGES = 4
+#: why a ring is not warp-specialized when nothing says otherwise (``knobs.warp_specialize``)
+SPECIALIZE_BY_DEFAULT = ("not by default: on an H100 the unspecialized 4-stage ring ran 128x128x32 GEMMs in "
+                         "0.94-0.98x the time of the warp-specialized 8-stage one (TILEIRAS_WARP_SPECIALIZE=1 "
+                         "forces it)")
 
 
 def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
@@ -208,7 +217,9 @@ def _ring_stages(tas, loop: CF.ForOp, arch: int, mma: Operation, staging: WgmmaS
     try:
         schedule = tma_ring_schedule(copies, wgmmas, model_for(arch))
     except SchedulingError:
-        return 2, "default (no modulo schedule)"
+        return UNSPECIALIZED_MIN_STAGES, "default (no modulo schedule)"
+    if schedule.num_stages < UNSPECIALIZED_MIN_STAGES:
+        return UNSPECIALIZED_MIN_STAGES, f"measured floor (the modulo schedule's {schedule.num_stages})"
     return schedule.num_stages, "modulo schedule"
 
 
@@ -265,6 +276,10 @@ def _specialize_reason(tas, rings: list[RingPlan]) -> str:
     another loop or branch, which would run it again); they are the CTA's extra warp group
     (added if the kernel has none: ``.reqntid`` grows to NVIDIA's), whose other warps
     only held copies of the workers' values."""
+    if knobs.warp_specialize is None:
+        return SPECIALIZE_BY_DEFAULT
+    if not knobs.warp_specialize:
+        return "turned off (TILEIRAS_WARP_SPECIALIZE=0)"
     if len(rings) != 1:
         return "the kernel has more than one TMA ring"
     loop = rings[0].loop
