@@ -9,6 +9,8 @@ interpreter in the emulator; kernels that fit keep their plan.
 """
 from __future__ import annotations
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -155,3 +157,28 @@ def test_gated_delta_agrees(aligned, exported):
     whole = run_compiled(Case(_module(exported, GATED_DELTA, "sm_80", aligned)[0], c.entry, arrays, (1, 1, 1)),
                          "sm_80")
     assert np.array_equal(got.arrays[5], whole.arrays[5])
+
+
+def test_thin_slices_guard_their_stores(exported, monkeypatch):
+    """Under an 8 KB limit the tf32 product is staged in 16 slices of K = 8; lanes and warps
+    then hold elements of several slices in one register, so each store is guarded by the
+    thread's K coordinate (``emit_mma._stage_k_slice``).  Bit for bit the unsliced result."""
+    import tileiras.lower.tileas as tileas_pass
+
+    monkeypatch.setattr(tileas_pass, "smem_limit", lambda gpu_name: 8192)
+    data, module = _module(exported, TF32_WIDE, "sm_120", False)
+    tas = _tileas(module, "sm_120")
+    (op,) = _mmas(tas)
+    assert tas.mma_k_slices == {op: 8} and tas.smem_bytes == 7424
+    ptx = compile_module(module, CompileOptions(gpu_name="sm_120"), "ptx")
+    assert ptx.count("bar.sync") >= 2 * 16                   # stage, multiply: each slice
+    assert len(re.findall(r"@%p\d+ bra", ptx)) >= 16         # the guarded stores, a branch a slice
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal((64, 128)).astype(np.float32), rng.standard_normal((128, 128)).astype(np.float32),
+              np.zeros((64, 128), np.float32)]
+    c = Case(data, module.functions[0].name, arrays, (1, 1, 1))
+    got = run_compiled(c, "sm_120")
+    problem = compare(run_interpreter(c), got, rtol=TF32_RTOL, atol=1e-3)
+    assert problem is None, problem
+    whole = run_compiled(Case(_module(exported, TF32_WIDE, "sm_80", False)[0], c.entry, arrays, (1, 1, 1)), "sm_80")
+    assert np.array_equal(got.arrays[2], whole.arrays[2])
