@@ -49,6 +49,16 @@ def _tileas(module, arch: str):
     return tas
 
 
+def _tf32_inputs(rng: np.random.Generator) -> list:
+    return [rng.standard_normal((64, 128)).astype(np.float32),
+            rng.standard_normal((128, 128)).astype(np.float32), np.zeros((64, 128), np.float32)]
+
+
+def _unsliced(cache: dict, case, aligned: bool, entry: str, arrays: list):
+    """The emulated results of ``case`` compiled for sm_80, whose limit fits its whole staging."""
+    return run_compiled(Case(_module(cache, case, "sm_80", aligned)[0], entry, arrays, (1, 1, 1)), "sm_80")
+
+
 def _mmas(tas) -> list:
     return [op for op in tas.aa.live_ops() if isinstance(op, AR.MmaFOp)]
 
@@ -103,14 +113,13 @@ def test_tf32_wide_fits_sm120_and_agrees(aligned, exported):
     ptx = compile_module(module, CompileOptions(gpu_name="sm_120"), "ptx")
     assert list(shared_bytes(ptx).values()) == [tas.smem_bytes]
     rng = np.random.default_rng(1)
-    arrays = [rng.standard_normal((64, 128)).astype(np.float32), rng.standard_normal((128, 128)).astype(np.float32),
-              np.zeros((64, 128), np.float32)]
+    arrays = _tf32_inputs(rng)
     c = Case(data, module.functions[0].name, arrays, (1, 1, 1))
     expected, got = run_interpreter(c), run_compiled(c, "sm_120")
     assert np.abs(got.arrays[2]).max() > 1          # the product, not the zeros it started as
     problem = compare(expected, got, rtol=TF32_RTOL, atol=1e-3)
     assert problem is None, problem
-    whole = run_compiled(Case(_module(exported, TF32_WIDE, "sm_80", aligned)[0], c.entry, arrays, (1, 1, 1)), "sm_80")
+    whole = _unsliced(exported, TF32_WIDE, aligned, c.entry, arrays)
     assert np.array_equal(got.arrays[2], whole.arrays[2])   # the same K steps in the same order
 
 
@@ -154,8 +163,7 @@ def test_gated_delta_agrees(aligned, exported):
     assert np.abs(got.arrays[5]).max() > 0.1
     problem = compare(expected, got, rtol=CHAINED_TF32_RTOL, atol=1e-3)
     assert problem is None, problem
-    whole = run_compiled(Case(_module(exported, GATED_DELTA, "sm_80", aligned)[0], c.entry, arrays, (1, 1, 1)),
-                         "sm_80")
+    whole = _unsliced(exported, GATED_DELTA, aligned, c.entry, arrays)
     assert np.array_equal(got.arrays[5], whole.arrays[5])
 
 
@@ -174,11 +182,10 @@ def test_thin_slices_guard_their_stores(exported, monkeypatch):
     assert ptx.count("bar.sync") >= 2 * 16                   # stage, multiply: each slice
     assert len(re.findall(r"@%p\d+ bra", ptx)) >= 16         # the guarded stores, a branch a slice
     rng = np.random.default_rng(3)
-    arrays = [rng.standard_normal((64, 128)).astype(np.float32), rng.standard_normal((128, 128)).astype(np.float32),
-              np.zeros((64, 128), np.float32)]
+    arrays = _tf32_inputs(rng)
     c = Case(data, module.functions[0].name, arrays, (1, 1, 1))
     got = run_compiled(c, "sm_120")
     problem = compare(run_interpreter(c), got, rtol=TF32_RTOL, atol=1e-3)
     assert problem is None, problem
-    whole = run_compiled(Case(_module(exported, TF32_WIDE, "sm_80", False)[0], c.entry, arrays, (1, 1, 1)), "sm_80")
+    whole = _unsliced(exported, TF32_WIDE, False, c.entry, arrays)
     assert np.array_equal(got.arrays[2], whole.arrays[2])

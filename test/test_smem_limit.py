@@ -38,7 +38,8 @@ def _module(arch: str, kernel=wide_mma, dtype=ct.float16):
     from cuda.tile.compilation import export_kernel
     from kernels._case import KernelCase, arr
 
-    case = KernelCase(kernel._annotated_function.pyfunc.__name__, kernel, [[arr(dtype, 2), arr(ct.float32, 2)]])
+    name = kernel._annotated_function.pyfunc.__name__
+    case = KernelCase(name, kernel, [[arr(dtype, 2), arr(ct.float32, 2)]])
     buf = io.BytesIO()
     export_kernel(case.kernel, case.signatures(), buf, gpu_code=arch, output_format="tileir_bytecode")
     return read_bytecode(buf.getvalue())

@@ -34,6 +34,12 @@ def tf32_wide(x, y, out, M: ConstInt, K: ConstInt, N: ConstInt):
     ct.store(out, index=(0, 0), tile=_mm(a, b))
 
 
+def _chunk(t, index, rows, cols):
+    """One chunk's rows x cols tile of a 4-D (batch x head, chunk, row, col) tensor, in f32."""
+    tile = ct.load(t, index=index, shape=(1, 1, rows, cols), padding_mode=ZERO)
+    return ct.astype(tile.reshape((rows, cols)), ct.float32)
+
+
 @ct.kernel
 def gated_delta_inter(Qc, Kc, Vc, KD, Gc, Out, n_chunks: int, CS: ConstInt, BK: ConstInt, BV: ConstInt):
     """Per (batch x head, value block): the state (BK x BV) carried across chunks of CS rows;
@@ -45,17 +51,13 @@ def gated_delta_inter(Qc, Kc, Vc, KD, Gc, Out, n_chunks: int, CS: ConstInt, BK: 
     o = ct.arange(CS, dtype=ct.int32)
     causal = ct.expand_dims(o, axis=1) >= ct.expand_dims(o, axis=0)
     for c in range(n_chunks):
-        kd = ct.astype(ct.load(KD, index=(bh, c, 0, 0), shape=(1, 1, CS, BK), padding_mode=ZERO).reshape((CS, BK)),
-                       ct.float32)
-        vc = ct.astype(ct.load(Vc, index=(bh, c, 0, pv), shape=(1, 1, CS, BV), padding_mode=ZERO).reshape((CS, BV)),
-                       ct.float32)
+        kd = _chunk(KD, (bh, c, 0, 0), CS, BK)
+        vc = _chunk(Vc, (bh, c, 0, pv), CS, BV)
         vn = vc - _mm(kd, state)
-        q = ct.astype(ct.load(Qc, index=(bh, c, 0, 0), shape=(1, 1, CS, BK), padding_mode=ZERO).reshape((CS, BK)),
-                      ct.float32)
+        q = _chunk(Qc, (bh, c, 0, 0), CS, BK)
         g = ct.load(Gc, index=(bh, c, 0), shape=(1, 1, CS), padding_mode=ZERO).reshape((CS,))
         ai = _mm(q * ct.expand_dims(ct.exp(g), axis=1), state)
-        k = ct.astype(ct.load(Kc, index=(bh, c, 0, 0), shape=(1, 1, CS, BK), padding_mode=ZERO).reshape((CS, BK)),
-                      ct.float32)
+        k = _chunk(Kc, (bh, c, 0, 0), CS, BK)
         qk = _mm(q, ct.transpose(k))
         decay = ct.where(causal, ct.exp(ct.expand_dims(g, axis=1) - ct.expand_dims(g, axis=0)), 0.0)
         out = ai + _mm(ct.where(causal, qk * decay, 0.0), vn)
@@ -65,7 +67,8 @@ def gated_delta_inter(Qc, Kc, Vc, KD, Gc, Out, n_chunks: int, CS: ConstInt, BK: 
         state = state * ct.exp(last) + _mm(ct.transpose(kw), vn)
 
 
-TF32_WIDE = KernelCase("tf32_wide", tf32_wide, [[arr(ct.float32, 2), arr(ct.float32, 2), arr(ct.float32, 2), 64, 128, 128]])
+TF32_WIDE = KernelCase("tf32_wide", tf32_wide,
+                       [[arr(ct.float32, 2), arr(ct.float32, 2), arr(ct.float32, 2), 64, 128, 128]])
 GATED_DELTA = KernelCase("gated_delta_inter", gated_delta_inter,
                          [[arr(ct.bfloat16, 4), arr(ct.bfloat16, 4), arr(ct.bfloat16, 4), arr(ct.bfloat16, 4),
                            arr(ct.float32, 3), arr(ct.float32, 4), scalar(ct.int32), 64, 128, 128]])

@@ -227,7 +227,8 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
         X.barrier(b)
         out: list[ir.Value] = []
         for i in range(acc.layout.size(REG) // per):
-            first = b.mul(em.coords(acc.layout, i * per)[0], ir.Constant(I32, stride)) if batches > 1 else None
+            first = (b.mul(em.coords(acc.layout, i * per)[0], ir.Constant(I32, stride)) if batches > 1
+                     else None)
             operands = TensorCoreOperands(em, form, layout, a_pitch, b_pitch, a_bytes, first)
             if scales is not None:
                 operands.scaled(scales, op.operands[3].type.shape[-1], op.rhs.type.shape[-1])
@@ -241,8 +242,8 @@ def _widen(b: ir.IRBuilder, form: TensorCoreMma, v: ir.Value) -> ir.Value:
     return v if form.integer or form.bits == 64 or v.type == ir.FloatType() else b.fpext(v, ir.FloatType())
 
 
-def _stage_k_slice(em: KernelEmitter, tv: TileVal, ty: T.Type, offset: int, place: Callable[[list[ir.Value]], ir.Value],
-                   k_dim: int, k0: int, k_slice: int) -> None:
+def _stage_k_slice(em: KernelEmitter, tv: TileVal, ty: T.Type, offset: int,
+                   place: Callable[[list[ir.Value]], ir.Value], k_dim: int, k0: int, k_slice: int) -> None:
     """Store the elements of ``tv`` whose coordinate along ``k_dim`` (A's -1, B's -2) lies
     in [k0, k0 + k_slice) where ``place`` puts them.  Where lanes and warps set no bit of
     that coordinate above the slice, a register's slice is its constant part's, known
@@ -286,7 +287,8 @@ def mma_steps(em: KernelEmitter, op: Operation, form: TensorCoreMma, operands: "
                 out[base:base + 4] = mma_sync(b, form, a_frag, b_frag, out[base:base + 4], scales)
         return out
 
-    sums = counted_loop(em, "mma.k", k_extent or op.lhs.type.shape[-1], form.k, sums, step)  # K, not the pitch
+    k = k_extent or op.lhs.type.shape[-1]           # K, not the pitch
+    sums = counted_loop(em, "mma.k", k, form.k, sums, step)
     return [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in sums]
 
 

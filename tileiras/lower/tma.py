@@ -399,7 +399,8 @@ def _within_limit(chosen: list[tuple], smem_start: int, limit: int,
     chosen = list(chosen)
 
     def end() -> int:
-        loads = sum(1 for c in chosen if not isinstance(c[0], MEM.StoreViewTkoOp) and bulk_reduction(c[0]) is None)
+        loads = sum(1 for c in chosen
+                    if not isinstance(c[0], MEM.StoreViewTkoOp) and bulk_reduction(c[0]) is None)
         return _place(chosen, smem_start)[1] + loads * BARRIER_BYTES
 
     while chosen and end() > limit:
