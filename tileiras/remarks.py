@@ -140,7 +140,8 @@ def _op_remarks(fn: Function, op: Operation, tas=None) -> Iterable[Remark]:
         if isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)):
             yield Remark(Kind.FAILED, Category.MEMORY, f"RemarkMemoryTma{what.title()}Failed",
                          f"Failed to select TMA {what} instruction", name, op.loc,
-                         [("Reason", "TMA copies are not implemented by this compiler yet")])
+                         [("Reason", (tas.tma_dropped.get(op) if tas is not None else None)
+                           or "TMA copies are not implemented by this compiler yet")])
     elif isinstance(op, MEM.MakeTensorViewOp):
         yield Remark(Kind.MISSED, Category.MEMORY, "RemarkTensorViewIndexTypeNarrowing",
                      "Could not narrow tensor_view indexing to i32: index computations use 64 bits",

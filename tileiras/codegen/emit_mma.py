@@ -183,43 +183,94 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
 
     A block-scaled form (``form.kind``, sm_12x ``mmaf_scaled``) stages A's and B's scales
     after the operands (``mma_forms.scale_offsets``) and gives each instruction the
-    factors of its rows and columns (``TensorCoreOperands.scales``)."""
+    factors of its rows and columns (``TensorCoreOperands.scales``).
+
+    A multiply TileAS staged in K slices (``TileAS.mma_k_slices``: its whole operands
+    would not fit the arch's shared memory) stages and multiplies one slice at a time:
+    barrier, the slice's columns of A and rows of B (rows as ``mma_staging_pitches`` pads
+    them for the slice), barrier, the slice's K steps; the next slice's barrier keeps its
+    stores from overwriting what a slow warp still reads.  The sums stay f32 (i32) from
+    one slice to the next and round once at the end."""
     b = em.b
     a_t, b_t = op.lhs.type, op.rhs.type
-    a_pitch, b_pitch = mma_staging_pitches(op)
+    k_slice = em.tas.mma_k_slices.get(op)
+    a_pitch, b_pitch = mma_staging_pitches(op, k_slice)
     a_bytes = element_bytes(a_t) * a_t.shape[-2] * a_pitch
-    batches, stride = batch_count(op), batch_stride(op)
+    batches, stride = batch_count(op), batch_stride(op, k_slice)
 
-    def place(pitch: int) -> Callable[[list[ir.Value]], ir.Value]:
+    def place(pitch: int, k_dim: int, k0: int) -> Callable[[list[ir.Value]], ir.Value]:
         def at(c: list[ir.Value]) -> ir.Value:
+            c = list(c)
+            if k0:
+                c[k_dim] = b.sub(c[k_dim], ir.Constant(I32, k0))
             offset = b.add(b.mul(c[-2], ir.Constant(I32, pitch)), c[-1])
             return b.add(b.mul(c[0], ir.Constant(I32, stride)), offset) if len(c) == 3 else offset
         return at
 
-    X.barrier(b)
-    spill_tile(em, lhs, a_t, place=place(a_pitch))
-    spill_tile(em, rhs, b_t, offset=a_bytes, place=place(b_pitch))
-    scales = scale_offsets(op) if form.kind else None
-    if scales is not None:      # A's and B's block scales, row-major after the operands
-        spill_tile(em, em.tile(op, 3), op.operands[3].type, offset=scales[0])
-        spill_tile(em, em.tile(op, 4), op.operands[4].type, offset=scales[1])
-    X.barrier(b)
     layout = batch_slice(acc.layout) if len(acc.layout.shape) == 3 else acc.layout
     per = layout.size(REG)
-    out: list[ir.Value] = []
-    for i in range(acc.layout.size(REG) // per):
-        first = b.mul(em.coords(acc.layout, i * per)[0], ir.Constant(I32, stride)) if batches > 1 else None
-        operands = TensorCoreOperands(em, form, layout, a_pitch, b_pitch, a_bytes, first)
-        if scales is not None:
-            operands.scaled(scales, op.operands[3].type.shape[-1], op.rhs.type.shape[-1])
-        out += mma_steps(em, op, form, operands, TileVal(layout, acc.regs[i * per:(i + 1) * per]))
-    em.put(op.result, TileVal(acc.layout, out))
+    out_ty = acc.regs[0].type
+    sums = acc.regs if k_slice is None else [_widen(b, form, v) for v in acc.regs]
+    kdim = a_t.shape[-1]
+    for k0 in range(0, kdim, k_slice or kdim):
+        X.barrier(b)
+        if k_slice is None:
+            spill_tile(em, lhs, a_t, place=place(a_pitch, -1, 0))
+            spill_tile(em, rhs, b_t, offset=a_bytes, place=place(b_pitch, -2, 0))
+        else:
+            _stage_k_slice(em, lhs, a_t, 0, place(a_pitch, -1, k0), -1, k0, k_slice)
+            _stage_k_slice(em, rhs, b_t, a_bytes, place(b_pitch, -2, k0), -2, k0, k_slice)
+        scales = scale_offsets(op) if form.kind else None
+        if scales is not None:      # A's and B's block scales, row-major after the operands
+            spill_tile(em, em.tile(op, 3), op.operands[3].type, offset=scales[0])
+            spill_tile(em, em.tile(op, 4), op.operands[4].type, offset=scales[1])
+        X.barrier(b)
+        out: list[ir.Value] = []
+        for i in range(acc.layout.size(REG) // per):
+            first = (b.mul(em.coords(acc.layout, i * per)[0], ir.Constant(I32, stride)) if batches > 1
+                     else None)
+            operands = TensorCoreOperands(em, form, layout, a_pitch, b_pitch, a_bytes, first)
+            if scales is not None:
+                operands.scaled(scales, op.operands[3].type.shape[-1], op.rhs.type.shape[-1])
+            out += mma_steps(em, op, form, operands, TileVal(layout, sums[i * per:(i + 1) * per]), k_slice)
+        sums = out
+    em.put(op.result, TileVal(acc.layout, [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in sums]))
+
+
+def _widen(b: ir.IRBuilder, form: TensorCoreMma, v: ir.Value) -> ir.Value:
+    """An accumulator register in the type ``mma.sync`` sums in (f32; f64, i32 as is)."""
+    return v if form.integer or form.bits == 64 or v.type == ir.FloatType() else b.fpext(v, ir.FloatType())
+
+
+def _stage_k_slice(em: KernelEmitter, tv: TileVal, ty: T.Type, offset: int,
+                   place: Callable[[list[ir.Value]], ir.Value], k_dim: int, k0: int, k_slice: int) -> None:
+    """Store the elements of ``tv`` whose coordinate along ``k_dim`` (A's -1, B's -2) lies
+    in [k0, k0 + k_slice) where ``place`` puts them.  Where lanes and warps set no bit of
+    that coordinate above the slice, a register's slice is its constant part's, known
+    here; otherwise each store is guarded by the thread's coordinate."""
+    b = em.b
+    esize = element_bytes(ty)
+    st = smem_type(tv.regs[0].type)
+    dim = len(tv.layout.shape) + k_dim
+    known = not runtime_mask(tv.layout, dim) & ~(k_slice - 1)
+    for reg in em.unique_regs(tv.layout):
+        if known and tv.layout.apply(reg=reg)[dim] & ~(k_slice - 1) != k0:
+            continue
+        c = em.coords(tv.layout, reg)
+        value = to_smem(b, tv.regs[reg], st)
+        if known:
+            b.store(value, em.smem_slot(place(c), esize, offset))
+            continue
+        inside = b.icmp_unsigned("==", b.and_(c[dim], ir.Constant(I32, ~(k_slice - 1))), ir.Constant(I32, k0))
+        with b.if_then(inside):
+            b.store(value, em.smem_slot(place(c), esize, offset))
 
 
 def mma_steps(em: KernelEmitter, op: Operation, form: TensorCoreMma, operands: "TensorCoreOperands",
-              acc: TileVal) -> list[ir.Value]:
+              acc: TileVal, k_extent: Optional[int] = None) -> list[ir.Value]:
     """The K loop of ``mma.sync`` over the staged operands (``operands``): the
-    accumulators, summed in f32 (i32 for integers) and rounded once to their type."""
+    accumulators, summed in f32 (i32 for integers) and rounded once to their type.
+    ``k_extent``: the K the staging holds (a K slice), else all of A's."""
     b = em.b
     sum_ty = I32 if form.integer else ir.DoubleType() if form.bits == 64 else ir.FloatType()
     out_ty = acc.regs[0].type
@@ -236,7 +287,8 @@ def mma_steps(em: KernelEmitter, op: Operation, form: TensorCoreMma, operands: "
                 out[base:base + 4] = mma_sync(b, form, a_frag, b_frag, out[base:base + 4], scales)
         return out
 
-    sums = counted_loop(em, "mma.k", op.lhs.type.shape[-1], form.k, sums, step)  # K, not the pitch
+    k = k_extent or op.lhs.type.shape[-1]           # K, not the pitch
+    sums = counted_loop(em, "mma.k", k, form.k, sums, step)
     return [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in sums]
 
 

@@ -156,11 +156,29 @@ def accumulator_layout(op: Operation, num_warps: int) -> LinearLayout:
     return batched_fragment(fragment, shape[0]) if len(shape) == 3 else fragment
 
 
-def mma_staging_bytes(op: Operation) -> int:
+def mma_staging_bytes(op: Operation, k_slice: Optional[int] = None) -> int:
     """Shared-memory bytes ``mma.sync``'s operands are staged in: A and B of each matrix
-    in rows of ``mma_staging_pitches``, one matrix after the other (``batch_stride``)."""
+    in rows of ``mma_staging_pitches``, one matrix after the other (``batch_stride``);
+    with ``k_slice``, the K slice of them one stage holds (``mma_k_slice``)."""
     scales = sum(v.type.num_elements for v in op.operands[3:5]) if isinstance(op, AR.MmaFScaledOp) else 0
-    return batch_count(op) * batch_stride(op) * element_bytes(op.lhs.type) + scales
+    return batch_count(op) * batch_stride(op, k_slice) * element_bytes(op.lhs.type) + scales
+
+
+def mma_k_slice(op: Operation, form: "TensorCoreMma", budget: int) -> Optional[int]:
+    """The K slice an ``mma.sync`` multiply stages its operands in when staging them whole
+    would take more than ``budget`` bytes: the largest power-of-two multiple of the
+    instruction's K that divides K and whose staging (A's M x slice, B's slice x N, rows
+    padded as ``mma_staging_pitches`` pads them) fits; the emitter then stages and
+    multiplies one slice after another (``emit_mma._tensor_core_mma``).  None where the
+    whole operands fit, for block-scaled forms (their scales are staged whole), and where
+    no slice fits (a real overflow, which ``smem_limit`` reports)."""
+    k = op.lhs.type.shape[-1]
+    if form.kind or mma_staging_bytes(op) <= budget:
+        return None
+    slice_k = form.k
+    while k % (2 * slice_k) == 0 and 2 * slice_k < k and mma_staging_bytes(op, 2 * slice_k) <= budget:
+        slice_k *= 2
+    return slice_k if mma_staging_bytes(op, slice_k) <= budget else None
 
 
 def batch_count(op: Operation) -> int:
@@ -169,10 +187,11 @@ def batch_count(op: Operation) -> int:
     return shape[0] if len(shape) == 3 else 1
 
 
-def batch_stride(op: Operation) -> int:
-    """Elements of one matrix's staged A and B (``mma_staging_pitches``)."""
-    a_pitch, b_pitch = mma_staging_pitches(op)
-    return op.lhs.type.shape[-2] * a_pitch + op.rhs.type.shape[-2] * b_pitch
+def batch_stride(op: Operation, k_slice: Optional[int] = None) -> int:
+    """Elements of one matrix's staged A and B (``mma_staging_pitches``): all of K, or
+    ``k_slice`` of it."""
+    a_pitch, b_pitch = mma_staging_pitches(op, k_slice)
+    return op.lhs.type.shape[-2] * a_pitch + (k_slice or op.rhs.type.shape[-2]) * b_pitch
 
 
 #: the widest accumulator block of one ``wgmma`` (m64n256)
@@ -452,15 +471,15 @@ def _descriptors_step(staging: OperandStaging, origins: set, blocks: Sequence[in
 MMA_ROW_PAD = 16
 
 
-def mma_staging_pitches(op: Operation) -> tuple[int, int]:
+def mma_staging_pitches(op: Operation, k_slice: Optional[int] = None) -> tuple[int, int]:
     """Row pitches, in elements, of A (M x K) and B (K x N) staged in shared memory for a
     tensor-core matrix multiply, each row padded by ``MMA_ROW_PAD`` bytes, except B's where
     its fragments read other rows (emit_mma.TensorCoreOperands): an 8-bit B's by 4 bytes
     (bytes of rows 4t + e, t = 0..3, which 16 bytes would put in the same banks two by
     two), a 32-bit B's to a pitch of 8 words mod 32 (words of rows t, t = 0..3, at the
-    columns of 8 lanes)."""
+    columns of 8 lanes).  With ``k_slice`` A's rows hold that slice of K (``mma_k_slice``)."""
     size = element_bytes(op.lhs.type)
-    k, n = op.lhs.type.shape[-1], op.rhs.type.shape[-1]
+    k, n = k_slice or op.lhs.type.shape[-1], op.rhs.type.shape[-1]
     if size == 8:
         return dmma_pitch(k), dmma_pitch(n)
     b_pad = {1: 4, 4: 4 * ((8 - n) % 32)}.get(size, MMA_ROW_PAD)

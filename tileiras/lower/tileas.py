@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..codegen.smem_limit import smem_limit
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..layout.linear import LinearLayout, default_blocked, sector_blocked
@@ -27,10 +28,10 @@ from . import tma, vectorize
 from .chunks import ChunkGroup
 from .cta_size import choose_num_warps
 from .layout_rules import assign_block
-from .mma_forms import accumulator_layout, tensor_core_mma
+from .mma_forms import accumulator_layout, mma_k_slice, mma_staging_bytes, tensor_core_mma
 from .subbyte import plan_pairs
 from .tileaa import TileAA
-from .tiles import access_bytes, is_tile
+from .tiles import access_bytes, element_bytes, is_tile
 
 #: Consecutive last-dim elements per thread where a tile is not accessed in global memory
 #: (16 bytes of f32): reductions along the rows fold in registers.
@@ -51,6 +52,7 @@ class TileAS:
     aa: TileAA
     num_warps: int                   # warps the layouts distribute tiles over (a power of two)
     extra_warps: int = 0             # more warps in the CTA that hold copies (ABI: CTA size)
+    arch: int = 0                    # the target's compute capability (0: none, no smem limit)
     layouts: dict[Value, LinearLayout] = field(default_factory=dict)
     converts: dict[tuple[Operation, int], LinearLayout] = field(default_factory=dict)
     scratch: dict[Operation, int] = field(default_factory=dict)
@@ -97,6 +99,12 @@ class TileAS:
     #: and per loop, load and multiply of a pipelined one its plan
     pipelines: dict = field(default_factory=dict)
     pipelined: dict = field(default_factory=dict)
+    #: ``mma.sync`` multiplies whose whole operands would not fit the arch's shared memory:
+    #: the K slice they are staged and multiplied in (``fit_mma_staging``)
+    mma_k_slices: dict = field(default_factory=dict)
+    #: loads and stores TMA would have taken but whose buffers did not fit beside the
+    #: scratch region: why (``choose_tma``; the remarks report it)
+    tma_dropped: dict = field(default_factory=dict)
     #: the CTA's static shared memory, its bytes and alignment (``allocate_shared_memory``)
     smem_bytes: int = 0
     smem_align: int = SMEM_ALIGN
@@ -241,7 +249,7 @@ class TileAS:
 # -- the TileAS passes (``pipeline.passes_for`` lists them in order) -------------------------
 def new_tileas(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int = 0) -> TileAS:
     """The CTA size (``cta_size.choose_num_warps``) and an empty TileAS for it."""
-    return TileAS(aa, *choose_num_warps(aa, num_warps_hint, arch),
+    return TileAS(aa, *choose_num_warps(aa, num_warps_hint, arch), arch=arch,
                   mma_shapes=frozenset(op.results[0].type.shape for op in aa.live_ops() if is_contraction(op)))
 
 
@@ -277,21 +285,55 @@ def vector_widths(tas: TileAS) -> None:
     tas.vectors = vectorize.plan_vectors(tas)
 
 
+def fit_mma_staging(tas: TileAS) -> None:
+    """``mma.sync`` multiplies whose whole-operand staging would take more shared memory
+    than the arch allows (``smem_limit``) stage and multiply K slices instead
+    (``mma_forms.mma_k_slice``), recorded in ``mma_k_slices`` with their smaller scratch.
+    Not ``wgmma`` ones, nor software-pipelined ones (their ring replaces the staging), nor
+    those whose accumulator arrives in another layout than the fragments (the emitter
+    multiplies those on CUDA cores).  Kernels that fit keep their plan; where no slice
+    fits the scratch stays, and ``smem_limit`` reports the overflow in one line."""
+    if not tas.arch:
+        return
+    limit = smem_limit(f"sm_{tas.arch}")
+    for op, form in tas.tensor_cores.items():
+        shape = op.result.type.shape
+        if (form.warpgroup or op in tas.pipelined or op in tas.mma_k_slices
+                or tas.operand_layout(op, 2) != tas.mma_layouts.get(shape)):
+            continue
+        k_slice = mma_k_slice(op, form, limit)
+        if k_slice is not None:
+            tas.mma_k_slices[op] = k_slice
+            tas.scratch[op] = max(mma_staging_bytes(op, k_slice), _conversion_bytes(tas, op))
+
+
+def _conversion_bytes(tas: TileAS, op: Operation) -> int:
+    """Scratch ``op``'s operand conversions through shared memory take (``_want``)."""
+    return max((op.operands[i].type.num_elements * element_bytes(op.operands[i].type)
+                for (user, i) in tas.converts if user is op), default=0)
+
+
 def choose_tma(tas: TileAS, arch: int) -> None:
     """The loads and stores that go through TMA (``tma.plan_tma``), with their staging
-    buffers placed after the scratch region.  Not chunked ones (a chunk is a few registers
-    a thread), nor 4-bit tiles held in byte pairs."""
+    buffers placed after the scratch region (multiplies fitted to the arch's limit first,
+    ``fit_mma_staging``), as many as fit beside it within the limit (``tma_dropped``: the
+    others, and why).  Not chunked ones (a chunk is a few registers a thread), nor 4-bit
+    tiles held in byte pairs."""
+    fit_mma_staging(tas)
     aa = tas.aa
     candidates = [op for op in aa.live_ops() if op not in tas.chunked and op not in aa.silent
                   and not any(r in tas.pairs for r in op.results)
                   and not (isinstance(op, MEM.StoreViewTkoOp) and op.tile in tas.pairs)]
-    tas.tma, tas.tensor_maps, tas.tma_end = tma.plan_tma(aa, candidates, f"sm_{arch}", tas.scratch_bytes)
+    tas.tma, tas.tensor_maps, tas.tma_end = tma.plan_tma(aa, candidates, f"sm_{arch}", tas.scratch_bytes,
+                                                         tas.tma_dropped)
 
 
 def allocate_shared_memory(tas: TileAS) -> None:
     """The CTA's static shared memory: the scratch region all scratch users share (ops run
     one after another, between barriers) at offset 0, then TMA's buffers and mbarriers;
     aligned for the TMA buffers (``tma.smem_alignment``) and the wgmma stagings' swizzles,
-    which repeat on absolute addresses."""
+    which repeat on absolute addresses.  Multiplies are fitted to the arch's limit first
+    (``fit_mma_staging``: on targets without TMA it has not run yet)."""
+    fit_mma_staging(tas)
     tas.smem_bytes = max(tas.scratch_bytes, tas.tma_end)
     tas.smem_align = max([tma.smem_alignment(tas.tma), *(s.align for s in tas.wgmma_staging.values())])

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..codegen.smem_limit import smem_limit
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Operation, Value
@@ -326,14 +327,18 @@ def _worth_it(op: Operation, users: dict[Value, list[Operation]], staging: bool)
     return feeds_staging(users, op.results[0])
 
 
-def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int
+def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
+             dropped: Optional[dict[Operation, str]] = None
              ) -> tuple[dict[Operation, TmaPlan], tuple[TensorMapSpec, ...], int]:
     """Plans of the loads and stores among ``ops`` that go through TMA, the kernel's maps
     (one per distinct spec, in first-use order: a view loaded and stored with the same box
-    shares one) and where shared memory ends after them."""
+    shares one) and where shared memory ends after them.  Where the buffers after
+    ``smem_start`` would end past the arch's limit (``smem_limit``), the largest ones go
+    back to the non-TMA path until the rest fit; ``dropped`` (when given) gets each of
+    those with the reason."""
     if int(gpu_name[3:]) < MIN_ARCH:
         return {}, (), 0
-    chosen, maps = [], []
+    chosen = []
     staged = 0
     users = _users(aa)
     staging = uses_staging(aa)
@@ -349,20 +354,19 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int
         if staged + _align(nbytes, align) > MAX_STAGING_BYTES:
             continue
         staged += _align(nbytes, align)
-        if spec not in maps:
-            maps.append(spec)
-        chosen.append((op, maps.index(spec), box, boxes, nbytes, spec.swizzle))
+        chosen.append((op, spec, box, boxes, nbytes, spec.swizzle))
+    chosen = _within_limit(chosen, smem_start, smem_limit(gpu_name), dropped)
     if not chosen:
         return {}, (), 0
-    at = smem_start
-    buffers = []
-    for op, index, box, boxes, nbytes, swizzle in chosen:
-        at = _align(at, SWIZZLED_ALIGN if swizzle else STAGING_ALIGN)
-        buffers.append(at)
-        at = _align(at + nbytes, STAGING_ALIGN)
+    maps = []
+    for _, spec, *_rest in chosen:
+        if spec not in maps:
+            maps.append(spec)
+    buffers, at = _place(chosen, smem_start)
     plans = {}
-    for (op, index, box, boxes, nbytes, swizzle), buffer in zip(chosen, buffers):
+    for (op, spec, box, boxes, nbytes, swizzle), buffer in zip(chosen, buffers):
         span = SWIZZLE_SPAN if swizzle else 0
+        index = maps.index(spec)
         if isinstance(op, MEM.StoreViewTkoOp):
             plans[op] = TmaPlan(index, box, boxes, buffer, None, nbytes, swizzle=span)
             continue
@@ -373,3 +377,38 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int
         plans[op] = TmaPlan(index, box, boxes, buffer, at, nbytes, swizzle=span)
         at += BARRIER_BYTES
     return plans, tuple(maps), at
+
+
+def _place(chosen: list[tuple], smem_start: int) -> tuple[list[int], int]:
+    """Each chosen op's buffer offset, one after another from ``smem_start``, and where
+    the buffers end (the loads' mbarriers follow)."""
+    at = smem_start
+    buffers = []
+    for _, _, _, _, nbytes, swizzle in chosen:
+        at = _align(at, SWIZZLED_ALIGN if swizzle else STAGING_ALIGN)
+        buffers.append(at)
+        at = _align(at + nbytes, STAGING_ALIGN)
+    return buffers, at
+
+
+def _within_limit(chosen: list[tuple], smem_start: int, limit: int,
+                  dropped: Optional[dict[Operation, str]]) -> list[tuple]:
+    """``chosen`` less its largest buffers (the latest of equal ones) until the rest, with
+    their mbarriers, end within ``limit``: those load and store directly instead, the
+    fewest copies given up for the bytes won back."""
+    chosen = list(chosen)
+
+    def end() -> int:
+        loads = sum(1 for c in chosen
+                    if not isinstance(c[0], MEM.StoreViewTkoOp) and bulk_reduction(c[0]) is None)
+        return _place(chosen, smem_start)[1] + loads * BARRIER_BYTES
+
+    while chosen and end() > limit:
+        need = end()
+        largest = max(range(len(chosen)), key=lambda i: (chosen[i][4], i))
+        op, nbytes = chosen[largest][0], chosen[largest][4]
+        del chosen[largest]
+        if dropped is not None:
+            dropped[op] = (f"its {nbytes}-byte TMA buffer does not fit in shared memory: with it the kernel "
+                           f"needs {need} bytes, the limit is {limit}")
+    return chosen
