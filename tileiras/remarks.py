@@ -101,6 +101,7 @@ def _decisions(module: Module, gpu_name: Optional[str]) -> dict:
 def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
     """Per tensor-core K loop: software-pipelined with how many stages, or why not."""
     from .lower.attention_pipeline import AttentionPlan  # noqa: PLC0415
+    from .lower.attention_tma import AttentionRingPlan  # noqa: PLC0415
     from .lower.software_pipeline import PipelinePlan  # noqa: PLC0415
     from .lower.tma_ring import RingPlan  # noqa: PLC0415
 
@@ -114,6 +115,11 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
                                                                     if decision.serial_reason else "")),
                       ("WarpSpecialized", f"producer warp {decision.producer_warp}" if decision.specialized
                        else f"no ({decision.specialize_reason})")])
+    elif isinstance(decision, AttentionRingPlan):
+        yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkSoftwarePipelined",
+                     f"K/V loop software-pipelined with {decision.stages} stages", fn.name, op.loc,
+                     [("Stages", str(decision.stages)), ("StagesFrom", decision.source),
+                      ("Copies", "TMA ring into wgmma's swizzled operands (K/V)")])
     elif isinstance(decision, AttentionPlan):
         yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkSoftwarePipelined",
                      f"K/V loop software-pipelined with {decision.stages} stages", fn.name, op.loc,

@@ -55,7 +55,7 @@ def issue(em: KernelEmitter, plan: AttentionPlan, iv: ir.Value, stage: ir.Value,
         commit(em.b)
 
 
-def _iteration(em: KernelEmitter, plan: AttentionPlan) -> ir.Value:
+def iteration_number(em: KernelEmitter, plan: AttentionPlan) -> ir.Value:
     """The iteration number i (i32) of the loop's induction variable."""
     b = em.b
     lb, _, step = loop_bounds(em, plan)
@@ -93,7 +93,7 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionPlan) -> None
     b = em.b
     k = plan.mmas.index(op)
     tile = plan.tiles[k]
-    i = _iteration(em, plan)
+    i = iteration_number(em, plan)
     wait_group(b, plan.pending_before(op))
     X.barrier(b)
     if k == 0:

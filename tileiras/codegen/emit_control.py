@@ -14,13 +14,14 @@ from llvmlite import ir
 from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation, Value
+from ..lower.attention_tma import AttentionRingPlan
 from ..lower.software_pipeline import pipelined_op
 from ..lower.tiles import element_bytes
 from ..record import field, record
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
-from . import emit_async
+from . import emit_async, emit_attention_tma
 from . import intrinsics as X
 from .nvvm import I32, I64, KernelEmitter, emits
 from .values import TileVal, byte_gep, from_smem, smem_type, to_smem
@@ -178,7 +179,9 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     lb, ub, step = (em.scalar(op, i) for i in range(3))
     inits = _token_or_regs(em, op)[3:]
     plan = pipelined_op(em.tas, op)
-    if plan is not None:        # a software-pipelined K loop: its first stages' copies
+    if isinstance(plan, AttentionRingPlan):     # sm_90 flash attention's TMA ring
+        emit_attention_tma.prologue(em, plan)
+    elif plan is not None:      # a software-pipelined K loop: its first stages' copies
         emit_async.prologue(em, plan)
     entry = b.block
     header = em.llfn.append_basic_block("for.header")
@@ -206,7 +209,9 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     b.position_at_end(exit_bb)
     for r, phis, arg in zip(op.results, frame.header_phis[1:], block.args[1:]):
         em.put(r, TileVal(em.result_layout(r), list(phis)) if phis else None)
-    if plan is not None:        # after the results: a TMA ring's drain completes its accumulator
+    if isinstance(plan, AttentionRingPlan):
+        emit_attention_tma.drain(em, plan)
+    elif plan is not None:      # after the results: a TMA ring's drain completes its accumulator
         emit_async.drain(em, plan)
 
 

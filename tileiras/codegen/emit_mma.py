@@ -41,6 +41,7 @@ from ..lower.mma_forms import (
     mma_staging_pitches,
     scale_offsets,
 )
+from ..lower.attention_tma import AttentionRingPlan
 from ..lower.software_pipeline import pipelined_op
 from ..lower.tiles import element_bytes
 from ..tile import ops_arith as AR
@@ -97,6 +98,11 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
     elements it holds, multiplying and adding in f32 (i32 for integers).  Accumulators
     that TileAS laid out as ``mma.sync`` fragments run on tensor cores instead."""
     plan = pipelined_op(em.tas, op)
+    if isinstance(plan, AttentionRingPlan):       # sm_90 flash attention's TMA ring
+        from . import emit_attention_tma  # noqa: PLC0415  (it builds on warpgroup_multiply)
+
+        emit_attention_tma.pipelined_mma(em, op, plan)
+        return
     if plan is not None:
         pipelined_mma(em, op, plan)
         return
@@ -311,19 +317,21 @@ def _warpgroup_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: T
     staging = em.tas.wgmma_staging[op]
     X.barrier(b)
     if staging.a is not None:
-        _stage(em, lhs, staging.a)
-    _stage(em, rhs, staging.b)
+        stage_operand(em, lhs, staging.a)
+    stage_operand(em, rhs, staging.b)
     X.fence_proxy_async(b)        # the generic-proxy stores, before the async proxy reads
     X.barrier(b)
     warpgroup_multiply(em, op, form, staging, lhs, acc)
 
 
 def warpgroup_multiply(em: KernelEmitter, op: Operation, form: TensorCoreMma, staging, lhs: Optional[TileVal],
-                       acc: TileVal, stage: Optional[ir.Value] = None, pending: int = 0) -> None:
+                       acc: TileVal, stage: Optional[ir.Value] = None, pending: int = 0,
+                       a_fixed: bool = False) -> None:
     """The ``wgmma`` K loop of ``_warpgroup_mma`` over operands already in shared memory
     as ``staging`` places them, ``stage`` (i32 bytes, or none) further on: a TMA ring's
     current stage (``emit_ring.ring_mma``), whose last ``pending`` groups may stay in
-    flight (``wgmma.wait_group pending`` after each commit)."""
+    flight (``wgmma.wait_group pending`` after each commit); with ``a_fixed`` only B's
+    (flash attention's Q stays where it was staged before the loop, ``emit_attention_tma``)."""
     b = em.b
     layout = acc.layout
     rows_blocks, cols_blocks = mma_blocks(layout)
@@ -373,7 +381,7 @@ def warpgroup_multiply(em: KernelEmitter, op: Operation, form: TensorCoreMma, st
             sums = iteration(sums, lambda i, s, k0=k0: words[i][(k0 + s) // k_step],
                              _desc_add(b, b_desc, staging.b.offset(0, k0) >> 4), live)
     else:
-        a_desc = _operand_descriptor(em, staging.a, b.and_(row0, ir.Constant(I32, ~63)), 8, stage)
+        a_desc = _operand_descriptor(em, staging.a, b.and_(row0, ir.Constant(I32, ~63)), 8, None if a_fixed else stage)
 
         def step(k0: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
             a_k = along_k(a_desc, staging.a, k0)
@@ -400,7 +408,7 @@ def _fragment_words(b: ir.IRBuilder, tv: TileVal, regs: tuple[int, ...], bits: i
     return words
 
 
-def _stage(em: KernelEmitter, tv: TileVal, operand: OperandStaging) -> None:
+def stage_operand(em: KernelEmitter, tv: TileVal, operand: OperandStaging) -> None:
     """Store an operand's registers where ``operand`` stages it: one store per run of
     consecutive offsets (up to 16 bytes)."""
     b = em.b

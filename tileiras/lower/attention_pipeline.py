@@ -144,21 +144,33 @@ def is_attention_loop(tas, loop: CF.ForOp) -> bool:
     return sum(1 for op in _body(loop) if op in tas.tensor_cores) == 2
 
 
-def plan_attention(tas, loop: CF.ForOp, arch: int) -> Union[AttentionPlan, str]:
-    """The loop's ``AttentionPlan``, or the reason it is not pipelined (a sentence)."""
+def attention_multiplies(tas, loop: CF.ForOp, warpgroup: bool) -> Union[list[Operation], str]:
+    """The loop's two multiplies (Q @ K^T, P @ V) where the body has the shape a K/V ring
+    needs, or why not: two 2-D floating-point multiplies, as ``wgmma`` (``warpgroup``) or
+    ``mma.sync``, into tensor-core fragments, the second using the first's result (the
+    order the ring's waits assume), and no op of the body writing memory (the copies run
+    iterations ahead of it)."""
     body = _body(loop)
     mmas = [op for op in body if op in tas.tensor_cores]
     if len(mmas) != 2 or not all(isinstance(op, AR.MmaFOp) for op in mmas):
         return "the loop body does not hold exactly two floating-point tensor-core multiplies"
     for mma in mmas:
-        if tas.tensor_cores[mma].warpgroup or mma.result.type.rank != 2:
-            return "a multiply does not run as a 2-D mma.sync"
+        if tas.tensor_cores[mma].warpgroup != warpgroup or mma.result.type.rank != 2:
+            return f"a multiply does not run as a 2-D {'wgmma' if warpgroup else 'mma.sync'}"
         if tas.operand_layout(mma, 2) != tas.mma_layouts.get(tuple(mma.result.type.shape)):
             return "an accumulator is not held as tensor-core fragments"
     if any(writes(op, *DATA_RESOURCES) for top in body for op in top.walk()):
         return "the loop body writes memory"
     if not _depends_on(mmas[1], mmas[0], loop):
         return "the second multiply does not use the first's result (the order of the ring's waits)"
+    return mmas
+
+
+def plan_attention(tas, loop: CF.ForOp, arch: int) -> Union[AttentionPlan, str]:
+    """The loop's ``AttentionPlan``, or the reason it is not pipelined (a sentence)."""
+    mmas = attention_multiplies(tas, loop, warpgroup=False)
+    if isinstance(mmas, str):
+        return mmas
     found = [_ring_tile(tas, loop, mma) for mma in mmas]
     for f in found:
         if isinstance(f, str):
@@ -169,7 +181,7 @@ def plan_attention(tas, loop: CF.ForOp, arch: int) -> Union[AttentionPlan, str]:
     k_tile, v_tile = found
     v_tile = v_tile.at(_align(k_tile.nbytes))
     stage_bytes = _align(k_tile.nbytes) + _align(v_tile.nbytes)
-    a_from = tuple(A_HELD if a_in_registers(tas, mma) else A_BEFORE_LOOP if not _inside_value(mma.lhs, loop)
+    a_from = tuple(A_HELD if a_in_registers(tas, mma) else A_BEFORE_LOOP if not inside_value(mma.lhs, loop)
                    else A_STAGED for mma in mmas)
     a_bytes = [mma.lhs.type.num_elements * element_bytes(mma.lhs.type) for mma in mmas]
     a_need = max((n for n, where in zip(a_bytes, a_from) if where == A_STAGED), default=0)
@@ -204,8 +216,10 @@ def a_in_registers(tas, mma: Operation) -> bool:
             and [b for b in a_layout.bases("reg") if b[0]] == [b for b in acc.bases("reg") if b[0]])
 
 
-def _ring_tile(tas, loop: CF.ForOp, mma: Operation) -> Union[RingTile, str]:
-    """How ``mma``'s B is copied into the ring, or why it cannot be."""
+def b_load(tas, loop: CF.ForOp, mma: Operation) -> Union[tuple[Operation, tuple[Operation, ...], bool], str]:
+    """(the load of ``mma``'s B in the loop, the relabels from it to the multiply, whether
+    one of them is a 2-D transpose), or why B is not such a tile (then the ring cannot
+    copy it iterations ahead)."""
     chain: list[Operation] = []
     v = mma.rhs
     permuted = False
@@ -228,8 +242,15 @@ def _ring_tile(tas, loop: CF.ForOp, mma: Operation) -> Union[RingTile, str]:
         if any(u is not consumer for u in tas.users(value)):
             return "a loaded K/V tile has users besides its multiply"
     reason = _load_reason(tas, ld, loop)
-    if reason:
-        return reason
+    return reason or (ld, tuple(chain), permuted)
+
+
+def _ring_tile(tas, loop: CF.ForOp, mma: Operation) -> Union[RingTile, str]:
+    """How ``mma``'s B is copied into the ring, or why it cannot be."""
+    found = b_load(tas, loop, mma)
+    if isinstance(found, str):
+        return found
+    ld, chain, permuted = found
     shape = ld.results[0].type.shape
     vt = ld.view.type
     rank = len(shape)
@@ -253,7 +274,7 @@ def _ring_tile(tas, loop: CF.ForOp, mma: Operation) -> Union[RingTile, str]:
     tile = staged if contiguous == rank - 1 else staged.permute([1, 0])
     for _ in range(rank - 2):
         tile = tile.expand_dim(0, 1)
-    return RingTile(ld, mma, tuple(chain), rows, cols, transposed, swizzle, width, tile, staged, 0)
+    return RingTile(ld, mma, chain, rows, cols, transposed, swizzle, width, tile, staged, 0)
 
 
 def _depends_on(later: Operation, earlier: Operation, loop: CF.ForOp) -> bool:
@@ -285,9 +306,9 @@ def _load_reason(tas, ld: Operation, loop: CF.ForOp) -> Optional[str]:
     if ld.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK) != MemoryOrderingSemantics.WEAK:
         return "a K/V load is ordered"
     iv = loop.regions[0].blocks[0].args[0]
-    if _inside_value(ld.view, loop) and not _invariant_view(ld.view, loop):
+    if inside_value(ld.view, loop) and not _invariant_view(ld.view, loop):
         return "a K/V load's view is computed inside the loop from values of the loop"
-    if any(i is not iv and _inside_value(i, loop) for i in ld.index):
+    if any(i is not iv and inside_value(i, loop) for i in ld.index):
         return "a K/V load's index is computed inside the loop (not the induction variable)"
     return None
 
@@ -297,14 +318,14 @@ def _invariant_view(view: Value, loop: CF.ForOp) -> bool:
     bytecode 13.1 exports them)?  Making one emits nothing, so the copies of later
     iterations make it where they are issued (``emit_async.copy_tile``)."""
     op = view.owner
-    return isinstance(op, MEM.MakePartitionViewOp) and not _inside_value(op.tensor_view, loop)
+    return isinstance(op, MEM.MakePartitionViewOp) and not inside_value(op.tensor_view, loop)
 
 
 def _inside(op: Operation, loop: CF.ForOp) -> bool:
     return any(op is o for o in loop.walk())
 
 
-def _inside_value(v: Value, loop: CF.ForOp) -> bool:
+def inside_value(v: Value, loop: CF.ForOp) -> bool:
     """Is ``v`` made in ``loop`` (by an op of it, or an argument of its body's blocks)?"""
     if isinstance(v.owner, Operation):
         return _inside(v.owner, loop)
@@ -345,12 +366,18 @@ def _other_tma_bytes(tas, ring_loads) -> int:
                if op not in ring_loads) + (SWIZZLED_ALIGN if tas.tma else 0)
 
 
-def record_attention(tas, plan: AttentionPlan, arch: int) -> None:
+def record_attention(tas, plan: KLoopPlan, arch: int) -> None:
     """Mark the loop, loads, relabels and multiplies as the plan's, and make the scratch
     region reach the ring's end (the multiplies now stage only their A below it).  K/V
     loads that ``lower.tma`` gave TMA (sm_120) are the ring's now: the kernel's other TMA
     loads and stores are planned again after the scratch (``tma.plan_tma`` keeps its
-    choices for a subset of its candidates)."""
+    choices for a subset of its candidates).  An sm_90 TMA ring records itself
+    (``attention_tma.record_attention_ring``)."""
+    from .attention_tma import AttentionRingPlan, record_attention_ring  # noqa: PLC0415  (it builds on this)
+
+    if isinstance(plan, AttentionRingPlan):
+        record_attention_ring(tas, plan, arch)
+        return
     for op in (plan.loop, *plan.mmas, *(t.load for t in plan.tiles), *(r for t in plan.tiles for r in t.relabels)):
         tas.pipelined[op] = plan
     for mma in plan.mmas:           # an A made before the loop is staged at 0 before the copies

@@ -82,7 +82,7 @@ BARRIER_BYTES = 8
 MAX_STAGING_BYTES = 96 * 1024
 
 #: element type codes of the map (``codegen.tensormap.ElementType``) per Tile IR element
-_MAP_TYPES = {"i8": 0, "f8E4M3FN": 0, "f8E5M2": 0, "i16": 1, "i32": 2, "i64": 4,
+MAP_TYPES = {"i8": 0, "f8E4M3FN": 0, "f8E5M2": 0, "i16": 1, "i32": 2, "i64": 4,
               "f16": 6, "f32": 7, "f64": 9, "bf16": 10}
 #: the map code of signed 32-bit integers, which bulk min/max compare as signed
 _S32 = 3
@@ -92,11 +92,11 @@ _S32 = 3
 #: u32/s32 and u64; min/max of u32/s32; and/or/xor of 32- and 64-bit words)
 _M = AtomicRMWMode
 BULK_REDUCTIONS = {
-    **{(_M.ADDF, e): ("add", _MAP_TYPES[e]) for e in ("f32", "f16", "bf16")},
-    (_M.ADD, "i32"): ("add", _MAP_TYPES["i32"]), (_M.ADD, "i64"): ("add", _MAP_TYPES["i64"]),
+    **{(_M.ADDF, e): ("add", MAP_TYPES[e]) for e in ("f32", "f16", "bf16")},
+    (_M.ADD, "i32"): ("add", MAP_TYPES["i32"]), (_M.ADD, "i64"): ("add", MAP_TYPES["i64"]),
     (_M.MAX, "i32"): ("max", _S32), (_M.MIN, "i32"): ("min", _S32),
-    (_M.UMAX, "i32"): ("max", _MAP_TYPES["i32"]), (_M.UMIN, "i32"): ("min", _MAP_TYPES["i32"]),
-    **{(m, e): (m.keyword, _MAP_TYPES[e]) for m in (_M.AND, _M.OR, _M.XOR) for e in ("i32", "i64")},
+    (_M.UMAX, "i32"): ("max", MAP_TYPES["i32"]), (_M.UMIN, "i32"): ("min", MAP_TYPES["i32"]),
+    **{(m, e): (m.keyword, MAP_TYPES[e]) for m in (_M.AND, _M.OR, _M.XOR) for e in ("i32", "i64")},
 }
 
 
@@ -237,7 +237,7 @@ def smem_alignment(plans: dict) -> int:
     return STAGING_ALIGN if plans else 16
 
 
-def _spec(aa: TileAA, op: Operation, box: tuple[int, ...], code: Optional[int]) -> Optional[TensorMapSpec]:
+def view_map_spec(aa: TileAA, op: Operation, box: tuple[int, ...], code: Optional[int]) -> Optional[TensorMapSpec]:
     view_t = op.view.type
     tvt = view_t.tensor_view
     tv_op = op.view.owner.tensor_view.owner
@@ -312,8 +312,8 @@ def tma_spec(aa: TileAA, op: Operation, gpu_name: str) -> Optional[tuple[TensorM
     planned = _plan_box(tuple(view_t.tile_shape), bits // 8)
     if planned is None:
         return None
-    code = reduction[1] if reduction else _MAP_TYPES.get(getattr(tvt.element, "name", ""))
-    spec = _spec(aa, op, planned[0], code)
+    code = reduction[1] if reduction else MAP_TYPES.get(getattr(tvt.element, "name", ""))
+    spec = view_map_spec(aa, op, planned[0], code)
     return None if spec is None else (spec, *planned)
 
 

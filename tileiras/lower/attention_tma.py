@@ -1,0 +1,280 @@
+"""Flash attention's K/V loop on sm_90: a TMA ring feeding the two ``wgmma`` multiplies.
+
+Unpipelined, each iteration TMA-loads K and V into a plain buffer, waits, reads them
+into registers and stores them again into the ``wgmma`` staging (``st.shared``, two
+barriers) before each multiply: the tiles are handled twice and nothing is in flight.
+Here the K and V tiles of iteration ``i + S - 1`` are TMA boxes that one elected thread
+issues straight into stage ``(i + S - 1) % S`` of a ring, in the swizzled layouts the
+two multiplies' B descriptors read (``mma_forms.tma_ring_staging``: K lands K-major as
+the B of Q @ K^T, V MN-major as the B of P @ V), while iteration ``i`` computes;
+``codegen.emit_attention_tma`` expands it.  Each stage has two "full" mbarriers, K's and
+V's, so Q @ K^T waits for K(i) only and P @ V for V(i); ``expect_tx`` announces each
+tile's bytes, and iteration i waits for phase parity ``(i / S) % 2``.
+
+``plan_attention_ring`` decides, once per loop (``software_pipeline.plan_loop`` sends a
+``wgmma`` loop with two multiplies here); the plan, or the reason it is refused, goes
+into ``TileAS.pipelines`` and the ``--remarks``.  The loop must have the shape
+``attention_pipeline`` checks for sm_80 (two multiplies, the second using the first's
+result, each B a tile loaded in the loop at the induction variable or values from
+outside it, reaching the multiply only through relabels, no op of the body writing
+memory), and besides:
+
+* both multiplies run as ``wgmma`` with the accumulator in its fragments;
+* the first multiply's A is made before the loop (Q: staged once, before the ring's
+  first copies, where TileAS's ``wgmma_staging`` puts it, and read by every iteration's
+  descriptors) or held in registers as ``wgmma``'s A fragments, and the second's A is
+  held so (P, the softmax of the first's result);
+* each tile is one TMA box per swizzle atom along its contiguous dim (``tma`` rules:
+  aligned, zero-padded, at most 256 rows), and ``tma_ring_staging`` has a layout that
+  those boxes land in and the descriptors step through;
+* two stages fit in shared memory beside Q's staging and the kernel's other buffers.
+
+Shared memory: the other ops' scratch from 0, Q's staging, then the ring (stage ``s``
+at ``ring_base + s * stage_bytes``: K's boxes, then V's, each 1024-byte aligned, the
+128-byte swizzle's repeat), then the mbarriers (K's and V's of each stage).  The stage
+count is the ``num_stages`` hint, else the modulo schedule of the ring's copies and
+``wgmma`` (``sched.pipeline.tma_ring_schedule``) but at least 3 (``MIN_STAGES``: the
+refill of iteration i + S-1 is issued at the end of iteration i), at most what shared
+memory holds and a known trip count needs, and never below 2.  A stage is refilled
+only after every warp's two ``wgmma`` that read it have completed: each multiply ends
+with ``wgmma.wait_group 0`` and the refill follows the CTA barrier at the start of the
+next iteration.
+"""
+from __future__ import annotations
+
+from typing import Optional, Union
+
+from ..codegen.abi import hints_for_arch
+from ..codegen.smem_limit import smem_limit
+from ..ir import types as T
+from ..ir.core import Operation
+from ..layout.linear import mma_blocks
+from ..record import record
+from ..sched.ddg import trip_count
+from ..sched.latency import model_for
+from ..sched.modulo import SchedulingError
+from ..sched.pipeline import tma_ring_schedule
+from ..tile import ops_control as CF
+from ..tile import ops_memory as MEM
+from .attention_pipeline import attention_multiplies, b_load, inside_value
+from .mma_forms import WGMMA_MAX_N, OperandStaging, WgmmaStaging, k_steps, tma_ring_staging
+from .software_pipeline import HINT_NUM_STAGES, KLoopPlan, known_trips
+from .tma import BARRIER_BYTES, MAP_TYPES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, allows_tma, plan_tma, view_map_spec
+from .tma_ring import MAP_SWIZZLE
+
+#: a stage's and each tile's alignment: the 128-byte swizzle repeats every 1024 bytes
+RING_ALIGN = 1024
+#: "full" mbarriers of a stage: K's and V's
+FULL_BARRIERS_PER_STAGE = 2
+#: stages unless hinted otherwise: iteration i + S-1 is issued at the end of iteration i
+#: (``emit_attention_tma``), so S - 2 whole iterations hide the copies' latency
+MIN_STAGES = 3
+
+
+@record(frozen=True)
+class RingBox:
+    """One B tile the ring copies by TMA: ``load`` (reaching its multiply through
+    ``relabels``) lands in each stage as ``boxes`` boxes of ``box`` (tensor order,
+    outermost first: unit dims, ``rows``, one swizzle atom's row of elements), box ``q``
+    ``q`` boxes' bytes after ``staging.base`` (stage 0's address of the tile), one atom
+    further along the contiguous dim; through the hidden tensor map ``map_index``
+    (``spec`` its contents).  ``dims``: per tensor dim, the tile dim that indexes it."""
+    load: Operation
+    relabels: tuple[Operation, ...]
+    staging: OperandStaging
+    box: tuple[int, ...]
+    boxes: int
+    spec: TensorMapSpec
+    dims: tuple[int, ...]
+    map_index: int = -1
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes its boxes complete on its mbarrier (out-of-bounds parts count too)."""
+        n = self.boxes * self.staging.elem_bytes
+        for d in self.box:
+            n *= d
+        return n
+
+    def placed(self, map_index: int) -> "RingBox":
+        return RingBox(self.load, self.relabels, self.staging, self.box, self.boxes, self.spec, self.dims, map_index)
+
+
+@record(frozen=True)
+class AttentionRingPlan(KLoopPlan):
+    """How one sm_90 K/V loop is pipelined: ``tiles`` (K's, V's) land by TMA in a ring of
+    ``stages`` stages of ``stage_bytes`` from ``ring_base``; ``stagings`` are the two
+    multiplies' ``wgmma`` operands in stage 0 (a stage ``s`` bytes further for B), with
+    the first's A (Q) staged once before the loop where ``stagings[0].a`` says (None: A
+    in registers); ``source`` says where the stage count came from."""
+    ring_base: int
+    stage_bytes: int
+    mmas: tuple[Operation, Operation]
+    tiles: tuple[RingBox, RingBox]
+    stagings: tuple[WgmmaStaging, WgmmaStaging]
+    source: str
+
+    def barrier(self, stage: int, tile: int) -> int:
+        """Offset of stage ``stage``'s "full" mbarrier of tile ``tile`` (0: K, 1: V); the
+        variable part is ``stage * 16`` (``barriers`` plus that)."""
+        return self.barriers + BARRIER_BYTES * (FULL_BARRIERS_PER_STAGE * stage + tile)
+
+    @property
+    def barriers(self) -> int:
+        return self.ring_base + self.ring_bytes
+
+    @property
+    def smem_end(self) -> int:
+        return self.barriers + FULL_BARRIERS_PER_STAGE * BARRIER_BYTES * self.stages
+
+    def placed(self, maps: tuple[int, int]) -> "AttentionRingPlan":
+        """This plan reading its tiles through hidden tensor maps ``maps``."""
+        tiles = tuple(t.placed(m) for t, m in zip(self.tiles, maps))
+        return AttentionRingPlan(self.loop, self.mma, self.loads, self.stages, self.ring_base, self.stage_bytes,
+                                 self.mmas, tiles, self.stagings, self.source)
+
+
+def _align(n: int, to: int = RING_ALIGN) -> int:
+    return -(-n // to) * to
+
+
+def _rebased(operand: OperandStaging, base: int) -> OperandStaging:
+    return OperandStaging(operand.layout, operand.swizzle, operand.k_major, operand.mn_dim, base, operand.elem_bytes,
+                          operand.origin_unit, operand.padding)
+
+
+def plan_attention_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionRingPlan, str]:
+    """The loop's ``AttentionRingPlan``, or the reason it is not pipelined (a sentence)."""
+    mmas = attention_multiplies(tas, loop, warpgroup=True)
+    if isinstance(mmas, str):
+        return mmas
+    if any(mma not in tas.wgmma_staging for mma in mmas):
+        return "a multiply has no wgmma staging"
+    unstaged = tas.wgmma_staging[mmas[1]].a is not None
+    if unstaged or (tas.wgmma_staging[mmas[0]].a is not None and inside_value(mmas[0].lhs, loop)):
+        return "an A operand is neither made before the loop nor held as wgmma's A fragments"
+    found = [_ring_box(tas, loop, mma, arch) for mma in mmas]
+    for f in found:
+        if isinstance(f, str):
+            return f
+    q = tas.wgmma_staging[mmas[0]].a
+    others = max((n for op, n in tas.scratch.items() if op not in mmas), default=0)
+    q_base = _align(others)
+    ring_base = _align(q_base + (q.nbytes if q else 0))
+    (k_tile, k_staging), (v_tile, v_staging) = found
+    k_tile = _at(k_tile, ring_base)
+    v_tile = _at(v_tile, ring_base + _align(k_tile.staging.nbytes))
+    stage_bytes = _align(k_tile.staging.nbytes) + _align(v_tile.staging.nbytes)
+    stagings = (WgmmaStaging(_rebased(q, q_base) if q else None, k_tile.staging, k_staging.columns,
+                             k_staging.spacing, tas.wgmma_staging[mmas[0]].a_registers),
+                WgmmaStaging(None, v_tile.staging, v_staging.columns, v_staging.spacing,
+                             tas.wgmma_staging[mmas[1]].a_registers))
+    per_stage = stage_bytes + FULL_BARRIERS_PER_STAGE * BARRIER_BYTES
+    fit = (smem_limit(f"sm_{arch}") - ring_base - _other_tma_bytes(tas, (k_tile.load, v_tile.load))) // per_stage
+    if fit < 2:
+        return f"two stages of {stage_bytes} bytes do not fit in shared memory beside {ring_base} of scratch"
+    wanted, source = _wanted_stages(tas, loop, arch, mmas, stagings, k_tile.boxes + v_tile.boxes)
+    stages = max(2, min(max(wanted, MIN_STAGES) if source != "num_stages hint" else wanted, fit))
+    if known_trips(loop, tas.aa):
+        stages = max(2, min(stages, trip_count(loop, tas.aa)))
+    return AttentionRingPlan(loop, mmas[0], (k_tile.load, v_tile.load), stages, ring_base, stage_bytes, tuple(mmas),
+                             (k_tile, v_tile), stagings, source)
+
+
+def _at(tile: RingBox, base: int) -> RingBox:
+    return RingBox(tile.load, tile.relabels, _rebased(tile.staging, base), tile.box, tile.boxes, tile.spec, tile.dims)
+
+
+def _ring_box(tas, loop: CF.ForOp, mma: Operation, arch: int) -> Union[tuple[RingBox, WgmmaStaging], str]:
+    """How ``mma``'s B lands by TMA in a stage (at base 0) and the multiply's staging
+    ``tma_ring_staging`` gives, or why it cannot."""
+    found = b_load(tas, loop, mma)
+    if isinstance(found, str):
+        return found
+    ld, relabels, permuted = found
+    vt = ld.view.type
+    tile = tuple(vt.tile_shape)
+    rank = len(tile)
+    dims = tuple(vt.dim_map.index(t) for t in range(rank))      # per tensor dim, its tile dim
+    memory = tuple(tile[j] for j in dims)                         # the tile in memory order
+    if any(d != 1 for d in memory[:-2]):
+        return "a loaded K/V tile has more than two dims that are not 1"
+    k_dim = rank - 1 if permuted else rank - 2          # B = (t0, t1), or (t1, t0) through the transpose
+    k_major = dims[-1] == k_dim
+    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), k_major)
+    if staging is None:
+        return ("no swizzled layout TMA lands a K/V tile in is one wgmma's descriptors step through (rows "
+                "narrower than 32 bytes, or warpgroups interleaved along N)")
+    spec = _tensor_map(tas, ld, arch)
+    if spec is None:
+        return "a K/V tile cannot be copied by TMA (alignment, padding, ordering or element type)"
+    rows, cols = memory[-2:]
+    inner = staging.b.swizzle.width // staging.b.elem_bytes
+    if rows > MAX_BOX or cols % inner:
+        return "a K/V tile has more than 256 rows (one TMA box) or rows not whole swizzle atoms"
+    box = (*memory[:-2], rows, inner)
+    placed = TensorMapSpec(spec.element_type, spec.element_bytes, spec.base, spec.dims, spec.strides,
+                           tuple(reversed(box)), MAP_SWIZZLE[staging.b.swizzle])
+    return RingBox(ld, relabels, _rebased(staging.b, 0), box, cols // inner, placed, dims), staging
+
+
+def _tensor_map(tas, ld: Operation, arch: int) -> Optional[TensorMapSpec]:
+    """The tensor map of the K/V tensor ``ld`` reads (box and swizzle set by the caller),
+    or None where TMA cannot copy it: ``tma.tma_spec``'s rules, except that the view may
+    permute the tile's dims (K^T read through ``dim_map``): the ring's boxes are in the
+    tensor's order."""
+    vt = ld.view.type
+    if not allows_tma(ld, f"sm_{arch}") or not isinstance(vt, T.PartitionViewType):
+        return None
+    view_op = ld.view.owner
+    if not isinstance(view_op, MEM.MakePartitionViewOp) or view_op.tensor_view.is_block_argument:
+        return None
+    if not isinstance(view_op.tensor_view.owner, MEM.MakeTensorViewOp) or vt.tensor_view.strides[-1] != 1:
+        return None
+    if any(not isinstance(v.type, T.TileType) or v.type.rank for v in ld.index):
+        return None
+    return view_map_spec(tas.aa, ld, tuple(vt.tile_shape), MAP_TYPES.get(getattr(vt.tensor_view.element, "name", "")))
+
+
+def _wanted_stages(tas, loop: CF.ForOp, arch: int, mmas: list[Operation], stagings, boxes: int) -> tuple[int, str]:
+    """The ``num_stages`` hint, else the stage count of the modulo schedule of the ring's
+    boxes and the two multiplies' ``wgmma`` instructions."""
+    hinted = hints_for_arch(tas.aa.function.hints, f"sm_{arch}").get(HINT_NUM_STAGES)
+    if hinted:
+        return hinted, "num_stages hint"
+    wgmmas = 0
+    for mma, staging in zip(mmas, stagings):
+        rows_blocks, _ = mma_blocks(tas.operand_layout(mma, 2))
+        k = mma.lhs.type.shape[-1]
+        wgmmas += rows_blocks * (k // k_steps(staging.b.elem_bytes, k)[0]) * -(-staging.columns // WGMMA_MAX_N)
+    try:
+        schedule = tma_ring_schedule(boxes, wgmmas, model_for(arch))
+    except SchedulingError:
+        return 2, "default (no modulo schedule)"
+    return schedule.num_stages, "modulo schedule"
+
+
+def _other_tma_bytes(tas, ring_loads) -> int:
+    """Shared memory the kernel's other TMA buffers and mbarriers take (after the ring)."""
+    return sum(_align(p.nbytes, STAGING_ALIGN) + BARRIER_BYTES for op, p in tas.tma.items()
+               if op not in ring_loads) + RING_ALIGN
+
+
+def record_attention_ring(tas, plan: AttentionRingPlan, arch: int) -> None:
+    """Mark the loop, loads, relabels and multiplies as the plan's; make the scratch reach
+    the mbarriers' end; plan the kernel's other TMA loads and stores again after it
+    (``tma.plan_tma`` keeps its choices for a subset of its candidates) and append the
+    ring's two tensor maps to theirs."""
+    for mma in plan.mmas:
+        tas.scratch[mma] = plan.smem_end
+    tas.tma, maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in plan.loads], f"sm_{arch}",
+                                          tas.scratch_bytes)
+    maps = list(maps)
+    for tile in plan.tiles:
+        if tile.spec not in maps:
+            maps.append(tile.spec)
+    tas.tensor_maps = tuple(maps)
+    plan = plan.placed(tuple(maps.index(t.spec) for t in plan.tiles))
+    tas.pipelines[plan.loop] = plan
+    for op in (plan.loop, *plan.mmas, *plan.loads, *(r for t in plan.tiles for r in t.relabels)):
+        tas.pipelined[op] = plan
