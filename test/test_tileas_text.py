@@ -156,12 +156,13 @@ def test_a_conversion_must_convert_its_operand(tileir_store: TileIRStore):
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_120"])
 def test_attention_loops_read_back(arch):
-    """Flash attention's loop: its K/V ring (sm_80, sm_120) prints as an attention record
-    and reads back to the same tables; on sm_90 the loop says why it is not pipelined."""
+    """Flash attention's loop: its K/V ring (cp.async on sm_80 and sm_120, TMA on sm_90)
+    prints as an attention record and reads back to the same tables."""
     from kernels.attention import flash_attention
 
     module = parse_module(flash_attention(), "k.mlir")
     tas = next(iter(run_stages(module, CompileOptions(gpu_name=arch), "tileas", only_needed=True).tas.values()))
     text = format_tileas(tas)
-    assert ("pipeline = #tileas.attention<" in text) == (arch != "sm_90")
+    kind = "attention_ring" if arch == "sm_90" else "attention"
+    assert f"pipeline = #tileas.{kind}<" in text
     assert format_tileas(parse_tileas(text, tas.aa)) == text

@@ -64,8 +64,8 @@ def copies(ptx: str, pattern: str) -> int:
     ("tma_centre_2d_no_tma_store", "sm_90", 1, 0),  # allow_tma = false on the store
     ("tma_scale_2d_f32", "sm_90", 0, 0),            # element-wise only: no shared memory
     ("tma_centre_1d_f32_wide", "sm_90", 4, 4),      # 1024 elements: four 256-element boxes
-    ("tma_matmul_f16", "sm_90", 6, 1),         # its K loop: a warp-specialized TMA ring (test_tma_ring.py):
-                                               # the producer's loop, 2 boxes, unrolled by LLVM (2 + 1)
+    ("tma_matmul_f16", "sm_90", 8, 1),         # its K loop: a TMA ring (test_ring_default.py) of 4
+                                               # stages, 2 boxes x (3 ahead + 1 a trip)
     ("tma_row_sum_f16", "sm_90", 1, 1),
     ("tma_row_sum_narrow_f32", "sm_90", 1, 0),      # the stored rows are 8 bytes
     ("tma_centre_rows_loop_f32", "sm_90", 1, 1),
