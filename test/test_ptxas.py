@@ -7,6 +7,7 @@ for sm_80/90/100/120.  The cubin must carry what the real tool's cubins carry: `
 """
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -229,3 +230,47 @@ def test_every_gpu_name_compiles_the_example(gpu_name, tmp_path):
     assert block_id in ptx
     assert driver.main([str(example), f"--gpu-name={gpu_name}", "-o", str(cubin_path)]) == 0
     assert cubin_path.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_an_interrupt_inside_popen_kills_the_child(monkeypatch, tmp_path):
+    """A signal that lands while ``Popen`` is still starting ptxas (after the fork, before it
+    returns: a loaded machine widens that window) is raised once the child is known, and
+    the child's process group is killed, not left running (``launch.held_interrupts``)."""
+    import signal as _signal
+
+    from tileiras.launch import Interrupted, interrupt
+
+    started = []
+    real_popen = subprocess.Popen
+
+    def popen_then_signal(*args, **kwargs):
+        proc = real_popen(["sh", "-c", f"echo $$ > {tmp_path}/pid; exec sleep 30"], **{
+            k: v for k, v in kwargs.items() if k != "text" and k != "errors"})
+        started.append(proc)
+        while not (tmp_path / "pid").exists() or not (tmp_path / "pid").read_text().strip():
+            pass
+        interrupt(_signal.SIGTERM)          # as the handler would, inside Popen
+        return proc
+
+    monkeypatch.setattr(P.subprocess, "Popen", popen_then_signal)
+    with pytest.raises(Interrupted) as caught:
+        P._run_ptxas(["ptxas", "--whatever"])
+    assert caught.value.signum == _signal.SIGTERM
+    (proc,) = started
+    assert proc.returncode == -_signal.SIGKILL           # killed and reaped
+    pid = int((tmp_path / "pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_held_interrupts_raise_when_the_block_ends():
+    from tileiras.launch import Interrupted, held_interrupts, interrupt
+
+    ran = []
+    with pytest.raises(Interrupted) as caught:
+        with held_interrupts():
+            interrupt(2)
+            ran.append("after the signal")
+    assert ran == ["after the signal"] and caught.value.signum == 2
+    with pytest.raises(Interrupted):
+        interrupt(15)                        # outside a held block: raised where it lands

@@ -86,11 +86,42 @@ class Interrupted(BaseException):
 
 # --------------------------------------------------------------------------- signals
 
+#: signals that arrived while a child process was being started (``held_interrupts``), or
+#: None when an interrupt is raised where it lands
+_held: list[int] | None = None
+
+
+def interrupt(signum: int) -> None:
+    """What a signal handler does: raise ``Interrupted`` here, or, while a child process is
+    being started, hold it until the child is known (``held_interrupts``)."""
+    if _held is not None:
+        _held.append(signum)
+        return
+    raise Interrupted(signum)
+
+
+class held_interrupts:
+    """``with held_interrupts(): proc = subprocess.Popen(...)``: an interrupt arriving inside
+    ``Popen`` (after the fork, before it returns the process) is raised when the block ends,
+    once ``proc`` is set, so that the caller's cleanup can kill the child; raised inside
+    ``Popen`` it would leave the child running, unknown to anyone."""
+
+    def __enter__(self) -> None:
+        global _held
+        self._outer, _held = _held, []
+
+    def __exit__(self, *exc: object) -> None:
+        global _held
+        pending, _held = _held, self._outer
+        if pending:
+            raise Interrupted(pending[0])
+
+
 def catch_signals() -> None:
     """Make SIGINT, SIGTERM and SIGHUP raise ``Interrupted``, except those this process was
     started ignoring (``nohup``, a shell's ``&``)."""
     def interrupted(signum: int, frame: object) -> None:
-        raise Interrupted(signum)
+        interrupt(signum)
 
     for signum in HANDLED_SIGNALS:
         if _signal.getsignal(signum) != _signal.SIG_IGN:

@@ -28,7 +28,7 @@ import sys
 import threading
 
 from .knobs import SEND, knobs
-from .launch import (Interrupted, hello_message, package_stamp, peer_uid, private_dir, process_identity,
+from .launch import (Interrupted, hello_message, interrupt, package_stamp, peer_uid, private_dir, process_identity,
                      recv_message, send_message, socket_dir, socket_path)
 
 
@@ -194,7 +194,7 @@ class Channel:
     def _interrupt(self, signum: int, frame: object) -> None:
         if self.cancelled and not self._raised:
             self._raised = True
-            raise Interrupted(self.cancelled)
+            interrupt(self.cancelled)
 
     def request(self, *message: object) -> bytes:
         if self.cancelled:

@@ -129,24 +129,36 @@ def _run_ptxas(argv: Sequence[str]) -> tuple[int, str]:
     """ptxas's exit status and what it printed.  It runs in a process group of its own, so
     that if the compile is interrupted (a signal, a served command's client going away)
     ptxas and anything a wrapper script started are killed together, never left behind."""
+    from ..launch import held_interrupts
+
+    proc = None
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
-    except OSError as err:
-        raise PtxasError(f"cannot run ptxas: {err}", shlex.join(argv)) from None
-    try:
+        with held_interrupts():         # a signal inside Popen is raised once ``proc`` is known
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
         log, _ = proc.communicate()
+    except OSError as err:
+        if proc is None:
+            raise PtxasError(f"cannot run ptxas: {err}", shlex.join(argv)) from None
+        _kill_group(proc)
+        raise
     except BaseException:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        proc.wait()
+        if proc is not None:
+            _kill_group(proc)
         raise
     finally:
-        if proc.stdout:
+        if proc is not None and proc.stdout:
             proc.stdout.close()
     return proc.returncode, log
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill ptxas and whatever a wrapper of it started (its own process group), and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    proc.wait()
 
 
 def run_ptxas(ptx: str, gpu_name: str, opt_level: int = 3, host_object: Optional[bytes] = None,
