@@ -33,12 +33,12 @@ Shared memory: the other ops' scratch from 0, Q's staging, then the ring (stage 
 at ``ring_base + s * stage_bytes``: K's boxes, then V's, each 1024-byte aligned, the
 128-byte swizzle's repeat), then the mbarriers (K's and V's of each stage).  The stage
 count is the ``num_stages`` hint, else the modulo schedule of the ring's copies and
-``wgmma`` (``sched.pipeline.tma_ring_schedule``) but at least 3 (``MIN_STAGES``: the
-refill of iteration i + S-1 is issued at the end of iteration i), at most what shared
-memory holds and a known trip count needs, and never below 2.  A stage is refilled
-only after every warp's two ``wgmma`` that read it have completed: each multiply ends
-with ``wgmma.wait_group 0`` and the refill follows the CTA barrier at the start of the
-next iteration.
+``wgmma`` (``sched.pipeline.tma_ring_schedule``), at most what shared memory holds and
+a known trip count needs, and never below 2 (``MIN_STAGES``).  A stage is refilled only
+after every thread's two ``wgmma`` that read it have completed: each multiply ends with
+``wgmma.wait_group 0``, after P @ V every thread arrives on the stage's "empty"
+mbarrier, and the refill of iteration i + S waits for that phase; with no CTA barrier
+in the loop, S-1 iterations are in flight while one computes.
 """
 from __future__ import annotations
 
@@ -64,11 +64,12 @@ from .tma_ring import MAP_SWIZZLE
 
 #: a stage's and each tile's alignment: the 128-byte swizzle repeats every 1024 bytes
 RING_ALIGN = 1024
-#: "full" mbarriers of a stage: K's and V's
-FULL_BARRIERS_PER_STAGE = 2
-#: stages unless hinted otherwise: iteration i + S-1 is issued at the end of iteration i
-#: (``emit_attention_tma``), so S - 2 whole iterations hide the copies' latency
-MIN_STAGES = 3
+#: mbarriers of a stage: K's and V's "full" ones, then the "empty" one (index ``EMPTY``)
+BARRIERS_PER_STAGE = 3
+EMPTY = 2
+#: the fewest stages: iteration i + S is issued once iteration i has released its stage
+#: (``emit_attention_tma``), so S - 1 whole iterations hide the copies' latency
+MIN_STAGES = 2
 
 
 @record(frozen=True)
@@ -106,18 +107,20 @@ class AttentionRingPlan(KLoopPlan):
     ``stages`` stages of ``stage_bytes`` from ``ring_base``; ``stagings`` are the two
     multiplies' ``wgmma`` operands in stage 0 (a stage ``s`` bytes further for B), with
     the first's A (Q) staged once before the loop where ``stagings[0].a`` says (None: A
-    in registers); ``source`` says where the stage count came from."""
+    in registers); ``source`` says where the stage count came from; ``consumers``: the
+    threads that arrive on each "empty" mbarrier (all the CTA's)."""
     ring_base: int
     stage_bytes: int
     mmas: tuple[Operation, Operation]
     tiles: tuple[RingBox, RingBox]
     stagings: tuple[WgmmaStaging, WgmmaStaging]
     source: str
+    consumers: int
 
     def barrier(self, stage: int, tile: int) -> int:
-        """Offset of stage ``stage``'s "full" mbarrier of tile ``tile`` (0: K, 1: V); the
-        variable part is ``stage * 16`` (``barriers`` plus that)."""
-        return self.barriers + BARRIER_BYTES * (FULL_BARRIERS_PER_STAGE * stage + tile)
+        """Offset of stage ``stage``'s "full" mbarrier of tile ``tile`` (0: K, 1: V), or its
+        "empty" one (``tile`` ``EMPTY``); the variable part is ``stage * 24``."""
+        return self.barriers + BARRIER_BYTES * (BARRIERS_PER_STAGE * stage + tile)
 
     @property
     def barriers(self) -> int:
@@ -125,13 +128,13 @@ class AttentionRingPlan(KLoopPlan):
 
     @property
     def smem_end(self) -> int:
-        return self.barriers + FULL_BARRIERS_PER_STAGE * BARRIER_BYTES * self.stages
+        return self.barriers + BARRIERS_PER_STAGE * BARRIER_BYTES * self.stages
 
     def placed(self, maps: tuple[int, int]) -> "AttentionRingPlan":
         """This plan reading its tiles through hidden tensor maps ``maps``."""
         tiles = tuple(t.placed(m) for t, m in zip(self.tiles, maps))
         return AttentionRingPlan(self.loop, self.mma, self.loads, self.stages, self.ring_base, self.stage_bytes,
-                                 self.mmas, tiles, self.stagings, self.source)
+                                 self.mmas, tiles, self.stagings, self.source, self.consumers)
 
 
 def _align(n: int, to: int = RING_ALIGN) -> int:
@@ -169,16 +172,16 @@ def plan_attention_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionRingPl
                              k_staging.spacing, tas.wgmma_staging[mmas[0]].a_registers),
                 WgmmaStaging(None, v_tile.staging, v_staging.columns, v_staging.spacing,
                              tas.wgmma_staging[mmas[1]].a_registers))
-    per_stage = stage_bytes + FULL_BARRIERS_PER_STAGE * BARRIER_BYTES
+    per_stage = stage_bytes + BARRIERS_PER_STAGE * BARRIER_BYTES
     fit = (smem_limit(f"sm_{arch}") - ring_base - _other_tma_bytes(tas, (k_tile.load, v_tile.load))) // per_stage
-    if fit < 2:
+    if fit < MIN_STAGES:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory beside {ring_base} of scratch"
     wanted, source = _wanted_stages(tas, loop, arch, mmas, stagings, k_tile.boxes + v_tile.boxes)
-    stages = max(2, min(max(wanted, MIN_STAGES) if source != "num_stages hint" else wanted, fit))
+    stages = max(MIN_STAGES, min(wanted, fit))
     if known_trips(loop, tas.aa):
-        stages = max(2, min(stages, trip_count(loop, tas.aa)))
+        stages = max(MIN_STAGES, min(stages, trip_count(loop, tas.aa)))
     return AttentionRingPlan(loop, mmas[0], (k_tile.load, v_tile.load), stages, ring_base, stage_bytes, tuple(mmas),
-                             (k_tile, v_tile), stagings, source)
+                             (k_tile, v_tile), stagings, source, tas.num_threads)
 
 
 def _at(tile: RingBox, base: int) -> RingBox:
@@ -250,7 +253,7 @@ def _wanted_stages(tas, loop: CF.ForOp, arch: int, mmas: list[Operation], stagin
     try:
         schedule = tma_ring_schedule(boxes, wgmmas, model_for(arch))
     except SchedulingError:
-        return 2, "default (no modulo schedule)"
+        return MIN_STAGES, "default (no modulo schedule)"
     return schedule.num_stages, "modulo schedule"
 
 
