@@ -73,7 +73,12 @@ def test_k_lands_k_major_and_v_mn_major_in_each_stage():
     assert plan.stages == 3 and plan.barriers == 8192 + 3 * 16384
     # per stage: K's and V's "full" mbarrier, then the "empty" one every thread arrives on
     assert plan.barrier(2, 1) == plan.barriers + 8 * 7 and plan.barrier(1, EMPTY) == plan.barriers + 8 * 5
-    assert plan.smem_end == plan.barriers + 8 * 9 and plan.consumers == 128
+    # Q's mbarrier after the stages'; its tile lands by TMA (one box of 64 rows x 64
+    # elements, the 128-byte swizzle) straight in Q's K-major staging
+    assert plan.q_barrier == plan.barriers + 8 * 9 and plan.smem_end == plan.q_barrier + 8
+    assert plan.consumers == 128
+    assert (plan.q.box, plan.q.boxes, plan.q.nbytes, plan.q.staging) == ((1, 64, 64), 1, 8192, q.a)
+    assert q.a.k_major and q.a.swizzle == Swizzle.B128 and plan.q.map_index not in (k.map_index, v.map_index)
     assert k.map_index != v.map_index and min(k.map_index, v.map_index) >= 0
 
 
@@ -85,7 +90,8 @@ def test_head_dim_128_lands_two_boxes_a_tile():
     # the modulo schedule's two stages are allowed (S-1 iterations in flight): Q's 16 KB,
     # two stages and their mbarriers fit two CTAs in an SM's 228 KB
     assert (plan.stages, plan.source) == (2, "modulo schedule")
-    assert plan.smem_end == 16384 + 2 * 32768 + 2 * 3 * 8 and 2 * plan.smem_end < 228 * 1024
+    assert plan.smem_end == 16384 + 2 * 32768 + 2 * 3 * 8 + 8 and 2 * plan.smem_end < 228 * 1024
+    assert (plan.q.box, plan.q.boxes, plan.q.nbytes) == ((1, 64, 64), 2, 16384)
 
 
 def test_the_hint_and_a_known_trip_count_set_the_stages():
@@ -105,6 +111,23 @@ def test_the_remark_says_pipelined_and_a_refusal_says_why():
                                            " dim_map")
     decision = plan_of(nan_padded, 90)
     assert isinstance(decision, str) and "pads with other than zeros" in decision
+
+
+def doubled_q(**kwargs) -> str:
+    """The kernel with Q doubled before the loop: Q @ K^T's A is no longer a load."""
+    text = flash_attention(**kwargs)
+    line = next(x for x in text.splitlines() if "%qm = reshape" in x)
+    shape = line.rsplit("-> ", 1)[1]
+    return text.replace(line, f"{line}\n    %q2 = addf %qm, %qm : {shape}").replace("mmaf %qm,", "mmaf %q2,")
+
+
+def test_q_made_otherwise_is_staged_from_registers():
+    plan = plan_of(doubled_q(), 90)
+    assert isinstance(plan, AttentionRingPlan) and plan.q is None and plan.stagings[0].a is not None
+    assert plan.smem_end == plan.q_barrier
+    ptx = ptx_of(doubled_q(), "sm_90")
+    before = ptx[:ptx.index("wgmma.fence")]
+    assert re.search(r"st\.shared", before) and "fence.proxy.async" in before
 
 
 # -- the code -----------------------------------------------------------------------------------
@@ -133,10 +156,14 @@ def test_no_thread_touches_k_or_v_in_the_loop(d, boxes, wgmmas):
     # Q @ K^T's K steps (d / 16), P @ V's (64 keys / 16), N at most 256: one wgmma each
     assert len(re.findall(r"wgmma\.mma_async", loop)) == wgmmas
     prologue = ptx[ptx.rindex("fence.mbarrier_init"):ptx.index("wgmma.fence")]
-    # iterations 0 .. S-1 into the fresh stages
-    assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d", prologue)) == 2 * stages * boxes
-    assert len(re.findall(r"mbarrier\.init", ptx)) == 3 * stages + 1            # K, V, empty per stage; Q's load
-    assert len(re.findall(r"mbarrier\.inval", ptx)) == 3 * stages
+    # Q's boxes, then iterations 0 .. S-1 into the fresh stages
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d", prologue)) == boxes + 2 * stages * boxes
+    assert len(re.findall(r"mbarrier\.init", ptx)) == 3 * stages + 1            # K, V, empty per stage; Q's
+    assert len(re.findall(r"mbarrier\.inval", ptx)) == 3 * stages + 1
+    # no thread loads or stores Q: TMA lands it in the staging its descriptors read, so
+    # nothing in shared memory is written by the generic proxy before the loop
+    before = ptx[:ptx.index("wgmma.fence")]
+    assert not re.search(r"st\.shared|ld\.shared", before) and "fence.proxy.async" not in before
 
 
 @pytest.mark.parametrize("kwargs, grid, extent", [
@@ -161,21 +188,25 @@ def test_the_ring_agrees_with_the_interpreter(kwargs, grid, extent):
     ({"hints": "sm_90 = {num_stages = 2}"}, 320, 1, 2),
     ({"bm": 128, "hints": EIGHT_WARPS}, 512, 1, 3),         # two warpgroups release each stage
     ({"bm": 128, "d": 128, "hints": EIGHT_WARPS}, 384, 2, 2),
+    ({"doubled_q": True}, 320, 1, 3),                       # Q staged from registers
 ])
 def test_many_trips_agree_with_the_interpreter(kwargs, keys, blocks, stages):
-    text = flash_attention(**kwargs)
+    kwargs = dict(kwargs)
+    text = doubled_q(**kwargs) if kwargs.pop("doubled_q", False) else flash_attention(**kwargs)
     assert plan_of(text, 90).stages == stages
     assert ring_problem(text, keys, kwargs.get("d", 64), kwargs.get("bm", 64), blocks) is None
 
 
-def test_a_missing_mbarrier_wait_is_caught(monkeypatch):
-    """P @ V without waiting for V's phase reads the stage while the TMA may still land."""
+@pytest.mark.parametrize("dropped", [1, 3])
+def test_a_missing_mbarrier_wait_is_caught(monkeypatch, dropped):
+    """Q @ K^T without waiting for Q's boxes (the first wait), or P @ V without waiting for
+    V's phase (the third, after K's), reads shared memory while the TMA may still land."""
     real = emit_attention_tma.wait_phase
     waits = []
 
     def v_unwaited(em, barrier, parity):
         waits.append(barrier)
-        if len(waits) % 2:          # K's wait (Q @ K^T comes first); V's is dropped
+        if len(waits) != dropped:   # Q's, K's, V's, then the refill's "empty" wait
             real(em, barrier, parity)
     monkeypatch.setattr(emit_attention_tma, "wait_phase", v_unwaited)
     (problem,) = problems(flash_attention())
@@ -206,7 +237,7 @@ def test_a_refill_without_the_empty_wait_is_caught(monkeypatch, d):
 
     def empty_unwaited(em, barrier, parity):
         waits.append(barrier)
-        if len(waits) % 3:          # K's and V's waits; the refill's "empty" wait dropped
+        if len(waits) != 4:         # Q's, K's, V's; the refill's "empty" wait dropped
             real(em, barrier, parity)
     monkeypatch.setattr(emit_attention_tma, "wait_phase", empty_unwaited)
     problem = ring_problem(flash_attention(d=d, bm=128, hints=EIGHT_WARPS), 384, d, 128)

@@ -8,12 +8,14 @@ once the ``wgmma`` that read the stage have retired), as the GEMM ring's
 (``emit_ring``): no CTA barrier in the loop.
 
 * prologue (``prologue``, before the loop): a barrier (earlier users of the shared memory
-  are done with it); Q (the first multiply's A, made before the loop) stored once into
-  its staging, and ``fence.proxy.async`` (the async proxy reads it); thread 0
-  initializes the mbarriers, fences the initialization for the async proxy and issues
-  iterations 0 .. S-1 into the fresh stages (each tile: its bytes announced with
+  are done with it); thread 0 initializes the mbarriers, fences the initialization for
+  the async proxy, issues Q's boxes (the first multiply's A, loaded before the loop:
+  the plan's ``q``) straight into its staging on Q's own mbarrier, then iterations
+  0 .. S-1 into the fresh stages (each tile: its bytes announced with
   ``arrive.expect_tx``, then its boxes completing on its mbarrier); a barrier publishes
-  Q and the mbarriers;
+  the mbarriers, and every thread waits for Q's phase 0.  Where Q does not come so, it
+  is stored once from registers into its staging first, with ``fence.proxy.async``
+  (the async proxy reads it);
 * Q @ K^T (``pipelined_mma`` at the first multiply): every thread waits on K's mbarrier
   of stage i % S for parity (i / S) % 2, ``wgmma`` from Q's staging and the stage;
 * the online softmax as unpipelined;
@@ -65,34 +67,36 @@ def _full(em: KernelEmitter, plan: AttentionRingPlan, stage: ir.Value, tile: int
 
 def _all_barriers(em: KernelEmitter, plan: AttentionRingPlan) -> list[tuple[ir.Value, int]]:
     """Every mbarrier of the ring with its arrival count: K's and V's "full" ones (the
-    elected thread's) and the "empty" one (every thread's) of each stage."""
-    return [(_full(em, plan, ir.Constant(I32, s), k), plan.consumers if k == EMPTY else 1)
-            for s in range(plan.stages) for k in range(BARRIERS_PER_STAGE)]
+    elected thread's) and the "empty" one (every thread's) of each stage, and Q's."""
+    stages = [(_full(em, plan, ir.Constant(I32, s), k), plan.consumers if k == EMPTY else 1)
+              for s in range(plan.stages) for k in range(BARRIERS_PER_STAGE)]
+    return stages + ([(_q_barrier(em, plan), 1)] if plan.q else [])
+
+
+def _q_barrier(em: KernelEmitter, plan: AttentionRingPlan) -> ir.Value:
+    return _shared(em, ir.Constant(I32, plan.q_barrier))
 
 
 def _elected(em: KernelEmitter) -> ir.Value:
     return em.b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))
 
 
-def _issue_tile(em: KernelEmitter, plan: AttentionRingPlan, k: int, tile: RingBox, iv: ir.Value,
-                stage: ir.Value) -> None:
-    """(The elected thread) iteration ``iv``'s boxes of ``tile`` into ``stage``: its bytes
-    announced on its mbarrier, then box ``q`` one swizzle atom further along the tensor's
-    contiguous dim and one box's bytes further in the stage."""
+def _issue_tile(em: KernelEmitter, tile: RingBox, base: ir.Value, barrier: ir.Value, at: dict) -> None:
+    """(The elected thread) the boxes of ``tile`` at shared address ``base``, its indices
+    the values ``at`` gives (the loop's induction variable: an iteration's) or their own:
+    its bytes announced on ``barrier``, then box ``q`` one swizzle atom further along the
+    tensor's contiguous dim and one box's bytes further in shared memory."""
     b = em.b
-    barrier = _full(em, plan, stage, k)
     X.mbarrier_expect_tx(b, barrier, tile.nbytes)
     tmap = X.tensor_map_address(b, param_name(em.fn.name, len(em.fn.entry_block.args) + tile.map_index))
-    block = plan.loop.regions[0].blocks[0]
     shape = tile.load.view.type.tile_shape
-    indices = [iv if v is block.args[0] else em.values[v].scalar for v in tile.load.index]
+    indices = [at[v] if v in at else em.values[v].scalar for v in tile.load.index]
     starts = []
     for j in tile.dims:                 # tensor order: the tile dim indexing each tensor dim
         index = b.trunc(indices[j], I32) if indices[j].type.width > 32 else indices[j]
         starts.append(b.mul(index, ir.Constant(I32, shape[j])))
     coords = list(reversed(starts))     # innermost first
     box_bytes = tile.nbytes // tile.boxes
-    base = _shared(em, b.add(ir.Constant(I32, tile.staging.base), b.mul(stage, ir.Constant(I32, plan.stage_bytes))))
     for q in range(tile.boxes):
         dst = b.add(base, ir.Constant(I32, q * box_bytes)) if q else base
         at = [b.add(coords[0], ir.Constant(I32, q * tile.box[-1])) if q else coords[0], *coords[1:]]
@@ -100,28 +104,39 @@ def _issue_tile(em: KernelEmitter, plan: AttentionRingPlan, k: int, tile: RingBo
 
 
 def _issue(em: KernelEmitter, plan: AttentionRingPlan, iv: ir.Value, stage: ir.Value) -> None:
+    """(The elected thread) iteration ``iv``'s K and V boxes into ``stage``."""
+    b = em.b
+    offset = b.mul(stage, ir.Constant(I32, plan.stage_bytes))
+    at = {plan.loop.regions[0].blocks[0].args[0]: iv}
     for k, tile in enumerate(plan.tiles):
-        _issue_tile(em, plan, k, tile, iv, stage)
+        base = _shared(em, b.add(ir.Constant(I32, tile.staging.base), offset))
+        _issue_tile(em, tile, base, _full(em, plan, stage, k), at)
 
 
 def prologue(em: KernelEmitter, plan: AttentionRingPlan) -> None:
-    """Before the loop: Q staged, the mbarriers, and the boxes of the first S iterations."""
+    """Before the loop: the mbarriers, Q (its boxes, or staged from registers), and the
+    boxes of the first S iterations; every thread waits for Q's boxes."""
     b = em.b
     lb, ub, step = loop_bounds(em, plan)
     X.barrier(b)                    # earlier users of the shared memory are done with it
     q = plan.stagings[0].a
-    if q is not None:               # Q, made before the loop: staged once, read by every iteration
+    if q is not None and plan.q is None:    # Q, made before the loop: staged once from registers
         stage_operand(em, em.tile(plan.mmas[0], 0), q)
         X.fence_proxy_async(b)
     with b.if_then(_elected(em)):
         for barrier, count in _all_barriers(em, plan):
             X.mbarrier_init(b, barrier, count)
         X.fence_mbarrier_init(b)
+        if plan.q is not None:      # Q's boxes straight into its staging, read by every iteration
+            q_at = _shared(em, ir.Constant(I32, plan.q.staging.base))
+            _issue_tile(em, plan.q, q_at, _q_barrier(em, plan), {})
         for s in range(plan.stages):
             iv = b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb
             with b.if_then(below(em, plan, iv, ub)):
                 _issue(em, plan, iv, ir.Constant(I32, s))
     X.barrier(b)                    # Q and the mbarriers, for every thread
+    if plan.q is not None:
+        wait_phase(em, _q_barrier(em, plan), ir.Constant(I32, 0))
 
 
 def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionRingPlan) -> None:
