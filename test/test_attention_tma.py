@@ -1,11 +1,15 @@
 """Flash attention's K/V loop on sm_90 as a TMA ring feeding wgmma (lower/attention_tma.py,
 codegen/emit_attention_tma.py).
 
-K and V land by TMA, issued by one thread S-1 iterations ahead, straight into the
-swizzled layouts the two multiplies' B descriptors read; no thread loads or stores them.
-Every kernel is checked against the interpreter in the emulator, which lands a TMA box
-only when its mbarrier phase completes (reading it earlier traps), keeps wgmma operands
-live until ``wgmma.wait_group`` and runs its shared-memory race detector."""
+K and V land by TMA, issued by one thread S iterations ahead, straight into the swizzled
+layouts the two multiplies' B descriptors read, and Q once before the loop into the
+layout its A descriptors read; no thread loads or stores them.  Stages are handed back
+through "empty" mbarriers, not CTA barriers.  Every kernel is checked against the
+interpreter in the emulator, which lands a TMA box only when its mbarrier phase
+completes (reading it earlier traps), keeps wgmma operands live until
+``wgmma.wait_group``, reports deadlocks and runs its shared-memory race detector; the
+ring's refills need more trips than ``diffcheck``'s default extents give a 3-D tensor
+(``ring_problem``)."""
 from __future__ import annotations
 
 import re
