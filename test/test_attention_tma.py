@@ -1,31 +1,62 @@
 """Flash attention's K/V loop on sm_90 as a TMA ring feeding wgmma (lower/attention_tma.py,
 codegen/emit_attention_tma.py).
 
-K and V land by TMA, issued by one thread S-1 iterations ahead, straight into the
-swizzled layouts the two multiplies' B descriptors read; no thread loads or stores them.
-Every kernel is checked against the interpreter in the emulator, which lands a TMA box
-only when its mbarrier phase completes (reading it earlier traps), keeps wgmma operands
-live until ``wgmma.wait_group`` and runs its shared-memory race detector."""
+K and V land by TMA, issued by one thread S iterations ahead, straight into the swizzled
+layouts the two multiplies' B descriptors read, and Q once before the loop into the
+layout its A descriptors read; no thread loads or stores them.  Stages are handed back
+through "empty" mbarriers, not CTA barriers.  Every kernel is checked against the
+interpreter in the emulator, which lands a TMA box only when its mbarrier phase
+completes (reading it earlier traps), keeps wgmma operands live until
+``wgmma.wait_group``, reports deadlocks and runs its shared-memory race detector; the
+ring's refills need more trips than ``diffcheck``'s default extents give a 3-D tensor
+(``ring_problem``)."""
 from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
+from llvmlite import ir
 
 from kernels.attention import flash_attention
 from tileiras import diffcheck
 from tileiras.codegen import emit_attention_tma
+from tileiras.codegen.nvvm import I32
 from tileiras.layout.shared import Swizzle
-from tileiras.lower.attention_tma import AttentionRingPlan
+from tileiras.lower.attention_tma import EMPTY, MIN_STAGES, AttentionRingPlan
 from tileiras.remarks import collect
 from tileiras.text.parser import parse_module
 
 from test_software_pipeline import plan_of, ptx_of
 
 
+#: two consumer warpgroups: a 128-row query block on 8 warps
+EIGHT_WARPS = "sm_90 = {num_worker_warps_per_cta = 8}"
+
+
 def problems(text: str, grid=(2, 1, 1), extent: int = 192) -> list:
     module = parse_module(text, "k.mlir")
     return [r.problem for r in diffcheck.check_module(module, "sm_90", grid=grid, extent=extent)]
+
+
+def ring_problem(text: str, keys: int, d: int, bm: int = 64, blocks: int = 1, seed: int = 1) -> str | None:
+    """The interpreter against our PTX in the emulator on one batch of ``keys`` keys and
+    ``blocks`` query blocks of ``bm`` rows (Q, K, V, O of shape 1 x keys x d): with the
+    default extents ``diffcheck`` shrinks a 3-D tensor's dims under its budget (at most
+    128 keys: two iterations), so the ring would never be refilled."""
+    module = parse_module(text, "k.mlir")
+    rng = np.random.default_rng(seed)
+    args = []
+    for _ in "qkvo":
+        args += [diffcheck.random_array(rng, np.float16, (1, keys, d)), 1, keys, d, keys * d, d]
+    ptx, host = diffcheck.compile_with_host(module, "sm_90")
+    grid = (blocks, 1, 1)
+    expected = diffcheck.run_interpreter(module, "fa", grid, args)
+    try:
+        got = diffcheck.run_ptx(ptx, "fa", grid, args, host_object=host)
+    except Exception as err:  # noqa: BLE001 - the emulator's trap is the answer
+        return f"{type(err).__name__}: {err}"
+    return diffcheck.compare(expected, got)
 
 
 # -- the decision -------------------------------------------------------------------------------
@@ -44,7 +75,14 @@ def test_k_lands_k_major_and_v_mn_major_in_each_stage():
     assert q.a is not None and q.a.base == 0 and p.a is None and p.a_registers is not None
     assert (plan.ring_base, k.staging.base, v.staging.base) == (8192, 8192, 16384)
     assert plan.stages == 3 and plan.barriers == 8192 + 3 * 16384
-    assert plan.barrier(2, 1) == plan.barriers + 8 * 5
+    # per stage: K's and V's "full" mbarrier, then the "empty" one every thread arrives on
+    assert plan.barrier(2, 1) == plan.barriers + 8 * 7 and plan.barrier(1, EMPTY) == plan.barriers + 8 * 5
+    # Q's mbarrier after the stages'; its tile lands by TMA (one box of 64 rows x 64
+    # elements, the 128-byte swizzle) straight in Q's K-major staging
+    assert plan.q_barrier == plan.barriers + 8 * 9 and plan.smem_end == plan.q_barrier + 8
+    assert plan.consumers == 128
+    assert (plan.q.box, plan.q.boxes, plan.q.nbytes, plan.q.staging) == ((1, 64, 64), 1, 8192, q.a)
+    assert q.a.k_major and q.a.swizzle == Swizzle.B128 and plan.q.map_index not in (k.map_index, v.map_index)
     assert k.map_index != v.map_index and min(k.map_index, v.map_index) >= 0
 
 
@@ -53,12 +91,17 @@ def test_head_dim_128_lands_two_boxes_a_tile():
     k, v = plan.tiles
     assert (k.box, k.boxes, v.box, v.boxes) == ((1, 64, 64), 2, (1, 64, 64), 2)
     assert (k.nbytes, v.nbytes) == (16384, 16384) and plan.stage_bytes == 32768
+    # the modulo schedule's two stages are allowed (S-1 iterations in flight): Q's 16 KB,
+    # two stages and their mbarriers fit two CTAs in an SM's 228 KB
+    assert (plan.stages, plan.source) == (2, "modulo schedule")
+    assert plan.smem_end == 16384 + 2 * 32768 + 2 * 3 * 8 + 8 and 2 * plan.smem_end < 228 * 1024
+    assert (plan.q.box, plan.q.boxes, plan.q.nbytes) == ((1, 64, 64), 2, 16384)
 
 
 def test_the_hint_and_a_known_trip_count_set_the_stages():
     assert plan_of(flash_attention(hints="sm_90 = {num_stages = 2}"), 90).stages == 2
     assert plan_of(flash_attention(hints="sm_90 = {num_stages = 4}"), 90).stages == 4
-    assert plan_of(flash_attention(trips=1), 90).stages == 2
+    assert plan_of(flash_attention(trips=1), 90).stages == 2 == MIN_STAGES
     assert plan_of(flash_attention(trips=2), 90).stages == 2
 
 
@@ -74,56 +117,133 @@ def test_the_remark_says_pipelined_and_a_refusal_says_why():
     assert isinstance(decision, str) and "pads with other than zeros" in decision
 
 
+def doubled_q(**kwargs) -> str:
+    """The kernel with Q doubled before the loop: Q @ K^T's A is no longer a load."""
+    text = flash_attention(**kwargs)
+    line = next(x for x in text.splitlines() if "%qm = reshape" in x)
+    shape = line.rsplit("-> ", 1)[1]
+    return text.replace(line, f"{line}\n    %q2 = addf %qm, %qm : {shape}").replace("mmaf %qm,", "mmaf %q2,")
+
+
+def test_q_made_otherwise_is_staged_from_registers():
+    plan = plan_of(doubled_q(), 90)
+    assert isinstance(plan, AttentionRingPlan) and plan.q is None and plan.stagings[0].a is not None
+    assert plan.smem_end == plan.q_barrier
+    ptx = ptx_of(doubled_q(), "sm_90")
+    before = ptx[:ptx.index("wgmma.fence")]
+    assert re.search(r"st\.shared", before) and "fence.proxy.async" in before
+
+
 # -- the code -----------------------------------------------------------------------------------
 def _loop(ptx: str) -> str:
-    """The loop and the drain: from the barrier that starts an iteration (the last before
-    the first multiply) to the mbarriers' invalidation."""
-    return ptx[ptx.rindex("bar.sync", 0, ptx.index("wgmma.fence")):ptx.index("mbarrier.inval")]
+    """The loop: from the first multiply's K wait (the last phase wait before the first
+    ``wgmma.fence``) to the drain's barrier (the first after the last ``wgmma``)."""
+    first = ptx.rindex("mbarrier.try_wait.parity", 0, ptx.index("wgmma.fence"))
+    start = ptx.rindex("\n", 0, ptx.rindex("\n", 0, first))
+    return ptx[start:ptx.index("bar.sync", ptx.rindex("wgmma.wait_group"))]
 
 
 @pytest.mark.parametrize("d, boxes, wgmmas", [(64, 1, 4 + 4), (128, 2, 8 + 4)])
 def test_no_thread_touches_k_or_v_in_the_loop(d, boxes, wgmmas):
     ptx = ptx_of(flash_attention(d=d), "sm_90")
     loop = _loop(ptx)
+    stages = plan_of(flash_attention(d=d), 90).stages
     assert not re.search(r"st\.shared|ld\.shared", loop)
     # the refill: K's and V's boxes of one iteration, 3-D (the tensors' rank)
     assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d", loop)) == 2 * boxes
-    # each multiply waits on its own tile's mbarrier; one CTA barrier an iteration, one after
-    assert len(re.findall(r"mbarrier\.try_wait\.parity", loop)) == 2
-    assert len(re.findall(r"bar\.sync", loop)) == 1 + 1
+    # no CTA barrier: each multiply waits on its own tile's "full" mbarrier, every thread
+    # arrives on the stage's "empty" one, the refill waits on it
+    assert "bar.sync" not in loop and "barrier.sync" not in loop
+    assert len(re.findall(r"mbarrier\.try_wait\.parity", loop)) == 2 + 1
+    assert len(re.findall(r"mbarrier\.arrive\.shared::cta\.b64", loop)) == 1
+    assert len(re.findall(r"mbarrier\.arrive\.expect_tx", loop)) == 2
     # Q @ K^T's K steps (d / 16), P @ V's (64 keys / 16), N at most 256: one wgmma each
     assert len(re.findall(r"wgmma\.mma_async", loop)) == wgmmas
     prologue = ptx[ptx.rindex("fence.mbarrier_init"):ptx.index("wgmma.fence")]
-    assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d", prologue)) == 2 * 2 * boxes   # iterations 0, 1
-    assert len(re.findall(r"mbarrier\.init", ptx)) == 2 * 3 + 1                # K, V per stage; Q's load
-    assert len(re.findall(r"mbarrier\.arrive\.expect_tx", loop)) == 2
+    # Q's boxes, then iterations 0 .. S-1 into the fresh stages
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d", prologue)) == boxes + 2 * stages * boxes
+    assert len(re.findall(r"mbarrier\.init", ptx)) == 3 * stages + 1            # K, V, empty per stage; Q's
+    assert len(re.findall(r"mbarrier\.inval", ptx)) == 3 * stages + 1
+    # no thread loads or stores Q: TMA lands it in the staging its descriptors read, so
+    # nothing in shared memory is written by the generic proxy before the loop
+    before = ptx[:ptx.index("wgmma.fence")]
+    assert not re.search(r"st\.shared|ld\.shared", before) and "fence.proxy.async" not in before
 
 
 @pytest.mark.parametrize("kwargs, grid, extent", [
-    ({}, (2, 1, 1), 192),                                   # 3 trips = S, dynamic
-    ({}, (1, 1, 1), 512),                                   # 8 trips: phases wrap twice
-    ({"causal": True}, (3, 1, 1), 192),                     # 1, 2, 3 trips by block
+    ({}, (2, 1, 1), 192),                                   # 2 trips (dynamic), 96 keys: zero-padded
+    ({"causal": True}, (3, 1, 1), 192),                     # 1 or 2 trips by block
     ({"trips": 1}, (1, 1, 1), 192),
     ({"trips": 2}, (1, 1, 1), 192),
     ({"d": 128}, (2, 1, 1), 192),
-    ({"d": 128, "causal": True}, (4, 1, 1), 256),
     ({"views_in_loop": True}, (2, 1, 1), 192),
-    ({"hints": "sm_90 = {num_stages = 2}"}, (1, 1, 1), 256),
 ])
 def test_the_ring_agrees_with_the_interpreter(kwargs, grid, extent):
     assert isinstance(plan_of(flash_attention(**kwargs), 90), AttentionRingPlan)
     assert problems(flash_attention(**kwargs), grid, extent) == [None]
 
 
-def test_a_missing_mbarrier_wait_is_caught(monkeypatch):
-    """P @ V without waiting for V's phase reads the stage while the TMA may still land."""
+@pytest.mark.parametrize("kwargs, keys, blocks, stages", [
+    ({}, 512, 1, 3),                                        # 8 trips: each stage refilled twice
+    ({}, 192, 1, 3),                                        # S trips: nothing refilled
+    ({"causal": True}, 256, 4, 3),                          # 1 .. 4 trips by block
+    ({"d": 128}, 384, 1, 2),                                # two stages, 6 trips
+    ({"d": 128, "causal": True}, 192, 3, 2),
+    ({"hints": "sm_90 = {num_stages = 2}"}, 320, 1, 2),
+    ({"bm": 128, "hints": EIGHT_WARPS}, 512, 1, 3),         # two warpgroups release each stage
+    ({"bm": 128, "d": 128, "hints": EIGHT_WARPS}, 384, 2, 2),
+    ({"doubled_q": True}, 320, 1, 3),                       # Q staged from registers
+])
+def test_many_trips_agree_with_the_interpreter(kwargs, keys, blocks, stages):
+    kwargs = dict(kwargs)
+    text = doubled_q(**kwargs) if kwargs.pop("doubled_q", False) else flash_attention(**kwargs)
+    assert plan_of(text, 90).stages == stages
+    assert ring_problem(text, keys, kwargs.get("d", 64), kwargs.get("bm", 64), blocks) is None
+
+
+@pytest.mark.parametrize("dropped", [1, 3])
+def test_a_missing_mbarrier_wait_is_caught(monkeypatch, dropped):
+    """Q @ K^T without waiting for Q's boxes (the first wait), or P @ V without waiting for
+    V's phase (the third, after K's), reads shared memory while the TMA may still land."""
     real = emit_attention_tma.wait_phase
     waits = []
 
     def v_unwaited(em, barrier, parity):
         waits.append(barrier)
-        if len(waits) % 2:          # K's wait (Q @ K^T comes first); V's is dropped
+        if len(waits) != dropped:   # Q's, K's, V's, then the refill's "empty" wait
             real(em, barrier, parity)
     monkeypatch.setattr(emit_attention_tma, "wait_phase", v_unwaited)
     (problem,) = problems(flash_attention())
     assert problem is not None and "cp.async.bulk.tensor" in problem and "wgmma" in problem
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_a_missing_release_is_caught(monkeypatch, d):
+    """Two warpgroups (a 128-row query block on 8 warps), the second's threads never
+    releasing a stage: the refill's "empty" wait never completes, and the emulator says
+    the kernel hangs there rather than letting the copies overwrite the stage."""
+    real = emit_attention_tma.release
+
+    def first_warpgroup_only(em, empty):
+        with em.b.if_then(em.b.icmp_unsigned("<", em.tid, ir.Constant(I32, 128))):
+            real(em, empty)
+    monkeypatch.setattr(emit_attention_tma, "release", first_warpgroup_only)
+    problem = ring_problem(flash_attention(d=d, bm=128, hints=EIGHT_WARPS), 384, d, 128)
+    assert problem is not None and "deadlock" in problem and "mbarrier" in problem
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_a_refill_without_the_empty_wait_is_caught(monkeypatch, d):
+    """Two warpgroups: the refill of a stage issued without waiting for every thread's
+    release overwrites K while the other warpgroup's Q @ K^T may still read it."""
+    real = emit_attention_tma.wait_phase
+    waits = []
+
+    def empty_unwaited(em, barrier, parity):
+        waits.append(barrier)
+        if len(waits) != 4:         # Q's, K's, V's; the refill's "empty" wait dropped
+            real(em, barrier, parity)
+    monkeypatch.setattr(emit_attention_tma, "wait_phase", empty_unwaited)
+    problem = ring_problem(flash_attention(d=d, bm=128, hints=EIGHT_WARPS), 384, d, 128)
+    assert problem is not None and "race" in problem and "cp.async.bulk.tensor" in problem
+    assert "wgmma" in problem and "thread [128, 0, 0]" in problem

@@ -1,41 +1,48 @@
 """Flash attention's K/V loop on sm_90 as a TMA ring: the code of an ``attention_tma.AttentionRingPlan``.
 
 The K and V tiles are TMA boxes one elected thread (thread 0) issues straight into the
-swizzled layouts the two ``wgmma`` B descriptors read, so no thread loads or stores them:
+swizzled layouts the two ``wgmma`` B descriptors read, so no thread loads or stores them.
+Each stage has K's and V's "full" mbarrier (one arrival: the elected thread's
+``arrive.expect_tx``, then the boxes' bytes) and an "empty" one (every thread arrives
+once the ``wgmma`` that read the stage have retired), as the GEMM ring's
+(``emit_ring``): no CTA barrier in the loop.
 
 * prologue (``prologue``, before the loop): a barrier (earlier users of the shared memory
-  are done with it); Q (the first multiply's A, made before the loop) stored once into
-  its staging, and ``fence.proxy.async`` (the async proxy reads it); thread 0
-  initializes K's and V's "full" mbarrier of every stage (arrival count 1), fences the
-  initialization for the async proxy and issues iterations 0 .. S-2 (each tile: its
-  bytes announced with ``arrive.expect_tx``, then its boxes completing on its mbarrier);
-  a barrier publishes Q and the mbarriers;
-* Q @ K^T (``pipelined_mma`` at the first multiply): a barrier (every warp's ``wgmma``
-  of iteration i-1 completed: each multiply ends with ``wgmma.wait_group 0``, so stage
-  (i-1) % S is free), every thread waits on K's mbarrier of stage i % S for parity
-  (i / S) % 2, ``wgmma`` from Q's staging and the stage;
+  are done with it); thread 0 initializes the mbarriers, fences the initialization for
+  the async proxy, issues Q's boxes (the first multiply's A, loaded before the loop:
+  the plan's ``q``) straight into its staging on Q's own mbarrier, then iterations
+  0 .. S-1 into the fresh stages (each tile: its bytes announced with
+  ``arrive.expect_tx``, then its boxes completing on its mbarrier); a barrier publishes
+  the mbarriers, and every thread waits for Q's phase 0.  Where Q does not come so, it
+  is stored once from registers into its staging first, with ``fence.proxy.async``
+  (the async proxy reads it);
+* Q @ K^T (``pipelined_mma`` at the first multiply): every thread waits on K's mbarrier
+  of stage i % S for parity (i / S) % 2, ``wgmma`` from Q's staging and the stage;
 * the online softmax as unpipelined;
 * P @ V (at the second multiply): wait on V's mbarrier of stage i % S, ``wgmma`` with P
-  from registers and V from the stage; then thread 0 issues iteration i + S-1 into
-  stage (i-1) % S, which the barrier freed.  The copies come last so that the next
-  ``.aligned`` ``wgmma`` follows a barrier: the elected thread's warp, behind the others
-  by the copies' instructions, meets them there (``attention_tma`` keeps S - 2 further
-  iterations in flight meanwhile: 3 stages where shared memory allows);
+  from registers and V from the stage.  Each multiply ends with ``wgmma.wait_group 0``,
+  so both that read the stage have retired: every thread arrives on its "empty"
+  mbarrier; then the elected thread's warp waits (as one, so that it reaches the next
+  ``.aligned`` ``wgmma`` converged) for the phase (i / S) % 2 of that "empty" mbarrier
+  (every thread released use i / S of the stage) and its thread 0 issues iteration
+  i + S into it.  Iterations i+1 .. i+S-1 are in flight meanwhile: S-1 whole iterations
+  hide a copy, and two stages suffice.  The other warps of the elected warp's
+  warpgroup go on to the next Q @ K^T, where ``wgmma`` waits for the four warps;
 * drain (``drain``, after the loop): a barrier, and thread 0 invalidates the mbarriers
   (the next entry of the loop initializes them again, phases from 0).
 
 Iterations past the end issue nothing (their mbarriers are never waited on), so any
 trip count, dynamic ones included, needs nothing more; boxes outside the tensor land as
 zeros and count their bytes.  The mbarrier and TMA instructions are ``intrinsics``' and
-the phase wait ``emit_tma.wait_phase``, as the GEMM ring's (``emit_async.ring_*``),
-whose shape this follows with a second tile and mbarrier per stage.
+the phase wait ``emit_tma.wait_phase``, as the GEMM ring's, whose shape this follows
+with a second tile and "full" mbarrier per stage.
 """
 from __future__ import annotations
 
 from llvmlite import ir
 
 from ..ir.core import Operation
-from ..lower.attention_tma import FULL_BARRIERS_PER_STAGE, AttentionRingPlan, RingBox
+from ..lower.attention_tma import BARRIERS_PER_STAGE, EMPTY, AttentionRingPlan, RingBox
 from . import intrinsics as X
 from .abi import param_name
 from .emit_async import below, loop_bounds
@@ -51,40 +58,45 @@ def _shared(em: KernelEmitter, offset: ir.Value) -> ir.Value:
 
 
 def _full(em: KernelEmitter, plan: AttentionRingPlan, stage: ir.Value, tile: int) -> ir.Value:
-    """Shared address of ``stage``'s "full" mbarrier of tile ``tile`` (0: K, 1: V)."""
+    """Shared address of ``stage``'s "full" mbarrier of tile ``tile`` (0: K, 1: V), or
+    its "empty" one (``tile`` ``EMPTY``)."""
     b = em.b
-    per_stage = ir.Constant(I32, FULL_BARRIERS_PER_STAGE * 8)
+    per_stage = ir.Constant(I32, BARRIERS_PER_STAGE * 8)
     return _shared(em, b.add(ir.Constant(I32, plan.barrier(0, tile)), b.mul(stage, per_stage)))
 
 
-def _all_full(em: KernelEmitter, plan: AttentionRingPlan) -> list[ir.Value]:
-    """Every "full" mbarrier of the ring: K's and V's of each stage."""
-    return [_full(em, plan, ir.Constant(I32, s), k) for s in range(plan.stages) for k in range(len(plan.tiles))]
+def _all_barriers(em: KernelEmitter, plan: AttentionRingPlan) -> list[tuple[ir.Value, int]]:
+    """Every mbarrier of the ring with its arrival count: K's and V's "full" ones (the
+    elected thread's) and the "empty" one (every thread's) of each stage, and Q's."""
+    stages = [(_full(em, plan, ir.Constant(I32, s), k), plan.consumers if k == EMPTY else 1)
+              for s in range(plan.stages) for k in range(BARRIERS_PER_STAGE)]
+    return stages + ([(_q_barrier(em, plan), 1)] if plan.q else [])
+
+
+def _q_barrier(em: KernelEmitter, plan: AttentionRingPlan) -> ir.Value:
+    return _shared(em, ir.Constant(I32, plan.q_barrier))
 
 
 def _elected(em: KernelEmitter) -> ir.Value:
     return em.b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))
 
 
-def _issue_tile(em: KernelEmitter, plan: AttentionRingPlan, k: int, tile: RingBox, iv: ir.Value,
-                stage: ir.Value) -> None:
-    """(The elected thread) iteration ``iv``'s boxes of ``tile`` into ``stage``: its bytes
-    announced on its mbarrier, then box ``q`` one swizzle atom further along the tensor's
-    contiguous dim and one box's bytes further in the stage."""
+def _issue_tile(em: KernelEmitter, tile: RingBox, base: ir.Value, barrier: ir.Value, at: dict) -> None:
+    """(The elected thread) the boxes of ``tile`` at shared address ``base``, its indices
+    the values ``at`` gives (the loop's induction variable: an iteration's) or their own:
+    its bytes announced on ``barrier``, then box ``q`` one swizzle atom further along the
+    tensor's contiguous dim and one box's bytes further in shared memory."""
     b = em.b
-    barrier = _full(em, plan, stage, k)
     X.mbarrier_expect_tx(b, barrier, tile.nbytes)
     tmap = X.tensor_map_address(b, param_name(em.fn.name, len(em.fn.entry_block.args) + tile.map_index))
-    block = plan.loop.regions[0].blocks[0]
     shape = tile.load.view.type.tile_shape
-    indices = [iv if v is block.args[0] else em.values[v].scalar for v in tile.load.index]
+    indices = [at[v] if v in at else em.values[v].scalar for v in tile.load.index]
     starts = []
     for j in tile.dims:                 # tensor order: the tile dim indexing each tensor dim
         index = b.trunc(indices[j], I32) if indices[j].type.width > 32 else indices[j]
         starts.append(b.mul(index, ir.Constant(I32, shape[j])))
     coords = list(reversed(starts))     # innermost first
     box_bytes = tile.nbytes // tile.boxes
-    base = _shared(em, b.add(ir.Constant(I32, tile.staging.base), b.mul(stage, ir.Constant(I32, plan.stage_bytes))))
     for q in range(tile.boxes):
         dst = b.add(base, ir.Constant(I32, q * box_bytes)) if q else base
         at = [b.add(coords[0], ir.Constant(I32, q * tile.box[-1])) if q else coords[0], *coords[1:]]
@@ -92,58 +104,89 @@ def _issue_tile(em: KernelEmitter, plan: AttentionRingPlan, k: int, tile: RingBo
 
 
 def _issue(em: KernelEmitter, plan: AttentionRingPlan, iv: ir.Value, stage: ir.Value) -> None:
+    """(The elected thread) iteration ``iv``'s K and V boxes into ``stage``."""
+    b = em.b
+    offset = b.mul(stage, ir.Constant(I32, plan.stage_bytes))
+    at = {plan.loop.regions[0].blocks[0].args[0]: iv}
     for k, tile in enumerate(plan.tiles):
-        _issue_tile(em, plan, k, tile, iv, stage)
+        base = _shared(em, b.add(ir.Constant(I32, tile.staging.base), offset))
+        _issue_tile(em, tile, base, _full(em, plan, stage, k), at)
 
 
 def prologue(em: KernelEmitter, plan: AttentionRingPlan) -> None:
-    """Before the loop: Q staged, the mbarriers, and the boxes of the first S-1 iterations."""
+    """Before the loop: the mbarriers, Q (its boxes, or staged from registers), and the
+    boxes of the first S iterations; every thread waits for Q's boxes."""
     b = em.b
     lb, ub, step = loop_bounds(em, plan)
     X.barrier(b)                    # earlier users of the shared memory are done with it
     q = plan.stagings[0].a
-    if q is not None:               # Q, made before the loop: staged once, read by every iteration
+    if q is not None and plan.q is None:    # Q, made before the loop: staged once from registers
         stage_operand(em, em.tile(plan.mmas[0], 0), q)
         X.fence_proxy_async(b)
     with b.if_then(_elected(em)):
-        for barrier in _all_full(em, plan):
-            X.mbarrier_init(b, barrier, 1)
+        for barrier, count in _all_barriers(em, plan):
+            X.mbarrier_init(b, barrier, count)
         X.fence_mbarrier_init(b)
-        for s in range(plan.stages - 1):
+        if plan.q is not None:      # Q's boxes straight into its staging, read by every iteration
+            q_at = _shared(em, ir.Constant(I32, plan.q.staging.base))
+            _issue_tile(em, plan.q, q_at, _q_barrier(em, plan), {})
+        for s in range(plan.stages):
             iv = b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb
             with b.if_then(below(em, plan, iv, ub)):
                 _issue(em, plan, iv, ir.Constant(I32, s))
     X.barrier(b)                    # Q and the mbarriers, for every thread
+    if plan.q is not None:
+        wait_phase(em, _q_barrier(em, plan), ir.Constant(I32, 0))
 
 
 def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionRingPlan) -> None:
     """One of the loop's two multiplies: wait for its tile of stage i % S and multiply
-    from it; Q @ K^T first waits for every warp to be done with iteration i-1, and P @ V
-    then refills the stage that freed with iteration i + S-1."""
+    from it; after P @ V every thread releases the stage, and the elected thread refills
+    it with iteration i + S once all have."""
     b = em.b
     k = plan.mmas.index(op)
     i = iteration_number(em, plan)
     stages = ir.Constant(I32, plan.stages)
-    if k == 0:
-        X.barrier(b)                # every warp's wgmma of iteration i-1 has completed
     stage = b.urem(i, stages)
-    wait_phase(em, _full(em, plan, stage, k), b.and_(b.udiv(i, stages), ir.Constant(I32, 1)))
+    parity = b.and_(b.udiv(i, stages), ir.Constant(I32, 1))
+    wait_phase(em, _full(em, plan, stage, k), parity)
     staging = plan.stagings[k]
     lhs = em.tile(op, 0) if staging.a is None else None
     warpgroup_multiply(em, op, em.tas.tensor_cores[op], staging, lhs, em.tile(op, 2),
                        b.mul(stage, ir.Constant(I32, plan.stage_bytes)), a_fixed=True)
     if k == 1:
-        _, ub, step = loop_bounds(em, plan)
-        iv = em.values[plan.loop.regions[0].blocks[0].args[0]].scalar
-        ahead = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
-        with b.if_then(b.and_(_elected(em), below(em, plan, ahead, ub))):
-            _issue(em, plan, ahead, b.urem(b.add(i, ir.Constant(I32, plan.stages - 1)), stages))
+        _refill(em, plan, stage, parity)
+
+
+def release(em: KernelEmitter, empty: ir.Value) -> None:
+    """This thread arrives on the "empty" mbarrier ``empty``: its ``wgmma`` that read the
+    stage have retired."""
+    X.asm(em.b, ir.IntType(64), "mbarrier.arrive.shared::cta.b64 $0, [$1];", "=l,r,~{memory}", [empty],
+          side_effect=True)
+
+
+def _refill(em: KernelEmitter, plan: AttentionRingPlan, stage: ir.Value, parity: ir.Value) -> None:
+    """After iteration i's P @ V (both its ``wgmma`` retired: ``wait_group 0``): this
+    thread releases ``stage``; the elected thread's warp waits until every thread has
+    (phase ``parity`` of the "empty" mbarrier: use i / S of the stage) and its thread 0
+    issues iteration i + S into the stage."""
+    b = em.b
+    empty = _full(em, plan, stage, EMPTY)
+    release(em, empty)
+    _, ub, step = loop_bounds(em, plan)
+    iv = em.values[plan.loop.regions[0].blocks[0].args[0]].scalar
+    ahead = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages)))
+    first_warp = b.icmp_unsigned("<", em.tid, ir.Constant(I32, 32))
+    with b.if_then(b.and_(first_warp, below(em, plan, ahead, ub))):
+        wait_phase(em, empty, parity)
+        with b.if_then(_elected(em)):
+            _issue(em, plan, ahead, stage)
 
 
 def drain(em: KernelEmitter, plan: AttentionRingPlan) -> None:
     """After the loop: every warp is done with the ring; the mbarriers invalidated."""
     X.barrier(em.b)
     with em.b.if_then(_elected(em)):
-        for barrier in _all_full(em, plan):
+        for barrier, _ in _all_barriers(em, plan):
             X.asm(em.b, ir.VoidType(), "mbarrier.inval.shared::cta.b64 [$0];", "r,~{memory}", [barrier],
                   side_effect=True)

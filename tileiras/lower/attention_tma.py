@@ -20,10 +20,14 @@ outside it, reaching the multiply only through relabels, no op of the body writi
 memory), and besides:
 
 * both multiplies run as ``wgmma`` with the accumulator in its fragments;
-* the first multiply's A is made before the loop (Q: staged once, before the ring's
-  first copies, where TileAS's ``wgmma_staging`` puts it, and read by every iteration's
-  descriptors) or held in registers as ``wgmma``'s A fragments, and the second's A is
-  held so (P, the softmax of the first's result);
+* the first multiply's A is made before the loop (Q, read by every iteration's
+  descriptors from one staging) or held in registers as ``wgmma``'s A fragments, and
+  the second's A is held so (P, the softmax of the first's result).  Where Q is a
+  TMA-able load of the loop's block reaching the multiply only through reshapes
+  (``_q_box``), its boxes land before the loop straight in the K-major swizzled layout
+  ``tma_ring_staging`` gives A, on an mbarrier of its own, and no thread loads or
+  stores it; else it is stored once from registers where TileAS's ``wgmma_staging``
+  puts it;
 * each tile is one TMA box per swizzle atom along its contiguous dim (``tma`` rules:
   aligned, zero-padded, at most 256 rows), and ``tma_ring_staging`` has a layout that
   those boxes land in and the descriptors step through;
@@ -31,14 +35,15 @@ memory), and besides:
 
 Shared memory: the other ops' scratch from 0, Q's staging, then the ring (stage ``s``
 at ``ring_base + s * stage_bytes``: K's boxes, then V's, each 1024-byte aligned, the
-128-byte swizzle's repeat), then the mbarriers (K's and V's of each stage).  The stage
+128-byte swizzle's repeat), then the mbarriers (K's "full", V's "full" and the "empty"
+one of each stage, then Q's).  The stage
 count is the ``num_stages`` hint, else the modulo schedule of the ring's copies and
-``wgmma`` (``sched.pipeline.tma_ring_schedule``) but at least 3 (``MIN_STAGES``: the
-refill of iteration i + S-1 is issued at the end of iteration i), at most what shared
-memory holds and a known trip count needs, and never below 2.  A stage is refilled
-only after every warp's two ``wgmma`` that read it have completed: each multiply ends
-with ``wgmma.wait_group 0`` and the refill follows the CTA barrier at the start of the
-next iteration.
+``wgmma`` (``sched.pipeline.tma_ring_schedule``), at most what shared memory holds and
+a known trip count needs, and never below 2 (``MIN_STAGES``).  A stage is refilled only
+after every thread's two ``wgmma`` that read it have completed: each multiply ends with
+``wgmma.wait_group 0``, after P @ V every thread arrives on the stage's "empty"
+mbarrier, and the refill of iteration i + S waits for that phase; with no CTA barrier
+in the loop, S-1 iterations are in flight while one computes.
 """
 from __future__ import annotations
 
@@ -55,7 +60,9 @@ from ..sched.latency import model_for
 from ..sched.modulo import SchedulingError
 from ..sched.pipeline import tma_ring_schedule
 from ..tile import ops_control as CF
+from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
+from ..tile.traits import DATA_RESOURCES, writes
 from .attention_pipeline import attention_multiplies, b_load, inside_value
 from .mma_forms import WGMMA_MAX_N, OperandStaging, WgmmaStaging, k_steps, tma_ring_staging
 from .software_pipeline import HINT_NUM_STAGES, KLoopPlan, known_trips
@@ -64,11 +71,12 @@ from .tma_ring import MAP_SWIZZLE
 
 #: a stage's and each tile's alignment: the 128-byte swizzle repeats every 1024 bytes
 RING_ALIGN = 1024
-#: "full" mbarriers of a stage: K's and V's
-FULL_BARRIERS_PER_STAGE = 2
-#: stages unless hinted otherwise: iteration i + S-1 is issued at the end of iteration i
-#: (``emit_attention_tma``), so S - 2 whole iterations hide the copies' latency
-MIN_STAGES = 3
+#: mbarriers of a stage: K's and V's "full" ones, then the "empty" one (index ``EMPTY``)
+BARRIERS_PER_STAGE = 3
+EMPTY = 2
+#: the fewest stages: iteration i + S is issued once iteration i has released its stage
+#: (``emit_attention_tma``), so S - 1 whole iterations hide the copies' latency
+MIN_STAGES = 2
 
 
 @record(frozen=True)
@@ -106,32 +114,46 @@ class AttentionRingPlan(KLoopPlan):
     ``stages`` stages of ``stage_bytes`` from ``ring_base``; ``stagings`` are the two
     multiplies' ``wgmma`` operands in stage 0 (a stage ``s`` bytes further for B), with
     the first's A (Q) staged once before the loop where ``stagings[0].a`` says (None: A
-    in registers); ``source`` says where the stage count came from."""
+    in registers); ``source`` says where the stage count came from; ``consumers``: the
+    threads that arrive on each "empty" mbarrier (all the CTA's).  ``q``: Q's load, when
+    TMA lands it before the loop straight in that staging (its boxes on the mbarrier at
+    ``q_barrier``), so that no thread loads or stores it; else (None) Q is staged from
+    registers."""
     ring_base: int
     stage_bytes: int
     mmas: tuple[Operation, Operation]
     tiles: tuple[RingBox, RingBox]
     stagings: tuple[WgmmaStaging, WgmmaStaging]
     source: str
+    consumers: int
+    q: Optional[RingBox] = None
 
     def barrier(self, stage: int, tile: int) -> int:
-        """Offset of stage ``stage``'s "full" mbarrier of tile ``tile`` (0: K, 1: V); the
-        variable part is ``stage * 16`` (``barriers`` plus that)."""
-        return self.barriers + BARRIER_BYTES * (FULL_BARRIERS_PER_STAGE * stage + tile)
+        """Offset of stage ``stage``'s "full" mbarrier of tile ``tile`` (0: K, 1: V), or its
+        "empty" one (``tile`` ``EMPTY``); the variable part is ``stage * 24``."""
+        return self.barriers + BARRIER_BYTES * (BARRIERS_PER_STAGE * stage + tile)
 
     @property
     def barriers(self) -> int:
         return self.ring_base + self.ring_bytes
 
     @property
-    def smem_end(self) -> int:
-        return self.barriers + FULL_BARRIERS_PER_STAGE * BARRIER_BYTES * self.stages
+    def q_barrier(self) -> int:
+        """Offset of Q's mbarrier (its boxes land on it once, before the loop), after the
+        stages'."""
+        return self.barriers + BARRIERS_PER_STAGE * BARRIER_BYTES * self.stages
 
-    def placed(self, maps: tuple[int, int]) -> "AttentionRingPlan":
-        """This plan reading its tiles through hidden tensor maps ``maps``."""
+    @property
+    def smem_end(self) -> int:
+        return self.q_barrier + (BARRIER_BYTES if self.q else 0)
+
+    def placed(self, maps: tuple[int, ...]) -> "AttentionRingPlan":
+        """This plan reading its tiles (K's, V's, then Q's if TMA lands it) through hidden
+        tensor maps ``maps``."""
         tiles = tuple(t.placed(m) for t, m in zip(self.tiles, maps))
+        q = self.q.placed(maps[2]) if self.q else None
         return AttentionRingPlan(self.loop, self.mma, self.loads, self.stages, self.ring_base, self.stage_bytes,
-                                 self.mmas, tiles, self.stagings, self.source)
+                                 self.mmas, tiles, self.stagings, self.source, self.consumers, q)
 
 
 def _align(n: int, to: int = RING_ALIGN) -> int:
@@ -157,11 +179,13 @@ def plan_attention_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionRingPl
     for f in found:
         if isinstance(f, str):
             return f
-    q = tas.wgmma_staging[mmas[0]].a
+    (k_tile, k_staging), (v_tile, v_staging) = found
+    q_box = _q_box(tas, loop, mmas[0], arch, k_tile.staging.k_major)
+    q = q_box.staging if q_box else tas.wgmma_staging[mmas[0]].a
     others = max((n for op, n in tas.scratch.items() if op not in mmas), default=0)
     q_base = _align(others)
+    q_box = _at(q_box, q_base) if q_box else None
     ring_base = _align(q_base + (q.nbytes if q else 0))
-    (k_tile, k_staging), (v_tile, v_staging) = found
     k_tile = _at(k_tile, ring_base)
     v_tile = _at(v_tile, ring_base + _align(k_tile.staging.nbytes))
     stage_bytes = _align(k_tile.staging.nbytes) + _align(v_tile.staging.nbytes)
@@ -169,20 +193,63 @@ def plan_attention_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionRingPl
                              k_staging.spacing, tas.wgmma_staging[mmas[0]].a_registers),
                 WgmmaStaging(None, v_tile.staging, v_staging.columns, v_staging.spacing,
                              tas.wgmma_staging[mmas[1]].a_registers))
-    per_stage = stage_bytes + FULL_BARRIERS_PER_STAGE * BARRIER_BYTES
-    fit = (smem_limit(f"sm_{arch}") - ring_base - _other_tma_bytes(tas, (k_tile.load, v_tile.load))) // per_stage
-    if fit < 2:
+    per_stage = stage_bytes + BARRIERS_PER_STAGE * BARRIER_BYTES
+    taken = (k_tile.load, v_tile.load, *((q_box.load,) if q_box else ()))
+    fit = (smem_limit(f"sm_{arch}") - ring_base - BARRIER_BYTES - _other_tma_bytes(tas, taken)) // per_stage
+    if fit < MIN_STAGES:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory beside {ring_base} of scratch"
     wanted, source = _wanted_stages(tas, loop, arch, mmas, stagings, k_tile.boxes + v_tile.boxes)
-    stages = max(2, min(max(wanted, MIN_STAGES) if source != "num_stages hint" else wanted, fit))
+    stages = max(MIN_STAGES, min(wanted, fit))
     if known_trips(loop, tas.aa):
-        stages = max(2, min(stages, trip_count(loop, tas.aa)))
+        stages = max(MIN_STAGES, min(stages, trip_count(loop, tas.aa)))
     return AttentionRingPlan(loop, mmas[0], (k_tile.load, v_tile.load), stages, ring_base, stage_bytes, tuple(mmas),
-                             (k_tile, v_tile), stagings, source)
+                             (k_tile, v_tile), stagings, source, tas.num_threads, q_box)
 
 
 def _at(tile: RingBox, base: int) -> RingBox:
     return RingBox(tile.load, tile.relabels, _rebased(tile.staging, base), tile.box, tile.boxes, tile.spec, tile.dims)
+
+
+def _q_box(tas, loop: CF.ForOp, mma: Operation, arch: int, b_k_major: bool) -> Optional[RingBox]:
+    """How TMA lands Q (the first multiply's A) once before the loop straight in the
+    K-major swizzled staging ``tma_ring_staging`` gives A (base 0), or None where Q is not
+    such a load: a TMA-able load of the loop's block, reaching the multiply only through
+    reshapes that drop unit dims, its contiguous dim K, no op between it and the loop
+    writing memory (its copy is issued at the loop)."""
+    chain, v = [], mma.lhs
+    while isinstance(v.owner, CO.ReshapeOp) and not inside_value(v, loop):
+        op = v.owner
+        if [d for d in op.source.type.shape if d != 1] != [d for d in op.result.type.shape if d != 1]:
+            return None
+        chain.append(op)
+        v = op.source
+    ld = v.owner
+    if not isinstance(ld, MEM.LoadViewTkoOp) or ld.parent is not loop.parent or inside_value(v, loop):
+        return None
+    chain.reverse()
+    if any(u is not c for value, c in zip([ld.results[0], *(op.result for op in chain)], [*chain, mma])
+           for u in tas.users(value)):
+        return None
+    block = loop.parent.ops
+    between = block[block.index(ld) + 1:block.index(loop)]
+    if any(writes(op, *DATA_RESOURCES) for top in between for op in top.walk()):
+        return None
+    vt = ld.view.type
+    tile = tuple(vt.tile_shape)
+    dims = tuple(vt.dim_map.index(t) for t in range(len(tile)))
+    memory = tuple(tile[j] for j in dims)
+    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), b_k_major)
+    spec = _tensor_map(tas, ld, arch)
+    if staging is None or spec is None or dims[-1] != len(tile) - 1 or any(d != 1 for d in memory[:-2]):
+        return None
+    rows, cols = memory[-2:]
+    inner = staging.a.swizzle.width // staging.a.elem_bytes
+    if rows > MAX_BOX or cols % inner:
+        return None
+    box = (*memory[:-2], rows, inner)
+    placed = TensorMapSpec(spec.element_type, spec.element_bytes, spec.base, spec.dims, spec.strides,
+                           tuple(reversed(box)), MAP_SWIZZLE[staging.a.swizzle])
+    return RingBox(ld, tuple(chain), _rebased(staging.a, 0), box, cols // inner, placed, dims)
 
 
 def _ring_box(tas, loop: CF.ForOp, mma: Operation, arch: int) -> Union[tuple[RingBox, WgmmaStaging], str]:
@@ -250,7 +317,7 @@ def _wanted_stages(tas, loop: CF.ForOp, arch: int, mmas: list[Operation], stagin
     try:
         schedule = tma_ring_schedule(boxes, wgmmas, model_for(arch))
     except SchedulingError:
-        return 2, "default (no modulo schedule)"
+        return MIN_STAGES, "default (no modulo schedule)"
     return schedule.num_stages, "modulo schedule"
 
 
@@ -267,14 +334,16 @@ def record_attention_ring(tas, plan: AttentionRingPlan, arch: int) -> None:
     ring's two tensor maps to theirs."""
     for mma in plan.mmas:
         tas.scratch[mma] = plan.smem_end
-    tas.tma, maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in plan.loads], f"sm_{arch}",
+    tiles = (*plan.tiles, *((plan.q,) if plan.q else ()))
+    taken = [t.load for t in tiles]
+    tas.tma, maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in taken], f"sm_{arch}",
                                           tas.scratch_bytes)
     maps = list(maps)
-    for tile in plan.tiles:
+    for tile in tiles:
         if tile.spec not in maps:
             maps.append(tile.spec)
     tas.tensor_maps = tuple(maps)
-    plan = plan.placed(tuple(maps.index(t.spec) for t in plan.tiles))
+    plan = plan.placed(tuple(maps.index(t.spec) for t in tiles))
     tas.pipelines[plan.loop] = plan
-    for op in (plan.loop, *plan.mmas, *plan.loads, *(r for t in plan.tiles for r in t.relabels)):
+    for op in (plan.loop, *plan.mmas, *taken, *(r for t in tiles for r in t.relabels)):
         tas.pipelined[op] = plan
