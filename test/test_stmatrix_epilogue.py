@@ -145,3 +145,15 @@ def test_race_detector_wants_the_proxy_fence_before_the_bulk_store():
     trap = launch(unfenced, "k", (1, 1, 1), args, host_object=host).trap
     assert trap is not None and trap.kind == "race"
     assert "stmatrix" in trap.message and "no fence.proxy.async" in trap.message
+
+
+def test_the_decision_is_in_the_tileas_text():
+    """``--emit=tileas`` shows the store's stmatrix form and reads it back unchanged."""
+    from tileiras.lower.tileas_format import format_tileas
+    from tileiras.lower.tileas_parse import parse_tileas
+
+    _, c = compiled(128, 128, 32, "f16")
+    text = format_tileas(c.tas["k"])
+    assert "matrix = #tileas.stmatrix<count = 4, trans = false, rows = #L" in text
+    back = parse_tileas(text, c.aa["k"])
+    assert back.tma == c.tas["k"].tma and format_tileas(back) == text
