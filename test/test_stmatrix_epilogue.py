@@ -118,7 +118,8 @@ def test_narrow_rows_take_the_narrower_swizzle():
 def test_stmatrix_form_of_accumulators():
     """The wgmma accumulator: x4 over (8 rows, 8 columns) blocks, each lane addressing
     row l % 8 of matrix l / 8; the mma.sync m16n8 accumulator: x2; the transposed fragment:
-    .trans; a layout whose lanes are not the fragment (row-major lanes): none."""
+    .trans; a batch of one: the 2-D form; a layout whose lanes are not the fragment
+    (row-major lanes): none."""
     form = stmatrix_form(wgmma_accumulator(64))
     assert (form.count, form.trans) == (4, False)
     assert form.rows.bases(LANE) == ((1, 0), (2, 0), (4, 0), (8, 0), (0, 8))
@@ -127,6 +128,8 @@ def test_stmatrix_form_of_accumulators():
     trans = stmatrix_form(ldmatrix_layout(4, trans=True))
     assert (trans.count, trans.trans) == (4, True)
     assert trans.rows.bases(LANE) == ((1, 0), (2, 0), (4, 0), (8, 0), (16, 0))
+    batched = stmatrix_form(wgmma_accumulator(64).expand_dim(0, 1))   # attention's 1 x 64 x 64 output
+    assert batched.count == 4 and batched.rows == form.rows.expand_dim(0, 1)
     row_major = LinearLayout(((REG, ((0, 1),)), (LANE, tuple((0, 2 << i) for i in range(3)) + ((1, 0), (2, 0)))),
                              (4, 16))
     assert stmatrix_form(row_major) is None

@@ -282,7 +282,13 @@ def stmatrix_form(layout: LinearLayout) -> StmatrixForm | None:
     elements: reg, lane, warp), or None when its lanes and first register bit are not the
     m8n8 fragment (``ldmatrix_layout(1)``, or transposed: ``.trans``), the next register
     bits (up to two: x2, x4) not whole 8x8 blocks, or registers hold copies.  The mma and
-    wgmma accumulators are the fragment (``mma_c_layout``'s lanes and first register)."""
+    wgmma accumulators are the fragment (``mma_c_layout``'s lanes and first register).
+    Leading dims of size 1 (a batch of one, as attention's output tile) are kept aside."""
+    if layout.rank > 2 and all(s == 1 for s in layout.shape[:-2]):
+        form = stmatrix_form(layout.drop_dim(0))
+        if form is None:
+            return None
+        return StmatrixForm(form.count, form.trans, form.rows.expand_dim(0, 1))
     if layout.rank != 2 or layout.names[:2] != (REG, LANE) or set(layout.names) - {REG, LANE, WARP}:
         return None
     regs, lanes = layout.bases(REG), layout.bases(LANE)

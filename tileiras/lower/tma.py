@@ -449,7 +449,7 @@ def _within_limit(chosen: list[tuple], smem_start: int, limit: int,
 
 
 def plan_matrix_stores(tas) -> None:
-    """Record ``stmatrix`` (``TmaPlan.matrix``) on each TMA store of a 2-D 16-bit tile whose
+    """Record ``stmatrix`` (``TmaPlan.matrix``) on each TMA store of a (2-D) 16-bit tile whose
     register layout is the m8n8 fragment (``stmatrix_form``: the mma and wgmma accumulators
     are) into a staging of 16-byte-aligned rows: 8 elements a lane's address, one
     instruction per 4 matrices instead of 8 scalar shared stores.  Run once every plan of
