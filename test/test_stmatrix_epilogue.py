@@ -59,6 +59,8 @@ def epilogue_gemm(m: int, n: int, k: int, elem: str) -> str:
 
 #: (M, N, K, element): the corpus GEMMs' square tiles, and NVIDIA's 128x256 sm_90 tile
 CASES = [(64, 64, 32, "f16"), (128, 128, 32, "f16"), (128, 128, 32, "bf16"), (128, 256, 32, "bf16")]
+#: and a tile of 64-byte rows (the 64-byte swizzle)
+NARROW = (64, 32, 32, "f16")
 
 
 def compiled(m: int, n: int, k: int, elem: str):
@@ -89,7 +91,7 @@ def test_accumulator_goes_to_swizzled_staging_with_stmatrix_x4(m, n, k, elem):
     assert store_map.swizzle == tma.SWIZZLE_CODES[128]
 
 
-@pytest.mark.parametrize("m, n, k, elem", CASES)
+@pytest.mark.parametrize("m, n, k, elem", CASES + [NARROW])
 def test_epilogue_agrees_with_interpreter_and_stores_conflict_free(m, n, k, elem):
     """Interpreter vs emulated PTX (the race detector on: the fence before the bulk store
     is what orders the stmatrix writes), edge tiles partial (extents 16-divisible, not
@@ -108,7 +110,7 @@ def test_narrow_rows_take_the_narrower_swizzle():
     """A 64x32 16-bit tile's rows are 64 bytes: one box, 64-byte swizzle (map code 2),
     still stmatrix (x4: the accumulator's 4 column blocks of 8... two 8x8 blocks a warp
     along M, two along N)."""
-    _, c = compiled(64, 32, 32, "f16")
+    _, c = compiled(*NARROW)
     (plan,) = [p for p in c.tas["k"].tma.values() if p.is_store]
     assert (plan.swizzle, plan.box, plan.boxes) == (64, (64, 32), (1, 1)) and plan.matrix is not None
     assert any(s.box == (32, 64) and s.swizzle == tma.SWIZZLE_CODES[64] for s in c.kernels[0].tensor_maps)
