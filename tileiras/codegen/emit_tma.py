@@ -19,7 +19,8 @@ Each store, as NVIDIA's tool emits it:
 * (in a loop) a CTA barrier: thread 0 has waited until the previous trip's bulk copies
   finished reading the staging buffer;
 * every thread writes the elements it owns into the staging buffer (``st.shared``, the
-  buffer laid out as a load's) and fences them for the async proxy;
+  buffer laid out as a load's; ``stmatrix`` where the plan says, ``_write_matrices``) and
+  fences them for the async proxy;
 * a CTA barrier, then thread 0 issues one ``cp.async.bulk.tensor`` store per box, commits
   them as a bulk async-group and waits until the group has read shared memory
   (``wait_group.read 0``): the buffer may be reused and the kernel may exit.  TMA clips
@@ -146,16 +147,36 @@ def _staged_offset(em: KernelEmitter, plan: TmaPlan, coords: list[ir.Value]) -> 
     return offset
 
 
+def _swizzle(b: ir.IRBuilder, plan: TmaPlan, offset):
+    """Byte ``offset`` (an ``ir.Value`` or an int) moved as the buffer's swizzle moves it:
+    rows of ``plan.swizzle`` bytes, the 16-byte chunk bits XORed with the bits of the
+    128-byte line within the 8-line pattern, as TMA's 32/64/128-byte swizzles do (the
+    buffer aligned to the pattern).  Linear over XOR, as the staging offsets are."""
+    if not plan.swizzle:
+        return offset
+    mask = plan.swizzle // 16 - 1
+    if isinstance(offset, int):
+        return offset ^ ((offset >> 7) & mask) << 4
+    lines = b.and_(b.lshr(offset, ir.Constant(I32, 7)), ir.Constant(I32, mask))
+    return b.xor(offset, b.shl(lines, ir.Constant(I32, 4)))
+
+
 def _staged_pointer(em: KernelEmitter, plan: TmaPlan, layout, reg: int, eb: int) -> ir.Value:
-    """Pointer to register ``reg``'s element in the staging buffer (its 16-byte chunk
-    moved as the buffer's swizzle moves it: chunk c of row r at c ^ (r mod 8), rows of
-    ``plan.swizzle`` bytes, the buffer aligned to the pattern)."""
+    """Pointer to register ``reg``'s element in the staging buffer (``_swizzle``)."""
     b = em.b
     offset = b.mul(_staged_offset(em, plan, em.coords(layout, reg)), ir.Constant(I32, eb))
-    if plan.swizzle:
-        rows = b.and_(b.lshr(offset, ir.Constant(I32, plan.swizzle.bit_length() - 1)), ir.Constant(I32, 7))
-        offset = b.xor(offset, b.shl(rows, ir.Constant(I32, 4)))
-    return byte_gep(b, em.smem(), b.add(ir.Constant(I32, plan.buffer), offset))
+    return byte_gep(b, em.smem(), b.add(ir.Constant(I32, plan.buffer), _swizzle(b, plan, offset)))
+
+
+def _staged_constant(plan: TmaPlan, coords: tuple[int, ...], eb: int) -> int:
+    """``_staged_offset`` of constant ``coords``, in bytes, swizzled."""
+    offset, grid_stride, row_stride = 0, 1, 1
+    for k in reversed(range(len(coords))):
+        c, box = coords[k], plan.box[k]
+        offset += (c // box) * grid_stride * plan.box_elements + (c % box) * row_stride
+        grid_stride *= plan.boxes[k]
+        row_stride *= box
+    return _swizzle(None, plan, offset * eb)
 
 
 def _read_staged(em: KernelEmitter, op: Operation, plan: TmaPlan, layout) -> list[ir.Value]:
@@ -195,6 +216,9 @@ def _write_staged(em: KernelEmitter, op: Operation, plan: TmaPlan, tile: TileVal
     eb = plan.nbytes // (plan.box_elements * _count(plan.boxes))
     owner = em.owner_predicate(tile.layout)
     with b.if_then(owner) if owner is not None else nullcontext():
+        if plan.matrix is not None:
+            _write_matrices(em, plan, tile)
+            return
         for group in store_groups(em.unique_regs(tile.layout), em.tas.vectors.get(op, 1)):
             ptr = _staged_pointer(em, plan, tile.layout, group[0], eb)
             if len(group) == 1:
@@ -204,6 +228,38 @@ def _write_staged(em: KernelEmitter, op: Operation, plan: TmaPlan, tile: TileVal
             for i, r in enumerate(group):
                 vec = b.insert_element(vec, tile.regs[r], ir.Constant(I32, i))
             b.store(vec, ptr, align=eb * len(group))
+
+
+def _write_matrices(em: KernelEmitter, plan: TmaPlan, tile: TileVal) -> None:
+    """The tile into the staging buffer with ``stmatrix`` (``plan.matrix``): instruction
+    ``i`` stores registers ``2 count i`` on, two elements to a 32-bit register, each lane
+    naming the 16-byte row ``form.rows`` gives it (the owner predicate, if any, is
+    warp-uniform: only warp bits hold copies in a ``stmatrix_form`` layout).
+
+    The staging offset and the swizzle are linear over XOR (power-of-two boxes), so a
+    row's address is this thread's part (lane and warp bits, computed once) XOR the
+    instruction's constant part: the constant's bits the thread's part never sets add as
+    the instruction's immediate offset; one ``xor`` (and add) per distinct rest."""
+    b = em.b
+    form = plan.matrix
+    rows = form.rows
+    runtime = _swizzle(b, plan, b.mul(_staged_offset(em, plan, em.runtime_coords(rows)), ir.Constant(I32, 2)))
+    varying = 0
+    for base in rows.bases("lane") + rows.bases("warp"):
+        varying |= _staged_constant(plan, base, 2)
+    smem = b.ptrtoint(em.smem(), I32)
+    addresses: dict[int, ir.Value] = {}      # per constant XOR part: this lane's row address
+    pair = ir.VectorType(tile.regs[0].type, 2)
+    for i in range(rows.size("reg")):
+        words = []
+        for r in range(i * form.elements, (i + 1) * form.elements, 2):
+            vec = b.insert_element(ir.Constant(pair, None), tile.regs[r], ir.Constant(I32, 0))
+            words.append(b.bitcast(b.insert_element(vec, tile.regs[r + 1], ir.Constant(I32, 1)), I32))
+        const = _staged_constant(plan, rows.apply(reg=i), 2)
+        mixed = const & varying
+        if mixed not in addresses:
+            addresses[mixed] = b.add(smem, b.xor(runtime, ir.Constant(I32, mixed)) if mixed else runtime)
+        X.stmatrix(b, addresses[mixed], words, form.trans, plan.buffer + (const & ~varying))
 
 
 def _issue_store(em: KernelEmitter, op: Operation, plan: TmaPlan, indices: list[ir.Value]) -> None:

@@ -364,6 +364,18 @@ def fence_proxy_async(b: ir.IRBuilder) -> None:
           side_effect=True)
 
 
+def stmatrix(b: ir.IRBuilder, row: ir.Value, words: Sequence[ir.Value], trans: bool = False,
+             offset: int = 0) -> None:
+    """``stmatrix.sync.aligned.m8n8.x{len(words)}[.trans].shared.b16``: this lane's 32-bit
+    ``words`` into the 8x8 blocks whose rows lanes ``8 i`` to ``8 i + 7`` name (this lane's
+    row: the 32-bit shared address ``row`` plus the immediate ``offset`` bytes)."""
+    n = len(words)
+    regs = ", ".join(f"${1 + q}" for q in range(n))
+    at = f"$0+{offset}" if offset else "$0"
+    text = f"stmatrix.sync.aligned.m8n8.x{n}{'.trans' if trans else ''}.shared.b16 [{at}], {{{regs}}};"
+    asm(b, ir.VoidType(), text, "r," + "r," * n + "~{memory}", [row, *words], side_effect=True)
+
+
 def tensor_map_address(b: ir.IRBuilder, param: str) -> ir.Value:
     """Generic address of the kernel's hidden tensor-map parameter ``param`` (``cvta.param``)."""
     return asm(b, I64, f"mov.b64 $0, {param}; cvta.param.u64 $0, $0;", "=l", [])

@@ -30,7 +30,14 @@ warp does not cover the recorded access.  Keeping one read (FastTrack's exclusiv
 epoch, without its shared-read vector) means a write is checked against the most recent
 read only: fewer reports, never false ones.  Atomics (``atom``/``red``) are not races.
 Asynchronous copies write as the thread that issued them, with its warp's clock at the
-issue, when their data lands (``asynchrony``).  Accesses to another CTA's shared memory
+issue, when their data lands (``asynchrony``).
+
+Proxies: a bulk copy that reads shared memory (``cp.async.bulk.tensor`` to global, its
+``cp.reduce`` form) reads through the async proxy, which sees a generic-proxy write (``st``,
+``stmatrix``...) only when the writing thread ran ``fence.proxy.async`` after it (PTX ISA,
+"Proxies": the generic and async proxies are ordered by a proxy fence only).  Each byte
+keeps whether its last generic write was so fenced; the copy's issue traps on a byte that
+was not (kind ``race``), and on one whose last write does not happen before the issue.  Accesses to another CTA's shared memory
 (``shared::cluster``) are not checked.
 """
 from __future__ import annotations
@@ -67,6 +74,7 @@ class Races:
         self.w_pc = np.zeros(size, np.int32)
         self.r_rec = np.zeros(size, np.int32)
         self.r_pc = np.zeros(size, np.int32)
+        self.unfenced = np.zeros(size, bool)           # last write generic, not yet proxy-fenced
         self.bar_vc = np.zeros((m.ncta, 16, self.per), np.int32)
         self.cluster_vc = np.zeros((m.ncta, self.per), np.int32)
         self.mbar_vc: dict[int, np.ndarray] = {}       # mbarrier offset -> arrivals of its phase
@@ -162,6 +170,36 @@ class Races:
         pcs[nbytes] = m.at
         if write:
             self.r_rec[nbytes] = 0
+            self.unfenced[nbytes] = True
+
+    def proxy_fence(self, idx: np.ndarray) -> None:
+        """Threads ``idx`` ran ``fence.proxy.async``: their generic writes so far are
+        visible to the async proxy."""
+        m = self.m
+        pending = np.flatnonzero(self.unfenced)
+        if not pending.size:
+            return
+        writer = pending // m.smem_size * m.nthreads + ((self.w_rec[pending] - 1) & TID_MASK)
+        self.unfenced[pending[np.isin(writer, np.asarray(idx))]] = False
+
+    def async_read(self, region: np.ndarray, thread: int) -> None:
+        """Thread ``thread`` issues a bulk copy reading ``region`` (bytes of ``m.shared``)
+        through the async proxy: each byte's last write must happen before the issue and,
+        if generic, have been proxy-fenced by its writer."""
+        m = self.m
+        region = region[region // m.smem_size == m.cta_of[thread]]
+        who = np.full(region.shape, thread)
+        self.check(self.w_rec, self.w_pc, region, who, self.tid[who], "wrote", False)
+        bad = self.unfenced[region]
+        if bad.any():
+            byte = int(region[np.flatnonzero(bad)[0]])
+            other = byte // m.smem_size * m.nthreads + ((int(self.w_rec[byte]) - 1) & TID_MASK)
+            ins, prev = m.prog.instructions[m.at], m.prog.instructions[int(self.w_pc[byte])]
+            raise SharedRace(
+                f"shared-memory race at byte {byte % m.smem_size:#x}: {m.launch.describe_thread(m, thread)} "
+                f"reads it through the async proxy at PTX line {ins.line} ({render(ins)}), and "
+                f"{m.launch.describe_thread(m, other)} wrote it at PTX line {prev.line} ({render(prev)}) "
+                f"with no fence.proxy.async after the write")
 
     def async_write(self, region: np.ndarray, owner: np.ndarray, clock: tuple, pc: int) -> None:
         """Asynchronous copies land at ``region``, each byte as written by its ``owner``
@@ -185,6 +223,7 @@ class Races:
         self.w_rec[region] = (owns[row] << TID_BITS | tid) + 1
         self.w_pc[region] = pc
         self.r_rec[region] = 0
+        self.unfenced[region] = False
 
     def check(self, rec: np.ndarray, pcs: np.ndarray, nbytes, who, tid, verb: str, write: bool) -> None:
         r = rec[nbytes]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..record import record
 from .core import LANE, OFFSET, REG, WARP, Base, LinearLayout, log2, unit_base
 from .shared import Padding, Swizzle, nvmma_shared
 
@@ -249,3 +250,60 @@ def tcgen05_ld_layout(shape: str, num: int, split: int = 0) -> LinearLayout:
         lanes = tuple((1 << i, 0) for i in range(4)) + ((0, split),)
         return LinearLayout(((REG, regs), (LANE, lanes), (WARP, warps)), (128, 2 * split))
     raise ValueError(f"tcgen05.ld/st shape .{shape} (32x32b or 16x32bx2)")
+
+
+#: the bases of the m8n8 fragment ``stmatrix`` stores from a lane's 32-bit register: the
+#: register's second element, then the lane bits (``ldmatrix_layout(1)``); ``.trans`` swaps
+#: rows and columns
+_STMATRIX_FRAGMENT = ldmatrix_layout(1)
+_STMATRIX_FRAGMENT_T = ldmatrix_layout(1, trans=True)
+
+
+@record(frozen=True)
+class StmatrixForm:
+    """How a register tile goes to shared memory as ``stmatrix.sync.aligned.m8n8.x{count}
+    [.trans].b16``: instruction ``i`` stores a thread's tile registers ``2 count i`` on
+    (``elements`` of them, two to a 32-bit register), and ``rows`` maps (instruction as
+    ``reg``, ``lane``, ``warp``) to the tile coordinates of the first of the 8 contiguous
+    elements whose 16-byte row that lane's address names."""
+
+    count: int
+    trans: bool
+    rows: LinearLayout
+
+    @property
+    def elements(self) -> int:
+        """The tile registers (16-bit elements) of a thread one instruction stores."""
+        return 2 * self.count
+
+
+def stmatrix_form(layout: LinearLayout) -> StmatrixForm | None:
+    """The ``stmatrix`` form that stores ``layout`` (a 2-D register layout of 16-bit
+    elements: reg, lane, warp), or None when its lanes and first register bit are not the
+    m8n8 fragment (``ldmatrix_layout(1)``, or transposed: ``.trans``), the next register
+    bits (up to two: x2, x4) not whole 8x8 blocks, or registers hold copies.  The mma and
+    wgmma accumulators are the fragment (``mma_c_layout``'s lanes and first register).
+    Leading dims of size 1 (a batch of one, as attention's output tile) are kept aside."""
+    if layout.rank > 2 and all(s == 1 for s in layout.shape[:-2]):
+        form = stmatrix_form(layout.drop_dim(0))
+        if form is None:
+            return None
+        return StmatrixForm(form.count, form.trans, form.rows.expand_dim(0, 1))
+    if layout.rank != 2 or layout.names[:2] != (REG, LANE) or set(layout.names) - {REG, LANE, WARP}:
+        return None
+    regs, lanes = layout.bases(REG), layout.bases(LANE)
+    if len(lanes) != 5 or not regs or (0, 0) in regs:
+        return None
+    trans = None
+    for fragment, t in ((_STMATRIX_FRAGMENT, False), (_STMATRIX_FRAGMENT_T, True)):
+        if (regs[0],) == fragment.bases(REG) and lanes == fragment.bases(LANE):
+            trans = t
+    if trans is None or any(b[0] % 8 or b[1] % 8 for b in regs[1:]):
+        return None
+    matrix_bits = min(2, len(regs) - 1)
+    row = (regs[0],) + lanes[:2] if trans else lanes[2:]
+    matrices = regs[1:1 + matrix_bits]
+    lane_bases = row + matrices + ((0, 0),) * (2 - matrix_bits)
+    rows = LinearLayout(((REG, regs[1 + matrix_bits:]), (LANE, lane_bases), (WARP, layout.bases(WARP))),
+                        layout.shape)
+    return StmatrixForm(1 << matrix_bits, trans, rows)

@@ -335,5 +335,6 @@ def allocate_shared_memory(tas: TileAS) -> None:
     which repeat on absolute addresses.  Multiplies are fitted to the arch's limit first
     (``fit_mma_staging``: on targets without TMA it has not run yet)."""
     fit_mma_staging(tas)
+    tma.plan_matrix_stores(tas)
     tas.smem_bytes = max(tas.scratch_bytes, tas.tma_end)
     tas.smem_align = max([tma.smem_alignment(tas.tma), *(s.align for s in tas.wgmma_staging.values())])

@@ -30,6 +30,7 @@ from ..ir.core import Block, Operation, Value
 from ..layout.format import format_layout
 from ..layout.linear import LinearLayout
 from ..layout.shared import Padding, Swizzle
+from ..layout.tensor_core import StmatrixForm
 from ..record import MISSING
 from ..text.names import NameTable
 from .chunks import ChunkGroup
@@ -51,7 +52,7 @@ RECORDS: dict[str, type] = {
     "mma_swizzle": MmaSwizzle, "tma": TmaPlan, "tensor_map": TensorMapSpec, "map_field": MapField,
     "run": Run, "pipeline": PipelinePlan, "ring": RingPlan, "chunk": ChunkGroup,
     "attention": AttentionPlan, "attention_tile": RingTile, "attention_ring": AttentionRingPlan,
-    "attention_box": RingBox,
+    "attention_box": RingBox, "stmatrix": StmatrixForm,
 }
 KINDS = {cls: kind for kind, cls in RECORDS.items()}
 ENUMS: dict[str, type[Enum]] = {"Swizzle": Swizzle}

@@ -49,6 +49,12 @@ as the swizzle's pattern repeats every 8 rows): the 16-byte chunk of row r at po
 stored at c ^ (r mod 8), so the threads of a warp reading 16 bytes each from 8 rows (the
 sector-blocked layouts of 32-wide f32 tiles) hit every bank alike instead of 4 rows' worth
 of conflicts (atomic_tile_reduce f32 32x32 sm_90: 896 bank conflicts without).
+
+A store of 16-bit elements is staged in boxes one swizzle row wide (``store_box``: 128, 64
+or 32 bytes, the widest dividing the tile's row; the map swizzled alike), as NVIDIA's sm_90
+epilogues are; where its tile's register layout is the m8n8 fragment (an mma or wgmma
+accumulator), it goes there with ``stmatrix`` (``plan_matrix_stores``, once the plans are
+final): one instruction per four 8x8 blocks, conflict-free in the swizzled rows.
 """
 from __future__ import annotations
 
@@ -64,6 +70,7 @@ from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import AtomicRMWMode, MemoryOrderingSemantics, MemoryScope
+from ..layout.tensor_core import StmatrixForm, stmatrix_form
 from .tileaa import TileAA, pow2_divisor
 
 MIN_ARCH = 90
@@ -77,6 +84,8 @@ STAGING_ALIGN = 128
 SWIZZLE_128B = 3
 SWIZZLE_SPAN = 128
 SWIZZLED_ALIGN = 1024
+#: the map's swizzle code per swizzle width in bytes (``codegen.tensormap.Swizzle``)
+SWIZZLE_CODES = {32: 1, 64: 2, 128: SWIZZLE_128B}
 BARRIER_BYTES = 8
 #: shared memory all TMA staging buffers of a kernel may take
 MAX_STAGING_BYTES = 96 * 1024
@@ -139,6 +148,8 @@ class TmaPlan:
     nbytes: int
     reduce: str = ""
     swizzle: int = 0      # bytes of the staging buffer's swizzle row (0: none)
+    #: a store's tile goes to its staging with ``stmatrix`` (``plan_matrix_stores``)
+    matrix: Optional[StmatrixForm] = None
 
     @property
     def is_store(self) -> bool:
@@ -268,6 +279,27 @@ def _plan_box(tile: tuple[int, ...], eb: int) -> Optional[tuple[tuple[int, ...],
     return box, tuple(t // b for t, b in zip(tile, box))
 
 
+def store_box(spec: TensorMapSpec, box: tuple[int, ...], boxes: tuple[int, ...]
+              ) -> tuple[TensorMapSpec, tuple[int, ...], tuple[int, ...]]:
+    """A 16-bit store's map, box and box count with its staging swizzled: rows of the
+    widest swizzle (128, 64 or 32 bytes) that divides the tile's inner row, the inner box
+    that wide and as many boxes as the row needs, as NVIDIA's sm_90 epilogues stage
+    (128-byte swizzled 64x64 f16 boxes): the 8 rows of an ``stmatrix`` matrix (or the
+    16-byte rows of any 8 lanes) then fall in 8 distinct bank groups.  Other stores keep
+    ``tma_spec``'s row-major box."""
+    eb = spec.element_bytes
+    row = box[-1] * boxes[-1] * eb
+    width = next((w for w in sorted(SWIZZLE_CODES, reverse=True) if row % w == 0), 0)
+    if eb != 2 or len(box) < 2 or box[-2] < 8 or not width:
+        return spec, box, boxes
+    inner = width // eb
+    box = box[:-1] + (inner,)
+    boxes = boxes[:-1] + (row // width,)
+    spec = TensorMapSpec(spec.element_type, eb, spec.base, spec.dims, spec.strides, tuple(reversed(box)),
+                         SWIZZLE_CODES[width])
+    return spec, box, boxes
+
+
 def bulk_reduction(op: Operation) -> Optional[tuple[str, int]]:
     """(PTX op, map element code) of an atomic view reduction TMA can do, else None."""
     if not isinstance(op, MEM.AtomicRedViewTkoOp):
@@ -347,6 +379,8 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
         if found is None or not _worth_it(op, users, staging):
             continue
         spec, box, boxes = found
+        if isinstance(op, MEM.StoreViewTkoOp):
+            spec, box, boxes = store_box(spec, box, boxes)
         nbytes = spec.element_bytes
         for t in op.view.type.tile_shape:
             nbytes *= t
@@ -365,7 +399,7 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
     buffers, at = _place(chosen, smem_start)
     plans = {}
     for (op, spec, box, boxes, nbytes, swizzle), buffer in zip(chosen, buffers):
-        span = SWIZZLE_SPAN if swizzle else 0
+        span = next((w for w, code in SWIZZLE_CODES.items() if code == swizzle), 0)
         index = maps.index(spec)
         if isinstance(op, MEM.StoreViewTkoOp):
             plans[op] = TmaPlan(index, box, boxes, buffer, None, nbytes, swizzle=span)
@@ -412,3 +446,20 @@ def _within_limit(chosen: list[tuple], smem_start: int, limit: int,
             dropped[op] = (f"its {nbytes}-byte TMA buffer does not fit in shared memory: with it the kernel "
                            f"needs {need} bytes, the limit is {limit}")
     return chosen
+
+
+def plan_matrix_stores(tas) -> None:
+    """Record ``stmatrix`` (``TmaPlan.matrix``) on each TMA store of a (2-D) 16-bit tile whose
+    register layout is the m8n8 fragment (``stmatrix_form``: the mma and wgmma accumulators
+    are) into a staging of 16-byte-aligned rows: 8 elements a lane's address, one
+    instruction per 4 matrices instead of 8 scalar shared stores.  Run once every plan of
+    ``tas.tma`` is final (rings and attention re-plan the stores they keep)."""
+    for op, plan in list(tas.tma.items()):
+        if not isinstance(op, MEM.StoreViewTkoOp) or plan.nbytes != 2 * op.tile.type.num_elements:
+            continue
+        layout = tas.operand_layout(op, op.operands.index(op.tile))
+        form = stmatrix_form(layout) if layout is not None else None
+        if form is None or plan.box[-1] % 8:
+            continue
+        tas.tma[op] = TmaPlan(plan.map_index, plan.box, plan.boxes, plan.buffer, plan.barrier, plan.nbytes,
+                              plan.reduce, plan.swizzle, form)

@@ -55,6 +55,16 @@ for _name in ("prefetch", "prefetchu", "pmevent", "nanosleep", "griddepcontrol",
     handles(_name)(noop)
 
 
+def proxy_fence(m, idx) -> None:
+    """``fence.proxy.async``: the race detector's record that these threads' generic
+    shared writes are visible to the async proxy (``races``)."""
+    races = m.shared_races()
+    if races is not None:
+        from .memory import thread_ids
+
+        races.proxy_fence(thread_ids(m, idx))
+
+
 @handles("fence", "membar")
 def compile_fence(ctx, ins):
     """Sequentially consistent memory needs no fences; in the interleaved mode (weak.py) a
@@ -64,6 +74,8 @@ def compile_fence(ctx, ins):
     cross_cta = (mods & {"gl", "sys", "gpu"}) and not any(p.startswith("proxy") for p in mods)
     if ins.parts[0] == "membar":
         cross_cta = bool(mods & {"gl", "sys"})
+    if {"proxy", "async"} <= mods:
+        return proxy_fence
     if not cross_cta:
         return noop(ctx, ins)
 
