@@ -157,6 +157,12 @@ def _plan_chunks(c: Compilation) -> None:
     _each(c, plan_chunks)
 
 
+def _forward_loads(c: Compilation) -> None:
+    from .lower.forwarding import plan_forwarding
+
+    _each(c, plan_forwarding)
+
+
 def _vector_widths(c: Compilation) -> None:
     from .lower.tileas import vector_widths
 
@@ -297,6 +303,7 @@ TMA = Pass("tma", _tma)
 PIPELINE = Pass("software-pipeline", _software_pipeline)
 #: From the CTA's shared memory to the cubin, every target alike.
 BACK: tuple[Pass, ...] = (
+    Pass("forward-loads", _forward_loads),
     Pass("allocate-shared-memory", _allocate_shared_memory, stop="tileas"),
     Pass("sched", _sched, stop="sched", feeds_later=False),  # codegen does not read schedules yet
     Pass("codegen", _llvm, stop="llvm"),
