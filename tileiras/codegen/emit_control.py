@@ -142,7 +142,9 @@ def _continue(em: KernelEmitter, op: Operation) -> None:
         for phi, v in zip(phis, regs or []):
             phi.add_incoming(v, block)
     _keep_tiles(em, frame, block)
-    em.b.branch(frame.header)
+    back = em.b.branch(frame.header)
+    if frame.op in em.tas.forward_unrolled:
+        _unroll_fully(em, back)
 
 
 @emits(CF.BreakOp)
@@ -251,6 +253,17 @@ def _keep_tiles(em: KernelEmitter, frame: Frame, block: ir.Block) -> None:
             now = em.b.icmp_signed("==", iv, ir.Constant(iv.type, plan.lower + k * plan.step))
             for phi, reg in zip(phis, tile.regs):
                 phi.add_incoming(em.b.select(now, reg, phi), block)
+
+
+def _unroll_fully(em: KernelEmitter, back: ir.Instruction) -> None:
+    """Ask LLVM to unroll the loop whose back edge is ``back`` completely (its own loop
+    ID: a node naming itself, then ``llvm.loop.unroll.full``): the slots of kept tiles and
+    the picks among them fold to the registers of each trip only in unrolled code."""
+    module = em.llfn.module
+    full = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.full")])
+    loop = module.add_metadata([ir.MetaDataString(module, f"tileiras.unroll.{len(module.metadata)}"), full])
+    loop.operands = (loop, full)
+    back.set_metadata("llvm.loop", loop)
 
 
 def forwarded_load(em: KernelEmitter, op: Operation) -> None:

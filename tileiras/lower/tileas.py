@@ -110,6 +110,7 @@ class TileAS:
     forwarded: dict = field(default_factory=dict)
     forward_kept: dict = field(default_factory=dict)
     forward_refused: dict = field(default_factory=dict)
+    forward_unrolled: set = field(default_factory=set)     # loops codegen unrolls for them
     #: the CTA's static shared memory, its bytes and alignment (``allocate_shared_memory``)
     smem_bytes: int = 0
     smem_align: int = SMEM_ALIGN
