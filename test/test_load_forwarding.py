@@ -21,7 +21,7 @@ from tileiras import diffcheck  # noqa: E402
 from tileiras.codegen.ptxas import invoke_ptxas  # noqa: E402
 from tileiras.emulate import launch  # noqa: E402
 from tileiras.ir.core import Operation  # noqa: E402
-from tileiras.lower.forwarding import KEEP_REGS  # noqa: E402
+from tileiras.lower.forwarding import KEEP_REGS, kept_loads  # noqa: E402
 from tileiras.pipeline import CompileOptions, compile_module, run_stages  # noqa: E402
 from tileiras.reader import read_bytecode  # noqa: E402
 from tileiras.remarks import Kind, collect  # noqa: E402
@@ -141,7 +141,7 @@ def test_forwarding_is_recorded_in_tileas(two_pass):
     first, second = _x_loads(two_pass)
     assert tas.forwarded[second].source is first
     assert tas.forwarded[second].trips == N // TILE
-    assert list(tas.forward_kept.values()) == [[first]]
+    assert kept_loads(tas, tas.forwarded[second].loop) == [first]
 
 
 def _tileas(module):
@@ -181,7 +181,7 @@ def test_the_register_budget_refuses_many_trips_with_a_remark():
     module = _aligned(KernelCase("layernorm_two_pass", layernorm_two_pass, _params(N_OVER)))
     tas = _tileas(module)
     first, second = _x_loads(module)
-    assert second not in tas.forwarded and not tas.forward_kept
+    assert second not in tas.forwarded and not tas.forwarded
     assert f"18 registers a thread (0 kept already), over the budget of {KEEP_REGS}" in tas.forward_refused[second]
     missed = [r for r in collect(module, "sm_80") if r.kind is Kind.MISSED
               and r.name == "RemarkLoadForwardingFailed"]
@@ -255,3 +255,24 @@ def test_unordered_store_between_the_loops(view, forwarded):
 
 def _x_loads_1d(module) -> list[Operation]:
     return [op for fn in module.functions for op in fn.walk() if isinstance(op, MEM.LoadViewTkoOp)]
+
+
+def test_the_decisions_read_back_from_the_tileas_text(two_pass):
+    """``--emit=tileas`` holds the forwarding on the second loop's load of x (and a
+    refusal's reason on the clobbered kernel's): the text reads back to the same tables."""
+    from tileiras.lower.tileas_format import format_tileas
+    from tileiras.lower.tileas_parse import parse_tileas
+
+    c = run_stages(two_pass, CompileOptions(gpu_name="sm_80"), "tileas", only_needed=True)
+    ((name, tas),) = c.tas.items()
+    text = format_tileas(tas)
+    first, second = _x_loads(two_pass)
+    assert text.count("forward = #tileas.forward<") == 1
+    back = parse_tileas(text, c.aa[name])
+    assert back.forwarded == tas.forwarded and format_tileas(back) == text
+    clobbered = _aligned(KernelCase("layernorm_clobbered", layernorm_clobbered, _params(N)))
+    c = run_stages(clobbered, CompileOptions(gpu_name="sm_80"), "tileas", only_needed=True)
+    ((name, tas),) = c.tas.items()
+    text = format_tileas(tas)
+    assert 'forward_refused = "\'store_view_tko\' is token-ordered between the loads"' in text
+    assert parse_tileas(text, c.aa[name]).forward_refused == tas.forward_refused

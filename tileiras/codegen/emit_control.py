@@ -15,6 +15,7 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..lower.attention_tma import AttentionRingPlan
+from ..lower.forwarding import kept_loads, unrolled_loops
 from ..lower.software_pipeline import pipelined_op
 from ..lower.tiles import element_bytes
 from ..record import field, record
@@ -143,7 +144,7 @@ def _continue(em: KernelEmitter, op: Operation) -> None:
             phi.add_incoming(v, block)
     _keep_tiles(em, frame, block)
     back = em.b.branch(frame.header)
-    if frame.op in em.tas.forward_unrolled:
+    if em.tas.forwarded and frame.op in unrolled_loops(em.tas):
         _unroll_fully(em, back)
 
 
@@ -226,7 +227,7 @@ def _for(em: KernelEmitter, op: Operation) -> None:
 def _kept_slots(em: KernelEmitter, frame: Frame, entry: ir.Block) -> None:
     """Header phis for the tiles of every trip of the loads the loop keeps (undefined
     until their trip)."""
-    for load in em.tas.forward_kept.get(frame.op, ()):
+    for load in kept_loads(em.tas, frame.op):
         forward = next(f for f in em.tas.forwarded.values() if f.source is load)
         ty = llvm_type(load.results[0].type)
         slots = []

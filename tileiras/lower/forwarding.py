@@ -27,7 +27,7 @@ later ``for`` of the same block (the consumer) when
 Codegen keeps each source's tile of every trip as loop-carried registers of the first
 loop (emit_control: one slot per trip, written when the induction variable says so),
 emits the consumer as a pick among the slots by its own induction variable, and marks
-both loops (``forward_unrolled``) for LLVM to unroll completely (``llvm.loop.unroll.full``:
+both loops (``unrolled_loops``) for LLVM to unroll completely (``llvm.loop.unroll.full``:
 left to its own threshold it stops at 8 trips); unrolled, slots and picks fold away and the
 second loop uses the registers the first loaded into.
 """
@@ -66,6 +66,7 @@ class Forward:
 
     source: Operation          # the load in the first loop
     loop: Operation            # the first loop (a ``for``)
+    consumer_loop: Operation   # the second
     lower: int                 # both loops' bounds and step
     step: int
     trips: int
@@ -73,13 +74,23 @@ class Forward:
 
 def plan_forwarding(tas: TileAS) -> None:
     """Record, for every block, the loads of a later ``for`` that read a tile an earlier
-    ``for`` of the block loaded (``tas.forwarded``; the loads each loop keeps in
-    ``tas.forward_kept``), and why candidates were refused (``tas.forward_refused``)."""
+    ``for`` of the block loaded (``tas.forwarded``), and why candidates were refused
+    (``tas.forward_refused``)."""
     for op in list(tas.aa.live_ops()):
         for region in op.regions:
             for block in region.blocks:
                 _plan_block(tas, block)
     _plan_block(tas, tas.aa.function.entry_block)
+
+
+def kept_loads(tas: TileAS, loop: Operation) -> list[Operation]:
+    """The loads of ``loop`` whose tiles of every trip a later loop reads, in order."""
+    return list(dict.fromkeys(f.source for f in tas.forwarded.values() if f.loop is loop))
+
+
+def unrolled_loops(tas: TileAS) -> set[Operation]:
+    """The loops codegen unrolls completely: both loops of every forwarded load."""
+    return {loop for f in tas.forwarded.values() for loop in (f.loop, f.consumer_loop)}
 
 
 def constant_trips(tas: TileAS, loop: Operation) -> Optional[tuple[int, int, int]]:
@@ -121,7 +132,7 @@ def _pair_loops(tas: TileAS, block: Block, first: Operation, second: Operation) 
         return
     body1, body2 = first.regions[0].blocks[0], second.regions[0].blocks[0]
     sources = [op for op in body1.ops if _candidate(tas, op) and not tas.aa.needs_barrier(op)]
-    kept = tas.forward_kept.setdefault(first, [])
+    kept = kept_loads(tas, first)
     for load in [op for op in body2.ops if _candidate(tas, op) and op not in tas.forwarded]:
         source = next((s for s in sources if _same_access(tas, s, load, body1.args[0], body2.args[0])), None)
         if source is None:
@@ -138,11 +149,8 @@ def _pair_loops(tas: TileAS, block: Block, first: Operation, second: Operation) 
             continue
         if source not in kept:
             kept.append(source)
-        tas.forwarded[load] = Forward(source, first, trips[0], trips[1], trips[2])
-        tas.forward_unrolled.update((first, second))
+        tas.forwarded[load] = Forward(source, first, second, trips[0], trips[1], trips[2])
         tas.forward_refused.pop(load, None)
-    if not kept:
-        del tas.forward_kept[first]
 
 
 def _candidate(tas: TileAS, op: Operation) -> bool:

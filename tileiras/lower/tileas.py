@@ -106,11 +106,9 @@ class TileAS:
     #: scratch region: why (``choose_tma``; the remarks report it)
     tma_dropped: dict = field(default_factory=dict)
     #: loads that read the tiles an earlier constant-trip loop loaded (``forwarding``: the
-    #: load -> its Forward), the loads each such loop keeps, and the loads refused (why)
+    #: load -> its Forward), and the loads refused (why)
     forwarded: dict = field(default_factory=dict)
-    forward_kept: dict = field(default_factory=dict)
     forward_refused: dict = field(default_factory=dict)
-    forward_unrolled: set = field(default_factory=set)     # loops codegen unrolls for them
     #: the CTA's static shared memory, its bytes and alignment (``allocate_shared_memory``)
     smem_bytes: int = 0
     smem_align: int = SMEM_ALIGN
