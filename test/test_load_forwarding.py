@@ -200,10 +200,8 @@ def test_eight_trips_unroll_completely():
     assert kernel.spill_stores == 0 and kernel.registers <= 52
 
 
-#: x's tiles summed in one loop, then each added to the sum and stored to o in another;
-#: between them a store of ones to tile 0 of VIEW, on the kernel's first token (ordered
-#: before no load).
-BETWEEN = """cuda_tile.module @kernels {
+#: A kernel's head: x's 3 tiles (n elements) summed in a loop.
+SUM_LOOP = """cuda_tile.module @kernels {
   entry @k(%xp: tile<ptr<f32>>, %n: tile<i32>, %op: tile<ptr<f32>>, %m: tile<i32>) {
     %tok = make_token : token
     %xv = make_tensor_view %xp, shape = [%n], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
@@ -218,7 +216,11 @@ BETWEEN = """cuda_tile.module @kernels {
       %a = addf %acc, %t : tile<256xf32>
       continue %a : tile<256xf32>
     }
-    %ones = constant <f32: 1.0> : tile<256xf32>
+"""
+#: x's tiles summed in one loop, then each added to the sum and stored to o in another;
+#: between them a store of ones to tile 0 of VIEW, on the kernel's first token (ordered
+#: before no load).
+BETWEEN = SUM_LOOP + """    %ones = constant <f32: 1.0> : tile<256xf32>
     %wpv = make_partition_view VIEW : partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>
     %w = store_view_tko weak %ones, %wpv[%lb] token = %tok : tile<256xf32>, partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>, tile<i32> -> token
     for %j in (%lb to %ub, step %st) : tile<i32> {
@@ -276,3 +278,37 @@ def test_the_decisions_read_back_from_the_tileas_text(two_pass):
     text = format_tileas(tas)
     assert 'forward_refused = "\'store_view_tko\' is token-ordered between the loads"' in text
     assert parse_tileas(text, c.aa[name]).forward_refused == tas.forward_refused
+
+
+#: x's 3 tiles summed in a loop, then tile INDEX of x loaded again after it and stored to
+#: o with the sum added.
+AFTER = SUM_LOOP + """    %k = constant <i32: INDEX> : tile<i32>
+    %xpv = make_partition_view %xv : partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>
+    %t, %t1 = load_view_tko weak %xpv[%k] token = %tok : partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>, tile<i32> -> tile<256xf32>, token
+    %r = addf %t, %sum : tile<256xf32>
+    %opv = make_partition_view %ov : partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>
+    %t2 = store_view_tko weak %r, %opv[%lb] token = %tok : tile<256xf32>, partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>, tile<i32> -> token
+    return
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("index, trip", [(2, 2), (0, 0), (3, None)])
+def test_a_load_after_the_loop_reads_its_trip_from_registers(index, trip):
+    """After the loop, tile 2 (or 0) of x is the loop's trip 2 (0): read from the registers
+    it was loaded into (3 tiles x 2 scalar loads, none more); tile 3 was loaded by no trip."""
+    from tileiras.text.parser import parse_module
+
+    module = parse_module(AFTER.replace("INDEX", str(index)), "k.mlir")
+    tas = _tileas(module)
+    first, after = _x_loads_1d(module)
+    plan = tas.forwarded.get(after)
+    if trip is None:
+        assert plan is None
+    else:
+        assert (plan.source, plan.trip, plan.consumer_loop) == (first, trip, None)
+    ptx = compile_module(module, CompileOptions(gpu_name="sm_80"), "ptx")
+    assert _loads(ptx) == (6 if trip is not None else 8)
+    reports = diffcheck.check_module(module, "sm_80", grid=(1, 1, 1), extent=1024)
+    assert [r.problem for r in reports] == [None]

@@ -268,9 +268,14 @@ def _unroll_fully(em: KernelEmitter, back: ir.Instruction) -> None:
 
 
 def forwarded_load(em: KernelEmitter, op: Operation) -> None:
-    """A load whose tile an earlier loop kept: on trip k, that loop's registers of trip k."""
+    """A load whose tile an earlier loop kept: on trip k, that loop's registers of trip k
+    (after the loop, those of the trip it reads)."""
     plan = em.tas.forwarded[op]
     slots = em.kept_tiles[plan.source]
+    if plan.consumer_loop is None:      # after the loop: one trip's tile
+        em.put(op.results[0], TileVal(em.result_layout(op.results[0]), list(slots[plan.trip])))
+        em.put(op.results[1], None)
+        return
     iv = _enclosing(em, (CF.ForOp,), op).header_phis[0][0]
     regs = list(slots[-1])
     for k in reversed(range(plan.trips - 1)):

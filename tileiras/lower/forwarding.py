@@ -8,10 +8,11 @@ unrolls both and its second loop reuses the registers x was loaded into by the f
 inline asm, which LLVM may not merge, so the decision is made here:
 
 ``plan_forwarding`` pairs a weak view load of one ``for`` (the source) with a load of a
-later ``for`` of the same block (the consumer) when
+later ``for`` of the same block, or a load after the loop in its block (the consumer), when
 
 * both loops have the same constant bounds and step (so trip ``k`` of one is trip ``k``
-  of the other);
+  of the other), or the load after the loop reads the tile of one trip (its indices are
+  the source's with a constant for the induction variable, a value it takes);
 * the loads read the same view at the same indices: the partition views and indices are
   the same values, or computed by the same pure ops from the same values, each loop's
   induction variable standing for the other's; same tile type, layout and access width;
@@ -26,14 +27,15 @@ later ``for`` of the same block (the consumer) when
 
 Codegen keeps each source's tile of every trip as loop-carried registers of the first
 loop (emit_control: one slot per trip, written when the induction variable says so),
-emits the consumer as a pick among the slots by its own induction variable, and marks
-both loops (``unrolled_loops``) for LLVM to unroll completely (``llvm.loop.unroll.full``:
-left to its own threshold it stops at 8 trips); unrolled, slots and picks fold away and the
-second loop uses the registers the first loaded into.
+emits the consumer as a pick among the slots by its own induction variable (after the
+loop: the slot of its trip), and marks the loops (``unrolled_loops``) for LLVM to unroll
+completely (``llvm.loop.unroll.full``: left to its own threshold it stops at 8 trips);
+unrolled, slots and picks fold away and the consumer uses the registers the first loop
+loaded into.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ..ir import types as T
 from ..ir.core import Block, Operation, Value
@@ -62,14 +64,16 @@ _DEPTH = 8
 
 @record(frozen=True)
 class Forward:
-    """A consumer load reads the tiles ``source`` loaded in ``loop``, trip for trip."""
+    """A consumer load reads the tiles ``source`` loaded in ``loop``: in a second loop,
+    trip for trip; after the loop, the tile of one trip."""
 
     source: Operation          # the load in the first loop
     loop: Operation            # the first loop (a ``for``)
-    consumer_loop: Operation   # the second
-    lower: int                 # both loops' bounds and step
+    lower: int                 # its bounds and step (the second loop's too)
     step: int
     trips: int
+    consumer_loop: Optional[Operation] = None   # the second loop (None: after the loop)
+    trip: int = -1             # after the loop: the trip whose tile the consumer reads
 
 
 def plan_forwarding(tas: TileAS) -> None:
@@ -90,7 +94,7 @@ def kept_loads(tas: TileAS, loop: Operation) -> list[Operation]:
 
 def unrolled_loops(tas: TileAS) -> set[Operation]:
     """The loops codegen unrolls completely: both loops of every forwarded load."""
-    return {loop for f in tas.forwarded.values() for loop in (f.loop, f.consumer_loop)}
+    return {loop for f in tas.forwarded.values() for loop in (f.loop, f.consumer_loop) if loop is not None}
 
 
 def constant_trips(tas: TileAS, loop: Operation) -> Optional[tuple[int, int, int]]:
@@ -118,10 +122,14 @@ def _constant(tas: TileAS, v: Value) -> Optional[int]:
 
 
 def _plan_block(tas: TileAS, block: Block) -> None:
+    """Per loop of ``block`` (the nearest first): the loads of later loops, then the loads
+    after it outside loops."""
     loops = [op for op in block.ops if isinstance(op, CF.ForOp) and op not in tas.aa.dead]
     for later_index, second in enumerate(loops):
         for first in reversed(loops[:later_index]):
             _pair_loops(tas, block, first, second)
+    for first in reversed(loops):
+        _after_loop(tas, block, first)
 
 
 def _pair_loops(tas: TileAS, block: Block, first: Operation, second: Operation) -> None:
@@ -130,27 +138,52 @@ def _pair_loops(tas: TileAS, block: Block, first: Operation, second: Operation) 
         return
     if first.attributes.get("unsignedCmp") != second.attributes.get("unsignedCmp"):
         return
-    body1, body2 = first.regions[0].blocks[0], second.regions[0].blocks[0]
+    iv = second.regions[0].blocks[0].args[0]
+    for load in [op for op in second.regions[0].blocks[0].ops if _candidate(tas, op) and op not in tas.forwarded]:
+        _forward(tas, block, first, second, load, lambda y: y is iv,
+                 lambda source: Forward(source, first, *trips, consumer_loop=second))
+
+
+def _after_loop(tas: TileAS, block: Block, first: Operation) -> None:
+    """Loads after ``first`` in its block whose indices are the loop's on one trip."""
+    trips = constant_trips(tas, first)
+    if trips is None or trips[2] == 0:
+        return
+    lower, step, n = trips
+    ops = block.ops
+    for load in [op for op in ops[ops.index(first) + 1:] if _candidate(tas, op) and op not in tas.forwarded]:
+        for k in range(n):
+            if _forward(tas, block, first, load, load, lambda y, k=k: _constant(tas, y) == lower + k * step,
+                        lambda source, k=k: Forward(source, first, lower, step, n, trip=k)):
+                break
+
+
+def _forward(tas: TileAS, block: Block, first: Operation, last: Operation, load: Operation,
+             is_iv: Callable[[Value], bool], make: Callable[[Operation], Forward]) -> bool:
+    """Forward to ``load`` the tiles of a load of ``first`` that reads the same tile, where
+    no write comes between and the budget allows (``last``: the op of ``block`` holding
+    ``load``; ``is_iv``: is an index the first loop's induction variable there; ``make``:
+    the decision, from the source).  Did it?"""
+    body1 = first.regions[0].blocks[0]
+    trips = constant_trips(tas, first)[2]
     sources = [op for op in body1.ops if _candidate(tas, op) and not tas.aa.needs_barrier(op)]
+    source = next((s for s in sources if _same_access(tas, s, load, body1.args[0], is_iv)), None)
+    if source is None:
+        return False
+    why = _written_between(tas, block, first, last, source, load)
     kept = kept_loads(tas, first)
-    for load in [op for op in body2.ops if _candidate(tas, op) and op not in tas.forwarded]:
-        source = next((s for s in sources if _same_access(tas, s, load, body1.args[0], body2.args[0])), None)
-        if source is None:
-            continue
-        why = _written_between(tas, block, first, second, source, load)
-        if why is None and source not in kept:
-            used = sum(tile_registers(tas, s.results[0]) for s in kept) * trips[2]
-            need = tile_registers(tas, source.results[0]) * trips[2]
-            if used + need > KEEP_REGS:
-                why = (f"the tiles of all {trips[2]} trips take {need} registers a thread "
-                       f"({used} kept already), over the budget of {KEEP_REGS}")
-        if why is not None:
-            tas.forward_refused[load] = why
-            continue
-        if source not in kept:
-            kept.append(source)
-        tas.forwarded[load] = Forward(source, first, second, trips[0], trips[1], trips[2])
-        tas.forward_refused.pop(load, None)
+    if why is None and source not in kept:
+        used = sum(tile_registers(tas, s.results[0]) for s in kept) * trips
+        need = tile_registers(tas, source.results[0]) * trips
+        if used + need > KEEP_REGS:
+            why = (f"the tiles of all {trips} trips take {need} registers a thread "
+                   f"({used} kept already), over the budget of {KEEP_REGS}")
+    if why is not None:
+        tas.forward_refused[load] = why
+        return False
+    tas.forwarded[load] = make(source)
+    tas.forward_refused.pop(load, None)
+    return True
 
 
 def _candidate(tas: TileAS, op: Operation) -> bool:
@@ -162,7 +195,7 @@ def _candidate(tas: TileAS, op: Operation) -> bool:
             and pipelined_op(tas, op) is None and op.results[0] in tas.layouts)
 
 
-def _same_access(tas: TileAS, a: Operation, b: Operation, iv_a: Value, iv_b: Value) -> bool:
+def _same_access(tas: TileAS, a: Operation, b: Operation, iv_a: Value, is_iv: Callable[[Value], bool]) -> bool:
     """Do loads ``a`` (trip k of its loop) and ``b`` (trip k of its) read the same tile the
     same way?"""
     ra, rb = a.results[0], b.results[0]
@@ -170,16 +203,17 @@ def _same_access(tas: TileAS, a: Operation, b: Operation, iv_a: Value, iv_b: Val
             and tas.vectors.get(a) == tas.vectors.get(b)
             and a.attributes == b.attributes
             and len(a.index) == len(b.index)
-            and _same_value(a.view, b.view, iv_a, iv_b, _DEPTH)
-            and all(_same_value(x, y, iv_a, iv_b, _DEPTH) for x, y in zip(a.index, b.index)))
+            and _same_value(a.view, b.view, iv_a, is_iv, _DEPTH)
+            and all(_same_value(x, y, iv_a, is_iv, _DEPTH) for x, y in zip(a.index, b.index)))
 
 
-def _same_value(x: Value, y: Value, iv_x: Value, iv_y: Value, depth: int) -> bool:
-    """Is ``x`` (in the first loop) equal to ``y`` (in the second) on the same trip: the
-    same value, the two induction variables, or the same pure op of equal operands."""
+def _same_value(x: Value, y: Value, iv_x: Value, is_iv: Callable[[Value], bool], depth: int) -> bool:
+    """Is ``x`` (in the first loop) equal to ``y`` (in the second, or after the loop) on
+    the same trip: the same value, the induction variable and what stands for it there
+    (``is_iv``), or the same pure op of equal operands."""
+    if x is iv_x:
+        return is_iv(y)
     if x is y:
-        return x is not iv_x and x is not iv_y
-    if x is iv_x and y is iv_y:
         return True
     ox, oy = x.owner, y.owner
     if depth == 0 or not isinstance(ox, Operation) or not isinstance(oy, Operation):
@@ -189,14 +223,14 @@ def _same_value(x: Value, y: Value, iv_x: Value, iv_y: Value, depth: int) -> boo
             or list(ox.results).index(x) != list(oy.results).index(y)
             or len(ox.operands) != len(oy.operands)):
         return False
-    return all(_same_value(u, v, iv_x, iv_y, depth - 1) for u, v in zip(ox.operands, oy.operands))
+    return all(_same_value(u, v, iv_x, is_iv, depth - 1) for u, v in zip(ox.operands, oy.operands))
 
 
-def _written_between(tas: TileAS, block: Block, first: Operation, second: Operation,
+def _written_between(tas: TileAS, block: Block, first: Operation, last: Operation,
                      source: Operation, load: Operation) -> Optional[str]:
     """Why a write may change what ``load`` reads after ``source`` read it, or None."""
     ops = block.ops
-    between = ops[ops.index(first):ops.index(second) + 1]
+    between = ops[ops.index(first):ops.index(last) + 1]
     ordered = tas.aa.deps.get(load, frozenset()) - tas.aa.deps.get(source, frozenset())
     tensor = _tensor_view(source.view)
     for outer in between:
