@@ -312,3 +312,30 @@ def test_a_load_after_the_loop_reads_its_trip_from_registers(index, trip):
     assert _loads(ptx) == (6 if trip is not None else 8)
     reports = diffcheck.check_module(module, "sm_80", grid=(1, 1, 1), extent=1024)
     assert [r.problem for r in reports] == [None]
+
+
+@ct.kernel
+def layernorm_narrow(X, W, Y, N: ConstInt):
+    """x, w and y in a narrow type, the statistics in f32."""
+    bid = ct.bid(0)
+    s = ct.zeros((1, TILE), dtype=F32)
+    for j in range(N // TILE):
+        s = s + ct.astype(ct.load(X, index=(bid, j), shape=(1, TILE), padding_mode=PAD), F32)
+    mean = ct.sum(s) / N
+    for j in range(N // TILE):
+        x = ct.astype(ct.load(X, index=(bid, j), shape=(1, TILE), padding_mode=PAD), F32)
+        w = ct.reshape(ct.astype(ct.load(W, index=(j,), shape=(TILE,)), F32), (1, TILE))
+        ct.store(Y, index=(bid, j), tile=ct.astype((x - mean) * w, Y.dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
+def test_narrow_and_wide_elements_forward(dtype):
+    """f16, bf16 (a register an element) and f64 (two) tiles are kept too: 3 loads of x
+    and 3 of w, and the interpreter's result."""
+    dt = getattr(ct, dtype)
+    module = _aligned(KernelCase("layernorm_narrow", layernorm_narrow, [[arr(dt, 2), arr(dt), arr(dt, 2), N]]))
+    tas = _tileas(module)
+    assert len(tas.forwarded) == 1
+    assert _loads(compile_module(module, CompileOptions(gpu_name="sm_80"), "ptx")) == 6
+    reports = diffcheck.check_module(module, "sm_80", grid=(2, 1, 1), extent=N)
+    assert [r.problem for r in reports] == [None]

@@ -109,9 +109,9 @@ def constant_trips(tas: TileAS, loop: Operation) -> Optional[tuple[int, int, int
 
 
 def tile_registers(tas: TileAS, v: Value) -> int:
-    """32-bit registers a thread of tile ``v`` (in its layout) takes."""
-    elements = tas.layouts[v].size("reg")
-    return -(-elements * element_bytes(v.type) // 4)
+    """32-bit registers a thread of tile ``v`` (in its layout) takes: one an element, two
+    for 64-bit ones (the slots hold elements one by one, narrow ones unpacked)."""
+    return tas.layouts[v].size("reg") * -(-element_bytes(v.type) // 4)
 
 
 def _constant(tas: TileAS, v: Value) -> Optional[int]:
@@ -191,7 +191,8 @@ def _candidate(tas: TileAS, op: Operation) -> bool:
     write either; a consumer's waits are the writes ``_written_between`` looks at)."""
     return (isinstance(op, MEM.LoadViewTkoOp) and op not in tas.aa.dead and op not in tas.aa.silent
             and op.attributes.get("memory_ordering_semantics") == MemoryOrderingSemantics.WEAK
-            and op not in tas.chunked and op not in tas.tma
+            and op not in tas.chunked and op not in tas.tma and op.results[0] not in tas.pairs
+            and op.results[0].type.element.bitwidth >= 8     # a register an element (emit_control's slots)
             and pipelined_op(tas, op) is None and op.results[0] in tas.layouts)
 
 
