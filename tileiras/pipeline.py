@@ -157,6 +157,12 @@ def _plan_chunks(c: Compilation) -> None:
     _each(c, plan_chunks)
 
 
+def _forward_loads(c: Compilation) -> None:
+    from .lower.forwarding import plan_forwarding
+
+    _each(c, plan_forwarding)
+
+
 def _vector_widths(c: Compilation) -> None:
     from .lower.tileas import vector_widths
 
@@ -295,6 +301,9 @@ TMA = Pass("tma", _tma)
 #: Software pipelining of tensor-core K loops: rings of cp.async stages (after TMA, which
 #: it leaves alone: a kernel with TMA keeps its loops as they are).
 PIPELINE = Pass("software-pipeline", _software_pipeline)
+#: Loads of a constant-trip loop that read the tiles an earlier one loaded (after TMA and
+#: pipelining, whose loads it leaves alone).
+FORWARD = Pass("forward-loads", _forward_loads)
 #: From the CTA's shared memory to the cubin, every target alike.
 BACK: tuple[Pass, ...] = (
     Pass("allocate-shared-memory", _allocate_shared_memory, stop="tileas"),
@@ -304,8 +313,8 @@ BACK: tuple[Pass, ...] = (
     Pass("ptxas", _cubin, stop="cubin"),
 )
 #: The passes of each target, in order (``passes_for``): sm_8x has no TMA.
-PASSES_SM80: tuple[Pass, ...] = FRONT + (PIPELINE,) + BACK
-PASSES_TMA: tuple[Pass, ...] = FRONT + (TMA, PIPELINE) + BACK
+PASSES_SM80: tuple[Pass, ...] = FRONT + (PIPELINE, FORWARD) + BACK
+PASSES_TMA: tuple[Pass, ...] = FRONT + (TMA, PIPELINE, FORWARD) + BACK
 
 
 def passes_for(arch: int) -> tuple[Pass, ...]:

@@ -143,6 +143,7 @@ def _op_remarks(fn: Function, op: Operation, tas=None) -> Iterable[Remark]:
         yield Remark(Kind.PASSED, Category.MEMORY, f"RemarkMemory{what.title()}InstructionSelected",
                      f"{what.title()} instruction selected", name, op.loc,
                      [("Instruction", f"Global-memory {what} instruction")])
+        yield from _forwarding_remarks(fn, op, tas)
         if isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)):
             yield Remark(Kind.FAILED, Category.MEMORY, f"RemarkMemoryTma{what.title()}Failed",
                          f"Failed to select TMA {what} instruction", name, op.loc,
@@ -161,6 +162,18 @@ def _op_remarks(fn: Function, op: Operation, tas=None) -> Iterable[Remark]:
         yield Remark(Kind.MISSED, Category.TENSORCORE, "RemarkTensorCoreNotUsed",
                      "Matrix multiply lowered to fused multiply-adds on CUDA cores: tensor cores are not used yet",
                      name, op.loc)
+
+
+def _forwarding_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
+    """A load that reads an earlier loop's registers (lower/forwarding.py), or why not."""
+    if tas is not None and op in tas.forwarded:
+        yield Remark(Kind.PASSED, Category.MEMORY, "RemarkLoadForwarded",
+                     "Load reads the tiles an earlier loop loaded, from registers", fn.name, op.loc,
+                     [("Trips", str(tas.forwarded[op].trips))])
+    elif tas is not None and op in tas.forward_refused:
+        yield Remark(Kind.MISSED, Category.MEMORY, "RemarkLoadForwardingFailed",
+                     "Load not forwarded from an earlier loop's registers", fn.name, op.loc,
+                     [("Reason", tas.forward_refused[op])])
 
 
 def selected(remarks: Iterable[Remark], enabled: dict[Kind, set[Category]]) -> list[Remark]:

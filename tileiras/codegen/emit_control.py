@@ -15,6 +15,7 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..lower.attention_tma import AttentionRingPlan
+from ..lower.forwarding import kept_loads, unrolled_loops
 from ..lower.software_pipeline import pipelined_op
 from ..lower.tiles import element_bytes
 from ..record import field, record
@@ -24,7 +25,7 @@ from ..tile import ops_memory as MEM
 from . import emit_async, emit_attention_tma
 from . import intrinsics as X
 from .nvvm import I32, I64, KernelEmitter, emits
-from .values import TileVal, byte_gep, from_smem, smem_type, to_smem
+from .values import TileVal, byte_gep, from_smem, llvm_type, smem_type, to_smem
 
 Incoming = tuple[ir.Block, list[list[ir.Value]]]
 
@@ -39,6 +40,9 @@ class Frame:
     header_phis: list[list[ir.PhiInstr]] = field(default_factory=list)
     exits: list[Incoming] = field(default_factory=list)
     iv_next: Optional[ir.Value] = None                # for: the induction step
+    #: for: the loads whose tiles a later loop reads (lower/forwarding.py), each with its
+    #: header phis, per trip the tile's registers
+    kept: list[tuple[Operation, list[list[ir.PhiInstr]]]] = field(default_factory=list)
 
 
 def _regs_of(em: KernelEmitter, op: Operation) -> list[list[ir.Value]]:
@@ -138,7 +142,10 @@ def _continue(em: KernelEmitter, op: Operation) -> None:
     for phis, regs in zip(carried, vals):
         for phi, v in zip(phis, regs or []):
             phi.add_incoming(v, block)
-    em.b.branch(frame.header)
+    _keep_tiles(em, frame, block)
+    back = em.b.branch(frame.header)
+    if em.tas.forwarded and frame.op in unrolled_loops(em.tas):
+        _unroll_fully(em, back)
 
 
 @emits(CF.BreakOp)
@@ -196,6 +203,7 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     frame.header_phis.append([iv])
     em.put(block.args[0], TileVal(em.result_layout(block.args[0]), [iv]))
     _loop_header(em, frame, inits, list(block.args[1:]), header, entry)
+    _kept_slots(em, frame, entry)
     unsigned = bool(op.attributes.get("unsignedCmp"))
     more = b.icmp_unsigned("<", iv, ub) if unsigned else b.icmp_signed("<", iv, ub)
     b.cbranch(more, body, exit_bb)
@@ -209,10 +217,72 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     b.position_at_end(exit_bb)
     for r, phis, arg in zip(op.results, frame.header_phis[1:], block.args[1:]):
         em.put(r, TileVal(em.result_layout(r), list(phis)) if phis else None)
+    em.kept_tiles.update((load, [[*regs] for regs in slots]) for load, slots in frame.kept)
     if isinstance(plan, AttentionRingPlan):
         emit_attention_tma.drain(em, plan)
     elif plan is not None:      # after the results: a TMA ring's drain completes its accumulator
         emit_async.drain(em, plan)
+
+
+def _kept_slots(em: KernelEmitter, frame: Frame, entry: ir.Block) -> None:
+    """Header phis for the tiles of every trip of the loads the loop keeps (undefined
+    until their trip)."""
+    for load in kept_loads(em.tas, frame.op):
+        forward = next(f for f in em.tas.forwarded.values() if f.source is load)
+        ty = llvm_type(load.results[0].type)
+        slots = []
+        for _ in range(forward.trips):
+            phis = [em.b.phi(ty) for _ in range(em.result_layout(load.results[0]).size("reg"))]
+            for phi in phis:
+                phi.add_incoming(ir.Constant(ty, ir.Undefined), entry)
+            slots.append(phis)
+        frame.kept.append((load, slots))
+
+
+def _keep_tiles(em: KernelEmitter, frame: Frame, block: ir.Block) -> None:
+    """On the back edge: trip k's slot takes the kept load's registers on trip k."""
+    if not frame.kept:
+        return
+    forward = em.tas.forwarded
+    iv = frame.header_phis[0][0]
+    for load, slots in frame.kept:
+        plan = next(f for f in forward.values() if f.source is load)
+        tile = em.values.get(load.results[0])
+        if not isinstance(tile, TileVal):
+            raise CompileError(f"kept load '{load.name}' was not emitted in its loop")
+        for k, phis in enumerate(slots):
+            now = em.b.icmp_signed("==", iv, ir.Constant(iv.type, plan.lower + k * plan.step))
+            for phi, reg in zip(phis, tile.regs):
+                phi.add_incoming(em.b.select(now, reg, phi), block)
+
+
+def _unroll_fully(em: KernelEmitter, back: ir.Instruction) -> None:
+    """Ask LLVM to unroll the loop whose back edge is ``back`` completely (its own loop
+    ID: a node naming itself, then ``llvm.loop.unroll.full``): the slots of kept tiles and
+    the picks among them fold to the registers of each trip only in unrolled code."""
+    module = em.llfn.module
+    full = module.add_metadata([ir.MetaDataString(module, "llvm.loop.unroll.full")])
+    loop = module.add_metadata([ir.MetaDataString(module, f"tileiras.unroll.{len(module.metadata)}"), full])
+    loop.operands = (loop, full)
+    back.set_metadata("llvm.loop", loop)
+
+
+def forwarded_load(em: KernelEmitter, op: Operation) -> None:
+    """A load whose tile an earlier loop kept: on trip k, that loop's registers of trip k
+    (after the loop, those of the trip it reads)."""
+    plan = em.tas.forwarded[op]
+    slots = em.kept_tiles[plan.source]
+    if plan.consumer_loop is None:      # after the loop: one trip's tile
+        em.put(op.results[0], TileVal(em.result_layout(op.results[0]), list(slots[plan.trip])))
+        em.put(op.results[1], None)
+        return
+    iv = _enclosing(em, (CF.ForOp,), op).header_phis[0][0]
+    regs = list(slots[-1])
+    for k in reversed(range(plan.trips - 1)):
+        now = em.b.icmp_signed("==", iv, ir.Constant(iv.type, plan.lower + k * plan.step))
+        regs = [em.b.select(now, kept, later) for kept, later in zip(slots[k], regs)]
+    em.put(op.results[0], TileVal(em.result_layout(op.results[0]), regs))
+    em.put(op.results[1], None)
 
 
 @emits(CF.LoopOp)

@@ -111,6 +111,7 @@ class KernelEmitter:
         self._smem: Optional[ir.GlobalVariable] = None
         self.tma_phases: dict[Operation, ir.Value] = {}   # TMA load -> its phase parity (emit_tma)
         self.frames: list = []    # control-flow frames (emit_control)
+        self.kept_tiles: dict = {}   # load -> its tile's registers of every trip (emit_control)
         self.iteration: Optional[ir.Value] = None   # the chunk counter inside a chunked loop
         self._iter_cache: dict = {}
         self.here = False       # inside coordinates_here: tile starts are computed afresh
@@ -293,6 +294,8 @@ class KernelEmitter:
             raise CompileError(f"code generation for '{op.definition.full_name}' is not supported yet")
         if self.scope is not None:
             self.b.debug_metadata = self.lineinfo.location(op, self.scope, self.fn.name)
+        if op in self.tas.forwarded:    # reads what an earlier loop loaded (lower/forwarding.py)
+            from .emit_control import forwarded_load as emitter
         if not self.sinkable_load(op):
             emitter(self, op)
             return

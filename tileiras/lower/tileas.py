@@ -105,6 +105,10 @@ class TileAS:
     #: loads and stores TMA would have taken but whose buffers did not fit beside the
     #: scratch region: why (``choose_tma``; the remarks report it)
     tma_dropped: dict = field(default_factory=dict)
+    #: loads that read the tiles an earlier constant-trip loop loaded (``forwarding``: the
+    #: load -> its Forward), and the loads refused (why)
+    forwarded: dict = field(default_factory=dict)
+    forward_refused: dict = field(default_factory=dict)
     #: the CTA's static shared memory, its bytes and alignment (``allocate_shared_memory``)
     smem_bytes: int = 0
     smem_align: int = SMEM_ALIGN

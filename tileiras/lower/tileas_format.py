@@ -34,6 +34,7 @@ from ..layout.tensor_core import StmatrixForm
 from ..record import MISSING
 from ..text.names import NameTable
 from .chunks import ChunkGroup
+from .forwarding import Forward
 from .mma_forms import MmaSwizzle, OperandStaging, TensorCoreMma, WgmmaStaging
 from .shared_buffers import Buffer, shared_buffers
 from .software_pipeline import PipelinePlan
@@ -52,14 +53,14 @@ RECORDS: dict[str, type] = {
     "mma_swizzle": MmaSwizzle, "tma": TmaPlan, "tensor_map": TensorMapSpec, "map_field": MapField,
     "run": Run, "pipeline": PipelinePlan, "ring": RingPlan, "chunk": ChunkGroup,
     "attention": AttentionPlan, "attention_tile": RingTile, "attention_ring": AttentionRingPlan,
-    "attention_box": RingBox, "stmatrix": StmatrixForm,
+    "attention_box": RingBox, "stmatrix": StmatrixForm, "forward": Forward,
 }
 KINDS = {cls: kind for kind, cls in RECORDS.items()}
 ENUMS: dict[str, type[Enum]] = {"Swizzle": Swizzle}
 #: per-op tables, in the order their attributes print: (attribute, table)
 OP_TABLES = (("mma", "tensor_cores"), ("wgmma_staging", "wgmma_staging"), ("access", "access_allowed"),
              ("vector", "vectors"), ("tma", "tma"), ("pipeline", "pipelines"), ("picks", "picks"),
-             ("pick_source", "pick_sources"))
+             ("pick_source", "pick_sources"), ("forward", "forwarded"), ("forward_refused", "forward_refused"))
 CONVERT = "tileas.convert_layout"
 
 
