@@ -38,6 +38,7 @@ from .shared_buffers import Buffer, shared_buffers
 from .software_pipeline import PipelinePlan
 from .tma_ring import RingPlan
 from .attention_pipeline import AttentionPlan, RingTile
+from .stream_pipeline import StreamPlan, StreamTile
 from .tma import MapField, TensorMapSpec, TmaPlan
 from .vectorize import Run
 
@@ -49,7 +50,7 @@ RECORDS: dict[str, type] = {
     "mma": TensorCoreMma, "wgmma_staging": WgmmaStaging, "operand": OperandStaging, "padding": Padding,
     "mma_swizzle": MmaSwizzle, "tma": TmaPlan, "tensor_map": TensorMapSpec, "map_field": MapField,
     "run": Run, "pipeline": PipelinePlan, "ring": RingPlan, "chunk": ChunkGroup,
-    "attention": AttentionPlan, "attention_tile": RingTile,
+    "attention": AttentionPlan, "attention_tile": RingTile, "stream": StreamPlan, "stream_tile": StreamTile,
 }
 KINDS = {cls: kind for kind, cls in RECORDS.items()}
 ENUMS: dict[str, type[Enum]] = {"Swizzle": Swizzle}
