@@ -161,3 +161,17 @@ def test_remarks_say_whether_a_streaming_loop_was_pipelined(text, said, tmp_path
     assert driver_main([str(path), "--gpu-name", "sm_80", "-o", str(tmp_path / "k.cubin"), "--remarks=memory"]) == 0
     out = capsys.readouterr().out
     assert all(s in out for s in said), out
+
+
+def test_the_plan_reads_back_from_tileas_text():
+    """``--emit=tileas`` prints the plan (its tiles' layouts, ring and barrier) and reads it back."""
+    from tileiras.lower.tileas_format import format_tileas  # noqa: PLC0415
+    from tileiras.lower.tileas_parse import parse_tileas  # noqa: PLC0415
+
+    c = run_stages(parse_module(row_loop(2, 256, elem="bf16", two=True), "k.mlir"), CompileOptions(gpu_name="sm_80"),
+                   "tileas", only_needed=True)
+    text = format_tileas(c.tas["k"])
+    assert "pipeline = #tileas.stream<" in text and text.count("#tileas.stream_tile<") == 2
+    back = parse_tileas(text, c.aa["k"])
+    assert back.pipelines == c.tas["k"].pipelines and back.pipelined == c.tas["k"].pipelined
+    assert format_tileas(back) == text
