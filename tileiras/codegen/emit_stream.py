@@ -3,8 +3,9 @@
 The loop's view loads become ``cp.async`` copies into a ring of ``S`` shared-memory
 stages (one commit group a trip, all its tiles), and the loop is expanded as
 
-* prologue (``prologue``, before the loop): a barrier (earlier users of the shared
-  memory are done with it), then the copies of trips 0 .. S-2 into stages 0 .. S-2;
+* prologue (``prologue``, before the loop): the copies of trips 0 .. S-2 into stages
+  0 .. S-2, with no barrier before them: the ring lies past every other op's scratch
+  (``StreamPlan.ring_base``), and the drain of any earlier ring ends with one;
 * steady state (``steady_state``, at the top of the body): ``cp.async.wait_group S-2``
   (this thread's copies of trip i have landed), ``bar.sync`` where threads read what
   others copied (``StreamPlan.barrier``: it also orders every thread's reads of trip
@@ -53,7 +54,6 @@ def prologue(em: KernelEmitter, plan: StreamPlan) -> None:
     """Before the loop: the copies of its first S-1 trips, a group each."""
     b = em.b
     lb, ub, step = loop_bounds(em, plan)
-    X.barrier(b)
     for s in range(plan.stages - 1):
         iv = b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb
         issue(em, plan, iv, ir.Constant(I32, s), below(em, plan, iv, ub))
