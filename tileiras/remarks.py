@@ -99,10 +99,12 @@ def _decisions(module: Module, gpu_name: Optional[str]) -> dict:
 
 
 def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
-    """Per tensor-core K loop: software-pipelined with how many stages, or why not."""
+    """Per tensor-core K loop or SIMT streaming loop: software-pipelined with how many
+    stages, or why not."""
     from .lower.attention_pipeline import AttentionPlan  # noqa: PLC0415
     from .lower.attention_tma import AttentionRingPlan  # noqa: PLC0415
     from .lower.software_pipeline import PipelinePlan  # noqa: PLC0415
+    from .lower.stream_pipeline import StreamPlan, is_stream_loop  # noqa: PLC0415
     from .lower.tma_ring import RingPlan  # noqa: PLC0415
 
     decision = tas.pipelines.get(op) if tas is not None else None
@@ -125,15 +127,19 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
                      f"K/V loop software-pipelined with {decision.stages} stages", fn.name, op.loc,
                      [("Stages", str(decision.stages)), ("StagesFrom", decision.source),
                       ("Copies", "cp.async " + "/".join(f"{t.copy_bytes}-byte" for t in decision.tiles) + " (K/V)")])
-    elif isinstance(decision, PipelinePlan):
-        copies = "/".join(f"{n}-byte" for n in decision.copy_bytes)
-        yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkSoftwarePipelined",
-                     f"K loop software-pipelined with {decision.stages} stages", fn.name, op.loc,
-                     [("Stages", str(decision.stages)), ("StagesFrom", decision.source),
-                      ("Copies", f"cp.async {copies} (A/B)")])
+    elif isinstance(decision, (PipelinePlan, StreamPlan)):
+        stream = isinstance(decision, StreamPlan)
+        widths = [t.copy_bytes for t in decision.tiles] if stream else decision.copy_bytes
+        copies = "/".join(f"{n}-byte" for n in widths) + (" into the tiles' layouts" if stream else " (A/B)")
+        yield Remark(Kind.PASSED, Category.MEMORY if stream else Category.TENSORCORE, "RemarkSoftwarePipelined",
+                     f"{'streaming' if stream else 'K'} loop software-pipelined with {decision.stages} stages",
+                     fn.name, op.loc, [("Stages", str(decision.stages)), ("StagesFrom", decision.source),
+                                       ("Copies", f"cp.async {copies}")])
     elif decision is not None:
-        yield Remark(Kind.MISSED, Category.TENSORCORE, "RemarkSoftwarePipelineFailed",
-                     "K loop not software-pipelined", fn.name, op.loc, [("Reason", decision)])
+        kind = "streaming loop" if is_stream_loop(tas, op) else "K loop"
+        yield Remark(Kind.MISSED, Category.MEMORY if kind == "streaming loop" else Category.TENSORCORE,
+                     "RemarkSoftwarePipelineFailed", f"{kind} not software-pipelined", fn.name, op.loc,
+                     [("Reason", decision)])
 
 
 def _op_remarks(fn: Function, op: Operation, tas=None) -> Iterable[Remark]:

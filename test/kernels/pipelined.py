@@ -6,6 +6,25 @@ the loop-carried accumulator; the trip count is a constant or the views' K tile 
 from __future__ import annotations
 
 
+def view_2d(name: str, elem: str, tile: tuple[int, int], align: int) -> tuple[list[str], str, str]:
+    """(the lines making ``%{name}_p``, a zero-padded partition view of a row-major 2-D
+    tensor of ``elem`` in ``tile`` tiles; its type; the kernel arguments it takes), the
+    pointer, shapes and stride assumed multiples of ``align`` (0: nothing assumed)."""
+    tv = f"tensor_view<?x?x{elem}, strides=[?,1]>"
+    pv = f"partition_view<tile=({tile[0]}x{tile[1]}), padding_value = zero, {tv}>"
+    raw = [f"%{name}", f"%{name}_d0", f"%{name}_d1", f"%{name}_s0"]
+    lines = []
+    if align:
+        lines += [f"{v}_al = assume div_by<{align}>, {v} : tile<{'ptr<' + elem + '>' if v == raw[0] else 'i32'}>"
+                  for v in raw]
+        raw = [f"{v}_al" for v in raw]
+    lines += [f"%{name}_v = make_tensor_view {raw[0]}, shape = [{raw[1]}, {raw[2]}], strides = [{raw[3]}, 1]"
+              f" : tile<i32> -> {tv}",
+              f"%{name}_p = make_partition_view %{name}_v : {pv}"]
+    args = f"%{name}: tile<ptr<{elem}>>, %{name}_d0: tile<i32>, %{name}_d1: tile<i32>, %{name}_s0: tile<i32>"
+    return lines, pv, args
+
+
 def gemm_loop(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", trips: int | None = None,
               align: int = 16, hints: str = "", join: bool = False, nt: bool = False) -> str:
     """``trips``: a constant trip count, or None for the dynamic one (A's K tiles, so K
@@ -14,25 +33,10 @@ def gemm_loop(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", trips: 
     ``optimization_hints`` body (e.g. ``sm_80 = {num_stages = 3}``).  ``join``: the loop
     also carries a token joined with the loads' tokens (as cuTile's split-K GEMM does).
     ``nt``: B is stored N x K and each tile is transposed (``permute [1, 0]``) in the loop."""
-    def view(name: str, elem: str, tile: tuple[int, int]) -> tuple[list[str], str, str]:
-        tv = f"tensor_view<?x?x{elem}, strides=[?,1]>"
-        pv = f"partition_view<tile=({tile[0]}x{tile[1]}), padding_value = zero, {tv}>"
-        raw = [f"%{name}", f"%{name}_d0", f"%{name}_d1", f"%{name}_s0"]
-        lines = []
-        if align:
-            lines += [f"{v}_al = assume div_by<{align}>, {v} : tile<{'ptr<' + elem + '>' if v == raw[0] else 'i32'}>"
-                      for v in raw]
-            raw = [f"{v}_al" for v in raw]
-        lines += [f"%{name}_v = make_tensor_view {raw[0]}, shape = [{raw[1]}, {raw[2]}], strides = [{raw[3]}, 1]"
-                  f" : tile<i32> -> {tv}",
-                  f"%{name}_p = make_partition_view %{name}_v : {pv}"]
-        args = f"%{name}: tile<ptr<{elem}>>, %{name}_d0: tile<i32>, %{name}_d1: tile<i32>, %{name}_s0: tile<i32>"
-        return lines, pv, args
-
     stored = "f32" if ab == "tf32" else ab       # tf32 operands are f32 tiles converted in the loop
-    a_lines, a_pv, a_args = view("a", stored, (m, k))
-    b_lines, b_pv, b_args = view("b", stored, (n, k) if nt else (k, n))
-    c_lines, c_pv, c_args = view("c", acc, (m, n))
+    a_lines, a_pv, a_args = view_2d("a", stored, (m, k), align)
+    b_lines, b_pv, b_args = view_2d("b", stored, (n, k) if nt else (k, n), align)
+    c_lines, c_pv, c_args = view_2d("c", acc, (m, n), align)
     tc = f"tile<{m}x{n}x{acc}>"
     ta, tb = f"tile<{m}x{k}x{ab}>", f"tile<{k}x{n}x{ab}>"
     count = (f"%nk = constant <i32: {trips}> : tile<i32>" if trips is not None else

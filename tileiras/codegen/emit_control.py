@@ -17,12 +17,13 @@ from ..ir.core import Operation, Value
 from ..lower.attention_tma import AttentionRingPlan
 from ..lower.forwarding import kept_loads, unrolled_loops
 from ..lower.software_pipeline import pipelined_op
+from ..lower.stream_pipeline import stream_plan
 from ..lower.tiles import element_bytes
 from ..record import field, record
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
-from . import emit_async, emit_attention_tma
+from . import emit_async, emit_attention_tma, emit_stream
 from . import intrinsics as X
 from .nvvm import I32, I64, KernelEmitter, emits
 from .values import TileVal, byte_gep, from_smem, llvm_type, smem_type, to_smem
@@ -190,6 +191,9 @@ def _for(em: KernelEmitter, op: Operation) -> None:
         emit_attention_tma.prologue(em, plan)
     elif plan is not None:      # a software-pipelined K loop: its first stages' copies
         emit_async.prologue(em, plan)
+    stream = stream_plan(em.tas, op)
+    if stream is not None:      # a pipelined streaming loop: its first trips' copies
+        emit_stream.prologue(em, stream)
     entry = b.block
     header = em.llfn.append_basic_block("for.header")
     body = em.llfn.append_basic_block("for.body")
@@ -209,6 +213,8 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     b.cbranch(more, body, exit_bb)
     em.frames.append(frame)
     b.position_at_end(body)
+    if stream is not None:      # wait for trip i's tiles, read them, refill the freed stage
+        emit_stream.steady_state(em, stream)
     em.emit_block(block)
     if not b.block.is_terminated:
         raise CompileError("'for' body must end with 'continue'")
@@ -222,6 +228,8 @@ def _for(em: KernelEmitter, op: Operation) -> None:
         emit_attention_tma.drain(em, plan)
     elif plan is not None:      # after the results: a TMA ring's drain completes its accumulator
         emit_async.drain(em, plan)
+    elif stream is not None:
+        emit_async.drain(em, stream)
 
 
 def _kept_slots(em: KernelEmitter, frame: Frame, entry: ir.Block) -> None:

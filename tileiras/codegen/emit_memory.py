@@ -19,6 +19,7 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation
 from ..lower.software_pipeline import pipelined_op
+from ..lower.stream_pipeline import stream_plan
 from ..lower.vectorize import access_dim, register_run
 from ..record import record
 from ..tile import ops_core as CO
@@ -444,6 +445,8 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
     if pipelined_op(em.tas, op) is not None:       # copied by its loop's cp.async stages
         em.put(op.results[0], None)
         em.put(op.results[1], None)
+        return
+    if stream_plan(em.tas, op) is not None:     # its loop's steady state read it (``emit_stream``)
         return
     if op in em.tas.tma:
         from .emit_tma import emit_tma_load

@@ -230,10 +230,9 @@ def known_trips(loop: CF.ForOp, aa) -> bool:
     return all(aa.fact(v).lower is not None and aa.fact(v).lower == aa.fact(v).upper for v in loop.operands[:3])
 
 
-def _load_reason(tas, ld: Operation, loop: CF.ForOp, iv: Value, consumer: Operation, tma_ok: bool = False
-                 ) -> Optional[str]:
-    """Why the load ``ld`` cannot become asynchronous copies, or None (``tma_ok``: it may
-    be one ``lower.tma`` planned: the ring takes it over)."""
+def view_copy_reason(ld: Operation) -> Optional[str]:
+    """Why ``cp.async`` cannot copy the view load ``ld``'s tile row by row (a partition
+    view, zero-padded or unpadded, rows contiguous in memory), or None."""
     vt = ld.view.type
     if not isinstance(vt, T.PartitionViewType):
         return "a load is not from a partition view"
@@ -241,6 +240,16 @@ def _load_reason(tas, ld: Operation, loop: CF.ForOp, iv: Value, consumer: Operat
         return "a load pads with other than zeros (cp.async fills only zeros)"
     if vt.tensor_view.strides[-1] != 1 or vt.dim_map != tuple(range(len(vt.dim_map))):
         return "a loaded tile's rows are not contiguous in memory"
+    return None
+
+
+def _load_reason(tas, ld: Operation, loop: CF.ForOp, iv: Value, consumer: Operation, tma_ok: bool = False
+                 ) -> Optional[str]:
+    """Why the load ``ld`` cannot become asynchronous copies, or None (``tma_ok``: it may
+    be one ``lower.tma`` planned: the ring takes it over)."""
+    reason = view_copy_reason(ld)
+    if reason:
+        return reason
     sem = ld.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK)
     if sem != MemoryOrderingSemantics.WEAK or (ld in tas.tma and not tma_ok):
         return "a load is ordered or goes through TMA"
@@ -323,5 +332,8 @@ def record_plans(tas, arch: int) -> None:
             from .attention_pipeline import record_attention  # noqa: PLC0415
 
             record_attention(tas, decision, arch)
+    from .stream_pipeline import record_streams  # noqa: PLC0415  (SIMT streaming loops: their own rings)
+
+    record_streams(tas, arch)
 
 

@@ -41,6 +41,7 @@ from .software_pipeline import PipelinePlan
 from .tma_ring import RingPlan
 from .attention_pipeline import AttentionPlan, RingTile
 from .attention_tma import AttentionRingPlan, RingBox
+from .stream_pipeline import StreamPlan, StreamTile
 from .tma import MapField, TensorMapSpec, TmaPlan
 from .vectorize import Run
 
@@ -53,7 +54,8 @@ RECORDS: dict[str, type] = {
     "mma_swizzle": MmaSwizzle, "tma": TmaPlan, "tensor_map": TensorMapSpec, "map_field": MapField,
     "run": Run, "pipeline": PipelinePlan, "ring": RingPlan, "chunk": ChunkGroup,
     "attention": AttentionPlan, "attention_tile": RingTile, "attention_ring": AttentionRingPlan,
-    "attention_box": RingBox, "stmatrix": StmatrixForm, "forward": Forward,
+    "attention_box": RingBox, "stmatrix": StmatrixForm, "forward": Forward, "stream": StreamPlan,
+    "stream_tile": StreamTile,
 }
 KINDS = {cls: kind for kind, cls in RECORDS.items()}
 ENUMS: dict[str, type[Enum]] = {"Swizzle": Swizzle}
