@@ -33,16 +33,16 @@ from ..layout.shared import Padding, Swizzle
 from ..layout.tensor_core import StmatrixForm
 from ..record import MISSING
 from ..text.names import NameTable
+from .attention_pipeline import AttentionPlan, RingTile
+from .attention_tma import AttentionRingPlan, RingBox
 from .chunks import ChunkGroup
 from .forwarding import Forward
 from .mma_forms import MmaSwizzle, OperandStaging, TensorCoreMma, WgmmaStaging
 from .shared_buffers import Buffer, shared_buffers
 from .software_pipeline import PipelinePlan
-from .tma_ring import RingPlan
-from .attention_pipeline import AttentionPlan, RingTile
-from .attention_tma import AttentionRingPlan, RingBox
 from .stream_pipeline import StreamPlan, StreamTile
 from .tma import MapField, TensorMapSpec, TmaPlan
+from .tma_ring import RingPlan
 from .vectorize import Run
 
 if TYPE_CHECKING:
