@@ -118,10 +118,14 @@ def _sectors(module, ptx: str) -> int:
 
 
 def _without_forwarding(module, monkeypatch) -> str:
+    """The plain code: not forwarded, nor streamed through cp.async (which a loop that is
+    not forwarded would be: test_stream_pipeline.py), so its global loads can be counted."""
     import tileiras.lower.forwarding as forwarding
+    import tileiras.lower.stream_pipeline as stream_pipeline
 
     with monkeypatch.context() as m:
         m.setattr(forwarding, "KEEP_REGS", 0)
+        m.setattr(stream_pipeline, "STREAM_ARCHS", frozenset())
         return compile_module(module, CompileOptions(gpu_name="sm_80"), "ptx")
 
 

@@ -175,6 +175,13 @@ def _tma(c: Compilation) -> None:
     _each(c, choose_tma, c.options.arch)
 
 
+def _stream_loops(c: Compilation) -> None:
+    from .lower.stream_pipeline import record_streams
+
+    if c.options.arch:
+        _each(c, record_streams, c.options.arch)
+
+
 def _software_pipeline(c: Compilation) -> None:
     from .lower.software_pipeline import record_plans
 
@@ -304,6 +311,9 @@ PIPELINE = Pass("software-pipeline", _software_pipeline)
 #: Loads of a constant-trip loop that read the tiles an earlier one loaded (after TMA and
 #: pipelining, whose loads it leaves alone).
 FORWARD = Pass("forward-loads", _forward_loads)
+#: SIMT loops streaming view tiles through cp.async rings (after forwarding: a loop whose
+#: tiles are kept for a later loop, or read from an earlier one's, is not streamed).
+STREAM = Pass("stream-loops", _stream_loops)
 #: From the CTA's shared memory to the cubin, every target alike.
 BACK: tuple[Pass, ...] = (
     Pass("allocate-shared-memory", _allocate_shared_memory, stop="tileas"),
@@ -313,8 +323,8 @@ BACK: tuple[Pass, ...] = (
     Pass("ptxas", _cubin, stop="cubin"),
 )
 #: The passes of each target, in order (``passes_for``): sm_8x has no TMA.
-PASSES_SM80: tuple[Pass, ...] = FRONT + (PIPELINE, FORWARD) + BACK
-PASSES_TMA: tuple[Pass, ...] = FRONT + (TMA, PIPELINE, FORWARD) + BACK
+PASSES_SM80: tuple[Pass, ...] = FRONT + (PIPELINE, FORWARD, STREAM) + BACK
+PASSES_TMA: tuple[Pass, ...] = FRONT + (TMA, PIPELINE, FORWARD, STREAM) + BACK
 
 
 def passes_for(arch: int) -> tuple[Pass, ...]:

@@ -332,8 +332,3 @@ def record_plans(tas, arch: int) -> None:
             from .attention_pipeline import record_attention  # noqa: PLC0415
 
             record_attention(tas, decision, arch)
-    from .stream_pipeline import record_streams  # noqa: PLC0415  (SIMT streaming loops: their own rings)
-
-    record_streams(tas, arch)
-
-

@@ -137,6 +137,8 @@ def plan_stream(tas, loop: CF.ForOp, arch: int) -> Union[StreamPlan, str]:
         return "the loop body holds a loop"
     if tas.tma:
         return "the kernel's shared memory holds TMA buffers"
+    if any(f.loop is loop or f.consumer_loop is loop for f in tas.forwarded.values()):
+        return "its tiles are kept in registers for a later loop, or read from an earlier one's (forward-loads)"
     loads = streamed_loads(loop)
     for ld in loads:
         reason = _load_reason(tas, ld, loop)
