@@ -4,6 +4,7 @@
 * no private name (``_x``) imported from another module;
 * codegen/ only reads the analyses (TileAS, TileAA): no assignment to their attributes or
   items, no mutating call on them;
+* lower/ imports nothing from codegen/ but the kernel ABI (``LOWER_FROM_CODEGEN``);
 * no module-level tuple, set or dict of two or more op classes outside tile/ (what an op
   is belongs in its declaration's traits), beyond ``OP_TABLES_ALLOWED``.
 
@@ -233,6 +234,21 @@ def test_resolve_relative_imports() -> None:
 def test_no_private_names_imported_across_modules() -> None:
     found = [f"{name}: {imported}" for name, source in SOURCES.items() for imported in private_imports(source)
              if _resolve(name, imported.rsplit(".", 1)[0]) not in PENDING_SPLIT]
+    assert found == []
+
+
+#: what ``lower/`` may import from ``codegen/``: the kernel ABI's parameter kinds (a TMA map
+#: field reads a parameter as the ABI lays it out); target facts live in ``target.py``
+LOWER_FROM_CODEGEN = {"codegen/abi.py"}
+
+
+def test_passes_do_not_import_the_back_end() -> None:
+    """Decisions are made in ``lower/`` from the IR and the target (``target.py``), not from
+    the code generator's modules."""
+    found = sorted({f"{name}: {module}" for name, source in SOURCES.items() if name.startswith("lower/")
+                    for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom) and node.level
+                    for module in [_resolve(name, "." * node.level + (node.module or ""))]
+                    if module.startswith("codegen/") and module not in LOWER_FROM_CODEGEN})
     assert found == []
 
 

@@ -119,7 +119,7 @@ def _tileaa(c: Compilation) -> None:
 
 def _cta_size(c: Compilation) -> None:
     """The CTA size of each kernel (its hint, else NVIDIA's fitted rules), a TileAS for it."""
-    from .codegen.abi import HINT_NUM_WORKER_WARPS, hints_for_arch
+    from .target import HINT_NUM_WORKER_WARPS, hints_for_arch
     from .lower.tileas import new_tileas
 
     for fn in c.module.functions:

@@ -20,6 +20,7 @@ from ..errors import CompileError
 from ..ir.attrs import Attribute, DictAttr, IntegerAttr, OptimizationHintsAttr
 from ..ir.types import PointerType, ScalarType, TileType, Type
 from ..record import record
+from ..target import HINT_NUM_CTA_IN_CGA, HINT_NUM_WORKER_WARPS, HINT_OCCUPANCY, hints_for_arch
 
 #: The PTX ISA version the real tool writes (``.language`` needs 9.2 or newer).
 PTX_VERSION = "9.5"
@@ -34,10 +35,6 @@ MAX_WARPS_PER_CTA = 32
 REGISTERS_PER_SM = 65536
 REGISTER_GRANULE = 8
 
-HINT_NUM_CTA_IN_CGA = "num_cta_in_cga"
-HINT_OCCUPANCY = "occupancy"
-HINT_NUM_WORKER_WARPS = "num_worker_warps_per_cta"
-DEFAULT_HINTS_KEY = "default"
 
 _GPU_NAME = re.compile(r"sm_(\d+)$")
 
@@ -265,31 +262,6 @@ def maxnreg_for_occupancy(occupancy: Optional[int], threads: int) -> Optional[in
 
 
 # --------------------------------------------------------------------------- hints
-
-def _int_value(a: Attribute) -> Optional[int]:
-    if isinstance(a, IntegerAttr):
-        return a.value
-    return None
-
-
-def hints_for_arch(hints: Optional[OptimizationHintsAttr], gpu_name: str) -> dict[str, int]:
-    """The integer hints that apply to ``gpu_name``: ``default``, then the target's own keys.
-
-    Measured: ``<default = {occupancy = 4}, sm_90 = {num_worker_warps_per_cta = 8}>`` gives
-    both on sm_90; keys given for another architecture are ignored.
-    """
-    merged: dict[str, int] = {}
-    if hints is None:
-        return merged
-    for key in (DEFAULT_HINTS_KEY, gpu_name):
-        for arch, d in hints.entries:
-            if arch == key and isinstance(d, DictAttr):
-                for name, value in d.entries:
-                    v = _int_value(value)
-                    if v is not None:
-                        merged[name] = v
-    return merged
-
 
 def kernel_info_from_function(fn, gpu_name: str, threads: Optional[int] = None,
                               tensor_maps: tuple = ()) -> KernelInfo:

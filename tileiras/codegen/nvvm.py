@@ -644,7 +644,7 @@ def emit_module(module: Module, analyses: dict[str, TileAS], target: Target,
     if target.lineinfo:
         llmod._tileiras_lineinfo = LineInfo(llmod, positions, full=target.debug)
     emit_memory.define_globals(llmod, module.globals)
-    from .abi import HINT_NUM_CTA_IN_CGA, hints_for_arch
+    from ..target import HINT_NUM_CTA_IN_CGA, hints_for_arch
 
     for fn in module.functions:
         if fn.is_entry:

@@ -9,21 +9,12 @@ from __future__ import annotations
 import re
 
 from ..errors import CompileError
-
-#: the most shared memory one CTA may use (bytes), by compute capability; ptxas's limits
-#: (CUDA programming guide, "Technical specifications per compute capability")
-SMEM_LIMITS = {80: 166_912, 87: 166_912, 86: 101_376, 89: 101_376, 90: 232_448, 100: 232_448,
-               101: 232_448, 103: 232_448, 110: 232_448, 120: 101_376, 121: 101_376}
+from ..target import smem_limit
 
 _WIDTH = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "b32": 4, "u32": 4,
           "s32": 4, "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8}
 _SHARED = re.compile(r"\.shared\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+([\w$]+)(?:\[(\d+)\])?\s*;")
 _ENTRY = re.compile(r"\.entry\s+([\w$]+)\s*\(")
-
-
-def smem_limit(gpu_name: str) -> int:
-    arch = int(gpu_name[3:].rstrip("af"))
-    return SMEM_LIMITS.get(arch, SMEM_LIMITS[120] if arch >= 120 else 101_376)
 
 
 def shared_bytes(ptx: str) -> dict[str, int]:

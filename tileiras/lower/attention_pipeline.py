@@ -45,8 +45,6 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
-from ..codegen.abi import hints_for_arch
-from ..codegen.smem_limit import smem_limit
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..layout.linear import LinearLayout, default_blocked
@@ -55,6 +53,7 @@ from ..sched.ddg import trip_count, work_of
 from ..sched.latency import classify, model_for
 from ..sched.modulo import SchedulingError
 from ..sched.pipeline import attention_schedule
+from ..target import smem_limit, stages_hint
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
@@ -62,7 +61,7 @@ from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
 from ..tile.traits import DATA_RESOURCES, writes
 from .mma_forms import MmaSwizzle, mma_swizzle
-from .software_pipeline import HINT_NUM_STAGES, NARROWEST_COPY, WIDEST_COPY, KLoopPlan, known_trips
+from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, KLoopPlan, known_trips
 from .tiles import element_bytes
 from .tma import BARRIER_BYTES, STAGING_ALIGN, SWIZZLED_ALIGN, plan_tma
 
@@ -344,7 +343,7 @@ def _wanted_stages(tas, loop: CF.ForOp, arch: int, mmas: list[Operation], tiles:
                    ) -> tuple[int, str]:
     """The ``num_stages`` hint, else the stage count of the modulo schedule of the loop's
     copies, waits, multiplies and the softmax between them."""
-    hinted = hints_for_arch(tas.aa.function.hints, f"sm_{arch}").get(HINT_NUM_STAGES)
+    hinted = stages_hint(tas.aa.function.hints, arch)
     if hinted:
         return hinted, "num_stages hint"
     threads = tas.layout_threads

@@ -49,8 +49,6 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
-from ..codegen.abi import hints_for_arch
-from ..codegen.smem_limit import smem_limit
 from ..ir import types as T
 from ..ir.core import Operation
 from ..layout.linear import mma_blocks
@@ -59,13 +57,14 @@ from ..sched.ddg import trip_count
 from ..sched.latency import model_for
 from ..sched.modulo import SchedulingError
 from ..sched.pipeline import tma_ring_schedule
+from ..target import smem_limit, stages_hint
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.traits import DATA_RESOURCES, writes
 from .attention_pipeline import attention_multiplies, b_load, inside_value
 from .mma_forms import WGMMA_MAX_N, OperandStaging, WgmmaStaging, k_steps, tma_ring_staging
-from .software_pipeline import HINT_NUM_STAGES, KLoopPlan, known_trips
+from .software_pipeline import KLoopPlan, known_trips
 from .tma import BARRIER_BYTES, MAP_TYPES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, allows_tma, plan_tma, view_map_spec
 from .tma_ring import MAP_SWIZZLE
 
@@ -306,7 +305,7 @@ def _tensor_map(tas, ld: Operation, arch: int) -> Optional[TensorMapSpec]:
 def _wanted_stages(tas, loop: CF.ForOp, arch: int, mmas: list[Operation], stagings, boxes: int) -> tuple[int, str]:
     """The ``num_stages`` hint, else the stage count of the modulo schedule of the ring's
     boxes and the two multiplies' ``wgmma`` instructions."""
-    hinted = hints_for_arch(tas.aa.function.hints, f"sm_{arch}").get(HINT_NUM_STAGES)
+    hinted = stages_hint(tas.aa.function.hints, arch)
     if hinted:
         return hinted, "num_stages hint"
     wgmmas = 0

@@ -40,8 +40,6 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
-from ..codegen.abi import hints_for_arch
-from ..codegen.smem_limit import smem_limit
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..layout.linear import LinearLayout, default_blocked
@@ -50,6 +48,7 @@ from ..sched.ddg import trip_count, work_of
 from ..sched.latency import model_for
 from ..sched.modulo import SchedulingError
 from ..sched.pipeline import pipeline_schedule
+from ..target import smem_limit, stages_hint
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
@@ -58,8 +57,6 @@ from ..tile.enums import MemoryOrderingSemantics
 from .mma_forms import MmaSwizzle, mma_staging_pitches, mma_swizzle
 from .tiles import element_bytes
 
-#: the entry hint that sets the stage count (Triton's ``tt.num_stages``)
-HINT_NUM_STAGES = "num_stages"
 #: the widest and narrowest ``cp.async`` (``.cg`` takes only 16 bytes, ``.ca`` 4, 8 or 16)
 WIDEST_COPY, NARROWEST_COPY = 16, 4
 
@@ -288,7 +285,7 @@ def _wanted_stages(tas, loop: CF.ForOp, arch: int, mma: Operation, copies: tuple
     """The ``num_stages`` hint, else the stage count of the modulo schedule of the
     pipelined loop's copies, wait and multiply (``sched.pipeline``) under the
     architecture's latency model."""
-    hinted = hints_for_arch(tas.aa.function.hints, f"sm_{arch}").get(HINT_NUM_STAGES)
+    hinted = stages_hint(tas.aa.function.hints, arch)
     if hinted:
         return hinted, "num_stages hint"
     per_thread = tuple(layout.size("reg") // (nbytes // element_bytes(mma.lhs.type))

@@ -42,8 +42,6 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
-from ..codegen.abi import hints_for_arch
-from ..codegen.smem_limit import smem_limit
 from ..ir.core import Operation, Value
 from ..layout.core import LANE, REG, WARP, LinearLayout
 from ..layout.shared import bank_wavefronts, shared_identity
@@ -51,6 +49,7 @@ from ..record import record
 from ..sched.ddg import DDG, DepKind, Edge, Node, trip_count, work_of
 from ..sched.latency import OpClass, classify, model_for
 from ..sched.modulo import SchedulingError, modulo_schedule
+from ..target import smem_limit, stages_hint
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_memory as MEM
@@ -58,7 +57,7 @@ from ..tile.enums import MemoryOrderingSemantics
 from ..tile.traits import DATA_RESOURCES, writes
 from .attention_pipeline import inside_value
 from .layout_rules import swizzled_exchange
-from .software_pipeline import HINT_NUM_STAGES, NARROWEST_COPY, WIDEST_COPY, known_trips, view_copy_reason
+from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, known_trips, view_copy_reason
 from .tiles import element_bytes
 
 #: the architectures whose streaming loops this pipelines (``cp.async`` without TMA rings)
@@ -248,7 +247,7 @@ def _shares_elements(tas, layout: LinearLayout) -> bool:
 def _wanted_stages(tas, loop: CF.ForOp, arch: int, tiles: list[StreamTile]) -> tuple[int, str]:
     """The ``num_stages`` hint, else the stage count of the modulo schedule of one trip:
     the copies, their wait, and the body's work carried to the next trip."""
-    hinted = hints_for_arch(tas.aa.function.hints, f"sm_{arch}").get(HINT_NUM_STAGES)
+    hinted = stages_hint(tas.aa.function.hints, arch)
     if hinted:
         return hinted, "num_stages hint"
     threads = tas.layout_threads

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..codegen.smem_limit import smem_limit
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..layout.linear import LinearLayout, default_blocked, sector_blocked
 from ..record import field, record
+from ..target import smem_limit
 from ..tile import ops_memory as MEM
 from ..tile.traits import is_contraction
 from . import tma, vectorize

@@ -60,11 +60,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..codegen.smem_limit import smem_limit
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..record import record
+from ..target import smem_limit
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO

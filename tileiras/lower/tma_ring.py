@@ -12,8 +12,6 @@ most what the shared memory holds beside the kernel's other TMA buffers (which
 """
 from __future__ import annotations
 
-from ..codegen.abi import hints_for_arch
-from ..codegen.smem_limit import smem_limit
 from ..ir.core import Operation
 from ..knobs import knobs
 from ..layout.linear import mma_blocks
@@ -23,9 +21,10 @@ from ..sched.ddg import trip_count
 from ..sched.latency import model_for
 from ..sched.modulo import SchedulingError
 from ..sched.pipeline import tma_ring_schedule
+from ..target import smem_limit, stages_hint
 from ..tile import ops_control as CF
 from .mma_forms import WGMMA_MAX_N, WgmmaStaging, k_steps, tma_ring_staging
-from .software_pipeline import HINT_NUM_STAGES, Decision, KLoopPlan, k_loop, known_trips, loads_reason
+from .software_pipeline import Decision, KLoopPlan, k_loop, known_trips, loads_reason
 from .tiles import element_bytes
 from .tma import BARRIER_BYTES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, plan_tma, tma_spec
 
@@ -208,7 +207,7 @@ def _ring_stages(tas, loop: CF.ForOp, arch: int, mma: Operation, staging: WgmmaS
                  ) -> tuple[int, str]:
     """The ``num_stages`` hint, else the stage count of the modulo schedule of the ring's
     copies, wait and ``wgmma`` (``sched.pipeline.tma_ring_schedule``)."""
-    hinted = hints_for_arch(tas.aa.function.hints, f"sm_{arch}").get(HINT_NUM_STAGES)
+    hinted = stages_hint(tas.aa.function.hints, arch)
     if hinted:
         return hinted, "num_stages hint"
     rows_blocks, _ = mma_blocks(tas.operand_layout(mma, 2))
