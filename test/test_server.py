@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -330,12 +331,22 @@ def wait_for_file(path: Path, timeout: float = 60.0) -> None:
         time.sleep(0.02)
 
 
+def process_state(pid: int) -> Optional[tuple[str, int]]:
+    """(state letter, parent pid) of a process, from /proc; None when there is none."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[1])
+
+
 def process_gone(pid: int, timeout: float = 15.0) -> bool:
+    """Has ``pid`` ended?  A zombie has: it was killed, and only waits for its parent (an
+    orphan's is the container's init, which may reap late) to collect its status."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        state = process_state(pid)
+        if state is None or state[0] in ("Z", "X"):
             return True
         time.sleep(0.05)
     return False
@@ -359,7 +370,8 @@ def test_a_signal_ends_a_command_as_in_process(warm, tmp_path, mode, signum):
     proc.send_signal(signum)
     assert proc.wait(timeout=30) == -signum
     check_was_served(proc, mode == "served")
-    assert process_gone(int(pid_file.read_text()))
+    pid = int(pid_file.read_text())
+    assert process_gone(pid), f"ptxas (pid {pid}) still there: (state, parent) = {process_state(pid)}"
     assert not (tmp_path / "out.cubin").exists()
     assert list((tmp_path / "slow" / "tmp").iterdir()) == []
 
