@@ -82,6 +82,7 @@ def test_cutile_export_uses_our_tileiras(tmp_path: Path, gpu: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("compile-server")     # beside test_server.py's, which share its servers
 def test_cutile_export_through_the_compile_server(tmp_path: Path) -> None:
     """With the server on (its default), cuTile's probes start it and its compile is
     served.  (Byte identity with in-process runs is test_server.py's: cuTile's own temp

@@ -22,8 +22,11 @@ REPO = Path(__file__).resolve().parent.parent
 VADD = REPO / "examples" / "vadd.tileir"
 CLIENT = [sys.executable, "-c", "import sys; from tileiras.launch import main; sys.exit(main())"]
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or not hasattr(os, "getuid"),
-                                reason="the server needs fork and Unix sockets")
+#: every test here starts, uses or stops the user's compile servers, which all the suite's
+#: workers share: they run in one worker, one after another (``--dist loadgroup``)
+pytestmark = [pytest.mark.skipif(not hasattr(os, "fork") or not hasattr(os, "getuid"),
+                                 reason="the server needs fork and Unix sockets"),
+              pytest.mark.xdist_group("compile-server")]
 
 
 @pytest.fixture
