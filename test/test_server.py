@@ -322,9 +322,15 @@ def slow_ptxas(tmp_path: Path, seconds: float) -> tuple[dict, Path]:
     return {"TILEIRAS_PTXAS": str(script), "TMPDIR": str(folder / "tmp")}, folder / "pid"
 
 
+def as_a_shell_starts_it() -> None:
+    """A foreground command starts with SIGINT at its default; a test runner's worker may
+    ignore it (xdist's do at times), and an ignored signal stays ignored across exec."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_client(env, cwd, *args) -> subprocess.Popen:
     return subprocess.Popen([CLIENT[0], "-X", "importtime", *CLIENT[1:], *map(str, args)], env=env, cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_a_shell_starts_it)
 
 
 def wait_for_file(path: Path, timeout: float = 60.0) -> None:
