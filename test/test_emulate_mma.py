@@ -160,10 +160,12 @@ def test_m16n8k32_fp8_mixed_formats():
 
 @pytest.mark.parametrize("satfinite", [False, True])
 def test_m16n8k32_s8_u8_wraps_or_saturates(satfinite):
-    a = RNG.integers(-128, 128, (16, 32)).astype(np.int8)
-    b = RNG.integers(0, 256, (32, 8)).astype(np.uint8)
-    c = RNG.integers(-1000, 1000, (16, 8)).astype(np.int32)
-    c[0, :] = 2**31 - 1        # row 0 overflows when its products are positive
+    rng = np.random.default_rng(5)      # its own draws: the module's RNG depends on test order
+    a = rng.integers(-128, 128, (16, 32)).astype(np.int8)
+    b = rng.integers(0, 256, (32, 8)).astype(np.uint8)
+    c = rng.integers(-1000, 1000, (16, 8)).astype(np.int32)
+    a[0, :] = 127              # row 0's products are positive: with c at the top, it overflows
+    c[0, :] = 2**31 - 1
     sat = ".satfinite" if satfinite else ""
     d = run(f"mma.sync.aligned.m16n8k32.row.col{sat}.s32.s8.u8.s32", a, b, c, a_8bit, b_8bit, 16, 8, 8, 8)
     exact = a.astype(np.int64) @ b.astype(np.int64) + c
