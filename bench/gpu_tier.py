@@ -169,6 +169,31 @@ def load_case(folder: str, entry: dict) -> dict:
     return r
 
 
+def check_case(folder: str, entry: dict) -> str | None:
+    """Run a planned case on this process's GPU; None when it agrees with the interpreter."""
+    from tileiras import gpu
+    from tileiras.diffcheck import compare
+
+    r = load_case(folder, entry)
+    got = gpu.run_cubin(gpu.open_device(), r["cubin"], r["entry"], r["kinds"], r["grid"], r["args"])
+    return compare(r["expected"], got)
+
+
+def check_in_child(folder: str, entry: dict, timeout: float = 120) -> str | None:
+    """``check_case`` in a process of its own: for kernels that assert, since the driver keeps a
+    device-side assert for the rest of the process (``tileiras.gpu.STICKY_ERRORS``)."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, __file__, "check", folder, json.dumps(entry)], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode == 0:
+        return None
+    if proc.returncode == 1 and proc.stdout.strip():
+        return proc.stdout.strip().splitlines()[-1]
+    return f"the child exited {proc.returncode}: {proc.stderr.strip()[-800:] or 'no output'}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -176,7 +201,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out", type=Path)
     p.add_argument("--arch", default=",".join(DEFAULT_ARCHS))
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    c = sub.add_parser("check", help="run one planned case on the GPU (what check_in_child runs)")
+    c.add_argument("folder")
+    c.add_argument("entry", help="its manifest entry, as JSON")
     args = ap.parse_args(argv)
+    if args.cmd == "check":
+        from tileiras.errors import TileIRError
+
+        try:
+            problem = check_case(args.folder, json.loads(args.entry))
+        except TileIRError as err:  # no driver, a refused cubin: one line, as the tools say it
+            problem = str(err)
+        print(problem or "ok")
+        return 0 if problem is None else 1
     return plan(args.out, tuple(args.arch.split(",")), args.jobs)
 
 

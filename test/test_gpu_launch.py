@@ -245,3 +245,26 @@ def test_a_list_of_arrays_goes_up_as_its_members_and_their_table(monkeypatch):
     np.testing.assert_array_equal(table, [[members[0], 4, 1], [members[1], 6, 1]])
     assert np.frombuffer(bytes(driver.memory[members[1]]), np.float32).tolist() == list(range(6))
     assert values[1] == 2 and copies[0].arrays[0] is not xs.arrays[0]
+
+
+class AssertingDriver(FakeDriver):
+    """Every kernel's device-side assert fires: the launch's synchronize fails with 710."""
+
+    def cuCtxSynchronize(self):
+        return (710,)
+
+
+def test_an_assert_is_an_outcome_and_loses_the_device(monkeypatch):
+    """An assert fails the run (as the interpreter's does) but is sticky in the driver: the
+    device is lost to the process, and the next use says so instead of a confusing error."""
+    driver = AssertingDriver()
+    device = fake_device(monkeypatch, driver)
+    module = read_bytecode(EXAMPLE.read_bytes())
+    fn = module.functions[0]
+    args = diffcheck.synthesize_args(fn, np.random.default_rng(3), extent=300)
+    cubin = gpu.compile_cubin(module, "sm_90")
+    got = gpu.run_cubin(device, cubin, fn.name, gpu.signature_of(fn), (3, 1, 1), args)
+    assert got.failed and device.lost == "CUDA_ERROR_ASSERT"
+    with pytest.raises(gpu.ContextLost) as err:
+        gpu.run_cubin(device, cubin, fn.name, gpu.signature_of(fn), (3, 1, 1), args)
+    assert "after CUDA_ERROR_ASSERT" in str(err.value) and "new process" in str(err.value)

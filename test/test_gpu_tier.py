@@ -18,7 +18,6 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from tileiras import gpu
@@ -37,53 +36,41 @@ def device() -> gpu.Device:
     return gpu.open_device()
 
 
-def check_on_gpu(device: gpu.Device, arch: str, cubin: bytes, entry: str, kinds, grid, args,
-                 expected) -> None:
-    if arch not in gpu.runnable_archs(device.capability, [arch]):
-        pytest.skip(f"a {device.arch} device cannot run {arch} cubins")
-    got = gpu.run_cubin(device, cubin, entry, kinds, grid, args)
-    problem = compare(expected, got)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+import gpu_tier  # noqa: E402
+
+
+def check_planned(device: gpu.Device, folder: str, entry: dict) -> None:
+    """One prepared case (``bench/gpu_tier.py``) on the GPU against the interpreter's outcome."""
+    if "skip" in entry:
+        pytest.skip(entry["skip"])
+    if entry["arch"] not in gpu.runnable_archs(device.capability, [entry["arch"]]):
+        pytest.skip(f"a {device.arch} device cannot run {entry['arch']} cubins")
+    r = gpu_tier.load_case(folder, entry)
+    if r["failed"]:  # a device-side assert is sticky: it would end this process's use of the GPU
+        problem = gpu_tier.check_in_child(folder, entry)
+    else:
+        problem = compare(r["expected"], gpu.run_cubin(device, r["cubin"], r["entry"], r["kinds"], r["grid"],
+                                                       r["args"]))
     assert problem is None, problem
 
 
 if PLAN:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-    from gpu_tier import load_case, load_manifest
-
-    @pytest.mark.parametrize("planned", load_manifest(PLAN), ids=lambda e: e["id"])
+    @pytest.mark.parametrize("planned", gpu_tier.load_manifest(PLAN), ids=lambda e: e["id"])
     def test_planned_case_matches_interpreter(planned, device):
-        if "skip" in planned:
-            pytest.skip(planned["skip"])
-        r = load_case(PLAN, planned)
-        check_on_gpu(device, r["arch"], r["cubin"], r["entry"], r["kinds"], r["grid"], r["args"],
-                     r["expected"])
+        check_planned(device, PLAN, planned)
 
 else:
     pytest.importorskip("cuda.tile")
 
     from conftest import ARCHS  # noqa: E402
-    from differential import (  # noqa: E402
-        ALIGNED_EXTENT,
-        EXTENT,
-        Case,
-        cached_export,
-        make_inputs,
-        run_interpreter,
-    )
-    from test_differential import GRID, _entries, bytecode_cache  # noqa: E402,F401 (a fixture)
-
-    from tileiras.reader import read_bytecode  # noqa: E402
+    from test_differential import _entries  # noqa: E402
 
     @pytest.mark.parametrize("aligned", [False, True], ids=["unaligned", "aligned"])
     @pytest.mark.parametrize("arch", ARCHS)
     @pytest.mark.parametrize("case, k", list(_entries()))
-    def test_gpu_matches_interpreter(case, k, arch, aligned, device, bytecode_cache):
+    def test_gpu_matches_interpreter(case, k, arch, aligned, device, tmp_path):
+        """Planned here and now (cuTile, our compiler, the interpreter), then run as a plan is."""
         if arch not in gpu.runnable_archs(device.capability, [arch]):
             pytest.skip(f"a {device.arch} device cannot run {arch} cubins")
-        data = cached_export(bytecode_cache, case, arch, aligned)
-        module = read_bytecode(data)
-        fn = module.functions[k]
-        arrays = make_inputs(case.params[k], np.random.default_rng(1), ALIGNED_EXTENT if aligned else EXTENT)
-        c = Case(data, fn.name, arrays, GRID)
-        check_on_gpu(device, arch, gpu.compile_cubin(module, arch), fn.name, gpu.signature_of(fn), GRID,
-                     c.args(c.arrays), run_interpreter(c))
+        check_planned(device, str(tmp_path), gpu_tier._plan_one((case.name, k, arch, aligned, str(tmp_path))))

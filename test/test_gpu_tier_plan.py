@@ -55,3 +55,17 @@ def test_a_changed_numpy_stream_is_refused(tmp_path):
     path.write_bytes(__import__("pickle").dumps(record))
     with pytest.raises(AssertionError, match="other inputs"):
         gpu_tier.load_case(str(tmp_path), entry)
+
+
+def test_a_child_checks_a_planned_case_in_its_own_process(tmp_path):
+    """Kernels that assert run in a child (the driver keeps an assert for the rest of the
+    process); without a GPU the child's one-line reason comes back as the problem."""
+    from tileiras import gpu
+
+    entry = gpu_tier._plan_one(("debug_assert", 0, "sm_90", False, str(tmp_path)))
+    assert gpu_tier.load_case(str(tmp_path), entry)["failed"]  # the interpreter's assert fires
+    problem = gpu_tier.check_in_child(str(tmp_path), entry)
+    if gpu.probe() is None:
+        assert problem is None, problem
+    else:
+        assert problem.startswith("error: no CUDA driver"), problem

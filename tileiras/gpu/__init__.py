@@ -28,6 +28,8 @@ from ..interp.arraylist import ArrayList, arrays_of
 from ..interp.values import is_nibble_dtype, pack_nibbles, unpack_nibbles
 from .device import (  # noqa: F401
     CUDA_ERROR_ASSERT,
+    STICKY_ERRORS,
+    ContextLost,
     Convention,
     CudaError,
     Device,
@@ -110,7 +112,9 @@ def run_cubin(device: Device, cubin: bytes, entry: str, kinds: Sequence[str], gr
     """Run ``entry`` of ``cubin`` over the tile grid ``grid`` on copies of ``args``.
 
     A device-side assert (``CUDA_ERROR_ASSERT``) is an outcome (``failed``), as it is for the
-    interpreter; the context is rebuilt after it.  Any other CUDA error raises ``CudaError``."""
+    interpreter, but it is sticky: the device is lost to this process afterwards (``Device.lose``:
+    later calls raise ``ContextLost``), so run kernels that may assert in a process of their own.
+    Any other CUDA error raises ``CudaError``."""
     copies = copy_arguments(args)
     kernel = device.load(cubin, entry)
     values, buffers = upload_arguments(device, kinds, copies)
@@ -122,13 +126,17 @@ def run_cubin(device: Device, cubin: bytes, entry: str, kinds: Sequence[str], gr
             device.download(ptr, image)
             restore(arr, image)
     except CudaError as err:
-        buffers = []  # freed with the context that ``recover`` replaces
-        device.recover()
+        buffers = []  # nothing can be freed in a lost context, or they went with a reset one
+        if err.code in STICKY_ERRORS:
+            device.lose(err)
+        else:
+            device.recover()
         if err.code != CUDA_ERROR_ASSERT:
             raise
         failed = True
     finally:
         for _, _, ptr in buffers:
             device.free(ptr)
-        device.unload(kernel)
+        if device.lost is None:
+            device.unload(kernel)
     return Outcome(arrays_of(copies), failed)

@@ -29,6 +29,12 @@ from .params import PackedParams
 
 #: CUDA_ERROR_ASSERT: a device-side assert fired (the context is unusable afterwards).
 CUDA_ERROR_ASSERT = 710
+#: Errors that the driver makes sticky: the context and every later call of the process fail
+#: with them, a primary-context reset included ("the process must be terminated and
+#: relaunched"): an illegal address, a launch timeout, an assert, a hardware stack error, an
+#: illegal instruction, a misaligned address, an invalid address space, an invalid PC, a failed
+#: launch.
+STICKY_ERRORS = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719})
 #: Statically allocated shared memory above this needs no opt-in for Tile IR kernels (ptxas's
 #: extended shared memory), but dynamic shared memory above it does.
 DEFAULT_DYNAMIC_SMEM_LIMIT = 48 * 1024
@@ -52,6 +58,12 @@ class CudaError(TileIRError):
     def __init__(self, call: str, code: int, name: str, text: str):
         super().__init__(f"{call} failed: {name} ({text})")
         self.call, self.code, self.name = call, code, name
+
+
+class ContextLost(TileIRError):
+    """An earlier sticky error (``STICKY_ERRORS``) left this process unable to use the GPU."""
+
+    exit_code = 1
 
 
 class Convention(enum.Enum):
@@ -134,6 +146,17 @@ class Device:
         self.handle = call(self.driver, "cuDeviceGet", ordinal)
         self.context = call(self.driver, "cuDevicePrimaryCtxRetain", self.handle)
         call(self.driver, "cuCtxSetCurrent", self.context)
+        #: The sticky error that ended this process's use of the device (``lose``), if any.
+        self.lost: Optional[str] = None
+
+    def lose(self, err: CudaError) -> None:
+        """Record a sticky error: every later load, allocation and launch raises ``ContextLost``."""
+        self.lost = err.name
+
+    def usable(self) -> None:
+        if self.lost is not None:
+            raise ContextLost(f"the GPU is unusable in this process after {self.lost} (the driver keeps "
+                              f"that error: only a new process can run kernels again)")
 
     # -- facts
     def attribute(self, name: str) -> int:
@@ -161,6 +184,7 @@ class Device:
     # -- code
     def load(self, cubin: bytes, entry: str) -> Kernel:
         """Load ``cubin`` as cuTile does and look up ``entry``."""
+        self.usable()
         library = call(self.driver, "cuLibraryLoadData", cubin, [], [], 0, [], [], 0)
         kernel = call(self.driver, "cuLibraryGetKernel", library, entry.encode())
         function = call(self.driver, "cuKernelGetFunction", kernel)
@@ -176,6 +200,7 @@ class Device:
 
     # -- memory
     def alloc(self, nbytes: int) -> int:
+        self.usable()
         return int(call(self.driver, "cuMemAlloc", max(int(nbytes), 1)))
 
     def free(self, ptr: int) -> None:
@@ -200,6 +225,7 @@ class Device:
     def launch(self, kernel: Kernel, grid: Sequence[int], params: PackedParams,
                convention: Convention = Convention.CUTILE, dynamic_smem: int = 0, stream: Any = None) -> None:
         """Launch over the tile grid ``grid``; asynchronous (``synchronize`` to wait)."""
+        self.usable()
         d = self.driver
         config = d.CUlaunchConfig()
         gx, gy, gz = (tuple(int(g) for g in grid) + (1, 1))[:3]
@@ -229,8 +255,9 @@ class Device:
         call(d, "cuLaunchKernelEx", config, kernel.function, ctypes.addressof(pointers), 0)
 
     def recover(self) -> None:
-        """Start a fresh primary context after a sticky error (a trap or a failed assert
-        poisons the context: every later call would fail)."""
+        """Start a fresh primary context after a failed launch whose error is not sticky (a
+        refused configuration); after a sticky one (``STICKY_ERRORS``) nothing helps but a new
+        process: see ``lose``."""
         call(self.driver, "cuDevicePrimaryCtxRelease", self.handle)
         call(self.driver, "cuDevicePrimaryCtxReset", self.handle)
         self.context = call(self.driver, "cuDevicePrimaryCtxRetain", self.handle)
