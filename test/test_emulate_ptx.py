@@ -292,7 +292,7 @@ def test_divergent_loop_reconverges_before_shuffle():
 
 DEADLOCK = kernel("""
 mov.u32 %r1, %tid.x;
-setp.lt.u32 %p1, %r1, 16;
+setp.lt.u32 %p1, %r1, 32;
 @%p1 bra SKIP;
 bar.sync 0;
 SKIP:
@@ -304,6 +304,52 @@ ret;
 def test_barrier_deadlock_is_reported():
     result = launch(DEADLOCK, "k", (1,), [])
     assert result.trap is not None and result.trap.kind == "deadlock"
+
+
+#: Thread 0 initialises something, then the CTA meets at a barrier: once after the branches
+#: join (converged, legal), once with the barrier duplicated into both arms (what LLVM's tail
+#: duplication made of an inline-asm bar.sync without ``convergent``: it hung an H100).
+BARRIER_AFTER_JOIN = """
+mov.u32 %r1, %tid.x;
+setp.ne.u32 %p1, %r1, 0;
+@%p1 bra JOIN;
+mov.u32 %r2, 1;
+JOIN:
+bar.sync 0;
+ret;
+"""
+BARRIER_IN_BOTH_ARMS = """
+mov.u32 %r1, %tid.x;
+setp.ne.u32 %p1, %r1, 0;
+@%p1 bra OTHERS;
+mov.u32 %r2, 1;
+bar.sync 0;
+bra.uni DONE;
+OTHERS:
+bar.sync 0;
+DONE:
+ret;
+"""
+#: a guard that differs within a warp (legal only for the non-.aligned barrier.sync)
+BARRIER_UNDER_LANE_GUARD = """
+mov.u32 %r1, %tid.x;
+setp.ne.u32 %p1, %r1, 3;
+@%p1 {op} 0;
+ret;
+"""
+
+
+@pytest.mark.parametrize("body, trap", [
+    (BARRIER_AFTER_JOIN, None),
+    (BARRIER_IN_BOTH_ARMS, "divergence"),
+    (BARRIER_UNDER_LANE_GUARD.format(op="bar.sync"), "divergence"),
+    (BARRIER_UNDER_LANE_GUARD.format(op="barrier.sync.aligned"), "divergence"),
+])
+def test_an_aligned_barrier_needs_the_whole_warp(body, trap):
+    result = launch(kernel(body, "", directives=".reqntid 64"), "k", (1,), [])
+    assert (result.trap and result.trap.kind) == trap, result.trap
+    if trap:
+        assert "divergent .aligned barrier" in result.trap.message
 
 
 BARRIER_EXCHANGE = kernel("""

@@ -93,7 +93,8 @@ class FakeDriver:
                                                CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR="minor")
     CUfunction_attribute = types.SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES="smem")
     CUlaunchAttributeID = types.SimpleNamespace(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION="cluster")
-    ERRORS: ClassVar[dict] = {200: ("CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"), 710: ("CUDA_ERROR_ASSERT", "x")}
+    ERRORS: ClassVar[dict] = {200: ("CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"), 710: ("CUDA_ERROR_ASSERT", "x"),
+                              719: ("CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure")}
 
     def __init__(self, refuse_image: bool = False):
         self.memory: dict[int, bytearray] = {}
@@ -247,24 +248,29 @@ def test_a_list_of_arrays_goes_up_as_its_members_and_their_table(monkeypatch):
     assert values[1] == 2 and copies[0].arrays[0] is not xs.arrays[0]
 
 
-class AssertingDriver(FakeDriver):
-    """Every kernel's device-side assert fires: the launch's synchronize fails with 710."""
+class TrappingDriver(FakeDriver):
+    """Every kernel traps: the launch's synchronize fails with ``code`` (an ``__assertfail``
+    gives 710; ``trap``, how Tile IR asserts end, 719)."""
+
+    def __init__(self, code: int):
+        super().__init__()
+        self.code = code
 
     def cuCtxSynchronize(self):
-        return (710,)
+        return (self.code,)
 
 
-def test_an_assert_is_an_outcome_and_loses_the_device(monkeypatch):
-    """An assert fails the run (as the interpreter's does) but is sticky in the driver: the
+@pytest.mark.parametrize("code, name", [(710, "CUDA_ERROR_ASSERT"), (719, "CUDA_ERROR_LAUNCH_FAILED")])
+def test_a_trap_is_an_outcome_and_loses_the_device(monkeypatch, code, name):
+    """A trap fails the run (as the interpreter's assert does) but is sticky in the driver: the
     device is lost to the process, and the next use says so instead of a confusing error."""
-    driver = AssertingDriver()
-    device = fake_device(monkeypatch, driver)
+    device = fake_device(monkeypatch, TrappingDriver(code))
     module = read_bytecode(EXAMPLE.read_bytes())
     fn = module.functions[0]
     args = diffcheck.synthesize_args(fn, np.random.default_rng(3), extent=300)
     cubin = gpu.compile_cubin(module, "sm_90")
     got = gpu.run_cubin(device, cubin, fn.name, gpu.signature_of(fn), (3, 1, 1), args)
-    assert got.failed and device.lost == "CUDA_ERROR_ASSERT"
+    assert got.failed and device.lost == name
     with pytest.raises(gpu.ContextLost) as err:
         gpu.run_cubin(device, cubin, fn.name, gpu.signature_of(fn), (3, 1, 1), args)
-    assert "after CUDA_ERROR_ASSERT" in str(err.value) and "new process" in str(err.value)
+    assert f"after {name}" in str(err.value) and "new process" in str(err.value)

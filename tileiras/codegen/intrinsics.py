@@ -5,6 +5,7 @@ them here keeps the emitters free of PTX spelling.
 """
 from __future__ import annotations
 
+import re
 from typing import Optional, Sequence
 
 from llvmlite import ir
@@ -14,6 +15,31 @@ F16, BF16, F32, F64 = ir.HalfType(), ir.IntType(16), ir.FloatType(), ir.DoubleTy
 GLOBAL, SHARED = 1, 3
 GPTR = ir.PointerType(addrspace=GLOBAL) if hasattr(ir, "PointerType") else None
 SPTR = ir.PointerType(addrspace=SHARED)
+
+
+#: PTX that the threads of a warp must execute together, converged: the ``.aligned`` forms
+#: (``bar.sync``/``bar.arrive``/``bar.red`` are ``barrier.*.aligned``; ``mma.sync``, ``wgmma``,
+#: ``ldmatrix``, ``stmatrix``, ``tcgen05``, ``setmaxnreg``...) and the warp-synchronous ``.sync``
+#: ones (``shfl``, ``vote``, ``redux``, ``match``, ``elect``, ``bar.warp``).
+_CONVERGENT_PTX = re.compile(r"(?<![\w.])(bar|barrier)\.|\.aligned\b|\b(shfl|vote|redux|match|elect|activemask)\b")
+
+
+def is_convergent_asm(text: str) -> bool:
+    return bool(_CONVERGENT_PTX.search(text))
+
+
+class KernelBuilder(ir.IRBuilder):
+    """The kernel's IR builder: an inline-asm call of convergent PTX (``is_convergent_asm``)
+    carries LLVM's ``convergent`` attribute, so that no LLVM pass makes it control-dependent
+    on more values than it was (tail duplication once put one ``bar.sync`` in each arm of a
+    ``tid == 0`` branch: legal for LLVM without the attribute, a hang on an H100, and a
+    ``divergence`` trap in the emulator)."""
+
+    def asm(self, ftype, asm, constraint, args, side_effect, name=""):
+        call = super().asm(ftype, asm, constraint, args, side_effect, name)
+        if is_convergent_asm(asm):
+            call.attributes.add("convergent")
+        return call
 
 
 def _declare(module: ir.Module, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:

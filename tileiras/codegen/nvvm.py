@@ -92,8 +92,8 @@ class KernelEmitter:
         module.add_named_metadata("nvvm.annotations", [self.llfn, "kernel", ir.Constant(I32, 1)])
         # values that depend only on the thread index are computed once, in the
         # prologue block, so that they dominate every use
-        self.pb = ir.IRBuilder(self.llfn.append_basic_block("entry"))
-        self.b = ir.IRBuilder(self.llfn.append_basic_block("body"))
+        self.pb = X.KernelBuilder(self.llfn.append_basic_block("entry"))
+        self.b = X.KernelBuilder(self.llfn.append_basic_block("body"))
         self.values: dict[Value, Emitted] = {}
         #: what this emitter reads instead of TileAS's layouts and conversions while it emits
         #: ops in layouts TileAS recorded for one place (a chunked loop, a recomputation):

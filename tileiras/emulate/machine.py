@@ -262,6 +262,30 @@ class Batch:
                        f"that the other threads of their CTA never reach")
 
     # -- barriers
+    def check_converged(self, idx: np.ndarray, skipped: np.ndarray, ins) -> None:
+        """An ``.aligned`` instruction (``bar.sync`` is ``barrier.sync.aligned``) at ``self.at``,
+        reached by ``idx`` (``skipped``: those whose guard is false): the PTX ISA requires every
+        thread of the warp to execute that very instruction, converged.  A live thread of the
+        same warp elsewhere (running past it, or waiting at another barrier instruction: what
+        LLVM's tail duplication of a barrier into both arms of a ``tid == 0`` branch makes) or
+        a guard that differs within the warp is a divergence trap: on the GPU such code hangs
+        or corrupts the barrier.  Threads suspended at an mbarrier wait or held at a warpgroup
+        instruction are at a lower PC of a loop the warp reconverges after, and do not count."""
+        warps = np.unique(self.warp_base[idx])
+        elsewhere = np.isin(self.warp_base, warps) & (self.status != EXITED)
+        elsewhere &= ~((self.status == WAITING) & (self.wait_bar >= MBARRIER_WAIT))
+        elsewhere[idx] = False
+        if skipped.size and np.isin(self.warp_base[skipped], self.warp_base[np.setdiff1d(idx, skipped)]).any():
+            elsewhere[skipped] = True
+        if elsewhere.any():
+            t = int(np.flatnonzero(elsewhere)[0])
+            where = ("skips it (its guard is false)" if t in set(skipped.tolist()) else
+                     f"is at PTX line {self.prog.instructions[max(int(self.pc[t]) - (self.status[t] == WAITING), 0)].line}")
+            raise KernelTrap("divergence", f"divergent .aligned barrier: '{ins.text}' (PTX line {ins.line}) is "
+                             f"executed by {idx.size - skipped.size} threads while a thread of the same warp "
+                             f"{where}; first: {self.launch.describe_thread(self, t)}",
+                             {"line": ins.line})
+
     def arrive(self, idx: np.ndarray, bar: np.ndarray, expected: Optional[np.ndarray],
                wait: bool) -> None:
         """Threads ``idx`` arrive at barrier ``bar`` (per thread); waiting ones block."""

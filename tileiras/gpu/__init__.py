@@ -29,6 +29,7 @@ from ..interp.values import is_nibble_dtype, pack_nibbles, unpack_nibbles
 from .device import (  # noqa: F401
     CUDA_ERROR_ASSERT,
     STICKY_ERRORS,
+    TRAP_ERRORS,
     ContextLost,
     Convention,
     CudaError,
@@ -111,10 +112,10 @@ def run_cubin(device: Device, cubin: bytes, entry: str, kinds: Sequence[str], gr
               args: Sequence[Any], convention: Convention = Convention.CUTILE) -> Outcome:
     """Run ``entry`` of ``cubin`` over the tile grid ``grid`` on copies of ``args``.
 
-    A device-side assert (``CUDA_ERROR_ASSERT``) is an outcome (``failed``), as it is for the
-    interpreter, but it is sticky: the device is lost to this process afterwards (``Device.lose``:
-    later calls raise ``ContextLost``), so run kernels that may assert in a process of their own.
-    Any other CUDA error raises ``CudaError``."""
+    A trap (a Tile IR assert is ``vprintf`` + ``trap``: ``TRAP_ERRORS``) is an outcome
+    (``failed``), as an assert is for the interpreter, but it is sticky: the device is lost to
+    this process afterwards (``Device.lose``: later calls raise ``ContextLost``), so run kernels
+    that may assert in a process of their own.  Any other CUDA error raises ``CudaError``."""
     copies = copy_arguments(args)
     kernel = device.load(cubin, entry)
     values, buffers = upload_arguments(device, kinds, copies)
@@ -131,7 +132,7 @@ def run_cubin(device: Device, cubin: bytes, entry: str, kinds: Sequence[str], gr
             device.lose(err)
         else:
             device.recover()
-        if err.code != CUDA_ERROR_ASSERT:
+        if err.code not in TRAP_ERRORS:
             raise
         failed = True
     finally:

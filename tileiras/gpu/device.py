@@ -35,6 +35,10 @@ CUDA_ERROR_ASSERT = 710
 #: illegal instruction, a misaligned address, an invalid address space, an invalid PC, a failed
 #: launch.
 STICKY_ERRORS = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719})
+#: How a kernel's ``trap`` ends its launch: Tile IR asserts print with ``vprintf`` and ``trap``
+#: (NVIDIA's tileiras and ours), which the driver reports as CUDA_ERROR_LAUNCH_FAILED (719) or
+#: CUDA_ERROR_ILLEGAL_INSTRUCTION (715); ``__assertfail`` as CUDA_ERROR_ASSERT.
+TRAP_ERRORS = frozenset({710, 715, 719})
 #: Statically allocated shared memory above this needs no opt-in for Tile IR kernels (ptxas's
 #: extended shared memory), but dynamic shared memory above it does.
 DEFAULT_DYNAMIC_SMEM_LIMIT = 48 * 1024

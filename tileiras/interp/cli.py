@@ -101,7 +101,7 @@ def command(file: str, entry: Optional[str], grid: str, args: tuple[str, ...], c
     bound = cutile_args(*values) if cutile else values
     if device == "gpu":
         if run_on_gpu(module, entry, parse_grid(grid), bound, gpu_name, cubin_path):
-            raise TileIRError("a device-side assert fired (CUDA_ERROR_ASSERT)")
+            raise TileIRError("a device-side assert fired (the kernel trapped)")
         failures: list = []
     else:
         result = launch(module, entry, parse_grid(grid), bound)

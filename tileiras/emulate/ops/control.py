@@ -78,6 +78,8 @@ def compile_bar(ctx, ins):
     if "cluster" in mods:
         return make_cluster_barrier(ctx, ins, mods)
     wait = not ({"arrive"} & mods)
+    # bar.sync/bar.arrive are barrier.sync.aligned/barrier.arrive.aligned
+    aligned = ins.parts[0] == "bar" or "aligned" in mods
     if {"red"} & mods:
         raise UnsupportedInstruction("bar.red")
     ops = [op for op in ins.operands]
@@ -87,6 +89,8 @@ def compile_bar(ctx, ins):
 
     def run(m, idx):
         taken, rest = taken_split(m, idx, gm(m, idx))
+        if aligned:
+            m.check_converged(idx, rest, ins)
         m.pc[idx] += 1
         if taken.size:
             bar = np.broadcast_to(np.asarray(bar_r(m, taken)).astype(np.int64), taken.shape)
