@@ -349,7 +349,7 @@ def test_an_aligned_barrier_needs_the_whole_warp(body, trap):
     result = launch(kernel(body, "", directives=".reqntid 64"), "k", (1,), [])
     assert (result.trap and result.trap.kind) == trap, result.trap
     if trap:
-        assert "divergent .aligned barrier" in result.trap.message
+        assert "divergent .aligned instruction" in result.trap.message
 
 
 BARRIER_EXCHANGE = kernel("""
@@ -984,3 +984,47 @@ ret;
     out = np.zeros(32, np.int32)
     launch(kernel(body, ".param .u64 k_out"), "k", (1,), [out]).check()
     assert (out == 7).all()
+
+
+LDMATRIX_UNDER = """
+mov.u32 %r1, %tid.x;
+mov.u32 %r2, buf;
+and.b32 %r3, %r1, 7;
+shl.b32 %r3, %r3, 4;
+add.s32 %r4, %r2, %r3;
+setp.lt.u32 %p1, %r1, {split};
+@%p1 ldmatrix.sync.aligned.m8n8.x1.shared.b16 {{%r5}}, [%r4];
+ret;
+"""
+
+
+@pytest.mark.parametrize("split, trap", [(0, None), (32, None), (16, "divergence")])
+def test_an_aligned_instruction_needs_one_guard_per_warp(split, trap):
+    """ldmatrix.sync.aligned guarded for the whole warp (or for none of it) is legal; for half
+    a warp it is not (the GPU's behaviour is undefined), and the emulator says which."""
+    body = LDMATRIX_UNDER.format(split=split)
+    result = launch(kernel(body, "", extra=".shared .align 16 .b8 buf[128];"), "k", (1,), [])
+    assert (result.trap and result.trap.kind) == trap, result.trap
+    if trap:
+        assert "ldmatrix" in result.trap.message and "guard is false" in result.trap.message
+
+
+#: the join of a branch placed before its arms (as LLVM lays out loops): the warp reaches the
+#: barrier in two groups, one instruction, which is legal (the hardware reconverges first)
+BARRIER_AT_EARLIER_JOIN = """
+mov.u32 %r1, %tid.x;
+setp.ne.u32 %p1, %r1, 0;
+bra.uni START;
+JOIN:
+bar.sync 0;
+ret;
+START:
+@%p1 bra JOIN;
+mov.u32 %r2, 1;
+bra.uni JOIN;
+"""
+
+
+def test_a_barrier_reached_in_two_groups_at_one_instruction_is_legal():
+    result = launch(kernel(BARRIER_AT_EARLIER_JOIN, "", directives=".reqntid 64"), "k", (1,), [])
+    assert result.trap is None, result.trap

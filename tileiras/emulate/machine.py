@@ -89,6 +89,7 @@ class Batch:
         self.mbar_offset: Optional[np.ndarray] = None    # shared byte offset waited on
         self.mbar_parity: Optional[np.ndarray] = None    # parity of the phase waited for
         self.mbar_timed_out: Optional[np.ndarray] = None
+        self.bar_pc: Optional[np.ndarray] = None          # the aligned barrier a waiting thread is at
         self.progress = 0                                # mbarrier updates and barrier releases
         self.timeouts = (0, -1)                          # (fruitless timeouts, progress then)
         self.cta_of = np.repeat(np.arange(self.ncta, dtype=np.int64), self.nthreads)
@@ -262,29 +263,44 @@ class Batch:
                        f"that the other threads of their CTA never reach")
 
     # -- barriers
-    def check_converged(self, idx: np.ndarray, skipped: np.ndarray, ins) -> None:
-        """An ``.aligned`` instruction (``bar.sync`` is ``barrier.sync.aligned``) at ``self.at``,
-        reached by ``idx`` (``skipped``: those whose guard is false): the PTX ISA requires every
-        thread of the warp to execute that very instruction, converged.  A live thread of the
-        same warp elsewhere (running past it, or waiting at another barrier instruction: what
-        LLVM's tail duplication of a barrier into both arms of a ``tid == 0`` branch makes) or
-        a guard that differs within the warp is a divergence trap: on the GPU such code hangs
-        or corrupts the barrier.  Threads suspended at an mbarrier wait or held at a warpgroup
-        instruction are at a lower PC of a loop the warp reconverges after, and do not count."""
-        warps = np.unique(self.warp_base[idx])
-        elsewhere = np.isin(self.warp_base, warps) & (self.status != EXITED)
-        elsewhere &= ~((self.status == WAITING) & (self.wait_bar >= MBARRIER_WAIT))
-        elsewhere[idx] = False
-        if skipped.size and np.isin(self.warp_base[skipped], self.warp_base[np.setdiff1d(idx, skipped)]).any():
-            elsewhere[skipped] = True
-        if elsewhere.any():
-            t = int(np.flatnonzero(elsewhere)[0])
-            where = ("skips it (its guard is false)" if t in set(skipped.tolist()) else
-                     f"is at PTX line {self.prog.instructions[max(int(self.pc[t]) - (self.status[t] == WAITING), 0)].line}")
-            raise KernelTrap("divergence", f"divergent .aligned barrier: '{ins.text}' (PTX line {ins.line}) is "
+    def check_converged(self, idx: np.ndarray, skipped: np.ndarray, ins, barrier: bool = False) -> None:
+        """An ``.aligned`` instruction (``bar.sync`` is ``barrier.sync.aligned``; ``mma.sync``,
+        ``ldmatrix``, ``wgmma``... through ``program.converged``) at ``self.at``, reached by
+        ``idx`` (``skipped``: those whose guard is false).  The PTX ISA requires the whole warp
+        to execute that very instruction; the emulator traps (kind ``divergence``) what it can
+        tell breaks that: a guard that differs within a warp, and, for barriers, threads of
+        one warp waiting at two different barrier instructions (what LLVM's tail duplication of
+        a ``bar.sync`` into both arms of a ``tid == 0`` branch made: it hung an H100).  Threads
+        of a warp that reach the same instruction at different steps are not an error: the
+        scheduler runs the lowest PC first, and a join placed before the branch's arms is
+        reached in two groups where the hardware reconverges the warp first."""
+        culprit = None
+        if skipped.size:
+            ran = np.setdiff1d(idx, skipped)
+            mixed = np.isin(self.warp_base[skipped], self.warp_base[ran])
+            if mixed.any():
+                culprit = (int(skipped[mixed][0]), "skips it (its guard is false)")
+        if culprit is None and barrier and self.bar_pc is not None:
+            other = ((self.status == WAITING) & (self.wait_bar < CLUSTER_BARRIER) & (self.bar_pc >= 0)
+                     & (self.bar_pc != self.at) & np.isin(self.warp_base, np.unique(self.warp_base[idx])))
+            if other.any():
+                t = int(np.flatnonzero(other)[0])
+                culprit = (t, f"waits at another barrier instruction (PTX line "
+                              f"{self.prog.instructions[int(self.bar_pc[t])].line})")
+        if culprit is not None:
+            t, where = culprit
+            raise KernelTrap("divergence", f"divergent .aligned instruction: '{ins.text}' (PTX line {ins.line}) is "
                              f"executed by {idx.size - skipped.size} threads while a thread of the same warp "
                              f"{where}; first: {self.launch.describe_thread(self, t)}",
                              {"line": ins.line})
+
+    def wait_at_aligned_barrier(self, idx: np.ndarray, aligned: bool) -> None:
+        """Record which barrier instruction ``idx`` wait at (``check_converged``)."""
+        if self.bar_pc is None:
+            if not aligned:
+                return
+            self.bar_pc = np.full(self.n, -1, np.int64)
+        self.bar_pc[idx] = self.at if aligned else -1
 
     def arrive(self, idx: np.ndarray, bar: np.ndarray, expected: Optional[np.ndarray],
                wait: bool) -> None:

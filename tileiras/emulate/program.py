@@ -204,11 +204,28 @@ def compile_instruction(ctx: CompileContext, ins: Instruction, prog: Program) ->
         reason = f"line {ins.line}: '{ins.opcode}': {e}"
         prog.unsupported.append((ins.line, ins.opcode, str(e)))
         return make_unsupported(reason), True
-    if handler.control:
-        return fn, True
-    if ins.guard is not None:
+    if not handler.control and ins.guard is not None:
         fn = guarded(ctx, ins.guard, fn)
-    return fn, False
+    if "aligned" in ins.parts and ins.parts[0] not in ("bar", "barrier"):  # those check it themselves
+        fn = converged(ctx, ins, fn)
+    return fn, handler.control
+
+
+def converged(ctx: CompileContext, ins: Instruction, fn: Callable) -> Callable:
+    """``fn`` for a guarded ``.aligned`` instruction (``mma.sync.aligned``, ``ldmatrix``,
+    ``wgmma``, ``tcgen05``...): the guard must be the same for every thread of a warp
+    (``Machine.check_converged``), as the PTX ISA requires."""
+    mask = guard_mask(ctx, ins.guard)
+
+    if ins.guard is None:  # nothing to check that this instruction alone can tell
+        return fn
+
+    def run(m, idx):
+        ids = np.arange(m.n)[idx] if isinstance(idx, slice) else idx
+        g = mask(m, ids)
+        m.check_converged(ids, ids[~g], ins)
+        return fn(m, idx)
+    return run
 
 
 def make_unsupported(reason: str) -> Callable:

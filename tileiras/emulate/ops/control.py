@@ -90,9 +90,11 @@ def compile_bar(ctx, ins):
     def run(m, idx):
         taken, rest = taken_split(m, idx, gm(m, idx))
         if aligned:
-            m.check_converged(idx, rest, ins)
+            m.check_converged(idx, rest, ins, barrier=True)
         m.pc[idx] += 1
         if taken.size:
+            if wait:
+                m.wait_at_aligned_barrier(taken, aligned)
             bar = np.broadcast_to(np.asarray(bar_r(m, taken)).astype(np.int64), taken.shape)
             count = None
             if count_r is not None:
