@@ -239,7 +239,7 @@ def test_chunked_loops_add_each_load_as_it_lands():
     from the store, as outside such loops): a + b is added before c is loaded, not after
     all four loads; the kernel still agrees with the interpreter."""
     ct = pytest.importorskip("cuda.tile")
-    from tileiras.codegen.nvvm import demand_order
+    from tileiras.lower.emission_order import demand_order
     from tileiras.interp.testing import array, export
     from tileiras.pipeline import CompileOptions, run_stages
 

@@ -228,3 +228,39 @@ def test_run_stages_verifies_after_each_pass(tileir_store: TileIRStore, monkeypa
 
 def test_the_tests_verify_every_compilation():
     assert CompileOptions(gpu_name="sm_90").verify_each
+
+
+def test_an_op_emitted_before_what_it_reads(tileir_store: TileIRStore):
+    """order-ops (``lower/emission_order.py``) places each op after what it reads; moving a
+    store ahead of the op that computes its tile is reported."""
+    _, (tas, *_) = compiled(tileir_store, "float_arith", "sm_80")
+    store = first(tas, MEM.StoreViewTkoOp)
+    tile = store.operands[0].owner
+    assert tas.emission[tile] < tas.emission[store]
+    verify_tileas(tas, 80)
+    tas.emission[store] = tas.emission[tile] - 1
+    fails(tas, 80, rf"@{index(tas, store)} store_view_tko: is emitted before @{index(tas, tile)} ")
+
+
+def test_a_deferred_op_nothing_reads_is_not_emitted():
+    """A pure op whose value no emitted op reads gets no place: code generation skips it."""
+    from tileiras.lower.emission_order import block_order
+    from tileiras.lower.tileaa import analyze
+    from tileiras.lower.tileas import TileAS
+    from tileiras.text.parser import parse_module
+
+    module = parse_module("""
+cuda_tile.module @m {
+  entry @k(%a: tile<ptr<f32>>) {
+    %c = constant <f32: 2.0> : tile<f32>
+    %unused = addf %c, %c : tile<f32>
+    %v = addf %c, %c : tile<f32>
+    %t = make_token : token
+    %p = store_ptr_tko weak %a, %v token = %t : tile<ptr<f32>>, tile<f32> -> token
+    return
+  }
+}""")
+    fn = module.functions[0]
+    tas = TileAS(analyze(fn), num_warps=4)
+    names = [op.name.split(".")[-1] for op in block_order(tas, fn.entry_block)]
+    assert "store_ptr_tko" in names and names.count("addf") == 1 and names.index("addf") < names.index("store_ptr_tko")

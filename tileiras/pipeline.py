@@ -189,6 +189,12 @@ def _software_pipeline(c: Compilation) -> None:
         _each(c, record_plans, c.options.arch)
 
 
+def _order_ops(c: Compilation) -> None:
+    from .lower.emission_order import record_emission_order
+
+    _each(c, record_emission_order)
+
+
 def _allocate_shared_memory(c: Compilation) -> None:
     from .lower.tileas import allocate_shared_memory
 
@@ -316,6 +322,7 @@ FORWARD = Pass("forward-loads", _forward_loads)
 STREAM = Pass("stream-loops", _stream_loops)
 #: From the CTA's shared memory to the cubin, every target alike.
 BACK: tuple[Pass, ...] = (
+    Pass("order-ops", _order_ops),
     Pass("allocate-shared-memory", _allocate_shared_memory, stop="tileas"),
     Pass("sched", _sched, stop="sched", feeds_later=False),  # codegen does not read schedules yet
     Pass("codegen", _llvm, stop="llvm"),

@@ -19,6 +19,7 @@ from ..ir import types as T
 from ..ir.core import Block, Function, Module, Operation, Value
 from ..layout.linear import LANE, REG, WARP, LinearLayout
 from ..lower.chunks import ITER, ChunkGroup
+from ..lower.emission_order import chunk_ops, emitted_ops, is_deferrable
 from ..lower.tileas import TileAS
 from ..lower.tiles import element_bytes
 from ..record import record
@@ -30,18 +31,7 @@ from .values import Emitted, TileVal, byte_gep, llvm_type
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 
-from ..tile import ops_core as _CO  # noqa: E402
-from ..tile import ops_memory as _MEM  # noqa: E402
-from ..tile.enums import MemoryOrderingSemantics  # noqa: E402
-from ..tile.traits import is_plain_load, is_pure, is_terminator  # noqa: E402
-
-#: Scans (a combiner region, no side effects): emitted, as pure ops are, where their result
-#: is first needed.  A store of one scan's result then goes before a later scan through
-#: shared memory instead of after it, and the first scan's values do not wait in registers
-#: across the second's barriers (scans_builtin i32 16x16 sm_90: 34 -> 30).  Reductions stay
-#: where they stand: deferred, they gave as many kernels more registers as fewer
-#: (custom_reduce f32 4x64 16 -> 17-18 on sm_90/100/120, 16 -> 15 on sm_80).
-DEFERRABLE_SCANS = (_CO.ScanOp,)
+from ..tile.traits import is_plain_load  # noqa: E402
 
 EmitFn = Callable[["KernelEmitter", Operation], None]
 EMITTERS: dict[type, EmitFn] = {}
@@ -196,68 +186,16 @@ class KernelEmitter:
         self.pb.branch(body)
 
     def emit_block(self, block: Block) -> None:
-        """Emit ``block``'s ops.  Ops without side effects (and weak loads) are emitted
-        when their result is first needed, not where they stand: a tile stays in
-        registers only from its first to its last use (TileAS decided *how* each op
-        runs; this decides *when*)."""
-        deferred: dict[Operation, None] = {}   # insertion-ordered set
-        producer: dict[Value, Operation] = {}
-
-        def materialize(v: Value) -> None:
-            op = producer.get(v)
-            if op is not None and op in deferred:
-                del deferred[op]
-                for u in loads_first(self.reads(op)):
-                    materialize(u)
-                self.emit_op(op)
-
-        def loads_first(values: Sequence[Value]) -> list[Value]:
-            """``values`` in the order to emit them: those that wait for a pending load first.
-            A load branches around its access, so what is emitted before it lands in an
-            earlier block and stays live across the load (gather_scatter: a store's
-            addresses computed before the loads of its values)."""
-            memo: dict[Value, bool] = {}
-
-            def waits(v: Value) -> bool:
-                if v not in memo:
-                    op = producer.get(v)
-                    memo[v] = False
-                    memo[v] = op is not None and op in deferred and (
-                        is_plain_load(op) or any(waits(u) for u in self.reads(op)))
-                return memo[v]
-            return sorted(values, key=lambda v: not waits(v))
-
-        for op in block.ops:
+        """Emit ``block``'s ops in the order the order-ops pass recorded
+        (``lower/emission_order.py``: deferred ops where their result is first needed)."""
+        for op in emitted_ops(self.tas, block):
             if self.b.block.is_terminated:
                 break  # code after break/continue/return is unreachable
-            if op in self.tas.aa.dead:
-                continue
             group = self.tas.chunked.get(op)
             if group is not None:
-                if op is group.anchor:
-                    members = set(group.ops)
-                    for member in group.ops:
-                        for v in member.operands:
-                            if v.owner not in members:
-                                materialize(v)
-                    self.emit_chunk_loop(group)
-                continue
-            if self.is_deferrable(op):
-                deferred[op] = None
-                producer.update((r, op) for r in op.results)
-                continue
-            if op.regions:  # values may be used anywhere inside: emit everything pending
-                for pending in list(deferred):
-                    for r in pending.results:
-                        materialize(r)
-            for u in loads_first(self.reads(op)):
-                materialize(u)
-            if self.writes_memory(op):  # loads stay before the writes token-ordered after them
-                ordered = self.tas.aa.deps.get(op, ())
-                for pending in [d for d in deferred if is_plain_load(d) and d in ordered]:
-                    for r in pending.results:
-                        materialize(r)
-            self.emit_op(op)
+                self.emit_chunk_loop(group)
+            else:
+                self.emit_op(op)
 
     def emit_chunk_loop(self, group: ChunkGroup) -> None:
         """The group's ops once per chunk of registers (see chunks.ChunkGroup: the layouts inside the loop)."""
@@ -273,7 +211,7 @@ class KernelEmitter:
         self._iter_cache = {}
         try:
             with self.layouts_of_place(group.layouts):
-                for op in demand_order(group.ops, self.reads):
+                for op in chunk_ops(self.tas, group):
                     self.emit_op(op)
         finally:
             self.iteration = None
@@ -308,37 +246,8 @@ class KernelEmitter:
     def sinkable_load(self, op: Operation) -> bool:
         """May ``op``'s load instructions run later than emitted, past plain stores (order.py)?
         A weak load that waits for no write and that no write is token-ordered after."""
-        return (is_plain_load(op) and self.is_deferrable(op)
+        return (is_plain_load(op) and is_deferrable(self.tas, op)
                 and not self.tas.aa.observed_by_write(op) and op not in self.tas.chunked)
-
-    def reads(self, op: Operation) -> list[Value]:
-        """The values ``op``'s emitter reads: its operands, but for an extract that picks
-        from an operand of a ``cat`` (tileas.pick_sources), that operand, and for an operand
-        computed again in another layout (layout_rules.recompute_plan), what that starts from."""
-        source = self.tas.pick_sources.get(op)
-        operands = list(op.operands) if source is None else [source, *op.operands[1:]]
-        out = []
-        for i, v in enumerate(operands):
-            plan = self.tas.recomputed.get((op, i))
-            # a value computed again for this use: only what its recomputation starts from
-            out += [v] if plan is None else [w for p in plan for w in p.owner.operands if w not in plan]
-        return out + captured(op)
-
-    def is_deferrable(self, op: Operation) -> bool:
-        if isinstance(op, _MEM.JoinTokensOp):
-            # emitted when its token is used: joining a weak load's token must not force
-            # the load (a use recomputed in another layout may have left it unused)
-            return True
-        if is_plain_load(op):  # weak loads not ordered after a write may be emitted later
-            return (op.attributes.get("memory_ordering_semantics") == MemoryOrderingSemantics.WEAK
-                    and not self.tas.aa.needs_barrier(op))
-        if isinstance(op, DEFERRABLE_SCANS):
-            return True
-        return is_pure(op) and not op.regions and not is_terminator(op)
-
-    @staticmethod
-    def writes_memory(op: Operation) -> bool:
-        return not is_pure(op) and not is_plain_load(op)
 
     # -- values ----------------------------------------------------------------------
     def put(self, v: Value, e: Emitted) -> None:
@@ -532,41 +441,6 @@ class KernelEmitter:
             return TileVal(dst, [tv.regs[0]] * dst.size(REG))
         from .emit_shape import exchange   # noqa: PLC0415 (emit_shape builds on this module)
         return exchange(self, tv, dst, element_bytes(ty))
-
-
-def demand_order(ops: Sequence[Operation], reads: Callable[[Operation], list[Value]]) -> list[Operation]:
-    """``ops`` (a chunked loop's, anchor last) in the order their results are needed: each
-    op right after what it reads, depth-first from the anchor, as ``emit_block`` orders the
-    ops outside such loops.  In block order every load of a chunk comes before the
-    arithmetic that combines them; on demand each load is followed by what combines it
-    with the ones before.  padding_modes f32 64x32 (six loads of one tile added up, the
-    store guarded whole, emit_memory.guard_whole_store): 51 -> 50 registers on sm_120
-    (NVIDIA 47), 49 -> 47 on sm_90 and sm_100, 48 -> 46 on sm_80; ew_arith f16 t1024 34 ->
-    35 (NVIDIA 40..50)."""
-    producer = {r: op for op in ops for r in op.results}
-    order: list[Operation] = []
-    seen = {ops[-1]}
-    stack = [(ops[-1], iter(reads(ops[-1])))]   # depth-first without Python recursion
-    while stack:
-        op, pending = stack[-1]
-        u = next((producer[v] for v in pending if v in producer and producer[v] not in seen), None)
-        if u is None:
-            order.append(op)
-            stack.pop()
-        else:
-            seen.add(u)
-            stack.append((u, iter(reads(u))))
-    # the group is what the anchor reaches (chunks._collect_group); else block order
-    return order if len(order) == len(ops) else list(ops)
-
-
-def captured(op: Operation) -> list[Value]:
-    """The values the ops inside ``op``'s regions use that are defined outside them: a
-    deferred op with a region needs them emitted as it needs its operands."""
-    nested = list(op.walk())[1:]
-    inside = {r for o in nested for r in o.results}
-    inside.update(a for o in op.walk() for region in o.regions for block in region.blocks for a in block.args)
-    return [v for v in dict.fromkeys(u for o in nested for u in o.operands) if v not in inside]
 
 
 def runtime_mask(layout: LinearLayout, dim: int) -> int:

@@ -109,6 +109,9 @@ class TileAS:
     #: load -> its Forward), and the loads refused (why)
     forwarded: dict = field(default_factory=dict)
     forward_refused: dict = field(default_factory=dict)
+    #: when each op is emitted: its position among its block's emitted ops, or within its
+    #: chunked loop (``emission_order``; an op without one is not emitted)
+    emission: dict = field(default_factory=dict)
     #: the CTA's static shared memory, its bytes and alignment (``allocate_shared_memory``)
     smem_bytes: int = 0
     smem_align: int = SMEM_ALIGN

@@ -62,7 +62,8 @@ ENUMS: dict[str, type[Enum]] = {"Swizzle": Swizzle}
 #: per-op tables, in the order their attributes print: (attribute, table)
 OP_TABLES = (("mma", "tensor_cores"), ("wgmma_staging", "wgmma_staging"), ("access", "access_allowed"),
              ("vector", "vectors"), ("tma", "tma"), ("pipeline", "pipelines"), ("picks", "picks"),
-             ("pick_source", "pick_sources"), ("forward", "forwarded"), ("forward_refused", "forward_refused"))
+             ("pick_source", "pick_sources"), ("forward", "forwarded"), ("forward_refused", "forward_refused"),
+             ("emit", "emission"))
 CONVERT = "tileas.convert_layout"
 
 

@@ -15,7 +15,9 @@ turns it on for every compilation).
   load has its mbarrier;
 * a vector width is a power of two that divides what the facts allow and the run of
   consecutive elements the thread's layout holds;
-* each tensor-core form exists on the architecture and fits its multiply's shape.
+* each tensor-core form exists on the architecture and fits its multiply's shape;
+* once the emission order is recorded, every op comes after the ops of its block whose
+  values it reads.
 
 A violation raises ``TileASVerifyError`` naming the function, the op (its walk index,
 as ``--emit=tileas`` labels it) and the invariant.  Each check is one pass over a table:
@@ -70,6 +72,31 @@ class Verifier:
     def fail(self, op: Optional[Operation], message: str) -> TileASVerifyError:
         where = f"@{self.index[op]} {op.name}: " if op is not None else ""
         return TileASVerifyError(f"tileas @{self.fn.name}: {where}{message}")
+
+    # -- emission order ----------------------------------------------------------------------
+    def emission(self) -> None:
+        """Each emitted op comes after the ops of its block whose values it reads (a chunked
+        loop's members inside the loop, at its anchor's place outside it)."""
+        from .emission_order import reads
+
+        tas = self.tas
+        if not tas.emission:
+            return
+
+        def place(op: Operation) -> Optional[int]:
+            group = tas.chunked.get(op)
+            return tas.emission.get(op if group is None else group.anchor)
+
+        for op, at in tas.emission.items():
+            group = tas.chunked.get(op)
+            for v in reads(tas, op):
+                src = _owner(v)
+                if src is None or src.parent is not op.parent or (group is not None and src in group.ops):
+                    continue
+                before = place(src)
+                mine = at if group is None else place(op)
+                if before is None or mine is None or before >= mine:
+                    raise self.fail(op, f"is emitted before @{self.index[src]} {src.name}, whose value it reads")
 
     # -- layouts ---------------------------------------------------------------------------
     def layout(self, op: Optional[Operation], what: str, layout: LinearLayout, shape: tuple) -> None:
@@ -231,3 +258,4 @@ def verify_tileas(tas: TileAS, arch: int, done: frozenset = frozenset({LAYOUTS, 
     v.vectors()
     v.pipelines()
     v.buffers(MEMORY in done)
+    v.emission()
