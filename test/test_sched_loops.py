@@ -222,8 +222,8 @@ def test_cubin_compile_skips_the_unconsumed_sched_stage(exported, monkeypatch):
     monkeypatch.setattr(pipeline, "passes_for", recorded)
     module = read_module(exported["gemm"].read_bytes())
     compile_module(module, CompileOptions("sm_90"), "llvm")
-    assert calls[-6:] == ["tma", "software-pipeline", "forward-loads", "stream-loops", "allocate-shared-memory",
-                          "codegen"]
+    assert calls[-7:] == ["tma", "software-pipeline", "forward-loads", "stream-loops", "order-ops",
+                          "allocate-shared-memory", "codegen"]
     assert "sched" not in calls
     calls.clear()
     assert "ii" in compile_module(module, CompileOptions("sm_90"), "sched")
