@@ -42,6 +42,16 @@ def loop_bounds(em: KernelEmitter, plan) -> tuple[ir.Value, ir.Value, ir.Value]:
     return tuple(em.scalar(plan.loop, i) for i in range(3))  # type: ignore[return-value]
 
 
+def iteration_number(em: KernelEmitter, plan) -> ir.Value:
+    """The trip number i (i32) of the induction variable of ``plan.loop`` (any pipelined
+    loop's plan: attention rings, streamed loops)."""
+    b = em.b
+    lb, _, step = loop_bounds(em, plan)
+    iv = em.values[plan.loop.regions[0].blocks[0].args[0]].scalar
+    i = b.udiv(b.sub(iv, lb), step)
+    return b.trunc(i, I32) if i.type != I32 else i
+
+
 def below(em: KernelEmitter, plan, iv: ir.Value, ub: ir.Value) -> ir.Value:
     """Does iteration value ``iv`` run (the loop's own comparison)?"""
     if plan.loop.attributes.get("unsignedCmp"):

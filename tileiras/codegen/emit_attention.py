@@ -32,7 +32,7 @@ from ..ir.core import Operation
 from ..lower.attention_pipeline import A_BEFORE_LOOP, A_HELD, A_STAGED, AttentionPlan, RingTile
 from ..lower.mma_forms import MmaSwizzle
 from . import intrinsics as X
-from .emit_async import below, commit, copy_tile, loop_bounds, wait_group
+from .emit_async import below, commit, copy_tile, iteration_number, loop_bounds, wait_group
 from .emit_mma import TensorCoreOperands, mma_steps
 from .emit_shape import spill_tile
 from .nvvm import I32, KernelEmitter
@@ -53,15 +53,6 @@ def issue(em: KernelEmitter, plan: AttentionPlan, iv: ir.Value, stage: ir.Value,
         copy_tile(em, plan.loop, tile.load, iv, tile.copy_layout, lambda r, t=to_offset: em.coords(t, r)[0],
                   tile.copy_bytes, _tile_base(em, plan, tile, stage), runs)
         commit(em.b)
-
-
-def iteration_number(em: KernelEmitter, plan: AttentionPlan) -> ir.Value:
-    """The iteration number i (i32) of the loop's induction variable."""
-    b = em.b
-    lb, _, step = loop_bounds(em, plan)
-    iv = em.values[plan.loop.regions[0].blocks[0].args[0]].scalar
-    i = b.udiv(b.sub(iv, lb), step)
-    return b.trunc(i, I32) if i.type != I32 else i
 
 
 def _refill(em: KernelEmitter, plan: AttentionPlan, i: ir.Value) -> None:

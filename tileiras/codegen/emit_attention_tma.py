@@ -45,8 +45,7 @@ from ..ir.core import Operation
 from ..lower.attention_tma import BARRIERS_PER_STAGE, EMPTY, AttentionRingPlan, RingBox
 from . import intrinsics as X
 from .abi import param_name
-from .emit_async import below, loop_bounds
-from .emit_attention import iteration_number
+from .emit_async import below, iteration_number, loop_bounds
 from .emit_mma import stage_operand, warpgroup_multiply
 from .emit_tma import wait_phase
 from .nvvm import I32, KernelEmitter

@@ -26,8 +26,7 @@ from llvmlite import ir
 from ..lower.stream_pipeline import StreamPlan, StreamTile
 from ..lower.tiles import element_bytes
 from . import intrinsics as X
-from .emit_async import below, commit, copy_tile, loop_bounds, wait_group
-from .emit_attention import iteration_number
+from .emit_async import below, commit, copy_tile, iteration_number, loop_bounds, wait_group
 from .nvvm import I32, KernelEmitter
 from .values import TileVal, byte_gep, from_smem, llvm_type, smem_type
 

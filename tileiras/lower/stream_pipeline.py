@@ -46,9 +46,10 @@ from ..ir.core import Operation, Value
 from ..layout.core import LANE, REG, WARP, LinearLayout
 from ..layout.shared import bank_wavefronts, shared_identity
 from ..record import record
-from ..sched.ddg import DDG, DepKind, Edge, Node, trip_count, work_of
-from ..sched.latency import OpClass, classify, model_for
-from ..sched.modulo import SchedulingError, modulo_schedule
+from ..sched.ddg import trip_count, work_of
+from ..sched.latency import classify, model_for
+from ..sched.modulo import SchedulingError
+from ..sched.pipeline import stream_schedule
 from ..target import smem_limit, stages_hint
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
@@ -255,15 +256,8 @@ def _wanted_stages(tas, loop: CF.ForOp, arch: int, tiles: list[StreamTile]) -> t
     loads = {t.load for t in tiles}
     work = tuple((classify(op), work_of(op, threads), 1) for top in _body(loop) if top not in loads
                  for op in top.walk() if op is top or not op.regions)
-    model = model_for(arch)
-    nodes = (Node("cp.async", OpClass.ASYNC_COPY, max(1, copies)),
-             Node("cp.async.wait_group", OpClass.ASYNC_WAIT),
-             Node("ld.shared + body", OpClass.CONTROL, 1, work))
-    latency = [n.cost(model).latency for n in nodes]
-    ddg = DDG(nodes, (Edge(0, 1, latency[0]), Edge(1, 2, latency[1]),
-                      Edge(2, 2, latency[2], 1, DepKind.CARRIED)))
     try:
-        schedule = modulo_schedule(ddg, model)
+        schedule = stream_schedule(copies, work, model_for(arch))
     except SchedulingError:
         return 2, "default (no modulo schedule)"
     return min(schedule.num_stages, MAX_STAGES), "modulo schedule"

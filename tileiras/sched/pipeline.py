@@ -14,7 +14,8 @@ end of the multiply that reads it).
 
 A flash-attention K/V loop (``lower.attention_pipeline``) has its own graph
 (``attention_ddg``): K's and V's copies, each waited for before the multiply that reads
-it, with the online softmax between the two multiplies.
+it, with the online softmax between the two multiplies; so does a SIMT loop streaming view
+tiles (``lower.stream_pipeline``, ``stream_ddg``): the copies, their wait, and the body.
 """
 from __future__ import annotations
 
@@ -107,3 +108,21 @@ def attention_schedule(copies: tuple[int, int], mma_steps: tuple[int, int],
                        softmax: tuple[tuple[OpClass, int, int], ...], model: LatencyModel) -> Schedule:
     """The modulo schedule of ``attention_ddg``; its ``num_stages`` is the ring's depth."""
     return modulo_schedule(attention_ddg(copies, mma_steps, softmax, model), model)
+
+
+def stream_ddg(copies: int, work: tuple, model: LatencyModel) -> DDG:
+    """One trip of a streamed SIMT loop (``codegen.emit_stream``): each thread issues
+    ``copies`` ``cp.async`` for the next trips' tiles, waits for this trip's, then reads them
+    from shared memory and runs the body (``work``: ``Node.work`` of the body's ops), whose
+    values carry to the next trip."""
+    nodes = (Node("cp.async", OpClass.ASYNC_COPY, max(1, copies)),
+             Node("cp.async.wait_group", OpClass.ASYNC_WAIT),
+             Node("ld.shared + body", OpClass.CONTROL, 1, work))
+    latency = [n.cost(model).latency for n in nodes]
+    return DDG(nodes, (Edge(0, 1, latency[0]), Edge(1, 2, latency[1]),
+                       Edge(2, 2, latency[2], 1, DepKind.CARRIED)))
+
+
+def stream_schedule(copies: int, work: tuple, model: LatencyModel) -> Schedule:
+    """The modulo schedule of ``stream_ddg``; its ``num_stages`` is the ring's depth."""
+    return modulo_schedule(stream_ddg(copies, work, model), model)
