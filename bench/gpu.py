@@ -16,7 +16,9 @@
        PYTHONUNBUFFERED=1 python3 bench/gpu.py run .gpu-plan
 
    With the device tool: ``carry`` = [".gpu-plan"] (.gitignore'd), command
-   ``PYTHONUNBUFFERED=1 python3 bench/gpu.py run .gpu-plan``, timeout_s 540.  cuda-bindings is
+   ``bash bench/gpu_session.sh .gpu-plan`` (this run, then the ``gpu`` test tier that ``plan``
+   prepared in ``.gpu-plan/tier``; both summaries last), timeout_s 480.  The run alone:
+   ``PYTHONUNBUFFERED=1 python3 bench/gpu.py run .gpu-plan``.  cuda-bindings is
    in the GPU image; where it is not, carry it as a wheel (``pip download --no-deps --only-binary=:all: --python-version 3.12
    --platform manylinux_2_28_x86_64 -d .whl cuda-bindings cuda-pathfinder``) and install it
    first with ``pip install --no-index --no-deps --target /tmp/site .whl/*.whl`` and
@@ -158,6 +160,7 @@ def main(argv: Optional[list] = None) -> int:
     p.add_argument("folder", type=Path)
     p.add_argument("--arch", default="sm_90")
     p.add_argument("--only", default="", help="comma-separated kernel names: " + ", ".join(k[0] for k in KERNELS))
+    p.add_argument("--no-tier", action="store_true", help="skip planning the gpu test tier (folder/tier)")
     r = steps.add_parser("run", help="check and time on the GPU")
     r.add_argument("folder", type=Path)
     r.add_argument("--dry-run", action="store_true", help="no driver: the interpreter on tiny sizes")
@@ -169,6 +172,10 @@ def main(argv: Optional[list] = None) -> int:
     only = {x for x in args.only.split(",") if x} or None
     if args.step == "plan":
         plan(args.folder, args.arch, only)
+        if not args.no_tier:  # the gpu test tier's cases, for bench/gpu_session.sh
+            import gpu_tier
+
+            gpu_tier.plan(args.folder / "tier", (args.arch,), os.cpu_count() or 1)
         return 0
     from gpu_run import run
 
