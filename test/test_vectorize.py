@@ -268,3 +268,26 @@ def test_a_row_reshaped_without_its_unit_dim_keeps_its_layout():
     x = diffcheck.random_array(np.random.default_rng(2), np.float32, (16, 512))
     got = diffcheck.run_ptx(ptx, "k", (16, 2, 1), [x, np.zeros_like(x), 16, 512])
     np.testing.assert_array_equal(got.arrays[1], 2 * x)
+
+
+@pytest.mark.parametrize("arch, relayout", [("sm_80", True), ("sm_90", False)])
+def test_accumulator_epilogues_store_16_bytes_a_thread_before_tma(tileir_store, arch, relayout):
+    """An aligned GEMM's f16 result in the mma.sync fragment layout holds pairs: on sm_8x it
+    changes layout through shared memory before the store (``store_relayout``), so every
+    thread stores 16 bytes at a time as NVIDIA's epilogue does (gemm_basic f16 128x128x32:
+    16 st.global.v4 a thread, against 64 4-byte stores); on sm_90 the TMA store takes the
+    fragments by stmatrix and nothing changes."""
+    from conftest import VERSIONS
+
+    module = read_bytecode(tileir_store.get(f"gemm.aligned.{arch}.{VERSIONS[-1]}").read_bytes())
+    c = run_stages(module, CompileOptions(gpu_name=arch), "tileas", only_needed=True)
+    # two entries: f16 64x64 and f32 32x32 results
+    for tas, esize in zip(c.tas.values(), (2, 4)):
+        (store,) = [op for op in tas.aa.function.walk() if isinstance(op, MEM.StoreViewTkoOp)]
+        assert ((store, 0) in tas.converts) is relayout
+        if relayout:
+            assert register_run(tas.converts[(store, 0)]) * esize == 16
+    if relayout:
+        ptx = compile_module(module, CompileOptions(gpu_name=arch), "ptx")
+        stores = re.findall(r"st\.global(\.v\d)?\.b(\d+)", ptx)
+        assert stores and set(stores) == {(".v4", "32")}, stores

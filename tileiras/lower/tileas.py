@@ -155,19 +155,27 @@ class TileAS:
             return rows
         if shape in self.mma_shapes:
             return self.contiguous(shape)
-        n = 1
-        for d in shape:
-            n *= d
-        regs = max(1, n // self.layout_threads)
         shaped = dim is None        # else runs of ``min_vector`` along ``dim`` (one access's own)
         wanted = min_vector
         if shaped:
             dim = vectorize.run_dim(self.shape_access, shape)   # Fortran-order views: not the last
             wanted = max(self.access_vector(shape), min_vector)
+        across = shaped and self.shape_access.get(tuple(shape), vectorize.Run(dim, 1)).across
+        return self.blocked(shape, wanted, nbytes, dim, min_vector, across)
+
+    def blocked(self, shape: tuple[int, ...], wanted: int, nbytes: int, dim: int, min_vector: int = 1,
+                across: bool = False) -> LinearLayout:
+        """The coalesced layout of ``canonical`` for any shape (a multiply's result shape too):
+        runs of up to ``wanted`` consecutive elements of ``dim`` a thread, lanes next along it
+        (``across``: rows apart, vectorize.Run)."""
+        n = 1
+        for d in shape:
+            n *= d
+        regs = max(1, n // self.layout_threads)
         order = [k for k in range(len(shape)) if k != dim] + [dim]
         vector = min(wanted, shape[dim], max(min_vector, regs))
         run = max(1, min(32, SECTOR // (vector * nbytes)))
-        if shaped and self.shape_access.get(tuple(shape), vectorize.Run(dim, 1)).across:
+        if across:
             run = shape[dim] // vector                  # rows apart (vectorize.Run)
         layout = sector_blocked(tuple(shape[k] for k in order), self.num_warps, vector, run, regs)
         return layout if dim == len(shape) - 1 else layout.permute([order.index(k) for k in range(len(shape))])

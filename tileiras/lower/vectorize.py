@@ -205,20 +205,48 @@ def access_layout(tas, op: Operation) -> Optional[LinearLayout]:
     return tas.canonical(shape, min_vector=allowed, nbytes=_element_bytes(tile.type.element) or 4, dim=dim)
 
 
+#: Bytes a thread's store moves at most (``st.global.v4.b32``).
+WIDEST_ACCESS = 16
+
+
 def store_relayout(tas, op: Operation) -> Optional[LinearLayout]:
     """The layout a view store's tile changes to (through shared memory) so that its
     accesses move the run the facts allow: the canonical layout of its shape, where the
-    tile's own layout (a permuted tile's, a transpose) gives a thread no run along the
-    store's contiguous dim and the canonical one does.  NVIDIA's tool converts such tiles
-    too (transpose2d f32 64x64: 16-byte stores after a shared-memory exchange); None
-    where the tile stays as it is."""
+    tile's own layout gives a thread no run along the store's contiguous dim (a permuted
+    tile's, a transpose) and the canonical one does, or, before TMA stores exist (sm_8x),
+    where a tensor-core accumulator's pairs would be stored a few bytes at a time and the
+    canonical layout stores 16.  NVIDIA's tool converts such tiles too (transpose2d f32
+    64x64; the sm_80 GEMM epilogues, gemm_basic f16 128x128x32: 16 ``st.global.v4`` a thread
+    after a shared-memory exchange, against 64 4-byte stores of the fragments); None where
+    the tile stays as it is."""
     if not isinstance(op, MEM.StoreViewTkoOp) or tas.access_allowed.get(op, 1) < 2:
         return None
     layout, dim = tas.layouts.get(op.tile), access_dim(op)
-    if layout is None or op.tile.type.rank < 2 or register_run(layout, dim) > 1:
+    if layout is None or op.tile.type.rank < 2:
         return None
-    target = access_layout(tas, op) or tas.canonical_of(op.tile)
-    return target if register_run(target, dim) > 1 else None
+    run = register_run(layout, dim)
+    if run > 1:
+        if not _accumulator_store(tas, op, layout, run):
+            return None
+        nbytes = _element_bytes(op.tile.type.element) or 4
+        target = tas.blocked(tuple(op.tile.type.shape), WIDEST_ACCESS // nbytes, nbytes, dim)
+    else:
+        target = access_layout(tas, op) or tas.canonical_of(op.tile)
+    return target if register_run(target, dim) > run else None
+
+
+def _accumulator_store(tas, op: Operation, layout: LinearLayout, run: int) -> bool:
+    """Is ``op`` a store of a tensor-core accumulator layout's pairs narrower than 16 bytes,
+    on an architecture without TMA stores (which take such tiles by ``stmatrix``), whose
+    exchange takes at most half the CTA's shared memory (the scratch region holds the tile)?"""
+    from ..target import smem_limit
+    from .tma import MIN_ARCH
+
+    nbytes = _element_bytes(op.tile.type.element) or 4
+    tile_bytes = op.tile.type.num_elements * nbytes
+    return (0 < tas.arch < MIN_ARCH and run * nbytes < WIDEST_ACCESS
+            and tas.access_allowed.get(op, 1) * nbytes >= WIDEST_ACCESS and layout in tas.mma_layouts.values()
+            and 2 * tile_bytes <= smem_limit(f"sm_{tas.arch}"))
 
 
 def plan_vectors(tas) -> dict[Operation, int]:
