@@ -238,7 +238,10 @@ def store_relayout(tas, op: Operation) -> Optional[LinearLayout]:
 def _accumulator_store(tas, op: Operation, layout: LinearLayout, run: int) -> bool:
     """Is ``op`` a store of a tensor-core accumulator layout's pairs narrower than 16 bytes,
     on an architecture without TMA stores (which take such tiles by ``stmatrix``), whose
-    exchange takes at most half the CTA's shared memory (the scratch region holds the tile)?"""
+    exchange takes at most half the CTA's shared memory (the scratch region holds the tile)?
+    The layout must be the multiply's own: flash attention's output, reshaped to a rank-3
+    view, keeps its fragment stores (4 bytes a thread, once per CTA), since its exchange would
+    sit beside the K/V ring and cost 8-16 KB more shared memory."""
     from ..target import smem_limit
     from .tma import MIN_ARCH
 
