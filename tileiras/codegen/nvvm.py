@@ -199,26 +199,20 @@ class KernelEmitter:
 
     def emit_chunk_loop(self, group: ChunkGroup) -> None:
         """The group's ops once per chunk of registers (see chunks.ChunkGroup: the layouts inside the loop)."""
-        b = self.b
-        pre = b.block
-        loop = self.llfn.append_basic_block("chunk.loop")
-        done = self.llfn.append_basic_block("chunk.done")
-        b.branch(loop)
-        b.position_at_end(loop)
-        counter = b.phi(I32, name="chunk")
-        counter.add_incoming(ir.Constant(I32, 0), pre)
-        self.iteration = counter
-        self._iter_cache = {}
-        try:
+        from .loops import counted_loop   # noqa: PLC0415 (loops builds on this module)
+
+        def chunk(i: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
+            self.iteration = i
+            self._iter_cache = {}
             with self.layouts_of_place(group.layouts):
                 for op in chunk_ops(self.tas, group):
                     self.emit_op(op)
+            return carried
+
+        try:
+            counted_loop(self, "chunk.loop", group.trips, 1, [], chunk)
         finally:
             self.iteration = None
-        nxt = b.add(counter, ir.Constant(I32, 1))
-        counter.add_incoming(nxt, b.block)
-        b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(I32, group.trips)), loop, done)
-        b.position_at_end(done)
 
     def emit_op(self, op: Operation) -> None:
         if op in self.tas.aa.silent:  # computes or stores undefined values only (tileaa.poison_of)
