@@ -43,12 +43,13 @@ def case_id(name: str, k: int, arch: str, aligned: bool) -> str:
 
 def _input_specs(params) -> list:
     """cuTile parameter constraints as plain data: ("array", dtype, ndim) or ("scalar", dtype, value)."""
+    import numpy as np
     from cuda.tile.compilation import ArrayConstraint
 
     from differential import make_inputs
 
     specs = []
-    for p, value in zip(params, make_inputs(params, __import__("numpy").random.default_rng(0), 1)):
+    for p, value in zip(params, make_inputs(params, np.random.default_rng(0), 1)):
         name = getattr(p.dtype, "name", None) or str(p.dtype).split(".")[-1]
         specs.append(("array", name, p.ndim) if isinstance(p, ArrayConstraint) else ("scalar", name, value.item()))
     return specs
@@ -74,12 +75,16 @@ def _bits(a):
     return flat.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[flat.dtype.itemsize])
 
 
-def digest(arrays: list) -> str:
+def digest(values: list) -> str:
+    """A hash of the arrays among ``values`` (scalars are in the specs themselves)."""
     import hashlib
 
+    import numpy as np
+
     h = hashlib.sha256()
-    for a in arrays:
-        h.update(_bits(a).tobytes())
+    for a in values:
+        if isinstance(a, np.ndarray):
+            h.update(_bits(a).tobytes())
     return h.hexdigest()
 
 
@@ -109,9 +114,8 @@ def _plan_one(job: tuple) -> dict:
     extent = ALIGNED_EXTENT if aligned else EXTENT
     specs = _input_specs(case.params[k])
     arrays = make_inputs(case.params[k], np.random.default_rng(1), extent)
-    redrawn = make_planned_inputs(specs, 1, extent)
-    assert digest([a for a in arrays if isinstance(a, np.ndarray)]) == \
-        digest([a for a in redrawn if isinstance(a, np.ndarray)]), ident
+    drawn = digest(arrays)
+    assert drawn == digest(make_planned_inputs(specs, 1, extent)), ident
     grid = ORDER_DEPENDENT.get(name, GRID)
     c = Case(data, fn.name, arrays, grid)
     expected = run_interpreter(c)
@@ -122,7 +126,7 @@ def _plan_one(job: tuple) -> dict:
         changes.append((idx, after.ravel(order="K")[idx]))
     record = {"entry": fn.name, "arch": arch, "kinds": gpu.signature_of(fn), "grid": grid,
               "inputs": specs, "seed": 1, "extent": extent,
-              "digest": digest([a for a in arrays if isinstance(a, np.ndarray)]),
+              "digest": drawn,
               "failed": expected.failed, "changes": changes, "cubin": gpu.compile_cubin(module, arch)}
     path = Path(out) / f"{ident}.pkl"
     with open(path, "wb") as f:
@@ -156,8 +160,6 @@ def load_manifest(folder: str) -> list[dict]:
 def load_case(folder: str, entry: dict) -> dict:
     """A planned case with its inputs redrawn (checked against the plan's digest: the same numpy
     stream) and ``args``/``expected`` rebuilt: what ``gpu.run_cubin`` and ``compare`` take."""
-    import numpy as np
-
     from tileiras import gpu, interp
     from tileiras.diffcheck import Outcome
     from tileiras.interp.arraylist import arrays_of
@@ -165,7 +167,7 @@ def load_case(folder: str, entry: dict) -> dict:
     with open(Path(folder) / entry["file"], "rb") as f:
         r = pickle.load(f)
     inputs = make_planned_inputs(r["inputs"], r["seed"], r["extent"])
-    if digest([a for a in inputs if isinstance(a, np.ndarray)]) != r["digest"]:
+    if digest(inputs) != r["digest"]:
         raise AssertionError(f"{entry['id']}: this numpy draws other inputs than the planning one")
     r["args"] = interp.cutile_args(*inputs)
     expected = arrays_of(gpu.copy_arguments(r["args"]))

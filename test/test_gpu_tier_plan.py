@@ -2,6 +2,7 @@
 exactly what the differential tests check here, inputs and the interpreter's outcome."""
 from __future__ import annotations
 
+import pickle
 import sys
 from pathlib import Path
 
@@ -50,9 +51,9 @@ def test_a_planned_case_is_the_differential_case(tmp_path, name, k, arch, aligne
 def test_a_changed_numpy_stream_is_refused(tmp_path):
     entry = gpu_tier._plan_one(("float_arith", 0, "sm_80", False, str(tmp_path)))
     path = tmp_path / entry["file"]
-    record = __import__("pickle").loads(path.read_bytes())
+    record = pickle.loads(path.read_bytes())
     record["seed"] = 2
-    path.write_bytes(__import__("pickle").dumps(record))
+    path.write_bytes(pickle.dumps(record))
     with pytest.raises(AssertionError, match="other inputs"):
         gpu_tier.load_case(str(tmp_path), entry)
 

@@ -224,19 +224,28 @@ SUM_LOOP = """cuda_tile.module @kernels {
 #: x's tiles summed in one loop, then each added to the sum and stored to o in another;
 #: between them a store of ones to tile 0 of VIEW, on the kernel's first token (ordered
 #: before no load).
-BETWEEN = SUM_LOOP + """    %ones = constant <f32: 1.0> : tile<256xf32>
-    %wpv = make_partition_view VIEW : partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>
-    %w = store_view_tko weak %ones, %wpv[%lb] token = %tok : tile<256xf32>, partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>, tile<i32> -> token
-    for %j in (%lb to %ub, step %st) : tile<i32> {
-      %xpv = make_partition_view %xv : partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>
-      %t, %t1 = load_view_tko weak %xpv[%j] token = %tok : partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>, tile<i32> -> tile<256xf32>, token
-      %r = addf %t, %sum : tile<256xf32>
-      %opv = make_partition_view %ov : partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>
-      %t2 = store_view_tko weak %r, %opv[%j] token = %tok : tile<256xf32>, partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>, tile<i32> -> token
-    }
+#: The 256-element tile views of x and o.
+PV = "partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>"
+
+
+def add_sum_and_store(x_index: str, o_index: str, pad: str) -> str:
+    """Tile ``x_index`` of x loaded again, the first loop's sum added, stored to tile
+    ``o_index`` of o."""
+    return (f"{pad}%xpv = make_partition_view %xv : {PV}\n"
+            f"{pad}%t, %t1 = load_view_tko weak %xpv[{x_index}] token = %tok : {PV}, tile<i32> -> tile<256xf32>, token\n"
+            f"{pad}%r = addf %t, %sum : tile<256xf32>\n"
+            f"{pad}%opv = make_partition_view %ov : {PV}\n"
+            f"{pad}%t2 = store_view_tko weak %r, %opv[{o_index}] token = %tok : tile<256xf32>, {PV}, tile<i32> -> token\n")
+
+
+BETWEEN = SUM_LOOP + f"""    %ones = constant <f32: 1.0> : tile<256xf32>
+    %wpv = make_partition_view VIEW : {PV}
+    %w = store_view_tko weak %ones, %wpv[%lb] token = %tok : tile<256xf32>, {PV}, tile<i32> -> token
+    for %j in (%lb to %ub, step %st) : tile<i32> {{
+{add_sum_and_store("%j", "%j", "      ")}    }}
     return
-  }
-}
+  }}
+}}
 """
 
 
@@ -286,15 +295,10 @@ def test_the_decisions_read_back_from_the_tileas_text(two_pass):
 
 #: x's 3 tiles summed in a loop, then tile INDEX of x loaded again after it and stored to
 #: o with the sum added.
-AFTER = SUM_LOOP + """    %k = constant <i32: INDEX> : tile<i32>
-    %xpv = make_partition_view %xv : partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>
-    %t, %t1 = load_view_tko weak %xpv[%k] token = %tok : partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>, tile<i32> -> tile<256xf32>, token
-    %r = addf %t, %sum : tile<256xf32>
-    %opv = make_partition_view %ov : partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>
-    %t2 = store_view_tko weak %r, %opv[%lb] token = %tok : tile<256xf32>, partition_view<tile=(256), tensor_view<?xf32, strides=[1]>>, tile<i32> -> token
-    return
-  }
-}
+AFTER = SUM_LOOP + f"""    %k = constant <i32: INDEX> : tile<i32>
+{add_sum_and_store("%k", "%lb", "    ")}    return
+  }}
+}}
 """
 
 

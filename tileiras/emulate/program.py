@@ -215,10 +215,9 @@ def converged(ctx: CompileContext, ins: Instruction, fn: Callable) -> Callable:
     """``fn`` for a guarded ``.aligned`` instruction (``mma.sync.aligned``, ``ldmatrix``,
     ``wgmma``, ``tcgen05``...): the guard must be the same for every thread of a warp
     (``Machine.check_converged``), as the PTX ISA requires."""
-    mask = guard_mask(ctx, ins.guard)
-
     if ins.guard is None:  # nothing to check that this instruction alone can tell
         return fn
+    mask = guard_mask(ctx, ins.guard)
 
     def run(m, idx):
         ids = np.arange(m.n)[idx] if isinstance(idx, slice) else idx

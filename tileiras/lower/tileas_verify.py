@@ -87,14 +87,14 @@ class Verifier:
             group = tas.chunked.get(op)
             return tas.emission.get(op if group is None else group.anchor)
 
-        for op, at in tas.emission.items():
+        for op in tas.emission:
             group = tas.chunked.get(op)
+            mine = place(op)
             for v in reads(tas, op):
                 src = _owner(v)
                 if src is None or src.parent is not op.parent or (group is not None and src in group.ops):
                     continue
                 before = place(src)
-                mine = at if group is None else place(op)
                 if before is None or mine is None or before >= mine:
                     raise self.fail(op, f"is emitted before @{self.index[src]} {src.name}, whose value it reads")
 

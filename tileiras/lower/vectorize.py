@@ -226,19 +226,20 @@ def store_relayout(tas, op: Operation) -> Optional[LinearLayout]:
         return None
     run = register_run(layout, dim)
     if run > 1:
-        if not _accumulator_store(tas, op, layout, run):
-            return None
         nbytes = _element_bytes(op.tile.type.element) or 4
+        if not _accumulator_store(tas, op, layout, run * nbytes):
+            return None
         target = tas.blocked(tuple(op.tile.type.shape), WIDEST_ACCESS // nbytes, nbytes, dim)
     else:
         target = access_layout(tas, op) or tas.canonical_of(op.tile)
     return target if register_run(target, dim) > run else None
 
 
-def _accumulator_store(tas, op: Operation, layout: LinearLayout, run: int) -> bool:
-    """Is ``op`` a store of a tensor-core accumulator layout's pairs narrower than 16 bytes,
-    on an architecture without TMA stores (which take such tiles by ``stmatrix``), whose
-    exchange takes at most half the CTA's shared memory (the scratch region holds the tile)?
+def _accumulator_store(tas, op: Operation, layout: LinearLayout, run_bytes: int) -> bool:
+    """Is ``op`` a store of a tensor-core accumulator layout's pairs (``run_bytes`` a thread
+    at a time) narrower than 16 bytes, on an architecture without TMA stores (which take such
+    tiles by ``stmatrix``), whose exchange (the whole tile, through the scratch region) takes
+    at most half the CTA's shared memory?
     The layout must be the multiply's own: flash attention's output, reshaped to a rank-3
     view, keeps its fragment stores (4 bytes a thread, once per CTA), since its exchange would
     sit beside the K/V ring and cost 8-16 KB more shared memory."""
@@ -247,7 +248,7 @@ def _accumulator_store(tas, op: Operation, layout: LinearLayout, run: int) -> bo
 
     nbytes = _element_bytes(op.tile.type.element) or 4
     tile_bytes = op.tile.type.num_elements * nbytes
-    return (0 < tas.arch < MIN_ARCH and run * nbytes < WIDEST_ACCESS
+    return (0 < tas.arch < MIN_ARCH and run_bytes < WIDEST_ACCESS
             and tas.access_allowed.get(op, 1) * nbytes >= WIDEST_ACCESS and layout in tas.mma_layouts.values()
             and 2 * tile_bytes <= smem_limit(f"sm_{tas.arch}"))
 
