@@ -194,22 +194,25 @@ def test_warp_specialized_ring_ptx_structure():
 
 
 def test_ring_ptx_structure_unspecialized():
-    """A ring inside another loop stays on the worker warps (128 threads): S-1 stages of
-    one A and one B box before the loop; per iteration the "full" wait, wgmma with one
-    group in flight, every thread's release of the previous stage, then warp 0's "empty"
-    wait and thread 0's refill; no CTA barrier in the loop."""
+    """A ring inside another loop stays on the worker warps (128 threads) and is persistent
+    (test_persistent_ring.py): its mbarriers initialized once, before the outer loop, and
+    never invalidated; per entry a barrier, then S-1 stages of one A and one B box (thread
+    0, no "empty" wait: the previous entry released every stage); per iteration the "full" wait, wgmma with one group in flight, every
+    thread's release of the previous stage, then warp 0's "empty" wait and thread 0's
+    refill; no CTA barrier in the loop."""
     text = nested(gemm_loop(64, 64, 64, hints="sm_90 = {num_stages = 4}"))
     plan = plan_of(text)
-    assert plan.producer_warp == -1 and "inside another loop" in plan.specialize_reason
+    assert plan.producer_warp == -1 and "inside another loop" in plan.specialize_reason and plan.persistent
     ptx = ptx_of(text)
-    assert ".reqntid 128" in ptx and "setmaxnreg" not in ptx
+    assert ".reqntid 128" in ptx and "setmaxnreg" not in ptx and "mbarrier.inval" not in ptx
     assert ptx.count(COPY) == 2 * 3 + 2
     assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 128;", ptx)) == 4
-    loop = loop_of(ptx)
+    assert ptx.rindex("mbarrier.init") < ptx.index("bar.sync 0;") < ptx.index("mbarrier.arrive.expect_tx") \
+        < ptx.index("mbarrier.try_wait.parity")
+    loop = ptx[ptx.index("wgmma.fence"):ptx.index("wgmma.wait_group.sync.aligned 0;")]
     assert loop.count(COPY) == 2 and loop.count("wgmma.mma_async") == 4
-    steady = loop[:loop.index("wgmma.wait_group.sync.aligned 0;")]
-    assert "bar.sync" not in steady and steady.count("wgmma.wait_group.sync.aligned 1;") == 1
-    after = steady[steady.index("wgmma.wait_group.sync.aligned 1;"):]
+    assert "bar.sync" not in loop and loop.count("wgmma.wait_group.sync.aligned 1;") == 1
+    after = loop[loop.index("wgmma.wait_group.sync.aligned 1;"):]
     # release (every thread), then warp 0's empty wait, then thread 0's refill
     assert after.index("mbarrier.arrive.shared::cta.b64") < after.index("mbarrier.try_wait.parity") \
         < after.index("mbarrier.arrive.expect_tx") < after.index(COPY)
@@ -262,7 +265,7 @@ def test_ring_gemm_matches_interpreter(case, extents):
     ({"m": 64, "n": 64, "k": 64, "acc": "f16"}, (100,)),
 ], ids=lambda v: str(v))
 def test_unspecialized_ring_matches_interpreter(case, extents):
-    """The ring inside another loop (worker warps only, warp 0 refilling)."""
+    """The ring inside another loop (worker warps only, warp 0 refilling; persistent)."""
     text = nested(gemm_loop(**case))
     assert plan_of(text).producer_warp == -1
     for extent in extents:

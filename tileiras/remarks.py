@@ -116,7 +116,9 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
                       ("WgmmaInFlight", str(decision.in_flight) + (f" ({decision.serial_reason})"
                                                                     if decision.serial_reason else "")),
                       ("WarpSpecialized", f"producer warp {decision.producer_warp}" if decision.specialized
-                       else f"no ({decision.specialize_reason})")])
+                       else f"no ({decision.specialize_reason})")]
+                     + ([("Persistent", "mbarriers initialized once, phases carried across the enclosing loop")]
+                        if decision.persistent else []))
     elif isinstance(decision, AttentionRingPlan):
         yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkSoftwarePipelined",
                      f"K/V loop software-pipelined with {decision.stages} stages", fn.name, op.loc,

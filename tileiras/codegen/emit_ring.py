@@ -40,6 +40,18 @@ steady state without the refill.  The drain's CTA barrier and every later one ne
 named barrier among the consumers: a barrier for all the CTA's threads is released once
 the threads that have not exited arrive (PTX ISA, ``exit``).
 
+Persistent (the plan's ``persistent``: the loop runs inside another loop, as a persistent
+GEMM's K loop inside its loop over output tiles, NVIDIA's form): the mbarriers lie outside
+the scratch region and thread 0 initializes them once, at kernel start (``init_rings``);
+a K-tile counter (the ring's uses so far, carried across the loop's entries) turns each
+iteration i of an entry into the ring's use c + i, whose stage and parity the waits take.
+Per entry: a barrier (the previous tile's epilogue is done with the shared memory), then
+thread 0 issues uses c .. c+S-2 (no "empty" wait: the previous entry released every
+stage before its drain's barrier); the steady state as above; the drain (``_persistent_drain``)
+releases the entry's last stage after ``wait_group 0``, advances the counter by the
+entry's trip count and ends with a barrier, so that no copy is in flight and no wgmma
+reads a stage when the tile's epilogue runs; nothing is invalidated.
+
 Iterations past the end issue nothing: their stage's mbarriers are never waited on.
 Boxes outside the tensor land as zeros and count their full bytes on the mbarrier.
 """
@@ -51,7 +63,7 @@ from ..ir.core import Operation
 from ..lower.tma_ring import RingPlan
 from . import intrinsics as X
 from .abi import param_name
-from .emit_async import below, loop_bounds
+from .emit_async import below, iteration_number, loop_bounds
 from .emit_tma import tile_coords, wait_phase
 from .nvvm import I32, KernelEmitter
 from .values import TileVal
@@ -140,24 +152,64 @@ def _prefetch_maps(em: KernelEmitter, plan: RingPlan) -> None:
               "@p prefetch.tensormap [$0]; }", "l,r,~{memory}", [tmap, em.tid], side_effect=True)
 
 
+def init_rings(em: KernelEmitter) -> None:
+    """At kernel start, the persistent rings' (``RingPlan.persistent``): thread 0
+    initializes their mbarriers, a barrier publishes them, and each ring's K-tile counter
+    (the uses of its stages so far, an i32 slot LLVM keeps in a register) starts at 0."""
+    rings = [plan for plan in em.tas.pipelines.values() if isinstance(plan, RingPlan) and plan.persistent]
+    if not rings:
+        return
+    b = em.b
+    with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
+        for plan in rings:
+            _init_barriers(em, plan)
+    X.barrier(b)
+    for plan in rings:
+        slot = em.pb.alloca(I32, name="ring.count")
+        em.pb.store(ir.Constant(I32, 0), slot)
+        em.ring_counters[plan.loop] = slot
+
+
+def _init_barriers(em: KernelEmitter, plan: RingPlan) -> None:
+    """(Thread 0) every stage's "full" mbarrier (one arrival) and "empty" one (every
+    consumer), fenced for the async proxy."""
+    b = em.b
+    for s in range(plan.stages):
+        X.mbarrier_init(b, _stage_barrier(em, plan, ir.Constant(I32, s)), 1)
+        X.mbarrier_init(b, _stage_barrier(em, plan, ir.Constant(I32, s), empty=True), plan.consumers)
+    X.fence_mbarrier_init(b)
+
+
+def _first_use(em: KernelEmitter, plan: RingPlan) -> ir.Value:
+    """The ring's use (i32) that this entry of a persistent ring's loop starts at: the
+    K-tile counter, which the drain advances by the entry's trip count."""
+    return em.b.load(em.ring_counters[plan.loop])
+
+
 def ring_prologue(em: KernelEmitter, plan: RingPlan) -> None:
-    """Before the loop: the tensor maps prefetched at kernel start, the mbarriers (thread
-    0), then the boxes of the loop's first S-1 iterations (into fresh stages: no "empty"
-    wait) or, warp-specialized, the producer's branch (``_produce``)."""
+    """Before the loop: the tensor maps prefetched at kernel start, a barrier (earlier
+    users of the shared memory are done with it: a persistent ring's previous entry and
+    the tile epilogue after it), the mbarriers (thread 0; a persistent ring's were
+    initialized at kernel start, ``init_rings``), then the boxes of the loop's first S-1
+    iterations or, warp-specialized, the producer's branch (``_produce``).  No "empty"
+    wait: the stages are fresh, or (persistent: uses c .. c+S-2 of the ring, c the K-tile
+    counter) every earlier use was released before the previous drain's barrier."""
     _prefetch_maps(em, plan)
     b = em.b
     lb, ub, step = loop_bounds(em, plan)
-    X.barrier(b)                    # earlier users of the shared memory are done with it
+    X.barrier(b)
+    first = _first_use(em, plan) if plan.persistent else None
     with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
-        for s in range(plan.stages):
-            X.mbarrier_init(b, _stage_barrier(em, plan, ir.Constant(I32, s)), 1)
-            X.mbarrier_init(b, _stage_barrier(em, plan, ir.Constant(I32, s), empty=True), plan.consumers)
-        X.fence_mbarrier_init(b)
+        if first is None:
+            _init_barriers(em, plan)
         if not plan.specialized:
             for s in range(plan.stages - 1):
                 iv = b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb
                 with b.if_then(below(em, plan, iv, ub)):
-                    ring_issue(em, plan, iv, ir.Constant(I32, s))
+                    use = ir.Constant(I32, s)
+                    ring_issue(em, plan, iv, use if first is None else _use(b, plan, b.add(first, use))[0])
+    if first is not None:
+        return
     X.barrier(b)                    # the mbarriers are initialized for every thread
     if plan.specialized:
         _produce(em, plan)
@@ -211,15 +263,14 @@ def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
     b = em.b
     lb, ub, step = loop_bounds(em, plan)
     iv = em.values[plan.loop.regions[0].blocks[0].args[0]].scalar
-    i = b.udiv(b.sub(iv, lb), step)
-    if i.type != I32:
-        i = b.trunc(i, I32)
-    stage, parity = _use(b, plan, i)
+    i = iteration_number(em, plan)
+    j = b.add(_first_use(em, plan), i) if plan.persistent else i      # the ring's use
+    stage, parity = _use(b, plan, j)
     wait_phase(em, _stage_barrier(em, plan, stage), parity)
     form = em.tas.tensor_cores[op]
     warpgroup_multiply(em, op, form, plan.staging, None, em.tile(op, 2),
                        b.mul(stage, ir.Constant(I32, plan.stage_bytes)), plan.in_flight)
-    ahead = b.add(i, ir.Constant(I32, plan.stages - 1))
+    ahead = b.add(j, ir.Constant(I32, plan.stages - 1))
     if plan.in_flight:              # iteration i-1's group has retired (none before i = 0)
         with b.if_then(b.icmp_unsigned("!=", i, ir.Constant(I32, 0))):
             _release(em, plan, _use(b, plan, ahead)[0])
@@ -243,9 +294,29 @@ def ring_drain(em: KernelEmitter, plan: RingPlan) -> None:
         result = plan.loop.results[plan.carried]
         acc = em.values[result]
         em.put(result, TileVal(acc.layout, wgmma_wait(b, acc.regs)))
+    if plan.persistent:
+        _persistent_drain(em, plan)
+        return
     X.barrier(b)
     with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
         for s in range(plan.stages):
             for empty in (False, True):
                 X.asm(b, ir.VoidType(), "mbarrier.inval.shared::cta.b64 [$0];", "r,~{memory}",
                       [_stage_barrier(em, plan, ir.Constant(I32, s), empty)], side_effect=True)
+
+
+def _persistent_drain(em: KernelEmitter, plan: RingPlan) -> None:
+    """After a persistent ring's loop (its groups complete): every thread releases the
+    stage of the entry's last use, which no later iteration released (with a group left
+    in flight), the K-tile counter advances by the entry's n trips, and a barrier keeps
+    later users of the shared memory (the tile's epilogue) from the stages until every
+    warpgroup is done with them.  The mbarriers stay for the next entry."""
+    b = em.b
+    n = iteration_number(em, plan)      # at the loop's exit: its trip count
+    first = _first_use(em, plan)
+    last = b.add(first, n)
+    if plan.in_flight:
+        with b.if_then(b.icmp_unsigned("!=", n, ir.Constant(I32, 0))):
+            _release(em, plan, _use(b, plan, b.sub(last, ir.Constant(I32, 1)))[0])
+    b.store(last, em.ring_counters[plan.loop])
+    X.barrier(b)

@@ -100,6 +100,7 @@ class KernelEmitter:
         self._owner_cache: dict[LinearLayout, Optional[ir.Value]] = {}
         self._smem: Optional[ir.GlobalVariable] = None
         self.tma_phases: dict[Operation, ir.Value] = {}   # TMA load -> its phase parity (emit_tma)
+        self.ring_counters: dict[Operation, ir.Value] = {}   # persistent ring's loop -> its K-tile counter
         self.frames: list = []    # control-flow frames (emit_control)
         self.kept_tiles: dict = {}   # load -> its tile's registers of every trip (emit_control)
         self.iteration: Optional[ir.Value] = None   # the chunk counter inside a chunked loop
@@ -180,6 +181,10 @@ class KernelEmitter:
             from .emit_tma import init_barriers
 
             init_barriers(self)
+        if self.tas.pipelines:
+            from .emit_ring import init_rings
+
+            init_rings(self)
         self.emit_block(self.fn.entry_block)
         if not self.b.block.is_terminated:
             self.b.ret_void()

@@ -18,7 +18,7 @@ from ..layout.linear import LinearLayout
 from ..record import record
 from .mma_forms import OperandStaging
 from .software_pipeline import PipelinePlan
-from .tma_ring import RING_BARRIER_BYTES, RingPlan
+from .tma_ring import RingPlan
 from .tma import BARRIER_BYTES, STAGING_ALIGN, SWIZZLED_ALIGN
 
 if TYPE_CHECKING:
@@ -88,16 +88,17 @@ def shared_buffers(tas: TileAS) -> list[Buffer]:
 def _ring_buffers(name: str, plan, scratch: int) -> list[Buffer]:
     """A pipelined K loop's ring: the multiply's scratch (its first user), ``stages``
     stages from offset 0; a TMA ring's stages hold ``wgmma``'s swizzled operands and are
-    followed by its mbarriers, a "full" one a stage then an "empty" one a stage."""
+    followed by its mbarriers, a "full" one a stage then an "empty" one a stage (a
+    persistent ring's lie after TMA's buffers, live the whole kernel)."""
     users = (plan.mma, plan.loop, *plan.loads)
     if isinstance(plan, PipelinePlan):
         return [Buffer(name, "ring", 0, scratch, SCRATCH_ALIGN, users, stages=plan.stages),
                 *_stage_operands(name, plan, users)]
     align = max(STAGING_ALIGN, plan.staging.align)      # TMA lands there, in the stagings' swizzles
+    barriers = Buffer(f"{name}.barriers", "barrier", plan.barriers, plan.barrier_bytes, BARRIER_ALIGN, users,
+                      "" if plan.persistent else name, whole_kernel=plan.persistent)
     return [Buffer(name, "ring", 0, scratch, align, users, stages=plan.stages),
-            *_staging_buffers(name, plan.staging, users, STAGING_ALIGN),
-            Buffer(f"{name}.barriers", "barrier", plan.barriers, RING_BARRIER_BYTES * plan.stages, BARRIER_ALIGN, users,
-                   name)]
+            *_staging_buffers(name, plan.staging, users, STAGING_ALIGN), barriers]
 
 
 def _stage_operands(parent: str, plan: PipelinePlan, users: tuple[Operation, ...]) -> list[Buffer]:

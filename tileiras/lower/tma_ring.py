@@ -8,9 +8,14 @@ where the descriptors read and no thread touches the tiles; one "full" mbarrier 
 Its stage count is the hint, else ``sched.pipeline.tma_ring_schedule``'s, at least 2, at
 most what the shared memory holds beside the kernel's other TMA buffers (which
 ``place_rings`` places again after the ring), and no more than a known trip count needs.
+A ring whose loop runs inside another loop (a persistent GEMM's K loop inside its loop over
+output tiles) is persistent: its mbarriers go after TMA's buffers, outside the scratch
+region, initialized once and their phases carried across the loop's entries (``RingPlan``).
 ``codegen.emit_ring`` emits the plan.
 """
 from __future__ import annotations
+
+from typing import Optional
 
 from ..ir.core import Operation
 from ..knobs import knobs
@@ -48,6 +53,14 @@ class RingPlan(KLoopPlan):
     says why not); the accumulator is loop result ``carried``, completed by the drain's
     ``wait_group 0``.  ``source`` says where the stage count came from.
 
+    ``barrier_at`` >= 0: the ring is persistent (``place_rings``: its loop runs inside
+    another loop, as a persistent GEMM's K loop inside its loop over output tiles): its
+    mbarriers lie at that offset, outside the scratch region (live the whole kernel, like
+    TMA's), initialized once at kernel start, and the ring's stage and phase come from a
+    K-tile counter carried across the entries of the loop (use ``u`` of a stage is the
+    ``u``-th over the whole kernel, not over one entry).  Else (-1) they follow the stages,
+    initialized at each entry of the loop and invalidated after it.
+
     ``producer_warp`` >= 0: the loop is warp-specialized (``place_rings``): the warp group
     from warp ``producer_warp`` on (the CTA's extra warps) runs the producer, its first
     warp waiting on "empty" and its first thread issuing every box, with its registers
@@ -74,16 +87,26 @@ class RingPlan(KLoopPlan):
     #: trip count allow
     fit: int = 2
     maps: tuple[int, int] = (-1, -1)
+    barrier_at: int = -1
+
+    @property
+    def persistent(self) -> bool:
+        return self.barrier_at >= 0
 
     @property
     def barriers(self) -> int:
         """Offset of stage 0's "full" mbarrier (the stages' "full" ones, then their
-        "empty" ones, 8 bytes each, follow the ring)."""
-        return self.ring_bytes
+        "empty" ones, 8 bytes each, follow the ring, or lie at ``barrier_at``)."""
+        return self.barrier_at if self.persistent else self.ring_bytes
+
+    @property
+    def barrier_bytes(self) -> int:
+        return RING_BARRIER_BYTES * self.stages
 
     @property
     def smem_bytes(self) -> int:
-        return self.ring_bytes + RING_BARRIER_BYTES * self.stages
+        """The multiply's scratch: the stages, and the mbarriers unless persistent."""
+        return self.ring_bytes + (0 if self.persistent else self.barrier_bytes)
 
     @property
     def tx_bytes(self) -> int:
@@ -96,17 +119,21 @@ class RingPlan(KLoopPlan):
         return self.producer_warp >= 0
 
     def placed(self, maps: tuple[int, int], producer_warp: int, consumers: int, reason: str,
-               registers: tuple[int, int], stages: int, source: str) -> "RingPlan":
+               registers: tuple[int, int], stages: int, source: str, barrier_at: int = -1) -> "RingPlan":
         """This plan reading its tiles through hidden tensor maps ``maps``, its producer
         warp ``producer_warp`` (-1: none, ``reason`` why) for ``consumers`` threads, with
-        ``registers`` (producers', consumers') and ``stages`` (from ``source``)."""
+        ``registers`` (producers', consumers'), ``stages`` (from ``source``) and its
+        mbarriers at ``barrier_at`` (-1: after the stages)."""
         return RingPlan(self.loop, self.mma, self.loads, stages, self.staging, self.stage_bytes, self.box,
                         self.boxes, self.specs, source, self.b_transposed, consumers, self.carried,
-                        self.in_flight, self.serial_reason, producer_warp, reason, registers, self.fit, maps)
+                        self.in_flight, self.serial_reason, producer_warp, reason, registers, self.fit, maps,
+                        barrier_at)
 
 
 #: bytes of one stage's mbarriers ("full" and "empty")
 RING_BARRIER_BYTES = 16
+#: an mbarrier's alignment
+BARRIER_ALIGN = 8
 #: a ring stage's alignment: the 128-byte swizzle repeats every 1024 bytes of address
 RING_ALIGN = 1024
 #: the warp group a warp-specialized ring adds to the CTA for its producer (NVIDIA's sm_90
@@ -222,21 +249,36 @@ def _ring_stages(tas, loop: CF.ForOp, arch: int, mma: Operation, staging: WgmmaS
     return schedule.num_stages, "modulo schedule"
 
 
-def place_rings(tas, arch: int, rings: list[RingPlan]) -> None:
+def place_rings(tas, arch: int, rings: list[RingPlan], persistent: bool = True) -> None:
     """The rings' shared memory and tensor maps; the kernel's other TMA loads and stores
     planned again after the largest scratch (``tma.plan_tma`` keeps its choices for a
-    subset of its candidates in the same order)."""
+    subset of its candidates in the same order); the mbarriers of persistent rings
+    (``_persistent_loops``) after those, unless they would not fit (``persistent``
+    False: every ring's mbarriers follow its stages)."""
     taken = {ld for ring in rings for ld in ring.loads}
     reason = _specialize_reason(tas, rings)
     if not reason:
         rings = [_deepened(ring) for ring in rings]
+    nested = _persistent_loops(tas, rings) if reason and persistent else set()
     for ring in rings:
-        tas.scratch[ring.mma] = max(tas.scratch.get(ring.mma, 0), ring.smem_bytes)
+        need = ring.ring_bytes if ring.loop in nested else ring.smem_bytes
+        tas.scratch[ring.mma] = max(tas.scratch.get(ring.mma, 0), need)
         tas.wgmma_staging[ring.mma] = ring.staging
     tas.tma_end = 0
     tas.tma, maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in taken], f"sm_{arch}",
                                           tas.scratch_bytes)
     maps = list(maps)
+    barrier_at: dict[CF.ForOp, int] = {}
+    at = -(-max(tas.scratch_bytes, tas.tma_end) // BARRIER_ALIGN) * BARRIER_ALIGN
+    for ring in rings:
+        if ring.loop in nested:
+            barrier_at[ring.loop] = at
+            at += ring.barrier_bytes
+    if barrier_at and at > smem_limit(f"sm_{arch}"):
+        place_rings(tas, arch, rings, persistent=False)
+        return
+    if barrier_at:
+        tas.tma_end = at
     if not reason and not tas.extra_warps:
         tas.extra_warps = PRODUCER_WARPS
     for ring in rings:
@@ -246,8 +288,30 @@ def place_rings(tas, arch: int, rings: list[RingPlan]) -> None:
         producer, consumers = (-1, tas.num_threads) if reason else (tas.num_warps, tas.layout_threads)
         tas.pipelines[ring.loop] = ring.placed(tuple(maps.index(spec) for spec in ring.specs), producer,
                                                consumers, reason, (0, 0) if reason else _registers(tas),
-                                               ring.stages, ring.source)
+                                               ring.stages, ring.source, barrier_at.get(ring.loop, -1))
     tas.tensor_maps = tuple(maps)
+
+
+def _persistent_loops(tas, rings: list[RingPlan]) -> set[CF.ForOp]:
+    """The loops of ``rings`` that run inside another loop (a persistent GEMM's K loop in
+    its loop over output tiles), whose rings keep their mbarriers for the whole kernel:
+    initialized once, their phases carried across the loop's entries (``RingPlan``).
+    None where the kernel has attention loops, which place TMA's buffers again after the
+    rings (``attention_pipeline.record_attention``)."""
+    if not all(isinstance(d, (str, RingPlan)) for d in tas.pipelines.values()):
+        return set()
+    return {ring.loop for ring in rings if enclosing_loop(ring.loop) is not None}
+
+
+def enclosing_loop(op: Operation) -> Optional[Operation]:
+    """The innermost ``for`` or ``loop`` whose body holds ``op`` (at any depth), or None."""
+    block = op.parent
+    while block is not None and block.parent is not None and block.parent.parent is not None:
+        owner = block.parent.parent
+        if isinstance(owner, (CF.ForOp, CF.LoopOp)):
+            return owner
+        block = owner.parent
+    return None
 
 
 def _deepened(ring: RingPlan) -> RingPlan:

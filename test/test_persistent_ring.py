@@ -1,0 +1,234 @@
+"""Persistent GEMMs on sm_90 (``kernels.persistent``: TileGym's loop over output tiles
+around the K loop): the K loop is a TMA ring feeding ``wgmma`` inside the loop over tiles,
+its mbarriers initialized once at kernel start (outside the scratch region, live the whole
+kernel) and its stage and phase taken from a K-tile counter carried across tiles
+(``RingPlan.persistent``, ``emit_ring.init_rings``); per tile a barrier, the prologue's
+copies, the steady state, and a drain that releases the tile's last stage, advances the
+counter and ends with a barrier before the tile's epilogue.  Checked against the interpreter in the
+emulator (TMA bytes land only at their mbarrier phase, wgmma operands locked until
+``wait_group``, race detector on) with more tiles than CTAs and more K tiles than stages,
+and with planted missing waits."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("cuda.tile")
+
+from differential import Case, compare, export, numpy_dtype, random_array, run_interpreter  # noqa: E402
+from kernels._case import KernelCase, arr  # noqa: E402
+from kernels.persistent import persistent_case, persistent_gemm_8_warps  # noqa: E402
+from test_tma_ring import COPY, _without_wait, needs_x86  # noqa: E402
+
+from tileiras import diffcheck  # noqa: E402
+from tileiras.emulate import launch  # noqa: E402
+from tileiras.emulate.launch import EmulationError  # noqa: E402
+from tileiras.lower.tma_ring import RingPlan  # noqa: E402
+from tileiras.pipeline import CompileOptions, run_stages  # noqa: E402
+from tileiras.reader import read_bytecode  # noqa: E402
+
+import cuda.tile as ct  # noqa: E402
+
+#: NVIDIA-like tiles (TileGym's persistent GEMM on sm_90: 128x128 output tiles, K by 64)
+LARGE = {"f16": persistent_case("persistent_gemm_128_f16", ct.float16, 128, 128, 64),
+         "bf16": persistent_case("persistent_gemm_128_bf16", ct.bfloat16, 128, 128, 64)}
+#: two warpgroups, 4 tiles of 7 K tiles on 112^3: the warp that refills a stage is not
+#: one of the other warpgroup's, whose reads only the "empty" wait orders before the copy
+#: (one warpgroup runs in lockstep in the emulator: its own reads are ordered anyway)
+PLANTED = KernelCase("persistent_gemm_8_warps", persistent_gemm_8_warps,
+                     [[arr(ct.float16, 2), arr(ct.float16, 2), arr(ct.float16, 2), 128, 32, 16]])
+_EXPORTS: dict = {}
+
+
+def bytecode(case, arch: str = "sm_90") -> bytes:
+    key = (case.name, arch)
+    if key not in _EXPORTS:
+        _EXPORTS[key] = export(case, arch=arch, aligned=True)
+    return _EXPORTS[key]
+
+
+def compiled(case, arch: str = "sm_90"):
+    return run_stages(read_bytecode(bytecode(case, arch)), CompileOptions(gpu_name=arch), "ptx")
+
+
+def ring_of(c) -> RingPlan:
+    (tas,) = c.tas.values()
+    (plan,) = tas.pipelines.values()
+    assert isinstance(plan, RingPlan), plan
+    return plan
+
+
+# -- the PTX's loops ------------------------------------------------------------------------
+def ptx_blocks(ptx: str) -> list[tuple[str, str, list[str]]]:
+    """The kernel body's basic blocks: (label, text, successor labels)."""
+    body = ptx[ptx.index("{", ptx.index(".entry")):]
+    parts = re.split(r"^(\$L__BB\d+_\d+):", body, flags=re.M)
+    blocks = [("entry", parts[0])] + list(zip(parts[1::2], parts[2::2]))
+    out = []
+    for k, (label, text) in enumerate(blocks):
+        succ = re.findall(r"\bbra(?:\.uni)?\s+(\$L__BB\d+_\d+);", text)
+        lines = (ln.strip() for ln in text.strip().splitlines())
+        last = [ln for ln in lines if ln and not ln.startswith("//")]
+        ends = bool(last) and re.match(r"(bra\.uni|bra|ret;)", last[-1]) is not None
+        if not ends and k + 1 < len(blocks):
+            succ.append(blocks[k + 1][0])
+        out.append((label, text, succ))
+    return out
+
+
+def loop_around(ptx: str, instruction: str) -> str:
+    """The text of the blocks that lie on a cycle through the block holding ``instruction``
+    (its strongly connected component): with the K loop nested in the loop over tiles, the
+    whole loop over tiles."""
+    blocks = ptx_blocks(ptx)
+    succ = {label: s for label, _, s in blocks}
+    text = {label: t for label, t, _ in blocks}
+    start = next(label for label, t, _ in blocks if instruction in t)
+
+    def reach(frm: str, edges: dict) -> set:
+        seen, todo = {frm}, [frm]
+        while todo:
+            for nxt in edges.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+    pred: dict = {}
+    for label, s in succ.items():
+        for t in s:
+            pred.setdefault(t, []).append(label)
+    component = reach(start, succ) & reach(start, pred)
+    return "".join(text[label] for label, _, _ in blocks if label in component)
+
+
+# -- the decision and the code --------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_the_k_loop_of_a_persistent_gemm_is_a_persistent_ring(dtype):
+    c = compiled(LARGE[dtype])
+    plan = ring_of(c)
+    (tas,) = c.tas.values()
+    assert plan.persistent and plan.stages == 4 and plan.in_flight == 1 and plan.producer_warp == -1
+    # the mbarriers after the stages' scratch (and TMA's buffers), not inside it
+    assert plan.barriers >= tas.scratch_bytes and plan.barriers + plan.barrier_bytes <= tas.smem_bytes
+    assert tas.scratch[plan.mma] == plan.ring_bytes == 4 * 32768
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_tma_and_wgmma_run_inside_the_loop_over_tiles(dtype):
+    """In the loop over tiles (the cycle through the K loop's wgmma that also holds the
+    tile's stores): the TMA copies, the "full" and "empty" waits, wgmma with one group in
+    flight, the drain's ``wait_group 0`` and the tiles' global stores; before it, once, the
+    mbarriers' initialization; no invalidation anywhere (they serve the whole kernel)."""
+    ptx = compiled(LARGE[dtype]).ptx
+    loop = loop_around(ptx, "wgmma.mma_async")
+    assert "wgmma.mma_async" in loop and COPY in loop and "mbarrier.arrive.expect_tx" in loop
+    assert "wgmma.wait_group.sync.aligned 1;" in loop and "wgmma.wait_group.sync.aligned 0;" in loop
+    assert "st.global" in loop                          # the tile's epilogue: the outer loop
+    assert "mbarrier.init" not in loop and "fence.mbarrier_init" not in loop
+    assert "mbarrier.inval" not in ptx
+    assert ptx.count("mbarrier.init") == 2 * 4 and ptx.index("mbarrier.init") < ptx.index("wgmma.mma_async")
+    assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 128;", ptx)) == 4
+    # 3 prologue stages and one refill, each an A box and B's two 64-column boxes
+    assert ptx.count(COPY) == 3 * 3 + 3 and loop.count(COPY) == ptx.count(COPY)
+
+
+def test_a_top_level_ring_keeps_its_per_entry_mbarriers():
+    """A GEMM without the loop over tiles keeps the ring of before: mbarriers after the
+    stages, initialized before the loop and invalidated after it."""
+    from kernels.linalg import CASES as LINALG
+
+    gemm = next(c for c in LINALG if c.name == "gemm")
+    data = export(gemm, "sm_90", aligned=True)
+    c = run_stages(read_bytecode(data), CompileOptions(gpu_name="sm_90"), "ptx")
+    tas = next(iter(c.tas.values()))
+    plans = [p for p in tas.pipelines.values() if isinstance(p, RingPlan)]
+    assert plans and not any(p.persistent for p in plans)
+    assert "mbarrier.inval" in c.ptx
+
+
+@pytest.mark.parametrize("arch, instruction", [("sm_80", "cp.async.cg"), ("sm_120", "mma.sync")])
+def test_other_archs_compile_the_persistent_gemm(arch, instruction):
+    """sm_80 pipelines the K loop with cp.async inside the loop over tiles; sm_120 keeps its
+    own code; neither has a TMA ring."""
+    c = compiled(LARGE["f16"], arch)
+    assert instruction in c.ptx and "wgmma" not in c.ptx
+
+
+# -- against the interpreter ----------------------------------------------------------------
+def _run(case, shapes, grid: int, seed: int = 3):
+    data = bytecode(case)
+    dtype = numpy_dtype(case.params[0][0].dtype)
+    rng = np.random.default_rng(seed)
+    arrays = [random_array(rng, dtype, s) for s in shapes]
+    return Case(data, read_bytecode(data).functions[0].name, arrays, (grid, 1, 1))
+
+
+@needs_x86
+@pytest.mark.parametrize("dtype, m, n, k, grid", [
+    ("f16", 256, 256, 320, 2),      # 4 tiles on 2 CTAs, 5 K tiles on 4 stages
+    ("bf16", 208, 144, 336, 3),     # 4 partial tiles on 3 CTAs, 6 K tiles (a tail)
+    ("f16", 128, 256, 64, 3),       # 2 tiles on 3 CTAs (one idle), 1 K tile
+    ("bf16", 256, 128, 0, 2),       # no K tiles: zero tiles stored, the counter unmoved
+], ids=lambda v: str(v))
+def test_large_persistent_gemm_matches_interpreter(dtype, m, n, k, grid):
+    c = _run(LARGE[dtype], [(m, k), (k, n), (m, n)], grid)
+    ptx, host = diffcheck.compile_with_host(read_bytecode(c.bytecode), "sm_90")
+    got = diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), host_object=host)
+    assert compare(run_interpreter(c), got) is None
+
+
+# -- planted faults ---------------------------------------------------------------------------
+def _emulate(edit=None):
+    """``PLANTED`` on 2 CTAs, its PTX ``edit``ed."""
+    c = _run(PLANTED, [(112, 112)] * 3, 2)
+    ptx, host = diffcheck.compile_with_host(read_bytecode(c.bytecode), "sm_90")
+    if edit is not None:
+        edited = edit(ptx)
+        assert edited != ptx
+        ptx = edited
+    launch(ptx, c.entry, c.grid, c.args(c.arrays), host_object=host).check()
+
+
+def _without_drain_release(ptx: str) -> str:
+    """The drain's release of the tile's last stage (the arrive after ``wait_group 0``) dropped."""
+    drain = ptx.index("wgmma.wait_group.sync.aligned 0;")
+    at = re.compile(r"mbarrier\.arrive\.shared::cta\.b64 %rd\d+, \[%r\d+\];").search(ptx, drain)
+    return ptx[:at.start()] + ptx[at.end():]
+
+
+@needs_x86
+def test_a_missing_full_wait_is_caught():
+    """wgmma reads a stage whose TMA bytes have not landed."""
+    _emulate()
+    with pytest.raises(EmulationError, match=r"async: .*wgmma.* reads shared byte"):
+        _emulate(lambda ptx: _without_wait(ptx, "full"))
+
+
+@needs_x86
+def test_a_refill_without_the_empty_wait_is_caught():
+    """Without the "empty" waits warp 0 refills a stage the other warpgroup's wgmma read
+    with nothing ordering the copy after that read."""
+    with pytest.raises(EmulationError, match=r"race: .*cp\.async\.bulk\.tensor.*wgmma"):
+        _emulate(lambda ptx: _without_wait(ptx, "empty"))
+
+
+@needs_x86
+def test_a_drain_without_the_last_release_is_caught():
+    """The next tile's prologue waits for the release of the previous tile's last stage:
+    without it the CTA deadlocks."""
+    with pytest.raises(EmulationError, match=r"deadlock"):
+        _emulate(_without_drain_release)
+
+
+@needs_x86
+def test_phases_reset_per_tile_are_caught(monkeypatch):
+    """A ring whose K-tile counter is not carried across tiles (each tile counting its
+    uses from 0 again, while the mbarriers keep their phases) waits on phases that
+    completed for the previous tile: wgmma reads stages before their bytes land."""
+    from tileiras.codegen import emit_ring
+
+    monkeypatch.setattr(emit_ring, "_first_use", lambda em, plan: emit_ring.ir.Constant(emit_ring.I32, 0))
+    with pytest.raises(EmulationError, match=r"async: .*wgmma.* reads shared byte|deadlock"):
+        _emulate()
