@@ -57,6 +57,14 @@ def _gemm(dt: str, size: int) -> tuple:
             {"dtype": dt, "M": 256, "N": 256, "K": 256, **GEMM_TILE})
 
 
+def _persistent_gemm(dt: str, size: int) -> tuple:
+    """TileGym's persistent GEMM with NVIDIA-like 128x128x64 tiles (sm_90: a persistent TMA ring)."""
+    tile = {"BM": 128, "BN": 128, "BK": 64}
+    return (f"persistent_gemm_{dt}_{size}", "persistent_gemm", "persistent_gemm", ([(dt, 2)] * 3, [128, 128, 64]),
+            {"dtype": dt, "M": size, "N": size, "K": size, **tile},
+            {"dtype": dt, "M": 384, "N": 256, "K": 320, "ctas": 2, **tile})       # 3 tiles a CTA
+
+
 def _attention(d: int, causal: bool) -> tuple:
     name = f"attention_d{d}{'_causal' if causal else ''}"
     shape = {"dtype": "f16", "D": d, "causal": causal, **ATTN_TILE}
@@ -72,6 +80,7 @@ def _rows(family: str, vectors: int, eps: list) -> tuple:
 
 KERNELS = [
     _gemm("f16", 4096), _gemm("f16", 8192), _gemm("bf16", 4096), _gemm("bf16", 8192),
+    _persistent_gemm("f16", 8192), _persistent_gemm("bf16", 8192),
     _attention(64, False), _attention(64, True), _attention(128, False), _attention(128, True),
     _rows("softmax", 0, []), _rows("layernorm", 2, [1e-5]), _rows("rmsnorm", 1, [1e-6]),
     ("axpy_2e28", "axpy", "axpy", ([("f32", 1)] * 3, [("f32",), 1024]), {"n": 1 << 28, "T": 1024},

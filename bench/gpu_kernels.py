@@ -19,15 +19,30 @@ ConstFloat = ct.Constant[float]
 NEG_INF = -math.inf
 
 
-@ct.kernel
-def gemm(a, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
-    pid_m, pid_n = ct.bid(0), ct.bid(1)
+def multiply_tiles(a, b, pid_m, pid_n, BM: ConstInt, BN: ConstInt, BK: ConstInt):
+    """Tile (pid_m, pid_n) of ``a @ b``, in f32: the K loop."""
     acc = ct.zeros((BM, BN), dtype=ct.float32)
     for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
         ta = ct.load(a, index=(pid_m, k), shape=(BM, BK))
         tb = ct.load(b, index=(k, pid_n), shape=(BK, BN))
         acc = ct.mma(ta, tb, acc)
-    ct.store(c, index=(pid_m, pid_n), tile=ct.astype(acc, c.dtype))
+    return acc
+
+
+@ct.kernel
+def gemm(a, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
+    pid_m, pid_n = ct.bid(0), ct.bid(1)
+    ct.store(c, index=(pid_m, pid_n), tile=ct.astype(multiply_tiles(a, b, pid_m, pid_n, BM, BN, BK), c.dtype))
+
+
+@ct.kernel
+def persistent_gemm(a, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
+    """TileGym's persistent GEMM: each CTA takes c's tiles in turn (the grid: the SMs)."""
+    tiles_m, tiles_n = ct.num_tiles(c, axis=0, shape=(BM, BN)), ct.num_tiles(c, axis=1, shape=(BM, BN))
+    for tile in range(ct.bid(0), tiles_m * tiles_n, ct.num_blocks(0)):
+        pid_m, pid_n = tile // tiles_n, tile % tiles_n
+        acc = multiply_tiles(a, b, pid_m, pid_n, BM, BN, BK)
+        ct.store(c, index=(pid_m, pid_n), tile=ct.astype(acc, c.dtype))
 
 
 @ct.kernel
@@ -105,7 +120,7 @@ def aligned_array(dtype: str, ndim: int) -> ArrayConstraint:
                            shape_divisible_by=16, base_addr_divisible_by=16)
 
 
-KERNELS = {"gemm": gemm, "flash_attention": flash_attention, "softmax": softmax, "layernorm": layernorm,
+KERNELS = {"gemm": gemm, "persistent_gemm": persistent_gemm, "flash_attention": flash_attention, "softmax": softmax, "layernorm": layernorm,
            "rmsnorm": rmsnorm, "axpy": axpy}
 
 

@@ -64,6 +64,14 @@ GEMM = Family(
     lambda p: (p["M"] // p["BM"], p["N"] // p["BN"], 1), _gemm_reference,
     lambda p: (2.0 * p["M"] * p["N"] * p["K"], _itemsize(p) * (p["M"] * p["K"] + p["K"] * p["N"] + p["M"] * p["N"])))
 
+#: the persistent GEMM's grid: at most one CTA per SM of an H100 SXM (132), as TileGym
+#: launches it, or the problem's ``ctas``
+PERSISTENT_CTAS = 132
+PERSISTENT_GEMM = Family(
+    _gemm_inputs, ("c",), lambda p, d: [d["a"], d["b"], d["c"]],
+    lambda p: (min(p.get("ctas", PERSISTENT_CTAS), (p["M"] // p["BM"]) * (p["N"] // p["BN"])), 1, 1),
+    _gemm_reference, GEMM.work)
+
 
 # --------------------------------------------------------------------------- attention
 
@@ -167,7 +175,7 @@ def _axpy_reference(p: dict, d: dict) -> tuple:
 AXPY = Family(_axpy_inputs, ("out",), lambda p, d: [d["x"], d["y"], d["out"], np.float32(AXPY_A)],
               lambda p: (p["n"] // p["T"], 1, 1), _axpy_reference, lambda p: (2.0 * p["n"], 12.0 * p["n"]))
 
-FAMILIES = {"gemm": GEMM, "attention": ATTENTION, "softmax": SOFTMAX, "layernorm": LAYERNORM,
+FAMILIES = {"gemm": GEMM, "persistent_gemm": PERSISTENT_GEMM, "attention": ATTENTION, "softmax": SOFTMAX, "layernorm": LAYERNORM,
             "rmsnorm": RMSNORM, "axpy": AXPY}
 
 
@@ -190,6 +198,6 @@ def describe_rate(p: dict, family: Family, ms: Any) -> str:
     if ms is None:
         return "-"
     flops, nbytes = family.work(p)
-    if family in (GEMM, ATTENTION):
+    if family in (GEMM, PERSISTENT_GEMM, ATTENTION):
         return f"{flops / ms / 1e9:.1f} TFLOP/s"
     return f"{nbytes / ms / 1e6:.0f} GB/s"
