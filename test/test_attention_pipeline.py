@@ -115,8 +115,9 @@ def test_k_and_v_travel_in_separate_groups_with_their_own_waits():
     # 8 column blocks two at a time), V's with .trans; P's from registers, not shared memory
     assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4 + 16
     assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 16
-    # of 16-bit stores to shared memory only Q's, before the loop (32 halves a thread)
-    assert ptx.count("st.shared.b16") + ptx.count("st.shared.u16") == 32
+    # the only stores to shared memory are Q's, before the loop: its 32 halves a thread as
+    # 8 runs of 4 (the fragment's consecutive columns, 8 bytes at a time)
+    assert re.findall(r"st\.shared\.[\w.]+", ptx) == ["st.shared.v4.b16"] * 8
 
 
 def test_three_stages_wait_for_three_and_four_groups():

@@ -46,6 +46,18 @@ def insert_tile(x, part):
 
 
 @ct.kernel
+def parts_at_runtime(x, out):
+    """extract and insert at indices known only at run time (the block's): each 8x8 part of
+    a row block moves to the mirrored column block, the rest is zero."""
+    i = ct.bid(0)
+    a = ct.load(x, index=(i, 0), shape=(8, 32))
+    j = i % 4
+    sub = ct.extract(a, index=(0, j), shape=(8, 8))
+    z = ct.insert(ct.zeros((8, 32), dtype=ct.float32), index=(0, 3 - j), value=sub)
+    ct.store(out, index=(i, 0), tile=z)
+
+
+@ct.kernel
 def iota_full(out_i, out_f):
     i = ct.bid(0)
     a = ct.arange(128, dtype=ct.int32, start=0, step=1) * 2 + i
@@ -69,6 +81,7 @@ CASES = [
     KernelCase("broadcast_expand", broadcast_expand, [[arr(F32), arr(F32), arr(F32, 2)]]),
     KernelCase("cat_extract", cat_extract, [[arr(F32, 2), arr(F32, 2), arr(F32, 2), arr(F32, 2)]]),
     KernelCase("insert_tile", insert_tile, [[arr(F32, 2), arr(F32, 2)]]),
+    KernelCase("parts_at_runtime", parts_at_runtime, [[arr(F32, 2), arr(F32, 2)]]),
     KernelCase("iota_full", iota_full, [[arr(ct.int32), arr(F32)]]),
     KernelCase("scalar_tiles", scalar_tiles, [[arr(ct.int64), arr(ct.int64)]]),
 ]

@@ -32,10 +32,11 @@ from ..ir.core import Operation
 from ..lower.attention_pipeline import A_BEFORE_LOOP, A_HELD, A_STAGED, AttentionPlan, RingTile
 from ..lower.mma_forms import MmaSwizzle
 from . import intrinsics as X
+from . import smem_copy
 from .emit_async import below, commit, copy_tile, iteration_number, loop_bounds, wait_group
 from .emit_mma import TensorCoreOperands, mma_steps
-from .emit_shape import spill_tile
 from .nvvm import I32, KernelEmitter
+from .smem_copy import SharedTile
 from .values import TileVal
 
 
@@ -65,17 +66,10 @@ def _refill(em: KernelEmitter, plan: AttentionPlan, i: ir.Value) -> None:
     issue(em, plan, ahead, stage, below(em, plan, ahead, ub))
 
 
-def _swizzled(em: KernelEmitter, swizzle: MmaSwizzle):
-    """Element offset of (row, col) in a row-major tile with ``swizzle``'s XOR on 16-byte
-    chunks (what ``TensorCoreOperands`` reads with ``ldmatrix``)."""
-    b = em.b
-
-    def at(c: list[ir.Value]) -> ir.Value:
-        row, col = c[-2], c[-1]
-        phase = b.and_(b.lshr(row, ir.Constant(I32, swizzle.per_phase.bit_length() - 1)),
-                       ir.Constant(I32, swizzle.max_phase - 1))
-        return b.add(b.mul(row, ir.Constant(I32, swizzle.cols)), b.xor(col, b.mul(phase, ir.Constant(I32, swizzle.vec))))
-    return at
+def _stage_a(em: KernelEmitter, tv: TileVal, swizzle: MmaSwizzle) -> None:
+    """A row-major tile with ``swizzle``'s XOR on 16-byte chunks, at the start of shared
+    memory (what ``TensorCoreOperands`` reads with ``ldmatrix``)."""
+    smem_copy.store(em, tv, SharedTile(swizzle.layout(), swizzle.esize))
 
 
 def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionPlan) -> None:
@@ -91,7 +85,7 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionPlan) -> None
         _refill(em, plan, i)
     where = plan.a_from[k]
     if where == A_STAGED:
-        spill_tile(em, em.tile(op, 0), op.lhs.type, place=_swizzled(em, plan.a_swizzles[k]))
+        _stage_a(em, em.tile(op, 0), plan.a_swizzles[k])
         X.barrier(b)
     form = em.tas.tensor_cores[op]
     acc = em.tile(op, 2)
@@ -121,7 +115,7 @@ def hoist_fragments(em: KernelEmitter, plan: AttentionPlan) -> None:
         if plan.a_from[k] != A_BEFORE_LOOP:
             continue
         swizzle = plan.a_swizzles[k]
-        spill_tile(em, em.tile(op, 0), op.lhs.type, place=_swizzled(em, swizzle))
+        _stage_a(em, em.tile(op, 0), swizzle)
         X.barrier(b)
         form = em.tas.tensor_cores[op]
         operands = TensorCoreOperands(em, form, em.tas.operand_layout(op, 2), swizzle.cols, swizzle.cols, 0, None,

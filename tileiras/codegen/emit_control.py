@@ -14,6 +14,7 @@ from llvmlite import ir
 from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation, Value
+from ..layout.core import OFFSET, REG, LinearLayout
 from ..lower.attention_tma import AttentionRingPlan
 from ..lower.forwarding import kept_loads, unrolled_loops
 from ..lower.software_pipeline import pipelined_op
@@ -23,10 +24,10 @@ from ..record import field, record
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
-from . import emit_async, emit_attention_tma, emit_stream
+from . import emit_async, emit_attention_tma, emit_stream, smem_copy
 from . import intrinsics as X
 from .nvvm import I32, I64, KernelEmitter, emits
-from .values import TileVal, byte_gep, from_smem, llvm_type, smem_type, to_smem
+from .values import TileVal, byte_gep, llvm_type
 
 Incoming = tuple[ir.Block, list[list[ir.Value]]]
 
@@ -352,18 +353,12 @@ def _gather_all(em: KernelEmitter, tv: TileVal, ty: T.Type) -> list[ir.Value]:
     """Every element of a tile, in row-major order, in every thread (through smem)."""
     if tv.layout.rank == 0:
         return [tv.regs[0]]
-    esize = element_bytes(ty)
-    st = smem_type(tv.regs[0].type)
+    at = smem_copy.row_major(tv.layout.shape, element_bytes(ty))
     X.barrier(em.b)
-    for reg in em.unique_regs(tv.layout):
-        slot = em.smem_slot(em.flat_index(em.coords(tv.layout, reg), tv.layout.shape), esize)
-        em.b.store(to_smem(em.b, tv.regs[reg], st), slot)
+    smem_copy.store(em, tv, at)
     X.barrier(em.b)
-    n = 1
-    for s in tv.layout.shape:
-        n *= s
-    out = [from_smem(em.b, em.b.load(em.smem_slot(ir.Constant(I32, i), esize), typ=st), tv.regs[0].type)
-           for i in range(n)]
+    everything = LinearLayout(((REG, at.layout.bases(OFFSET)),), at.shape)     # register i: element i
+    out = smem_copy.load(em, everything, at, tv.regs[0].type)
     X.barrier(em.b)
     return out
 

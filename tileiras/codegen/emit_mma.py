@@ -18,7 +18,7 @@ type.  A tcgen05 (sm_100) lowering will sit beside them.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 from llvmlite import ir
 
@@ -29,7 +29,6 @@ from ..layout.core import REG
 from ..layout.linear import LinearLayout, mma_blocks
 from ..layout.shared import Padding
 from ..layout.tensor_core import batch_slice
-from ..lower.chunks import ITER
 from ..lower.mma_forms import (
     WGMMA_MAX_N,
     MmaSwizzle,
@@ -48,10 +47,11 @@ from ..tile import ops_arith as AR
 from ..tile.enums import Signedness
 from . import intrinsics as X
 from .emit_async import pipelined_mma
-from .emit_shape import spill_tile
+from . import smem_copy
 from .loops import counted_loop
 from .nvvm import I32, KernelEmitter, emits, runtime_mask
-from .values import BF16, TileVal, llvm_type, smem_type, to_smem
+from .smem_copy import SharedTile
+from .values import BF16, TileVal, llvm_type
 
 
 def _to_acc(b: ir.IRBuilder, v: ir.Value, src: T.ScalarType, acc: ir.Type, signed: bool = True,
@@ -118,8 +118,8 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
     a_bytes = element_bytes(a_t) * a_t.num_elements
     scaled = isinstance(op, AR.MmaFScaledOp)
     X.barrier(b)
-    spill_tile(em, lhs, a_t)
-    spill_tile(em, rhs, b_t, offset=a_bytes)
+    smem_copy.store(em, lhs, smem_copy.row_major(a_t.shape, element_bytes(a_t)))
+    smem_copy.store(em, rhs, smem_copy.row_major(b_t.shape, element_bytes(b_t), a_bytes))
     if scaled:
         sa_t, sb_t = op.operands[3].type, op.operands[4].type
         scale_t = T.element_type(sa_t)
@@ -127,8 +127,8 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
             raise CompileError(f"'{op.name}' with {scale_t} scales is not supported yet")
         sa_off = a_bytes + element_bytes(b_t) * b_t.num_elements
         sb_off = sa_off + sa_t.num_elements
-        spill_tile(em, em.tile(op, 3), sa_t, offset=sa_off)
-        spill_tile(em, em.tile(op, 4), sb_t, offset=sb_off)
+        smem_copy.store(em, em.tile(op, 3), smem_copy.row_major(sa_t.shape, 1, sa_off))
+        smem_copy.store(em, em.tile(op, 4), smem_copy.row_major(sb_t.shape, 1, sb_off))
         block_a, block_b = kdim // sa_t.shape[-1], kdim // sb_t.shape[-2]
     X.barrier(b)
     out_ty = acc.regs[0].type
@@ -203,15 +203,8 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
     a_pitch, b_pitch = mma_staging_pitches(op, k_slice)
     a_bytes = element_bytes(a_t) * a_t.shape[-2] * a_pitch
     batches, stride = batch_count(op), batch_stride(op, k_slice)
-
-    def place(pitch: int, k_dim: int, k0: int) -> Callable[[list[ir.Value]], ir.Value]:
-        def at(c: list[ir.Value]) -> ir.Value:
-            c = list(c)
-            if k0:
-                c[k_dim] = b.sub(c[k_dim], ir.Constant(I32, k0))
-            offset = b.add(b.mul(c[-2], ir.Constant(I32, pitch)), c[-1])
-            return b.add(b.mul(c[0], ir.Constant(I32, stride)), offset) if len(c) == 3 else offset
-        return at
+    a_at = _staged(a_t.shape, element_bytes(a_t), a_pitch, stride, 0, -1, k_slice)
+    b_at = _staged(b_t.shape, element_bytes(b_t), b_pitch, stride, a_bytes, -2, k_slice)
 
     layout = batch_slice(acc.layout) if len(acc.layout.shape) == 3 else acc.layout
     per = layout.size(REG)
@@ -221,15 +214,15 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
     for k0 in range(0, kdim, k_slice or kdim):
         X.barrier(b)
         if k_slice is None:
-            spill_tile(em, lhs, a_t, place=place(a_pitch, -1, 0))
-            spill_tile(em, rhs, b_t, offset=a_bytes, place=place(b_pitch, -2, 0))
+            smem_copy.store(em, lhs, a_at)
+            smem_copy.store(em, rhs, b_at)
         else:
-            _stage_k_slice(em, lhs, a_t, 0, place(a_pitch, -1, k0), -1, k0, k_slice)
-            _stage_k_slice(em, rhs, b_t, a_bytes, place(b_pitch, -2, k0), -2, k0, k_slice)
+            _stage_k_slice(em, lhs, a_at, -1, k0, k_slice)
+            _stage_k_slice(em, rhs, b_at, -2, k0, k_slice)
         scales = scale_offsets(op) if form.kind else None
         if scales is not None:      # A's and B's block scales, row-major after the operands
-            spill_tile(em, em.tile(op, 3), op.operands[3].type, offset=scales[0])
-            spill_tile(em, em.tile(op, 4), op.operands[4].type, offset=scales[1])
+            for i in (3, 4):
+                smem_copy.store(em, em.tile(op, i), smem_copy.row_major(op.operands[i].type.shape, 1, scales[i - 3]))
         X.barrier(b)
         out: list[ir.Value] = []
         for i in range(acc.layout.size(REG) // per):
@@ -248,28 +241,41 @@ def _widen(b: ir.IRBuilder, form: TensorCoreMma, v: ir.Value) -> ir.Value:
     return v if form.integer or form.bits == 64 or v.type == ir.FloatType() else b.fpext(v, ir.FloatType())
 
 
-def _stage_k_slice(em: KernelEmitter, tv: TileVal, ty: T.Type, offset: int,
-                   place: Callable[[list[ir.Value]], ir.Value], k_dim: int, k0: int, k_slice: int) -> None:
+def _staged(shape: tuple[int, ...], esize: int, pitch: int, stride: int, base: int, k_dim: int,
+            k_slice: Optional[int]) -> SharedTile:
+    """Where ``mma.sync`` reads an operand (A's ``k_dim`` is -1, B's -2): rows of ``pitch``
+    elements (``mma_staging_pitches``), the matrices of a batch ``stride`` elements apart
+    (``batch_stride``: A and B of one matrix, then the next), the K slice of it with
+    ``k_slice``."""
+    shape = list(shape)
+    if k_slice is not None:
+        shape[k_dim] = k_slice
+    rows, cols = shape[-2:]
+    paddings = [Padding(cols, pitch - cols)] if pitch > cols else []
+    if len(shape) == 3 and stride > rows * pitch:
+        paddings.append(Padding(rows * cols, stride - rows * pitch))
+    return smem_copy.row_major(shape, esize, base, tuple(paddings))
+
+
+def _stage_k_slice(em: KernelEmitter, tv: TileVal, at: SharedTile, k_dim: int, k0: int, k_slice: int) -> None:
     """Store the elements of ``tv`` whose coordinate along ``k_dim`` (A's -1, B's -2) lies
-    in [k0, k0 + k_slice) where ``place`` puts them.  Where lanes and warps set no bit of
-    that coordinate above the slice, a register's slice is its constant part's, known
-    here; otherwise each store is guarded by the thread's coordinate."""
+    in [k0, k0 + k_slice) where ``at`` (the slice) keeps them.  Where lanes and warps set no
+    bit of that coordinate above the slice, a register's slice is its constant part's,
+    known here; otherwise each store is guarded by the thread's coordinate."""
     b = em.b
-    esize = element_bytes(ty)
-    st = smem_type(tv.regs[0].type)
     dim = len(tv.layout.shape) + k_dim
-    known = not runtime_mask(tv.layout, dim) & ~(k_slice - 1)
-    for reg in em.unique_regs(tv.layout):
-        if known and tv.layout.apply(reg=reg)[dim] & ~(k_slice - 1) != k0:
-            continue
-        c = em.coords(tv.layout, reg)
-        value = to_smem(b, tv.regs[reg], st)
+    high = ~(k_slice - 1)
+    known = not runtime_mask(tv.layout, dim) & high
+
+    def where(reg: int) -> Union[bool, ir.Value]:
         if known:
-            b.store(value, em.smem_slot(place(c), esize, offset))
-            continue
-        inside = b.icmp_unsigned("==", b.and_(c[dim], ir.Constant(I32, ~(k_slice - 1))), ir.Constant(I32, k0))
-        with b.if_then(inside):
-            b.store(value, em.smem_slot(place(c), esize, offset))
+            return tv.layout.apply(reg=reg)[dim] & high == k0
+        return b.icmp_unsigned("==", b.and_(em.coords(tv.layout, reg)[dim], ir.Constant(I32, high)),
+                               ir.Constant(I32, k0))
+
+    in_slice = tv.layout.map_coords(lambda c: tuple(x & (k_slice - 1) if d == dim else x for d, x in enumerate(c)),
+                                    at.shape)
+    smem_copy.store(em, tv, at, where=where, placed=in_slice)
 
 
 def mma_steps(em: KernelEmitter, op: Operation, form: TensorCoreMma, operands: "TensorCoreOperands",
@@ -409,42 +415,9 @@ def _fragment_words(b: ir.IRBuilder, tv: TileVal, regs: tuple[int, ...], bits: i
 
 
 def stage_operand(em: KernelEmitter, tv: TileVal, operand: OperandStaging) -> None:
-    """Store an operand's registers where ``operand`` stages it: one store per run of
-    consecutive offsets (up to 16 bytes)."""
-    b = em.b
-    esize = operand.elem_bytes
-    to_offset = tv.layout.invert_and_compose(operand.tile)
-    st = smem_type(tv.regs[0].type)
-    vector = to_offset.largest_vectorization(0, 16 // esize)
-    for first in em.unique_regs(tv.layout)[::vector]:
-        slot = em.smem_slot(_padded_offset(em, to_offset, first, operand.padding), esize, operand.base)
-        values = [to_smem(b, tv.regs[first + j], st) for j in range(vector)]
-        if vector == 1:
-            b.store(values[0], slot)
-            continue
-        packed: ir.Value = ir.Constant(ir.VectorType(st, vector), None)
-        for j, v in enumerate(values):
-            packed = b.insert_element(packed, v, ir.Constant(I32, j))
-        b.store(packed, slot, align=vector * esize)
-
-
-def _pad(b: ir.IRBuilder, offset: ir.Value, padding: Padding) -> ir.Value:
-    skip = b.lshr(offset, ir.Constant(I32, padding.interval.bit_length() - 1))
-    return b.add(offset, b.mul(skip, ir.Constant(I32, padding.amount)))
-
-
-def _padded_offset(em: KernelEmitter, layout: LinearLayout, reg: int, padding: Optional[Padding]) -> ir.Value:
-    """Offset of register ``reg`` in ``layout`` (to a 1-D shared offset) spaced by
-    ``padding``: where the register's constant bits miss the thread's, the padding of
-    each part is added (``apply`` is additive on disjoint bits), so the constant folds
-    into the address as in ``KernelEmitter.coords``."""
-    if padding is None:
-        return em.coords(layout, reg)[0]
-    (const,) = layout.apply(reg=reg)
-    if const & runtime_mask(layout, 0) or ITER in layout.names:
-        return _pad(em.b, em.coords(layout, reg)[0], padding)
-    runtime = _pad(em.pb, em.runtime_coords(layout)[0], padding)       # the same each register: CSE'd
-    return em.b.add(runtime, ir.Constant(I32, padding.apply(const)))
+    """Store an operand's registers where ``operand`` stages it."""
+    paddings = () if operand.padding is None else (operand.padding,)
+    smem_copy.store(em, tv, SharedTile(operand.tile, operand.elem_bytes, operand.base, paddings))
 
 
 def _operand_descriptor(em: KernelEmitter, operand: OperandStaging, origin: ir.Value, spacing: int,

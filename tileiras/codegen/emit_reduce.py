@@ -25,7 +25,7 @@ from ..tile import ops_arith as CA
 from ..tile import ops_core as CO
 from ..tile.enums import Signedness
 from . import intrinsics as X
-from .emit_shape import fill_tile, spill_tile
+from . import smem_copy
 from .loops import counted_loop
 from .nvvm import I32, I64, KernelEmitter, emits
 from .values import TileVal, from_smem, smem_type, to_smem
@@ -300,7 +300,7 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
     offsets = [sum(n * s for s in sizes[:k]) for k in range(len(sizes))]
     X.barrier(b)
     for k, (tv, v) in enumerate(zip(srcs, op.operands)):
-        spill_tile(em, tv, v.type, offsets[k])
+        smem_copy.store(em, tv, smem_copy.row_major(shape, sizes[k], offsets[k]))
     X.barrier(b)
     threads = em.tas.num_threads
     for j in range((lines + threads - 1) // threads):
@@ -311,7 +311,8 @@ def _scan(em: KernelEmitter, op: Operation) -> None:
             _scan_line(em, op, block, srcs, start, inner, length, sizes, offsets)
     X.barrier(b)
     for k, r in enumerate(op.results):
-        em.put(r, TileVal(layout, fill_tile(em, layout, r.type, srcs[k].regs[0].type, offsets[k])))
+        em.put(r, TileVal(layout, smem_copy.load(em, layout, smem_copy.row_major(shape, sizes[k], offsets[k]),
+                                                 srcs[k].regs[0].type)))
 
 
 def _scan_by_bits(em: KernelEmitter, op: Operation, srcs: list[TileVal]) -> list[list[ir.Value]]:

@@ -3,13 +3,13 @@ pack and unpack.
 
 Relabelling ops move no data (TileAS gave their results the relabelled layout); the ops
 that move elements between arbitrary positions go through shared memory
-(``spill_tile``/``fill_tile``, which the reductions, scans and matrix multiplies use too).
+(``smem_copy``, the one register <-> shared-memory copy).
 Reductions and scans are in ``emit_reduce``.
 """
 from __future__ import annotations
 
 import struct
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 from llvmlite import ir
 
@@ -17,14 +17,15 @@ from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Operation
 from ..layout.linear import REG, LinearLayout
-from ..layout.shared import shared_identity
-from ..lower.layout_rules import cat_in_registers, exchange_layout, exchange_vector
+from ..lower.layout_rules import cat_in_registers, exchange_layout
 from ..lower.software_pipeline import pipelined_op
 from ..lower.tiles import element_bytes
 from ..tile import ops_core as CO
 from . import intrinsics as X
-from .nvvm import I32, KernelEmitter, emits, runtime_mask
-from .values import TileVal, from_smem, llvm_type, smem_type, to_smem
+from . import smem_copy
+from .nvvm import I32, KernelEmitter, emits
+from .smem_copy import SharedTile
+from .values import TileVal, llvm_type
 
 I8 = ir.IntType(8)
 
@@ -128,121 +129,34 @@ def _broadcast(em: KernelEmitter, op: Operation) -> None:
 def exchange(em: KernelEmitter, tv: TileVal, dst: LinearLayout, esize: int) -> TileVal:
     """``tv`` redistributed to ``dst`` through shared memory (``KernelEmitter.convert``):
     every thread writes what it holds, then reads what ``dst`` says it holds, in the shared
-    layout ``layout_rules.exchange_layout`` chose: row-major (addresses from coordinates),
-    or a swizzle without bank conflicts (addresses from its offsets, each side's vectors
-    moved by one access)."""
-    b = em.b
-    store_ty = smem_type(tv.regs[0].type)
-    shared = exchange_layout(tv.layout, dst, esize)
-    row_major = shared == shared_identity(dst.shape)
-    X.barrier(b)
-    if row_major:
-        for reg in em.unique_regs(tv.layout):
-            slot = em.smem_slot(em.flat_index(em.coords(tv.layout, reg), tv.layout.shape), esize)
-            b.store(to_smem(b, tv.regs[reg], store_ty), slot)
-    else:
-        keep = set(em.unique_regs(tv.layout))
-        for reg, slot, v in _swizzled_slots(em, tv.layout, shared, esize, store_ty):
-            if reg in keep:
-                vals = [to_smem(b, tv.regs[reg + k], store_ty) for k in range(v)]
-                _vector_store(b, vals, slot, v * esize)
-    X.barrier(b)
-    regs: list[ir.Value] = []
-    if row_major:
-        for reg in range(dst.size(REG)):
-            slot = em.smem_slot(em.flat_index(em.coords(dst, reg), dst.shape), esize)
-            regs.append(from_smem(b, b.load(slot, typ=store_ty), tv.regs[0].type))
-    else:
-        for _, slot, v in _swizzled_slots(em, dst, shared, esize, store_ty):
-            regs += [from_smem(b, x, tv.regs[0].type) for x in _vector_load(b, slot, store_ty, v, v * esize)]
-    return TileVal(dst, regs)
-
-
-def _swizzled_slots(em: KernelEmitter, layout: LinearLayout, shared: LinearLayout, esize: int, ty: ir.Type):
-    """(first register, address, registers) of each vector access of ``layout``'s registers
-    to ``shared``: the registers of a vector are consecutive offsets, the lanes' and warps'
-    part of the offset never sets the bits below the vector (``exchange_vector``)."""
-    offsets = layout.invert_and_compose(shared)
-    v = exchange_vector(layout, shared, esize)
-    runtime = em.runtime_coords(offsets)[0]
-    mask = runtime_mask(offsets, 0)
-    for reg in range(0, layout.size(REG), v):
-        (const,) = offsets.apply(reg=reg)
-        # the bits lanes and warps may set are XORed in (a few distinct values, shared by
-        # registers); the others added, which folds into the access's immediate offset
-        index = runtime if const & mask == 0 else em.b.xor(runtime, ir.Constant(I32, const & mask))
-        if const & ~mask:
-            index = em.b.add(index, ir.Constant(I32, const & ~mask), flags=["nuw", "nsw"])
-        yield reg, em.smem_slot(index, esize), v
-
-
-def _vector_store(b: ir.IRBuilder, vals: list[ir.Value], slot: ir.Value, align: int) -> None:
-    if len(vals) == 1:
-        b.store(vals[0], slot)
-        return
-    vec = ir.Constant(ir.VectorType(vals[0].type, len(vals)), ir.Undefined)
-    for k, x in enumerate(vals):
-        vec = b.insert_element(vec, x, ir.Constant(I32, k))
-    b.store(vec, slot, align=align)
-
-
-def _vector_load(b: ir.IRBuilder, slot: ir.Value, ty: ir.Type, n: int, align: int) -> list[ir.Value]:
-    if n == 1:
-        return [b.load(slot, typ=ty)]
-    vec = b.load(slot, typ=ir.VectorType(ty, n), align=align)
-    return [b.extract_element(vec, ir.Constant(I32, k)) for k in range(n)]
-
-
-def spill_tile(em: KernelEmitter, tv: TileVal, ty: T.Type, offset: int = 0,
-           place: Optional[Callable[[list[ir.Value]], ir.Value]] = None) -> None:
-    """Every thread writes the (unique) elements it holds at their row-major index."""
-    esize = element_bytes(ty)
-    st = smem_type(tv.regs[0].type)
-    for reg in em.unique_regs(tv.layout):
-        c = em.coords(tv.layout, reg)
-        idx = place(c) if place else em.flat_index(c, tv.layout.shape)
-        em.b.store(to_smem(em.b, tv.regs[reg], st), em.smem_slot(idx, esize, offset))
-
-
-def fill_tile(em: KernelEmitter, layout: LinearLayout, ty: T.Type, elem_type: ir.Type, offset: int = 0,
-          place: Optional[Callable[[list[ir.Value]], ir.Value]] = None) -> list[ir.Value]:
-    esize = element_bytes(ty)
-    st = smem_type(elem_type)
-    regs = []
-    for reg in range(layout.size(REG)):
-        c = em.coords(layout, reg)
-        idx = place(c) if place else em.flat_index(c, layout.shape)
-        regs.append(from_smem(em.b, em.b.load(em.smem_slot(idx, esize, offset), typ=st), elem_type))
-    return regs
+    layout ``layout_rules.exchange_layout`` chose (row-major, or a swizzle without bank
+    conflicts)."""
+    at = SharedTile(exchange_layout(tv.layout, dst, esize), esize)
+    X.barrier(em.b)
+    smem_copy.store(em, tv, at)
+    X.barrier(em.b)
+    return TileVal(dst, smem_copy.load(em, dst, at, tv.regs[0].type))
 
 
 def lookup_by_coord(em: KernelEmitter, tv: TileVal, ty: T.Type, layout: LinearLayout,
                     dims: Sequence[int]) -> list[ir.Value]:
     """For each register of ``layout``: the element of ``tv`` whose coordinates are
     that register's coordinates along ``dims`` (e.g. gather indices per row)."""
+    at = smem_copy.row_major(tv.layout.shape, element_bytes(ty))
     X.barrier(em.b)
-    spill_tile(em, tv, ty)
+    smem_copy.store(em, tv, at)
     X.barrier(em.b)
-    return fill_tile(em, layout, ty, tv.regs[0].type,
-                 place=lambda c: em.flat_index([c[d] for d in dims], tv.layout.shape))
+    return smem_copy.load(em, layout.sublayout(layout.names, dims), at, tv.regs[0].type)
 
 
 def redistribute_owned(em: KernelEmitter, layout: LinearLayout, regs: list[ir.Value], ty: T.Type) -> list[ir.Value]:
     """Copies of an element take the value computed by its owner thread/register."""
-    X.barrier(em.b)
+    at = smem_copy.row_major(layout.shape, element_bytes(ty))
     owner = em.owner_predicate(layout)
-    esize = element_bytes(ty)
-    st = smem_type(regs[0].type)
-    for reg in em.unique_regs(layout):
-        idx = em.flat_index(em.coords(layout, reg), layout.shape)
-        slot = em.smem_slot(idx, esize)
-        if owner is None:
-            em.b.store(to_smem(em.b, regs[reg], st), slot)
-        else:
-            with em.b.if_then(owner):
-                em.b.store(to_smem(em.b, regs[reg], st), slot)
     X.barrier(em.b)
-    return fill_tile(em, layout, ty, regs[0].type)
+    smem_copy.store(em, TileVal(layout, regs), at, where=None if owner is None else lambda _: owner)
+    X.barrier(em.b)
+    return smem_copy.load(em, layout, at, regs[0].type)
 
 
 @emits(CO.CatOp)
@@ -252,15 +166,13 @@ def _cat(em: KernelEmitter, op: Operation) -> None:
     if cat_in_registers(op):
         em.put(op.result, TileVal(out, lhs.regs + rhs.regs))
         return
-    shape = op.result.type.shape
     d = op.dim
-    shift = op.lhs.type.shape[d]
+    at = smem_copy.row_major(op.result.type.shape, element_bytes(op.result.type))
     X.barrier(em.b)
-    spill_tile(em, lhs, op.lhs.type, place=lambda c: em.flat_index(c, shape))
-    spill_tile(em, rhs, op.rhs.type, place=lambda c: em.flat_index(
-        [em.b.add(x, ir.Constant(I32, shift)) if k == d else x for k, x in enumerate(c)], shape))
+    smem_copy.store(em, lhs, at)
+    smem_copy.store(em, rhs, at, origin=[op.lhs.type.shape[d] if k == d else 0 for k in range(len(out.shape))])
     X.barrier(em.b)
-    em.put(op.result, TileVal(out, fill_tile(em, out, op.result.type, lhs.regs[0].type)))
+    em.put(op.result, TileVal(out, smem_copy.load(em, out, at, lhs.regs[0].type)))
 
 
 def _slice_origin(em: KernelEmitter, op: Operation, first_index: int, part_shape: Sequence[int]) -> list[ir.Value]:
@@ -283,30 +195,26 @@ def _extract(em: KernelEmitter, op: Operation) -> None:
         em.put(op.result, TileVal(out, [src.regs[j] for j in picks]))
         return
     src = em.tile(op, 0)
-    part = op.result.type.shape
-    origin = _slice_origin(em, op, 1, part)
+    origin = _slice_origin(em, op, 1, op.result.type.shape)
+    at = smem_copy.row_major(op.source.type.shape, element_bytes(op.source.type))
     X.barrier(em.b)
-    spill_tile(em, src, op.source.type)
+    smem_copy.store(em, src, at)
     X.barrier(em.b)
-    shape = op.source.type.shape
-    regs = fill_tile(em, out, op.result.type, src.regs[0].type,
-                 place=lambda c: em.flat_index([em.b.add(o, x) for o, x in zip(origin, c)], shape))
-    em.put(op.result, TileVal(out, regs))
+    em.put(op.result, TileVal(out, smem_copy.load(em, out, at, src.regs[0].type, origin)))
 
 
 @emits(CO.InsertOp)
 def _insert(em: KernelEmitter, op: Operation) -> None:
     src, dst = em.tile(op, 0), em.tile(op, 1)
     out = em.result_layout(op.result)
-    shape = op.result.type.shape
     origin = _slice_origin(em, op, 2, op.source.type.shape)
+    at = smem_copy.row_major(op.result.type.shape, element_bytes(op.result.type))
     X.barrier(em.b)
-    spill_tile(em, dst, op.destination.type)
+    smem_copy.store(em, dst, at)
     X.barrier(em.b)
-    spill_tile(em, src, op.source.type,
-           place=lambda c: em.flat_index([em.b.add(o, x) for o, x in zip(origin, c)], shape))
+    smem_copy.store(em, src, at, origin)
     X.barrier(em.b)
-    em.put(op.result, TileVal(out, fill_tile(em, out, op.result.type, dst.regs[0].type)))
+    em.put(op.result, TileVal(out, smem_copy.load(em, out, at, dst.regs[0].type)))
 
 
 @emits(CO.PackOp, CO.UnpackOp)
@@ -319,14 +227,14 @@ def _repack(em: KernelEmitter, op: Operation) -> None:
     src = em.tile(op, 0)
     out = em.result_layout(op.result)
     X.barrier(em.b)
-    spill_tile(em, src, src_t)
+    smem_copy.store(em, src, smem_copy.row_major(src_t.shape, element_bytes(src_t)))
     X.barrier(em.b)
     if T.element_type(src_t).bitwidth == 4:
         regs = [_packed_byte(em, em.flat_index(em.coords(out, reg), out.shape)) for reg in range(out.size(REG))]
     elif T.element_type(dst_t).bitwidth == 4:
         regs = [_unpacked_nibble(em, em.flat_index(em.coords(out, reg), out.shape)) for reg in range(out.size(REG))]
     else:
-        regs = fill_tile(em, out, dst_t, llvm_type(dst_t))
+        regs = smem_copy.load(em, out, smem_copy.row_major(dst_t.shape, element_bytes(dst_t)), llvm_type(dst_t))
     em.put(op.result, TileVal(out, regs))
 
 

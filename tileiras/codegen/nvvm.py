@@ -359,7 +359,7 @@ class KernelEmitter:
         """Tile coordinates (i32 per dim) of register ``reg`` of this thread."""
         const = layout.apply(reg=reg)
         runtime = self.runtime_coords(layout)
-        out = [r if c == 0 else self._combine_bits(self.pb, r, c, runtime_mask(layout, d))
+        out = [r if c == 0 else self.combine_bits(self.pb, r, c, runtime_mask(layout, d))
                for d, (r, c) in enumerate(zip(runtime, const))]
         if ITER in layout.names:
             if self.iteration is None:
@@ -374,12 +374,15 @@ class KernelEmitter:
         return out
 
     @staticmethod
-    def _combine_bits(b: ir.IRBuilder, runtime: ir.Value, const: int, mask: int) -> ir.Value:
-        """runtime ^ const; an add when their bits cannot overlap (blocked layouts), so
-        LLVM folds the constant into address offsets (``[%rd+16]``)."""
-        if const & mask == 0:
-            return b.add(runtime, ir.Constant(I32, const), flags=["nuw", "nsw"])
-        return b.xor(runtime, ir.Constant(I32, const))
+    def combine_bits(b: ir.IRBuilder, runtime: ir.Value, const: int, mask: int) -> ir.Value:
+        """runtime ^ const: the bits of ``const`` that ``runtime`` may set (``mask``) XORed,
+        the others added, so LLVM folds them into address offsets (``[%rd+16]``) and
+        registers that differ only there share one address register."""
+        if const & mask:
+            runtime = b.xor(runtime, ir.Constant(I32, const & mask))
+        if const & ~mask:
+            runtime = b.add(runtime, ir.Constant(I32, const & ~mask), flags=["nuw", "nsw"])
+        return runtime
 
     def owner_predicate(self, layout: LinearLayout) -> Optional[ir.Value]:
         """True in exactly one of the threads holding copies of the same element
