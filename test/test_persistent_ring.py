@@ -119,13 +119,13 @@ def test_the_k_loop_of_a_persistent_gemm_is_a_persistent_ring(dtype):
 def test_tma_and_wgmma_run_inside_the_loop_over_tiles(dtype):
     """In the loop over tiles (the cycle through the K loop's wgmma that also holds the
     tile's stores): the TMA copies, the "full" and "empty" waits, wgmma with one group in
-    flight, the drain's ``wait_group 0`` and the tiles' global stores; before it, once, the
+    flight, the drain's ``wait_group 0`` and the tiles' bulk stores; before it, once, the
     mbarriers' initialization; no invalidation anywhere (they serve the whole kernel)."""
     ptx = compiled(LARGE[dtype]).ptx
     loop = loop_around(ptx, "wgmma.mma_async")
     assert "wgmma.mma_async" in loop and COPY in loop and "mbarrier.arrive.expect_tx" in loop
     assert "wgmma.wait_group.sync.aligned 1;" in loop and "wgmma.wait_group.sync.aligned 0;" in loop
-    assert "st.global" in loop                          # the tile's epilogue: the outer loop
+    assert STORE in loop                                # the tile's epilogue: the outer loop
     assert "mbarrier.init" not in loop and "fence.mbarrier_init" not in loop
     assert "mbarrier.inval" not in ptx
     assert ptx.count("mbarrier.init") == 2 * 4 and ptx.index("mbarrier.init") < ptx.index("wgmma.mma_async")
@@ -154,6 +154,41 @@ def test_other_archs_compile_the_persistent_gemm(arch, instruction):
     own code; neither has a TMA ring."""
     c = compiled(LARGE["f16"], arch)
     assert instruction in c.ptx and "wgmma" not in c.ptx
+
+
+#: a bulk tensor store (shared -> global), as the tile's epilogue issues it
+STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_each_tile_goes_out_through_stmatrix_and_a_bulk_store(dtype):
+    """The store of each output tile, whose token cuTile threads through the loop over
+    tiles, is a TMA store (``tma.carried_to_itself``) as NVIDIA's epilogue is: in the
+    loop, 16 ``stmatrix.x4`` into a 128-byte-swizzled staging of two 64-column boxes
+    (NVIDIA's two 16 KB halves), ``fence.proxy.async``, a barrier, one bulk store per
+    box, committed and waited on until read (``wait_group.read 0``) before the next
+    tile's epilogue may write the staging; no ``st.global`` of 2 or 4 bytes.  The
+    staging lies after the ring's stages and before its mbarriers, so the next tile's
+    copies into the stages never touch it; and the next tile's store first waits until
+    this one has written global memory (``wait_group 0``: the token orders the two)."""
+    c = compiled(LARGE[dtype])
+    (tas,) = c.tas.values()
+    plan = ring_of(c)
+    (store,) = [(op, p) for op, p in tas.tma.items() if p.is_store]
+    op, staging = store
+    assert staging.carried and staging.matrix is not None and staging.swizzle == 128
+    assert staging.boxes == (1, 2) and staging.nbytes == 128 * 128 * 2
+    assert plan.ring_bytes <= staging.buffer and staging.buffer + staging.nbytes <= plan.barriers
+    loop = loop_around(c.ptx, "wgmma.mma_async")
+    assert not re.search(r"st\.global(\.\w+)*\.b(16|32)\b", loop)
+    assert loop.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == 16 and loop.count(STORE) == 2
+    fence, issue = loop.index("fence.proxy.async.shared::cta"), loop.index(STORE)
+    assert loop.rindex("stmatrix", 0, fence) < fence < loop.index("bar.sync", fence) < issue
+    commit = loop.index("cp.async.bulk.commit_group;", issue)
+    assert loop.index("cp.async.bulk.wait_group.read 0;", commit) > commit
+    # the next trip: the writes waited for, then a barrier, before the staging is written
+    first = loop.index("cp.async.bulk.wait_group 0;")
+    assert first < loop.index("bar.sync", first) < loop.index("stmatrix")
 
 
 # -- against the interpreter ----------------------------------------------------------------
@@ -220,6 +255,23 @@ def test_a_drain_without_the_last_release_is_caught():
     without it the CTA deadlocks."""
     with pytest.raises(EmulationError, match=r"deadlock"):
         _emulate(_without_drain_release)
+
+
+def _without_read_wait(ptx: str) -> str:
+    """The epilogue's bulk stores not waited on until they have read the staging."""
+    return ptx.replace("cp.async.bulk.wait_group.read 0;", "")
+
+
+@needs_x86
+def test_an_epilogue_without_the_read_wait_is_caught(monkeypatch):
+    """Without ``wait_group.read`` after the tile's bulk store (and, as the emitter would
+    then be, without the next tile's ``wait_group 0``), the next tile's ``stmatrix``
+    overwrites the staging that store still reads."""
+    from tileiras.codegen import intrinsics
+
+    monkeypatch.setattr(intrinsics, "bulk_wait_group", lambda b, keep: None)
+    with pytest.raises(EmulationError, match=r"async: .*stmatrix.*cp\.async\.bulk\.wait_group\.read"):
+        _emulate(_without_read_wait)
 
 
 @needs_x86

@@ -502,12 +502,12 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
 def _store_view(em: KernelEmitter, op: Operation) -> None:
     view = em.values[op.view]
     assert isinstance(view, TiledViewVal)
-    barrier_if_ordered(em, op)
-    if op in em.tas.tma:
+    if op in em.tas.tma:            # its barrier ahead of the staging orders it (``emit_tma_store``)
         from .emit_tma import emit_tma_store
 
         emit_tma_store(em, op, scalar_indices(em, op.index), em.tile(op, 0))
         return
+    barrier_if_ordered(em, op)
     tile = em.tile(op, 0)
     layout = tile.layout
     indices = scalar_indices(em, op.index)

@@ -17,7 +17,10 @@ only plans zero- or un-padded views), so nothing is masked.
 Each store, as NVIDIA's tool emits it:
 
 * (in a loop) a CTA barrier: thread 0 has waited until the previous trip's bulk copies
-  finished reading the staging buffer;
+  finished reading the staging buffer; where the store's token orders it after its own
+  previous trip (``TmaPlan.carried``: a persistent GEMM's tiles), thread 0 first waits
+  until those copies have written global memory (``wait_group 0``; issued a whole tile
+  earlier, they have);
 * every thread writes the elements it owns into the staging buffer (``st.shared``, the
   buffer laid out as a load's; ``stmatrix`` where the plan says, ``_write_matrices``) and
   fences them for the async proxy;
@@ -276,11 +279,17 @@ def _issue_store(em: KernelEmitter, op: Operation, plan: TmaPlan, indices: list[
 
 def emit_tma_store(em: KernelEmitter, op: Operation, indices: list[ir.Value], tile: TileVal) -> None:
     """The store (or atomic reduction) ``op`` of ``tile`` through TMA (``em.tas.tma[op]``)."""
+    b = em.b
     plan = em.tas.tma[op]
-    if em.in_loop:  # thread 0 has waited for the previous trip's copies to read the buffer
-        X.barrier(em.b)
+    if plan.carried:    # the previous trip's copies have written what this one's token follows
+        with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
+            X.bulk_wait_group(b, 0)
+    # thread 0 has waited for the previous trip's copies to read the buffer; other threads'
+    # writes this store is token-ordered after are done
+    if em.in_loop or em.tas.aa.needs_barrier(op):
+        X.barrier(b)
     _write_staged(em, op, plan, tile)
-    X.fence_proxy_async(em.b)
-    X.barrier(em.b)
+    X.fence_proxy_async(b)
+    X.barrier(b)
     _issue_store(em, op, plan, indices)
     em.put(op.results[0], None)

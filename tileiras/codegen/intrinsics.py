@@ -444,6 +444,13 @@ def bulk_commit_group(b: ir.IRBuilder) -> None:
           side_effect=True)
 
 
+def bulk_wait_group(b: ir.IRBuilder, keep: int) -> None:
+    """Waits until all but ``keep`` of this thread's committed bulk groups have completed
+    (their writes done, not only their shared-memory reads)."""
+    b.asm(ir.FunctionType(ir.VoidType(), []), f"cp.async.bulk.wait_group {keep};", "~{memory}", [],
+          side_effect=True)
+
+
 def bulk_wait_group_read(b: ir.IRBuilder, keep: int) -> None:
     """Waits until all but ``keep`` of this thread's committed bulk groups have read their
     shared-memory sources."""

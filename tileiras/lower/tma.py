@@ -29,7 +29,10 @@ the same terms, padding aside (stores do not pad; TMA clips what falls outside t
 when the kernel has a ``STAGING_USERS`` op (it takes shared memory anyway: NVIDIA's tool
 bulk-stores only in such kernels of corpus-aligned sm_90) and nothing is ordered after
 the store by its token: the copy is waited on only until it has read shared memory, as
-NVIDIA's is, so a later access of the same memory could see it unwritten.
+NVIDIA's is, so a later access of the same memory could see it unwritten.  Nothing but
+the store itself a trip later (``carried_to_itself``): a persistent GEMM's store of each
+output tile, whose token cuTile threads through the loop over tiles, is a bulk store as
+NVIDIA's is, the next trip's waiting for its writes before it stages (``TmaPlan.carried``).
 
 An atomic reduction into a view's tile (``atomic_red_view``) goes through TMA as a bulk
 tensor reduction (``cp.reduce.async.bulk.tensor``, staged as a store is), as NVIDIA's tool
@@ -150,6 +153,9 @@ class TmaPlan:
     swizzle: int = 0      # bytes of the staging buffer's swizzle row (0: none)
     #: a store's tile goes to its staging with ``stmatrix`` (``plan_matrix_stores``)
     matrix: Optional[StmatrixForm] = None
+    #: a store whose token orders only its own next trip (``carried_to_itself``): that
+    #: trip waits until these copies have written global memory before staging its tile
+    carried: bool = False
 
     @property
     def is_store(self) -> bool:
@@ -351,12 +357,31 @@ def tma_spec(aa: TileAA, op: Operation, gpu_name: str) -> Optional[tuple[TensorM
 
 def _worth_it(op: Operation, users: dict[Value, list[Operation]], staging: bool) -> bool:
     """A load whose tile goes through shared memory anyway; a store in a kernel that uses
-    shared memory, nothing ordered after it; a reduction followed only by reductions."""
+    shared memory, nothing ordered after it but its own next trip (``carried_to_itself``);
+    a reduction followed only by reductions."""
     if isinstance(op, MEM.StoreViewTkoOp):
-        return staging and not users.get(op.results[0])
+        return staging and (not users.get(op.results[0]) or carried_to_itself(op, users))
     if isinstance(op, MEM.AtomicRedViewTkoOp):
         return all(isinstance(u, MEM.AtomicRedViewTkoOp) for u in users.get(op.results[0], ()))
     return feeds_staging(users, op.results[0])
+
+
+def carried_to_itself(op: Operation, users: dict[Value, list[Operation]]) -> bool:
+    """Does ``op``'s token order only ``op`` itself, a trip later?  So a persistent GEMM's
+    store of each output tile orders the next tile's store (cuTile threads one token
+    through the loop over tiles): the token goes only to the ``continue`` of the ``for``
+    whose body holds ``op``, the iteration value it becomes is ``op``'s token and nothing
+    else's, and the loop's result is unused.  The next trip's store then waits until the
+    copies have written global memory before it stages its tile (``TmaPlan.carried``)."""
+    body = op.parent
+    loop = body.parent.parent if body is not None and body.parent is not None else None
+    if not isinstance(loop, CF.ForOp) or users.get(op.results[0]) != [body.ops[-1]]:
+        return False
+    positions = [k for k, v in enumerate(body.ops[-1].operands) if v is op.results[0]]
+    if len(positions) != 1:
+        return False
+    carried = body.args[1 + positions[0]]
+    return op.token is carried and users.get(carried) == [op] and not users.get(loop.results[positions[0]])
 
 
 def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
@@ -402,7 +427,8 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
         span = next((w for w, code in SWIZZLE_CODES.items() if code == swizzle), 0)
         index = maps.index(spec)
         if isinstance(op, MEM.StoreViewTkoOp):
-            plans[op] = TmaPlan(index, box, boxes, buffer, None, nbytes, swizzle=span)
+            plans[op] = TmaPlan(index, box, boxes, buffer, None, nbytes, swizzle=span,
+                                carried=bool(users.get(op.results[0])))
             continue
         reduction = bulk_reduction(op)
         if reduction is not None:
@@ -462,4 +488,4 @@ def plan_matrix_stores(tas) -> None:
         if form is None or plan.box[-1] % 8:
             continue
         tas.tma[op] = TmaPlan(plan.map_index, plan.box, plan.boxes, plan.buffer, plan.barrier, plan.nbytes,
-                              plan.reduce, plan.swizzle, form)
+                              plan.reduce, plan.swizzle, form, plan.carried)
