@@ -214,6 +214,23 @@ def test_large_persistent_gemm_matches_interpreter(dtype, m, n, k, grid):
     assert compare(run_interpreter(c), got) is None
 
 
+@needs_x86
+@pytest.mark.parametrize("arch", ["sm_100", "sm_120"])
+def test_other_tma_archs_bulk_store_each_tile(arch):
+    """The rule is the TMA store's, not the ring's: sm_100 and sm_120 (mma.sync K loops)
+    bulk-store each 64x32 tile too, and agree with the interpreter over 4 tiles a CTA."""
+    case = persistent_case("persistent_gemm_f16", ct.float16, 64, 32, 16)
+    data = bytecode(case, arch)
+    rng = np.random.default_rng(5)
+    c = Case(data, read_bytecode(data).functions[0].name,
+             [random_array(rng, np.float16, (112, 112)) for _ in range(3)], (2, 1, 1))
+    ptx, host = diffcheck.compile_with_host(read_bytecode(data), arch)
+    assert ptx.count(STORE) == 1 and ptx.count("cp.async.bulk.wait_group 0;") == 1
+    assert not re.search(r"st\.global", ptx)
+    got = diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), host_object=host)
+    assert compare(run_interpreter(c), got) is None
+
+
 # -- planted faults ---------------------------------------------------------------------------
 def _emulate(edit=None):
     """``PLANTED`` on 2 CTAs, its PTX ``edit``ed."""
