@@ -126,15 +126,15 @@ def _atomic_cas(em: KernelEmitter, op: Operation) -> None:
 def _atomic_red_view(em: KernelEmitter, op: Operation) -> None:
     view = em.values[op.view]
     assert isinstance(view, TiledViewVal)
-    barrier_if_ordered(em, op)
     value_pos = 1 + len(op.index)
     tile = em.tile(op, value_pos)
-    if op in em.tas.tma:
+    if op in em.tas.tma:            # its barrier ahead of the staging orders it (``emit_tma_store``)
         from .emit_tma import emit_tma_store
 
         emit_tma_store(em, op, scalar_indices(em, op.index), tile)
         em.put(op.results[0], None)
         return
+    barrier_if_ordered(em, op)
     layout = tile.layout
     indices = scalar_indices(em, op.index)
     gather = gather_indices(em, op, view, layout, op.index)
