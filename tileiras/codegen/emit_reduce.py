@@ -70,10 +70,12 @@ def _shuffle(em: KernelEmitter, v: ir.Value, mask: int, mode: str = "bfly",
         wide = b.zext(raw, I32) if bits < 32 else raw
         got = X.shfl_sync(b, mode, wide, lane)
         back = b.trunc(got, it) if bits < 32 else got
-    else:
-        lo = X.shfl_sync(b, mode, b.trunc(raw, I32), lane)
-        hi = X.shfl_sync(b, mode, b.trunc(b.lshr(raw, ir.Constant(I64, 32)), I32), lane)
-        back = b.or_(b.zext(lo, I64), b.shl(b.zext(hi, I64), ir.Constant(I64, 32)))
+    else:       # the two halves as a register pair (``mov.b64 {lo, hi}``), each shuffled
+        pair = b.asm(ir.FunctionType(ir.LiteralStructType([I32, I32]), [I64]), "mov.b64 {$0, $1}, $2;",
+                     "=r,=r,l", [raw], side_effect=False)
+        halves = [X.shfl_sync(b, mode, b.extract_value(pair, k), lane) for k in range(2)]
+        back = b.asm(ir.FunctionType(I64, [I32, I32]), "mov.b64 $0, {$1, $2};", "=l,r,r", halves,
+                     side_effect=False)
     return back if isinstance(t, ir.IntType) else b.bitcast(back, t)
 
 
