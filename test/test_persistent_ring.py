@@ -166,11 +166,12 @@ def test_each_tile_goes_out_through_stmatrix_and_a_bulk_store(dtype):
     tiles, is a TMA store (``tma.carried_to_itself``) as NVIDIA's epilogue is: in the
     loop, 16 ``stmatrix.x4`` into a 128-byte-swizzled staging of two 64-column boxes
     (NVIDIA's two 16 KB halves), ``fence.proxy.async``, a barrier, one bulk store per
-    box, committed and waited on until read (``wait_group.read 0``) before the next
-    tile's epilogue may write the staging; no ``st.global`` of 2 or 4 bytes.  The
-    staging lies after the ring's stages and before its mbarriers, so the next tile's
-    copies into the stages never touch it; and the next tile's store first waits until
-    this one has written global memory (``wait_group 0``: the token orders the two)."""
+    box, committed; no ``st.global`` of 2 or 4 bytes.  The staging lies after the ring's
+    stages and before its mbarriers, so the next tile's copies into the stages never
+    touch it.  The copies are not waited on in their tile: they read the staging while
+    the next tile's K loop runs, and the next tile's store first waits until they have
+    written global memory (``wait_group 0``: the token orders the two, and the staging is
+    read by then); after the loop, ``wait_group.read 0`` before the kernel exits."""
     c = compiled(LARGE[dtype])
     (tas,) = c.tas.values()
     plan = ring_of(c)
@@ -185,10 +186,11 @@ def test_each_tile_goes_out_through_stmatrix_and_a_bulk_store(dtype):
     fence, issue = loop.index("fence.proxy.async.shared::cta"), loop.index(STORE)
     assert loop.rindex("stmatrix", 0, fence) < fence < loop.index("bar.sync", fence) < issue
     commit = loop.index("cp.async.bulk.commit_group;", issue)
-    assert loop.index("cp.async.bulk.wait_group.read 0;", commit) > commit
+    assert "cp.async.bulk.wait_group.read" not in loop
     # the next trip: the writes waited for, then a barrier, before the staging is written
     first = loop.index("cp.async.bulk.wait_group 0;")
-    assert first < loop.index("bar.sync", first) < loop.index("stmatrix")
+    assert first < loop.index("bar.sync", first) < loop.index("stmatrix") and commit
+    assert c.ptx.count("cp.async.bulk.wait_group.read 0;") == 1      # once, after the loop
 
 
 # -- against the interpreter ----------------------------------------------------------------
@@ -300,4 +302,17 @@ def test_phases_reset_per_tile_are_caught(monkeypatch):
 
     monkeypatch.setattr(emit_ring, "_first_use", lambda em, plan: emit_ring.ir.Constant(emit_ring.I32, 0))
     with pytest.raises(EmulationError, match=r"async: .*wgmma.* reads shared byte|deadlock"):
+        _emulate()
+
+
+@needs_x86
+def test_a_kernel_leaving_before_its_last_tile_is_read_is_caught(monkeypatch):
+    """The tiles' bulk stores are waited on after the loop over tiles
+    (``emit_tma.wait_carried_stores``); without that wait the CTA exits while the last
+    tile's copies still read its shared memory."""
+    from tileiras.codegen import emit_tma
+
+    _emulate()
+    monkeypatch.setattr(emit_tma, "wait_carried_stores", lambda em, body: None)
+    with pytest.raises(EmulationError, match=r"async: .*exits while the asynchronous .*cp\.async\.bulk\.tensor"):
         _emulate()

@@ -24,7 +24,7 @@ from ..record import field, record
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
-from . import emit_async, emit_attention_tma, emit_stream, smem_copy
+from . import emit_async, emit_attention_tma, emit_stream, emit_tma, smem_copy
 from . import intrinsics as X
 from .nvvm import I32, I64, KernelEmitter, emits
 from .values import TileVal, byte_gep, llvm_type
@@ -231,6 +231,7 @@ def _for(em: KernelEmitter, op: Operation) -> None:
         emit_async.drain(em, plan)
     elif stream is not None:
         emit_async.drain(em, stream)
+    emit_tma.wait_carried_stores(em, block.ops)
 
 
 def _kept_slots(em: KernelEmitter, frame: Frame, entry: ir.Block) -> None:

@@ -26,8 +26,12 @@ Each store, as NVIDIA's tool emits it:
   fences them for the async proxy;
 * a CTA barrier, then thread 0 issues one ``cp.async.bulk.tensor`` store per box, commits
   them as a bulk async-group and waits until the group has read shared memory
-  (``wait_group.read 0``): the buffer may be reused and the kernel may exit.  TMA clips
-  what falls outside the tensor, so partial edge tiles are not masked either.
+  (``wait_group.read 0``): the buffer may be reused and the kernel may exit.  A carried
+  store leaves that wait to its next trip's ``wait_group 0`` and to the end of its loop
+  (``wait_carried_stores``): its copies read the staging while the next tile is computed
+  (NVIDIA's store warp waits at once, but it is not the warp that issues the next tile's
+  loads, as our thread 0 is).  TMA clips what falls outside the tensor, so partial edge
+  tiles are not masked either.
 
 An atomic reduction into a view's tile is staged and issued as a store is, with
 ``cp.reduce.async.bulk.tensor`` (its op from the plan) in place of the bulk store.
@@ -267,14 +271,27 @@ def _write_matrices(em: KernelEmitter, plan: TmaPlan, tile: TileVal) -> None:
 
 def _issue_store(em: KernelEmitter, op: Operation, plan: TmaPlan, indices: list[ir.Value]) -> None:
     """Thread 0: one bulk tensor store per box, committed as a group, waited on until the
-    group has read the staging buffer."""
+    group has read the staging buffer; a store carried to its own next trip
+    (``TmaPlan.carried``) is waited on there instead (its ``wait_group 0``) and after the
+    loop (``wait_carried_stores``), so the copies read the staging while the next tile's K
+    loop runs."""
     b = em.b
     tmap = X.tensor_map_address(b, param_name(em.fn.name, len(em.fn.entry_block.args) + plan.map_index))
     with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
         for coords, src in _boxes(em, plan, indices, tuple(op.view.type.tile_shape)):
             X.bulk_tensor_store(b, tmap, coords, src, plan.reduce)
         X.bulk_commit_group(b)
-        X.bulk_wait_group_read(b, 0)
+        if not plan.carried:
+            X.bulk_wait_group_read(b, 0)
+
+
+def wait_carried_stores(em: KernelEmitter, body: list[Operation]) -> None:
+    """After a loop whose ``body`` holds stores carried to their own next trip: thread 0
+    waits until their last trip's copies have read the staging buffer."""
+    if any(op in em.tas.tma and em.tas.tma[op].carried for op in body):
+        b = em.b
+        with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
+            X.bulk_wait_group_read(b, 0)
 
 
 def emit_tma_store(em: KernelEmitter, op: Operation, indices: list[ir.Value], tile: TileVal) -> None:

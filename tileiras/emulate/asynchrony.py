@@ -303,6 +303,19 @@ class Asynchrony:
                           f"byte {offset:#x}, {what} the asynchronous {describe(m, p.pc, p.owner[0])}, "
                           f"before {wait or 'its completion'}")
 
+    def check_exit(self, threads: np.ndarray) -> None:
+        """Threads leaving the kernel: a bulk copy they issued that still reads shared memory
+        (a bulk tensor store before ``cp.async.bulk.wait_group.read``) would read the CTA's
+        shared memory after it is gone."""
+        for p in self.pending:
+            if p.family == "bulk.store" and p.data is None:
+                gone = np.isin(p.owner, threads)
+                if gone.any():
+                    owner = int(p.owner[gone][0])
+                    raise AsyncHazard(f"{describe(self.m, self.m.at, owner)} exits while the asynchronous "
+                                      f"{describe(self.m, p.pc, owner)} still reads shared memory, before "
+                                      "cp.async.bulk.wait_group.read")
+
     # -- mbarrier operations of asynchronous units
     def queue_mbarrier(self, offset: int, apply: Callable) -> None:
         """``apply(m)`` updates the mbarrier at ``offset`` when a thread looks at it."""

@@ -437,6 +437,8 @@ class Batch:
         return True
 
     def exit_threads(self, idx) -> None:
+        if self.asynchrony.pending:
+            self.asynchrony.check_exit(np.arange(self.n)[idx])
         self.status[idx] = EXITED
         if self.weak is not None:       # exiting publishes the CTA's stores
             self.weak.publish()
