@@ -274,3 +274,29 @@ def test_sinkable_loads_stay_before_any_other_effect(effect: str):
     fn, sinkable = _loads_then_stores(effect)
     order_function(fn, sinkable)
     assert _kinds(fn) == "llfss"
+
+
+def _scratch_reads_then_stores(effect: str):
+    """w0 w1 read from shared memory (a conversion's plain LLVM loads), then an inline-asm
+    ``effect``, then x*w0 and x*w1 stored to global memory."""
+    _, fn = _kernel()
+    p, x, _ = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("body"))
+    scratch = ir.Constant(ir.PointerType(addrspace=3), None)
+    w0, w1 = b.load(scratch, typ=F32, name="w0"), b.load(scratch, typ=F32, name="w1")
+    b.asm(ir.FunctionType(ir.VoidType(), [x.type, p.type]), effect, "f,l", [x, p], side_effect=True)
+    _store(b, b.fmul(x, w0, name="m0"), p)
+    _store(b, b.fmul(x, w1, name="m1"), p)
+    b.ret_void()
+    return fn, {id(w0), id(w1)}
+
+
+def test_sinkable_shared_reads_pass_global_stores_not_shared_ones():
+    """A conversion's reads of its scratch (emit_shape.exchange) move to their uses past
+    plain global stores, but not past a plain shared store, which may write what they read."""
+    fn, sinkable = _scratch_reads_then_stores("st.global.f32 [$1], $0;")
+    order_function(fn, sinkable)
+    assert _names(fn.blocks[0]) == ["w0", "m0", "w1", "m1"]
+    fn, sinkable = _scratch_reads_then_stores("st.shared.f32 [$1], $0;")
+    order_function(fn, sinkable)
+    assert _names(fn.blocks[0]) == ["w0", "w1", "m0", "m1"]

@@ -135,7 +135,11 @@ def exchange(em: KernelEmitter, tv: TileVal, dst: LinearLayout, esize: int) -> T
     X.barrier(em.b)
     smem_copy.store(em, tv, at)
     X.barrier(em.b)
-    return TileVal(dst, smem_copy.load(em, dst, at, tv.regs[0].type))
+    # each register is read where it is first used (order.py), not all of them here: a
+    # broadcast row converted for a whole tile (layer norm's weights) would otherwise be
+    # live beside the tile
+    with em.sinking(lambda inst: isinstance(inst, ir.LoadInstr)):
+        return TileVal(dst, smem_copy.load(em, dst, at, tv.regs[0].type))
 
 
 def lookup_by_coord(em: KernelEmitter, tv: TileVal, ty: T.Type, layout: LinearLayout,

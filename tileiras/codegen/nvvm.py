@@ -236,11 +236,18 @@ class KernelEmitter:
         if not self.sinkable_load(op):
             emitter(self, op)
             return
+        with self.sinking(X.is_memory_asm):
+            emitter(self, op)
+
+    @contextmanager
+    def sinking(self, is_load: Callable[[ir.Instruction], bool]):
+        """The instructions emitted inside for which ``is_load`` holds are loads that may
+        run later than emitted (``sinkable``, order.py)."""
         block, start, blocks = self.b.block, len(self.b.block.instructions), len(self.llfn.blocks)
-        emitter(self, op)
+        yield
         for blk in [block, *self.llfn.blocks[blocks:]]:
             insts = blk.instructions[start:] if blk is block else blk.instructions
-            self.sinkable.update(id(i) for i in insts if X.is_memory_asm(i))
+            self.sinkable.update(id(i) for i in insts if is_load(i))
 
     def sinkable_load(self, op: Operation) -> bool:
         """May ``op``'s load instructions run later than emitted, past plain stores (order.py)?

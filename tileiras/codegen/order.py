@@ -33,6 +33,12 @@ before which they are placed.  A tile's loads, whole-tile op by whole-tile op, o
 all come before the first store of the values computed from them: layer norm's weight and
 bias rows (two loads of 64 registers each, f32 n8192 sm_80) were all live at once, 202
 registers against NVIDIA's 112, which loads each element just before the store that uses it.
+A layout conversion's reads of its shared-memory scratch are sinkable too
+(``emit_shape.exchange``; they follow its last barrier), but they stay before any plain
+store to shared memory, which may write what they read: the weight row a persistent RMS
+norm converts to its tile's layout every trip was read whole (a register for each of the
+thread's 256 elements, bf16 4x8192 sm_80) beside the tile (ptxas -v: 3176 bytes spilled
+and reloaded, 1008 with the reads sunk).
 
 Two kinds of code keep emission order, because measuring (``bench/code_quality.py``
 on sm_90) found it better there:
@@ -118,6 +124,21 @@ def passes_loads(inst: I.Instruction) -> bool:
     return bool(_PLAIN_STORE.match(text)) or text.startswith(("mov.u32 $0, %", "cvt."))
 
 
+def reads_shared(inst: I.Instruction) -> bool:
+    """Does the (sinkable) load ``inst`` read shared memory (a layout conversion's read of
+    its scratch)?"""
+    if isinstance(inst, I.LoadInstr):
+        return getattr(inst.operands[0].type, "addrspace", 0) == 3
+    return isinstance(inst, I.CallInstr) and isinstance(inst.callee, ir.InlineAsm) and ".shared" in inst.callee.asm
+
+
+def writes_shared(inst: I.Instruction) -> bool:
+    """Is ``inst`` a plain store to shared memory (which a shared-memory load may not pass:
+    it may write what the load reads)?"""
+    return isinstance(inst, I.CallInstr) and isinstance(inst.callee, ir.InlineAsm) and (
+        inst.callee.asm.lstrip("@$0123456789 ").startswith("st.shared"))
+
+
 def order_function(fn: ir.Function, sinkable: frozenset[int] | set[int] = frozenset()) -> None:
     """Reorder the blocks of ``fn`` (see the module docstring for those left alone);
     ``sinkable``: ids of the load instructions that may run later than emitted."""
@@ -176,6 +197,7 @@ def _ordered(insts: list, outside: set[int], sinkable: frozenset[int] | set[int]
     it needs that are not computed yet, depth-first, operands in their emission order."""
     used_here = {id(v) for i in insts for v in _operands(i)}
     loads = {id(i) for i in insts if id(i) in sinkable and id(i) not in outside and id(i) in used_here}
+    shared_loads = {id(i) for i in insts if id(i) in loads and reads_shared(i)}
     movable = loads | {id(i) for i in insts if is_pure(i) and id(i) not in outside and id(i) in used_here}
     pos = {id(i): k for k, i in enumerate(insts)}
     done: set[int] = set()
@@ -189,6 +211,8 @@ def _ordered(insts: list, outside: set[int], sinkable: frozenset[int] | set[int]
             earlier = [i for i in insts[:pos[id(inst)]] if id(i) in movable]
         elif loads and not passes_loads(inst) and not is_pure(inst) and not isinstance(inst, I.PhiInstr):
             earlier = [i for i in insts[:pos[id(inst)]] if id(i) in loads]
+        elif shared_loads and writes_shared(inst):
+            earlier = [i for i in insts[:pos[id(inst)]] if id(i) in shared_loads]
         else:
             earlier = []
         # iterative depth-first walk: (instruction, operands already pushed)
