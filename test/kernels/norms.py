@@ -11,9 +11,11 @@
   row in chunks over N (a statistics loop, then a loop that normalizes), as TileGym's
   non-persistent gather kernels walk it.
 
-``CASES`` use small tiles so the differential tests' 100- and 112-element inputs have
-partial tiles and more row blocks than the grid has CTAs; ``test_norm_registers.py``
-exports the kernels with TileGym's shapes.
+``CASES`` use tiles small enough for the differential tests' 100- and 112-element inputs
+to hold more row blocks than the grid has CTAs, yet wide enough (4x512) for the aligned
+exports to reload the weight and bias rows inside the loop in the tile's layout
+(``layout_rules.recompute_plan``); ``test_norm_registers.py`` exports the kernels with
+TileGym's shapes.
 """
 from __future__ import annotations
 
@@ -126,8 +128,8 @@ def layer_chunked_case(name: str, dtype, tile: int) -> KernelCase:
 
 
 CASES = (
-    rms_case("rms_norm_persistent_bf16", BF16, 4, 128),
-    layer_case("layer_norm_persistent_f16", F16, 100, 4, 128),
+    rms_case("rms_norm_persistent_bf16", BF16, 4, 512),
+    layer_case("layer_norm_persistent_f16", F16, 100, 4, 512),
     rms_chunked_case("rms_norm_persistent_chunked_bf16", BF16, 32),
     layer_chunked_case("layer_norm_persistent_chunked_f16", F16, 32),
 )

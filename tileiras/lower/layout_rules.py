@@ -105,7 +105,20 @@ def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout, block: Optional[
     is still redone in registers, from its source converted through shared memory
     (``leaves[(broadcast, 0)]``: the source's layout): the source holds the broadcast's
     elements once (an RMS norm's weight row and per-row scale against a 4x4096 tile: 32
-    and 1 registers converted instead of 128 each, every iteration)."""
+    and 1 registers converted instead of 128 each, every iteration).
+
+    Loads and ``ftof`` conversions made before a loop are redone inside it, every trip,
+    in the layout the loop wants (``loop_around``): the alternative is a conversion
+    through shared memory every trip (two barriers), with the source's registers live
+    across the loop and, where two such conversions follow each other (a layer norm's
+    weight and bias rows), the first one's registers live across the second (bf16 4x2048
+    persistent layer norm sm_80, ptxas -v: 194 registers, 112 reloaded; NVIDIA 107).
+    Such a load is redone only where each access moves 16 bytes, as the conversion's
+    shared-memory reads do: element by element (unaligned rows) it takes four times their
+    instructions, and ptxas, hoisting them to cover their latency, more registers (bf16
+    4x4096 RMS norm sm_90: 201, 255 reloaded, and spills).  Outside loops a conversion runs
+    once and ``ftof`` stays where it is: reloaded, a gemm epilogue's bias row took 16 more
+    registers than converted once."""
     plan: dict[Value, LinearLayout] = {}
     work = [0]
 
@@ -120,6 +133,11 @@ def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout, block: Optional[
                 return False
         elif isinstance(op, (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp)):
             if not reloadable(tas, op, block) or _narrower_reload(tas, op, want):
+                return False
+            if op.parent is not block and _reload_bytes(tas, op, want) < vectorize.WIDEST_ACCESS:
+                return False
+        elif isinstance(op, CO.FToFOp):
+            if loop_around(op.parent, block) is None:    # see the docstring
                 return False
         elif not is_recomputable(op):
             return False
@@ -144,11 +162,19 @@ def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout, block: Optional[
 
 
 def reloadable(tas: TileAS, op: Operation, block: Optional[Block]) -> bool:
-    """May this load run again, later, in the same block?  A weak load that no write is
-    token-ordered before or after may observe memory at any point (Tile IR orders
-    token-ordered operations only through their tokens), so a second execution is one
-    of its legal executions; 4-bit tiles (byte pairs) and gathers are left alone."""
-    if op.parent is not block or op.attributes.get("memory_ordering_semantics") != MemoryOrderingSemantics.WEAK:
+    """May this load run again, later, in ``block``: its own, or a loop body it holds
+    (``loop_around``) where nothing writes the tensor it reads (the program-order reading,
+    which the interpreter follows)?  A weak load that no write is token-ordered before or
+    after may observe memory at any point (Tile IR orders token-ordered operations only
+    through their tokens), so a second execution, or one every trip, is one of its legal
+    executions; 4-bit tiles (byte pairs) and gathers are left alone."""
+    if op.parent is not block:
+        from .stream_pipeline import writes_loaded_tensor  # noqa: PLC0415 (it builds on this module)
+
+        loop = loop_around(op.parent, block)
+        if loop is None or writes_loaded_tensor(loop, op):
+            return False
+    if op.attributes.get("memory_ordering_semantics") != MemoryOrderingSemantics.WEAK:
         return False
     result = op.results[0]
     if result in tas.pairs or is_subbyte(result.type) or tas.aa.needs_barrier(op):
@@ -156,6 +182,26 @@ def reloadable(tas: TileAS, op: Operation, block: Optional[Block]) -> bool:
     if isinstance(op, MEM.LoadViewTkoOp) and any(is_tile(v) and v.type.rank > 0 for v in op.index):
         return False
     return not tas.aa.observed_by_write(op)
+
+
+def loop_around(outer: Optional[Block], block: Optional[Block]) -> Optional[Operation]:
+    """The op of ``outer`` that holds ``block`` when a loop (``for``, ``loop``) lies on the
+    way: ops in ``block`` run every trip of it, those of ``outer`` once around it."""
+    looped, op = False, None
+    while block is not None and block is not outer:
+        op = block.parent.parent if block.parent is not None else None
+        looped = looped or isinstance(op, (CF.ForOp, CF.LoopOp))
+        block = op.parent if op is not None else None
+    return op if looped and block is outer else None
+
+
+def _reload_bytes(tas: TileAS, op: Operation, want: LinearLayout) -> int:
+    """Bytes each access of ``op``'s tile loaded again in ``want`` moves (1 element for a
+    gather or a view whose runs are not known aligned)."""
+    if not isinstance(op, MEM.LoadViewTkoOp):
+        return element_bytes(op.results[0].type)
+    run = min(tas.access_allowed.get(op, 1), vectorize.register_run(want, vectorize.access_dim(op)))
+    return run * element_bytes(op.results[0].type)
 
 
 def _narrower_reload(tas: TileAS, op: Operation, want: LinearLayout) -> bool:

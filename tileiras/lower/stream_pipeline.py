@@ -184,13 +184,14 @@ def _load_reason(tas, ld: Operation, loop: CF.ForOp) -> Optional[str]:
         return "a load's index is computed inside the loop (not the induction variable)"
     if not tas.users(ld.results[0]):
         return "a loaded tile is not used"
-    if tas.aa.needs_barrier(ld) or tas.aa.observed_by_write(ld) or _written(loop, ld):
+    if tas.aa.needs_barrier(ld) or tas.aa.observed_by_write(ld) or writes_loaded_tensor(loop, ld):
         return "the loop writes what it loads"
     return None
 
 
-def _written(loop: CF.ForOp, ld: Operation) -> bool:
-    """Does an op of the loop write through a view of the tensor view ``ld`` loads from?"""
+def writes_loaded_tensor(loop: Operation, ld: Operation) -> bool:
+    """Does an op of ``loop`` write through a view of the tensor view ``ld`` loads from
+    (or through no view at all: a pointer store or atomic may write anywhere)?"""
     tensor = _tensor_of(ld.view)
     for op in loop.walk():
         if op is not ld and writes(op, *DATA_RESOURCES):
