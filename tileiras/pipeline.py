@@ -1,6 +1,6 @@
 """The compilation pipeline: a flat list of named passes per target (``passes_for``).
 
-    verify-target, tileaa | cta-size, tensor-core-forms, access-facts, assign-layouts,
+    verify-target, hoist-views, tileaa | cta-size, tensor-core-forms, access-facts, assign-layouts,
     plan-chunks, vector-widths, [tma: sm_90+], allocate-shared-memory | sched |
     codegen | llvm | ptxas
 
@@ -103,6 +103,13 @@ def _verify_target(c: Compilation) -> None:
         recheck_for_target(c.module, c.options.gpu_name)
     except VerifyError as err:
         raise TargetError(str(err)) from None
+
+
+def _hoist_views(c: Compilation) -> None:
+    from .lower.hoist import hoist_views
+
+    for fn in c.module.functions:
+        hoist_views(fn)
 
 
 def _tileaa(c: Compilation) -> None:
@@ -301,6 +308,7 @@ STAGE_NAMES = tuple(DUMPS)
 #: The passes up to TileAS's layouts, every target alike.
 FRONT: tuple[Pass, ...] = (
     Pass("verify-target", _verify_target),
+    Pass("hoist-views", _hoist_views),
     Pass("tileaa", _tileaa, stop="tileaa"),
     Pass("cta-size", _cta_size),
     Pass("tensor-core-forms", _tensor_core_forms),
