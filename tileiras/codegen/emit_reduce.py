@@ -266,10 +266,7 @@ def _fold_warps_spread(em: KernelEmitter, out: LinearLayout, partial: list[list[
 
 def _padded_slot(em: KernelEmitter, index: ir.Value, elem_bytes: int, base: int) -> ir.Value:
     """The address of slot ``index`` of a spread warp fold (``warp_fold_padding``)."""
-    b = em.b
-    pad = warp_fold_padding(elem_bytes)
-    skip = b.mul(b.lshr(index, ir.Constant(I32, pad.interval.bit_length() - 1)), ir.Constant(I32, pad.amount))
-    return em.smem_slot(b.add(index, skip), elem_bytes, base)
+    return em.smem_slot(smem_copy.pad(em.b, index, (warp_fold_padding(elem_bytes),)), elem_bytes, base)
 
 
 def _count(shape: Sequence[int]) -> int:

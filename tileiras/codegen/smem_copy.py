@@ -33,12 +33,10 @@ from ..layout.core import dim_name, log2
 from ..layout.linear import REG, LinearLayout
 from ..layout.shared import Padding, shared_identity
 from ..lower.chunks import ITER
+from ..lower.layout_rules import exchange_vector
 from ..record import record
 from .nvvm import I32, KernelEmitter, runtime_mask
 from .values import TileVal, byte_gep, from_smem, smem_type, to_smem
-
-#: the widest shared-memory access (``ld/st.shared.v4.b32``)
-ACCESS_BYTES = 16
 
 Coordinate = Union[int, ir.Value]
 
@@ -116,6 +114,7 @@ def accesses(em: KernelEmitter, layout: LinearLayout, at: SharedTile,
         yield reg, n, slot if not known else byte_gep(em.b, slot, ir.Constant(I32, known * at.elem_bytes))
 
 
+@lru_cache(maxsize=512)
 def element_offsets(layout: LinearLayout, at: SharedTile) -> LinearLayout:
     """(reg, lane, warp...) -> element offset of ``layout``'s registers in ``at`` (before
     padding)."""
@@ -123,9 +122,10 @@ def element_offsets(layout: LinearLayout, at: SharedTile) -> LinearLayout:
 
 
 def copy_vector(layout: LinearLayout, at: SharedTile, origin: Optional["_Origin"] = None) -> int:
-    """Consecutive registers of ``layout`` that one access moves: consecutive offsets
-    (``largest_vectorization``) that start aligned to the access, no padding inside."""
-    n = element_offsets(layout, at).largest_vectorization(0, max(1, ACCESS_BYTES // at.elem_bytes))
+    """Consecutive registers of ``layout`` that one access moves: as many as an exchange
+    through ``at``'s layout moves (``layout_rules.exchange_vector``), starting aligned to
+    the access, no padding inside."""
+    n = exchange_vector(layout, at.layout, at.elem_bytes)
     while n > 1 and (at.base % (n * at.elem_bytes) or (origin is not None and origin.bits & (n - 1))
                      or any(p.interval % n or p.amount % n for p in at.paddings)):
         n //= 2
@@ -232,14 +232,14 @@ def _offset(em: KernelEmitter, offsets: LinearLayout, reg: int, thread: Optional
     (``Padding.apply`` is additive on disjoint bits)."""
     b = em.b
     if thread is None:          # inside a chunk loop: the iteration's bits too
-        return _pad(b, _started(b, em.coords(offsets, reg)[0], origin), paddings), 0
+        return pad(b, _started(b, em.coords(offsets, reg)[0], origin), paddings), 0
     (const,) = offsets.apply(reg=reg)
     mask = runtime_mask(offsets, 0)
     value = thread if not const & mask else b.xor(thread, ir.Constant(I32, const & mask))
     value = _started(b, value, origin)
     if origin is not None and paddings:
-        return _pad(b, b.add(value, ir.Constant(I32, const & ~mask)), paddings), 0
-    return _pad(b, value, paddings), padded(const & ~mask, paddings)
+        return pad(b, b.add(value, ir.Constant(I32, const & ~mask)), paddings), 0
+    return pad(b, value, paddings), padded(const & ~mask, paddings)
 
 
 def _started(b: ir.IRBuilder, value: ir.Value, origin: Optional[_Origin]) -> ir.Value:
@@ -253,7 +253,8 @@ def padded(offset: int, paddings: tuple[Padding, ...]) -> int:
     return offset + sum(offset // p.interval * p.amount for p in paddings)
 
 
-def _pad(b: ir.IRBuilder, offset: ir.Value, paddings: tuple[Padding, ...]) -> ir.Value:
+def pad(b: ir.IRBuilder, offset: ir.Value, paddings: tuple[Padding, ...]) -> ir.Value:
+    """``offset`` (i32) with ``paddings`` applied, as ``padded`` does on known offsets."""
     out = offset
     for p in paddings:
         skip = b.lshr(offset, ir.Constant(I32, log2(p.interval)))
