@@ -257,7 +257,8 @@ def swizzled_image(x: np.ndarray, sbo: int, width: int, size: int) -> np.ndarray
 
 def copy_to_shared(param: str, rounds: int) -> str:
     """PTX: 128 threads copy ``rounds`` x 512 bytes from the global array ``param`` to the
-    start of ``smem`` (thread t moves bytes 4t..4t+3 of each 512), then a barrier.  Uses
+    start of ``smem`` (thread t moves bytes 4t..4t+3 of each 512), then a proxy fence (the
+    async proxy ``wgmma`` and ``tcgen05.mma`` read through sees the stores) and a barrier.  Uses
     %r190-%r197, %rd14, %rd15, %p0; the thread id must be in %r1."""
     return f"""ld.param.b64 %rd14, [{param}];
 mov.u32 %r190, 0;
@@ -274,6 +275,7 @@ st.shared.b32 [%r196], %r194;
 add.s32 %r190, %r190, 1;
 setp.lt.u32 %p0, %r190, {rounds};
 @%p0 bra COPY;
+fence.proxy.async.shared::cta;
 bar.sync 0;"""
 
 

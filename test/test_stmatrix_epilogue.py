@@ -140,13 +140,16 @@ def test_stmatrix_form_of_accumulators():
 def test_race_detector_wants_the_proxy_fence_before_the_bulk_store():
     """The bulk store reads the staging through the async proxy: without the
     ``fence.proxy.async`` after the stmatrix writes the emulator traps (kind ``race``),
-    naming the stmatrix; with it the launch is clean."""
+    naming the stmatrix; with it the launch is clean.  (The operands' fence before the
+    ``wgmma`` stays: without it the ``wgmma`` read traps first.)"""
     module, c = compiled(64, 64, 32, "f16")
     fn = module.functions[0]
     args = diffcheck.synthesize_args(fn, np.random.default_rng(1), 64)
     host = diffcheck.host_object_for(module, "sm_90")
     assert launch(c.ptx, "k", (1, 1, 1), args, host_object=host).trap is None
-    unfenced = c.ptx.replace("fence.proxy.async.shared::cta;", "")
+    before, fence, after = c.ptx.rpartition("fence.proxy.async.shared::cta;")     # the epilogue's
+    assert fence and "stmatrix" in before.rpartition("fence.proxy.async")[2]
+    unfenced = before + after
     trap = launch(unfenced, "k", (1, 1, 1), args, host_object=host).trap
     assert trap is not None and trap.kind == "race"
     assert "stmatrix" in trap.message and "no fence.proxy.async" in trap.message

@@ -48,5 +48,10 @@ ALIGNED = dict(shape_divisible_by=16, stride_divisible_by=[16, 1], base_addr_div
 GROUPED_MATMUL = KernelCase("grouped_matmul", grouped_matmul,
                             [[array_list(ct.float16, 2, **ALIGNED), array_list(ct.float16, 2, **ALIGNED),
                               array_list(ct.float16, 2, **ALIGNED), 32, 32, 16]])
+#: tiles a warpgroup multiplies on sm_90 (``wgmma``): the K loop's views are made at run time
+#: from the table, so no tensor map exists and the ring is filled by ``cp.async``
+GROUPED_MATMUL_WIDE = KernelCase("grouped_matmul_wide", grouped_matmul,
+                                 [[array_list(ct.float16, 2, **ALIGNED), array_list(ct.float16, 2, **ALIGNED),
+                                   array_list(ct.float16, 2, **ALIGNED), 64, 64, 32]])
 GROUPED_AXPY = KernelCase("grouped_axpy", grouped_axpy,
                           [[array_list(ct.float32), array_list(ct.float32), scalar(ct.float32), 64]])

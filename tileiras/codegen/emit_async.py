@@ -14,7 +14,12 @@ stages; the loop is expanded as
 * drain (``drain``, after the loop): ``cp.async.wait_group 0`` and a barrier, so that no
   copy lands in shared memory that later code reuses.
 
-On sm_90 a ``wgmma`` K loop's plan is a ``tma_ring.RingPlan``, expanded by ``emit_ring``.
+On sm_90 a ``wgmma`` K loop's plan is a ``tma_ring.RingPlan``, expanded by ``emit_ring``;
+where TMA cannot copy its tiles, a ``PipelinePlan`` with a ``staging``: the same ring, its
+copies landing in the swizzled layouts ``wgmma``'s descriptors read, each thread's copies
+fenced for the async proxy (``fence.proxy.async``) before the barrier, and ``wgmma`` (one
+commit group, ``wait_group 0``, so every warpgroup is done with stage i % S before the
+next iteration's barrier lets its copies in) instead of ``ldmatrix`` and ``mma.sync``.
 
 On sm_80, copies of an iteration past the loop's end (trip counts below S, the last S-1
 iterations) and the parts of a tile outside the tensor are issued with src-size 0: they
@@ -87,7 +92,8 @@ def issue_stage(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, stage: ir.V
     stage_base = b.mul(stage, ir.Constant(I32, plan.stage_bytes))
     for k, (ld, pitch, nbytes, layout) in enumerate(zip(plan.loads, (plan.a_pitch, plan.b_pitch), plan.copy_bytes,
                                                         plan.copy_layouts)):
-        to_offset = layout.invert_and_compose(plan.swizzles[k].layout()) if plan.swizzles else None
+        landed = plan.landed(k)
+        to_offset = layout.invert_and_compose(landed) if landed is not None else None
 
         def offset_of(r: int, layout=layout, pitch=pitch, to_offset=to_offset) -> ir.Value:
             if to_offset is not None:       # the swizzled layout's offset of the chunk
@@ -95,7 +101,7 @@ def issue_stage(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, stage: ir.V
             row, col = em.coords(layout, r)
             return b.add(b.mul(row, ir.Constant(I32, pitch)), col)
 
-        base = b.add(stage_base, ir.Constant(I32, plan.a_bytes if k else 0))
+        base = b.add(stage_base, ir.Constant(I32, plan.operand_bytes(k)))
         copy_tile(em, plan.loop, ld, iv, layout, offset_of, nbytes, base, runs)
     commit(b)
 
@@ -162,6 +168,8 @@ def steady_state(em: KernelEmitter, plan: PipelinePlan) -> ir.Value:
     lb, ub, step = loop_bounds(em, plan)
     iv = em.values[plan.loop.regions[0].blocks[0].args[0]].scalar
     wait_group(b, plan.stages - 2)
+    if plan.staging is not None:    # the copies (generic proxy) before wgmma reads (async proxy)
+        X.fence_proxy_async(b)
     X.barrier(b)
     i = b.udiv(b.sub(iv, lb), step)
     if i.type != I32:
@@ -175,7 +183,7 @@ def steady_state(em: KernelEmitter, plan: PipelinePlan) -> ir.Value:
 def pipelined_mma(em: KernelEmitter, op: Operation, plan) -> None:
     """The multiply of a pipelined loop: the steady state's waits and copies, then
     ``mma.sync`` with fragments read from the current stage (``emit_mma.mma_steps``)."""
-    from .emit_mma import TensorCoreOperands, mma_steps  # noqa: PLC0415  (emit_mma dispatches here)
+    from .emit_mma import TensorCoreOperands, mma_steps, warpgroup_multiply  # noqa: PLC0415  (emit_mma dispatches here)
 
     if isinstance(plan, RingPlan):
         from .emit_ring import ring_mma  # noqa: PLC0415  (emit_ring builds on this module)
@@ -191,6 +199,9 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan) -> None:
     form = em.tas.tensor_cores[op]
     acc = em.tile(op, 2)
     stage_bytes = steady_state(em, plan)
+    if plan.staging is not None:
+        warpgroup_multiply(em, op, form, plan.staging, None, acc, stage_bytes)
+        return
     first = em.b.udiv(stage_bytes, ir.Constant(I32, element_bytes(op.lhs.type)))
     operands = TensorCoreOperands(em, form, acc.layout, plan.a_pitch, plan.b_pitch, plan.a_bytes, first,
                                   plan.swizzles, plan.b_transposed)

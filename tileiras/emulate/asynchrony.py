@@ -206,7 +206,7 @@ class Asynchrony:
                 np.add.at(self.blocked, region, -1)
                 self.m.shared[region] = p.data[done]
                 if self.m.races is not None and p.clock is not None:
-                    self.m.races.async_write(region, p.owner[done], p.clock, p.pc)
+                    self.m.races.async_write(region, p.owner[done], p.clock, p.pc, generic=p.family == "cp.async")
             else:
                 np.add.at(self.reading, region, -1)
             if not done.all():

@@ -33,11 +33,13 @@ Asynchronous copies write as the thread that issued them, with its warp's clock 
 issue, when their data lands (``asynchrony``).
 
 Proxies: a bulk copy that reads shared memory (``cp.async.bulk.tensor`` to global, its
-``cp.reduce`` form) reads through the async proxy, which sees a generic-proxy write (``st``,
+``cp.reduce`` form), ``wgmma`` and ``tcgen05.mma`` reading operands through matrix
+descriptors read through the async proxy, which sees a generic-proxy write (``st``,
 ``stmatrix``...) only when the writing thread ran ``fence.proxy.async`` after it (PTX ISA,
 "Proxies": the generic and async proxies are ordered by a proxy fence only).  Each byte
 keeps whether its last generic write was so fenced; the copy's issue traps on a byte that
-was not (kind ``race``), and on one whose last write does not happen before the issue.  Accesses to another CTA's shared memory
+was not (kind ``race``), and on one whose last write does not happen before the issue.
+``cp.async`` copies write through the generic proxy.  Accesses to another CTA's shared memory
 (``shared::cluster``) are not checked.
 """
 from __future__ import annotations
@@ -183,8 +185,8 @@ class Races:
         self.unfenced[pending[np.isin(writer, np.asarray(idx))]] = False
 
     def async_read(self, region: np.ndarray, thread: int) -> None:
-        """Thread ``thread`` issues a bulk copy reading ``region`` (bytes of ``m.shared``)
-        through the async proxy: each byte's last write must happen before the issue and,
+        """Thread ``thread`` issues a bulk copy, ``wgmma`` or ``tcgen05.mma`` reading
+        ``region`` (bytes of ``m.shared``) through the async proxy: each byte's last write must happen before the issue and,
         if generic, have been proxy-fenced by its writer."""
         m = self.m
         region = region[region // m.smem_size == m.cta_of[thread]]
@@ -201,9 +203,12 @@ class Races:
                 f"{m.launch.describe_thread(m, other)} wrote it at PTX line {prev.line} ({render(prev)}) "
                 f"with no fence.proxy.async after the write")
 
-    def async_write(self, region: np.ndarray, owner: np.ndarray, clock: tuple, pc: int) -> None:
+    def async_write(self, region: np.ndarray, owner: np.ndarray, clock: tuple, pc: int,
+                    generic: bool = False) -> None:
         """Asynchronous copies land at ``region``, each byte as written by its ``owner``
-        with the clocks of ``clock`` (``snapshot`` when it was issued)."""
+        with the clocks of ``clock`` (``snapshot`` when it was issued); through the
+        generic proxy (``cp.async``: the async proxy sees them after their owner's
+        ``fence.proxy.async``) or the async one (bulk copies)."""
         threads, owns, vcs = clock
         m = self.m
         local = region // m.smem_size == m.cta_of[owner]
@@ -223,7 +228,7 @@ class Races:
         self.w_rec[region] = (owns[row] << TID_BITS | tid) + 1
         self.w_pc[region] = pc
         self.r_rec[region] = 0
-        self.unfenced[region] = False
+        self.unfenced[region] = generic
 
     def check(self, rec: np.ndarray, pcs: np.ndarray, nbytes, who, tid, verb: str, write: bool) -> None:
         r = rec[nbytes]

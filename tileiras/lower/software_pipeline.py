@@ -34,7 +34,12 @@ whose copies and ``ldmatrix`` phases meet no bank twice; 8- and 32-bit ones, who
 fragments are not read with ``ldmatrix``, keep the padded rows of the unpipelined multiply
 (``mma_forms.mma_staging_pitches``).
 
-On sm_90 a loop whose multiply runs as ``wgmma`` becomes a ``tma_ring.RingPlan`` instead.
+On sm_90 a loop whose multiply runs as ``wgmma`` becomes a ``tma_ring.RingPlan`` instead,
+or where TMA cannot copy its tiles (views made at run time, as a grouped GEMM's from its
+table of arrays: no tensor map exists when the kernel is launched) a ``PipelinePlan`` whose
+``staging`` is the TMA ring's (``mma_forms.tma_ring_staging``): the same ``cp.async`` ring,
+its copies landing the tiles in the swizzled layouts ``wgmma``'s descriptors read
+(``_wgmma_copy_ring``).  NVIDIA's tool builds tensor maps on the device for such loops.
 """
 from __future__ import annotations
 
@@ -42,6 +47,7 @@ from typing import Optional, Union
 
 from ..ir import types as T
 from ..ir.core import Operation, Value
+from ..layout.core import LANE, REG, WARP
 from ..layout.linear import LinearLayout, default_blocked
 from ..record import record
 from ..sched.ddg import trip_count, work_of
@@ -54,7 +60,7 @@ from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
-from .mma_forms import MmaSwizzle, mma_staging_pitches, mma_swizzle
+from .mma_forms import MmaSwizzle, WgmmaStaging, mma_staging_pitches, mma_swizzle, tma_ring_staging
 from .tiles import element_bytes
 
 #: the widest and narrowest ``cp.async`` (``.cg`` takes only 16 bytes, ``.ca`` 4, 8 or 16)
@@ -94,6 +100,23 @@ class PipelinePlan(KLoopPlan):
     swizzles: Optional[tuple[MmaSwizzle, MmaSwizzle]] = None
     #: B is loaded as N x K and permuted (an "NT" GEMM): its stage holds N rows of K
     b_transposed: bool = False
+    #: sm_90: the multiply runs as ``wgmma`` and the stage holds its operands as this staging
+    #: places them (swizzled, B from ``staging.b.base``; the pitches are the tiles' contiguous
+    #: extents), read through matrix descriptors, not ``ldmatrix``
+    staging: Optional[WgmmaStaging] = None
+
+    def landed(self, k: int) -> Optional[LinearLayout]:
+        """Element offset in a stage (from operand ``k``'s start) -> coordinates of the
+        tile as loaded, where the rows are not simply ``pitch`` apart (None)."""
+        if self.staging is not None:
+            return _landed(self.staging, self.b_transposed)[k]
+        return self.swizzles[k].layout() if self.swizzles else None
+
+    def operand_bytes(self, k: int) -> int:
+        """Byte offset of operand ``k`` in a stage."""
+        if self.staging is not None:
+            return (self.staging.a, self.staging.b)[k].base
+        return self.a_bytes if k else 0
 
 
 #: per loop: its plan (a ``PipelinePlan`` or ``tma_ring.RingPlan``), or why it is not pipelined
@@ -129,21 +152,20 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
             return plan_attention_ring(tas, loop, arch)
         from .tma_ring import plan_ring  # noqa: PLC0415  (tma_ring builds on this module)
 
-        return plan_ring(tas, loop, arch)
+        ring = plan_ring(tas, loop, arch)
+        if not isinstance(ring, str):
+            return ring
+        copied = _wgmma_copy_ring(tas, loop, arch)
+        return copied if not isinstance(copied, str) else f"{ring}; by cp.async: {copied}"
 
     if is_attention_loop(tas, loop):
         return plan_attention(tas, loop, arch)
-    if tas.tma:
-        return "the kernel's shared memory holds TMA buffers"
-    shape = k_loop(tas, loop)
+    shape = _copied_k_loop(tas, loop)
     if isinstance(shape, str):
         return shape
     mma, a, b, permute = shape
     if tas.tensor_cores[mma].warpgroup:
         return "the multiply does not run as mma.sync"
-    reason = loads_reason(tas, loop, mma, a, b, permute)
-    if reason:
-        return reason
     esize = element_bytes(mma.lhs.type)
     swizzles = _swizzles(mma, esize, permute is not None)
     if permute is not None and swizzles is None:
@@ -157,16 +179,83 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
     stage_bytes = a_bytes + b.results[0].type.shape[0] * b_pitch * esize
     layouts = tuple(default_blocked(ld.results[0].type.shape, tas.num_warps, nbytes // esize)
                     for ld, nbytes in zip((a, b), copies))
+    stages = _stages(tas, loop, arch, mma, copies, layouts, stage_bytes)
+    if isinstance(stages, str):
+        return stages
+    return PipelinePlan(loop, mma, (a, b), stages[0], a_pitch, b_pitch, a_bytes, stage_bytes, copies, layouts,
+                        stages[1], swizzles, permute is not None)
+
+
+def _copied_k_loop(tas, loop: CF.ForOp) -> Union[str, tuple[Operation, Operation, Operation, Optional[CO.PermuteOp]]]:
+    """``k_loop``'s parts of a loop whose loads ``cp.async`` may copy iterations early
+    (``loads_reason``), or why not."""
+    if tas.tma:
+        return "the kernel's shared memory holds TMA buffers"
+    shape = k_loop(tas, loop)
+    if isinstance(shape, str):
+        return shape
+    return loads_reason(tas, loop, *shape) or shape
+
+
+def _stages(tas, loop: CF.ForOp, arch: int, mma: Operation, copies: tuple[int, int],
+            layouts: tuple[LinearLayout, LinearLayout], stage_bytes: int) -> Union[str, tuple[int, str]]:
+    """(stage count, where it came from) of a ``cp.async`` ring of ``stage_bytes`` stages:
+    ``_wanted_stages``, at least 2, at most what shared memory holds and a known trip
+    count needs; or why no ring fits."""
     wanted, source = _wanted_stages(tas, loop, arch, mma, copies, layouts)
     fit = smem_limit(f"sm_{arch}") // stage_bytes
     if fit < 2:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory"
     stages = max(2, min(wanted, fit))
-    trips = trip_count(loop, tas.aa)
     if known_trips(loop, tas.aa):
-        stages = max(2, min(stages, trips))
-    return PipelinePlan(loop, mma, (a, b), stages, a_pitch, b_pitch, a_bytes, stage_bytes, copies, layouts, source,
-                        swizzles, permute is not None)
+        stages = max(2, min(stages, trip_count(loop, tas.aa)))
+    return stages, source
+
+
+def _wgmma_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
+    """The ``PipelinePlan`` of an sm_90 ``wgmma`` K loop that no TMA ring copies, or why
+    not: its loads become ``cp.async`` copies straight into the layouts the TMA ring would
+    have landed them in (``tma_ring_staging``), each copy one run of a thread's registers
+    that lands whole in one 16-byte chunk of the swizzle (``_lands_whole``)."""
+    shape = _copied_k_loop(tas, loop)
+    if isinstance(shape, str):
+        return shape
+    mma, a, b, permute = shape
+    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None)
+    if staging is None:
+        return "no swizzled layout holds both operands where wgmma's descriptors step through them"
+    esize = element_bytes(mma.lhs.type)
+    copies = tuple(_copy_bytes(tas, ld, WIDEST_COPY) for ld in (a, b))
+    if min(copies) < NARROWEST_COPY:
+        return "a thread's piece of a tile row is narrower than 4 bytes or not aligned (cp.async copies 4, 8 or 16)"
+    layouts = tuple(default_blocked(ld.results[0].type.shape, tas.num_warps, nbytes // esize)
+                    for ld, nbytes in zip((a, b), copies))
+    if not all(_lands_whole(layout.invert_and_compose(shared), nbytes // esize)
+               for layout, shared, nbytes in zip(layouts, _landed(staging, permute is not None), copies)):
+        return "a copy's elements do not land side by side in the swizzled stage"
+    stage_bytes = -(-staging.nbytes // staging.align) * staging.align
+    stages = _stages(tas, loop, arch, mma, copies, layouts, stage_bytes)
+    if isinstance(stages, str):
+        return stages
+    return PipelinePlan(loop, mma, (a, b), stages[0], a.results[0].type.shape[-1], b.results[0].type.shape[-1],
+                        staging.b.base, stage_bytes, copies, layouts, stages[1], None, permute is not None, staging)
+
+
+def _landed(staging: WgmmaStaging, b_transposed: bool) -> tuple[LinearLayout, LinearLayout]:
+    """Element offset -> coordinates of A's and B's tiles as loaded (B N x K if transposed)."""
+    return staging.a.tile, staging.b.layout if b_transposed else staging.b.tile
+
+
+def _lands_whole(to_offset: LinearLayout, chunk: int) -> bool:
+    """Does each run of ``chunk`` registers (a copy) land at ``chunk`` consecutive,
+    ``chunk``-aligned offsets: the run's register bits give the offset's low bits in order,
+    and no other bit of any input sets them?"""
+    low = chunk.bit_length() - 1
+    regs = to_offset.bases(REG)
+    if any(regs[j] != (1 << j,) for j in range(low)):
+        return False
+    others = [*regs[low:], *to_offset.bases(LANE), *to_offset.bases(WARP)]
+    return all(base[0] & (chunk - 1) == 0 for base in others)
 
 
 def k_loop(tas, loop: CF.ForOp) -> Union[str, tuple[Operation, Operation, Operation, Optional[CO.PermuteOp]]]:
@@ -325,6 +414,8 @@ def record_plans(tas, arch: int) -> None:
                 tas.pipelined[decision.mma.rhs.owner] = decision
         if isinstance(decision, PipelinePlan):
             tas.scratch[decision.mma] = max(tas.scratch.get(decision.mma, 0), decision.ring_bytes)
+            if decision.staging is not None:
+                tas.wgmma_staging[decision.mma] = decision.staging
         elif isinstance(decision, KLoopPlan) and not isinstance(decision, RingPlan):
             from .attention_pipeline import record_attention  # noqa: PLC0415
 

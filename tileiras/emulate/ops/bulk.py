@@ -179,9 +179,6 @@ def compile_tensor(ctx, ins, where: str):
             source = int(m.cta_of[tid]) * m.smem_size + shared_offsets(tmap, start)
             region = (source[:, None] + np.arange(tmap.element_bytes)).reshape(-1)
             read_in_flight(m, region, tid, STORE_FAMILY)
-            races = m.shared_races()
-            if races is not None:
-                races.async_read(region, tid)
             pending_group(m, tid).append((tmap, coords, int(m.cta_of[tid]), start, op))
     return run
 

@@ -517,13 +517,16 @@ def compile_mma_async(ctx, ins):
 
 def read_in_flight(m, region: np.ndarray, thread: int, family: str) -> None:
     """An asynchronous unit issued by ``thread`` reads shared bytes ``region`` (of
-    m.shared) until its ``family``'s wait: pending copies there are an error, the read
-    counts for the race detector, and writing the bytes before the wait is an error."""
+    m.shared) through the async proxy until its ``family``'s wait: pending copies there are
+    an error, the read counts for the race detector (a generic-proxy write not followed by
+    its writer's ``fence.proxy.async`` is a race), and writing the bytes before the wait is
+    an error."""
     region = np.unique(region)
     threads = np.full(region.size, thread, np.int64)
     m.asynchrony.check_read(region, 1, threads)
     races = m.shared_races()
     if races is not None:
+        races.async_read(region, thread)
         races.access(threads, region, 1, False)
     m.asynchrony.protect(region, thread, family, seq=m.asynchrony.group_of(family, np.array([thread]))[0])
 

@@ -1,0 +1,105 @@
+"""sm_90 ``wgmma`` K loops that TMA cannot feed: a ring of ``cp.async`` stages instead.
+
+A grouped GEMM makes its operands' views at run time from its table of arrays, so no tensor
+map exists at launch and no TMA ring can copy its tiles (NVIDIA's tool builds tensor maps
+on the device for it).  The loop is still pipelined: its tiles are copied by 16-byte
+``cp.async`` straight into the swizzled layouts ``wgmma``'s descriptors read
+(``software_pipeline._wgmma_copy_ring``), each thread fencing its copies for the async
+proxy before the barrier (``emit_async``).  The emulator checks each of the three orders
+this relies on: a planted fault in any of them is caught."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+
+pytest.importorskip("cuda.tile")
+
+from differential import export  # noqa: E402
+from kernels.lists import GROUPED_MATMUL_WIDE  # noqa: E402
+
+from tileiras import diffcheck  # noqa: E402
+from tileiras.codegen import emit_async  # noqa: E402
+from tileiras.codegen import intrinsics as X  # noqa: E402
+from tileiras.lower.software_pipeline import PipelinePlan  # noqa: E402
+from tileiras.pipeline import CompileOptions, run_stages  # noqa: E402
+from tileiras.reader import read_bytecode  # noqa: E402
+
+_module = []
+
+
+def module():
+    if not _module:
+        _module.append(read_bytecode(export(GROUPED_MATMUL_WIDE, "sm_90")))
+    return _module[0]
+
+
+def plan() -> PipelinePlan:
+    (tas,) = run_stages(module(), CompileOptions(gpu_name="sm_90"), "tileas").tas.values()
+    (decision,) = tas.pipelines.values()
+    assert isinstance(decision, PipelinePlan), decision
+    return decision
+
+
+def test_the_loop_is_a_copy_ring_in_wgmma_layouts():
+    p = plan()
+    assert p.staging is not None and p.staging.a is not None
+    assert p.copy_bytes == (16, 16)
+    assert p.stages >= 2 and p.stage_bytes % p.staging.align == 0
+    # A (64 x 32 f16: 64-byte rows) and B (32 x 64, N contiguous: 128-byte rows), swizzled
+    assert (p.staging.a.swizzle.width, p.staging.b.swizzle.width) == (64, 128)
+    assert not p.staging.b.k_major
+
+
+def test_ptx_copies_fences_and_multiplies():
+    ptx = diffcheck.compile_ptx(module(), "sm_90")
+    counts = Counter(re.findall(r"cp\.async\.cg|cp\.async\.wait_group \d+|fence\.proxy\.async|wgmma\.mma_async|"
+                                r"mma\.sync|ld\.global\.v\d\.b\d+|ld\.global\.b\d+", ptx))
+    stages = plan().stages
+    assert counts["wgmma.mma_async"] == 2 and counts["mma.sync"] == 0
+    # 2 copies of A and 2 of B a thread per stage: the prologue's S-1 stages and the loop's one
+    assert counts["cp.async.cg"] == 4 * stages
+    assert counts[f"cp.async.wait_group {stages - 2}"] == 1 and counts["fence.proxy.async"] == 1
+    # the only global loads left read the groups' table rows (the operands arrive by cp.async)
+    assert set(k for k in counts if k.startswith("ld.global")) == {"ld.global.b64"}
+
+
+@pytest.mark.parametrize("extent", [40, 200])
+def test_agrees_on_every_group(extent):
+    """Three groups of different K (tails; trip counts below and above the stage count)."""
+    reports = diffcheck.check_module(module(), "sm_90", grid=(2, 2, 3), extent=extent)
+    assert reports and all(r.problem is None for r in reports), [r.problem for r in reports]
+
+
+def _late_wait(monkeypatch):
+    real = emit_async.wait_group
+    monkeypatch.setattr(emit_async, "wait_group", lambda b, pending: real(b, pending + 1 if pending else 0))
+
+
+def _no_fence(monkeypatch):
+    monkeypatch.setattr(X, "fence_proxy_async", lambda b: None)
+
+
+def _no_barrier(monkeypatch):
+    real = emit_async.steady_state
+
+    def steady_state(em, p):
+        barrier = X.barrier
+        X.barrier = lambda b: None
+        try:
+            return real(em, p)
+        finally:
+            X.barrier = barrier
+    monkeypatch.setattr(emit_async, "steady_state", steady_state)
+
+
+@pytest.mark.parametrize("plant, caught", [
+    (_late_wait, "before cp.async.wait_group"),          # wgmma reads a stage still landing
+    (_no_fence, "through the async proxy"),              # cp.async writes unseen by wgmma
+    (_no_barrier, "no barrier or mbarrier ordering"),    # another thread's copies unordered
+])
+def test_a_missing_order_is_caught(monkeypatch, plant, caught):
+    plant(monkeypatch)
+    (report,) = diffcheck.check_module(module(), "sm_90", grid=(2, 2, 3), extent=200)
+    assert report.problem is not None and caught in report.problem, report.problem
