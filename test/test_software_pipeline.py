@@ -206,11 +206,49 @@ def test_other_ampere_and_ada_chips_pipeline_too(arch):
     assert agrees(text, 100, arch) == [None]
 
 
-def test_where_tma_copies_the_tiles_the_loop_is_not_pipelined():
-    """sm_90 and later load these tiles with TMA (lower/tma.py), whose buffers share the
-    shared memory: the loop keeps that code and says why."""
-    decision = plan_of(gemm_loop(64, 64, 32), 120)
-    assert isinstance(decision, str) and "TMA" in decision
+@pytest.mark.parametrize("arch, case", [
+    ("sm_120", {"m": 64, "n": 64, "k": 32}),
+    ("sm_100", {"m": 64, "n": 64, "k": 32, "nt": True}),
+    ("sm_90", {"m": 16, "n": 16, "k": 16}),            # too small for wgmma: mma.sync
+])
+def test_where_tma_would_load_the_tiles_the_ring_copies_them(arch, case):
+    """sm_90 and later give these tiles TMA (lower/tma.py): one synchronous box and wait a
+    trip.  The ring takes the loads back and copies them S-1 iterations ahead; the
+    kernel's other TMA transfers (the C tile's bulk store) are placed after the ring."""
+    text = gemm_loop(**case)
+    decision = plan_of(text, int(arch[3:]))
+    assert isinstance(decision, PipelinePlan) and decision.staging is None
+    ptx = ptx_of(text, arch)
+    assert count(ptx, r"cp\.async\.cg\.shared\.global") > 0 and "mbarrier" not in ptx
+    assert count(ptx, r"cp\.async\.bulk\.tensor\.\dd\.shared::cta\.global") == 0      # no TMA load left
+    assert count(ptx, r"cp\.async\.bulk\.tensor\.\dd\.global\.shared::cta") > 0       # the store's
+    for extent in (48, 208):
+        assert agrees(text, extent, arch) == [None], extent
+
+
+@pytest.mark.parametrize("arch, case, swizzled", [
+    ("sm_80", {"m": 64, "n": 64, "k": 32}, True),
+    ("sm_120", {"m": 64, "n": 64, "k": 64, "ab": "f8E4M3FN"}, False),
+    ("sm_100", {"m": 32, "n": 64, "k": 64, "ab": "f8E5M2"}, False),
+    ("sm_120", {"m": 64, "n": 32, "k": 64, "ab": "i8", "acc": "i32"}, False),
+])
+def test_a_column_major_b_is_copied_along_k_into_n_rows_of_k(arch, case, swizzled):
+    """B read through its dims swapped (``dim_map [1, 0]``: cuTile's K-major B, as fp8 GEMMs
+    keep theirs): copied in runs along K into N rows of K, as a transposed B is staged;
+    16-bit rows are swizzled and read with ``ldmatrix``, 8-bit ones padded and read a
+    32-bit word (four K) a register."""
+    text = gemm_loop(**case, bcol=True)
+    plan = plan_of(text, int(arch[3:]))
+    assert isinstance(plan, PipelinePlan), plan
+    assert plan.b_columns and plan.b_k_rows and not plan.b_transposed
+    assert (plan.swizzles is not None) == swizzled and plan.b_pitch >= case["k"]
+    assert plan.copy_layouts[1].apply(reg=1) == (1, 0)        # a copy's elements run along K
+    ptx = ptx_of(text, arch)
+    assert count(ptx, r"cp\.async\.cg\.shared\.global") > 0
+    if not swizzled:
+        assert count(ptx, r"ld\.shared\.(b|u)32") > 0 and "ld.shared.u8" not in ptx
+    for extent in (48, 200):
+        assert agrees(text, extent, arch) == [None], extent
 
 
 def test_a_missing_wait_is_caught():

@@ -53,8 +53,9 @@ def first(tas, cls):
 
 @pytest.fixture
 def ring(tileir_store: TileIRStore):
-    """The aligned gemm on sm_90: a TMA ring feeding wgmma (f16), TMA loads (bf16)."""
-    return compiled(tileir_store, "gemm.aligned")[1]
+    """On sm_90: the aligned gemm's TMA ring feeding wgmma (f16), and the aligned
+    gemm_epilogue's TMA loads (its bf16 K loop is a cp.async ring: no TMA loads)."""
+    return compiled(tileir_store, "gemm.aligned")[1][0], compiled(tileir_store, "gemm_epilogue.aligned")[1][0]
 
 
 def test_real_kernels_pass(tileir_store: TileIRStore):
@@ -132,10 +133,10 @@ def test_buffers_fit_the_allocation_and_its_alignment(ring):
 def test_live_buffers_do_not_overlap(ring, tileir_store: TileIRStore):
     """TMA buffers live through the kernel: two cannot share bytes, nor one the ring's;
     scratch buffers live while their op runs, so layernorm's conversions all use offset 0."""
-    f16, bf16 = ring
-    (a, pa), (b, pb) = [(op, p) for op, p in bf16.tma.items() if isinstance(op, MEM.LoadViewTkoOp)][:2]
-    bf16.tma[b] = _with(pb, buffer=pa.buffer)
-    fails(bf16, 90, rf"buffer @t{index(bf16, b)} \[\d+, \d+\) overlaps @t{index(bf16, a)} .* while both are live")
+    f16, loads = ring
+    (a, pa), (b, pb) = [(op, p) for op, p in loads.tma.items() if isinstance(op, MEM.LoadViewTkoOp)][:2]
+    loads.tma[b] = _with(pb, buffer=pa.buffer)
+    fails(loads, 90, rf"buffer @t{index(loads, b)} \[\d+, \d+\) overlaps @t{index(loads, a)} .* while both are live")
     store, plan = next(iter(f16.tma.items()))
     f16.tma[store] = _with(plan, buffer=0)
     fails(f16, 90, rf"buffer @t{index(f16, store)} \[0, 8192\) overlaps @s\d+ \[0, \d+\) while both are live")
@@ -197,8 +198,8 @@ def test_mma_forms_exist_on_the_arch(ring):
     fails(tas, 90, at + r"a wgmma without a shared-memory staging")
 
 
-def test_mma_forms_fit_the_shape(ring):
-    tas = ring[1]                     # bf16 32x32: mma.sync
+def test_mma_forms_fit_the_shape(tileir_store: TileIRStore):
+    tas = compiled(tileir_store, "gemm.aligned")[1][1]          # bf16 32x32: mma.sync
     mma, form = next(iter(tas.tensor_cores.items()))
     tas.tensor_cores[mma] = _with(form, warpgroup=True)
     fails(tas, 90, r"wgmma needs 64-row blocks over whole warpgroups \(M=32, 4 warps\)")

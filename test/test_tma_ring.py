@@ -101,6 +101,19 @@ def test_a_transposed_b_is_landed_k_major():
     assert plan.b_transposed and plan.staging.b.k_major and plan.box[1] == (64, 64)
 
 
+@pytest.mark.parametrize("ab, k", [("f16", 64), ("f8E4M3FN", 128)])
+def test_a_column_major_b_view_is_landed_k_major(ab, k):
+    """B read through its dims swapped (``dim_map [1, 0]`` over an N x K tensor, as cuTile
+    exports an fp8 GEMM's K-major B): its boxes are N x K as it lies, landed K-major,
+    their coordinates the view's indices swapped."""
+    text = gemm_loop(64, 64, k, ab=ab, bcol=True)
+    plan = plan_of(text)
+    assert isinstance(plan, RingPlan), plan
+    assert plan.b_columns and not plan.b_transposed and plan.staging.b.k_major
+    inner = 128 // (2 if ab == "f16" else 1)
+    assert plan.box[1] == (64, inner) and plan.specs[1].box == (inner, 64)
+
+
 def test_the_stage_count_comes_from_the_hint_the_trip_count_and_shared_memory():
     assert (plan_of(gemm_loop(64, 64, 64, hints="sm_90 = {num_stages = 5}")).stages, ) == (5, )
     assert plan_of(gemm_loop(64, 64, 64, trips=1, hints="sm_90 = {num_stages = 4}")).stages == 2
@@ -249,6 +262,8 @@ def test_a_converted_accumulator_keeps_no_group_in_flight():
     ({"m": 64, "n": 64, "k": 64, "acc": "f16"}, (100,)),
     ({"m": 64, "n": 64, "k": 64, "join": True}, (130,)),
     ({"m": 64, "n": 64, "k": 128, "ab": "f8E4M3FN", "nt": True}, (300,)),   # fp8, both K-major
+    ({"m": 64, "n": 64, "k": 64, "bcol": True}, (150, 250)),            # B's view transposed: K-major
+    ({"m": 64, "n": 128, "k": 128, "ab": "f8E4M3FN", "bcol": True}, (300,)),
 ], ids=lambda v: str(v))
 def test_ring_gemm_matches_interpreter(case, extents):
     """Interpreter vs emulated PTX, asynchrony model and race detector on."""

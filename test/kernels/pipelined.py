@@ -6,12 +6,16 @@ the loop-carried accumulator; the trip count is a constant or the views' K tile 
 from __future__ import annotations
 
 
-def view_2d(name: str, elem: str, tile: tuple[int, int], align: int) -> tuple[list[str], str, str]:
+def view_2d(name: str, elem: str, tile: tuple[int, int], align: int, transposed: bool = False
+            ) -> tuple[list[str], str, str]:
     """(the lines making ``%{name}_p``, a zero-padded partition view of a row-major 2-D
     tensor of ``elem`` in ``tile`` tiles; its type; the kernel arguments it takes), the
-    pointer, shapes and stride assumed multiples of ``align`` (0: nothing assumed)."""
+    pointer, shapes and stride assumed multiples of ``align`` (0: nothing assumed).
+    ``transposed``: the view's dims are the tensor's swapped (``dim_map=[1, 0]``), so its
+    ``tile`` (the loaded tile's shape) lies column by column in memory."""
     tv = f"tensor_view<?x?x{elem}, strides=[?,1]>"
-    pv = f"partition_view<tile=({tile[0]}x{tile[1]}), padding_value = zero, {tv}>"
+    swap = ", dim_map=[1, 0]" if transposed else ""
+    pv = f"partition_view<tile=({tile[0]}x{tile[1]}), padding_value = zero, {tv}{swap}>"
     raw = [f"%{name}", f"%{name}_d0", f"%{name}_d1", f"%{name}_s0"]
     lines = []
     if align:
@@ -26,16 +30,18 @@ def view_2d(name: str, elem: str, tile: tuple[int, int], align: int) -> tuple[li
 
 
 def gemm_loop(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", trips: int | None = None,
-              align: int = 16, hints: str = "", join: bool = False, nt: bool = False) -> str:
+              align: int = 16, hints: str = "", join: bool = False, nt: bool = False, bcol: bool = False) -> str:
     """``trips``: a constant trip count, or None for the dynamic one (A's K tiles, so K
     tails are zero-filled).  ``align``: the pointers, shapes and strides are assumed
     multiples of it (16: what cuTile states for ordinary tensors; 0: nothing assumed).  ``hints``: the entry's
     ``optimization_hints`` body (e.g. ``sm_80 = {num_stages = 3}``).  ``join``: the loop
     also carries a token joined with the loads' tokens (as cuTile's split-K GEMM does).
-    ``nt``: B is stored N x K and each tile is transposed (``permute [1, 0]``) in the loop."""
+    ``nt``: B is stored N x K and each tile is transposed (``permute [1, 0]``) in the loop.
+    ``bcol``: B is stored N x K and read through a view with its dims swapped (``dim_map``),
+    as cuTile exports a transposed operand (fp8 GEMMs' K-major B): K x N tiles, K contiguous."""
     stored = "f32" if ab == "tf32" else ab       # tf32 operands are f32 tiles converted in the loop
     a_lines, a_pv, a_args = view_2d("a", stored, (m, k), align)
-    b_lines, b_pv, b_args = view_2d("b", stored, (n, k) if nt else (k, n), align)
+    b_lines, b_pv, b_args = view_2d("b", stored, (n, k) if nt else (k, n), align, transposed=bcol)
     c_lines, c_pv, c_args = view_2d("c", acc, (m, n), align)
     tc = f"tile<{m}x{n}x{acc}>"
     ta, tb = f"tile<{m}x{k}x{ab}>", f"tile<{k}x{n}x{ab}>"

@@ -95,10 +95,13 @@ def issue_stage(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, stage: ir.V
         landed = plan.landed(k)
         to_offset = layout.invert_and_compose(landed) if landed is not None else None
 
-        def offset_of(r: int, layout=layout, pitch=pitch, to_offset=to_offset) -> ir.Value:
+        def offset_of(r: int, layout=layout, pitch=pitch, to_offset=to_offset, swap=k and plan.b_columns
+                      ) -> ir.Value:
             if to_offset is not None:       # the swizzled layout's offset of the chunk
                 return em.coords(to_offset, r)[0]
             row, col = em.coords(layout, r)
+            if swap:                        # B's columns are the stage's rows
+                row, col = col, row
             return b.add(b.mul(row, ir.Constant(I32, pitch)), col)
 
         base = b.add(stage_base, ir.Constant(I32, plan.operand_bytes(k)))
@@ -204,5 +207,5 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan) -> None:
         return
     first = em.b.udiv(stage_bytes, ir.Constant(I32, element_bytes(op.lhs.type)))
     operands = TensorCoreOperands(em, form, acc.layout, plan.a_pitch, plan.b_pitch, plan.a_bytes, first,
-                                  plan.swizzles, plan.b_transposed)
+                                  plan.swizzles, plan.b_k_rows)
     em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))

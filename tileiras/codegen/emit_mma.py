@@ -519,7 +519,8 @@ class TensorCoreOperands:
     With ``swizzles`` (a pipelined loop's 16-bit operands, ``mma_forms.MmaSwizzle``) the
     rows are K and N elements apart and each lane's column is XORed with its row's phase;
     with ``b_transposed`` B is staged as N rows of K (``n`` is then K) and read with
-    ``ldmatrix`` without ``.trans``; B's column blocks are read two at a time where their
+    ``ldmatrix`` without ``.trans`` (8-bit: padded rows, one 32-bit word of four K a
+    register); B's column blocks are read two at a time where their
     spacing allows (``ldmatrix.x4``, lanes 16-31 at the second block: ``b_fragment`` of an
     odd block returns what its even neighbour's read); ``first`` (elements) is the
     current stage, or ``b_first`` B's alone."""
@@ -550,6 +551,8 @@ class TensorCoreOperands:
             b_row = b.and_(lane, ir.Constant(I32, 15)) if form.bits == 16 else b.shl(t, ir.Constant(I32, 2))
             b_col = block_col if form.bits == 16 else b.add(block_col, g)
             self.b_base = b.add(b.mul(b_row, ir.Constant(I32, n)), b_col)
+        if b_transposed and swizzles is None:   # 8-bit B as N rows of K: a word of 4 K at (g, 4t)
+            self.b_base = b.add(b.mul(b.add(block_col, g), ir.Constant(I32, n)), b.shl(t, ir.Constant(I32, 2)))
         if swizzles is not None:    # 16-bit: A's rows from a_base, B's K rows from b_base
             a_sw, b_sw = swizzles
             self.a_base = b.mul(a_row, ir.Constant(I32, k))
@@ -614,6 +617,9 @@ class TensorCoreOperands:
 
     def b_fragment(self, k0: ir.Value, j: int) -> list[ir.Value]:
         b, n, c = self.em.b, self.n, self.col_offsets[j]
+        if self.b_transposed and self.swizzles is None:     # 8-bit, N rows of K: K 4t.. and 16 + 4t..
+            return [b.load(self._slot(b.add(self.b_base, k0), c * n + 16 * q, self.b_offset, 1), typ=I32)
+                    for q in range(2)]
         if self.swizzles is not None and self.pairs and j % 2:
             return self._next_block         # read with block j - 1's ldmatrix.x4
         count = 4 if self.swizzles is not None and self.pairs else 2

@@ -25,6 +25,10 @@ and codegen only reads it.  A loop is pipelined when
   (``TileAS.vectors``) and the staging rows' pitch keeps the copies aligned;
 * two stages fit in the architecture's shared memory.
 
+Loads that ``lower.tma`` gave TMA (sm_90 and later: one box and its mbarrier wait a trip,
+nothing in flight) are the ring's too: ``record_plans`` places the kernel's other TMA
+buffers again after the ring.
+
 The stage count is the bytecode's ``num_stages`` hint when present, else the modulo
 schedule's (``sched.pipeline``: the graph of the pipelined loop's copies, wait and
 multiply with the architecture's latency model), at least 2, at most what the shared
@@ -104,13 +108,24 @@ class PipelinePlan(KLoopPlan):
     #: places them (swizzled, B from ``staging.b.base``; the pitches are the tiles' contiguous
     #: extents), read through matrix descriptors, not ``ldmatrix``
     staging: Optional[WgmmaStaging] = None
+    #: B's tile lies column by column in memory (``columns_contiguous``): its stage holds N
+    #: rows of K as with ``b_transposed``, copied along K
+    b_columns: bool = False
+
+    @property
+    def b_k_rows(self) -> bool:
+        """Is B's stage N rows of K (transposed, or column-major in memory)?"""
+        return self.b_transposed or self.b_columns
 
     def landed(self, k: int) -> Optional[LinearLayout]:
         """Element offset in a stage (from operand ``k``'s start) -> coordinates of the
         tile as loaded, where the rows are not simply ``pitch`` apart (None)."""
         if self.staging is not None:
             return _landed(self.staging, self.b_transposed)[k]
-        return self.swizzles[k].layout() if self.swizzles else None
+        if not self.swizzles:
+            return None
+        layout = self.swizzles[k].layout()
+        return layout.permute((1, 0)) if k and self.b_columns else layout
 
     def operand_bytes(self, k: int) -> int:
         """Byte offset of operand ``k`` in a stage."""
@@ -167,34 +182,52 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
     if tas.tensor_cores[mma].warpgroup:
         return "the multiply does not run as mma.sync"
     esize = element_bytes(mma.lhs.type)
-    swizzles = _swizzles(mma, esize, permute is not None)
+    columns = permute is None and columns_contiguous(b)
+    swizzles = _swizzles(mma, esize, permute is not None or columns)
     if permute is not None and swizzles is None:
         return "a transposed B is read with ldmatrix only for 16-bit elements"
-    a_pitch, b_pitch = ((mma.lhs.type.shape[-1], b.results[0].type.shape[-1]) if swizzles else
-                        mma_staging_pitches(mma))
+    if columns and swizzles is None and esize != 1:
+        return "a column-major B is read from N rows of K only for 8- and 16-bit elements"
+    a_pitch, b_pitch = ((mma.lhs.type.shape[-1], _row(b)) if swizzles else mma_staging_pitches(mma))
+    if columns and swizzles is None:        # 8-bit: N rows of K, padded as A's K rows are
+        b_pitch = a_pitch
     copies = tuple(_copy_bytes(tas, ld, pitch * esize) for ld, pitch in ((a, a_pitch), (b, b_pitch)))
     if min(copies) < NARROWEST_COPY:
         return "a thread's piece of a tile row is narrower than 4 bytes or not aligned (cp.async copies 4, 8 or 16)"
     a_bytes = mma.lhs.type.shape[0] * a_pitch * esize
-    stage_bytes = a_bytes + b.results[0].type.shape[0] * b_pitch * esize
-    layouts = tuple(default_blocked(ld.results[0].type.shape, tas.num_warps, nbytes // esize)
-                    for ld, nbytes in zip((a, b), copies))
+    stage_bytes = a_bytes + b.results[0].type.num_elements // _row(b) * b_pitch * esize
+    layouts = tuple(copy_layout(ld, tas.num_warps, nbytes // esize) for ld, nbytes in zip((a, b), copies))
     stages = _stages(tas, loop, arch, mma, copies, layouts, stage_bytes)
     if isinstance(stages, str):
         return stages
     return PipelinePlan(loop, mma, (a, b), stages[0], a_pitch, b_pitch, a_bytes, stage_bytes, copies, layouts,
-                        stages[1], swizzles, permute is not None)
+                        stages[1], swizzles, permute is not None, b_columns=columns)
+
+
+def _row(ld: Operation) -> int:
+    """Elements of a row of the load's tile as it lies in memory (a column if
+    ``columns_contiguous``)."""
+    shape = ld.results[0].type.shape
+    return shape[0] if columns_contiguous(ld) else shape[-1]
+
+
+def copy_layout(ld: Operation, num_warps: int, vector: int) -> LinearLayout:
+    """Each thread's ``cp.async`` copies of the load's tile: runs of ``vector`` elements
+    along the dim contiguous in memory (the columns of a ``columns_contiguous`` one)."""
+    shape = ld.results[0].type.shape
+    if columns_contiguous(ld):
+        return default_blocked(shape[::-1], num_warps, vector).permute((1, 0))
+    return default_blocked(shape, num_warps, vector)
 
 
 def _copied_k_loop(tas, loop: CF.ForOp) -> Union[str, tuple[Operation, Operation, Operation, Optional[CO.PermuteOp]]]:
     """``k_loop``'s parts of a loop whose loads ``cp.async`` may copy iterations early
-    (``loads_reason``), or why not."""
-    if tas.tma:
-        return "the kernel's shared memory holds TMA buffers"
+    (``loads_reason``; loads ``lower.tma`` gave TMA too: ``record_plans`` takes them
+    back), or why not."""
     shape = k_loop(tas, loop)
     if isinstance(shape, str):
         return shape
-    return loads_reason(tas, loop, *shape) or shape
+    return loads_reason(tas, loop, *shape, tma_ok=True, b_columns_ok=True) or shape
 
 
 def _stages(tas, loop: CF.ForOp, arch: int, mma: Operation, copies: tuple[int, int],
@@ -221,15 +254,15 @@ def _wgmma_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     if isinstance(shape, str):
         return shape
     mma, a, b, permute = shape
-    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None)
+    columns = permute is None and columns_contiguous(b)
+    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None or columns)
     if staging is None:
         return "no swizzled layout holds both operands where wgmma's descriptors step through them"
     esize = element_bytes(mma.lhs.type)
     copies = tuple(_copy_bytes(tas, ld, WIDEST_COPY) for ld in (a, b))
     if min(copies) < NARROWEST_COPY:
         return "a thread's piece of a tile row is narrower than 4 bytes or not aligned (cp.async copies 4, 8 or 16)"
-    layouts = tuple(default_blocked(ld.results[0].type.shape, tas.num_warps, nbytes // esize)
-                    for ld, nbytes in zip((a, b), copies))
+    layouts = tuple(copy_layout(ld, tas.num_warps, nbytes // esize) for ld, nbytes in zip((a, b), copies))
     if not all(_lands_whole(layout.invert_and_compose(shared), nbytes // esize)
                for layout, shared, nbytes in zip(layouts, _landed(staging, permute is not None), copies)):
         return "a copy's elements do not land side by side in the swizzled stage"
@@ -237,8 +270,8 @@ def _wgmma_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     stages = _stages(tas, loop, arch, mma, copies, layouts, stage_bytes)
     if isinstance(stages, str):
         return stages
-    return PipelinePlan(loop, mma, (a, b), stages[0], a.results[0].type.shape[-1], b.results[0].type.shape[-1],
-                        staging.b.base, stage_bytes, copies, layouts, stages[1], None, permute is not None, staging)
+    return PipelinePlan(loop, mma, (a, b), stages[0], a.results[0].type.shape[-1], _row(b), staging.b.base,
+                        stage_bytes, copies, layouts, stages[1], None, permute is not None, staging, columns)
 
 
 def _landed(staging: WgmmaStaging, b_transposed: bool) -> tuple[LinearLayout, LinearLayout]:
@@ -282,11 +315,13 @@ def k_loop(tas, loop: CF.ForOp) -> Union[str, tuple[Operation, Operation, Operat
 
 
 def loads_reason(tas, loop: CF.ForOp, mma: Operation, a: Operation, b: Operation,
-                  permute: Optional[CO.PermuteOp], tma_ok: bool = False) -> Optional[str]:
-    """Why A's and B's loads cannot be issued iterations early (``_load_reason``), or None."""
+                  permute: Optional[CO.PermuteOp], tma_ok: bool = False, b_columns_ok: bool = False
+                  ) -> Optional[str]:
+    """Why A's and B's loads cannot be issued iterations early (``_load_reason``), or None
+    (``b_columns_ok``: B's tile may lie column by column, ``columns_contiguous``)."""
     iv = loop.regions[0].blocks[0].args[0]
     for ld, consumer in ((a, mma), (b, permute or mma)):
-        reason = _load_reason(tas, ld, loop, iv, consumer, tma_ok)
+        reason = _load_reason(tas, ld, loop, iv, consumer, tma_ok, b_columns_ok and ld is b and permute is None)
         if reason:
             return reason
     if permute is not None and any(u is not mma for u in tas.users(permute.result)):
@@ -316,24 +351,37 @@ def known_trips(loop: CF.ForOp, aa) -> bool:
     return all(aa.fact(v).lower is not None and aa.fact(v).lower == aa.fact(v).upper for v in loop.operands[:3])
 
 
-def view_copy_reason(ld: Operation) -> Optional[str]:
+def view_copy_reason(ld: Operation, columns_ok: bool = False) -> Optional[str]:
     """Why ``cp.async`` cannot copy the view load ``ld``'s tile row by row (a partition
-    view, zero-padded or unpadded, rows contiguous in memory), or None."""
+    view, zero-padded or unpadded, rows contiguous in memory; with ``columns_ok`` columns
+    may be instead, ``columns_contiguous``), or None."""
     vt = ld.view.type
     if not isinstance(vt, T.PartitionViewType):
         return "a load is not from a partition view"
     if vt.padding_value not in (None, T.PaddingValue.ZERO):
         return "a load pads with other than zeros (cp.async fills only zeros)"
+    if columns_ok and columns_contiguous(ld):
+        return None
     if vt.tensor_view.strides[-1] != 1 or vt.dim_map != tuple(range(len(vt.dim_map))):
         return "a loaded tile's rows are not contiguous in memory"
     return None
 
 
-def _load_reason(tas, ld: Operation, loop: CF.ForOp, iv: Value, consumer: Operation, tma_ok: bool = False
-                 ) -> Optional[str]:
+def columns_contiguous(ld: Operation) -> bool:
+    """Does the 2-D view load ``ld`` read a row-major tensor through its dims swapped
+    (``dim_map [1, 0]``), so its tile lies column by column in memory?  cuTile exports a
+    transposed operand so (an fp8 GEMM's B, K-major as ``wgmma`` wants 8-bit B)."""
+    vt = ld.view.type
+    return (isinstance(vt, T.PartitionViewType) and vt.dim_map == (1, 0)
+            and vt.tensor_view.strides[-1] == 1)
+
+
+def _load_reason(tas, ld: Operation, loop: CF.ForOp, iv: Value, consumer: Operation, tma_ok: bool = False,
+                 columns_ok: bool = False) -> Optional[str]:
     """Why the load ``ld`` cannot become asynchronous copies, or None (``tma_ok``: it may
-    be one ``lower.tma`` planned: the ring takes it over)."""
-    reason = view_copy_reason(ld)
+    be one ``lower.tma`` planned: the ring takes it over; ``columns_ok``: its tile may lie
+    column by column)."""
+    reason = view_copy_reason(ld, columns_ok)
     if reason:
         return reason
     sem = ld.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK)
@@ -361,8 +409,7 @@ def _outside(v: Value, loop: CF.ForOp) -> bool:
 def _copy_bytes(tas, ld: Operation, pitch_bytes: int) -> int:
     """The widest ``cp.async`` the load's alignment facts (``vectorize.allowed_vectors``),
     its tile's row and the staging pitch allow."""
-    row = ld.results[0].type.shape[-1]
-    width = min(tas.access_allowed.get(ld, 1), row) * element_bytes(ld.results[0].type)
+    width = min(tas.access_allowed.get(ld, 1), _row(ld)) * element_bytes(ld.results[0].type)
     width = min(width, WIDEST_COPY)
     while width > 1 and (pitch_bytes % width or width & (width - 1)):
         width //= 2
@@ -397,12 +444,25 @@ def pipelined_op(tas, op: Operation) -> Optional[KLoopPlan]:
 def record_plans(tas, arch: int) -> None:
     """Decide every K loop (``plan_pipelines``) and record it in ``tas``: ``pipelines``
     per loop, ``pipelined`` per loop, load and multiply of a pipelined loop, and the ring's
-    shared memory as the multiply's scratch.  A TMA ring takes its loads from
-    ``lower.tma``'s plan, whose other buffers are placed again after the ring, and appends
-    its tensor maps to the kernel's; its staging replaces the multiply's."""
+    shared memory as the multiply's scratch.  A ``cp.async`` ring may take loads that
+    ``lower.tma`` gave TMA (sm_100, sm_120: its own copies are the pipelined form); the
+    kernel's other TMA loads and stores are then planned again after the scratch
+    (``tma.plan_tma`` keeps its choices for a subset of its candidates).  A TMA ring takes
+    its loads from ``lower.tma``'s plan, whose other buffers are placed again after the
+    ring, and appends its tensor maps to the kernel's; its staging replaces the multiply's."""
+    from .tma import plan_tma  # noqa: PLC0415  (tma_ring, which builds on this module, imports it too)
     from .tma_ring import RingPlan, place_rings  # noqa: PLC0415  (tma_ring builds on this module)
 
     tas.pipelines = plan_pipelines(tas, arch)
+    copied = [d for d in tas.pipelines.values() if isinstance(d, PipelinePlan)]
+    for decision in copied:
+        tas.scratch[decision.mma] = max(tas.scratch.get(decision.mma, 0), decision.ring_bytes)
+        if decision.staging is not None:
+            tas.wgmma_staging[decision.mma] = decision.staging
+    taken = {ld for d in copied for ld in d.loads}
+    if tas.tma and copied:
+        tas.tma, tas.tensor_maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in taken],
+                                                         f"sm_{arch}", tas.scratch_bytes, tas.tma_dropped)
     rings = [d for d in tas.pipelines.values() if isinstance(d, RingPlan)]
     if rings:
         place_rings(tas, arch, rings)
@@ -412,11 +472,7 @@ def record_plans(tas, arch: int) -> None:
                 tas.pipelined[op] = decision
             if decision.b_transposed:
                 tas.pipelined[decision.mma.rhs.owner] = decision
-        if isinstance(decision, PipelinePlan):
-            tas.scratch[decision.mma] = max(tas.scratch.get(decision.mma, 0), decision.ring_bytes)
-            if decision.staging is not None:
-                tas.wgmma_staging[decision.mma] = decision.staging
-        elif isinstance(decision, KLoopPlan) and not isinstance(decision, RingPlan):
+        elif isinstance(decision, KLoopPlan):
             from .attention_pipeline import record_attention  # noqa: PLC0415
 
             record_attention(tas, decision, arch)

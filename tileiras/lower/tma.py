@@ -319,8 +319,12 @@ def bulk_reduction(op: Operation) -> Optional[tuple[str, int]]:
     return BULK_REDUCTIONS.get((op.mode, getattr(op.view.type.tensor_view.element, "name", "")))
 
 
-def tma_spec(aa: TileAA, op: Operation, gpu_name: str) -> Optional[tuple[TensorMapSpec, tuple, tuple]]:
-    """(map, box, boxes) of a view load, store or reduction that may go through TMA, else None."""
+def tma_spec(aa: TileAA, op: Operation, gpu_name: str, columns_ok: bool = False
+             ) -> Optional[tuple[TensorMapSpec, tuple, tuple]]:
+    """(map, box, boxes) of a view load, store or reduction that may go through TMA, else None.
+    With ``columns_ok`` a 2-D view with its dims swapped (``dim_map [1, 0]``) may be too
+    (a ring lands its tile as it lies in memory, ``tma_ring``): box and boxes are then in
+    the tensor's order."""
     reduction = bulk_reduction(op)
     if not isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)) and reduction is None:
         return None
@@ -335,7 +339,8 @@ def tma_spec(aa: TileAA, op: Operation, gpu_name: str) -> Optional[tuple[TensorM
         return None
     tvt = view_t.tensor_view
     rank = len(view_t.tile_shape)
-    if not 1 <= rank <= MAX_RANK or view_t.dim_map != tuple(range(rank)) or tvt.strides[-1] != 1:
+    swapped = columns_ok and rank == 2 and view_t.dim_map == (1, 0)
+    if not 1 <= rank <= MAX_RANK or (view_t.dim_map != tuple(range(rank)) and not swapped) or tvt.strides[-1] != 1:
         return None
     if isinstance(op, MEM.LoadViewTkoOp) and view_t.padding_value not in (None, T.PaddingValue.ZERO):
         return None
@@ -347,7 +352,8 @@ def tma_spec(aa: TileAA, op: Operation, gpu_name: str) -> Optional[tuple[TensorM
     bits = getattr(tvt.element, "bitwidth", 0)
     if bits not in (8, 16, 32, 64):
         return None
-    planned = _plan_box(tuple(view_t.tile_shape), bits // 8)
+    tile = tuple(view_t.tile_shape)
+    planned = _plan_box(tile[::-1] if swapped else tile, bits // 8)
     if planned is None:
         return None
     code = reduction[1] if reduction else MAP_TYPES.get(getattr(tvt.element, "name", ""))

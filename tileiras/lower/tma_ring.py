@@ -29,7 +29,7 @@ from ..sched.pipeline import tma_ring_schedule
 from ..target import smem_limit, stages_hint
 from ..tile import ops_control as CF
 from .mma_forms import WGMMA_MAX_N, WgmmaStaging, k_steps, tma_ring_staging
-from .software_pipeline import Decision, KLoopPlan, k_loop, known_trips, loads_reason
+from .software_pipeline import Decision, KLoopPlan, columns_contiguous, k_loop, known_trips, loads_reason
 from .tiles import element_bytes
 from .tma import BARRIER_BYTES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, plan_tma, tma_spec
 
@@ -88,6 +88,9 @@ class RingPlan(KLoopPlan):
     fit: int = 2
     maps: tuple[int, int] = (-1, -1)
     barrier_at: int = -1
+    #: B's tile lies column by column in memory (a view with its dims swapped,
+    #: ``software_pipeline.columns_contiguous``): its boxes are N x K, landed K-major
+    b_columns: bool = False
 
     @property
     def persistent(self) -> bool:
@@ -127,7 +130,7 @@ class RingPlan(KLoopPlan):
         return RingPlan(self.loop, self.mma, self.loads, stages, self.staging, self.stage_bytes, self.box,
                         self.boxes, self.specs, source, self.b_transposed, consumers, self.carried,
                         self.in_flight, self.serial_reason, producer_warp, reason, registers, self.fit, maps,
-                        barrier_at)
+                        barrier_at, self.b_columns)
 
 
 #: bytes of one stage's mbarriers ("full" and "empty")
@@ -166,20 +169,21 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     if isinstance(shape, str):
         return shape
     mma, a, b, permute = shape
-    reason = loads_reason(tas, loop, mma, a, b, permute, tma_ok=True)
+    reason = loads_reason(tas, loop, mma, a, b, permute, tma_ok=True, b_columns_ok=True)
     if reason:
         return reason
     gpu = f"sm_{arch}"
-    found = [tma_spec(tas.aa, ld, gpu) for ld in (a, b)]
+    columns = permute is None and columns_contiguous(b)
+    found = [tma_spec(tas.aa, a, gpu), tma_spec(tas.aa, b, gpu, columns_ok=columns)]
     if None in found or any(len(ld.results[0].type.shape) != 2 for ld in (a, b)):
         return "a loaded tile cannot be copied by TMA (alignment, padding or rank)"
-    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None)
+    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None or columns)
     if staging is None:
         return ("no swizzled layout TMA lands both operands in is one wgmma's descriptors step through (rows "
                 "narrower than 32 bytes, warpgroups interleaved along N, or an 8-bit B that is not transposed)")
     boxes, box_shapes, specs = [], [], []
     for ld, operand, (spec, _, _) in zip((a, b), (staging.a, staging.b), found):
-        rows, cols = ld.results[0].type.shape
+        rows, cols = ld.results[0].type.shape[::-1] if ld is b and columns else ld.results[0].type.shape
         inner = operand.swizzle.width // operand.elem_bytes
         if rows > MAX_BOX:
             return "a loaded tile has more than 256 rows (one TMA box)"
@@ -199,7 +203,7 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     carried, serial = _in_flight(tas, loop, mma)
     return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
                     source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial,
-                    fit=fit)
+                    fit=fit, b_columns=columns)
 
 
 def _in_flight(tas, loop: CF.ForOp, mma: Operation) -> tuple[int, str]:
