@@ -65,6 +65,15 @@ def _persistent_gemm(dt: str, size: int) -> tuple:
             {"dtype": dt, "M": 384, "N": 256, "K": 320, "ctas": 2, **tile})       # 3 tiles a CTA
 
 
+def _gemm_fp8(size: int) -> tuple:
+    """An fp8 (e4m3) GEMM, B K-major (N x K, read through its axes swapped) as fp8 weights
+    are kept, f16 out, 128x128x128 tiles (128-byte rows of K)."""
+    tile = {"BM": 128, "BN": 128, "BK": 128}
+    return (f"gemm_fp8_{size}", "gemm_fp8", "gemm_fp8", ([("e4m3", 2), ("e4m3", 2), ("f16", 2)], [128, 128, 128]),
+            {"dtype": "f16", "M": size, "N": size, "K": size, **tile},
+            {"dtype": "f16", "M": 256, "N": 256, "K": 512, **tile})
+
+
 def _attention(d: int, causal: bool) -> tuple:
     name = f"attention_d{d}{'_causal' if causal else ''}"
     shape = {"dtype": "f16", "D": d, "causal": causal, **ATTN_TILE}
@@ -80,7 +89,7 @@ def _rows(family: str, vectors: int, eps: list) -> tuple:
 
 KERNELS = [
     _gemm("f16", 4096), _gemm("f16", 8192), _gemm("bf16", 4096), _gemm("bf16", 8192),
-    _persistent_gemm("f16", 8192), _persistent_gemm("bf16", 8192),
+    _persistent_gemm("f16", 8192), _persistent_gemm("bf16", 8192), _gemm_fp8(8192),
     _attention(64, False), _attention(64, True), _attention(128, False), _attention(128, True),
     _rows("softmax", 0, []), _rows("layernorm", 2, [1e-5]), _rows("rmsnorm", 1, [1e-6]),
     ("axpy_2e28", "axpy", "axpy", ([("f32", 1)] * 3, [("f32",), 1024]), {"n": 1 << 28, "T": 1024},

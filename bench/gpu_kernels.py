@@ -36,6 +36,19 @@ def gemm(a, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
 
 
 @ct.kernel
+def gemm_fp8(a, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
+    """``c = a @ b.T`` for fp8 ``a`` (M x K) and ``b`` (N x K: K-major, as fp8 weights are
+    kept and as ``wgmma`` reads 8-bit B), B's tiles read through its axes swapped."""
+    pid_m, pid_n = ct.bid(0), ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(pid_m, k), shape=(BM, BK))
+        tb = ct.load(b, index=(k, pid_n), shape=(BK, BN), order=(1, 0))
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(pid_m, pid_n), tile=ct.astype(acc, c.dtype))
+
+
+@ct.kernel
 def persistent_gemm(a, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
     """TileGym's persistent GEMM: each CTA takes c's tiles in turn (the grid: the SMs)."""
     tiles_m, tiles_n = ct.num_tiles(c, axis=0, shape=(BM, BN)), ct.num_tiles(c, axis=1, shape=(BM, BN))
@@ -106,8 +119,8 @@ def axpy(x, y, out, a: float, T: ConstInt):
     ct.store(out, index=(i,), tile=a * ct.load(x, index=(i,), shape=(T,)) + ct.load(y, index=(i,), shape=(T,)))
 
 
-DTYPES = {"f16": ct.float16, "bf16": ct.bfloat16, "f32": ct.float32}
-ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4}
+DTYPES = {"f16": ct.float16, "bf16": ct.bfloat16, "f32": ct.float32, "e4m3": ct.float8_e4m3fn}
+ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "e4m3": 1}
 
 
 def aligned_array(dtype: str, ndim: int) -> ArrayConstraint:
@@ -120,7 +133,7 @@ def aligned_array(dtype: str, ndim: int) -> ArrayConstraint:
                            shape_divisible_by=16, base_addr_divisible_by=16)
 
 
-KERNELS = {"gemm": gemm, "persistent_gemm": persistent_gemm, "flash_attention": flash_attention, "softmax": softmax, "layernorm": layernorm,
+KERNELS = {"gemm": gemm, "gemm_fp8": gemm_fp8, "persistent_gemm": persistent_gemm, "flash_attention": flash_attention, "softmax": softmax, "layernorm": layernorm,
            "rmsnorm": rmsnorm, "axpy": axpy}
 
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 
-NUMPY = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32}
+NUMPY = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "e4m3": ml_dtypes.float8_e4m3fn}
 #: ‖out − ref‖ / ‖ref‖ allowed, by output type (METHOD: bf16 1e-3..1e-2, f32 far under 1e-3).
 TOLERANCE = {"f16": 5e-3, "bf16": 1.5e-2, "f32": 1e-5}
 SAMPLE_ROWS = 256
@@ -63,6 +63,23 @@ GEMM = Family(
     _gemm_inputs, ("c",), lambda p, d: [d["a"], d["b"], d["c"]],
     lambda p: (p["M"] // p["BM"], p["N"] // p["BN"], 1), _gemm_reference,
     lambda p: (2.0 * p["M"] * p["N"] * p["K"], _itemsize(p) * (p["M"] * p["K"] + p["K"] * p["N"] + p["M"] * p["N"])))
+
+def _gemm_fp8_inputs(p: dict, rng: np.random.Generator) -> dict:
+    m, n, k = p["M"], p["N"], p["K"]
+    return {"a": _random(rng, (m, k), "e4m3"), "b": _random(rng, (n, k), "e4m3"),
+            "c": np.empty((m, n), NUMPY[p["dtype"]])}
+
+
+def _gemm_fp8_reference(p: dict, d: dict) -> tuple:
+    rows = _rows(np.random.default_rng(p["M"]), p["M"])
+    expected = d["a"][rows].astype(np.float64) @ d["b"].astype(np.float64).T
+    return d["c"][rows], expected
+
+
+#: fp8 (e4m3) A (M x K) and B (N x K, K-major), f16 C
+GEMM_FP8 = Family(
+    _gemm_fp8_inputs, ("c",), lambda p, d: [d["a"], d["b"], d["c"]], GEMM.grid, _gemm_fp8_reference,
+    lambda p: (2.0 * p["M"] * p["N"] * p["K"], p["M"] * p["K"] + p["K"] * p["N"] + _itemsize(p) * p["M"] * p["N"]))
 
 #: the persistent GEMM's grid: at most one CTA per SM of an H100 SXM (132), as TileGym
 #: launches it, or the problem's ``ctas``
@@ -175,7 +192,7 @@ def _axpy_reference(p: dict, d: dict) -> tuple:
 AXPY = Family(_axpy_inputs, ("out",), lambda p, d: [d["x"], d["y"], d["out"], np.float32(AXPY_A)],
               lambda p: (p["n"] // p["T"], 1, 1), _axpy_reference, lambda p: (2.0 * p["n"], 12.0 * p["n"]))
 
-FAMILIES = {"gemm": GEMM, "persistent_gemm": PERSISTENT_GEMM, "attention": ATTENTION, "softmax": SOFTMAX, "layernorm": LAYERNORM,
+FAMILIES = {"gemm": GEMM, "gemm_fp8": GEMM_FP8, "persistent_gemm": PERSISTENT_GEMM, "attention": ATTENTION, "softmax": SOFTMAX, "layernorm": LAYERNORM,
             "rmsnorm": RMSNORM, "axpy": AXPY}
 
 
