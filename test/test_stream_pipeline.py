@@ -131,6 +131,28 @@ def test_other_ampere_ada_and_blackwell_chips_pipeline_too(arch):
     assert agrees(text, 300, arch) == [None]
 
 
+@pytest.mark.parametrize("index", [0, 1])
+def test_sm_120_rows_that_tma_would_load_are_streamed(index):
+    """TileGym's persistent norms on sm_120, aligned: lower/tma gives their row loads TMA (the
+    rows feed reductions), one box and its wait a trip.  The stream takes them back: cp.async
+    copies a trip ahead, the kernel's other TMA buffers placed after the ring."""
+    pytest.importorskip("cuda.tile")
+    from differential import export
+    from kernels.norms import CASES
+
+    from tileiras.reader import read_bytecode
+
+    module = read_bytecode(export(CASES[index], "sm_120", aligned=True))
+    (tas,) = run_stages(module, CompileOptions(gpu_name="sm_120"), "tileas").tas.values()
+    (plan,) = tas.pipelines.values()
+    assert isinstance(plan, StreamPlan), plan
+    assert not any(ld in tas.tma for ld in plan.loads)
+    ptx = diffcheck.compile_ptx(module, "sm_120")
+    assert "cp.async.cg" in ptx and "cp.async.bulk.tensor" not in ptx
+    reports = diffcheck.check_module(module, "sm_120", grid=(3, 1, 1), extent=200)
+    assert [r.problem for r in reports] == [None]
+
+
 def test_sm_90_keeps_its_code():
     module = parse_module(row_loop(8, 128), "k.mlir")
     tas = run_stages(module, CompileOptions(gpu_name="sm_90"), "tileas", only_needed=True).tas

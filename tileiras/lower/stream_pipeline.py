@@ -32,7 +32,9 @@ when
 * each thread's runs of a tile row are at least 4 aligned bytes (``TileAS.access_allowed``);
 * two stages fit in the shared memory beside the largest scratch of the kernel's other
   ops (the ring starts after it, so the body's reductions keep their scratch);
-* the kernel has no TMA buffers (sm_120's TMA loads keep their code).
+* (sm_120) loads ``lower.tma`` gave TMA are the ring's too: one box and its wait a trip
+  would leave nothing in flight; the kernel's other TMA buffers (a TMA store's staging) are
+  placed again after the rings (``record_streams``).
 
 The stage count is the ``num_stages`` hint, else the modulo schedule's (the copies, their
 wait and the body's work, carried from trip to trip, under the architecture's latency
@@ -58,6 +60,7 @@ from ..tile.enums import MemoryOrderingSemantics
 from ..tile.traits import DATA_RESOURCES, writes
 from .attention_pipeline import inside_value
 from .layout_rules import swizzled_exchange
+from .tma import plan_tma
 from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, known_trips, view_copy_reason
 from .tiles import element_bytes
 
@@ -135,8 +138,6 @@ def plan_stream(tas, loop: CF.ForOp, arch: int) -> Union[StreamPlan, str]:
     """The loop's ``StreamPlan``, or the reason it is not pipelined (a sentence)."""
     if any(isinstance(op, (CF.ForOp, CF.LoopOp)) for top in _body(loop) for op in top.walk()):
         return "the loop body holds a loop"
-    if tas.tma:
-        return "the kernel's shared memory holds TMA buffers"
     if any(f.loop is loop or f.consumer_loop is loop for f in tas.forwarded.values()):
         return "its tiles are kept in registers for a later loop, or read from an earlier one's (forward-loads)"
     loads = streamed_loads(loop)
@@ -174,8 +175,8 @@ def _load_reason(tas, ld: Operation, loop: CF.ForOp) -> Optional[str]:
         return reason
     if ld.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK) != MemoryOrderingSemantics.WEAK:
         return "a load is ordered"
-    if ld in tas.tma or ld in tas.chunked:
-        return "a load goes through TMA or is chunked"
+    if ld in tas.chunked:
+        return "a load is chunked"
     if element_bytes(ld.results[0].type) * 8 != ld.results[0].type.element.bitwidth:
         return "a loaded tile's elements are narrower than a byte"
     if inside_value(ld.view, loop):
@@ -278,10 +279,14 @@ def record_streams(tas, arch: int) -> None:
         if isinstance(decision, StreamPlan):
             for op in (loop, *decision.loads):
                 tas.pipelined[op] = decision
-    for decision in tas.pipelines.values():
-        if isinstance(decision, StreamPlan):
-            first = decision.loads[0]
-            tas.scratch[first] = max(tas.scratch.get(first, 0), decision.smem_end)
+    streams = [d for d in tas.pipelines.values() if isinstance(d, StreamPlan)]
+    for decision in streams:
+        first = decision.loads[0]
+        tas.scratch[first] = max(tas.scratch.get(first, 0), decision.smem_end)
+    if streams and tas.tma:         # TMA's buffers (and loads a ring took back) after the rings
+        taken = {ld for d in streams for ld in d.loads}
+        tas.tma, tas.tensor_maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in taken],
+                                                         f"sm_{arch}", tas.scratch_bytes, tas.tma_dropped)
 
 
 def stream_plan(tas, op: Operation) -> Optional[StreamPlan]:
