@@ -70,6 +70,19 @@ def tf32_gemm(a, b, c):
     ct.store(c, index=(ct.bid(0), 0), tile=acc)
 
 
+@ct.kernel
+def gemm_bt(a, bt, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
+    """``c = a @ bt.T`` with ``bt`` N x K (K-major, as fp8 weights are kept): B's tiles are
+    read through its axes swapped (``order=(1, 0)``: a view with ``dim_map [1, 0]``)."""
+    pid_m, pid_n = ct.bid(0), ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(pid_m, k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(bt, index=(k, pid_n), shape=(BK, BN), order=(1, 0), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(pid_m, pid_n), tile=ct.astype(acc, c.dtype))
+
+
 F16, BF16, F32 = ct.float16, ct.bfloat16, ct.float32
 
 CASES = [
@@ -80,4 +93,7 @@ CASES = [
     KernelCase("int8_gemm", int8_gemm, [[arr(ct.int8, 2), arr(ct.uint8, 2), arr(ct.int32, 2)]]),
     KernelCase("fp8_gemm", fp8_gemm, [[arr(ct.float8_e4m3fn, 2), arr(ct.float8_e4m3fn, 2), arr(F16, 2)]]),
     KernelCase("tf32_gemm", tf32_gemm, [[arr(F32, 2), arr(F32, 2), arr(F32, 2)]]),
+    KernelCase("gemm_bt", gemm_bt, [[arr(F16, 2), arr(F16, 2), arr(F16, 2), 64, 64, 32]]),
+    KernelCase("fp8_gemm_bt", gemm_bt, [[arr(ct.float8_e4m3fn, 2), arr(ct.float8_e4m3fn, 2), arr(F16, 2),
+                                         64, 64, 64]]),
 ]
