@@ -16,7 +16,9 @@ and codegen only reads it.  A loop is pipelined when
   perhaps through a ``permute [1, 0]``: an N x K tile, staged as loaded and read with
   non-transposing ``ldmatrix``) and the ``continue`` (and ``join_tokens`` of the loads'
   tokens): any other op might use the shared memory the ring occupies;
-* each load is a weak, non-gather load of a partition view whose rows are contiguous,
+* each load is a weak, non-gather load of a partition view whose rows are contiguous (or
+  B's columns: a view with its dims swapped, ``columns_contiguous``, staged as N rows of K
+  like a transposed B, 8-bit ones padded and read a 32-bit word of four K at a time),
   padded with zeros or not at all (out-of-bounds parts are zero-filled copies, src-size
   0), indexed by the loop's induction variable or values from outside the loop (so the
   index of a later iteration is the induction variable plus steps), and feeds only the
