@@ -232,7 +232,7 @@ def test_where_tma_would_load_the_tiles_the_ring_copies_them(arch, case):
     ("sm_100", {"m": 32, "n": 64, "k": 64, "ab": "f8E5M2"}, False),
     ("sm_120", {"m": 64, "n": 32, "k": 64, "ab": "i8", "acc": "i32"}, False),
 ])
-def test_a_column_major_b_is_copied_along_k_into_n_rows_of_k(arch, case, swizzled):
+def test_a_column_major_b_is_copied_along_k_into_n_rows_of_k(arch, case, swizzled, tmp_path, capsys):
     """B read through its dims swapped (``dim_map [1, 0]``: cuTile's K-major B, as fp8 GEMMs
     keep theirs): copied in runs along K into N rows of K, as a transposed B is staged;
     16-bit rows are swizzled and read with ``ldmatrix``, 8-bit ones padded and read a
@@ -249,6 +249,9 @@ def test_a_column_major_b_is_copied_along_k_into_n_rows_of_k(arch, case, swizzle
         assert count(ptx, r"ld\.shared\.(b|u)32") > 0 and "ld.shared.u8" not in ptx
     for extent in (48, 200):
         assert agrees(text, extent, arch) == [None], extent
+    source = bytecode_file(tmp_path, text, name="k.tileir")
+    assert driver_main([str(source), "--gpu-name", arch, "-o", str(tmp_path / "k.cubin"), "--remarks=tensorcore"]) == 0
+    assert "B = column-major view (dim_map [1, 0]): copied along K into N rows of K" in capsys.readouterr().out
 
 
 def test_a_missing_wait_is_caught():

@@ -133,10 +133,15 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
         stream = isinstance(decision, StreamPlan)
         widths = [t.copy_bytes for t in decision.tiles] if stream else decision.copy_bytes
         copies = "/".join(f"{n}-byte" for n in widths) + (" into the tiles' layouts" if stream else " (A/B)")
+        details = [("Stages", str(decision.stages)), ("StagesFrom", decision.source), ("Copies", f"cp.async {copies}")]
+        if not stream:
+            details.append(("Operands", "wgmma descriptors over the TMA ring's swizzled layouts"
+                            if decision.staging is not None else "mma.sync fragments read from the stage"))
+            if decision.b_columns:
+                details.append(("B", "column-major view (dim_map [1, 0]): copied along K into N rows of K"))
         yield Remark(Kind.PASSED, Category.MEMORY if stream else Category.TENSORCORE, "RemarkSoftwarePipelined",
                      f"{'streaming' if stream else 'K'} loop software-pipelined with {decision.stages} stages",
-                     fn.name, op.loc, [("Stages", str(decision.stages)), ("StagesFrom", decision.source),
-                                       ("Copies", f"cp.async {copies}")])
+                     fn.name, op.loc, details)
     elif decision is not None:
         kind = "streaming loop" if is_stream_loop(tas, op) else "K loop"
         yield Remark(Kind.MISSED, Category.MEMORY if kind == "streaming loop" else Category.TENSORCORE,
