@@ -60,9 +60,9 @@ from ..tile.enums import MemoryOrderingSemantics
 from ..tile.traits import DATA_RESOURCES, writes
 from .attention_pipeline import inside_value
 from .layout_rules import swizzled_exchange
-from .tma import plan_tma
 from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, known_trips, view_copy_reason
 from .tiles import element_bytes
+from .tma import plan_tma
 
 #: the architectures whose streaming loops this pipelines (``cp.async`` without TMA rings)
 STREAM_ARCHS = (80, 86, 87, 89, 120, 121)
