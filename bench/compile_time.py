@@ -72,10 +72,11 @@ def collect(paths: list[Path]) -> list[Path]:
 
 def export_test_kernels(folder: Path, archs: tuple[str, ...] = ARCHS,
                         versions: tuple[str, ...] = (), match: Optional[re.Pattern] = None,
-                        math: bool = False) -> list[Path]:
+                        math: bool = False, aligned: bool = False) -> list[Path]:
     """Our test kernels per architecture, at each of ``versions`` (default: the newest
     bytecode version cuTile writes), those whose name ``match`` finds, with the held-out
-    math kernels when ``math``; needs cuda-tile, no GPU."""
+    math kernels when ``math``; ``aligned``: with the signatures cuTile gives framework
+    tensors (``.aligned`` in the file names) instead of unaligned ones; needs cuda-tile, no GPU."""
     import io
     import warnings
 
@@ -97,11 +98,11 @@ def export_test_kernels(folder: Path, archs: tuple[str, ...] = ARCHS,
             for version in versions:
                 buf = io.BytesIO()
                 try:
-                    export_kernel(case.kernel, case.signatures(), buf, gpu_code=arch,
+                    export_kernel(case.kernel, case.signatures(aligned=aligned), buf, gpu_code=arch,
                                   output_format="tileir_bytecode", bytecode_version=version)
                 except ct.TileUnsupportedFeatureError:
                     continue
-                path = folder / f"{case.name}.{arch}.{version}.tileir"
+                path = folder / f"{case.name}{'.aligned' if aligned else ''}.{arch}.{version}.tileir"
                 path.write_bytes(buf.getvalue())
                 out.append(path)
     return out

@@ -4,7 +4,7 @@
 
 PATHs are .tileir files or folders of them (default: ../shared/corpus-aligned and
 ../shared/corpus beside the repo, else our test kernels exported with cuTile for
-sm_80/90/100/120; ``--kernels`` forces the latter).  The architecture is read from the file
+sm_80/90/100/120, unaligned and aligned; ``--kernels`` forces the latter).  The architecture is read from the file
 name.  Each file is lowered to TileAS (no LLVM, no ptxas): every loop the pipelining passes
 decided (tensor-core K loops, attention K/V loops, SIMT streaming loops) has a plan or the
 reason it has none (``TileAS.pipelines``).  Prints, per kind of plan and per reason, how many
@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
                  if p.exists()]
     if args.kernels or not paths:
         paths = [Path(tempfile.mkdtemp(prefix="loops-"))]
-        export_test_kernels(paths[0])
+        for aligned in (False, True):
+            export_test_kernels(paths[0], aligned=aligned)
     found: dict[str, list[str]] = defaultdict(list)
     failed = 0
     files = collect(paths)
