@@ -114,6 +114,17 @@ def test_a_column_major_b_view_is_landed_k_major(ab, k):
     assert plan.box[1] == (64, inner) and plan.specs[1].box == (inner, 64)
 
 
+def test_a_column_major_a_view_is_landed_mn_major():
+    """A read through its dims swapped (a K x M tensor, as a backward pass's X^T is): boxes
+    K x M as it lies, landed MN-major (wgmma's transposed A, 16-bit only)."""
+    plan = plan_of(gemm_loop(64, 64, 64, acol=True))
+    assert isinstance(plan, RingPlan), plan
+    assert plan.a_columns and not plan.staging.a.k_major and plan.staging.a.transposed
+    assert plan.box[0] == (64, 64) and plan.specs[0].box == (64, 64)
+    fp8 = plan_of(gemm_loop(64, 64, 64, ab="f8E4M3FN", acol=True, bcol=True))     # no MN-major 8-bit A
+    assert isinstance(fp8, str) and "no swizzled layout" in fp8, fp8
+
+
 def test_the_stage_count_comes_from_the_hint_the_trip_count_and_shared_memory():
     assert (plan_of(gemm_loop(64, 64, 64, hints="sm_90 = {num_stages = 5}")).stages, ) == (5, )
     assert plan_of(gemm_loop(64, 64, 64, trips=1, hints="sm_90 = {num_stages = 4}")).stages == 2
@@ -263,6 +274,8 @@ def test_a_converted_accumulator_keeps_no_group_in_flight():
     ({"m": 64, "n": 64, "k": 64, "join": True}, (130,)),
     ({"m": 64, "n": 64, "k": 128, "ab": "f8E4M3FN", "nt": True}, (300,)),   # fp8, both K-major
     ({"m": 64, "n": 64, "k": 64, "bcol": True}, (150, 250)),            # B's view transposed: K-major
+    ({"m": 64, "n": 64, "k": 64, "acol": True}, (150, 250)),            # A's view transposed: MN-major
+    ({"m": 128, "n": 64, "k": 32, "acol": True, "nt": True, "hints": WARPS8}, (160,)),
     ({"m": 64, "n": 128, "k": 128, "ab": "f8E4M3FN", "bcol": True}, (300,)),
 ], ids=lambda v: str(v))
 def test_ring_gemm_matches_interpreter(case, extents):

@@ -110,6 +110,7 @@ def test_a_missing_order_is_caught(monkeypatch, plant, caught):
     {"m": 64, "n": 64, "k": 64, "nt": True},
     {"m": 64, "n": 64, "k": 64, "bcol": True},
     {"m": 64, "n": 128, "k": 128, "ab": "f8E4M3FN", "bcol": True},
+    {"m": 64, "n": 64, "k": 64, "acol": True},
 ], ids=str)
 def test_every_operand_order_lands_where_the_descriptors_read(monkeypatch, case):
     """The TMA ring refused (as for a grouped GEMM's views): row-major, transposed and

@@ -83,6 +83,19 @@ def gemm_bt(a, bt, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
     ct.store(c, index=(pid_m, pid_n), tile=ct.astype(acc, c.dtype))
 
 
+@ct.kernel
+def gemm_at(at, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
+    """``c = at.T @ b`` with ``at`` K x M (a backward pass's X^T): A's tiles are read through
+    its axes swapped (``order=(1, 0)``)."""
+    pid_m, pid_n = ct.bid(0), ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(b, axis=0, shape=(BK, BN))):
+        ta = ct.load(at, index=(pid_m, k), shape=(BM, BK), order=(1, 0), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(k, pid_n), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(pid_m, pid_n), tile=ct.astype(acc, c.dtype))
+
+
 F16, BF16, F32 = ct.float16, ct.bfloat16, ct.float32
 
 CASES = [
@@ -93,6 +106,7 @@ CASES = [
     KernelCase("int8_gemm", int8_gemm, [[arr(ct.int8, 2), arr(ct.uint8, 2), arr(ct.int32, 2)]]),
     KernelCase("fp8_gemm", fp8_gemm, [[arr(ct.float8_e4m3fn, 2), arr(ct.float8_e4m3fn, 2), arr(F16, 2)]]),
     KernelCase("tf32_gemm", tf32_gemm, [[arr(F32, 2), arr(F32, 2), arr(F32, 2)]]),
+    KernelCase("gemm_at", gemm_at, [[arr(F16, 2), arr(F16, 2), arr(F32, 2), 64, 64, 32]]),
     KernelCase("gemm_bt", gemm_bt, [[arr(F16, 2), arr(F16, 2), arr(F16, 2), 64, 64, 32]]),
     KernelCase("fp8_gemm_bt", gemm_bt, [[arr(ct.float8_e4m3fn, 2), arr(ct.float8_e4m3fn, 2), arr(F16, 2),
                                          64, 64, 64]]),

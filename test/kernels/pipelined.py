@@ -30,7 +30,8 @@ def view_2d(name: str, elem: str, tile: tuple[int, int], align: int, transposed:
 
 
 def gemm_loop(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", trips: int | None = None,
-              align: int = 16, hints: str = "", join: bool = False, nt: bool = False, bcol: bool = False) -> str:
+              align: int = 16, hints: str = "", join: bool = False, nt: bool = False, bcol: bool = False,
+              acol: bool = False) -> str:
     """``trips``: a constant trip count, or None for the dynamic one (A's K tiles, so K
     tails are zero-filled).  ``align``: the pointers, shapes and strides are assumed
     multiples of it (16: what cuTile states for ordinary tensors; 0: nothing assumed).  ``hints``: the entry's
@@ -38,9 +39,10 @@ def gemm_loop(m: int, n: int, k: int, ab: str = "f16", acc: str = "f32", trips: 
     also carries a token joined with the loads' tokens (as cuTile's split-K GEMM does).
     ``nt``: B is stored N x K and each tile is transposed (``permute [1, 0]``) in the loop.
     ``bcol``: B is stored N x K and read through a view with its dims swapped (``dim_map``),
-    as cuTile exports a transposed operand (fp8 GEMMs' K-major B): K x N tiles, K contiguous."""
+    as cuTile exports a transposed operand (fp8 GEMMs' K-major B): K x N tiles, K contiguous.
+    ``acol``: A is stored K x M and read so (a backward pass's X^T): M x K tiles, M contiguous."""
     stored = "f32" if ab == "tf32" else ab       # tf32 operands are f32 tiles converted in the loop
-    a_lines, a_pv, a_args = view_2d("a", stored, (m, k), align)
+    a_lines, a_pv, a_args = view_2d("a", stored, (m, k), align, transposed=acol)
     b_lines, b_pv, b_args = view_2d("b", stored, (n, k) if nt else (k, n), align, transposed=bcol)
     c_lines, c_pv, c_args = view_2d("c", acc, (m, n), align)
     tc = f"tile<{m}x{n}x{acc}>"

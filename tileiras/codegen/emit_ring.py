@@ -134,7 +134,7 @@ def ring_issue(em: KernelEmitter, plan: RingPlan, iv: ir.Value, stage: ir.Value)
         tmap = X.tensor_map_address(b, param_name(em.fn.name, len(em.fn.entry_block.args) + plan.maps[k]))
         indices = [iv if v is block.args[0] else em.values[v].scalar for v in ld.index]
         row, col = tile_coords(b, indices, tuple(ld.results[0].type.shape))
-        if k and plan.b_columns:            # the view's dims are the tensor's swapped
+        if (plan.b_columns if k else plan.a_columns):     # the view's dims are the tensor's swapped
             row, col = col, row
         rows, inner = plan.box[k]
         for q in range(plan.boxes[k]):

@@ -362,9 +362,11 @@ def wgmma_staging(op: Operation, a_regs: LinearLayout, b_regs: LinearLayout, acc
     return WgmmaStaging(a, b, columns, spacing, fragments)
 
 
-def tma_ring_staging(op: Operation, acc: LinearLayout, b_k_major: bool) -> Optional[WgmmaStaging]:
+def tma_ring_staging(op: Operation, acc: LinearLayout, b_k_major: bool, a_k_major: bool = True
+                     ) -> Optional[WgmmaStaging]:
     """``wgmma``'s operands as TMA boxes land them in one stage of a ring
-    (``tma_ring.RingPlan``): A (M x K, K contiguous) K-major, B MN-major (K x N,
+    (``tma_ring.RingPlan``): A (M x K, K contiguous) K-major (MN-major with ``a_k_major``
+    False: M contiguous, 16-bit elements only), B MN-major (K x N,
     N contiguous; 16-bit elements only: wgmma has no other MN-major operands) or K-major
     (loaded N x K), each in the widest swizzle its contiguous extent fills, which is the
     layout a tensor map with that swizzle writes a column of atoms in (``nvmma_shared``);
@@ -372,11 +374,11 @@ def tma_ring_staging(op: Operation, acc: LinearLayout, b_k_major: bool) -> Optio
     extent fills no swizzle or the descriptors cannot step (``_descriptors_step``)."""
     esize = element_bytes(op.lhs.type)
     (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
-    if not b_k_major and esize != 2:
+    if (not b_k_major or not a_k_major) and esize != 2:
         return None
     columns, spacing = warpgroup_columns(acc)
     origins = {(acc.apply(warp=w)[0] & ~63, acc.apply(warp=w)[1] & ~7) for w in range(acc.size(WARP))}
-    a = _landed_staging(m, k, 0, esize, 0, True, {o[0] for o in origins}, range(0, m, 64), 8)
+    a = _landed_staging(m, k, 0, esize, 0, a_k_major, {o[0] for o in origins}, range(0, m, 64), 8)
     if a is None:
         return None
     chunks = [c // 8 * spacing for c in range(0, columns, WGMMA_MAX_N)]

@@ -222,14 +222,15 @@ def copy_layout(ld: Operation, num_warps: int, vector: int) -> LinearLayout:
     return default_blocked(shape, num_warps, vector)
 
 
-def _copied_k_loop(tas, loop: CF.ForOp) -> Union[str, tuple[Operation, Operation, Operation, Optional[CO.PermuteOp]]]:
+def _copied_k_loop(tas, loop: CF.ForOp, a_columns_ok: bool = False
+                   ) -> Union[str, tuple[Operation, Operation, Operation, Optional[CO.PermuteOp]]]:
     """``k_loop``'s parts of a loop whose loads ``cp.async`` may copy iterations early
     (``loads_reason``; loads ``lower.tma`` gave TMA too: ``record_plans`` takes them
-    back), or why not."""
+    back; a column-major A only where ``a_columns_ok``), or why not."""
     shape = k_loop(tas, loop)
     if isinstance(shape, str):
         return shape
-    return loads_reason(tas, loop, *shape, tma_ok=True, b_columns_ok=True) or shape
+    return loads_reason(tas, loop, *shape, tma_ok=True, b_columns_ok=True, a_columns_ok=a_columns_ok) or shape
 
 
 def _stages(tas, loop: CF.ForOp, arch: int, mma: Operation, copies: tuple[int, int],
@@ -252,12 +253,13 @@ def _wgmma_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     not: its loads become ``cp.async`` copies straight into the layouts the TMA ring would
     have landed them in (``tma_ring_staging``), each copy one run of a thread's registers
     that lands whole in one 16-byte chunk of the swizzle (``_lands_whole``)."""
-    shape = _copied_k_loop(tas, loop)
+    shape = _copied_k_loop(tas, loop, a_columns_ok=True)
     if isinstance(shape, str):
         return shape
     mma, a, b, permute = shape
     columns = permute is None and columns_contiguous(b)
-    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None or columns)
+    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None or columns,
+                               a_k_major=not columns_contiguous(a))
     if staging is None:
         return "no swizzled layout holds both operands where wgmma's descriptors step through them"
     esize = element_bytes(mma.lhs.type)
@@ -317,13 +319,15 @@ def k_loop(tas, loop: CF.ForOp) -> Union[str, tuple[Operation, Operation, Operat
 
 
 def loads_reason(tas, loop: CF.ForOp, mma: Operation, a: Operation, b: Operation,
-                  permute: Optional[CO.PermuteOp], tma_ok: bool = False, b_columns_ok: bool = False
-                  ) -> Optional[str]:
+                  permute: Optional[CO.PermuteOp], tma_ok: bool = False, b_columns_ok: bool = False,
+                  a_columns_ok: bool = False) -> Optional[str]:
     """Why A's and B's loads cannot be issued iterations early (``_load_reason``), or None
-    (``b_columns_ok``: B's tile may lie column by column, ``columns_contiguous``)."""
+    (``b_columns_ok``, ``a_columns_ok``: B's, A's tile may lie column by column,
+    ``columns_contiguous``)."""
     iv = loop.regions[0].blocks[0].args[0]
     for ld, consumer in ((a, mma), (b, permute or mma)):
-        reason = _load_reason(tas, ld, loop, iv, consumer, tma_ok, b_columns_ok and ld is b and permute is None)
+        columns_ok = (b_columns_ok and permute is None) if ld is b else a_columns_ok
+        reason = _load_reason(tas, ld, loop, iv, consumer, tma_ok, columns_ok)
         if reason:
             return reason
     if permute is not None and any(u is not mma for u in tas.users(permute.result)):

@@ -91,6 +91,8 @@ class RingPlan(KLoopPlan):
     #: B's tile lies column by column in memory (a view with its dims swapped,
     #: ``software_pipeline.columns_contiguous``): its boxes are N x K, landed K-major
     b_columns: bool = False
+    #: A's tile lies column by column in memory: its boxes are K x M, landed MN-major
+    a_columns: bool = False
 
     @property
     def persistent(self) -> bool:
@@ -130,7 +132,7 @@ class RingPlan(KLoopPlan):
         return RingPlan(self.loop, self.mma, self.loads, stages, self.staging, self.stage_bytes, self.box,
                         self.boxes, self.specs, source, self.b_transposed, consumers, self.carried,
                         self.in_flight, self.serial_reason, producer_warp, reason, registers, self.fit, maps,
-                        barrier_at, self.b_columns)
+                        barrier_at, self.b_columns, self.a_columns)
 
 
 #: bytes of one stage's mbarriers ("full" and "empty")
@@ -169,21 +171,24 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     if isinstance(shape, str):
         return shape
     mma, a, b, permute = shape
-    reason = loads_reason(tas, loop, mma, a, b, permute, tma_ok=True, b_columns_ok=True)
+    reason = loads_reason(tas, loop, mma, a, b, permute, tma_ok=True, b_columns_ok=True, a_columns_ok=True)
     if reason:
         return reason
     gpu = f"sm_{arch}"
     columns = permute is None and columns_contiguous(b)
-    found = [tma_spec(tas.aa, a, gpu), tma_spec(tas.aa, b, gpu, columns_ok=columns)]
+    a_columns = columns_contiguous(a)
+    found = [tma_spec(tas.aa, a, gpu, columns_ok=a_columns), tma_spec(tas.aa, b, gpu, columns_ok=columns)]
     if None in found or any(len(ld.results[0].type.shape) != 2 for ld in (a, b)):
         return "a loaded tile cannot be copied by TMA (alignment, padding or rank)"
-    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None or columns)
+    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None or columns,
+                               a_k_major=not a_columns)
     if staging is None:
         return ("no swizzled layout TMA lands both operands in is one wgmma's descriptors step through (rows "
                 "narrower than 32 bytes, warpgroups interleaved along N, or an 8-bit B that is not transposed)")
     boxes, box_shapes, specs = [], [], []
     for ld, operand, (spec, _, _) in zip((a, b), (staging.a, staging.b), found):
-        rows, cols = ld.results[0].type.shape[::-1] if ld is b and columns else ld.results[0].type.shape
+        swapped = a_columns if ld is a else columns
+        rows, cols = ld.results[0].type.shape[::-1] if swapped else ld.results[0].type.shape
         inner = operand.swizzle.width // operand.elem_bytes
         if rows > MAX_BOX:
             return "a loaded tile has more than 256 rows (one TMA box)"
@@ -203,7 +208,7 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     carried, serial = _in_flight(tas, loop, mma)
     return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
                     source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial,
-                    fit=fit, b_columns=columns)
+                    fit=fit, b_columns=columns, a_columns=a_columns)
 
 
 def _in_flight(tas, loop: CF.ForOp, mma: Operation) -> tuple[int, str]:
