@@ -72,9 +72,9 @@ def main(argv: list[str] | None = None) -> int:
             failed += 1
             print(f"{path.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
             continue
+        mark = " (NV async)" if any(not k[:1].isupper() for k in kinds) and nvidia_async(path) else ""
         for kind in kinds:
-            mark = " (NV async)" if not kind[:1].isupper() and nvidia_async(path) else ""
-            found[kind].append(f"{path.parent.name}/{path.name}{mark}")
+            found[kind].append(f"{path.parent.name}/{path.name}{mark if not kind[:1].isupper() else ''}")
     planned = sum(len(v) for k, v in found.items() if k[:1].isupper())
     total = sum(len(v) for v in found.values())
     for kind, names in sorted(found.items(), key=lambda kv: (not kv[0][:1].isupper(), -len(kv[1]))):

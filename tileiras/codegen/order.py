@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from typing import Optional
 
 from llvmlite import ir
 from llvmlite.ir import instructions as I
@@ -111,7 +112,14 @@ def is_pure(inst: I.Instruction) -> bool:
 
 
 #: plain (weak, non-volatile) stores: sinkable loads may move past them
-_PLAIN_STORE = re.compile(r"^(?:@\$\d+ )?st\.(?:global|shared)(?:\.(?!release|relaxed|volatile|mmio)[\w:]+)*\s")
+_PLAIN_STORE = re.compile(r"^(?:@\$\d+ )?st\.(global|shared)(?:\.(?!release|relaxed|volatile|mmio)[\w:]+)*\s")
+
+
+def _plain_store(inst: I.Instruction) -> Optional[re.Match]:
+    """The match of ``_PLAIN_STORE`` (group 1 the state space) if ``inst`` is one."""
+    if not (isinstance(inst, I.CallInstr) and isinstance(inst.callee, ir.InlineAsm)):
+        return None
+    return _PLAIN_STORE.match(inst.callee.asm)
 
 
 def passes_loads(inst: I.Instruction) -> bool:
@@ -120,8 +128,7 @@ def passes_loads(inst: I.Instruction) -> bool:
     its copies (intrinsics.sreg_here, widen_here: effects only to LLVM)?"""
     if not (isinstance(inst, I.CallInstr) and isinstance(inst.callee, ir.InlineAsm)):
         return False
-    text = inst.callee.asm
-    return bool(_PLAIN_STORE.match(text)) or text.startswith(("mov.u32 $0, %", "cvt."))
+    return bool(_plain_store(inst)) or inst.callee.asm.startswith(("mov.u32 $0, %", "cvt."))
 
 
 def reads_shared(inst: I.Instruction) -> bool:
@@ -134,9 +141,9 @@ def reads_shared(inst: I.Instruction) -> bool:
 
 def writes_shared(inst: I.Instruction) -> bool:
     """Is ``inst`` a plain store to shared memory (which a shared-memory load may not pass:
-    it may write what the load reads)?"""
-    return isinstance(inst, I.CallInstr) and isinstance(inst.callee, ir.InlineAsm) and (
-        inst.callee.asm.lstrip("@$0123456789 ").startswith("st.shared"))
+    it may write what the load reads; other stores hold every sinkable load already)?"""
+    match = _plain_store(inst)
+    return match is not None and match.group(1) == "shared"
 
 
 def order_function(fn: ir.Function, sinkable: frozenset[int] | set[int] = frozenset()) -> None:

@@ -184,14 +184,13 @@ class Races:
         writer = pending // m.smem_size * m.nthreads + ((self.w_rec[pending] - 1) & TID_MASK)
         self.unfenced[pending[np.isin(writer, np.asarray(idx))]] = False
 
-    def async_read(self, region: np.ndarray, thread: int) -> None:
+    def proxy_read(self, region: np.ndarray, thread: int) -> None:
         """Thread ``thread`` issues a bulk copy, ``wgmma`` or ``tcgen05.mma`` reading
-        ``region`` (bytes of ``m.shared``) through the async proxy: each byte's last write must happen before the issue and,
-        if generic, have been proxy-fenced by its writer."""
+        ``region`` (bytes of ``m.shared``) through the async proxy: each byte's last write,
+        if generic, must have been proxy-fenced by its writer (that the write happens before
+        the issue is ``access``'s check of the read)."""
         m = self.m
         region = region[region // m.smem_size == m.cta_of[thread]]
-        who = np.full(region.shape, thread)
-        self.check(self.w_rec, self.w_pc, region, who, self.tid[who], "wrote", False)
         bad = self.unfenced[region]
         if bad.any():
             byte = int(region[np.flatnonzero(bad)[0]])

@@ -456,7 +456,7 @@ def record_plans(tas, arch: int) -> None:
     (``tma.plan_tma`` keeps its choices for a subset of its candidates).  A TMA ring takes
     its loads from ``lower.tma``'s plan, whose other buffers are placed again after the
     ring, and appends its tensor maps to the kernel's; its staging replaces the multiply's."""
-    from .tma import plan_tma  # noqa: PLC0415  (tma_ring, which builds on this module, imports it too)
+    from .tma import plan_again  # noqa: PLC0415  (tma_ring, which builds on this module, imports it too)
     from .tma_ring import RingPlan, place_rings  # noqa: PLC0415  (tma_ring builds on this module)
 
     tas.pipelines = plan_pipelines(tas, arch)
@@ -467,8 +467,7 @@ def record_plans(tas, arch: int) -> None:
             tas.wgmma_staging[decision.mma] = decision.staging
     taken = {ld for d in copied for ld in d.loads}
     if tas.tma and copied:
-        tas.tma, tas.tensor_maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in taken],
-                                                         f"sm_{arch}", tas.scratch_bytes, tas.tma_dropped)
+        plan_again(tas, arch, taken)
     rings = [d for d in tas.pipelines.values() if isinstance(d, RingPlan)]
     if rings:
         place_rings(tas, arch, rings)

@@ -62,7 +62,7 @@ from .attention_pipeline import inside_value
 from .layout_rules import swizzled_exchange
 from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, known_trips, view_copy_reason
 from .tiles import element_bytes
-from .tma import plan_tma
+from .tma import plan_again
 
 #: the architectures whose streaming loops this pipelines (``cp.async`` without TMA rings)
 STREAM_ARCHS = (80, 86, 87, 89, 120, 121)
@@ -284,9 +284,7 @@ def record_streams(tas, arch: int) -> None:
         first = decision.loads[0]
         tas.scratch[first] = max(tas.scratch.get(first, 0), decision.smem_end)
     if streams and tas.tma:         # TMA's buffers (and loads a ring took back) after the rings
-        taken = {ld for d in streams for ld in d.loads}
-        tas.tma, tas.tensor_maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in taken],
-                                                         f"sm_{arch}", tas.scratch_bytes, tas.tma_dropped)
+        plan_again(tas, arch, {ld for d in streams for ld in d.loads})
 
 
 def stream_plan(tas, op: Operation) -> Optional[StreamPlan]:

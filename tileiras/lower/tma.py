@@ -390,6 +390,15 @@ def carried_to_itself(op: Operation, users: dict[Value, list[Operation]]) -> boo
     return op.token is carried and users.get(carried) == [op] and not users.get(loop.results[positions[0]])
 
 
+def plan_again(tas, arch: int, taken: set) -> None:
+    """``tas``'s TMA loads and stores planned again after its scratch region, which a ring
+    grew, without ``taken`` (loads the ring copies itself now): ``plan_tma`` keeps its
+    choices for a subset of its candidates; what no longer fits goes back to the non-TMA
+    path, its reason in ``tas.tma_dropped``."""
+    tas.tma, tas.tensor_maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in taken],
+                                                     f"sm_{arch}", tas.scratch_bytes, tas.tma_dropped)
+
+
 def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
              dropped: Optional[dict[Operation, str]] = None
              ) -> tuple[dict[Operation, TmaPlan], tuple[TensorMapSpec, ...], int]:

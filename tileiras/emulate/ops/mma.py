@@ -526,8 +526,8 @@ def read_in_flight(m, region: np.ndarray, thread: int, family: str) -> None:
     m.asynchrony.check_read(region, 1, threads)
     races = m.shared_races()
     if races is not None:
-        races.async_read(region, thread)
         races.access(threads, region, 1, False)
+        races.proxy_read(region, thread)
     m.asynchrony.protect(region, thread, family, seq=m.asynchrony.group_of(family, np.array([thread]))[0])
 
 
