@@ -456,3 +456,26 @@ def test_unpadded_loads_in_a_bounded_loop_get_arrays_they_stay_inside():
         args = diffcheck.synthesize_args(fn, np.random.default_rng(0), extent=100)
         assert args[0].shape == (want,) and args[1] == want and args[2].shape == (100,)
     assert diffcheck.choose_extents((T.DYNAMIC, T.DYNAMIC), (1, 16), 100, 1000, (0, 600)) == (1, 608)
+
+
+def test_compare_allows_reordered_sums_near_zero_but_not_wrong_elements():
+    """An element cancelled to near zero may differ by ulps of the array's scale (measured on an
+    H100: wgmma's K order gave -0.022995 for the interpreter's -0.022979, the array's largest
+    element 237); a wrong element of any size still fails, and so does one off by 1e-3 of the
+    scale."""
+    rng = np.random.default_rng(3)
+    want = (rng.standard_normal((64, 64)) * 60).astype(np.float32)
+    want[5, 7] = -0.022979498
+    want[0, 0] = 237.0
+
+    def outcome(a):
+        return diffcheck.Outcome([a], False)
+
+    got = want.copy()
+    got[5, 7] = -0.022994995
+    assert diffcheck.compare(outcome(want), outcome(got)) is None
+    got[5, 7] = -0.022979498 + 0.25              # 1e-3 of the scale: a lost product, not rounding
+    assert "1 of 4096" in diffcheck.compare(outcome(want), outcome(got))
+    got = want.copy()
+    got[9, 9] *= 1.001
+    assert diffcheck.compare(outcome(want), outcome(got)) is not None
