@@ -2,9 +2,13 @@
 around the K loop): the K loop is a TMA ring feeding ``wgmma`` inside the loop over tiles,
 its mbarriers initialized once at kernel start (outside the scratch region, live the whole
 kernel) and its stage and phase taken from a K-tile counter carried across tiles
-(``RingPlan.persistent``, ``emit_ring.init_rings``); per tile a barrier, the prologue's
-copies, the steady state, and a drain that releases the tile's last stage, advances the
-counter and ends with a barrier before the tile's epilogue.  Checked against the interpreter in the
+(``RingPlan.persistent``, ``emit_ring.init_rings``).  By default it is warp-specialized as
+NVIDIA's are: a producer warp runs the loop over tiles itself (recomputing the tile's
+coordinates, ``RingPlan.producer_ops``) and fills the next tile's stages while the
+consumers finish a tile; the consumers' barriers are a named barrier of their own.  With
+``TILEIRAS_WARP_SPECIALIZE=0``: per tile a barrier, the prologue's copies, the steady
+state, and a drain that releases the tile's last stage, advances the counter and ends with
+a barrier before the tile's epilogue.  Both are checked against the interpreter in the
 emulator (TMA bytes land only at their mbarrier phase, wgmma operands locked until
 ``wait_group``, race detector on) with more tiles than CTAs and more K tiles than stages,
 and with planted missing waits."""
@@ -104,19 +108,66 @@ def loop_around(ptx: str, instruction: str) -> str:
 
 
 # -- the decision and the code --------------------------------------------------------------
+@pytest.fixture
+def unspecialized(monkeypatch):
+    monkeypatch.setenv("TILEIRAS_WARP_SPECIALIZE", "0")
+
+
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_the_k_loop_of_a_persistent_gemm_is_a_persistent_ring(dtype):
+def test_the_k_loop_of_a_persistent_gemm_is_a_warp_specialized_persistent_ring(dtype):
+    """NVIDIA's form: 256 threads, the second warp group the producer (32 registers), the
+    consumers 248; the stages all the shared memory holds beside the epilogue's staging
+    (6 of 32 KB); the producer recomputes the tile's coordinates (a divide and the
+    remainder's sign fix-up) from the loop's induction variable."""
+    c = compiled(LARGE[dtype])
+    plan = ring_of(c)
+    (tas,) = c.tas.values()
+    assert plan.persistent and plan.in_flight == 1 and plan.specialize_reason == ""
+    assert plan.producer_warp == 4 and plan.consumers == 128 and tas.num_threads == 256
+    assert plan.registers == (32, 248) and plan.stages == 6
+    assert [op.name for op in plan.producer_ops][:2] == ["divi", "remi"] and plan.outer is not None
+    assert plan.barriers >= tas.scratch_bytes and plan.barriers + plan.barrier_bytes <= tas.smem_bytes
+    assert tas.scratch[plan.mma] == plan.ring_bytes == 6 * 32768
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_unspecialized_the_k_loop_is_a_persistent_ring(dtype, unspecialized):
     c = compiled(LARGE[dtype])
     plan = ring_of(c)
     (tas,) = c.tas.values()
     assert plan.persistent and plan.stages == 4 and plan.in_flight == 1 and plan.producer_warp == -1
+    assert plan.specialize_reason == "turned off (TILEIRAS_WARP_SPECIALIZE=0)" and tas.num_threads == 128
     # the mbarriers after the stages' scratch (and TMA's buffers), not inside it
     assert plan.barriers >= tas.scratch_bytes and plan.barriers + plan.barrier_bytes <= tas.smem_bytes
     assert tas.scratch[plan.mma] == plan.ring_bytes == 4 * 32768
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_tma_and_wgmma_run_inside_the_loop_over_tiles(dtype):
+def test_the_producer_and_the_consumers_each_loop_over_the_tiles(dtype):
+    """The producer's loop over tiles (the cycle through its copies) holds the "empty"
+    waits, ``expect_tx`` and every copy, and no wgmma; the consumers' (the cycle through
+    the wgmma) the "full" waits, wgmma with one group in flight, the drain's ``wait_group
+    0`` and the tiles' bulk stores, with their barriers named (``bar.sync 1, 128``), and no
+    copy; before both, once, the mbarriers' initialization and a CTA-wide barrier;
+    ``setmaxnreg`` moves registers from the producer to the consumers."""
+    ptx = compiled(LARGE[dtype]).ptx
+    consumers, producer = loop_around(ptx, "wgmma.mma_async"), loop_around(ptx, COPY)
+    assert "wgmma.mma_async" in consumers and COPY not in consumers and "expect_tx" not in consumers
+    assert "wgmma.wait_group.sync.aligned 1;" in consumers and "wgmma.wait_group.sync.aligned 0;" in consumers
+    assert STORE in consumers and "bar.sync 1, 128;" in consumers and "bar.sync 0;" not in consumers
+    assert COPY in producer and "mbarrier.arrive.expect_tx" in producer and "wgmma" not in producer
+    assert "mbarrier.try_wait" in producer and "bar.sync" not in producer
+    assert ptx.count(COPY) == producer.count(COPY)      # every copy is the producer's
+    assert "mbarrier.init" not in consumers + producer and "mbarrier.inval" not in ptx
+    assert ptx.count("mbarrier.init") == 2 * 6 and ptx.index("mbarrier.init") < ptx.index("setmaxnreg")
+    assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 128;", ptx)) == 6
+    dec, inc = ptx.index("setmaxnreg.dec.sync.aligned.u32 32;"), ptx.index("setmaxnreg.inc.sync.aligned.u32 248;")
+    assert ptx.rindex("bar.sync 0;", 0, dec) < dec < ptx.index(COPY) < inc < ptx.index("wgmma.mma_async")
+    assert ".reqntid 256" in ptx
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_unspecialized_tma_and_wgmma_run_inside_the_loop_over_tiles(dtype, unspecialized):
     """In the loop over tiles (the cycle through the K loop's wgmma that also holds the
     tile's stores): the TMA copies, the "full" and "empty" waits, wgmma with one group in
     flight, the drain's ``wait_group 0`` and the tiles' bulk stores; before it, once, the
@@ -127,11 +178,33 @@ def test_tma_and_wgmma_run_inside_the_loop_over_tiles(dtype):
     assert "wgmma.wait_group.sync.aligned 1;" in loop and "wgmma.wait_group.sync.aligned 0;" in loop
     assert STORE in loop                                # the tile's epilogue: the outer loop
     assert "mbarrier.init" not in loop and "fence.mbarrier_init" not in loop
-    assert "mbarrier.inval" not in ptx
+    assert "mbarrier.inval" not in ptx and "setmaxnreg" not in ptx and "bar.sync 1" not in ptx
     assert ptx.count("mbarrier.init") == 2 * 4 and ptx.index("mbarrier.init") < ptx.index("wgmma.mma_async")
     assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 128;", ptx)) == 4
     # 3 prologue stages and one refill, each an A box and B's two 64-column boxes
     assert ptx.count(COPY) == 3 * 3 + 3 and loop.count(COPY) == ptx.count(COPY)
+
+
+#: ptxas's note that it serialized the kernel's wgmma (registers of one in flight read)
+SERIALIZED = "C7514"
+
+
+@pytest.mark.parametrize("specialize", ["default", "0"])
+def test_ptxas_keeps_the_wgmma_pipelined(specialize, monkeypatch):
+    """The last K iteration of a tile waits for its own group (``emit_ring._complete_last``):
+    with the wait after the loop, where the result joins the accumulator of a tile with no
+    K iterations, ptxas copied the in-flight registers before it and serialized every
+    wgmma of the kernel (its C7514 note; 1.24x NVIDIA's time on an H100 at 8192^3)."""
+    from tileiras.codegen import emit_ring
+    from tileiras.codegen.ptxas import invoke_ptxas
+
+    if specialize != "default":
+        monkeypatch.setenv("TILEIRAS_WARP_SPECIALIZE", specialize)
+    ptx = compiled(LARGE["f16"]).ptx
+    assert SERIALIZED not in invoke_ptxas(ptx, "sm_90").log
+    assert ptx.count("wgmma.wait_group.sync.aligned 0;") == 1       # in the loop, not after it
+    monkeypatch.setattr(emit_ring, "_completes_in_loop", lambda plan: False)
+    assert SERIALIZED in invoke_ptxas(compiled(LARGE["f16"]).ptx, "sm_90").log
 
 
 def test_a_top_level_ring_keeps_its_per_entry_mbarriers():
@@ -209,7 +282,10 @@ def _run(case, shapes, grid: int, seed: int = 3):
     ("f16", 128, 256, 64, 3),       # 2 tiles on 3 CTAs (one idle), 1 K tile
     ("bf16", 256, 128, 0, 2),       # no K tiles: zero tiles stored, the counter unmoved
 ], ids=lambda v: str(v))
-def test_large_persistent_gemm_matches_interpreter(dtype, m, n, k, grid):
+@pytest.mark.parametrize("specialize", ["default", "0"])
+def test_large_persistent_gemm_matches_interpreter(dtype, m, n, k, grid, specialize, monkeypatch):
+    if specialize != "default":
+        monkeypatch.setenv("TILEIRAS_WARP_SPECIALIZE", specialize)
     c = _run(LARGE[dtype], [(m, k), (k, n), (m, n)], grid)
     ptx, host = diffcheck.compile_with_host(read_bytecode(c.bytecode), "sm_90")
     got = diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), host_object=host)
@@ -234,9 +310,9 @@ def test_other_tma_archs_bulk_store_each_tile(arch):
 
 
 # -- planted faults ---------------------------------------------------------------------------
-def _emulate(edit=None):
-    """``PLANTED`` on 2 CTAs, its PTX ``edit``ed."""
-    c = _run(PLANTED, [(112, 112)] * 3, 2)
+def _emulate(edit=None, grid: int = 2):
+    """``PLANTED`` on ``grid`` CTAs, its PTX ``edit``ed."""
+    c = _run(PLANTED, [(112, 112)] * 3, grid)
     ptx, host = diffcheck.compile_with_host(read_bytecode(c.bytecode), "sm_90")
     if edit is not None:
         edited = edit(ptx)
@@ -253,27 +329,49 @@ def _without_drain_release(ptx: str) -> str:
 
 
 @needs_x86
-def test_a_missing_full_wait_is_caught():
+@pytest.mark.parametrize("specialize", ["default", "0"])
+def test_a_missing_full_wait_is_caught(specialize, monkeypatch):
     """wgmma reads a stage whose TMA bytes have not landed."""
+    if specialize != "default":
+        monkeypatch.setenv("TILEIRAS_WARP_SPECIALIZE", specialize)
     _emulate()
     with pytest.raises(EmulationError, match=r"async: .*wgmma.* reads shared byte"):
         _emulate(lambda ptx: _without_wait(ptx, "full"))
 
 
 @needs_x86
-def test_a_refill_without_the_empty_wait_is_caught():
-    """Without the "empty" waits warp 0 refills a stage the other warpgroup's wgmma read
-    with nothing ordering the copy after that read."""
+@pytest.mark.parametrize("specialize", ["default", "0"])
+def test_a_refill_without_the_empty_wait_is_caught(specialize, monkeypatch):
+    """Without the "empty" waits the producer warp (unspecialized: warp 0) refills a stage
+    a warpgroup's wgmma read with nothing ordering the copy after that read."""
+    if specialize != "default":
+        monkeypatch.setenv("TILEIRAS_WARP_SPECIALIZE", specialize)
     with pytest.raises(EmulationError, match=r"race: .*cp\.async\.bulk\.tensor.*wgmma"):
         _emulate(lambda ptx: _without_wait(ptx, "empty"))
 
 
 @needs_x86
-def test_a_drain_without_the_last_release_is_caught():
-    """The next tile's prologue waits for the release of the previous tile's last stage:
-    without it the CTA deadlocks."""
+def test_a_consumer_barrier_counting_the_producer_is_caught():
+    """The consumers' barriers after the split name only them: a ``bar.sync 0`` there
+    waits for the producer warps, which never come (they wait for stages the consumers
+    release after the barrier; 4 tiles of 7 K tiles on one CTA, 8 stages: at the first
+    tile's epilogue the producer waits for the second tile's releases)."""
+    _emulate(grid=1)
     with pytest.raises(EmulationError, match=r"deadlock"):
-        _emulate(_without_drain_release)
+        _emulate(lambda ptx: ptx.replace("bar.sync 1, 256;", "bar.sync 0;"), grid=1)
+
+
+@needs_x86
+@pytest.mark.parametrize("specialize", ["default", "0"])
+def test_a_drain_without_the_last_release_is_caught(specialize, monkeypatch):
+    """The next tile's prologue (unspecialized) or the producer, once it comes round to
+    the stage again (4 tiles of 7 K tiles on one CTA: 28 uses of 8 stages), waits for the
+    release of the previous tile's last stage: without it the CTA deadlocks."""
+    if specialize != "default":
+        monkeypatch.setenv("TILEIRAS_WARP_SPECIALIZE", specialize)
+    _emulate(grid=1)
+    with pytest.raises(EmulationError, match=r"deadlock"):
+        _emulate(_without_drain_release, grid=1)
 
 
 def _without_read_wait(ptx: str) -> str:

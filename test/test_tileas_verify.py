@@ -265,3 +265,15 @@ cuda_tile.module @m {
     tas = TileAS(analyze(fn), num_warps=4)
     names = [op.name.split(".")[-1] for op in block_order(tas, fn.entry_block)]
     assert "store_ptr_tko" in names and names.count("addf") == 1 and names.index("addf") < names.index("store_ptr_tko")
+
+
+def test_nothing_else_uses_the_scratch_of_a_warp_specialized_persistent_ring(tileir_store: TileIRStore):
+    """Its producer fills the next tile's stages while the consumers run the rest of the
+    loop over tiles: an op there using the scratch region would race with it."""
+    _, (tas,) = compiled(tileir_store, "persistent_gemm_f16.aligned")
+    loop, plan = next((lp, p) for lp, p in tas.pipelines.items() if isinstance(p, RingPlan))
+    assert plan.outer is not None
+    verify_tileas(tas, 90, frozenset({LAYOUTS, MEMORY}))
+    store = next(op for op in plan.outer.walk() if isinstance(op, MEM.StoreViewTkoOp))
+    tas.scratch[store] = 512
+    fails(tas, 90, rf"@{index(tas, store)} store_view_tko: uses the scratch region in the loop over tiles")

@@ -63,11 +63,12 @@ def loop_of(ptx: str) -> str:
 
 
 # -- the decision -------------------------------------------------------------------------------
-def test_an_aligned_f16_wgmma_k_loop_becomes_a_tma_ring():
+def test_an_aligned_f16_wgmma_k_loop_becomes_a_tma_ring(monkeypatch):
     tas = tas_of(gemm_loop(64, 64, 64))
     (plan,) = tas.pipelines.values()
     # warp-specialized: the consumers hold the SM's registers, the ring its shared memory
     assert isinstance(plan, RingPlan) and plan.source == "shared memory (warp-specialized)" and plan.stages == 8
+    monkeypatch.setenv("TILEIRAS_WARP_SPECIALIZE", "0")
     unspecialized = plan_of(nested(gemm_loop(64, 64, 64)))
     assert unspecialized.source == "measured floor (the modulo schedule's 3)" and unspecialized.stages == 4
     a, b = plan.staging.a, plan.staging.b
@@ -217,23 +218,26 @@ def test_warp_specialized_ring_ptx_structure():
     assert ".shared .align 1024" in ptx
 
 
-def test_ring_ptx_structure_unspecialized():
-    """A ring inside another loop stays on the worker warps (128 threads) and is persistent
-    (test_persistent_ring.py): its mbarriers initialized once, before the outer loop, and
+def test_ring_ptx_structure_unspecialized(monkeypatch):
+    """A ring not warp-specialized (TILEIRAS_WARP_SPECIALIZE=0) inside another loop stays on
+    the worker warps (128 threads) and is persistent (test_persistent_ring.py): its mbarriers initialized once, before the outer loop, and
     never invalidated; per entry a barrier, then S-1 stages of one A and one B box (thread
     0, no "empty" wait: the previous entry released every stage); per iteration the "full" wait, wgmma with one group in flight, every
     thread's release of the previous stage, then warp 0's "empty" wait and thread 0's
     refill; no CTA barrier in the loop."""
+    monkeypatch.setenv("TILEIRAS_WARP_SPECIALIZE", "0")
     text = nested(gemm_loop(64, 64, 64, hints="sm_90 = {num_stages = 4}"))
     plan = plan_of(text)
-    assert plan.producer_warp == -1 and "inside another loop" in plan.specialize_reason and plan.persistent
+    assert plan.producer_warp == -1 and "turned off" in plan.specialize_reason and plan.persistent
     ptx = ptx_of(text)
     assert ".reqntid 128" in ptx and "setmaxnreg" not in ptx and "mbarrier.inval" not in ptx
     assert ptx.count(COPY) == 2 * 3 + 2
     assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 128;", ptx)) == 4
     assert ptx.rindex("mbarrier.init") < ptx.index("bar.sync 0;") < ptx.index("mbarrier.arrive.expect_tx") \
         < ptx.index("mbarrier.try_wait.parity")
-    loop = ptx[ptx.index("wgmma.fence"):ptx.index("wgmma.wait_group.sync.aligned 0;")]
+    loop = ptx[ptx.index("wgmma.fence"):ptx.rindex(COPY) + len(COPY)]
+    # persistent: the last iteration waits for its own group, in the loop (_complete_last)
+    assert loop.count("wgmma.wait_group.sync.aligned 0;") == 1
     assert loop.count(COPY) == 2 and loop.count("wgmma.mma_async") == 4
     assert "bar.sync" not in loop and loop.count("wgmma.wait_group.sync.aligned 1;") == 1
     after = loop[loop.index("wgmma.wait_group.sync.aligned 1;"):]
@@ -291,11 +295,16 @@ def test_ring_gemm_matches_interpreter(case, extents):
     ({"m": 64, "n": 64, "k": 64}, (64, 192, 250)),
     ({"m": 128, "n": 128, "k": 128, "hints": WARPS8}, (260,)),
     ({"m": 64, "n": 64, "k": 64, "acc": "f16"}, (100,)),
+    ({"m": 64, "n": 64, "k": 64, "hints": "sm_90 = {num_stages = 2}"}, (384,)),     # wraps around
 ], ids=lambda v: str(v))
-def test_unspecialized_ring_matches_interpreter(case, extents):
-    """The ring inside another loop (worker warps only, warp 0 refilling; persistent)."""
+@pytest.mark.parametrize("specialize", ["1", "0"])
+def test_persistent_ring_matches_interpreter(case, extents, specialize, monkeypatch):
+    """The ring inside another loop (persistent): its producer warp running the outer loop
+    too, or (TILEIRAS_WARP_SPECIALIZE=0) worker warps only, warp 0 refilling."""
+    monkeypatch.setenv("TILEIRAS_WARP_SPECIALIZE", specialize)
     text = nested(gemm_loop(**case))
-    assert plan_of(text).producer_warp == -1
+    plan = plan_of(text)
+    assert plan.persistent and (plan.producer_warp == -1) == (specialize == "0")
     for extent in extents:
         assert agrees(text, extent) == [None], extent
 

@@ -124,7 +124,8 @@ class _Knobs:
     tmp = _PathKnob("TMP", None, "temporary folder, where TMPDIR and TEMP are unset")
     warp_specialize = _BoolKnob("TILEIRAS_WARP_SPECIALIZE", None,
                                 "sm_90 TMA rings: 1 warp-specializes them where the kernel allows it (a "
-                                "producer warp, setmaxnreg), 0 never; unset: the measured default (not)")
+                                "producer warp, setmaxnreg), 0 never; unset: the measured default (a "
+                                "persistent GEMM's ring is, a top-level K loop's is not)")
     verify_each = _BoolKnob("TILEIRAS_VERIFY_EACH", False, "check the TileAS invariants after every pass "
                             "(lower/tileas_verify.py; the test suite turns it on)")
     ld_preload = _PathKnob("LD_PRELOAD", None, "libraries preloaded into ptxas", MATCH)

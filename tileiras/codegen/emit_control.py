@@ -19,12 +19,13 @@ from ..lower.attention_tma import AttentionRingPlan
 from ..lower.forwarding import kept_loads, unrolled_loops
 from ..lower.software_pipeline import pipelined_op
 from ..lower.stream_pipeline import stream_plan
+from ..lower.tma_ring import RingPlan
 from ..lower.tiles import element_bytes
 from ..record import field, record
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
-from . import emit_async, emit_attention_tma, emit_stream, emit_tma, smem_copy
+from . import emit_async, emit_attention_tma, emit_ring, emit_stream, emit_tma, smem_copy
 from . import intrinsics as X
 from .nvvm import I32, I64, KernelEmitter, emits
 from .values import TileVal, byte_gep, llvm_type
@@ -185,6 +186,9 @@ def _loop_header(em: KernelEmitter, frame: Frame, inits: list, carried: list[Val
 @emits(CF.ForOp)
 def _for(em: KernelEmitter, op: Operation) -> None:
     b = em.b
+    split = next((p for p in em.tas.pipelines.values() if isinstance(p, RingPlan) and p.outer is op), None)
+    if split is not None:       # a warp-specialized persistent ring's loop over tiles
+        emit_ring.split_roles(em, split)
     lb, ub, step = (em.scalar(op, i) for i in range(3))
     inits = _token_or_regs(em, op)[3:]
     plan = pipelined_op(em.tas, op)

@@ -359,20 +359,24 @@ def warpgroup_multiply(em: KernelEmitter, op: Operation, form: TensorCoreMma, st
 
     def iteration(sums: list[ir.Value], a_of: Callable[[int, int], object], b_k: ir.Value,
                   a_words: list[ir.Value]) -> list[ir.Value]:
-        """One commit group: ``a_of(i, s)`` is block i's A (descriptor or words) at step s."""
+        """One commit group: ``a_of(i, s)`` is block i's A (descriptor or words) at step s.
+        K step by K step, each step's blocks one after another (as CUTLASS's mainloops
+        order them): consecutive ``wgmma`` accumulate into different registers, so the
+        tensor cores need not finish one before starting the next (on an H100 a persistent
+        128x128x64 GEMM, two 64-row blocks: 1.24x NVIDIA's time with each block's K steps
+        in a row)."""
         fenced = wgmma_fence(b, sums + a_words)
         out, words = fenced[:len(sums)], dict(zip(map(id, a_words), fenced[len(sums):]))
-        for i in range(len(row_offsets)):
-            for c in range(0, n, chunk):
-                pairs = []
-                for s in range(0, per_iteration, k_step):
+        for s in range(0, per_iteration, k_step):
+            for i in range(len(row_offsets)):
+                for c in range(0, n, chunk):
                     a = a_of(i, s)
                     a = [words[id(w)] for w in a] if isinstance(a, list) else a
-                    pairs.append((a, _desc_add(b, b_k, staging.b.offset(c // 8 * spacing, s) >> 4)))
-                regs = [4 * (j + cols_blocks * i) + e for j in range(c // 8, (c + chunk) // 8) for e in range(4)]
-                new = wgmma(b, form, chunk, pairs, [out[q] for q in regs], transposed)
-                for q, v in zip(regs, new):
-                    out[q] = v
+                    pair = (a, _desc_add(b, b_k, staging.b.offset(c // 8 * spacing, s) >> 4))
+                    regs = [4 * (j + cols_blocks * i) + e for j in range(c // 8, (c + chunk) // 8) for e in range(4)]
+                    new = wgmma(b, form, chunk, [pair], [out[q] for q in regs], transposed)
+                    for q, v in zip(regs, new):
+                        out[q] = v
         X.asm(b, ir.VoidType(), "wgmma.commit_group.sync.aligned;", "~{memory}", [], side_effect=True)
         return wgmma_wait(b, out, pending)
 

@@ -28,7 +28,9 @@ its phase at 1).
   elected thread's warp would lag);
 * drain (``ring_drain``): ``wgmma.wait_group 0`` with the accumulator tied through it
   (no instruction touches it before), a barrier, and thread 0 invalidates the mbarriers
-  (the next entry of the loop initializes them again, its phases from 0).
+  (the next entry of the loop initializes them again, its phases from 0).  A persistent
+  ring's last iteration waits for its own group instead (``_complete_last``: ptxas would
+  serialize every ``wgmma`` for copies it makes before a wait after the loop).
 
 Warp-specialized (the plan's ``producer_warp``, NVIDIA's split): after the mbarriers'
 barrier the CTA branches.  The producer warp group (the CTA's extra warps) lowers its
@@ -51,6 +53,18 @@ stage before its drain's barrier); the steady state as above; the drain (``_pers
 releases the entry's last stage after ``wait_group 0``, advances the counter by the
 entry's trip count and ends with a barrier, so that no copy is in flight and no wgmma
 reads a stage when the tile's epilogue runs; nothing is invalidated.
+
+Warp-specialized and persistent (NVIDIA's persistent GEMMs): the CTA splits before the
+loop over tiles (``split_roles``, called by that loop's emission): after a barrier, the
+producer warp group lowers its registers and its first warp runs the loop over tiles
+itself, each tile computing again the ops the K loop's bounds and boxes come from (the
+plan's ``producer_ops``) and running its own K loop of "empty" waits and boxes, with its
+own K-tile counter; then it leaves.  It thus fills the next tile's stages while the
+consumers finish the tile's multiply and its epilogue, which uses no shared memory of the
+ring (``tma_ring._producer_slice``).  The consumers raise their registers and run the
+loop over tiles without prologue, refills or the drain's barrier; their CTA barriers
+from the split on are named barrier 1 for the consumers alone
+(``KernelBuilder.barrier_threads``), since the producer warp does not reach them.
 
 Iterations past the end issue nothing: their stage's mbarriers are never waited on.
 Boxes outside the tensor land as zeros and count their full bytes on the mbarrier.
@@ -197,6 +211,8 @@ def ring_prologue(em: KernelEmitter, plan: RingPlan) -> None:
     wait: the stages are fresh, or (persistent: uses c .. c+S-2 of the ring, c the K-tile
     counter) every earlier use was released before the previous drain's barrier."""
     _prefetch_maps(em, plan)
+    if plan.outer is not None:      # the producer fills the stages (``split_roles``)
+        return
     b = em.b
     lb, ub, step = loop_bounds(em, plan)
     X.barrier(b)
@@ -226,31 +242,32 @@ def _produce(em: KernelEmitter, plan: RingPlan) -> None:
     on) lowers its registers, its first warp runs the producer loop (per iteration j:
     the "empty" wait, then the elected thread's boxes into stage j % S) and the group
     leaves the kernel; the consumers raise their registers and go on to the loop."""
-    b = em.b
     lb, ub, step = loop_bounds(em, plan)
+    _split(em, plan, lambda: _produce_k(em, plan, lb, ub, step, ir.Constant(I32, 0)))
+
+
+def _produce_k(em: KernelEmitter, plan: RingPlan, lb: ir.Value, ub: ir.Value, step: ir.Value,
+               first: ir.Value) -> ir.Value:
+    """(The producer warp) the K loop's iterations from ``lb``: the "empty" wait and the
+    boxes of each into the ring's use ``first`` + i; the use after the last."""
+    def iteration(iv: ir.Value, j: ir.Value) -> ir.Value:
+        _refill(em, plan, iv, j)
+        return em.b.add(j, ir.Constant(I32, 1))
+    return _loop(em, "ring.produce", lb, bool(plan.loop.attributes.get("unsignedCmp")), ub, step, first, iteration)
+
+
+def _split(em: KernelEmitter, plan: RingPlan, produce) -> None:
+    """The CTA's branch into roles: the producer warp group (threads from ``consumers`` on)
+    lowers its registers (``setmaxnreg.dec``), its first warp runs ``produce()`` and the
+    group leaves the kernel; the consumers raise theirs and go on."""
+    b = em.b
     producer = em.llfn.append_basic_block("ring.producer")
     consumer = em.llfn.append_basic_block("ring.consumer")
     b.cbranch(b.icmp_unsigned(">=", em.tid, ir.Constant(I32, plan.consumers)), producer, consumer)
     b.position_at_end(producer)
     _setmaxnreg(b, "dec", plan.registers[0])
     with b.if_then(_elected_warp(em, plan)):
-        entry = b.block
-        head = em.llfn.append_basic_block("ring.produce")
-        body = em.llfn.append_basic_block("ring.produce.body")
-        done = em.llfn.append_basic_block("ring.produce.done")
-        b.branch(head)
-        b.position_at_end(head)
-        j = b.phi(I32, name="j")
-        iv = b.phi(lb.type, name="produce.iv")
-        j.add_incoming(ir.Constant(I32, 0), entry)
-        iv.add_incoming(lb, entry)
-        b.cbranch(below(em, plan, iv, ub), body, done)
-        b.position_at_end(body)
-        _refill(em, plan, iv, j)
-        j.add_incoming(b.add(j, ir.Constant(I32, 1)), b.block)
-        iv.add_incoming(b.add(iv, step), b.block)
-        b.branch(head)
-        b.position_at_end(done)
+        produce()
     b.ret_void()
     b.position_at_end(consumer)
     _setmaxnreg(b, "inc", plan.registers[1])
@@ -272,6 +289,8 @@ def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
     form = em.tas.tensor_cores[op]
     warpgroup_multiply(em, op, form, plan.staging, None, em.tile(op, 2),
                        b.mul(stage, ir.Constant(I32, plan.stage_bytes)), plan.in_flight)
+    if _completes_in_loop(plan):
+        _complete_last(em, op, plan, iv, step, ub)
     ahead = b.add(j, ir.Constant(I32, plan.stages - 1))
     if plan.in_flight:              # iteration i-1's group has retired (none before i = 0)
         with b.if_then(b.icmp_unsigned("!=", i, ir.Constant(I32, 0))):
@@ -285,6 +304,42 @@ def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
         _refill(em, plan, ahead_iv, ahead)
 
 
+def _completes_in_loop(plan: RingPlan) -> bool:
+    """Does the loop's last iteration wait for its own group (``_complete_last``), not the
+    drain?  Where a group stays in flight and the loop is persistent: its result joins a
+    tile's accumulator that skipped the loop."""
+    return bool(plan.in_flight) and plan.persistent
+
+
+def _complete_last(em: KernelEmitter, op: Operation, plan: RingPlan, iv: ir.Value, step: ir.Value,
+                   ub: ir.Value) -> None:
+    """(A persistent ring) the last iteration waits for its group itself (``wait_group 0``,
+    the accumulator tied through it), so that the loop's result leaves complete.  Else the
+    drain's wait comes after the loop's exit, where the result joins the accumulator of a
+    tile with no K iterations, and ptxas copies the in-flight registers into the joined
+    ones before that wait: it then serializes every ``wgmma`` of the kernel (its C7514
+    warning; on an H100 a persistent 128x128x64 GEMM took 1.24x NVIDIA's time so)."""
+    from .emit_mma import wgmma_wait  # noqa: PLC0415  (emit_mma dispatches here)
+
+    b = em.b
+    tv = em.values[op.result]
+    before = b.block
+    last = em.llfn.append_basic_block("ring.last")
+    join = em.llfn.append_basic_block("ring.join")
+    b.cbranch(below(em, plan, b.add(iv, step), ub), join, last)
+    b.position_at_end(last)
+    done = wgmma_wait(b, tv.regs)
+    b.branch(join)
+    b.position_at_end(join)
+    regs = []
+    for early, complete in zip(tv.regs, done):
+        phi = b.phi(early.type)
+        phi.add_incoming(early, before)
+        phi.add_incoming(complete, last)
+        regs.append(phi)
+    em.put(op.result, TileVal(tv.layout, regs))
+
+
 def ring_drain(em: KernelEmitter, plan: RingPlan) -> None:
     """After the loop: the groups still in flight complete (the accumulator, tied through
     ``wait_group 0``, becomes the loop's result); every warpgroup is done with the ring;
@@ -292,7 +347,7 @@ def ring_drain(em: KernelEmitter, plan: RingPlan) -> None:
     from .emit_mma import wgmma_wait  # noqa: PLC0415  (emit_mma dispatches here)
 
     b = em.b
-    if plan.in_flight:
+    if plan.in_flight and not _completes_in_loop(plan):
         result = plan.loop.results[plan.carried]
         acc = em.values[result]
         em.put(result, TileVal(acc.layout, wgmma_wait(b, acc.regs)))
@@ -321,4 +376,63 @@ def _persistent_drain(em: KernelEmitter, plan: RingPlan) -> None:
         with b.if_then(b.icmp_unsigned("!=", n, ir.Constant(I32, 0))):
             _release(em, plan, _use(b, plan, b.sub(last, ir.Constant(I32, 1)))[0])
     b.store(last, em.ring_counters[plan.loop])
-    X.barrier(b)
+    if plan.outer is None:          # warp-specialized: the epilogue uses none of the ring
+        X.barrier(b)
+
+
+def split_roles(em: KernelEmitter, plan: RingPlan) -> None:
+    """Before the loop over tiles of a warp-specialized persistent ring (``plan.outer``):
+    a barrier (the code before is done with the shared memory), then the producer warp
+    group's branch (``_produce_tiles``, then it leaves) and the consumers' (registers
+    raised, CTA barriers counting only them from here on)."""
+    X.barrier(em.b)
+    saved = dict(em.values)
+    _split(em, plan, lambda: _produce_tiles(em, plan))
+    em.values.clear()               # the producer's values exist in its branch alone
+    em.values.update(saved)
+    em.b.barrier_threads = plan.consumers
+
+
+def _loop(em: KernelEmitter, name: str, start: ir.Value, unsigned: bool, bound: ir.Value, step: ir.Value,
+          count: ir.Value, body) -> ir.Value:
+    """A counted loop of the producer: ``body(value, count)`` runs for ``start``, ``start +
+    step``, ... while below ``bound`` (compared as the loop being copied compares) and
+    returns the count for the next trip; the count after the last trip is returned."""
+    b = em.b
+    entry = b.block
+    head = em.llfn.append_basic_block(name)
+    inside = em.llfn.append_basic_block(f"{name}.body")
+    done = em.llfn.append_basic_block(f"{name}.done")
+    b.branch(head)
+    b.position_at_end(head)
+    value = b.phi(start.type, name=f"{name}.iv")
+    counted = b.phi(I32, name=f"{name}.count")
+    value.add_incoming(start, entry)
+    counted.add_incoming(count, entry)
+    more = b.icmp_unsigned("<", value, bound) if unsigned else b.icmp_signed("<", value, bound)
+    b.cbranch(more, inside, done)
+    b.position_at_end(inside)
+    following = body(value, counted)
+    value.add_incoming(b.add(value, step), b.block)
+    counted.add_incoming(following, b.block)
+    b.branch(head)
+    b.position_at_end(done)
+    return counted
+
+
+def _produce_tiles(em: KernelEmitter, plan: RingPlan) -> None:
+    """(The producer warp) per trip of the loop over tiles: its induction value, the ops
+    the K loop's bounds and boxes come from, then per K iteration the "empty" wait and the
+    boxes into the ring's use c + i (c the producer's own K-tile counter, advanced as the
+    consumers advance theirs)."""
+    outer = plan.outer
+    arg = outer.regions[0].blocks[0].args[0]
+    lb, ub, step = (em.scalar(outer, i) for i in range(3))
+
+    def tile(t: ir.Value, count: ir.Value) -> ir.Value:
+        em.put(arg, TileVal(em.result_layout(arg), [t]))
+        for op in plan.producer_ops:
+            em.emit_op(op)
+        return _produce_k(em, plan, *loop_bounds(em, plan), count)
+
+    _loop(em, "ring.tiles", lb, bool(outer.attributes.get("unsignedCmp")), ub, step, ir.Constant(I32, 0), tile)

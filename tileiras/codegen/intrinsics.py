@@ -33,7 +33,13 @@ class KernelBuilder(ir.IRBuilder):
     carries LLVM's ``convergent`` attribute, so that no LLVM pass makes it control-dependent
     on more values than it was (tail duplication once put one ``bar.sync`` in each arm of a
     ``tid == 0`` branch: legal for LLVM without the attribute, a hang on an H100, and a
-    ``divergence`` trap in the emulator)."""
+    ``divergence`` trap in the emulator).
+
+    ``barrier_threads``: where the CTA has split into roles that stay alive side by side
+    (a warp-specialized persistent ring's producer and consumers, ``emit_ring``), the
+    consumer threads' CTA barriers (``barrier``) count only them: ``bar.sync 1, N``."""
+
+    barrier_threads = 0
 
     def asm(self, ftype, asm, constraint, args, side_effect, name=""):
         call = super().asm(ftype, asm, constraint, args, side_effect, name)
@@ -83,8 +89,12 @@ def widen_here(b: ir.IRBuilder, value: ir.Value, signed: bool) -> ir.Value:
 
 
 def barrier(b: ir.IRBuilder) -> None:
-    """bar.sync 0 (all threads of the CTA; also orders their memory accesses)."""
-    b.asm(ir.FunctionType(ir.VoidType(), []), "bar.sync 0;", "~{memory}", [], side_effect=True)
+    """bar.sync 0 (all threads of the CTA; also orders their memory accesses), or where the
+    builder's ``barrier_threads`` says the CTA's roles have split, named barrier 1 for that
+    many threads."""
+    threads = getattr(b, "barrier_threads", 0)
+    text = f"bar.sync 1, {threads};" if threads else "bar.sync 0;"
+    b.asm(ir.FunctionType(ir.VoidType(), []), text, "~{memory}", [], side_effect=True)
 
 
 def shfl_bfly(b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:

@@ -12,7 +12,8 @@ turns it on for every compilation).
   once memory is allocated, inside the CTA's ``smem_bytes`` with its base aligned for
   them; buffers live at the same time do not overlap;
 * a pipelined loop has at least one stage, its ring fits the multiply's scratch, a TMA
-  load has its mbarrier;
+  load has its mbarrier; nothing else in the loop over tiles of a warp-specialized
+  persistent ring uses the scratch region (its producer runs ahead into the next tile);
 * a vector width is a power of two that divides what the facts allow and the run of
   consecutive elements the thread's layout holds;
 * each tensor-core form exists on the architecture and fits its multiply's shape;
@@ -187,6 +188,11 @@ class Verifier:
             if tas.scratch.get(plan.mma, 0) < need:
                 raise self.fail(plan.mma, f"the ring needs {need} bytes (stages and barriers), the multiply's "
                                           f"scratch has {tas.scratch.get(plan.mma, 0)}")
+            outer = plan.outer if isinstance(plan, RingPlan) else None
+            for op in outer.walk() if outer is not None else ():
+                if op is not outer and op is not plan.mma and tas.scratch.get(op, 0):
+                    raise self.fail(op, "uses the scratch region in the loop over tiles whose next stages a "
+                                        "warp-specialized ring's producer fills meanwhile")
         for op, plan in tas.tma.items():
             if isinstance(op, MEM.LoadViewTkoOp) and plan.barrier is None:
                 raise self.fail(op, "a TMA load without an mbarrier")

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..ir.core import Operation
+from ..tile.traits import NoMemoryEffect, has_trait
 from ..knobs import knobs
 from ..layout.linear import mma_blocks
 from ..layout.shared import Swizzle
@@ -30,7 +31,7 @@ from ..target import smem_limit, stages_hint
 from ..tile import ops_control as CF
 from .mma_forms import WGMMA_MAX_N, WgmmaStaging, k_steps, tma_ring_staging
 from .software_pipeline import Decision, KLoopPlan, columns_contiguous, k_loop, known_trips, loads_reason
-from .tiles import element_bytes
+from .tiles import element_bytes, is_tile
 from .tma import BARRIER_BYTES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, plan_tma, tma_spec
 
 
@@ -68,7 +69,13 @@ class RingPlan(KLoopPlan):
     ``consumers`` (the worker warps) only wait on "full", multiply and release, their
     registers raised to ``registers[1]`` (``registers[0]`` the producers': ``setmaxnreg``).
     Else (-1) ``specialize_reason`` says why not and the worker warps take turns: warp 0
-    refills after the multiply."""
+    refills after the multiply.  Warp-specialized and persistent (NVIDIA's persistent
+    GEMMs): the producer runs the loop over tiles around the K loop itself, from before
+    that loop (the CTA splits there), recomputing per tile ``producer_ops`` (the ops of
+    that loop's body the K loop's bounds and the boxes' coordinates come from, in body
+    order), so that it fills the next tile's stages while the consumers finish a tile's
+    multiply and epilogue; the consumers' barriers from the split on count only them (a
+    named barrier: the producer warps are still running)."""
     staging: WgmmaStaging
     stage_bytes: int
     box: tuple[tuple[int, int], tuple[int, int]]
@@ -93,6 +100,9 @@ class RingPlan(KLoopPlan):
     b_columns: bool = False
     #: A's tile lies column by column in memory: its boxes are K x M, landed MN-major
     a_columns: bool = False
+    #: warp-specialized and persistent: the ops of the loop over tiles the producer
+    #: recomputes (``_producer_slice``)
+    producer_ops: tuple[Operation, ...] = ()
 
     @property
     def persistent(self) -> bool:
@@ -123,16 +133,23 @@ class RingPlan(KLoopPlan):
     def specialized(self) -> bool:
         return self.producer_warp >= 0
 
+    @property
+    def outer(self) -> Optional[Operation]:
+        """A warp-specialized persistent ring's loop over tiles, where the CTA splits."""
+        return enclosing_loop(self.loop) if self.specialized and self.persistent else None
+
     def placed(self, maps: tuple[int, int], producer_warp: int, consumers: int, reason: str,
-               registers: tuple[int, int], stages: int, source: str, barrier_at: int = -1) -> "RingPlan":
+               registers: tuple[int, int], stages: int, source: str, barrier_at: int = -1,
+               producer_ops: tuple[Operation, ...] = ()) -> "RingPlan":
         """This plan reading its tiles through hidden tensor maps ``maps``, its producer
         warp ``producer_warp`` (-1: none, ``reason`` why) for ``consumers`` threads, with
-        ``registers`` (producers', consumers'), ``stages`` (from ``source``) and its
-        mbarriers at ``barrier_at`` (-1: after the stages)."""
+        ``registers`` (producers', consumers'), ``stages`` (from ``source``), its
+        mbarriers at ``barrier_at`` (-1: after the stages) and, persistent and
+        warp-specialized, the ops the producer recomputes per tile."""
         return RingPlan(self.loop, self.mma, self.loads, stages, self.staging, self.stage_bytes, self.box,
                         self.boxes, self.specs, source, self.b_transposed, consumers, self.carried,
                         self.in_flight, self.serial_reason, producer_warp, reason, registers, self.fit, maps,
-                        barrier_at, self.b_columns, self.a_columns)
+                        barrier_at, self.b_columns, self.a_columns, producer_ops)
 
 
 #: bytes of one stage's mbarriers ("full" and "empty")
@@ -161,6 +178,9 @@ UNSPECIALIZED_MIN_STAGES = 4
 SPECIALIZE_BY_DEFAULT = ("not by default: on an H100 the unspecialized 4-stage ring ran 128x128x32 GEMMs in "
                          "0.94-0.98x the time of the warp-specialized 8-stage one (TILEIRAS_WARP_SPECIALIZE=1 "
                          "forces it)")
+#: a persistent ring (its loop over tiles at the top level) is warp-specialized by default:
+#: on an H100 TileGym's persistent 128x128x64 GEMM at 8192^3 took 1.02x NVIDIA's time so,
+#: 1.38x with warp 0 refilling (bench/results)
 
 
 def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
@@ -265,10 +285,11 @@ def place_rings(tas, arch: int, rings: list[RingPlan], persistent: bool = True) 
     (``_persistent_loops``) after those, unless they would not fit (``persistent``
     False: every ring's mbarriers follow its stages)."""
     taken = {ld for ring in rings for ld in ring.loads}
-    reason = _specialize_reason(tas, rings)
+    nested = _persistent_loops(tas, rings) if persistent else set()
+    reason, slice_ = _specialize_reason(tas, rings, nested)
+    planned, scratch = rings, dict(tas.scratch)
     if not reason:
         rings = [_deepened(ring) for ring in rings]
-    nested = _persistent_loops(tas, rings) if reason and persistent else set()
     for ring in rings:
         need = ring.ring_bytes if ring.loop in nested else ring.smem_bytes
         tas.scratch[ring.mma] = max(tas.scratch.get(ring.mma, 0), need)
@@ -284,7 +305,8 @@ def place_rings(tas, arch: int, rings: list[RingPlan], persistent: bool = True) 
             barrier_at[ring.loop] = at
             at += ring.barrier_bytes
     if barrier_at and at > smem_limit(f"sm_{arch}"):
-        place_rings(tas, arch, rings, persistent=False)
+        tas.scratch = scratch
+        place_rings(tas, arch, planned, persistent=False)
         return
     if barrier_at:
         tas.tma_end = at
@@ -297,7 +319,7 @@ def place_rings(tas, arch: int, rings: list[RingPlan], persistent: bool = True) 
         producer, consumers = (-1, tas.num_threads) if reason else (tas.num_warps, tas.layout_threads)
         tas.pipelines[ring.loop] = ring.placed(tuple(maps.index(spec) for spec in ring.specs), producer,
                                                consumers, reason, (0, 0) if reason else _registers(tas),
-                                               ring.stages, ring.source, barrier_at.get(ring.loop, -1))
+                                               ring.stages, ring.source, barrier_at.get(ring.loop, -1), slice_)
     tas.tensor_maps = tuple(maps)
 
 
@@ -342,24 +364,72 @@ def _registers(tas) -> tuple[int, int]:
     return PRODUCER_REGISTERS, min(MAX_THREAD_REGISTERS, share)
 
 
-def _specialize_reason(tas, rings: list[RingPlan]) -> str:
-    """Why the ring is not warp-specialized, or "": the producer warps leave the kernel
-    after its last box, so the kernel must have one ring, at its top level (not inside
-    another loop or branch, which would run it again); they are the CTA's extra warp group
-    (added if the kernel has none: ``.reqntid`` grows to NVIDIA's), whose other warps
-    only held copies of the workers' values."""
-    if knobs.warp_specialize is None:
-        return SPECIALIZE_BY_DEFAULT
-    if not knobs.warp_specialize:
-        return "turned off (TILEIRAS_WARP_SPECIALIZE=0)"
+def _specialize_reason(tas, rings: list[RingPlan], nested: set) -> tuple[str, tuple[Operation, ...]]:
+    """Why the ring is not warp-specialized, or "" and the ops its producer recomputes per
+    tile.  The producer warps are the CTA's extra warp group (added if the kernel has
+    none: ``.reqntid`` grows to NVIDIA's), whose other warps only held copies of the
+    workers' values, and leave the kernel after the ring's last box, so the kernel must
+    have one ring, either at its top level (not inside another loop or branch, which would
+    run it again; not by default, ``SPECIALIZE_BY_DEFAULT``) or persistent, directly in a
+    ``for`` over tiles at the top level whose body the producer can run
+    (``_producer_slice``)."""
+    if knobs.warp_specialize is False:
+        return "turned off (TILEIRAS_WARP_SPECIALIZE=0)", ()
     if len(rings) != 1:
-        return "the kernel has more than one TMA ring"
-    loop = rings[0].loop
-    if loop.parent is None or loop.parent is not tas.aa.function.body.blocks[0]:
-        return "the loop is inside another loop or branch (the producer warps leave after it)"
+        return "the kernel has more than one TMA ring", ()
     if tas.extra_warps not in (0, PRODUCER_WARPS):
-        return f"the CTA already has {tas.extra_warps} extra warps"
+        return f"the CTA already has {tas.extra_warps} extra warps", ()
     if tas.layout_threads + 32 * PRODUCER_WARPS > MAX_CTA_THREADS:
-        return "a producer warp group does not fit in the CTA"
-    return ""
+        return "a producer warp group does not fit in the CTA", ()
+    ring = rings[0]
+    top = tas.aa.function.body.blocks[0]
+    if ring.loop in nested:
+        return _producer_slice(tas, ring, top)
+    if knobs.warp_specialize is None:
+        return SPECIALIZE_BY_DEFAULT, ()
+    if ring.loop.parent is None or ring.loop.parent is not top:
+        return "the loop is inside another loop or branch (the producer warps leave after it)", ()
+    return "", ()
 
+
+def _producer_slice(tas, ring: RingPlan, top) -> tuple[str, tuple[Operation, ...]]:
+    """("", the ops of the loop over tiles that the K loop's bounds and its loads' views
+    and indices come from, in body order), or why a producer cannot run that loop: it must
+    be a ``for`` at the kernel's top level holding the K loop directly; those ops pure
+    scalar computations without memory effects (a divide traps in the consumers as it
+    would in the producer, on the same tile) from values made before the loop and its
+    induction variable (not
+    the values it carries); and no other op in it may use the scratch region, where the
+    producer fills the next tile's stages while the consumers run the tile's epilogue."""
+    outer = enclosing_loop(ring.loop)
+    body = outer.regions[0].blocks[0]
+    if not isinstance(outer, CF.ForOp) or outer.parent is not top or ring.loop.parent is not body:
+        return "the K loop is not directly in a 'for' over tiles at the kernel's top level", ()
+    users = [op for op in outer.walk() if op is not outer and tas.scratch.get(op, 0) and op is not ring.mma]
+    if users:
+        return f"'{users[0].name}' in the loop over tiles uses the scratch region the ring's stages lie in", ()
+    wanted = [*ring.loop.operands[:3], *(v for ld in ring.loads for v in (ld.view, *ld.index))]
+    inner_iv = ring.loop.regions[0].blocks[0].args[0]
+    found: set[Operation] = set()
+    while wanted:
+        v = wanted.pop()
+        if v is inner_iv or v is body.args[0]:
+            continue
+        if v.is_block_argument:
+            if v.owner is body:
+                return "the K loop's copies depend on a value the loop over tiles carries", ()
+            if v.owner is not top:
+                return "the K loop's copies depend on a value made in the K loop", ()
+            continue
+        op = v.owner
+        if op.parent is not body:
+            if op.parent is not top:
+                return "the K loop's copies depend on a value made in the K loop", ()
+            continue
+        if op in found:
+            continue
+        if op.regions or not has_trait(op, NoMemoryEffect) or any(is_tile(r) and r.type.shape for r in op.results):
+            return f"the K loop's copies depend on '{op.name}', which the producer cannot compute again", ()
+        found.add(op)
+        wanted.extend(op.operands)
+    return "", tuple(op for op in body.ops if op in found)
