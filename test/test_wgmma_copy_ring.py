@@ -56,11 +56,18 @@ def test_ptx_copies_fences_and_multiplies():
     ptx = diffcheck.compile_ptx(module(), "sm_90")
     counts = Counter(re.findall(r"cp\.async\.cg|cp\.async\.wait_group \d+|fence\.proxy\.async|wgmma\.mma_async|"
                                 r"mma\.sync|ld\.global\.v\d\.b\d+|ld\.global\.b\d+", ptx))
-    stages = plan().stages
+    p = plan()
+    stages = p.stages
     assert counts["wgmma.mma_async"] == 2 and counts["mma.sync"] == 0
-    # 2 copies of A and 2 of B a thread per stage: the prologue's S-1 stages and the loop's one
-    assert counts["cp.async.cg"] == 4 * stages
-    assert counts[f"cp.async.wait_group {stages - 2}"] == 1 and counts["fence.proxy.async"] == 1
+    # a wgmma group stays in flight: the copies go S-2 iterations ahead (the stage the
+    # previous group reads is still busy), each 2 copies of A and 2 of B a thread: the
+    # prologue's S-2 stages and the loop's one
+    assert (p.in_flight, p.ahead, p.serial_reason) == (1, stages - 2, "")
+    assert counts["cp.async.cg"] == 4 * (stages - 1)
+    assert counts[f"cp.async.wait_group {stages - 3}"] == 1 and counts["fence.proxy.async"] == 1
+    assert "wgmma.wait_group.sync.aligned 1;" in ptx
+    # the last iteration waits for its own group, in the loop (emit_async.complete_last)
+    assert ptx.count("wgmma.wait_group.sync.aligned 0;") == 1
     # the only global loads left read the groups' table rows (the operands arrive by cp.async)
     assert set(k for k in counts if k.startswith("ld.global")) == {"ld.global.b64"}
 
@@ -103,6 +110,14 @@ def test_a_missing_order_is_caught(monkeypatch, plant, caught):
     plant(monkeypatch)
     (report,) = diffcheck.check_module(module(), "sm_90", grid=(2, 2, 3), extent=200)
     assert report.problem is not None and caught in report.problem, report.problem
+
+
+def test_copies_one_iteration_further_ahead_race_with_the_group_in_flight(monkeypatch):
+    """With a group in flight the refill must skip the stage the previous iteration's
+    wgmma still reads: going S-1 ahead (as with no group in flight) overwrites it."""
+    monkeypatch.setattr(PipelinePlan, "ahead", property(lambda self: self.stages - 1))
+    (report,) = diffcheck.check_module(module(), "sm_90", grid=(2, 2, 3), extent=200)
+    assert re.search(r"cp\.async.* overwrites shared byte .*wgmma.* before wgmma.wait_group", report.problem or "")
 
 
 @pytest.mark.parametrize("case", [

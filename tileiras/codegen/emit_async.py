@@ -149,9 +149,39 @@ def prologue(em: KernelEmitter, plan) -> None:
         from .emit_attention import hoist_fragments, issue  # noqa: PLC0415  (it builds on copy_tile)
 
         hoist_fragments(em, plan)
-    for s in range(plan.stages - 1):
+    for s in range(plan.ahead):
         iv = b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb
         issue(em, plan, iv, ir.Constant(I32, s), below(em, plan, iv, ub))
+
+def complete_last(em: KernelEmitter, op: Operation, plan) -> None:
+    """(A ``wgmma`` K loop leaving a group in flight) its last iteration waits for its group
+    itself (``wait_group 0``, the accumulator tied through it), so that the loop's result
+    leaves complete.  With the wait after the loop's exit instead, where the result joins
+    the accumulator of an entry with no iterations, ptxas may copy the in-flight registers
+    into the joined ones before that wait: it then serializes every ``wgmma`` of the kernel
+    (its C7514 note; on an H100 a persistent 128x128x64 GEMM took 1.24x NVIDIA's time so)."""
+    from .emit_mma import wgmma_wait  # noqa: PLC0415  (emit_mma dispatches here)
+
+    b = em.b
+    _, ub, step = loop_bounds(em, plan)
+    iv = em.values[plan.loop.regions[0].blocks[0].args[0]].scalar
+    tv = em.values[op.result]
+    before = b.block
+    last = em.llfn.append_basic_block("wgmma.last")
+    join = em.llfn.append_basic_block("wgmma.join")
+    b.cbranch(below(em, plan, b.add(iv, step), ub), join, last)
+    b.position_at_end(last)
+    done = wgmma_wait(b, tv.regs)
+    b.branch(join)
+    b.position_at_end(join)
+    regs = []
+    for early, complete in zip(tv.regs, done):
+        phi = b.phi(early.type)
+        phi.add_incoming(early, before)
+        phi.add_incoming(complete, last)
+        regs.append(phi)
+    em.put(op.result, TileVal(tv.layout, regs))
+
 
 def drain(em: KernelEmitter, plan) -> None:
     """After the loop: the copies still in flight (past the end: zero fills) land before
@@ -170,7 +200,7 @@ def steady_state(em: KernelEmitter, plan: PipelinePlan) -> ir.Value:
     b = em.b
     lb, ub, step = loop_bounds(em, plan)
     iv = em.values[plan.loop.regions[0].blocks[0].args[0]].scalar
-    wait_group(b, plan.stages - 2)
+    wait_group(b, plan.ahead - 1)
     if plan.staging is not None:    # the copies (generic proxy) before wgmma reads (async proxy)
         X.fence_proxy_async(b)
     X.barrier(b)
@@ -178,8 +208,8 @@ def steady_state(em: KernelEmitter, plan: PipelinePlan) -> ir.Value:
     if i.type != I32:
         i = b.trunc(i, I32)
     stages = ir.Constant(I32, plan.stages)
-    ahead = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
-    issue_stage(em, plan, ahead, b.urem(b.add(i, ir.Constant(I32, plan.stages - 1)), stages),
+    ahead = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.ahead)))
+    issue_stage(em, plan, ahead, b.urem(b.add(i, ir.Constant(I32, plan.ahead)), stages),
                 below(em, plan, ahead, ub))
     return b.mul(b.urem(i, stages), ir.Constant(I32, plan.stage_bytes))
 
@@ -203,7 +233,9 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan) -> None:
     acc = em.tile(op, 2)
     stage_bytes = steady_state(em, plan)
     if plan.staging is not None:
-        warpgroup_multiply(em, op, form, plan.staging, None, acc, stage_bytes)
+        warpgroup_multiply(em, op, form, plan.staging, None, acc, stage_bytes, plan.in_flight)
+        if plan.in_flight:
+            complete_last(em, op, plan)
         return
     first = em.b.udiv(stage_bytes, ir.Constant(I32, element_bytes(op.lhs.type)))
     operands = TensorCoreOperands(em, form, acc.layout, plan.a_pitch, plan.b_pitch, plan.a_bytes, first,

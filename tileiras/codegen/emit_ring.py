@@ -29,7 +29,7 @@ its phase at 1).
 * drain (``ring_drain``): ``wgmma.wait_group 0`` with the accumulator tied through it
   (no instruction touches it before), a barrier, and thread 0 invalidates the mbarriers
   (the next entry of the loop initializes them again, its phases from 0).  A persistent
-  ring's last iteration waits for its own group instead (``_complete_last``: ptxas would
+  ring's last iteration waits for its own group instead (``emit_async.complete_last``: ptxas would
   serialize every ``wgmma`` for copies it makes before a wait after the loop).
 
 Warp-specialized (the plan's ``producer_warp``, NVIDIA's split): after the mbarriers'
@@ -77,7 +77,7 @@ from ..ir.core import Operation
 from ..lower.tma_ring import RingPlan
 from . import intrinsics as X
 from .abi import param_name
-from .emit_async import below, iteration_number, loop_bounds
+from .emit_async import below, complete_last, iteration_number, loop_bounds
 from .emit_tma import tile_coords, wait_phase
 from .nvvm import I32, KernelEmitter
 from .values import TileVal
@@ -290,7 +290,7 @@ def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
     warpgroup_multiply(em, op, form, plan.staging, None, em.tile(op, 2),
                        b.mul(stage, ir.Constant(I32, plan.stage_bytes)), plan.in_flight)
     if _completes_in_loop(plan):
-        _complete_last(em, op, plan, iv, step, ub)
+        complete_last(em, op, plan)
     ahead = b.add(j, ir.Constant(I32, plan.stages - 1))
     if plan.in_flight:              # iteration i-1's group has retired (none before i = 0)
         with b.if_then(b.icmp_unsigned("!=", i, ir.Constant(I32, 0))):
@@ -305,39 +305,10 @@ def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
 
 
 def _completes_in_loop(plan: RingPlan) -> bool:
-    """Does the loop's last iteration wait for its own group (``_complete_last``), not the
+    """Does the loop's last iteration wait for its own group (``emit_async.complete_last``), not the
     drain?  Where a group stays in flight and the loop is persistent: its result joins a
     tile's accumulator that skipped the loop."""
     return bool(plan.in_flight) and plan.persistent
-
-
-def _complete_last(em: KernelEmitter, op: Operation, plan: RingPlan, iv: ir.Value, step: ir.Value,
-                   ub: ir.Value) -> None:
-    """(A persistent ring) the last iteration waits for its group itself (``wait_group 0``,
-    the accumulator tied through it), so that the loop's result leaves complete.  Else the
-    drain's wait comes after the loop's exit, where the result joins the accumulator of a
-    tile with no K iterations, and ptxas copies the in-flight registers into the joined
-    ones before that wait: it then serializes every ``wgmma`` of the kernel (its C7514
-    warning; on an H100 a persistent 128x128x64 GEMM took 1.24x NVIDIA's time so)."""
-    from .emit_mma import wgmma_wait  # noqa: PLC0415  (emit_mma dispatches here)
-
-    b = em.b
-    tv = em.values[op.result]
-    before = b.block
-    last = em.llfn.append_basic_block("ring.last")
-    join = em.llfn.append_basic_block("ring.join")
-    b.cbranch(below(em, plan, b.add(iv, step), ub), join, last)
-    b.position_at_end(last)
-    done = wgmma_wait(b, tv.regs)
-    b.branch(join)
-    b.position_at_end(join)
-    regs = []
-    for early, complete in zip(tv.regs, done):
-        phi = b.phi(early.type)
-        phi.add_incoming(early, before)
-        phi.add_incoming(complete, last)
-        regs.append(phi)
-    em.put(op.result, TileVal(tv.layout, regs))
 
 
 def ring_drain(em: KernelEmitter, plan: RingPlan) -> None:

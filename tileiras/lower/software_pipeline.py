@@ -86,6 +86,12 @@ class KLoopPlan:
     def ring_bytes(self) -> int:
         return self.stages * self.stage_bytes
 
+    @property
+    def ahead(self) -> int:
+        """How many iterations ahead of the multiply the copies are issued (the prologue's
+        count): every stage but the one being read."""
+        return self.stages - 1
+
 
 @record(frozen=True)
 class PipelinePlan(KLoopPlan):
@@ -113,6 +119,17 @@ class PipelinePlan(KLoopPlan):
     #: B's tile lies column by column in memory (``columns_contiguous``): its stage holds N
     #: rows of K as with ``b_transposed``, copied along K
     b_columns: bool = False
+    #: sm_90 ``wgmma``: the groups left running at the end of an iteration (1: the next
+    #: iteration's waits and copies overlap the tensor cores; the copies then go one
+    #: iteration less ahead, since the stage the previous group reads is still busy), the
+    #: accumulator being loop result ``carried``; 0 where ``serial_reason`` says why not
+    in_flight: int = 0
+    carried: int = 0
+    serial_reason: str = ""
+
+    @property
+    def ahead(self) -> int:
+        return self.stages - 1 - self.in_flight
 
     @property
     def b_k_rows(self) -> bool:
@@ -274,8 +291,35 @@ def _wgmma_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     stages = _stages(tas, loop, arch, mma, copies, layouts, stage_bytes)
     if isinstance(stages, str):
         return stages
+    carried, serial = wgmma_in_flight(tas, loop, mma)
+    if not serial and stages[0] < MIN_IN_FLIGHT_STAGES:
+        serial = f"{stages[0]} stages: with a group in flight no copy would run ahead"
     return PipelinePlan(loop, mma, (a, b), stages[0], a.results[0].type.shape[-1], _row(b), staging.b.base,
-                        stage_bytes, copies, layouts, stages[1], None, permute is not None, staging, columns)
+                        stage_bytes, copies, layouts, stages[1], None, permute is not None, staging, columns,
+                        0 if serial else 1, max(carried, 0), serial)
+
+
+#: the fewest stages of a ``cp.async`` ring whose ``wgmma`` leaves a group in flight: the
+#: stage being read, the one the previous group still reads, one being filled
+MIN_IN_FLIGHT_STAGES = 3
+
+
+def wgmma_in_flight(tas, loop: CF.ForOp, mma: Operation) -> tuple[int, str]:
+    """(which loop result the accumulator is, or -1; why no ``wgmma`` group may stay in
+    flight across iterations, or ""): the accumulator must go from one iteration's
+    ``wgmma`` to the next one's unchanged (carried straight from the multiply to the
+    ``continue`` and back into the multiply, in the registers ``wgmma`` accumulates in), so
+    that no instruction touches it before the group's ``wait_group 0``."""
+    block = loop.regions[0].blocks[0]
+    terminator = block.ops[-1]
+    results = [k for k, v in enumerate(terminator.operands) if v is mma.result]
+    if len(results) != 1 or mma.acc is not block.args[1 + results[0]]:
+        return -1, "the accumulator is not carried straight from one multiply to the next"
+    if element_bytes(mma.result.type) != 4:
+        return -1, "the accumulator is converted between the multiplies (wgmma sums 16-bit ones in 32-bit registers)"
+    if len(tas.users(block.args[1 + results[0]])) != 1 or len(tas.users(mma.result)) != 1:
+        return -1, "the accumulator has users besides the multiply"
+    return results[0], ""
 
 
 def _landed(staging: WgmmaStaging, b_transposed: bool) -> tuple[LinearLayout, LinearLayout]:

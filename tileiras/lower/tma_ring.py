@@ -30,8 +30,9 @@ from ..sched.pipeline import tma_ring_schedule
 from ..target import smem_limit, stages_hint
 from ..tile import ops_control as CF
 from .mma_forms import WGMMA_MAX_N, WgmmaStaging, k_steps, tma_ring_staging
-from .software_pipeline import Decision, KLoopPlan, columns_contiguous, k_loop, known_trips, loads_reason
-from .tiles import element_bytes, is_tile
+from .software_pipeline import (Decision, KLoopPlan, columns_contiguous, k_loop, known_trips, loads_reason,
+                                wgmma_in_flight)
+from .tiles import is_tile
 from .tma import BARRIER_BYTES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, plan_tma, tma_spec
 
 
@@ -225,28 +226,10 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     if known_trips(loop, tas.aa):
         fit = max(2, min(fit, trip_count(loop, tas.aa)))
     stages = max(2, min(wanted, fit))
-    carried, serial = _in_flight(tas, loop, mma)
+    carried, serial = wgmma_in_flight(tas, loop, mma)
     return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
                     source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial,
                     fit=fit, b_columns=columns, a_columns=a_columns)
-
-
-def _in_flight(tas, loop: CF.ForOp, mma: Operation) -> tuple[int, str]:
-    """(which loop result the accumulator is, or -1; why no ``wgmma`` group may stay in
-    flight across iterations, or ""): the accumulator must go from one iteration's
-    ``wgmma`` to the next one's unchanged (carried straight from the multiply to the
-    ``continue`` and back into the multiply, in the registers ``wgmma`` accumulates in), so
-    that no instruction touches it before the drain's ``wait_group 0``."""
-    block = loop.regions[0].blocks[0]
-    terminator = block.ops[-1]
-    results = [k for k, v in enumerate(terminator.operands) if v is mma.result]
-    if len(results) != 1 or mma.acc is not block.args[1 + results[0]]:
-        return -1, "the accumulator is not carried straight from one multiply to the next"
-    if element_bytes(mma.result.type) != 4:
-        return -1, "the accumulator is converted between the multiplies (wgmma sums 16-bit ones in 32-bit registers)"
-    if len(tas.users(block.args[1 + results[0]])) != 1 or len(tas.users(mma.result)) != 1:
-        return -1, "the accumulator has users besides the multiply"
-    return results[0], ""
 
 
 #: the tensor map's swizzle field (``codegen.tensormap.Swizzle``) per swizzle
