@@ -74,6 +74,16 @@ def _gemm_fp8(size: int) -> tuple:
             {"dtype": "f16", "M": 256, "N": 256, "K": 512, **tile})
 
 
+def _grouped_gemm(dt: str, groups: int, size: int) -> tuple:
+    """A mixture-of-experts style grouped GEMM: ``groups`` GEMMs of ``size``^3 in one launch,
+    the operands passed as lists of tensors (no tensor map exists at launch: our K loop is a
+    cp.async ring into wgmma's layouts, NVIDIA's builds tensor maps on the device)."""
+    return (f"grouped_gemm_{dt}_{groups}x{size}", "grouped_gemm", "grouped_gemm",
+            ([("list", dt, 2)] * 3, [128, 128, 32]),
+            {"dtype": dt, "G": groups, "M": size, "N": size, "K": size, **GEMM_TILE},
+            {"dtype": dt, "G": 2, "M": 256, "N": 128, "K": 96, **GEMM_TILE})
+
+
 def _attention(d: int, causal: bool) -> tuple:
     name = f"attention_d{d}{'_causal' if causal else ''}"
     shape = {"dtype": "f16", "D": d, "causal": causal, **ATTN_TILE}
@@ -89,7 +99,7 @@ def _rows(family: str, vectors: int, eps: list) -> tuple:
 
 KERNELS = [
     _gemm("f16", 4096), _gemm("f16", 8192), _gemm("bf16", 4096), _gemm("bf16", 8192),
-    _persistent_gemm("f16", 8192), _persistent_gemm("bf16", 8192), _gemm_fp8(8192),
+    _persistent_gemm("f16", 8192), _persistent_gemm("bf16", 8192), _gemm_fp8(8192), _grouped_gemm("f16", 8, 2048),
     _attention(64, False), _attention(64, True), _attention(128, False), _attention(128, True),
     _rows("softmax", 0, []), _rows("layernorm", 2, [1e-5]), _rows("rmsnorm", 1, [1e-6]),
     ("axpy_2e28", "axpy", "axpy", ([("f32", 1)] * 3, [("f32",), 1024]), {"n": 1 << 28, "T": 1024},

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 import cuda.tile as ct
-from cuda.tile.compilation import ArrayConstraint, ScalarConstraint
+from cuda.tile.compilation import ArrayConstraint, ListConstraint, ScalarConstraint
 
 ConstInt = ct.Constant[int]
 ConstBool = ct.Constant[bool]
@@ -46,6 +46,20 @@ def gemm_fp8(a, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
         tb = ct.load(b, index=(k, pid_n), shape=(BK, BN), order=(1, 0))
         acc = ct.mma(ta, tb, acc)
     ct.store(c, index=(pid_m, pid_n), tile=ct.astype(acc, c.dtype))
+
+
+@ct.kernel
+def grouped_gemm(As, Bs, Cs, BM: ConstInt, BN: ConstInt, BK: ConstInt):
+    """A mixture-of-experts style grouped GEMM: ``Cs[g] = As[g] @ Bs[g]`` for group
+    ``g = bid(2)``, its views made at run time from its row of each list's table."""
+    g = ct.bid(2)
+    a, b, c = As[g], Bs[g], Cs[g]
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        ta = ct.load(a, index=(ct.bid(0), k), shape=(BM, BK), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(k, ct.bid(1)), shape=(BK, BN), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(ct.bid(0), ct.bid(1)), tile=ct.astype(acc, c.dtype))
 
 
 @ct.kernel
@@ -133,14 +147,17 @@ def aligned_array(dtype: str, ndim: int) -> ArrayConstraint:
                            shape_divisible_by=16, base_addr_divisible_by=16)
 
 
-KERNELS = {"gemm": gemm, "gemm_fp8": gemm_fp8, "persistent_gemm": persistent_gemm, "flash_attention": flash_attention, "softmax": softmax, "layernorm": layernorm,
-           "rmsnorm": rmsnorm, "axpy": axpy}
+KERNELS = {"gemm": gemm, "gemm_fp8": gemm_fp8, "grouped_gemm": grouped_gemm, "persistent_gemm": persistent_gemm,
+           "flash_attention": flash_attention, "softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm,
+           "axpy": axpy}
 
 
 def signature(kernel: str, arrays: list, extra: list) -> list:
-    """The export parameter list: an aligned constraint per (dtype, ndim) array, then scalars
-    (``("f32",)`` for a runtime f32) and constants (plain Python values)."""
-    params = [aligned_array(dt, nd) for dt, nd in arrays]
+    """The export parameter list: an aligned constraint per (dtype, ndim) array (a list of
+    such arrays for ``("list", dtype, ndim)``, as a framework passes a list of tensors),
+    then scalars (``("f32",)`` for a runtime f32) and constants (plain Python values)."""
+    params = [ListConstraint(aligned_array(*spec[1:]), alias_groups=(), elements_may_alias=False)
+              if spec[0] == "list" else aligned_array(*spec) for spec in arrays]
     for value in extra:
         params.append(ScalarConstraint(DTYPES[value[0]]) if isinstance(value, tuple) else value)
     return params

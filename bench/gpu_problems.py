@@ -1,6 +1,7 @@
 """The problems ``bench/gpu.py`` measures: inputs, kernel arguments, grid, float64 reference,
-tolerance and work (flops, bytes) of each kernel family.  numpy (and ml_dtypes) only: this
-runs on the GPU machine, which has no cuTile and may have no compiler.
+tolerance and work (flops, bytes) of each kernel family.  numpy, ml_dtypes and tileiras's
+``ArrayList`` (a list parameter: plain Python) only: this runs on the GPU machine, which has
+no cuTile and may have no compiler.
 
 A problem is a dict of sizes; the family reads it.  References are computed in float64 on a
 sample (rows of a GEMM, heads and query rows of an attention, rows of a normalization,
@@ -16,6 +17,8 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 
+from tileiras.interp.arraylist import ArrayList
+
 NUMPY = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "e4m3": ml_dtypes.float8_e4m3fn}
 #: ‖out − ref‖ / ‖ref‖ allowed, by output type (METHOD: bf16 1e-3..1e-2, f32 far under 1e-3).
 TOLERANCE = {"f16": 5e-3, "bf16": 1.5e-2, "f32": 1e-5}
@@ -27,7 +30,7 @@ class Family:
     """How to run and check one kernel family on a problem ``p`` (a dict of sizes)."""
 
     inputs: Callable[[dict, np.random.Generator], dict]     # name -> array (outputs included, any content)
-    outputs: tuple[str, ...]                                  # which arrays the kernel writes
+    outputs: Any                                              # which arrays the kernel writes (or p -> them)
     args: Callable[[dict, dict], list]                        # Python-level kernel args (arrays, scalars)
     grid: Callable[[dict], tuple]
     reference: Callable[[dict, dict], tuple]                  # (sample of the output, float64 expected)
@@ -88,6 +91,39 @@ PERSISTENT_GEMM = Family(
     _gemm_inputs, ("c",), lambda p, d: [d["a"], d["b"], d["c"]],
     lambda p: (min(p.get("ctas", PERSISTENT_CTAS), (p["M"] // p["BM"]) * (p["N"] // p["BN"])), 1, 1),
     _gemm_reference, GEMM.work)
+
+
+# --------------------------------------------------------------------------- grouped GEMM
+
+def _grouped_inputs(p: dict, rng: np.random.Generator) -> dict:
+    m, n, k, dt = p["M"], p["N"], p["K"], p["dtype"]
+    out = {}
+    for g in range(p["G"]):
+        out[f"a{g}"], out[f"b{g}"] = _random(rng, (m, k), dt), _random(rng, (k, n), dt)
+        out[f"c{g}"] = np.empty((m, n), NUMPY[dt])
+    return out
+
+
+def _grouped_args(p: dict, d: dict) -> list:
+    """cuTile's list parameters: each a table (``ArrayList``) and its length."""
+    groups = range(p["G"])
+    return [x for name in "abc" for x in (ArrayList([d[f"{name}{g}"] for g in groups]), p["G"])]
+
+
+def _grouped_reference(p: dict, d: dict) -> tuple:
+    """Sampled rows of the first and the last group's outputs."""
+    rows = _rows(np.random.default_rng(p["M"]), p["M"])[:SAMPLE_ROWS // 2]
+    got, want = [], []
+    for g in (0, p["G"] - 1):
+        got.append(d[f"c{g}"][rows])
+        want.append(d[f"a{g}"][rows].astype(np.float64) @ d[f"b{g}"].astype(np.float64))
+    return np.concatenate(got), np.concatenate(want)
+
+
+#: ``G`` groups of (M x K) @ (K x N), a grid of (M / BM, N / BN, G) tiles
+GROUPED_GEMM = Family(
+    _grouped_inputs, lambda p: tuple(f"c{g}" for g in range(p["G"])), _grouped_args, lambda p: (p["M"] // p["BM"], p["N"] // p["BN"], p["G"]),
+    _grouped_reference, lambda p: tuple(p["G"] * x for x in GEMM.work(p)))
 
 
 # --------------------------------------------------------------------------- attention
@@ -192,14 +228,14 @@ def _axpy_reference(p: dict, d: dict) -> tuple:
 AXPY = Family(_axpy_inputs, ("out",), lambda p, d: [d["x"], d["y"], d["out"], np.float32(AXPY_A)],
               lambda p: (p["n"] // p["T"], 1, 1), _axpy_reference, lambda p: (2.0 * p["n"], 12.0 * p["n"]))
 
-FAMILIES = {"gemm": GEMM, "gemm_fp8": GEMM_FP8, "persistent_gemm": PERSISTENT_GEMM, "attention": ATTENTION, "softmax": SOFTMAX, "layernorm": LAYERNORM,
+FAMILIES = {"gemm": GEMM, "gemm_fp8": GEMM_FP8, "grouped_gemm": GROUPED_GEMM, "persistent_gemm": PERSISTENT_GEMM, "attention": ATTENTION, "softmax": SOFTMAX, "layernorm": LAYERNORM,
             "rmsnorm": RMSNORM, "axpy": AXPY}
 
 
 def check(p: dict, family: Family, data: dict) -> tuple[bool, str]:
     """(correct, why): every output element written (no poison NaN left), and the sampled
     relative error ‖out − ref‖ / ‖ref‖ within the output type's tolerance."""
-    for name in family.outputs:
+    for name in outputs_of(family, p):
         out = data[name]
         if not np.isfinite(out.astype(np.float32)).all():
             bad = int((~np.isfinite(out.astype(np.float32))).sum())
@@ -210,11 +246,16 @@ def check(p: dict, family: Family, data: dict) -> tuple[bool, str]:
     return err <= tol, f"relative error {err:.2e} (tolerance {tol:.1e})"
 
 
+def outputs_of(family: Family, p: dict) -> tuple[str, ...]:
+    """The names of the arrays the kernel writes on problem ``p``."""
+    return family.outputs(p) if callable(family.outputs) else family.outputs
+
+
 def describe_rate(p: dict, family: Family, ms: Any) -> str:
     """TFLOP/s for matrix work, GB/s for memory-bound kernels."""
     if ms is None:
         return "-"
     flops, nbytes = family.work(p)
-    if family in (GEMM, GEMM_FP8, PERSISTENT_GEMM, ATTENTION):
+    if family in (GEMM, GEMM_FP8, GROUPED_GEMM, PERSISTENT_GEMM, ATTENTION):
         return f"{flops / ms / 1e9:.1f} TFLOP/s"
     return f"{nbytes / ms / 1e6:.0f} GB/s"

@@ -11,20 +11,30 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import numpy as np
-from gpu_problems import FAMILIES, Family, check, describe_rate
+from gpu_problems import FAMILIES, Family, check, describe_rate, outputs_of
 
 from tileiras import gpu
 from tileiras.gpu.cubin import kernel_facts
-from tileiras.interp import cutile_args
+from tileiras.interp import ArrayList, cutile_args
 
 POISON = 0xFF            # every float type reads all-ones bytes as NaN
 TIMED_MS = 1500.0        # aim for this much timed work per cubin
 SET_BYTES = 400 << 20    # rotate buffer sets until this many bytes are in flight (L2 is 50-60 MB)
 
 
-def kernel_values(args: list, address: Callable[[np.ndarray], int]) -> list:
-    """cuTile's parameters (pointer, shapes, strides per array) with device addresses."""
-    return [address(a) if isinstance(a, np.ndarray) else a for a in cutile_args(*args)]
+def kernel_values(args: list, address: Callable[[np.ndarray], int],
+                  table: Optional[Callable[[np.ndarray], int]] = None) -> list:
+    """cuTile's parameters (pointer, shapes, strides per array; a list's table, then its
+    length) with device addresses: ``table`` uploads a list's table of its members' addresses."""
+    values = []
+    for a in cutile_args(*args):
+        if isinstance(a, np.ndarray):
+            values.append(address(a))
+        elif isinstance(a, ArrayList):
+            values.append(table(a.table([address(m) for m in a.arrays])))
+        else:
+            values.append(a)
+    return values
 
 
 def param_problem(kinds: list, cubin: bytes, entry: str) -> Optional[str]:
@@ -53,7 +63,7 @@ class DryRunner:
         if problem is not None:
             return {"correct": "no", "error": problem}
         data = family.inputs(p, rng)
-        for name in family.outputs:
+        for name in outputs_of(family, p):
             data[name].view(np.uint8).fill(POISON)
         module = read_bytecode((self.folder / k["bytecode"]).read_bytes())
         interp.launch(module, k["entry"], family.grid(p), cutile_args(*family.args(p, data)))
@@ -85,17 +95,26 @@ class GpuRunner:
         for ptr in addresses.values():
             self.device.free(ptr)
 
+    def table(self, tables: dict, rows: np.ndarray) -> int:
+        """A list parameter's table on the device (freed with ``tables``)."""
+        address = self.device.alloc(rows.nbytes)
+        self.device.upload(address, rows)
+        tables[f"table{len(tables)}"] = address
+        return address
+
     def launch_once(self, kernel: Any, k: dict, p: dict, family: Family, data: dict, convention: Any) -> None:
-        addresses = self.upload(data, family.outputs)
+        addresses = self.upload(data, outputs_of(family, p))
         by_id = {id(arr): addresses[name] for name, arr in data.items()}
+        tables: dict = {}
         try:
-            values = kernel_values(family.args(p, data), lambda a: by_id[id(a)])
+            values = kernel_values(family.args(p, data), lambda a: by_id[id(a)], lambda t: self.table(tables, t))
             self.device.launch(kernel, family.grid(p), gpu.pack_params(k["signature"], values), convention)
             self.device.synchronize()
-            for name in family.outputs:
+            for name in outputs_of(family, p):
                 self.device.download(addresses[name], data[name])
         finally:
             self.free(addresses)
+            self.free(tables)
 
     def measure(self, k: dict, who: str, p: dict, family: Family, rng: np.random.Generator) -> dict:
         cubin = (self.folder / k["cubins"][who]).read_bytes()
@@ -137,7 +156,8 @@ class GpuRunner:
             packed = []
             for addresses in sets:
                 by_id = {id(arr): addresses[name] for name, arr in data.items()}
-                values = kernel_values(family.args(p, data), lambda a, b=by_id: b[id(a)])
+                values = kernel_values(family.args(p, data), lambda a, b=by_id: b[id(a)],
+                                       lambda t, tables=addresses: self.table(tables, t))
                 packed.append(gpu.pack_params(k["signature"], values))
             grid = family.grid(p)
 

@@ -18,7 +18,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import gpu_problems  # noqa: E402
 
-SELECTION = "axpy_2e28,rmsnorm_8192,gemm_bf16_4096"
+SELECTION = "axpy_2e28,rmsnorm_8192,gemm_bf16_4096,grouped_gemm_f16_8x2048"
+PLANNED = ["gemm_bf16_4096", "grouped_gemm_f16_8x2048", "rmsnorm_8192", "axpy_2e28"]
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def test_plan_writes_what_each_tileiras_writes(planned, real_tileiras, tmp_path)
     from tileiras import driver
 
     manifest = json.loads((planned / "manifest.json").read_text())
-    assert [k["name"] for k in manifest["kernels"]] == ["gemm_bf16_4096", "rmsnorm_8192", "axpy_2e28"]
+    assert [k["name"] for k in manifest["kernels"]] == PLANNED
     for k in manifest["kernels"]:
         assert k["compile_errors"] == {}
         src = planned / k["bytecode"]
@@ -43,7 +44,8 @@ def test_plan_writes_what_each_tileiras_writes(planned, real_tileiras, tmp_path)
         subprocess.run([real_tileiras, "--gpu-name=sm_90", "-O3", str(src), "-o", str(nv)], check=True)
         assert (planned / k["cubins"]["ours"]).read_bytes() == ours.read_bytes()
         assert (planned / k["cubins"]["nvidia"]).read_bytes() == nv.read_bytes()
-    assert manifest["kernels"][2]["signature"] == ["ptr", "i32", "i32", "ptr", "i32", "i32", "ptr", "i32", "i32", "f32"]
+    assert manifest["kernels"][3]["signature"] == ["ptr", "i32", "i32", "ptr", "i32", "i32", "ptr", "i32", "i32", "f32"]
+    assert manifest["kernels"][1]["signature"] == ["ptr", "i32"] * 3       # each list: its table, its length
     assert sum(f.stat().st_size for f in planned.iterdir()) < 1 << 20
 
 
@@ -57,10 +59,10 @@ def test_dry_run_checks_every_kernel_without_llvmlite(planned, tmp_path):
     lines = run.stdout.strip().splitlines()
     table = [line.split() for line in lines if line.split()[:1] and line.split()[0] in SELECTION.split(",")
              and not line.split()[1].endswith(":")]  # the log lines read "<kernel> ours: ..."
-    assert [row[0] for row in table] == ["gemm_bf16_4096", "rmsnorm_8192", "axpy_2e28"], run.stdout
+    assert [row[0] for row in table] == PLANNED, run.stdout
     assert all(row[-1] == "yes/yes" for row in table), run.stdout
     assert lines[-1].startswith("dry run:")  # the table and its notes come last
-    assert (tmp_path / "gpu-bench.log").read_text().count("correct=yes") == 6
+    assert (tmp_path / "gpu-bench.log").read_text().count("correct=yes") == 8
 
 
 def test_checks_catch_unwritten_and_wrong_outputs():
@@ -76,3 +78,26 @@ def test_checks_catch_unwritten_and_wrong_outputs():
     data["out"].reshape(-1).view(np.uint8)[7 * 64 * 2:] = 0xFF  # the last row left poisoned
     ok, why = gpu_problems.check(p, family, data)
     assert not ok and why.startswith("64 of 512 elements of 'out' unwritten")
+
+
+def test_list_parameters_pass_a_table_of_their_members():
+    """A grouped GEMM's lists reach the kernel as cuTile passes them: per list the device
+    address of a table (a row per member: its address, shape, strides in elements), then
+    the list's length."""
+    import gpu_run
+
+    p = {"dtype": "f16", "G": 3, "M": 32, "N": 16, "K": 48, "BM": 16, "BN": 16}
+    family = gpu_problems.GROUPED_GEMM
+    data = family.inputs(p, np.random.default_rng(0))
+    address = {id(a): 0x1000 * (i + 1) for i, a in enumerate(data.values())}
+    tables: list = []
+
+    def table(rows: np.ndarray) -> int:
+        tables.append(rows.copy())
+        return 0xdead0000 + len(tables)
+
+    values = gpu_run.kernel_values(family.args(p, data), lambda a: address[id(a)], table)
+    assert values == [0xdead0001, 3, 0xdead0002, 3, 0xdead0003, 3]
+    b_rows = tables[1]
+    assert b_rows.tolist() == [[address[id(data[f"b{g}"])], 48, 16, 16, 1] for g in range(3)]
+    assert gpu_problems.outputs_of(family, p) == ("c0", "c1", "c2") and family.grid(p) == (2, 1, 3)
