@@ -72,6 +72,24 @@ def test_ptx_copies_fences_and_multiplies():
     assert set(k for k in counts if k.startswith("ld.global")) == {"ld.global.b64"}
 
 
+def test_a_large_tile_takes_the_measured_floor_of_stages():
+    """128x128x32 tiles (bench/gpu.py's grouped GEMM): the modulo schedule's 2 stages would
+    leave no copy in flight beside the wgmma group; the ring takes 4, two copies ahead."""
+    from kernels.lists import grouped_matmul
+
+    from tileiras.lower.software_pipeline import WGMMA_COPY_MIN_STAGES
+
+    big = GROUPED_MATMUL_WIDE.__class__("grouped_matmul_128", grouped_matmul,
+                                        [[*GROUPED_MATMUL_WIDE.params[0][:3], 128, 128, 32]])
+    m = read_bytecode(export(big, "sm_90"))
+    (tas,) = run_stages(m, CompileOptions(gpu_name="sm_90"), "tileas").tas.values()
+    (p,) = tas.pipelines.values()
+    assert (p.stages, p.in_flight, p.ahead) == (WGMMA_COPY_MIN_STAGES, 1, 2) == (4, 1, 2)
+    assert p.source == "measured floor (the modulo schedule's 2)"
+    reports = diffcheck.check_module(m, "sm_90", grid=(2, 2, 3), extent=150)
+    assert reports and all(r.problem is None for r in reports), [r.problem for r in reports]
+
+
 @pytest.mark.parametrize("extent", [40, 200])
 def test_agrees_on_every_group(extent):
     """Three groups of different K (tails; trip counts below and above the stage count)."""

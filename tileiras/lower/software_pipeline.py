@@ -251,11 +251,14 @@ def _copied_k_loop(tas, loop: CF.ForOp, a_columns_ok: bool = False
 
 
 def _stages(tas, loop: CF.ForOp, arch: int, mma: Operation, copies: tuple[int, int],
-            layouts: tuple[LinearLayout, LinearLayout], stage_bytes: int) -> Union[str, tuple[int, str]]:
+            layouts: tuple[LinearLayout, LinearLayout], stage_bytes: int, floor: int = 2
+            ) -> Union[str, tuple[int, str]]:
     """(stage count, where it came from) of a ``cp.async`` ring of ``stage_bytes`` stages:
-    ``_wanted_stages``, at least 2, at most what shared memory holds and a known trip
-    count needs; or why no ring fits."""
+    ``_wanted_stages``, at least 2 (``floor`` unless hinted), at most what shared memory
+    holds and a known trip count needs; or why no ring fits."""
     wanted, source = _wanted_stages(tas, loop, arch, mma, copies, layouts)
+    if source != "num_stages hint" and wanted < floor:
+        wanted, source = floor, f"measured floor (the modulo schedule's {wanted})"
     fit = smem_limit(f"sm_{arch}") // stage_bytes
     if fit < 2:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory"
@@ -288,7 +291,7 @@ def _wgmma_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
                for layout, shared, nbytes in zip(layouts, _landed(staging, permute is not None), copies)):
         return "a copy's elements do not land side by side in the swizzled stage"
     stage_bytes = -(-staging.nbytes // staging.align) * staging.align
-    stages = _stages(tas, loop, arch, mma, copies, layouts, stage_bytes)
+    stages = _stages(tas, loop, arch, mma, copies, layouts, stage_bytes, WGMMA_COPY_MIN_STAGES)
     if isinstance(stages, str):
         return stages
     carried, serial = wgmma_in_flight(tas, loop, mma)
@@ -302,6 +305,11 @@ def _wgmma_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
 #: the fewest stages of a ``cp.async`` ring whose ``wgmma`` leaves a group in flight: the
 #: stage being read, the one the previous group still reads, one being filled
 MIN_IN_FLIGHT_STAGES = 3
+#: the fewest stages a ``cp.async`` ring feeding ``wgmma`` takes where shared memory and
+#: the trips allow (unless hinted), as the TMA ring's measured floor
+#: (``tma_ring.UNSPECIALIZED_MIN_STAGES``): the modulo schedule's 2 for a 128x128x32 tile
+#: would leave no copy in flight beside the group
+WGMMA_COPY_MIN_STAGES = 4
 
 
 def wgmma_in_flight(tas, loop: CF.ForOp, mma: Operation) -> tuple[int, str]:
