@@ -35,6 +35,12 @@ DEFAULT_ARCHS = ("sm_80", "sm_90")
 #: emulator run them one after another; a GPU does not): planned on one CTA.  ``atomics``:
 #: which CTA's ``atomic_xchg`` comes first decides the values its ``atomic_cas`` swaps.
 ORDER_DEPENDENT = {"atomics": (1, 1, 1)}
+#: Kernels taking lists of arrays (``test/kernels/lists.py``: grouped GEMMs, MoE style), which
+#: the differential tests check through ``diffcheck.check_module``: their arguments are
+#: synthesized from the bytecode's facts (one ``ArrayList`` a list, its groups' shapes
+#: differing) and kept in the pickle as they are, on this grid (x, y tiles, 3 groups).
+LIST_CASES = {"grouped_matmul": (2, 2, 3), "grouped_matmul_wide": (2, 2, 3), "grouped_axpy": (2, 3, 1)}
+LIST_EXTENT = 100
 
 
 def case_id(name: str, k: int, arch: str, aligned: bool) -> str:
@@ -103,14 +109,19 @@ def _plan_one(job: tuple) -> dict:
 
     from tileiras.reader import read_bytecode
 
-    case = next(c for c in ALL_CASES if c.name == name)
-    ident = case_id(name, k, arch, aligned)
+    from kernels import lists
+
+    case = next(c for c in (*ALL_CASES, lists.GROUPED_MATMUL, lists.GROUPED_MATMUL_WIDE, lists.GROUPED_AXPY)
+                if c.name == name)
+    ident = f"{name}[{k}]-{arch}" if name in LIST_CASES else case_id(name, k, arch, aligned)   # facts as written
     try:
         data = export(case, arch=arch, aligned=aligned)
     except Exception as err:  # noqa: BLE001 - cuTile's refusals have no common type
         return {"id": ident, "skip": f"cuTile cannot export {name} for {arch}: {err}".splitlines()[0]}
     module = read_bytecode(data)
     fn = module.functions[k]
+    if name in LIST_CASES:
+        return _plan_list_case(ident, module, fn, arch, LIST_CASES[name], out)
     extent = ALIGNED_EXTENT if aligned else EXTENT
     specs = _input_specs(case.params[k])
     arrays = make_inputs(case.params[k], np.random.default_rng(1), extent)
@@ -134,6 +145,23 @@ def _plan_one(job: tuple) -> dict:
     return {"id": ident, "file": path.name, "arch": arch}
 
 
+def _plan_list_case(ident: str, module, fn, arch: str, grid: tuple, out: str) -> dict:
+    """A list-parameter case: its synthesized arguments (arrays and ``ArrayList`` tables, as
+    ``diffcheck.check_module`` draws them) kept whole, with the interpreter's outcome."""
+    import numpy as np
+
+    from tileiras import diffcheck, gpu
+
+    args = diffcheck.synthesize_args(fn, np.random.default_rng(1), LIST_EXTENT)
+    expected = diffcheck.run_interpreter(module, fn.name, grid, args)
+    record = {"entry": fn.name, "arch": arch, "kinds": gpu.signature_of(fn), "grid": grid, "args": args,
+              "expected": expected.arrays, "failed": expected.failed, "cubin": gpu.compile_cubin(module, arch)}
+    path = Path(out) / f"{ident}.pkl"
+    with open(path, "wb") as f:
+        pickle.dump(record, f)
+    return {"id": ident, "file": path.name, "arch": arch}
+
+
 def plan(out: Path, archs: tuple, jobs: int) -> int:
     os.environ.setdefault("TILEIRAS_SERVER", "0")
     from test_differential import CASES
@@ -141,6 +169,7 @@ def plan(out: Path, archs: tuple, jobs: int) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work = [(case.name, k, arch, aligned, str(out)) for case in CASES for k in range(len(case.params))
             for arch in archs for aligned in (False, True)]
+    work += [(name, 0, arch, False, str(out)) for name in LIST_CASES for arch in archs]   # their facts: aligned
     start = time.monotonic()
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         done = list(pool.map(_plan_one, work))
@@ -166,6 +195,9 @@ def load_case(folder: str, entry: dict) -> dict:
 
     with open(Path(folder) / entry["file"], "rb") as f:
         r = pickle.load(f)
+    if "args" in r:                 # a list-parameter case: arguments and outcome kept whole
+        r["expected"] = Outcome(r["expected"], r["failed"])
+        return r
     inputs = make_planned_inputs(r["inputs"], r["seed"], r["extent"])
     if digest(inputs) != r["digest"]:
         raise AssertionError(f"{entry['id']}: this numpy draws other inputs than the planning one")

@@ -18,7 +18,10 @@ from differential import ALIGNED_EXTENT, EXTENT, Case, export, make_inputs, run_
 from kernels import ALL_CASES  # noqa: E402
 from test_differential import GRID  # noqa: E402
 
+from kernels.lists import GROUPED_MATMUL_WIDE  # noqa: E402
+
 from tileiras.gpu.cubin import kernel_facts  # noqa: E402
+from tileiras.reader import read_bytecode  # noqa: E402
 
 
 @pytest.mark.parametrize("name, k, arch, aligned", [
@@ -70,3 +73,25 @@ def test_a_child_checks_a_planned_case_in_its_own_process(tmp_path):
         assert problem is None, problem
     else:
         assert problem.startswith("error: no CUDA driver"), problem
+
+
+def test_a_list_case_keeps_its_arguments_and_the_interpreters_outcome(tmp_path):
+    """A grouped GEMM (lists of arrays: sm_90's wgmma copy ring) is planned with the
+    arguments ``diffcheck.check_module`` would draw, kept whole, and the interpreter's
+    outcome on them; our emulated PTX agrees with that outcome."""
+    from tileiras import diffcheck
+    from tileiras.interp.arraylist import ArrayList
+
+    entry = gpu_tier._plan_one(("grouped_matmul_wide", 0, "sm_90", False, str(tmp_path)))
+    planned = gpu_tier.load_case(str(tmp_path), entry)
+    assert planned["grid"] == (2, 2, 3) and planned["kinds"] == ("ptr", "i32") * 3
+    lists = [a for a in planned["args"] if isinstance(a, ArrayList)]
+    assert len(lists) == 3 and all(len(lst.arrays) == 3 for lst in lists)
+    outputs = lists[2].arrays
+    assert len(planned["expected"].arrays) == 9 and not planned["expected"].failed
+    # the interpreter wrote C's groups (the table order: A's, B's, then C's members)
+    assert all(not np.array_equal(want, got) for want, got in zip(planned["expected"].arrays[6:], outputs))
+    ptx, host = diffcheck.compile_with_host(read_bytecode(export(GROUPED_MATMUL_WIDE, "sm_90")), "sm_90")
+    got = diffcheck.run_ptx(ptx, planned["entry"], planned["grid"], planned["args"], host_object=host)
+    assert diffcheck.compare(planned["expected"], got) is None
+    assert planned["entry"] in kernel_facts(planned["cubin"])
