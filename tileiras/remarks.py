@@ -78,7 +78,7 @@ def collect(module: Module, gpu_name: Optional[str] = None) -> list[Remark]:
     for fn in module.functions:
         tas = decisions.get(fn.name)
         for op in fn.walk():
-            for r in (*_op_remarks(fn, op, tas), *_loop_remarks(fn, op, tas)):
+            for r in (*_op_remarks(fn, op, tas, gpu_name), *_loop_remarks(fn, op, tas)):
                 key = (r.function, r.name, _loc_of(r.loc) or id(op))
                 if key in seen:
                     seen[key].args += [a for a in r.args if a[0] == "Reason"]
@@ -149,32 +149,95 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
                      [("Reason", decision)])
 
 
-def _op_remarks(fn: Function, op: Operation, tas=None) -> Iterable[Remark]:
+def _op_remarks(fn: Function, op: Operation, tas=None, gpu_name: Optional[str] = None) -> Iterable[Remark]:
     name = fn.name
     if is_plain_load(op) or is_plain_store(op):
-        what = "load" if is_plain_load(op) else "store"
-        yield Remark(Kind.PASSED, Category.MEMORY, f"RemarkMemory{what.title()}InstructionSelected",
-                     f"{what.title()} instruction selected", name, op.loc,
-                     [("Instruction", f"Global-memory {what} instruction")])
+        yield from _memory_remarks(fn, op, tas, gpu_name)
         yield from _forwarding_remarks(fn, op, tas)
-        if isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)):
-            yield Remark(Kind.FAILED, Category.MEMORY, f"RemarkMemoryTma{what.title()}Failed",
-                         f"Failed to select TMA {what} instruction", name, op.loc,
-                         [("Reason", (tas.tma_dropped.get(op) if tas is not None else None)
-                           or "TMA copies are not implemented by this compiler yet")])
     elif isinstance(op, MEM.MakeTensorViewOp):
         yield Remark(Kind.MISSED, Category.MEMORY, "RemarkTensorViewIndexTypeNarrowing",
-                     "Could not narrow tensor_view indexing to i32: index computations use 64 bits",
+                     "Could not narrow tensor_view indexing to i32: index computations may require 64 bits",
                      name, op.loc)
     elif isinstance(op, (AR.MmaFOp, AR.MmaIOp)) and tas is not None and op in tas.tensor_cores:
-        form = tas.tensor_cores[op]
-        yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkTensorCoreUsed",
-                     "Matrix multiply lowered to tensor cores", fn.name, op.loc,
-                     [("Instruction", "wgmma.mma_async" if form.warpgroup else form.opcode)])
+        yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkTensorCoreMMA",
+                     "MMA operation successfully optimized to use Tensor Cores", fn.name, op.loc,
+                     [("Instruction", f"Tensor-core SM{gpu_name[3:] if gpu_name else ''}"),
+                      ("Shape", str(list(_instruction_shape(tas, op))))])
     elif isinstance(op, (AR.MmaFOp, AR.MmaIOp)):
         yield Remark(Kind.MISSED, Category.TENSORCORE, "RemarkTensorCoreNotUsed",
                      "Matrix multiply lowered to fused multiply-adds on CUDA cores: tensor cores are not used yet",
                      name, op.loc)
+
+
+def _memory_remarks(fn: Function, op: Operation, tas, gpu_name: Optional[str]) -> Iterable[Remark]:
+    """As NVIDIA's tool reports a view load or store: the instruction selected (TMA, with
+    its box innermost first, or a global-memory load; a store is reported only when TMA
+    takes it), and on archs with TMA why a view access does not use it, after its source
+    location."""
+    what = "Load" if is_plain_load(op) else "Store"
+    box = _tma_box(tas, op)
+    if box is not None:
+        yield Remark(Kind.PASSED, Category.MEMORY, f"RemarkMemory{what}InstructionSelected",
+                     f"{what} instruction selected", fn.name, op.loc,
+                     [("Instruction", f"TMA {what} instruction"), ("Shape", str(list(box)))])
+        return
+    if what == "Load":
+        yield Remark(Kind.PASSED, Category.MEMORY, "RemarkMemoryLoadInstructionSelected", "Load instruction selected",
+                     fn.name, op.loc, [("Instruction", "Global-memory load instruction")])
+    if not isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)) or not gpu_name or tas is None:
+        return
+    from .lower.tma import MIN_ARCH, tma_check  # noqa: PLC0415
+
+    if int(gpu_name[3:]) < MIN_ARCH:
+        return
+    from .lower.software_pipeline import PipelinePlan  # noqa: PLC0415
+
+    found = tma_check(tas.aa, op, gpu_name)
+    if isinstance(tas.pipelined.get(op), PipelinePlan):
+        reason = "the pipelined K loop copies the tile with cp.async"
+    else:
+        reason = tas.tma_dropped.get(op) or (found if isinstance(found, str) else
+                                             "staging the tile in shared memory would not pay for itself")
+    where = _loc_of(op.loc)
+    if where is not None:
+        reason = f'loc("{where[0]}":{where[1]}:{where[2]}): {reason}'
+    yield Remark(Kind.FAILED, Category.MEMORY, f"RemarkMemoryTma{what}Failed", f"Failed to select TMA {what.lower()} "
+                 "instruction", fn.name, op.loc, [("Reason", reason)])
+
+
+def _tma_box(tas, op: Operation) -> Optional[tuple[int, ...]]:
+    """The box (innermost dim first) of the TMA copies of ``op``, or None: a TMA load or
+    store of ``lower.tma``, or a load a TMA ring copies."""
+    from .lower.attention_tma import AttentionRingPlan  # noqa: PLC0415
+    from .lower.tma_ring import RingPlan  # noqa: PLC0415
+
+    if tas is None:
+        return None
+    if op in tas.tma:
+        return tuple(reversed(tas.tma[op].box))
+    plan = tas.pipelined.get(op)
+    if isinstance(plan, RingPlan) and op in plan.loads:
+        return tuple(reversed(plan.box[plan.loads.index(op)]))
+    for pipeline in tas.pipelines.values():
+        if isinstance(pipeline, AttentionRingPlan):
+            for tile in (*pipeline.tiles, pipeline.q):
+                if tile is not None and tile.load is op:
+                    return tuple(reversed(tile.box))
+    return None
+
+
+def _instruction_shape(tas, op: Operation) -> tuple[int, int, int]:
+    """(M, N, K) of one tensor-core instruction of ``op``: a ``wgmma`` m64nNk covering up
+    to 256 of the tile's columns, or the ``mma.sync`` form's shape."""
+    import re  # noqa: PLC0415
+
+    from .lower.mma_forms import WGMMA_MAX_N  # noqa: PLC0415
+
+    form = tas.tensor_cores[op]
+    if form.warpgroup:
+        return 64, min(op.result.type.shape[-1], WGMMA_MAX_N), form.k
+    m, n, k = map(int, re.search(r"\.m(\d+)n(\d+)k(\d+)", form.opcode).groups())
+    return m, n, k
 
 
 def _forwarding_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:

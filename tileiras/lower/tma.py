@@ -61,7 +61,7 @@ final): one instruction per four 8x8 blocks, conflict-free in the swizzled rows.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 from ..ir import attrs as A
 from ..ir import types as T
@@ -255,11 +255,18 @@ def smem_alignment(plans: dict) -> int:
 
 
 def view_map_spec(aa: TileAA, op: Operation, box: tuple[int, ...], code: Optional[int]) -> Optional[TensorMapSpec]:
+    found = view_map(aa, op, box, code)
+    return None if isinstance(found, str) else found
+
+
+def view_map(aa: TileAA, op: Operation, box: tuple[int, ...], code: Optional[int]) -> Union[TensorMapSpec, str]:
+    """The tensor map of ``op``'s view for ``box``, or why the facts allow none (as
+    NVIDIA's remarks say it: "base pointer not 16-byte aligned")."""
     view_t = op.view.type
     tvt = view_t.tensor_view
     tv_op = op.view.owner.tensor_view.owner
     if code is None or isinstance(tvt.element, T.PointerType):
-        return None
+        return "element type has no tensor-map encoding"
     eb = tvt.element.bitwidth // 8
     dyn_shape, dyn_strides = iter(tv_op.dynamicShape), iter(tv_op.dynamicStrides)
     shapes = [map_field(aa, next(dyn_shape) if s == T.DYNAMIC else None, s) for s in tvt.shape]
@@ -267,13 +274,13 @@ def view_map_spec(aa: TileAA, op: Operation, box: tuple[int, ...], code: Optiona
     strides = [map_field(aa, v, s) for v, s in zip(stride_values, tvt.strides)]
     base = map_field(aa, tv_op.base, 0)
     if base is None or base.param is None or None in shapes or None in strides:
-        return None
+        return "the view is not made from kernel parameters"
     if aa.fact(tv_op.base).divisor < GRANULE:
-        return None
+        return "base pointer not 16-byte aligned"
     for v, s in zip(stride_values[:-1], tvt.strides[:-1]):
         divisor = pow2_divisor(s) if v is None else aa.fact(v).divisor
         if divisor * eb % GRANULE:
-            return None
+            return "stride not a multiple of 16 bytes"
     return TensorMapSpec(code, eb, base, tuple(reversed(shapes)), tuple(reversed(strides[:-1])),
                          tuple(reversed(box)), swizzle_of(box, eb))
 
@@ -325,40 +332,50 @@ def tma_spec(aa: TileAA, op: Operation, gpu_name: str, columns_ok: bool = False
     With ``columns_ok`` a 2-D view with its dims swapped (``dim_map [1, 0]``) may be too
     (a ring lands its tile as it lies in memory, ``tma_ring``): box and boxes are then in
     the tensor's order."""
+    found = tma_check(aa, op, gpu_name, columns_ok)
+    return None if isinstance(found, str) else found
+
+
+def tma_check(aa: TileAA, op: Operation, gpu_name: str, columns_ok: bool = False
+              ) -> Union[tuple[TensorMapSpec, tuple, tuple], str]:
+    """``tma_spec``'s (map, box, boxes), or why the op cannot go through TMA (the reason
+    ``--remarks`` gives)."""
     reduction = bulk_reduction(op)
     if not isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)) and reduction is None:
-        return None
+        return "not a view load or store"
+    if int(gpu_name[3:]) < MIN_ARCH:
+        return f"{gpu_name} has no TMA"
     if not allows_tma(op, gpu_name):
-        return None
+        return "allow_tma is false"
     view_t = op.view.type
     if not isinstance(view_t, T.PartitionViewType) or op.view.is_block_argument:
-        return None
+        return "not a partition view"
     if not isinstance(op.view.owner, MEM.MakePartitionViewOp) or op.view.owner.tensor_view.is_block_argument:
-        return None
+        return "the view is made at run time"
     if not isinstance(op.view.owner.tensor_view.owner, MEM.MakeTensorViewOp):
-        return None
+        return "the view is made at run time"
     tvt = view_t.tensor_view
     rank = len(view_t.tile_shape)
     swapped = columns_ok and rank == 2 and view_t.dim_map == (1, 0)
     if not 1 <= rank <= MAX_RANK or (view_t.dim_map != tuple(range(rank)) and not swapped) or tvt.strides[-1] != 1:
-        return None
+        return "the innermost dimension is not contiguous"
     if isinstance(op, MEM.LoadViewTkoOp) and view_t.padding_value not in (None, T.PaddingValue.ZERO):
-        return None
+        return "padding value other than zero"
     if reduction is None and op.attributes.get("memory_ordering_semantics",
                                                MemoryOrderingSemantics.WEAK) != MemoryOrderingSemantics.WEAK:
-        return None
+        return "memory ordering other than weak"
     if any(not isinstance(v.type, T.TileType) or v.type.rank for v in op.index):
-        return None
+        return "tile indices are not scalars"
     bits = getattr(tvt.element, "bitwidth", 0)
     if bits not in (8, 16, 32, 64):
-        return None
+        return "element type has no tensor-map encoding"
     tile = tuple(view_t.tile_shape)
     planned = _plan_box(tile[::-1] if swapped else tile, bits // 8)
     if planned is None:
-        return None
+        return "tile rows narrower than 16 bytes"
     code = reduction[1] if reduction else MAP_TYPES.get(getattr(tvt.element, "name", ""))
-    spec = view_map_spec(aa, op, planned[0], code)
-    return None if spec is None else (spec, *planned)
+    spec = view_map(aa, op, planned[0], code)
+    return spec if isinstance(spec, str) else (spec, *planned)
 
 
 def _worth_it(op: Operation, users: dict[Value, list[Operation]], staging: bool) -> bool:
