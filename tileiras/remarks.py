@@ -68,7 +68,9 @@ def _loc_of(loc: Optional[D.DebugAttr]) -> Optional[tuple[str, int, int]]:
 
 def collect(module: Module, gpu_name: Optional[str] = None) -> list[Remark]:
     """The remarks for every entry of ``module``, in op order; remarks of the same name
-    at the same source location are merged (their arguments kept, as NVIDIA's are).
+    at the same source location are merged (their arguments kept, as NVIDIA's are), and
+    where several entries share a source location (one kernel exported for several
+    signatures), the last entry's remark stands, as with NVIDIA's tool.
     With ``gpu_name`` the tensor-core remarks report TileAS's decisions for that target
     (``_decisions``): which multiplies run on tensor cores, and per K loop whether it is
     software-pipelined, with how many stages, or why not."""
@@ -77,13 +79,18 @@ def collect(module: Module, gpu_name: Optional[str] = None) -> list[Remark]:
     decisions = _decisions(module, gpu_name)
     for fn in module.functions:
         tas = decisions.get(fn.name)
+        mine: set[tuple] = set()
         for op in fn.walk():
             for r in (*_op_remarks(fn, op, tas, gpu_name), *_loop_remarks(fn, op, tas)):
-                key = (r.function, r.name, _loc_of(r.loc) or id(op))
-                if key in seen:
+                where = _loc_of(r.loc)
+                key = (r.name, where) if where is not None else (r.function, r.name, id(op))
+                if key in mine:
                     seen[key].args += [a for a in r.args if a[0] == "Reason"]
                     continue
+                if key in seen:         # another entry's remark at this location: the later one stands
+                    out.remove(seen[key])
                 seen[key] = r
+                mine.add(key)
                 out.append(r)
     return out
 
@@ -152,7 +159,8 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
 def _op_remarks(fn: Function, op: Operation, tas=None, gpu_name: Optional[str] = None) -> Iterable[Remark]:
     name = fn.name
     if is_plain_load(op) or is_plain_store(op):
-        yield from _memory_remarks(fn, op, tas, gpu_name)
+        if isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)):     # NVIDIA's: view accesses only
+            yield from _memory_remarks(fn, op, tas, gpu_name)
         yield from _forwarding_remarks(fn, op, tas)
     elif isinstance(op, MEM.MakeTensorViewOp):
         yield Remark(Kind.MISSED, Category.MEMORY, "RemarkTensorViewIndexTypeNarrowing",
@@ -161,7 +169,7 @@ def _op_remarks(fn: Function, op: Operation, tas=None, gpu_name: Optional[str] =
     elif isinstance(op, (AR.MmaFOp, AR.MmaIOp)) and tas is not None and op in tas.tensor_cores:
         yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkTensorCoreMMA",
                      "MMA operation successfully optimized to use Tensor Cores", fn.name, op.loc,
-                     [("Instruction", f"Tensor-core SM{gpu_name[3:] if gpu_name else ''}"),
+                     [("Instruction", "Tensor-core SM90" if tas.tensor_cores[op].warpgroup else "Tensor-core SM80"),
                       ("Shape", str(list(_instruction_shape(tas, op))))])
     elif isinstance(op, (AR.MmaFOp, AR.MmaIOp)):
         yield Remark(Kind.MISSED, Category.TENSORCORE, "RemarkTensorCoreNotUsed",
@@ -181,28 +189,37 @@ def _memory_remarks(fn: Function, op: Operation, tas, gpu_name: Optional[str]) -
                      f"{what} instruction selected", fn.name, op.loc,
                      [("Instruction", f"TMA {what} instruction"), ("Shape", str(list(box)))])
         return
+    copied = _copied_async(tas, op)
     if what == "Load":
         yield Remark(Kind.PASSED, Category.MEMORY, "RemarkMemoryLoadInstructionSelected", "Load instruction selected",
-                     fn.name, op.loc, [("Instruction", "Global-memory load instruction")])
-    if not isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)) or not gpu_name or tas is None:
+                     fn.name, op.loc, [("Instruction", "Ldgsts instruction" if copied else
+                                        "Global-memory load instruction")])
+    if copied or not gpu_name or tas is None:
         return
     from .lower.tma import MIN_ARCH, tma_check  # noqa: PLC0415
 
     if int(gpu_name[3:]) < MIN_ARCH:
         return
-    from .lower.software_pipeline import PipelinePlan  # noqa: PLC0415
-
     found = tma_check(tas.aa, op, gpu_name)
-    if isinstance(tas.pipelined.get(op), PipelinePlan):
-        reason = "the pipelined K loop copies the tile with cp.async"
-    else:
-        reason = tas.tma_dropped.get(op) or (found if isinstance(found, str) else
-                                             "staging the tile in shared memory would not pay for itself")
+    reason = tas.tma_dropped.get(op) or (found if isinstance(found, str) else None)
+    if not reason:              # no TMA candidate, or TMA could copy it but staging would not pay
+        return
     where = _loc_of(op.loc)
     if where is not None:
         reason = f'loc("{where[0]}":{where[1]}:{where[2]}): {reason}'
     yield Remark(Kind.FAILED, Category.MEMORY, f"RemarkMemoryTma{what}Failed", f"Failed to select TMA {what.lower()} "
                  "instruction", fn.name, op.loc, [("Reason", reason)])
+
+
+def _copied_async(tas, op: Operation) -> bool:
+    """Is ``op`` a load a ``cp.async`` ring copies (a pipelined K loop's, an attention
+    loop's, a streamed loop's): NVIDIA's remark calls that an LDGSTS instruction."""
+    from .lower.attention_pipeline import AttentionPlan  # noqa: PLC0415
+    from .lower.software_pipeline import PipelinePlan  # noqa: PLC0415
+    from .lower.stream_pipeline import StreamPlan  # noqa: PLC0415
+
+    plan = tas.pipelined.get(op) if tas is not None else None
+    return isinstance(plan, (PipelinePlan, AttentionPlan, StreamPlan)) and op in plan.loads
 
 
 def _tma_box(tas, op: Operation) -> Optional[tuple[int, ...]]:

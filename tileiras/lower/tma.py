@@ -266,7 +266,7 @@ def view_map(aa: TileAA, op: Operation, box: tuple[int, ...], code: Optional[int
     tvt = view_t.tensor_view
     tv_op = op.view.owner.tensor_view.owner
     if code is None or isinstance(tvt.element, T.PointerType):
-        return "element type has no tensor-map encoding"
+        return ""
     eb = tvt.element.bitwidth // 8
     dyn_shape, dyn_strides = iter(tv_op.dynamicShape), iter(tv_op.dynamicStrides)
     shapes = [map_field(aa, next(dyn_shape) if s == T.DYNAMIC else None, s) for s in tvt.shape]
@@ -274,13 +274,13 @@ def view_map(aa: TileAA, op: Operation, box: tuple[int, ...], code: Optional[int
     strides = [map_field(aa, v, s) for v, s in zip(stride_values, tvt.strides)]
     base = map_field(aa, tv_op.base, 0)
     if base is None or base.param is None or None in shapes or None in strides:
-        return "the view is not made from kernel parameters"
+        return ""                       # not a candidate: no tensor map can describe the view
     if aa.fact(tv_op.base).divisor < GRANULE:
         return "base pointer not 16-byte aligned"
     for v, s in zip(stride_values[:-1], tvt.strides[:-1]):
         divisor = pow2_divisor(s) if v is None else aa.fact(v).divisor
         if divisor * eb % GRANULE:
-            return "stride not a multiple of 16 bytes"
+            return "stride not 16-byte aligned"
     return TensorMapSpec(code, eb, base, tuple(reversed(shapes)), tuple(reversed(strides[:-1])),
                          tuple(reversed(box)), swizzle_of(box, eb))
 
@@ -339,7 +339,8 @@ def tma_spec(aa: TileAA, op: Operation, gpu_name: str, columns_ok: bool = False
 def tma_check(aa: TileAA, op: Operation, gpu_name: str, columns_ok: bool = False
               ) -> Union[tuple[TensorMapSpec, tuple, tuple], str]:
     """``tma_spec``'s (map, box, boxes), or why the op cannot go through TMA (the reason
-    ``--remarks`` gives)."""
+    ``--remarks`` gives; "" where it is no candidate at all: a view that is not a tile
+    partition, not contiguous innermost, or of an element type tensor maps lack)."""
     reduction = bulk_reduction(op)
     if not isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)) and reduction is None:
         return "not a view load or store"
@@ -348,17 +349,20 @@ def tma_check(aa: TileAA, op: Operation, gpu_name: str, columns_ok: bool = False
     if not allows_tma(op, gpu_name):
         return "allow_tma is false"
     view_t = op.view.type
-    if not isinstance(view_t, T.PartitionViewType) or op.view.is_block_argument:
-        return "not a partition view"
-    if not isinstance(op.view.owner, MEM.MakePartitionViewOp) or op.view.owner.tensor_view.is_block_argument:
-        return "the view is made at run time"
-    if not isinstance(op.view.owner.tensor_view.owner, MEM.MakeTensorViewOp):
+    made = None if op.view.is_block_argument else getattr(op.view.owner, "tensor_view", None)
+    tensor = None if made is None or made.is_block_argument else made.owner
+    if isinstance(tensor, MEM.MakeTensorViewOp) and aa.fact(tensor.base).divisor < GRANULE:
+        return "base pointer not 16-byte aligned"        # NVIDIA's first reason, for any view
+    # "": not a TMA candidate at all (NVIDIA's tool says nothing of these)
+    if not isinstance(view_t, T.PartitionViewType) or not isinstance(op.view.owner, MEM.MakePartitionViewOp):
+        return ""
+    if not isinstance(tensor, MEM.MakeTensorViewOp):
         return "the view is made at run time"
     tvt = view_t.tensor_view
     rank = len(view_t.tile_shape)
     swapped = columns_ok and rank == 2 and view_t.dim_map == (1, 0)
     if not 1 <= rank <= MAX_RANK or (view_t.dim_map != tuple(range(rank)) and not swapped) or tvt.strides[-1] != 1:
-        return "the innermost dimension is not contiguous"
+        return ""
     if isinstance(op, MEM.LoadViewTkoOp) and view_t.padding_value not in (None, T.PaddingValue.ZERO):
         return "padding value other than zero"
     if reduction is None and op.attributes.get("memory_ordering_semantics",
@@ -368,11 +372,11 @@ def tma_check(aa: TileAA, op: Operation, gpu_name: str, columns_ok: bool = False
         return "tile indices are not scalars"
     bits = getattr(tvt.element, "bitwidth", 0)
     if bits not in (8, 16, 32, 64):
-        return "element type has no tensor-map encoding"
+        return ""
     tile = tuple(view_t.tile_shape)
     planned = _plan_box(tile[::-1] if swapped else tile, bits // 8)
     if planned is None:
-        return "tile rows narrower than 16 bytes"
+        return "leading tile dimension not 16-byte aligned"
     code = reduction[1] if reduction else MAP_TYPES.get(getattr(tvt.element, "name", ""))
     spec = view_map(aa, op, planned[0], code)
     return spec if isinstance(spec, str) else (spec, *planned)
