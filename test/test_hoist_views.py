@@ -49,3 +49,12 @@ def test_a_hoisted_13_1_gemm_agrees_with_the_interpreter(arch):
               np.zeros((96, 112), np.float32)]
     case = Case(data, read_bytecode(data).functions[0].name, arrays, (2, 2, 1))
     assert compare(run_interpreter(case), run_compiled(case, arch)) is None
+
+
+def test_a_module_compiled_twice_gives_the_same_ptx():
+    """Compiling works in place (run_stages): the first compile hoists the 13.1 GEMM's
+    views, the second finds them hoisted and writes the same PTX."""
+    module = read_bytecode(export(CASE, arch="sm_90", version="13.1"))
+    first = compile_module(module, CompileOptions(gpu_name="sm_90"), "ptx")
+    assert views_in_loops(module.functions[0]) == 0          # moved in the caller's module
+    assert compile_module(module, CompileOptions(gpu_name="sm_90"), "ptx") == first

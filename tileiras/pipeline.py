@@ -369,7 +369,12 @@ def compile_module(module: Module, options: CompileOptions, stop_after: str = "c
 def run_stages(module: Module, options: CompileOptions, stop_after: Optional[str] = None,
                only_needed: bool = False) -> Compilation:
     """Run the passes up to ``stop_after`` (all by default) and hand back every result (for
-    tests and tools).  ``only_needed``: skip the analyses nothing before the stop reads."""
+    tests and tools).  ``only_needed``: skip the analyses nothing before the stop reads.
+
+    ``module`` is compiled in place: ``hoist-views`` moves the view-making ops of loop
+    bodies before their loops (the same program: views are pure; compiling it again gives
+    the same output), so a caller that prints or writes ``module`` afterwards sees them
+    moved.  Read the bytecode again for the module as it came."""
     last_stage = stop_after or STAGE_NAMES[-1]
     with _backend(last_stage) as backend:
         c = Compilation(module, options, last_stage=last_stage, backend=backend)
