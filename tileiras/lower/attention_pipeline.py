@@ -63,7 +63,7 @@ from ..tile.traits import DATA_RESOURCES, writes
 from .mma_forms import MmaSwizzle, mma_swizzle
 from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, KLoopPlan, known_trips
 from .tiles import element_bytes
-from .tma import BARRIER_BYTES, STAGING_ALIGN, SWIZZLED_ALIGN, plan_tma
+from .tma import BARRIER_BYTES, STAGING_ALIGN, SWIZZLED_ALIGN, plan_again
 
 #: where a ring stage's tiles start (bytes): a whole number of 128-byte bank lines
 RING_ALIGN = 128
@@ -384,5 +384,4 @@ def record_attention(tas, plan: KLoopPlan, arch: int) -> None:
             A_BEFORE_LOOP else 0
         tas.scratch[mma] = max(plan.smem_end, before)
     if tas.tma:
-        tas.tma, tas.tensor_maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in plan.loads],
-                                                         f"sm_{arch}", tas.scratch_bytes)
+        plan_again(tas, arch, set(plan.loads))

@@ -65,7 +65,7 @@ from ..tile.traits import DATA_RESOURCES, writes
 from .attention_pipeline import attention_multiplies, b_load, inside_value
 from .mma_forms import WGMMA_MAX_N, OperandStaging, WgmmaStaging, k_steps, tma_ring_staging
 from .software_pipeline import KLoopPlan, known_trips
-from .tma import BARRIER_BYTES, MAP_TYPES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, allows_tma, plan_tma, view_map_spec
+from .tma import BARRIER_BYTES, MAP_TYPES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, allows_tma, plan_again, view_map_spec
 from .tma_ring import MAP_SWIZZLE
 
 #: a stage's and each tile's alignment: the 128-byte swizzle repeats every 1024 bytes
@@ -335,9 +335,8 @@ def record_attention_ring(tas, plan: AttentionRingPlan, arch: int) -> None:
         tas.scratch[mma] = plan.smem_end
     tiles = (*plan.tiles, *((plan.q,) if plan.q else ()))
     taken = [t.load for t in tiles]
-    tas.tma, maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in taken], f"sm_{arch}",
-                                          tas.scratch_bytes)
-    maps = list(maps)
+    plan_again(tas, arch, set(taken))
+    maps = list(tas.tensor_maps)
     for tile in tiles:
         if tile.spec not in maps:
             maps.append(tile.spec)

@@ -33,7 +33,7 @@ from .mma_forms import WGMMA_MAX_N, WgmmaStaging, k_steps, tma_ring_staging
 from .software_pipeline import (Decision, KLoopPlan, columns_contiguous, k_loop, known_trips, loads_reason,
                                 wgmma_in_flight)
 from .tiles import is_tile
-from .tma import BARRIER_BYTES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, plan_tma, tma_spec
+from .tma import BARRIER_BYTES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, plan_again, tma_spec
 
 
 @record(frozen=True)
@@ -277,10 +277,8 @@ def place_rings(tas, arch: int, rings: list[RingPlan], persistent: bool = True) 
         need = ring.ring_bytes if ring.loop in nested else ring.smem_bytes
         tas.scratch[ring.mma] = max(tas.scratch.get(ring.mma, 0), need)
         tas.wgmma_staging[ring.mma] = ring.staging
-    tas.tma_end = 0
-    tas.tma, maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in taken], f"sm_{arch}",
-                                          tas.scratch_bytes)
-    maps = list(maps)
+    plan_again(tas, arch, taken)
+    maps = list(tas.tensor_maps)
     barrier_at: dict[CF.ForOp, int] = {}
     at = -(-max(tas.scratch_bytes, tas.tma_end) // BARRIER_ALIGN) * BARRIER_ALIGN
     for ring in rings:
