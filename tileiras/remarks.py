@@ -235,26 +235,22 @@ def _tma_box(tas, op: Operation) -> Optional[tuple[int, ...]]:
     plan = tas.pipelined.get(op)
     if isinstance(plan, RingPlan) and op in plan.loads:
         return tuple(reversed(plan.box[plan.loads.index(op)]))
-    for pipeline in tas.pipelines.values():
-        if isinstance(pipeline, AttentionRingPlan):
-            for tile in (*pipeline.tiles, pipeline.q):
-                if tile is not None and tile.load is op:
-                    return tuple(reversed(tile.box))
+    if isinstance(plan, AttentionRingPlan):
+        for tile in (*plan.tiles, plan.q):
+            if tile is not None and tile.load is op:
+                return tuple(reversed(tile.box))
     return None
 
 
 def _instruction_shape(tas, op: Operation) -> tuple[int, int, int]:
     """(M, N, K) of one tensor-core instruction of ``op``: a ``wgmma`` m64nNk covering up
-    to 256 of the tile's columns, or the ``mma.sync`` form's shape."""
-    import re  # noqa: PLC0415
-
+    to 256 of the tile's columns, or the ``mma.sync`` form's m{m}n8k{k}."""
     from .lower.mma_forms import WGMMA_MAX_N  # noqa: PLC0415
 
     form = tas.tensor_cores[op]
     if form.warpgroup:
         return 64, min(op.result.type.shape[-1], WGMMA_MAX_N), form.k
-    m, n, k = map(int, re.search(r"\.m(\d+)n(\d+)k(\d+)", form.opcode).groups())
-    return m, n, k
+    return form.m, 8, form.k
 
 
 def _forwarding_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:

@@ -379,8 +379,8 @@ def _producer_slice(tas, ring: RingPlan, top) -> tuple[str, tuple[Operation, ...
     be a ``for`` at the kernel's top level holding the K loop directly; those ops pure
     scalar computations without memory effects (a divide traps in the consumers as it
     would in the producer, on the same tile) from values made before the loop and its
-    induction variable (not
-    the values it carries); and no other op in it may use the scratch region, where the
+    induction variable (not the values it carries); and no other op in it may use the
+    scratch region, where the
     producer fills the next tile's stages while the consumers run the tile's epilogue."""
     outer = enclosing_loop(ring.loop)
     body = outer.regions[0].blocks[0]
