@@ -223,6 +223,26 @@ def test_partial_warp_traps():
     assert "16 threads" in str(result.trap)
 
 
+def test_a_warp_reconverges_before_mma_sync_whose_join_lies_before_its_arms():
+    """Lanes 1-31 branch back to the ``mma.sync`` (the join, lower in the code, as a loop
+    latch is) while lane 0 still runs its own arm further on: the emulator holds them at
+    the instruction until lane 0 arrives, as ptxas reconverges the warp, and the product
+    is the whole warp's (it used to run the 31 lanes alone and trap)."""
+    a = RNG.standard_normal((16, 16)).astype(np.float16)
+    b = RNG.standard_normal((16, 8)).astype(np.float16)
+    c = RNG.standard_normal((16, 8)).astype(np.float32)
+    fa, fb, fc = pack(a, a_16bit, 8, 16), pack(b, b_16bit, 4, 16), pack_c(c)
+    d = np.zeros_like(fc)
+    opcode = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+    ptx = mma_kernel(opcode, len(fa), len(fb), len(fc), guard="setp.eq.u32 %p1, %r60, 0;\nbra.uni SPLIT;\nJOIN:")
+    ptx = ptx.replace("DONE:\nret;\n", "DONE:\nret;\nSPLIT:\n@%p1 bra EXTRA;\nbra.uni JOIN;\nEXTRA:\n"
+                      "add.u32 %r61, %r60, 1;\nbra.uni JOIN;\n")
+    result = launch(ptx, "k", (1,), [fa, fb, fc, d]).check()
+    assert result.instruction_counts[opcode] == 32
+    expected = a.astype(np.float32) @ b.astype(np.float32) + c
+    np.testing.assert_allclose(unpack_c(d, np.float32), expected, rtol=1e-3, atol=1e-3)
+
+
 # -- wgmma ------------------------------------------------------------------------------------
 def descriptor(start: int, lbo: int, sbo: int, swizzle: int = 0) -> int:
     return (start >> 4) | (lbo >> 4) << 16 | (sbo >> 4) << 32 | swizzle << 62

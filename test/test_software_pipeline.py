@@ -211,10 +211,13 @@ def test_other_ampere_and_ada_chips_pipeline_too(arch):
     ("sm_100", {"m": 64, "n": 64, "k": 32, "nt": True}),
     ("sm_90", {"m": 16, "n": 16, "k": 16}),            # too small for wgmma: mma.sync
 ])
-def test_where_tma_would_load_the_tiles_the_ring_copies_them(arch, case):
+def test_where_tma_would_load_the_tiles_the_ring_copies_them(arch, case, monkeypatch):
     """sm_90 and later give these tiles TMA (lower/tma.py): one synchronous box and wait a
-    trip.  The ring takes the loads back and copies them S-1 iterations ahead; the
-    kernel's other TMA transfers (the C tile's bulk store) are placed after the ring."""
+    trip.  With TMA rings for mma.sync turned off (by default they take such loops:
+    test_mma_tma_ring.py) the cp.async ring takes the loads back and copies them S-1
+    iterations ahead; the kernel's other TMA transfers (the C tile's bulk store) are
+    placed after the ring."""
+    monkeypatch.setenv("TILEIRAS_MMA_TMA_RING", "0")
     text = gemm_loop(**case)
     decision = plan_of(text, int(arch[3:]))
     assert isinstance(decision, PipelinePlan) and decision.staging is None

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pytest
 
+from _rings import emulate_ring, without_wait
 from kernels.pipelined import gemm_loop
 from tileiras import diffcheck
-from tileiras.emulate import launch
 from tileiras.emulate.launch import EmulationError
 from tileiras.emulate.nvhost import is_runnable_here
 from tileiras.layout.shared import Swizzle
@@ -317,34 +316,11 @@ def test_specialized_ring_gemms_keep_nvidias_cta_size():
 
 
 def _emulate(text: str, extent: int, edit=None):
-    """Run the kernel's PTX (``edit``ed) in the emulator on one CTA; the PTX."""
-    module = parse_module(text, "k.mlir")
-    fn = module.functions[0]
-    ptx, host = diffcheck.compile_with_host(module, "sm_90")
-    if edit is not None:
-        edited = edit(ptx)
-        assert edited != ptx
-        ptx = edited
-    launch(ptx, fn.name, (1, 1, 1), diffcheck.synthesize_args(fn, np.random.default_rng(1), extent),
-           host_object=host).check()
-    return ptx
+    return emulate_ring(text, extent, "sm_90", edit)
 
 
 def _without_wait(ptx: str, which: str) -> str:
-    """The mbarrier waits ``which`` ("full": the consumers' before wgmma; "empty": the
-    producer's before a refill; LLVM may unroll the producer's loop) made to succeed at once."""
-    waits = list(re.finditer(r"\{ \.reg \.pred %p; mbarrier\.try_wait\.parity[^}]*selp\.b32 (%r\d+), 1, 0, %p; \}",
-                             ptx))
-
-    def kind(wait) -> str:
-        after = ptx[wait.end():]
-        found = {k: after.find(text) for k, text in (("empty", "mbarrier.arrive.expect_tx"), ("full", "wgmma.fence"))}
-        return min((k for k in found if found[k] >= 0), key=found.get)
-    chosen = [w for w in waits if kind(w) == which]
-    assert chosen
-    for wait in reversed(chosen):
-        ptx = ptx[:wait.start()] + f"mov.b32 {wait.group(1)}, 1;" + ptx[wait.end():]
-    return ptx
+    return without_wait(ptx, which, "wgmma.fence")
 
 
 @needs_x86

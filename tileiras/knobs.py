@@ -123,9 +123,12 @@ class _Knobs:
     temp = _PathKnob("TEMP", None, "temporary folder, where TMPDIR is unset")
     tmp = _PathKnob("TMP", None, "temporary folder, where TMPDIR and TEMP are unset")
     warp_specialize = _BoolKnob("TILEIRAS_WARP_SPECIALIZE", None,
-                                "sm_90 TMA rings: 1 warp-specializes them where the kernel allows it (a "
+                                "TMA rings: 1 warp-specializes them where the kernel allows it (a "
                                 "producer warp, setmaxnreg), 0 never; unset: the measured default (a "
                                 "persistent GEMM's ring is, a top-level K loop's is not)")
+    mma_tma_ring = _BoolKnob("TILEIRAS_MMA_TMA_RING", True,
+                             "sm_90 and later: K loops multiplying with mma.sync TMA-load their tiles into "
+                             "a ring of mbarrier stages (NVIDIA's form); 0: cp.async rings, as on sm_80")
     verify_each = _BoolKnob("TILEIRAS_VERIFY_EACH", False, "check the TileAS invariants after every pass "
                             "(lower/tileas_verify.py; the test suite turns it on)")
     ld_preload = _PathKnob("LD_PRELOAD", None, "libraries preloaded into ptxas", MATCH)

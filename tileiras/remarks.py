@@ -119,9 +119,11 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
         yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkSoftwarePipelined",
                      f"K loop software-pipelined with {decision.stages} stages", fn.name, op.loc,
                      [("Stages", str(decision.stages)), ("StagesFrom", decision.source),
-                      ("Copies", "TMA ring into wgmma's swizzled operands"),
-                      ("WgmmaInFlight", str(decision.in_flight) + (f" ({decision.serial_reason})"
-                                                                    if decision.serial_reason else "")),
+                      *([("Copies", "TMA ring into ldmatrix's swizzled operands"),
+                         ("Operands", "mma.sync fragments read from the stage with ldmatrix")] if decision.sync else
+                        [("Copies", "TMA ring into wgmma's swizzled operands"),
+                         ("WgmmaInFlight", str(decision.in_flight) + (f" ({decision.serial_reason})"
+                                                                       if decision.serial_reason else ""))]),
                       ("WarpSpecialized", f"producer warp {decision.producer_warp}" if decision.specialized
                        else f"no ({decision.specialize_reason})")]
                      + ([("Persistent", "mbarriers initialized once, phases carried across the enclosing loop")]

@@ -521,7 +521,9 @@ class TensorCoreOperands:
     * 8-bit B: four byte loads from consecutive K rows a register, packed low byte first.
 
     With ``swizzles`` (a pipelined loop's 16-bit operands, ``mma_forms.MmaSwizzle``) the
-    rows are K and N elements apart and each lane's column is XORed with its row's phase;
+    rows are ``k`` and ``n`` elements apart (K and N, or a TMA box's columns where the
+    rows are split into boxes, box after box: ``_boxed``) and each lane's column is XORed
+    with its row's phase;
     with ``b_transposed`` B is staged as N rows of K (``n`` is then K) and read with
     ``ldmatrix`` without ``.trans`` (8-bit: padded rows, one 32-bit word of four K a
     register); B's column blocks are read two at a time where their
@@ -608,7 +610,7 @@ class TensorCoreOperands:
     def a_fragments(self, k0: ir.Value) -> list[list[ir.Value]]:
         b, k = self.em.b, self.k
         if self.swizzles is not None:       # the swizzle repeats within 16 rows: same per row block
-            column = b.xor(k0, self.a_swizzle)
+            column = _boxed(b, k0, self.a_swizzle, self.swizzles[0])
             return [ldmatrix(b, self._slot(b.add(self.a_base, column), r * k, 0, 2), 4) for r in self.row_offsets]
         base = b.add(self.a_base, k0)
         if self.form.bits == 64:            # DMMA: rows g and g + 8 of the block, one element each
@@ -628,11 +630,11 @@ class TensorCoreOperands:
             return self._next_block         # read with block j - 1's ldmatrix.x4
         count = 4 if self.swizzles is not None and self.pairs else 2
         if self.b_transposed:               # the swizzle repeats within 8 rows: same per column block
-            column = b.xor(k0, self.b_swizzle)
+            column = _boxed(b, k0, self.b_swizzle, self.swizzles[1])
             regs = ldmatrix(b, self._slot(b.add(self.b_base, column), c * n, self.b_offset, 2), count)
         elif self.swizzles is not None:     # K steps of 16 rows keep the swizzle
             base = b.add(self.b_base, b.mul(k0, ir.Constant(I32, n)))
-            column = b.xor(b.add(self.b_col, ir.Constant(I32, c)), self.b_swizzle)
+            column = _boxed(b, b.add(self.b_col, ir.Constant(I32, c)), self.b_swizzle, self.swizzles[1])
             regs = ldmatrix(b, self._slot(b.add(base, column), 0, self.b_offset, 2), count, trans=True)
         if self.swizzles is not None:
             self._next_block = regs[2:]
@@ -662,6 +664,17 @@ def _paired_blocks(layout: LinearLayout, cols_blocks: int) -> int:
         return 0
     deltas = {cols[j + 1] - cols[j] for j in range(0, cols_blocks, 2)}
     return deltas.pop() if len(deltas) == 1 else 0
+
+
+def _boxed(b: ir.IRBuilder, column: ir.Value, phase: ir.Value, swizzle: MmaSwizzle) -> ir.Value:
+    """Element offset, from a row's start, of ``column`` (i32) XORed with the row's
+    ``phase``; where the rows are split into boxes (``swizzle.box_cols``, TMA's), the
+    column's box comes first, all the box's rows (``rows`` x ``box_cols``) before it."""
+    if not swizzle.box_cols:
+        return b.xor(column, phase)
+    inner = b.and_(column, ir.Constant(I32, swizzle.box_cols - 1))
+    box = b.lshr(column, ir.Constant(I32, swizzle.box_cols.bit_length() - 1))
+    return b.add(b.xor(inner, phase), b.mul(box, ir.Constant(I32, swizzle.rows * swizzle.box_cols)))
 
 
 def _phase(b: ir.IRBuilder, row: ir.Value, swizzle: MmaSwizzle) -> ir.Value:

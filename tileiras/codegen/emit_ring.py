@@ -1,4 +1,9 @@
-"""TMA rings feeding ``wgmma`` (sm_90): the code of a ``tma_ring.RingPlan``.
+"""TMA rings feeding ``wgmma`` (sm_90) or ``mma.sync`` (sm_90 and later): the code of a ``tma_ring.RingPlan``.
+
+With ``mma.sync`` consumers (``RingPlan.sync``) the multiply reads its stage with
+``ldmatrix`` where the boxes landed the operands (``_sync_multiply``), fences those reads
+for the async proxy and releases the stage at once: no group stays in flight.  The rest
+is as described below for ``wgmma``.
 
 An sm_90 ``wgmma`` K loop's plan is a ``RingPlan``: the tiles arrive by TMA, already
 in the swizzled layout ``wgmma``'s descriptors read, so no thread touches them.  Each
@@ -287,8 +292,11 @@ def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
     stage, parity = _use(b, plan, j)
     wait_phase(em, _stage_barrier(em, plan, stage), parity)
     form = em.tas.tensor_cores[op]
-    warpgroup_multiply(em, op, form, plan.staging, None, em.tile(op, 2),
-                       b.mul(stage, ir.Constant(I32, plan.stage_bytes)), plan.in_flight)
+    if plan.sync:
+        _sync_multiply(em, op, plan, stage)
+    else:
+        warpgroup_multiply(em, op, form, plan.staging, None, em.tile(op, 2),
+                           b.mul(stage, ir.Constant(I32, plan.stage_bytes)), plan.in_flight)
     if _completes_in_loop(plan):
         complete_last(em, op, plan)
     ahead = b.add(j, ir.Constant(I32, plan.stages - 1))
@@ -302,6 +310,22 @@ def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
     ahead_iv = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
     with b.if_then(b.and_(_elected_warp(em, plan), below(em, plan, ahead_iv, ub))):
         _refill(em, plan, ahead_iv, ahead)
+
+
+def _sync_multiply(em: KernelEmitter, op: Operation, plan: RingPlan, stage: ir.Value) -> None:
+    """``mma.sync`` from ``stage``: ``ldmatrix`` reads the operands where the boxes landed
+    them (``MmaRingStaging``: TMA's swizzles, box after box), then a proxy fence orders
+    those reads (generic proxy) before the stage's refill (the async proxy writes it once
+    every consumer has released it), as NVIDIA's consumers fence before they arrive."""
+    from .emit_mma import TensorCoreOperands, mma_steps  # noqa: PLC0415  (emit_mma dispatches here)
+
+    b, staging = em.b, plan.staging
+    form, acc = em.tas.tensor_cores[op], em.tile(op, 2)
+    first = b.mul(stage, ir.Constant(I32, plan.stage_bytes // staging.a.elem_bytes))
+    operands = TensorCoreOperands(em, form, acc.layout, staging.a.form.pitch, staging.b.form.pitch,
+                                  staging.b.base, first, staging.swizzles, staging.b_k_rows)
+    em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))
+    X.fence_proxy_async(b)
 
 
 def _completes_in_loop(plan: RingPlan) -> bool:

@@ -45,6 +45,7 @@ NO_PC = np.iinfo(np.int64).max
 CLUSTER_BARRIER = 16             # wait_bar value of barrier.cluster.wait
 MBARRIER_WAIT = 17               # wait_bar value of a suspended mbarrier.try_wait
 WARPGROUP_WAIT = 18              # wait_bar value of a warp held at a warpgroup-wide instruction
+WARP_WAIT = 19                   # wait_bar value of a thread held at a warp-wide one (``gather_warps``)
 FRUITLESS_TIMEOUTS = 100         # try_wait timeouts in a row without progress: a deadlock
 
 
@@ -91,6 +92,8 @@ class Batch:
         self.mbar_timed_out: Optional[np.ndarray] = None
         self.bar_pc: Optional[np.ndarray] = None          # the aligned barrier a waiting thread is at
         self.progress = 0                                # mbarrier updates and barrier releases
+        self.warp_held = 0                               # threads held at warp-wide instructions
+        self.warp_forced = False                         # the next warp-wide one runs whoever is there
         self.timeouts = (0, -1)                          # (fruitless timeouts, progress then)
         self.cta_of = np.repeat(np.arange(self.ncta, dtype=np.int64), self.nthreads)
         self.linear_tid = np.tile(np.arange(self.nthreads, dtype=np.int64), self.ncta)
@@ -201,7 +204,7 @@ class Batch:
                 raise StepLimit(f"no completion after {max_steps} steps (infinite loop?)")
             running = self.status == RUNNING
             if not running.any():
-                if self.time_out_mbarrier_waits():
+                if self.time_out_mbarrier_waits() or self.release_held_warps():
                     continue
                 if (self.status == WAITING).any():
                     self.raise_deadlock()
@@ -213,7 +216,7 @@ class Batch:
         """(uniform, pc, live, nlive), or None when every thread has exited."""
         running = self.status == RUNNING
         if not running.any():
-            if self.time_out_mbarrier_waits():
+            if self.time_out_mbarrier_waits() or self.release_held_warps():
                 return False, 0, None, 0
             if (self.status == WAITING).any():
                 self.raise_deadlock()
@@ -398,6 +401,45 @@ class Batch:
         ready = everyone[complete]
         self.status[ready] = RUNNING
         return ready
+
+    def gather_warps(self, idx: np.ndarray) -> np.ndarray:
+        """Threads ``idx`` (ascending) reach a warp-wide instruction whose lanes exchange
+        data (``mma.sync``, ``ldmatrix``, ``stmatrix``) at ``self.at``: the hardware runs it
+        for the whole warp at once, ptxas reconverging the warp before it (where the
+        branch's join lies before its arms in the code, as a loop latch does, the
+        lowest-PC-first scheduling would let the first lanes run it alone).  The threads
+        of warps now complete (every lane that has not exited, with those held here
+        before) are returned, running again; the rest are held, at the instruction."""
+        if self.warp_forced:    # nothing else could run (``release_held_warps``): run it as it stands
+            self.warp_forced = False
+            return idx
+        if not self.warp_held and idx.size % 32 == 0 and \
+                np.array_equal(self.warp_base[idx[::32]], self.warp_base[idx[31::32]]):
+            return idx          # whole warps, nobody held: the common case
+        held = np.flatnonzero((self.status == WAITING) & (self.wait_bar == WARP_WAIT) & (self.pc == self.at))
+        everyone = np.union1d(idx, held)
+        alive = np.bincount(self.warp_base[self.status != EXITED], minlength=self.n)
+        warps, inverse, counts = np.unique(self.warp_base[everyone], return_inverse=True, return_counts=True)
+        complete = counts[inverse] >= alive[warps][inverse]
+        hold = everyone[~complete]
+        ready = everyone[complete]
+        self.status[hold] = WAITING
+        self.wait_bar[hold] = WARP_WAIT
+        self.status[ready] = RUNNING
+        self.warp_held += hold.size - held.size      # those held here before are now held or ready
+        return ready
+
+    def release_held_warps(self) -> bool:
+        """Nothing can run: threads held at warp-wide instructions whose warps will never
+        be whole (the other lanes exited or wait elsewhere) run them as they are, which the
+        instruction traps (``.aligned`` needs the whole warp).  Whether any were held."""
+        if not self.warp_held:
+            return False
+        held = np.flatnonzero((self.status == WAITING) & (self.wait_bar == WARP_WAIT))
+        self.status[held] = RUNNING
+        self.warp_held = 0
+        self.warp_forced = True
+        return True
 
     def mbarrier_waiters(self) -> np.ndarray:
         if self.mbar_offset is None:

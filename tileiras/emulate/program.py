@@ -10,7 +10,7 @@ import numpy as np
 from .memory import GLOBAL_BASE
 from .parser import Function, Instruction, Module, Variable
 from .ptxtypes import TYPES
-from .registry import HANDLERS, UnsupportedInstruction
+from .registry import HANDLERS, UnsupportedInstruction, gathered
 
 REG_BITS = {"pred": 1}
 
@@ -208,7 +208,20 @@ def compile_instruction(ctx: CompileContext, ins: Instruction, prog: Program) ->
         fn = guarded(ctx, ins.guard, fn)
     if "aligned" in ins.parts and ins.parts[0] not in ("bar", "barrier"):  # those check it themselves
         fn = converged(ctx, ins, fn)
+    if ins.parts[0] in WARP_GATHERED and not handler.control:
+        return gathered_by_warp(fn), True
     return fn, handler.control
+
+
+#: warp-wide instructions whose lanes exchange data: run once every lane of the warp has
+#: reached them (``Machine.gather_warps``)
+WARP_GATHERED = ("mma", "ldmatrix", "stmatrix")
+
+
+def gathered_by_warp(fn: Callable) -> Callable:
+    """``fn`` as a control instruction: the threads wait at it until their whole warp has
+    come, then it runs for the warp and they go on to the next instruction."""
+    return gathered(fn, lambda m, idx: m.gather_warps(idx))
 
 
 def converged(ctx: CompileContext, ins: Instruction, fn: Callable) -> Callable:

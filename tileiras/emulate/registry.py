@@ -8,7 +8,9 @@ thread at their PC, apply the guard themselves and set each thread's next PC.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
+
+import numpy as np
 
 HANDLERS: dict[str, "Handler"] = {}
 
@@ -43,3 +45,17 @@ def pick(parts: list[str], choices, default=None):
         if p in choices:
             return p
     return default
+
+
+def gathered(fn: Callable, gather: Callable, after: Optional[Callable] = None) -> Callable:
+    """``fn`` for the threads ``gather(m, idx)`` finds ready (the rest held at the
+    instruction), which then go on to the next one; then ``after(m, idx)``."""
+    def run(m, idx):
+        idx = np.arange(m.n) if isinstance(idx, slice) else np.asarray(idx)
+        ready = gather(m, idx)
+        if ready.size:
+            fn(m, ready)
+            m.pc[ready] += 1
+        if after is not None:
+            after(m, idx)
+    return run

@@ -14,7 +14,7 @@ from ..ir import types as T
 from ..ir.core import Operation
 from ..layout.core import LANE, OFFSET, REG, WARP
 from ..layout.linear import LinearLayout, mma_blocks, mma_fragment
-from ..layout.shared import Padding, Swizzle, bank_wavefronts, swizzled_shared
+from ..layout.shared import Padding, Swizzle, bank_wavefronts, nvmma_shared, swizzled_shared
 from ..layout.tensor_core import (
     WGMMA_SWIZZLE_MODE,
     batched_fragment,
@@ -508,6 +508,10 @@ class MmaSwizzle:
     esize: int
     per_phase: int
     max_phase: int
+    #: the rows are split into boxes of ``box_cols`` columns, stored one box (all the rows)
+    #: after another, each swizzled as a tile of its own: how TMA lands a tile whose rows
+    #: are wider than 128 bytes (``mma_ring_staging``); 0: whole rows
+    box_cols: int = 0
 
     @property
     def vec(self) -> int:
@@ -519,7 +523,14 @@ class MmaSwizzle:
         """Rows after which the swizzle repeats."""
         return self.per_phase * self.max_phase
 
+    @property
+    def pitch(self) -> int:
+        """Elements from one row to the next (of a box)."""
+        return self.box_cols or self.cols
+
     def layout(self) -> LinearLayout:
+        if self.box_cols:       # TMA's boxes: 8-row atoms of one box, then the next box
+            return nvmma_shared((self.rows, self.cols), self.esize, Swizzle(self.box_cols * self.esize))
         return swizzled_shared((self.rows, self.cols), self.vec, self.per_phase, self.max_phase)
 
 
@@ -528,10 +539,91 @@ def mma_swizzle(rows: int, cols: int, esize: int) -> Optional[MmaSwizzle]:
     line ``per_phase`` at a time, and the phase takes as many values as the 8 rows of an
     ``ldmatrix`` phase need (or the row has chunks); None for other element sizes or rows
     narrower than a chunk.  The swizzle repeats every 8 rows or fewer, so it is the same
-    for every 16-row block and every 16-row K step (``TensorCoreOperands`` relies on it)."""
+    for every 16-row block and every 16-row K step (``TensorCoreOperands`` relies on it).
+    For rows of 32, 64 or 128 bytes it is TMA's swizzle of that width (CUTLASS's
+    ``Swizzle<B, 4, 3>`` on the byte offsets: the 16-byte chunk XOR bits 7 and up)."""
     row_bytes = cols * esize
     if esize != 2 or row_bytes < 16 or rows % 8:
         return None
     per_phase = max(1, 128 // row_bytes)
     max_phase = max(1, min(8 // per_phase, row_bytes // 16))
     return MmaSwizzle(rows, cols, esize, per_phase, max_phase)
+
+
+@record(frozen=True)
+class LandedOperand:
+    """One ``mma.sync`` operand of a TMA ring's stage from byte ``base`` on, as its boxes
+    land it (``form``: the tile as loaded, rows x columns contiguous in memory, in TMA's
+    swizzle of the box width, box after box), read with ``ldmatrix``."""
+    form: MmaSwizzle
+    base: int
+
+    @property
+    def elem_bytes(self) -> int:
+        return self.form.esize
+
+    @property
+    def nbytes(self) -> int:
+        return self.form.rows * self.form.cols * self.form.esize
+
+    @property
+    def swizzle(self) -> Swizzle:
+        """The tensor map's swizzle: the width of a box's row."""
+        return Swizzle(self.form.pitch * self.form.esize)
+
+    @property
+    def layout(self) -> LinearLayout:
+        return self.form.layout()
+
+
+@record(frozen=True)
+class MmaRingStaging:
+    """Where a TMA ring's boxes land ``mma.sync``'s operands in a stage: A (M x K) from 0,
+    B (K x N, or N x K where ``b_k_rows``) from ``b.base``, each in the swizzle of its box
+    width (``mma_ring_staging``)."""
+    a: LandedOperand
+    b: LandedOperand
+    b_k_rows: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        return self.b.base + self.b.nbytes
+
+    @property
+    def align(self) -> int:
+        """The swizzles repeat every 8 rows of their width, on absolute addresses."""
+        return max(8 * self.a.swizzle.value, 8 * self.b.swizzle.value)
+
+    @property
+    def swizzles(self) -> tuple[MmaSwizzle, MmaSwizzle]:
+        return self.a.form, self.b.form
+
+
+def mma_ring_staging(op: Operation, b_k_rows: bool) -> Optional[MmaRingStaging]:
+    """How TMA boxes land a 16-bit ``mma.sync`` multiply's A (M x K, K contiguous) and B
+    (K x N, N contiguous; N x K where ``b_k_rows``) in a ring's stage so that ``ldmatrix``
+    reads them without bank conflicts: each tile in boxes of rows of at most 128 bytes, in
+    TMA's swizzle of that width, which is ``mma_swizzle``'s for such rows (NVIDIA's sm_120
+    GEMMs: A's 64-byte rows in the 64-byte swizzle, a 128-column f16 B in two boxes of
+    128-byte rows); B from A's end rounded up to 1024 bytes (the swizzles' repeat).  None
+    for other element sizes, rows narrower than 32 bytes or not a whole number of boxes."""
+    esize = element_bytes(op.lhs.type)
+    (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
+    a = _landed_form(m, k, esize)
+    b = _landed_form(*((n, k) if b_k_rows else (k, n)), esize)
+    if a is None or b is None:
+        return None
+    a_operand = LandedOperand(a, 0)
+    return MmaRingStaging(a_operand, LandedOperand(b, -(-a_operand.nbytes // 1024) * 1024), b_k_rows)
+
+
+def _landed_form(rows: int, cols: int, esize: int) -> Optional[MmaSwizzle]:
+    """The ``MmaSwizzle`` of a rows x cols tile TMA lands in boxes of at most 128-byte rows."""
+    width = min(cols * esize, 128)
+    if width not in (32, 64, 128) or cols * esize % width:
+        return None
+    form = mma_swizzle(rows, width // esize, esize)
+    if form is None:
+        return None
+    return MmaSwizzle(rows, cols, esize, form.per_phase, form.max_phase, width // esize if width < cols * esize
+                      else 0)

@@ -40,6 +40,9 @@ whose copies and ``ldmatrix`` phases meet no bank twice; 8- and 32-bit ones, who
 fragments are not read with ``ldmatrix``, keep the padded rows of the unpipelined multiply
 (``mma_forms.mma_staging_pitches``).
 
+On sm_90 and later a loop whose tiles TMA can copy becomes a ``tma_ring.RingPlan`` first
+(``mma.sync`` ones too, NVIDIA's form there; TILEIRAS_MMA_TMA_RING=0 keeps them on
+``cp.async``), and the ``cp.async`` ring below is for the loops it refuses.
 On sm_90 a loop whose multiply runs as ``wgmma`` becomes a ``tma_ring.RingPlan`` instead,
 or where TMA cannot copy its tiles (views made at run time, as a grouped GEMM's from its
 table of arrays: no tensor map exists when the kernel is launched) a ``PipelinePlan`` whose
@@ -55,6 +58,7 @@ from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..layout.core import LANE, REG, WARP
 from ..layout.linear import LinearLayout, default_blocked
+from ..knobs import knobs
 from ..record import record
 from ..sched.ddg import trip_count, work_of
 from ..sched.latency import model_for
@@ -68,6 +72,7 @@ from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
 from .mma_forms import MmaSwizzle, WgmmaStaging, mma_staging_pitches, mma_swizzle, tma_ring_staging
 from .tiles import element_bytes
+from .tma import MIN_ARCH as TMA_MIN_ARCH
 
 #: the widest and narrowest ``cp.async`` (``.cg`` takes only 16 bytes, ``.ca`` 4, 8 or 16)
 WIDEST_COPY, NARROWEST_COPY = 16, 4
@@ -174,8 +179,9 @@ def _body(loop: CF.ForOp) -> list[Operation]:
 
 
 def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
-    """The loop's ``PipelinePlan`` (or on sm_90 with ``wgmma``, ``RingPlan``), or the
-    reason it is not pipelined (a sentence)."""
+    """The loop's ``PipelinePlan`` (or a ``RingPlan``: on sm_90 with ``wgmma``, and on sm_90
+    and later with ``mma.sync`` where TMA copies its tiles), or the reason it is not
+    pipelined (a sentence)."""
     form = next((tas.tensor_cores.get(op) for op in _body(loop) if op in tas.tensor_cores), None)
     from .attention_pipeline import is_attention_loop, plan_attention  # noqa: PLC0415  (it builds on KLoopPlan)
 
@@ -194,6 +200,20 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
 
     if is_attention_loop(tas, loop):
         return plan_attention(tas, loop, arch)
+    ring_reason = ""
+    if arch >= TMA_MIN_ARCH and knobs.mma_tma_ring:     # NVIDIA's: TMA boxes, mbarrier stages
+        from .tma_ring import plan_ring  # noqa: PLC0415  (tma_ring builds on this module)
+
+        ring = plan_ring(tas, loop, arch)
+        if not isinstance(ring, str):
+            return ring
+        ring_reason = f"no TMA ring ({ring}); "
+    copied = _mma_sync_copy_ring(tas, loop, arch)
+    return f"{ring_reason}{copied}" if isinstance(copied, str) and ring_reason else copied
+
+
+def _mma_sync_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
+    """The ``cp.async`` ``PipelinePlan`` of an ``mma.sync`` K loop, or why not."""
     shape = _copied_k_loop(tas, loop)
     if isinstance(shape, str):
         return shape

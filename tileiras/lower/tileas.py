@@ -352,4 +352,5 @@ def allocate_shared_memory(tas: TileAS) -> None:
     fit_mma_staging(tas)
     tma.plan_matrix_stores(tas)
     tas.smem_bytes = max(tas.scratch_bytes, tas.tma_end)
-    tas.smem_align = max([tma.smem_alignment(tas.tma), *(s.align for s in tas.wgmma_staging.values())])
+    rings = [p.staging for p in tas.pipelines.values() if getattr(p, "staging", None) is not None]
+    tas.smem_align = max([tma.smem_alignment(tas.tma), *(s.align for s in (*tas.wgmma_staging.values(), *rings))])

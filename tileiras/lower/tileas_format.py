@@ -37,7 +37,7 @@ from .attention_pipeline import AttentionPlan, RingTile
 from .attention_tma import AttentionRingPlan, RingBox
 from .chunks import ChunkGroup
 from .forwarding import Forward
-from .mma_forms import MmaSwizzle, OperandStaging, TensorCoreMma, WgmmaStaging
+from .mma_forms import LandedOperand, MmaRingStaging, MmaSwizzle, OperandStaging, TensorCoreMma, WgmmaStaging
 from .shared_buffers import Buffer, shared_buffers
 from .software_pipeline import PipelinePlan
 from .stream_pipeline import StreamPlan, StreamTile
@@ -55,7 +55,7 @@ RECORDS: dict[str, type] = {
     "run": Run, "pipeline": PipelinePlan, "ring": RingPlan, "chunk": ChunkGroup,
     "attention": AttentionPlan, "attention_tile": RingTile, "attention_ring": AttentionRingPlan,
     "attention_box": RingBox, "stmatrix": StmatrixForm, "forward": Forward, "stream": StreamPlan,
-    "stream_tile": StreamTile,
+    "stream_tile": StreamTile, "mma_ring_staging": MmaRingStaging, "landed": LandedOperand,
 }
 KINDS = {cls: kind for kind, cls in RECORDS.items()}
 ENUMS: dict[str, type[Enum]] = {"Swizzle": Swizzle}

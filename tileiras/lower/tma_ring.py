@@ -1,4 +1,12 @@
-"""TMA rings: sm_90 ``wgmma`` K loops software-pipelined through TMA (the decision).
+"""TMA rings: tensor-core K loops software-pipelined through TMA (the decision).
+
+sm_90 ``wgmma`` K loops, and on sm_90 and later those multiplying with ``mma.sync``
+(NVIDIA's tileiras builds every aligned GEMM of sm_100 and sm_120 so): for ``mma.sync``
+the boxes land each operand in rows of at most 128 bytes in TMA's swizzle of that width,
+box after box (``mma_forms.mma_ring_staging``), which ``ldmatrix`` reads without bank
+conflicts, and nothing is left in flight across iterations (``SYNC_SERIAL``).  The rest
+of this text describes the ``wgmma`` form; the stages, mbarriers, maps, persistence and
+warp specialization are the same for both.
 
 A GEMM K loop whose multiply runs as ``wgmma`` (the body ``software_pipeline.k_loop``
 accepts) becomes a ``RingPlan`` (``plan_ring``): A's and B's tiles are TMA boxes
@@ -15,7 +23,7 @@ region, initialized once and their phases carried across the loop's entries (``R
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 from ..ir.core import Operation
 from ..tile.traits import NoMemoryEffect, has_trait
@@ -29,7 +37,7 @@ from ..sched.modulo import SchedulingError
 from ..sched.pipeline import tma_ring_schedule
 from ..target import smem_limit, stages_hint
 from ..tile import ops_control as CF
-from .mma_forms import WGMMA_MAX_N, WgmmaStaging, k_steps, tma_ring_staging
+from .mma_forms import WGMMA_MAX_N, MmaRingStaging, WgmmaStaging, k_steps, mma_ring_staging, tma_ring_staging
 from .software_pipeline import (Decision, KLoopPlan, columns_contiguous, k_loop, known_trips, loads_reason,
                                 wgmma_in_flight)
 from .tiles import is_tile
@@ -38,7 +46,9 @@ from .tma import BARRIER_BYTES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, plan_agai
 
 @record(frozen=True)
 class RingPlan(KLoopPlan):
-    """How one sm_90 ``wgmma`` K loop is pipelined: ``loads`` (A's, B's) become TMA copies
+    """How one K loop is pipelined through TMA (``staging`` a ``WgmmaStaging``, or an
+    ``MmaRingStaging`` where ``mma.sync`` reads the stages: ``sync``).  For ``wgmma``:
+    ``loads`` (A's, B's) become TMA copies
     (``cp.async.bulk.tensor``, one elected thread) into a ring of ``stages`` stages of
     ``stage_bytes`` from the start of shared memory, each operand landed in the swizzled
     layout ``staging`` gives it (``mma_forms.tma_ring_staging``: the tensor map's swizzle
@@ -77,7 +87,7 @@ class RingPlan(KLoopPlan):
     order), so that it fills the next tile's stages while the consumers finish a tile's
     multiply and epilogue; the consumers' barriers from the split on count only them (a
     named barrier: the producer warps are still running)."""
-    staging: WgmmaStaging
+    staging: Union[WgmmaStaging, MmaRingStaging]
     stage_bytes: int
     box: tuple[tuple[int, int], tuple[int, int]]
     boxes: tuple[int, int]
@@ -108,6 +118,11 @@ class RingPlan(KLoopPlan):
     @property
     def persistent(self) -> bool:
         return self.barrier_at >= 0
+
+    @property
+    def sync(self) -> bool:
+        """Do ``mma.sync`` consumers read the stages (``ldmatrix``), not ``wgmma``?"""
+        return isinstance(self.staging, MmaRingStaging)
 
     @property
     def barriers(self) -> int:
@@ -185,9 +200,10 @@ SPECIALIZE_BY_DEFAULT = ("not by default: on an H100 the unspecialized 4-stage r
 
 
 def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
-    """The ``RingPlan`` of a ``wgmma`` K loop, or why it is not pipelined: the loads must
-    be TMA-able (``tma.tma_spec``: aligned, zero-padded, rank 2), each operand's landed
-    layout one ``wgmma`` reads (``tma_ring_staging``), each box at most 256 rows."""
+    """The ``RingPlan`` of a ``wgmma`` or ``mma.sync`` K loop, or why it is not pipelined:
+    the loads must be TMA-able (``tma.tma_spec``: aligned, zero-padded, rank 2), each
+    operand's landed layout one ``wgmma`` reads (``tma_ring_staging``) or ``ldmatrix``
+    reads (``mma_ring_staging``: 16-bit, A row-major), each box at most 256 rows."""
     shape = k_loop(tas, loop)
     if isinstance(shape, str):
         return shape
@@ -201,8 +217,17 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     found = [tma_spec(tas.aa, a, gpu, columns_ok=a_columns), tma_spec(tas.aa, b, gpu, columns_ok=columns)]
     if None in found or any(len(ld.results[0].type.shape) != 2 for ld in (a, b)):
         return "a loaded tile cannot be copied by TMA (alignment, padding or rank)"
-    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None or columns,
-                               a_k_major=not a_columns)
+    sync = not tas.tensor_cores[mma].warpgroup
+    if sync:
+        if a_columns:
+            return "a column-major A is read by mma.sync only from a cp.async ring"
+        staging = mma_ring_staging(mma, permute is not None or columns)
+        if staging is None:
+            return ("mma.sync reads TMA-landed operands only of 16-bit elements in rows of 32 bytes or a "
+                    "multiple of 64")
+    else:
+        staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None or columns,
+                                   a_k_major=not a_columns)
     if staging is None:
         return ("no swizzled layout TMA lands both operands in is one wgmma's descriptors step through (rows "
                 "narrower than 32 bytes, warpgroups interleaved along N, or an 8-bit B that is not transposed)")
@@ -226,11 +251,15 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     if known_trips(loop, tas.aa):
         fit = max(2, min(fit, trip_count(loop, tas.aa)))
     stages = max(2, min(wanted, fit))
-    carried, serial = wgmma_in_flight(tas, loop, mma)
+    carried, serial = (-1, SYNC_SERIAL) if sync else wgmma_in_flight(tas, loop, mma)
     return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
                     source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial,
                     fit=fit, b_columns=columns, a_columns=a_columns)
 
+
+#: why a ring feeding ``mma.sync`` leaves nothing in flight: ``ldmatrix`` has read the stage
+#: when the iteration's multiplies are issued
+SYNC_SERIAL = "mma.sync reads its stage synchronously (ldmatrix)"
 
 #: the tensor map's swizzle field (``codegen.tensormap.Swizzle``) per swizzle
 MAP_SWIZZLE = {Swizzle.B32: 1, Swizzle.B64: 2, Swizzle.B128: 3}
@@ -242,13 +271,15 @@ def _other_tma_bytes(tas, ring_loads) -> int:
                for op, p in tas.tma.items() if op not in ring_loads) + STAGING_ALIGN
 
 
-def _ring_stages(tas, loop: CF.ForOp, arch: int, mma: Operation, staging: WgmmaStaging, copies: int
+def _ring_stages(tas, loop: CF.ForOp, arch: int, mma: Operation, staging, copies: int
                  ) -> tuple[int, str]:
     """The ``num_stages`` hint, else the stage count of the modulo schedule of the ring's
     copies, wait and ``wgmma`` (``sched.pipeline.tma_ring_schedule``)."""
     hinted = stages_hint(tas.aa.function.hints, arch)
     if hinted:
         return hinted, "num_stages hint"
+    if isinstance(staging, MmaRingStaging):
+        return UNSPECIALIZED_MIN_STAGES, "default (mma.sync consumers)"
     rows_blocks, _ = mma_blocks(tas.operand_layout(mma, 2))
     k = mma.lhs.type.shape[-1]
     wgmmas = rows_blocks * (k // k_steps(staging.b.elem_bytes, k)[0]) * -(-staging.columns // WGMMA_MAX_N)
@@ -276,7 +307,8 @@ def place_rings(tas, arch: int, rings: list[RingPlan], persistent: bool = True) 
     for ring in rings:
         need = ring.ring_bytes if ring.loop in nested else ring.smem_bytes
         tas.scratch[ring.mma] = max(tas.scratch.get(ring.mma, 0), need)
-        tas.wgmma_staging[ring.mma] = ring.staging
+        if not ring.sync:
+            tas.wgmma_staging[ring.mma] = ring.staging
     plan_again(tas, arch, taken)
     maps = list(tas.tensor_maps)
     barrier_at: dict[CF.ForOp, int] = {}

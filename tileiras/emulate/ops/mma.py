@@ -41,7 +41,7 @@ from ..asynchrony import check_issue
 from ..machine import EXITED, WAITING, KernelTrap
 from ..operands import reader, vector_items, writer
 from ..ptxtypes import FORMAT_DTYPES, ptx_type
-from ..registry import UnsupportedInstruction, handles
+from ..registry import UnsupportedInstruction, gathered, handles
 from .warp import warp_groups
 
 U32, U16 = ptx_type("u32"), ptx_type("u16")
@@ -404,15 +404,7 @@ def compile_wgmma(ctx, ins):
     run = compile_mma_async(ctx, ins)
 
     name = ".".join(ins.parts)
-
-    def gathered(m, idx):
-        idx = np.arange(m.n) if isinstance(idx, slice) else np.asarray(idx)
-        ready = m.gather_warpgroups(idx)
-        if ready.size:
-            run(m, ready)
-            m.pc[ready] += 1
-        stranded(m, idx, name)
-    return gathered
+    return gathered(run, lambda m, idx: m.gather_warpgroups(idx), lambda m, idx: stranded(m, idx, name))
 
 
 def stranded(m, idx: np.ndarray, name: str) -> None:

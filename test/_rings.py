@@ -1,0 +1,44 @@
+"""Helpers for the TMA ring tests (test_tma_ring.py, test_mma_tma_ring.py): a kernel's PTX
+run on one CTA in the emulator, and the ring's mbarrier waits planted away."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from tileiras import diffcheck
+from tileiras.emulate import launch
+from tileiras.text.parser import parse_module
+
+
+def emulate_ring(text: str, extent: int, arch: str, edit=None) -> str:
+    """Run the kernel's PTX (``edit``ed, which must change it) in the emulator on one CTA
+    with our ``.nv.host`` filling its tensor maps; the PTX."""
+    module = parse_module(text, "k.mlir")
+    fn = module.functions[0]
+    ptx, host = diffcheck.compile_with_host(module, arch)
+    if edit is not None:
+        edited = edit(ptx)
+        assert edited != ptx
+        ptx = edited
+    launch(ptx, fn.name, (1, 1, 1), diffcheck.synthesize_args(fn, np.random.default_rng(1), extent),
+           host_object=host).check()
+    return ptx
+
+
+def without_wait(ptx: str, which: str, consumer: str) -> str:
+    """The mbarrier waits ``which`` ("full": the consumers', before the first ``consumer``
+    instruction that reads the stage; "empty": the producer's before a refill; LLVM may
+    unroll the producer's loop) made to succeed at once."""
+    waits = list(re.finditer(r"\{ \.reg \.pred %p; mbarrier\.try_wait\.parity[^}]*selp\.b32 (%r\d+), 1, 0, %p; \}",
+                             ptx))
+
+    def kind(wait) -> str:
+        after = ptx[wait.end():]
+        found = {k: after.find(text) for k, text in (("empty", "mbarrier.arrive.expect_tx"), ("full", consumer))}
+        return min((k for k in found if found[k] >= 0), key=found.get)
+    chosen = [w for w in waits if kind(w) == which]
+    assert chosen
+    for wait in reversed(chosen):
+        ptx = ptx[:wait.start()] + f"mov.b32 {wait.group(1)}, 1;" + ptx[wait.end():]
+    return ptx
