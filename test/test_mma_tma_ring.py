@@ -98,6 +98,8 @@ def test_the_landed_layouts_are_what_the_tensor_maps_write():
     ({"m": 64, "n": 64, "k": 64, "bcol": True}, "sm_120"),    # B read through dim_map [1, 0]
     ({"m": 64, "n": 128, "k": 128}, "sm_100"),                # A's rows 256 bytes: two boxes
     ({"m": 32, "n": 64, "k": 64}, "sm_90"),                   # too few rows for wgmma
+    ({"m": 64, "n": 64, "k": 64, "ab": "f8E4M3FN", "bcol": True}, "sm_120"),   # cuTile's fp8 GEMM
+    ({"m": 64, "n": 32, "k": 64, "ab": "i8", "acc": "i32", "bcol": True}, "sm_120"),
 ])
 def test_other_operand_forms_are_landed_for_ldmatrix(case, arch):
     plan = plan_of(gemm_loop(**case), arch)
@@ -107,7 +109,7 @@ def test_other_operand_forms_are_landed_for_ldmatrix(case, arch):
 
 
 @pytest.mark.parametrize("case, arch, reason", [
-    ({"m": 64, "n": 64, "k": 64, "ab": "f8E4M3FN"}, "sm_120", "16-bit"),
+    ({"m": 64, "n": 64, "k": 64, "ab": "f8E4M3FN"}, "sm_120", "16-bit"),     # an 8-bit K x N B: byte loads
     ({"m": 64, "n": 32, "k": 64, "ab": "i8", "acc": "i32"}, "sm_120", "16-bit"),
     ({"m": 64, "n": 64, "k": 32, "acol": True}, "sm_120", "column-major A"),
 ])
@@ -175,6 +177,10 @@ def test_unspecialized_ring_refills_from_warp_0():
     ({"m": 32, "n": 64, "k": 64}, "sm_90"),
     ({"m": 64, "n": 64, "k": 32, "trips": 1}, "sm_120"),        # fewer trips than stages
     ({"m": 64, "n": 64, "k": 32, "hints": "sm_120 = {num_stages = 2}"}, "sm_120"),
+    ({"m": 64, "n": 64, "k": 64, "ab": "f8E4M3FN", "bcol": True}, "sm_120"),
+    ({"m": 32, "n": 64, "k": 64, "ab": "f8E5M2", "bcol": True}, "sm_100"),
+    ({"m": 64, "n": 64, "k": 256, "ab": "f8E4M3FN", "nt": True}, "sm_120"),  # 256-byte rows: two boxes each
+    ({"m": 64, "n": 32, "k": 64, "ab": "i8", "acc": "i32", "bcol": True}, "sm_120"),
 ])
 def test_mma_sync_ring_gemm_matches_interpreter(case, arch):
     """Dynamic trip counts (the views' K tiles) with K tails (boxes partly outside the

@@ -235,11 +235,13 @@ def test_where_tma_would_load_the_tiles_the_ring_copies_them(arch, case, monkeyp
     ("sm_100", {"m": 32, "n": 64, "k": 64, "ab": "f8E5M2"}, False),
     ("sm_120", {"m": 64, "n": 32, "k": 64, "ab": "i8", "acc": "i32"}, False),
 ])
-def test_a_column_major_b_is_copied_along_k_into_n_rows_of_k(arch, case, swizzled, tmp_path, capsys):
+def test_a_column_major_b_is_copied_along_k_into_n_rows_of_k(arch, case, swizzled, tmp_path, capsys, monkeypatch):
     """B read through its dims swapped (``dim_map [1, 0]``: cuTile's K-major B, as fp8 GEMMs
     keep theirs): copied in runs along K into N rows of K, as a transposed B is staged;
     16-bit rows are swizzled and read with ``ldmatrix``, 8-bit ones padded and read a
-    32-bit word (four K) a register."""
+    32-bit word (four K) a register.  (On sm_90 and later a TMA ring takes these loops
+    by default: test_mma_tma_ring.py; here the cp.async ring.)"""
+    monkeypatch.setenv("TILEIRAS_MMA_TMA_RING", "0")
     text = gemm_loop(**case, bcol=True)
     plan = plan_of(text, int(arch[3:]))
     assert isinstance(plan, PipelinePlan), plan

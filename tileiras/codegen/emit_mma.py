@@ -572,7 +572,8 @@ class TensorCoreOperands:
             if b_transposed:        # N rows of K: lanes 0-15 at rows block_col + l % 8, K half l / 8
                 n_row = b.and_(lane, ir.Constant(I32, 7))
                 self.b_base = b.mul(b.add(self.b_col, n_row), ir.Constant(I32, n))
-                k_half = b.mul(b.and_(b.lshr(lane, ir.Constant(I32, 3)), ir.Constant(I32, 1)), ir.Constant(I32, 8))
+                k_half = b.mul(b.and_(b.lshr(lane, ir.Constant(I32, 3)), ir.Constant(I32, 1)),
+                               ir.Constant(I32, 16 // self.esize))
                 self.b_swizzle = b.xor(k_half, _phase(b, n_row, b_sw))
         if first is not None:       # a pipelined loop's current stage, in elements
             self.a_base, self.b_base = b.add(self.a_base, first), b.add(self.b_base, first)
@@ -611,7 +612,8 @@ class TensorCoreOperands:
         b, k = self.em.b, self.k
         if self.swizzles is not None:       # the swizzle repeats within 16 rows: same per row block
             column = _boxed(b, k0, self.a_swizzle, self.swizzles[0])
-            return [ldmatrix(b, self._slot(b.add(self.a_base, column), r * k, 0, 2), 4) for r in self.row_offsets]
+            return [ldmatrix(b, self._slot(b.add(self.a_base, column), r * k, 0, self.esize), 4)
+                    for r in self.row_offsets]
         base = b.add(self.a_base, k0)
         if self.form.bits == 64:            # DMMA: rows g and g + 8 of the block, one element each
             return [[b.load(self._slot(base, (r + 8 * h) * k, 0, 8), typ=ir.DoubleType()) for h in range(2)]
@@ -631,7 +633,7 @@ class TensorCoreOperands:
         count = 4 if self.swizzles is not None and self.pairs else 2
         if self.b_transposed:               # the swizzle repeats within 8 rows: same per column block
             column = _boxed(b, k0, self.b_swizzle, self.swizzles[1])
-            regs = ldmatrix(b, self._slot(b.add(self.b_base, column), c * n, self.b_offset, 2), count)
+            regs = ldmatrix(b, self._slot(b.add(self.b_base, column), c * n, self.b_offset, self.esize), count)
         elif self.swizzles is not None:     # K steps of 16 rows keep the swizzle
             base = b.add(self.b_base, b.mul(k0, ir.Constant(I32, n)))
             column = _boxed(b, b.add(self.b_col, ir.Constant(I32, c)), self.b_swizzle, self.swizzles[1])

@@ -600,14 +600,18 @@ class MmaRingStaging:
 
 
 def mma_ring_staging(op: Operation, b_k_rows: bool) -> Optional[MmaRingStaging]:
-    """How TMA boxes land a 16-bit ``mma.sync`` multiply's A (M x K, K contiguous) and B
-    (K x N, N contiguous; N x K where ``b_k_rows``) in a ring's stage so that ``ldmatrix``
-    reads them without bank conflicts: each tile in boxes of rows of at most 128 bytes, in
-    TMA's swizzle of that width, which is ``mma_swizzle``'s for such rows (NVIDIA's sm_120
+    """How TMA boxes land an ``mma.sync`` multiply's A (M x K, K contiguous) and B (K x N,
+    N contiguous; N x K where ``b_k_rows``) in a ring's stage so that ``ldmatrix`` reads
+    them without bank conflicts: each tile in boxes of rows of at most 128 bytes, in TMA's
+    swizzle of that width, which is ``mma_swizzle``'s for such rows (NVIDIA's sm_120
     GEMMs: A's 64-byte rows in the 64-byte swizzle, a 128-column f16 B in two boxes of
-    128-byte rows); B from A's end rounded up to 1024 bytes (the swizzles' repeat).  None
-    for other element sizes, rows narrower than 32 bytes or not a whole number of boxes."""
+    128-byte rows); B from A's end rounded up to 1024 bytes (the swizzles' repeat).
+    16-bit elements, or 8-bit ones with B as N rows of K (``ldmatrix`` reads pairs of
+    bytes: an 8-bit K x N B would need byte loads, as NVIDIA's integer GEMMs do).  None
+    otherwise, for rows narrower than 32 bytes or not a whole number of boxes."""
     esize = element_bytes(op.lhs.type)
+    if esize == 1 and not b_k_rows:
+        return None
     (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
     a = _landed_form(m, k, esize)
     b = _landed_form(*((n, k) if b_k_rows else (k, n)), esize)
@@ -618,12 +622,10 @@ def mma_ring_staging(op: Operation, b_k_rows: bool) -> Optional[MmaRingStaging]:
 
 
 def _landed_form(rows: int, cols: int, esize: int) -> Optional[MmaSwizzle]:
-    """The ``MmaSwizzle`` of a rows x cols tile TMA lands in boxes of at most 128-byte rows."""
+    """The ``MmaSwizzle`` of a rows x cols tile (1- or 2-byte elements) TMA lands in boxes
+    of at most 128-byte rows: ``mma_swizzle``'s for rows of the box's width, 16-byte
+    chunk c of row r at c ^ (r / (128 / width)) % (width / 16)."""
     width = min(cols * esize, 128)
-    if width not in (32, 64, 128) or cols * esize % width:
+    if esize not in (1, 2) or width not in (32, 64, 128) or cols * esize % width or rows % 8:
         return None
-    form = mma_swizzle(rows, width // esize, esize)
-    if form is None:
-        return None
-    return MmaSwizzle(rows, cols, esize, form.per_phase, form.max_phase, width // esize if width < cols * esize
-                      else 0)
+    return MmaSwizzle(rows, cols, esize, 128 // width, width // 16, width // esize if width < cols * esize else 0)
