@@ -65,6 +65,14 @@ def _persistent_gemm(dt: str, size: int) -> tuple:
             {"dtype": dt, "M": 384, "N": 256, "K": 320, "ctas": 2, **tile})       # 3 tiles a CTA
 
 
+def _skinny_gemm(dt: str, m: int, n: int, k: int) -> tuple:
+    """A decode-style GEMM (few rows, large N and K) with 32-row tiles: on sm_90 too few rows
+    for wgmma, so ``mma.sync`` fed by a TMA ring, as NVIDIA's tileiras builds it."""
+    tile = {"BM": 32, "BN": 128, "BK": 64}
+    return (f"gemm_{dt}_{m}x{n}x{k}", "gemm", "gemm", ([(dt, 2)] * 3, [32, 128, 64]),
+            {"dtype": dt, "M": m, "N": n, "K": k, **tile}, {"dtype": dt, "M": 64, "N": 256, "K": 256, **tile})
+
+
 def _gemm_fp8(size: int) -> tuple:
     """An fp8 (e4m3) GEMM, B K-major (N x K, read through its axes swapped) as fp8 weights
     are kept, f16 out, 128x128x128 tiles (128-byte rows of K)."""
@@ -100,6 +108,7 @@ def _rows(family: str, vectors: int, eps: list) -> tuple:
 KERNELS = [
     _gemm("f16", 4096), _gemm("f16", 8192), _gemm("bf16", 4096), _gemm("bf16", 8192),
     _persistent_gemm("f16", 8192), _persistent_gemm("bf16", 8192), _gemm_fp8(8192), _grouped_gemm("f16", 8, 2048),
+    _skinny_gemm("f16", 64, 16384, 8192),
     _attention(64, False), _attention(64, True), _attention(128, False), _attention(128, True),
     _rows("softmax", 0, []), _rows("layernorm", 2, [1e-5]), _rows("rmsnorm", 1, [1e-6]),
     ("axpy_2e28", "axpy", "axpy", ([("f32", 1)] * 3, [("f32",), 1024]), {"n": 1 << 28, "T": 1024},
