@@ -111,11 +111,27 @@ def test_other_operand_forms_are_landed_for_ldmatrix(case, arch):
 @pytest.mark.parametrize("case, arch, reason", [
     ({"m": 64, "n": 64, "k": 64, "ab": "f8E4M3FN"}, "sm_120", "16-bit"),     # an 8-bit K x N B: byte loads
     ({"m": 64, "n": 32, "k": 64, "ab": "i8", "acc": "i32"}, "sm_120", "16-bit"),
-    ({"m": 64, "n": 64, "k": 32, "acol": True}, "sm_120", "column-major A"),
+    ({"m": 64, "n": 64, "k": 64, "ab": "f8E4M3FN", "bcol": True, "acol": True}, "sm_120", "column-major A"),
 ])
 def test_loops_no_ring_lands_for_mma_sync_keep_the_cp_async_ring(case, arch, reason):
     plan = plan_of(gemm_loop(**case), arch)
     assert isinstance(plan, PipelinePlan) or reason in plan, plan
+
+
+def test_a_column_major_a_lands_as_k_rows_of_m_read_transposed():
+    """A read through its dims swapped (a K x M tensor, a backward pass's X^T): its boxes
+    are K x M as it lies, in TMA's swizzle of M's rows, and ``ldmatrix.trans`` reads A's
+    fragments from them."""
+    text = gemm_loop(128, 128, 32, acol=True)
+    plan = plan_of(text)
+    assert plan.sync and plan.a_columns and plan.staging.a_columns
+    assert plan.box[0] == (32, 64) and plan.boxes[0] == 2 and plan.specs[0].box == (64, 32)
+    assert plan.staging.a.layout == nvmma_shared((32, 128), 2, Swizzle.B128)
+    loop = ptx_of(text)
+    loop = loop[loop.index("mbarrier.try_wait.parity"):loop.index("mbarrier.inval")]
+    # A: 2 row blocks a warp, 2 K steps, transposed; B: 16 column blocks in pairs, 2 K steps
+    assert loop.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 4 + 16
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" not in loop
 
 
 def test_the_knobs_turn_the_ring_off_and_its_specialization_on(monkeypatch):
@@ -181,6 +197,9 @@ def test_unspecialized_ring_refills_from_warp_0():
     ({"m": 32, "n": 64, "k": 64, "ab": "f8E5M2", "bcol": True}, "sm_100"),
     ({"m": 64, "n": 64, "k": 256, "ab": "f8E4M3FN", "nt": True}, "sm_120"),  # 256-byte rows: two boxes each
     ({"m": 64, "n": 32, "k": 64, "ab": "i8", "acc": "i32", "bcol": True}, "sm_120"),
+    ({"m": 64, "n": 64, "k": 32, "acol": True}, "sm_120"),             # A K x M: ldmatrix.trans
+    ({"m": 128, "n": 128, "k": 32, "acol": True}, "sm_120"),           # ... in two boxes of M
+    ({"m": 32, "n": 64, "k": 64, "acol": True, "nt": True}, "sm_90"),
 ])
 def test_mma_sync_ring_gemm_matches_interpreter(case, arch):
     """Dynamic trip counts (the views' K tiles) with K tails (boxes partly outside the

@@ -259,6 +259,29 @@ def test_a_column_major_b_is_copied_along_k_into_n_rows_of_k(arch, case, swizzle
     assert "B = column-major view (dim_map [1, 0]): copied along K into N rows of K" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("arch, case", [
+    ("sm_80", {"m": 64, "n": 64, "k": 32}),
+    ("sm_80", {"m": 128, "n": 128, "k": 32}),
+    ("sm_86", {"m": 32, "n": 64, "k": 64, "nt": True}),
+])
+def test_a_column_major_a_is_copied_along_m_into_k_rows_of_m(arch, case):
+    """A read through its dims swapped (a K x M tensor, as a backward pass's X^T is): its
+    16-bit tile is copied in runs along M into swizzled K rows of M and read with
+    ``ldmatrix.x4.trans``; 8-bit ones are not pipelined (no transposing ldmatrix)."""
+    text = gemm_loop(**case, acol=True)
+    plan = plan_of(text, int(arch[3:]))
+    assert isinstance(plan, PipelinePlan), plan
+    assert plan.a_columns and plan.a_pitch == case["m"] and plan.a_bytes == case["m"] * case["k"] * 2
+    assert plan.copy_layouts[0].apply(reg=1) == (1, 0)        # a copy's elements run along M
+    ptx = ptx_of(text, arch)
+    assert count(ptx, r"cp\.async\.cg\.shared\.global") > 0
+    assert count(ptx, r"ldmatrix\.sync\.aligned\.m8n8\.x4\.trans") > 0
+    for extent in (48, 200):
+        assert agrees(text, extent, arch) == [None], extent
+    eight = plan_of(gemm_loop(64, 64, 64, ab="f8E4M3FN", bcol=True, acol=True), 89)
+    assert eight == "a column-major A is read (with ldmatrix.trans) only for 16-bit elements"
+
+
 def test_a_missing_wait_is_caught():
     """The steady state's wait_group removed: the multiply reads a stage whose copies have
     not landed, which the emulator traps."""

@@ -239,5 +239,5 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan) -> None:
         return
     first = em.b.udiv(stage_bytes, ir.Constant(I32, element_bytes(op.lhs.type)))
     operands = TensorCoreOperands(em, form, acc.layout, plan.a_pitch, plan.b_pitch, plan.a_bytes, first,
-                                  plan.swizzles, plan.b_k_rows)
+                                  plan.swizzles, plan.b_k_rows, a_columns=plan.a_columns)
     em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))

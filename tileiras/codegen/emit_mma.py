@@ -524,6 +524,8 @@ class TensorCoreOperands:
     rows are ``k`` and ``n`` elements apart (K and N, or a TMA box's columns where the
     rows are split into boxes, box after box: ``_boxed``) and each lane's column is XORed
     with its row's phase;
+    with ``a_columns`` (16-bit, swizzled) A is staged as K rows of M (``k`` is then M) and
+    read with ``ldmatrix.x4.trans``, lanes 8i to 8i+7 at the K rows of fragment matrix i;
     with ``b_transposed`` B is staged as N rows of K (``n`` is then K) and read with
     ``ldmatrix`` without ``.trans`` (8-bit: padded rows, one 32-bit word of four K a
     register); B's column blocks are read two at a time where their
@@ -534,9 +536,9 @@ class TensorCoreOperands:
     def __init__(self, em: KernelEmitter, form: TensorCoreMma, layout: LinearLayout, k: int, n: int,
                  b_offset: int, first: Optional[ir.Value] = None,
                  swizzles: Optional[tuple[MmaSwizzle, MmaSwizzle]] = None, b_transposed: bool = False,
-                 b_first: Optional[ir.Value] = None):
+                 b_first: Optional[ir.Value] = None, a_columns: bool = False):
         self.em, self.form, self.k, self.n, self.b_offset = em, form, k, n, b_offset
-        self.swizzles, self.b_transposed = swizzles, b_transposed
+        self.swizzles, self.b_transposed, self.a_columns = swizzles, b_transposed, a_columns
         b = em.b
         self.esize = form.bits // 8
         self.rows_blocks, self.cols_blocks = mma_blocks(layout)
@@ -569,6 +571,13 @@ class TensorCoreOperands:
             self.pairs = _paired_blocks(layout, self.cols_blocks)
             if self.pairs:          # lanes 16-31 read the next column block (ldmatrix.x4)
                 self.b_col = b.add(block_col, b.mul(b.lshr(lane, ir.Constant(I32, 4)), ir.Constant(I32, self.pairs)))
+            if a_columns:           # K rows of M: lane l at K row l % 8 + 8 (l / 16), M half (l / 8) % 2
+                k_row = b.add(b.and_(lane, ir.Constant(I32, 7)),
+                              b.mul(b.lshr(lane, ir.Constant(I32, 4)), ir.Constant(I32, 8)))
+                m_half = b.mul(b.and_(b.lshr(lane, ir.Constant(I32, 3)), ir.Constant(I32, 1)), ir.Constant(I32, 8))
+                self.a_base = b.mul(k_row, ir.Constant(I32, k))
+                self.a_col = b.add(block_row, m_half)
+                self.a_swizzle = _phase(b, k_row, a_sw)
             if b_transposed:        # N rows of K: lanes 0-15 at rows block_col + l % 8, K half l / 8
                 n_row = b.and_(lane, ir.Constant(I32, 7))
                 self.b_base = b.mul(b.add(self.b_col, n_row), ir.Constant(I32, n))
@@ -610,6 +619,11 @@ class TensorCoreOperands:
 
     def a_fragments(self, k0: ir.Value) -> list[list[ir.Value]]:
         b, k = self.em.b, self.k
+        if self.a_columns:                  # K rows of M, read transposed; K steps of 16 keep the swizzle
+            base = b.add(self.a_base, b.mul(k0, ir.Constant(I32, k)))
+            return [ldmatrix(b, self._slot(b.add(base, _boxed(b, b.add(self.a_col, ir.Constant(I32, r)),
+                                                             self.a_swizzle, self.swizzles[0])), 0, 0, 2), 4,
+                             trans=True) for r in self.row_offsets]
         if self.swizzles is not None:       # the swizzle repeats within 16 rows: same per row block
             column = _boxed(b, k0, self.a_swizzle, self.swizzles[0])
             return [ldmatrix(b, self._slot(b.add(self.a_base, column), r * k, 0, self.esize), 4)

@@ -323,7 +323,8 @@ def _sync_multiply(em: KernelEmitter, op: Operation, plan: RingPlan, stage: ir.V
     form, acc = em.tas.tensor_cores[op], em.tile(op, 2)
     first = b.mul(stage, ir.Constant(I32, plan.stage_bytes // staging.a.elem_bytes))
     operands = TensorCoreOperands(em, form, acc.layout, staging.a.form.pitch, staging.b.form.pitch,
-                                  staging.b.base, first, staging.swizzles, staging.b_k_rows)
+                                  staging.b.base, first, staging.swizzles, staging.b_k_rows,
+                                  a_columns=staging.a_columns)
     em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))
     X.fence_proxy_async(b)
 

@@ -584,6 +584,8 @@ class MmaRingStaging:
     a: LandedOperand
     b: LandedOperand
     b_k_rows: bool = False
+    #: A's tile lies column by column in memory: its stage holds K rows of M
+    a_columns: bool = False
 
     @property
     def nbytes(self) -> int:
@@ -599,7 +601,7 @@ class MmaRingStaging:
         return self.a.form, self.b.form
 
 
-def mma_ring_staging(op: Operation, b_k_rows: bool) -> Optional[MmaRingStaging]:
+def mma_ring_staging(op: Operation, b_k_rows: bool, a_columns: bool = False) -> Optional[MmaRingStaging]:
     """How TMA boxes land an ``mma.sync`` multiply's A (M x K, K contiguous) and B (K x N,
     N contiguous; N x K where ``b_k_rows``) in a ring's stage so that ``ldmatrix`` reads
     them without bank conflicts: each tile in boxes of rows of at most 128 bytes, in TMA's
@@ -607,18 +609,19 @@ def mma_ring_staging(op: Operation, b_k_rows: bool) -> Optional[MmaRingStaging]:
     GEMMs: A's 64-byte rows in the 64-byte swizzle, a 128-column f16 B in two boxes of
     128-byte rows); B from A's end rounded up to 1024 bytes (the swizzles' repeat).
     16-bit elements, or 8-bit ones with B as N rows of K (``ldmatrix`` reads pairs of
-    bytes: an 8-bit K x N B would need byte loads, as NVIDIA's integer GEMMs do).  None
+    bytes: an 8-bit K x N B would need byte loads, as NVIDIA's integer GEMMs do).  With
+    ``a_columns`` (16-bit) A lands as K rows of M, read with ``ldmatrix.trans``.  None
     otherwise, for rows narrower than 32 bytes or not a whole number of boxes."""
     esize = element_bytes(op.lhs.type)
-    if esize == 1 and not b_k_rows:
+    if esize == 1 and (not b_k_rows or a_columns):
         return None
     (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
-    a = _landed_form(m, k, esize)
+    a = _landed_form(*((k, m) if a_columns else (m, k)), esize)
     b = _landed_form(*((n, k) if b_k_rows else (k, n)), esize)
     if a is None or b is None:
         return None
     a_operand = LandedOperand(a, 0)
-    return MmaRingStaging(a_operand, LandedOperand(b, -(-a_operand.nbytes // 1024) * 1024), b_k_rows)
+    return MmaRingStaging(a_operand, LandedOperand(b, -(-a_operand.nbytes // 1024) * 1024), b_k_rows, a_columns)
 
 
 def _landed_form(rows: int, cols: int, esize: int) -> Optional[MmaSwizzle]:

@@ -131,6 +131,9 @@ class PipelinePlan(KLoopPlan):
     in_flight: int = 0
     carried: int = 0
     serial_reason: str = ""
+    #: A's tile lies column by column in memory (16-bit, swizzled): its stage holds K rows of
+    #: M, copied along M and read with ``ldmatrix.trans``
+    a_columns: bool = False
 
     @property
     def ahead(self) -> int:
@@ -149,7 +152,7 @@ class PipelinePlan(KLoopPlan):
         if not self.swizzles:
             return None
         layout = self.swizzles[k].layout()
-        return layout.permute((1, 0)) if k and self.b_columns else layout
+        return layout.permute((1, 0)) if (self.b_columns if k else self.a_columns) else layout
 
     def operand_bytes(self, k: int) -> int:
         """Byte offset of operand ``k`` in a stage."""
@@ -214,7 +217,7 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
 
 def _mma_sync_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     """The ``cp.async`` ``PipelinePlan`` of an ``mma.sync`` K loop, or why not."""
-    shape = _copied_k_loop(tas, loop)
+    shape = _copied_k_loop(tas, loop, a_columns_ok=True)
     if isinstance(shape, str):
         return shape
     mma, a, b, permute = shape
@@ -222,25 +225,28 @@ def _mma_sync_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
         return "the multiply does not run as mma.sync"
     esize = element_bytes(mma.lhs.type)
     columns = permute is None and columns_contiguous(b)
-    swizzles = _swizzles(mma, esize, permute is not None or columns)
+    a_columns = columns_contiguous(a)
+    swizzles = _swizzles(mma, esize, permute is not None or columns, a_columns)
+    if a_columns and swizzles is None:
+        return "a column-major A is read (with ldmatrix.trans) only for 16-bit elements"
     if permute is not None and swizzles is None:
         return "a transposed B is read with ldmatrix only for 16-bit elements"
     if columns and swizzles is None and esize != 1:
         return "a column-major B is read from N rows of K only for 8- and 16-bit elements"
-    a_pitch, b_pitch = ((mma.lhs.type.shape[-1], _row(b)) if swizzles else mma_staging_pitches(mma))
+    a_pitch, b_pitch = ((_row(a), _row(b)) if swizzles else mma_staging_pitches(mma))
     if columns and swizzles is None:        # 8-bit: N rows of K, padded as A's K rows are
         b_pitch = a_pitch
     copies = tuple(_copy_bytes(tas, ld, pitch * esize) for ld, pitch in ((a, a_pitch), (b, b_pitch)))
     if min(copies) < NARROWEST_COPY:
         return "a thread's piece of a tile row is narrower than 4 bytes or not aligned (cp.async copies 4, 8 or 16)"
-    a_bytes = mma.lhs.type.shape[0] * a_pitch * esize
+    a_bytes = a.results[0].type.num_elements // _row(a) * a_pitch * esize
     stage_bytes = a_bytes + b.results[0].type.num_elements // _row(b) * b_pitch * esize
     layouts = tuple(copy_layout(ld, tas.num_warps, nbytes // esize) for ld, nbytes in zip((a, b), copies))
     stages = _stages(tas, loop, arch, mma, copies, layouts, stage_bytes)
     if isinstance(stages, str):
         return stages
     return PipelinePlan(loop, mma, (a, b), stages[0], a_pitch, b_pitch, a_bytes, stage_bytes, copies, layouts,
-                        stages[1], swizzles, permute is not None, b_columns=columns)
+                        stages[1], swizzles, permute is not None, b_columns=columns, a_columns=a_columns)
 
 
 def _row(ld: Operation) -> int:
@@ -415,12 +421,13 @@ def _transposing(mma: Operation, body: list[Operation]) -> Optional[CO.PermuteOp
     return None
 
 
-def _swizzles(mma: Operation, esize: int, b_transposed: bool) -> Optional[tuple[MmaSwizzle, MmaSwizzle]]:
-    """XOR swizzles of A (M x K) and B (K x N, or N x K transposed) where both operands
-    have one (``mma_swizzle``: 16-bit elements, read with ``ldmatrix``), else None
-    (padded rows)."""
+def _swizzles(mma: Operation, esize: int, b_transposed: bool, a_columns: bool = False
+              ) -> Optional[tuple[MmaSwizzle, MmaSwizzle]]:
+    """XOR swizzles of A (M x K, or K x M with ``a_columns``) and B (K x N, or N x K
+    transposed) where both operands have one (``mma_swizzle``: 16-bit elements, read with
+    ``ldmatrix``), else None (padded rows)."""
     k, n = mma.rhs.type.shape
-    a = mma_swizzle(*mma.lhs.type.shape, esize)
+    a = mma_swizzle(*mma.lhs.type.shape[::-1 if a_columns else 1], esize)
     b = mma_swizzle(n, k, esize) if b_transposed else mma_swizzle(k, n, esize)
     return (a, b) if a is not None and b is not None else None
 
