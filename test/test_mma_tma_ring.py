@@ -100,6 +100,7 @@ def test_the_landed_layouts_are_what_the_tensor_maps_write():
     ({"m": 32, "n": 64, "k": 64}, "sm_90"),                   # too few rows for wgmma
     ({"m": 64, "n": 64, "k": 64, "ab": "f8E4M3FN", "bcol": True}, "sm_120"),   # cuTile's fp8 GEMM
     ({"m": 64, "n": 32, "k": 64, "ab": "i8", "acc": "i32", "bcol": True}, "sm_120"),
+    ({"m": 64, "n": 32, "k": 64, "ab": "i8", "acc": "i32"}, "sm_120"),     # K x N: read a byte at a time
 ])
 def test_other_operand_forms_are_landed_for_ldmatrix(case, arch):
     plan = plan_of(gemm_loop(**case), arch)
@@ -109,8 +110,6 @@ def test_other_operand_forms_are_landed_for_ldmatrix(case, arch):
 
 
 @pytest.mark.parametrize("case, arch, reason", [
-    ({"m": 64, "n": 64, "k": 64, "ab": "f8E4M3FN"}, "sm_120", "16-bit"),     # an 8-bit K x N B: byte loads
-    ({"m": 64, "n": 32, "k": 64, "ab": "i8", "acc": "i32"}, "sm_120", "16-bit"),
     ({"m": 64, "n": 64, "k": 64, "ab": "f8E4M3FN", "bcol": True, "acol": True}, "sm_120", "column-major A"),
 ])
 def test_loops_no_ring_lands_for_mma_sync_keep_the_cp_async_ring(case, arch, reason):
@@ -132,6 +131,19 @@ def test_a_column_major_a_lands_as_k_rows_of_m_read_transposed():
     # A: 2 row blocks a warp, 2 K steps, transposed; B: 16 column blocks in pairs, 2 K steps
     assert loop.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 4 + 16
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" not in loop
+
+
+def test_an_8bit_k_by_n_b_is_read_a_byte_at_a_time_from_its_swizzled_rows():
+    """No ``ldmatrix`` transposes bytes (before sm_100's m16n16): each B register packs four
+    K rows' bytes of one column, each row's column XORed with its phase, as NVIDIA's integer
+    GEMMs read theirs (``ld.shared.b8``)."""
+    text = gemm_loop(64, 32, 64, ab="i8", acc="i32")
+    plan = plan_of(text)
+    assert plan.sync and not plan.staging.b_k_rows and plan.staging.b.swizzle is Swizzle.B32
+    loop = ptx_of(text)
+    loop = loop[loop.index("mbarrier.try_wait.parity"):loop.index("mbarrier.inval")]
+    loads = len(re.findall(r"ld\.shared\.(?:u|b)8", loop))
+    assert loads and loads % 8 == 0        # 8 bytes (two registers) per column block and K step
 
 
 def test_the_knobs_turn_the_ring_off_and_its_specialization_on(monkeypatch):
@@ -200,6 +212,9 @@ def test_unspecialized_ring_refills_from_warp_0():
     ({"m": 64, "n": 64, "k": 32, "acol": True}, "sm_120"),             # A K x M: ldmatrix.trans
     ({"m": 128, "n": 128, "k": 32, "acol": True}, "sm_120"),           # ... in two boxes of M
     ({"m": 32, "n": 64, "k": 64, "acol": True, "nt": True}, "sm_90"),
+    ({"m": 64, "n": 32, "k": 64, "ab": "i8", "acc": "i32"}, "sm_120"),       # 8-bit K x N B: byte loads
+    ({"m": 32, "n": 32, "k": 32, "ab": "i8", "acc": "i32"}, "sm_90"),
+    ({"m": 64, "n": 256, "k": 64, "ab": "f8E5M2"}, "sm_100"),                 # ... in two boxes of N
 ])
 def test_mma_sync_ring_gemm_matches_interpreter(case, arch):
     """Dynamic trip counts (the views' K tiles) with K tails (boxes partly outside the

@@ -571,6 +571,10 @@ class TensorCoreOperands:
             self.pairs = _paired_blocks(layout, self.cols_blocks)
             if self.pairs:          # lanes 16-31 read the next column block (ldmatrix.x4)
                 self.b_col = b.add(block_col, b.mul(b.lshr(lane, ir.Constant(I32, 4)), ir.Constant(I32, self.pairs)))
+            if self.esize == 1 and not b_transposed:    # 8-bit K x N: bytes of rows 4t + e at column g
+                self.pairs = 0
+                self.b_col = b.add(block_col, g)
+                self.b_phases = [_phase(b, b.add(b_row, ir.Constant(I32, e)), b_sw) for e in range(4)]
             if a_columns:           # K rows of M: lane l at K row l % 8 + 8 (l / 16), M half (l / 8) % 2
                 k_row = b.add(b.and_(lane, ir.Constant(I32, 7)),
                               b.mul(b.lshr(lane, ir.Constant(I32, 4)), ir.Constant(I32, 8)))
@@ -642,6 +646,8 @@ class TensorCoreOperands:
         if self.b_transposed and self.swizzles is None:     # 8-bit, N rows of K: K 4t.. and 16 + 4t..
             return [b.load(self._slot(b.add(self.b_base, k0), c * n + 16 * q, self.b_offset, 1), typ=I32)
                     for q in range(2)]
+        if self.swizzles is not None and self.esize == 1 and not self.b_transposed:
+            return self._swizzled_bytes(k0, c)
         if self.swizzles is not None and self.pairs and j % 2:
             return self._next_block         # read with block j - 1's ldmatrix.x4
         count = 4 if self.swizzles is not None and self.pairs else 2
@@ -667,6 +673,25 @@ class TensorCoreOperands:
             word: ir.Value = ir.Constant(I32, 0)
             for e in range(4):
                 byte = b.load(self._slot(base, c + (16 * q + e) * n, self.b_offset, 1), typ=ir.IntType(8))
+                word = b.or_(word, b.shl(b.zext(byte, I32), ir.Constant(I32, 8 * e)))
+            regs.append(word)
+        return regs
+
+
+    def _swizzled_bytes(self, k0: ir.Value, c: int) -> list[ir.Value]:
+        """An 8-bit K x N B's fragment of column block ``c`` from swizzled rows (a TMA ring's
+        boxes): per register four bytes of K rows 4t + e (+ 16), column g, packed low byte
+        first, each row's column XORed with its phase (the swizzle repeats within 8 rows,
+        so K steps of 32 and the 16 rows between the two registers keep it)."""
+        b, n, swizzle = self.em.b, self.n, self.swizzles[1]
+        column = b.add(self.b_col, ir.Constant(I32, c))
+        regs = []
+        for q in range(2):
+            word: ir.Value = ir.Constant(I32, 0)
+            for e in range(4):
+                row = b.add(self.b_base, b.mul(b.add(k0, ir.Constant(I32, 16 * q + e)), ir.Constant(I32, n)))
+                at = b.add(row, _boxed(b, column, self.b_phases[e], swizzle))
+                byte = b.load(self._slot(at, 0, self.b_offset, 1), typ=ir.IntType(8))
                 word = b.or_(word, b.shl(b.zext(byte, I32), ir.Constant(I32, 8 * e)))
             regs.append(word)
         return regs

@@ -608,12 +608,12 @@ def mma_ring_staging(op: Operation, b_k_rows: bool, a_columns: bool = False) -> 
     swizzle of that width, which is ``mma_swizzle``'s for such rows (NVIDIA's sm_120
     GEMMs: A's 64-byte rows in the 64-byte swizzle, a 128-column f16 B in two boxes of
     128-byte rows); B from A's end rounded up to 1024 bytes (the swizzles' repeat).
-    16-bit elements, or 8-bit ones with B as N rows of K (``ldmatrix`` reads pairs of
-    bytes: an 8-bit K x N B would need byte loads, as NVIDIA's integer GEMMs do).  With
-    ``a_columns`` (16-bit) A lands as K rows of M, read with ``ldmatrix.trans``.  None
-    otherwise, for rows narrower than 32 bytes or not a whole number of boxes."""
+    16-bit elements, or 8-bit ones (``ldmatrix`` reads A and an N x K B as pairs of bytes;
+    an 8-bit K x N B is read a byte at a time, as NVIDIA's integer GEMMs read theirs).
+    With ``a_columns`` (16-bit) A lands as K rows of M, read with ``ldmatrix.trans``.
+    None otherwise, for rows narrower than 32 bytes or not a whole number of boxes."""
     esize = element_bytes(op.lhs.type)
-    if esize == 1 and (not b_k_rows or a_columns):
+    if esize == 1 and a_columns:
         return None
     (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
     a = _landed_form(*((k, m) if a_columns else (m, k)), esize)

@@ -221,8 +221,8 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     if sync:
         staging = mma_ring_staging(mma, permute is not None or columns, a_columns)
         if staging is None:
-            return ("mma.sync reads TMA-landed operands only of 16-bit elements (8-bit ones with B as N rows of "
-                    "K and A as M rows of K) in rows of 32 bytes or a multiple of 64")
+            return ("mma.sync reads TMA-landed operands only of 16-bit elements (8-bit ones with A as M rows "
+                    "of K) in rows of 32 bytes or a multiple of 64")
     else:
         staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None or columns,
                                    a_k_major=not a_columns)
