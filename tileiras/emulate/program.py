@@ -214,7 +214,7 @@ def compile_instruction(ctx: CompileContext, ins: Instruction, prog: Program) ->
 
 
 #: warp-wide instructions whose lanes exchange data: run once every lane of the warp has
-#: reached them (``Machine.gather_warps``)
+#: reached them (``Batch.gather_warps``)
 WARP_GATHERED = ("mma", "ldmatrix", "stmatrix")
 
 

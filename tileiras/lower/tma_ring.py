@@ -202,8 +202,9 @@ SPECIALIZE_BY_DEFAULT = ("not by default: on an H100 the unspecialized 4-stage r
 def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     """The ``RingPlan`` of a ``wgmma`` or ``mma.sync`` K loop, or why it is not pipelined:
     the loads must be TMA-able (``tma.tma_spec``: aligned, zero-padded, rank 2), each
-    operand's landed layout one ``wgmma`` reads (``tma_ring_staging``) or ``ldmatrix``
-    reads (``mma_ring_staging``: 16-bit, A row-major), each box at most 256 rows."""
+    operand's landed layout one ``wgmma`` reads (``tma_ring_staging``) or ``mma.sync``
+    reads (``mma_ring_staging``: 16-bit, or 8-bit with A row-major), each box at most 256
+    rows."""
     shape = k_loop(tas, loop)
     if isinstance(shape, str):
         return shape
@@ -272,7 +273,8 @@ def _other_tma_bytes(tas, ring_loads) -> int:
 def _ring_stages(tas, loop: CF.ForOp, arch: int, mma: Operation, staging, copies: int
                  ) -> tuple[int, str]:
     """The ``num_stages`` hint, else the stage count of the modulo schedule of the ring's
-    copies, wait and ``wgmma`` (``sched.pipeline.tma_ring_schedule``)."""
+    copies, wait and ``wgmma`` (``sched.pipeline.tma_ring_schedule``); for ``mma.sync``
+    consumers the unspecialized ring's floor (the modulo schedule models ``wgmma``)."""
     hinted = stages_hint(tas.aa.function.hints, arch)
     if hinted:
         return hinted, "num_stages hint"

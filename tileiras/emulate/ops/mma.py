@@ -390,7 +390,7 @@ def wgmma_d_positions(n: int) -> tuple[np.ndarray, np.ndarray]:
 @handles("wgmma", control=True)
 def compile_wgmma(ctx, ins):
     """``wgmma`` instructions (control: ``mma_async`` holds the warps of a warpgroup until
-    all four have issued it, ``Machine.gather_warpgroups``; the others step on)."""
+    all four have issued it, ``Batch.gather_warpgroups``; the others step on)."""
     if ins.guard is not None:
         raise UnsupportedInstruction(f"{ins.opcode} under a predicate (.aligned)")
     kind = ins.parts[1]
