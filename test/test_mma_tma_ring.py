@@ -235,21 +235,13 @@ def test_specialized_mma_sync_ring_matches_interpreter(monkeypatch):
 
 
 # -- planted faults -----------------------------------------------------------------------------
-def _emulate(text: str, extent: int, edit=None):
-    return emulate_ring(text, extent, "sm_120", edit)
-
-
-def _without_wait(ptx: str, which: str) -> str:
-    return without_wait(ptx, which, "ldmatrix")
-
-
 @needs_x86
 def test_a_missing_full_wait_is_caught():
     """``ldmatrix`` reading a stage whose TMA bytes have not landed is trapped."""
     text = gemm_loop(64, 64, 32, hints="sm_120 = {num_stages = 3}")
-    _emulate(text, 200)
+    emulate_ring(text, 200, "sm_120")
     with pytest.raises(EmulationError, match=r"async: .*ldmatrix.* reads shared byte"):
-        _emulate(text, 200, lambda ptx: _without_wait(ptx, "full"))
+        emulate_ring(text, 200, "sm_120", lambda ptx: without_wait(ptx, "full", "ldmatrix"))
 
 
 @needs_x86
@@ -258,9 +250,9 @@ def test_a_refill_without_the_empty_wait_is_caught():
     still be reading (the race detector's catch), or it runs a ring ahead and arrives on
     a "full" mbarrier whose previous phase's bytes have not landed."""
     text = gemm_loop(64, 64, 32, hints="sm_120 = {num_stages = 2}")
-    _emulate(text, 400)
+    emulate_ring(text, 400, "sm_120")
     with pytest.raises(EmulationError, match=r"(async|race): .*(cp\.async\.bulk\.tensor|ldmatrix)|mbarrier: .*expect_tx"):
-        _emulate(text, 400, lambda ptx: _without_wait(ptx, "empty"))
+        emulate_ring(text, 400, "sm_120", lambda ptx: without_wait(ptx, "empty", "ldmatrix"))
 
 
 def test_remarks_say_the_loop_is_a_tma_ring_read_with_ldmatrix(tmp_path, capsys):

@@ -92,14 +92,15 @@ def test_remarks_are_nvidias_for_test_kernels(kernel, arch, tileir_store, real_t
 def _view_bits(text: str, arch: str) -> list[int]:
     """``remarks.index_bits`` of each tensor view of the kernel, with TileAS's facts and plans."""
     from tileiras.pipeline import CompileOptions, run_stages
-    from tileiras.remarks import index_bits
+    from tileiras.remarks import index_bits, view_accesses
     from tileiras.text.parser import parse_module
     from tileiras.tile import ops_memory as MEM
 
     module = parse_module(text, "k.mlir")
     fn = module.functions[0]
     tas = run_stages(module, CompileOptions(gpu_name=arch), "tileas", only_needed=True).tas[fn.name]
-    return [index_bits(fn, op, tas) for op in fn.walk() if isinstance(op, MEM.MakeTensorViewOp)]
+    accesses = view_accesses(fn)
+    return [index_bits(op, accesses.get(op, ()), tas) for op in fn.walk() if isinstance(op, MEM.MakeTensorViewOp)]
 
 
 def test_the_narrowing_remark_counts_the_bits_of_the_largest_offset():

@@ -12,7 +12,6 @@ import enum
 from typing import Iterable, Optional
 
 from .ir import debug as D
-from .ir import types as T
 from .ir.core import Function, Module, Operation
 from .record import field, record
 from .tile import ops_arith as AR
@@ -80,9 +79,10 @@ def collect(module: Module, gpu_name: Optional[str] = None) -> list[Remark]:
     decisions = _decisions(module, gpu_name)
     for fn in module.functions:
         tas = decisions.get(fn.name)
+        accesses = view_accesses(fn)
         mine: set[tuple] = set()
         for op in fn.walk():
-            for r in (*_op_remarks(fn, op, tas, gpu_name), *_loop_remarks(fn, op, tas)):
+            for r in (*_op_remarks(fn, op, tas, gpu_name, accesses), *_loop_remarks(fn, op, tas)):
                 where = _loc_of(r.loc)
                 key = (r.name, where) if where is not None else (r.function, r.name, id(op))
                 if key in mine and r.name != NARROWING:
@@ -159,14 +159,15 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
                      [("Reason", decision)])
 
 
-def _op_remarks(fn: Function, op: Operation, tas=None, gpu_name: Optional[str] = None) -> Iterable[Remark]:
+def _op_remarks(fn: Function, op: Operation, tas=None, gpu_name: Optional[str] = None,
+                accesses: Optional[dict] = None) -> Iterable[Remark]:
     name = fn.name
     if is_plain_load(op) or is_plain_store(op):
         if isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)):     # NVIDIA's: view accesses only
             yield from _memory_remarks(fn, op, tas, gpu_name)
         yield from _forwarding_remarks(fn, op, tas)
     elif isinstance(op, MEM.MakeTensorViewOp):
-        bits = index_bits(fn, op, tas)
+        bits = index_bits(op, (accesses or {}).get(op, ()), tas)
         if bits > 32:
             yield Remark(Kind.MISSED, Category.MEMORY, NARROWING,
                          f"Could not narrow tensor_view indexing to i32: index computations may require {bits} bits",
@@ -187,26 +188,35 @@ NARROWING = "RemarkTensorViewIndexTypeNarrowing"
 I32_MAX = (1 << 31) - 1
 
 
-def index_bits(fn: Function, view: Operation, tas=None) -> int:
+def view_accesses(fn: Function) -> dict[Operation, list[Operation]]:
+    """Each ``make_tensor_view`` of ``fn`` -> the view loads and stores through its
+    partition (or other) views, in op order."""
+    out: dict[Operation, list[Operation]] = {}
+    for op in fn.walk():
+        if isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)):
+            source = getattr(op.view.owner, "tensor_view", None)
+            if source is not None and isinstance(source.owner, MEM.MakeTensorViewOp):
+                out.setdefault(source.owner, []).append(op)
+    return out
+
+
+def index_bits(view: Operation, accesses: Iterable[Operation], tas=None) -> int:
     """The bits the index math of the tensor view ``view`` makes may need, as NVIDIA's tool
     counts them for its narrowing remark: a sign bit and the largest element offset the
-    view's accesses reach, the sum over its dims of (shape - 1 + the largest tile along the
-    dim) times the stride, each dynamic shape and stride at its largest value (its facts'
+    view's ``accesses`` (``view_accesses``) reach, the sum over its dims of (shape - 1 +
+    the largest tile along the dim) times the stride, each dynamic shape and stride at its largest value (its facts'
     upper bound, else the i32 maximum).  Accesses TMA copies (``tas``' plans) outside loops
     compute no index and do not count (in a loop NVIDIA's tool counts them: their boxes'
     coordinates step with the induction variable); 0 where no access counts.  NVIDIA's
     remarks agree with this on 220 of the 252 sm_80 and sm_90 files of both corpora."""
-    from .lower.tma_ring import enclosing_loop  # noqa: PLC0415  (lowering loads on demand)
+    from .lower.tiles import dynamic_operands  # noqa: PLC0415  (lowering loads on demand)
+    from .lower.tma_ring import enclosing_loop  # noqa: PLC0415
 
     shape_t = view.result.type
     rank = len(shape_t.shape)
     tiles, counted = [0] * rank, False
-    for user in fn.walk():
-        if not isinstance(user, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)):
-            continue
-        source = getattr(user.view.owner, "tensor_view", None)
-        if source is None or source.owner is not view or (_tma_box(tas, user) is not None
-                                                           and enclosing_loop(user) is None):
+    for user in accesses:
+        if _tma_box(tas, user) is not None and enclosing_loop(user) is None:
             continue
         counted = True
         view_t = user.view.type
@@ -215,16 +225,16 @@ def index_bits(fn: Function, view: Operation, tas=None) -> int:
             tiles[dims[i]] = max(tiles[dims[i]], t)
     if not counted:
         return 0
-    dynamic = iter((*view.dynamicShape, *view.dynamicStrides))
 
-    def largest(static: int) -> int:
-        if static != T.DYNAMIC:
-            return abs(static)
-        fact = tas.aa.fact(next(dynamic)) if tas is not None else None
-        return fact.upper if fact is not None and fact.upper is not None else I32_MAX
+    def largest(static: tuple[int, ...], operands) -> list[int]:
+        """Each dim's extent or stride, or the largest its dynamic operand may be."""
+        out = []
+        for s, v in zip(static, dynamic_operands(static, operands)):
+            upper = tas.aa.fact(v).upper if v is not None and tas is not None else None
+            out.append(abs(s) if v is None else upper if upper is not None else I32_MAX)
+        return out
 
-    shapes = [largest(s) for s in shape_t.shape]
-    strides = [largest(s) for s in shape_t.strides]
+    shapes, strides = largest(shape_t.shape, view.dynamicShape), largest(shape_t.strides, view.dynamicStrides)
     offset = sum((s - 1 + t) * d for s, t, d in zip(shapes, tiles, strides))
     return min(64, offset.bit_length() + 1)
 

@@ -545,9 +545,13 @@ def mma_swizzle(rows: int, cols: int, esize: int) -> Optional[MmaSwizzle]:
     row_bytes = cols * esize
     if esize != 2 or row_bytes < 16 or rows % 8:
         return None
+    return MmaSwizzle(rows, cols, esize, *_phases(row_bytes))
+
+
+def _phases(row_bytes: int) -> tuple[int, int]:
+    """(per_phase, max_phase) of ``mma_swizzle``'s XOR for rows of ``row_bytes``."""
     per_phase = max(1, 128 // row_bytes)
-    max_phase = max(1, min(8 // per_phase, row_bytes // 16))
-    return MmaSwizzle(rows, cols, esize, per_phase, max_phase)
+    return per_phase, max(1, min(8 // per_phase, row_bytes // 16))
 
 
 @record(frozen=True)
@@ -631,4 +635,4 @@ def _landed_form(rows: int, cols: int, esize: int) -> Optional[MmaSwizzle]:
     width = min(cols * esize, 128)
     if esize not in (1, 2) or width not in (32, 64, 128) or cols * esize % width or rows % 8:
         return None
-    return MmaSwizzle(rows, cols, esize, 128 // width, width // 16, width // esize if width < cols * esize else 0)
+    return MmaSwizzle(rows, cols, esize, *_phases(width), width // esize if width < cols * esize else 0)

@@ -1,6 +1,10 @@
 """Facts about tile types that every stage of the back end asks: is a value a tile, how many
-bytes an element takes in global memory and in shared memory."""
+bytes an element takes in global memory and in shared memory, which operand of a tensor
+view gives a dynamic extent or stride."""
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Optional
 
 from ..ir import types as T
 from ..ir.core import Value
@@ -25,3 +29,11 @@ def element_bytes(t: T.Type) -> int:
     if isinstance(e, T.PointerType):
         return 8
     return max(1, e.bitwidth // 8) if e.name != "tf32" else 4
+
+
+def dynamic_operands(static: tuple[int, ...], operands: Iterable[Value]) -> list[Optional[Value]]:
+    """Per dim of a tensor view's ``static`` shape or strides, the operand of its
+    ``make_tensor_view`` (``dynamicShape`` or ``dynamicStrides``) giving a dynamic extent
+    or stride, None where it is static."""
+    it = iter(operands)
+    return [next(it) if s == T.DYNAMIC else None for s in static]

@@ -75,6 +75,7 @@ from ..tile import ops_memory as MEM
 from ..tile.enums import AtomicRMWMode, MemoryOrderingSemantics, MemoryScope
 from ..layout.tensor_core import StmatrixForm, stmatrix_form
 from .tileaa import TileAA, pow2_divisor
+from .tiles import dynamic_operands
 
 MIN_ARCH = 90
 MAX_RANK = 5
@@ -268,9 +269,8 @@ def view_map(aa: TileAA, op: Operation, box: tuple[int, ...], code: Optional[int
     if code is None or isinstance(tvt.element, T.PointerType):
         return ""
     eb = tvt.element.bitwidth // 8
-    dyn_shape, dyn_strides = iter(tv_op.dynamicShape), iter(tv_op.dynamicStrides)
-    shapes = [map_field(aa, next(dyn_shape) if s == T.DYNAMIC else None, s) for s in tvt.shape]
-    stride_values = [next(dyn_strides) if s == T.DYNAMIC else None for s in tvt.strides]
+    shapes = [map_field(aa, v, s) for v, s in zip(dynamic_operands(tvt.shape, tv_op.dynamicShape), tvt.shape)]
+    stride_values = dynamic_operands(tvt.strides, tv_op.dynamicStrides)
     strides = [map_field(aa, v, s) for v, s in zip(stride_values, tvt.strides)]
     base = map_field(aa, tv_op.base, 0)
     if base is None or base.param is None or None in shapes or None in strides:

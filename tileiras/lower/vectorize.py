@@ -34,6 +34,7 @@ from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.traits import is_plain_load, is_plain_store
 from .subbyte import unit_dim
+from .tiles import dynamic_operands
 from .tileaa import TileAA, pow2_divisor
 
 #: The widest access a thread makes: 16 bytes (``.v4.b32``, ``.v2.b64``).
@@ -64,12 +65,6 @@ def _tensor_view_op(view: Value) -> Optional[Operation]:
     return owner if isinstance(owner, MEM.MakeTensorViewOp) else None
 
 
-def _dynamic(static: tuple[int, ...], operands) -> list[Optional[Value]]:
-    """Per dim, the operand giving a dynamic extent or stride (None where static)."""
-    it = iter(operands)
-    return [next(it) if s == T.DYNAMIC else None for s in static]
-
-
 def _divisor(aa: TileAA, static: int, operand: Optional[Value]) -> int:
     """A power of two dividing a shape or stride (elements)."""
     return pow2_divisor(static) if operand is None else aa.fact(operand).divisor
@@ -89,8 +84,8 @@ def allowed_vector(aa: TileAA, op: Operation) -> int:
     if k is None:
         return 1
     unit = view_t.dim_map[k]
-    shapes = _dynamic(tvt.shape, tv_op.dynamicShape)
-    strides = _dynamic(tvt.strides, tv_op.dynamicStrides)
+    shapes = dynamic_operands(tvt.shape, tv_op.dynamicShape)
+    strides = dynamic_operands(tvt.strides, tv_op.dynamicStrides)
     step = view_t.traversal_strides[k] if isinstance(view_t, T.StridedViewType) else view_t.tile_shape[k]
     v = MAX_ACCESS_BYTES // eb
     v = min(v, pow2_divisor(view_t.tile_shape[k]), pow2_divisor(step))
