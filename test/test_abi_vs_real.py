@@ -34,7 +34,9 @@ from tileiras.emulate.cubin import ptx_from_cubin
 from tileiras.pipeline import CompileOptions, compile_module
 from tileiras.reader import read_bytecode
 
-pytestmark = pytest.mark.skipif(not CASES, reason="cuda-tile is not installed")
+#: one worker runs them all: NVIDIA's PTX of every case (``real_ptx_cache``) is compiled once
+pytestmark = [pytest.mark.skipif(not CASES, reason="cuda-tile is not installed"),
+              pytest.mark.xdist_group("abi-vs-real")]
 
 ARCHS_8X = ("sm_80",)
 ARCHS_90UP = ("sm_90", "sm_100", "sm_120")

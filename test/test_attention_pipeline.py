@@ -167,9 +167,11 @@ def test_an_a_staged_every_iteration_agrees(monkeypatch):
     assert problems(flash_attention(causal=True), (3, 1, 1), 192) == [None]
 
 
-def test_on_sm_120_the_ring_takes_k_and_v_from_tma():
-    """sm_120's TMA plan gives K's and V's loads boxes; the ring copies them instead, and
-    Q's load and O's store keep TMA, their buffers after the ring."""
+def test_on_sm_120_the_ring_takes_k_and_v_from_tma(monkeypatch):
+    """sm_120's TMA plan gives K's and V's loads boxes; the cp.async ring (by default a TMA
+    ring: test_attention_sync_ring.py) copies them instead, and Q's load and O's store keep
+    TMA, their buffers after the ring."""
+    monkeypatch.setenv("TILEIRAS_MMA_TMA_RING", "0")
     module = parse_module(flash_attention(causal=True), "k.mlir")
     tas = run_stages(module, CompileOptions(gpu_name="sm_120"), "tileas", only_needed=True).tas["fa"]
     (plan,) = tas.pipelines.values()

@@ -39,7 +39,8 @@ def problems(text: str, grid=(2, 1, 1), extent: int = 192) -> list:
     return [r.problem for r in diffcheck.check_module(module, "sm_90", grid=grid, extent=extent)]
 
 
-def ring_problem(text: str, keys: int, d: int, bm: int = 64, blocks: int = 1, seed: int = 1) -> str | None:
+def ring_problem(text: str, keys: int, d: int, bm: int = 64, blocks: int = 1, seed: int = 1,
+                 arch: str = "sm_90") -> str | None:
     """The interpreter against our PTX in the emulator on one batch of ``keys`` keys and
     ``blocks`` query blocks of ``bm`` rows (Q, K, V, O of shape 1 x keys x d): with the
     default extents ``diffcheck`` shrinks a 3-D tensor's dims under its budget (at most
@@ -49,7 +50,7 @@ def ring_problem(text: str, keys: int, d: int, bm: int = 64, blocks: int = 1, se
     args = []
     for _ in "qkvo":
         args += [diffcheck.random_array(rng, np.float16, (1, keys, d)), 1, keys, d, keys * d, d]
-    ptx, host = diffcheck.compile_with_host(module, "sm_90")
+    ptx, host = diffcheck.compile_with_host(module, arch)
     grid = (blocks, 1, 1)
     expected = diffcheck.run_interpreter(module, "fa", grid, args)
     try:

@@ -31,6 +31,7 @@ def planned(tmp_path_factory, real_tileiras) -> Path:
     return folder
 
 
+@pytest.mark.xdist_group("gpu-plan")     # one worker plans (the module's fixture) for both
 def test_plan_writes_what_each_tileiras_writes(planned, real_tileiras, tmp_path):
     from tileiras import driver
 
@@ -49,6 +50,7 @@ def test_plan_writes_what_each_tileiras_writes(planned, real_tileiras, tmp_path)
     assert sum(f.stat().st_size for f in planned.iterdir()) < 1 << 20
 
 
+@pytest.mark.xdist_group("gpu-plan")     # one worker plans (the module's fixture) for both
 def test_dry_run_checks_every_kernel_without_llvmlite(planned, tmp_path):
     """The run step as the GPU machine runs it, with llvmlite made unimportable."""
     script = (f"import sys, runpy; sys.modules['llvmlite'] = None; "

@@ -156,13 +156,15 @@ def test_a_conversion_must_convert_its_operand(tileir_store: TileIRStore):
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_120"])
 def test_attention_loops_read_back(arch):
-    """Flash attention's loop: its K/V ring (cp.async on sm_80 and sm_120, TMA on sm_90)
-    prints as an attention record and reads back to the same tables."""
+    """Flash attention's loop: its K/V ring (cp.async on sm_80; TMA on sm_90, read by
+    wgmma, and on sm_120, read by ldmatrix) prints as an attention record and reads back
+    to the same tables."""
     from kernels.attention import flash_attention
 
     module = parse_module(flash_attention(), "k.mlir")
     tas = next(iter(run_stages(module, CompileOptions(gpu_name=arch), "tileas", only_needed=True).tas.values()))
     text = format_tileas(tas)
-    kind = "attention_ring" if arch == "sm_90" else "attention"
+    kind = "attention" if arch == "sm_80" else "attention_ring"
     assert f"pipeline = #tileas.{kind}<" in text
+    assert ("#tileas.attention_sync<" in text) == (arch == "sm_120")
     assert format_tileas(parse_tileas(text, tas.aa)) == text

@@ -133,7 +133,8 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
         yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkSoftwarePipelined",
                      f"K/V loop software-pipelined with {decision.stages} stages", fn.name, op.loc,
                      [("Stages", str(decision.stages)), ("StagesFrom", decision.source),
-                      ("Copies", "TMA ring into wgmma's swizzled operands (K/V)")])
+                      ("Copies", "TMA ring into " + ("ldmatrix's" if decision.sync else "wgmma's")
+                       + " swizzled operands (K/V)")])
     elif isinstance(decision, AttentionPlan):
         yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkSoftwarePipelined",
                      f"K/V loop software-pipelined with {decision.stages} stages", fn.name, op.loc,

@@ -148,7 +148,7 @@ def prologue(em: KernelEmitter, plan) -> None:
     if isinstance(plan, AttentionPlan):     # K's and V's groups, Q's fragments (``emit_attention``)
         from .emit_attention import hoist_fragments, issue  # noqa: PLC0415  (it builds on copy_tile)
 
-        hoist_fragments(em, plan)
+        hoist_fragments(em, plan.mmas, plan.a_from, plan.a_swizzles)
     for s in range(plan.ahead):
         iv = b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb
         issue(em, plan, iv, ir.Constant(I32, s), below(em, plan, iv, ub))

@@ -83,17 +83,29 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionPlan) -> None
     X.barrier(b)
     if k == 0:
         _refill(em, plan, i)
-    where = plan.a_from[k]
+    stage = b.urem(i, ir.Constant(I32, plan.stages))
+    first = b.udiv(_tile_base(em, plan, tile, stage), ir.Constant(I32, tile.swizzle.esize))
+    multiply_from_stage(em, op, plan.a_from[k], plan.a_swizzles[k], tile.swizzle, tile.transposed, first, True)
+
+
+def multiply_from_stage(em: KernelEmitter, op: Operation, where: str, a_swizzle: MmaSwizzle, b_swizzle: MmaSwizzle,
+                        transposed: bool, first: ir.Value, guarded: bool) -> None:
+    """``mma.sync`` of ``op`` with B read by ``ldmatrix`` from its stage (``first``: the
+    tile's first element, B laid out by ``b_swizzle``, as N rows of K where ``transposed``)
+    and A from ``where`` (``attention_pipeline``'s ``A_HELD``, ``A_BEFORE_LOOP``,
+    ``A_STAGED``); a staged A goes at the start of shared memory, behind a barrier, and
+    also before it unless the caller's wait already was one (``guarded``)."""
+    b = em.b
     if where == A_STAGED:
-        _stage_a(em, em.tile(op, 0), plan.a_swizzles[k])
+        if not guarded:
+            X.barrier(b)            # every thread is done with the previous A
+        _stage_a(em, em.tile(op, 0), a_swizzle)
         X.barrier(b)
     form = em.tas.tensor_cores[op]
     acc = em.tile(op, 2)
-    stage = b.urem(i, ir.Constant(I32, plan.stages))
-    first = b.udiv(_tile_base(em, plan, tile, stage), ir.Constant(I32, tile.swizzle.esize))
     kind = TensorCoreOperands if where == A_STAGED else RegisterA
-    operands = kind(em, form, acc.layout, op.lhs.type.shape[-1], tile.cols, 0, None,
-                    (plan.a_swizzles[k], tile.swizzle), tile.transposed, b_first=first)
+    operands = kind(em, form, acc.layout, op.lhs.type.shape[-1], b_swizzle.pitch, 0, None,
+                    (a_swizzle, b_swizzle), transposed, b_first=first)
     if where == A_HELD:
         operands.hold(em.tile(op, 0))
     elif where == A_BEFORE_LOOP:
@@ -105,16 +117,17 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionPlan) -> None
 _HOISTED: "WeakKeyDictionary[KernelEmitter, dict[Operation, list]]" = WeakKeyDictionary()
 
 
-def hoist_fragments(em: KernelEmitter, plan: AttentionPlan) -> None:
-    """(Before the loop, after the prologue's barrier, before its copies.)  Each A made
-    before the loop (``A_BEFORE_LOOP``: Q) staged swizzled at the start of shared memory
-    and its fragments of every K step read with ``ldmatrix`` into registers, which the
-    loop's multiplies use; a barrier then frees the memory for the loop's ops."""
+def hoist_fragments(em: KernelEmitter, mmas, a_from: tuple[str, str], a_swizzles: tuple[MmaSwizzle, MmaSwizzle]
+                    ) -> None:
+    """(Before the loop, after the prologue's barrier, before its copies.)  Each A of
+    ``mmas`` made before the loop (``A_BEFORE_LOOP``: Q) staged swizzled at the start of
+    shared memory and its fragments of every K step read with ``ldmatrix`` into registers,
+    which the loop's multiplies use; a barrier then frees the memory for the loop's ops."""
     b = em.b
-    for k, op in enumerate(plan.mmas):
-        if plan.a_from[k] != A_BEFORE_LOOP:
+    for k, op in enumerate(mmas):
+        if a_from[k] != A_BEFORE_LOOP:
             continue
-        swizzle = plan.a_swizzles[k]
+        swizzle = a_swizzles[k]
         _stage_a(em, em.tile(op, 0), swizzle)
         X.barrier(b)
         form = em.tas.tensor_cores[op]

@@ -46,6 +46,7 @@ from ..lower.attention_tma import BARRIERS_PER_STAGE, EMPTY, AttentionRingPlan, 
 from . import intrinsics as X
 from .abi import param_name
 from .emit_async import below, iteration_number, loop_bounds
+from .emit_attention import hoist_fragments, multiply_from_stage
 from .emit_mma import stage_operand, warpgroup_multiply
 from .emit_tma import wait_phase
 from .nvvm import I32, KernelEmitter
@@ -118,9 +119,10 @@ def prologue(em: KernelEmitter, plan: AttentionRingPlan) -> None:
     b = em.b
     lb, ub, step = loop_bounds(em, plan)
     X.barrier(b)                    # earlier users of the shared memory are done with it
-    q = plan.stagings[0].a
-    if q is not None and plan.q is None:    # Q, made before the loop: staged once from registers
-        stage_operand(em, em.tile(plan.mmas[0], 0), q)
+    if plan.sync is not None:       # mma.sync: Q's fragments read once into registers
+        hoist_fragments(em, plan.mmas, plan.sync.a_from, plan.sync.a_swizzles)
+    elif plan.stagings[0].a is not None and plan.q is None:     # Q, made before the loop: staged once
+        stage_operand(em, em.tile(plan.mmas[0], 0), plan.stagings[0].a)
         X.fence_proxy_async(b)
     with b.if_then(_elected(em)):
         for barrier, count in _all_barriers(em, plan):
@@ -149,12 +151,30 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionRingPlan) -> 
     stage = b.urem(i, stages)
     parity = b.and_(b.udiv(i, stages), ir.Constant(I32, 1))
     wait_phase(em, _full(em, plan, stage, k), parity)
-    staging = plan.stagings[k]
-    lhs = em.tile(op, 0) if staging.a is None else None
-    warpgroup_multiply(em, op, em.tas.tensor_cores[op], staging, lhs, em.tile(op, 2),
-                       b.mul(stage, ir.Constant(I32, plan.stage_bytes)), a_fixed=True)
+    if plan.sync is not None:
+        _sync_multiply(em, op, plan, k, stage)
+    else:
+        staging = plan.stagings[k]
+        lhs = em.tile(op, 0) if staging.a is None else None
+        warpgroup_multiply(em, op, em.tas.tensor_cores[op], staging, lhs, em.tile(op, 2),
+                           b.mul(stage, ir.Constant(I32, plan.stage_bytes)), a_fixed=True)
     if k == 1:
         _refill(em, plan, stage, parity)
+
+
+def _sync_multiply(em: KernelEmitter, op: Operation, plan: AttentionRingPlan, k: int, stage: ir.Value) -> None:
+    """Multiply ``k`` as ``mma.sync``, ``ldmatrix`` reading B where its boxes landed in
+    ``stage`` (A as the cp.async ring's: ``emit_attention.multiply_from_stage``); after P @ V
+    a proxy fence orders this thread's reads of the stage (generic proxy) before its
+    refill (the async proxy writes it once every thread has released it)."""
+    b = em.b
+    tile, sync = plan.tiles[k], plan.sync
+    form = tile.staging.form
+    base = b.add(ir.Constant(I32, tile.staging.base), b.mul(stage, ir.Constant(I32, plan.stage_bytes)))
+    first = b.udiv(base, ir.Constant(I32, form.esize))
+    multiply_from_stage(em, op, sync.a_from[k], sync.a_swizzles[k], form, sync.transposed[k], first, False)
+    if k == 1:
+        X.fence_proxy_async(b)
 
 
 def release(em: KernelEmitter, empty: ir.Value) -> None:

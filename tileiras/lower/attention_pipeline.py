@@ -189,7 +189,8 @@ def plan_attention(tas, loop: CF.ForOp, arch: int) -> Union[AttentionPlan, str]:
     fit = (smem_limit(f"sm_{arch}") - ring_base - _other_tma_bytes(tas, (k_tile.load, v_tile.load))) // stage_bytes
     if fit < 2:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory beside {ring_base} of scratch"
-    wanted, source = _wanted_stages(tas, loop, arch, mmas, (k_tile, v_tile))
+    copies = tuple(t.copy_layout.size("reg") // (t.copy_bytes // t.swizzle.esize) for t in (k_tile, v_tile))
+    wanted, source = wanted_stages(tas, loop, arch, mmas, (k_tile, v_tile), copies)
     stages = max(2, min(wanted, fit))
     if known_trips(loop, tas.aa):
         stages = max(2, min(stages, trip_count(loop, tas.aa)))
@@ -339,15 +340,16 @@ def _copy_bytes(tas, ld: Operation, cols: int, esize: int) -> int:
     return width
 
 
-def _wanted_stages(tas, loop: CF.ForOp, arch: int, mmas: list[Operation], tiles: tuple[RingTile, RingTile]
-                   ) -> tuple[int, str]:
+def wanted_stages(tas, loop: CF.ForOp, arch: int, mmas: list[Operation], tiles, copies: tuple[int, int]
+                  ) -> tuple[int, str]:
     """The ``num_stages`` hint, else the stage count of the modulo schedule of the loop's
-    copies, waits, multiplies and the softmax between them."""
+    copies (``copies``: the instructions that issue K's and V's, a thread's ``cp.async``
+    or the elected thread's TMA boxes), waits, multiplies and the softmax between them
+    (the body's ops but the ``tiles``' loads and relabels)."""
     hinted = stages_hint(tas.aa.function.hints, arch)
     if hinted:
         return hinted, "num_stages hint"
     threads = tas.layout_threads
-    copies = tuple(t.copy_layout.size("reg") // (t.copy_bytes // t.swizzle.esize) for t in tiles)
     skip = {*mmas, *(t.load for t in tiles), *(op for t in tiles for op in t.relabels)}
     softmax = tuple((classify(op), work_of(op, threads), 1) for top in _body(loop) if top not in skip
                     for op in top.walk() if op is top or not op.regions)

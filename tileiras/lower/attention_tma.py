@@ -62,8 +62,11 @@ from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.traits import DATA_RESOURCES, writes
-from .attention_pipeline import attention_multiplies, b_load, inside_value
-from .mma_forms import WGMMA_MAX_N, OperandStaging, WgmmaStaging, k_steps, tma_ring_staging
+from .attention_pipeline import (A_BEFORE_LOOP, A_HELD, A_STAGED, a_in_registers, attention_multiplies, b_load,
+                                 inside_value, wanted_stages)
+from .mma_forms import (WGMMA_MAX_N, LandedOperand, MmaSwizzle, OperandStaging, WgmmaStaging, k_steps, landed_form,
+                        mma_swizzle, tma_ring_staging)
+from .tiles import element_bytes
 from .software_pipeline import KLoopPlan, known_trips
 from .tma import BARRIER_BYTES, MAP_TYPES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, allows_tma, plan_again, view_map_spec
 from .tma_ring import MAP_SWIZZLE
@@ -85,10 +88,12 @@ class RingBox:
     outermost first: unit dims, ``rows``, one swizzle atom's row of elements), box ``q``
     ``q`` boxes' bytes after ``staging.base`` (stage 0's address of the tile), one atom
     further along the contiguous dim; through the hidden tensor map ``map_index``
-    (``spec`` its contents).  ``dims``: per tensor dim, the tile dim that indexes it."""
+    (``spec`` its contents).  ``dims``: per tensor dim, the tile dim that indexes it.
+    ``staging`` is where the boxes land: a ``wgmma`` operand, or (``mma.sync``
+    consumers, ``SyncConsumers``) a ``LandedOperand``."""
     load: Operation
     relabels: tuple[Operation, ...]
-    staging: OperandStaging
+    staging: Union[OperandStaging, LandedOperand]
     box: tuple[int, ...]
     boxes: int
     spec: TensorMapSpec
@@ -126,6 +131,9 @@ class AttentionRingPlan(KLoopPlan):
     source: str
     consumers: int
     q: Optional[RingBox] = None
+    #: the multiplies run as ``mma.sync`` (sm_100, sm_120): how they read the ring
+    #: (``stagings`` are then None)
+    sync: Optional["SyncConsumers"] = None
 
     def barrier(self, stage: int, tile: int) -> int:
         """Offset of stage ``stage``'s "full" mbarrier of tile ``tile`` (0: K, 1: V), or its
@@ -152,7 +160,21 @@ class AttentionRingPlan(KLoopPlan):
         tiles = tuple(t.placed(m) for t, m in zip(self.tiles, maps))
         q = self.q.placed(maps[2]) if self.q else None
         return AttentionRingPlan(self.loop, self.mma, self.loads, self.stages, self.ring_base, self.stage_bytes,
-                                 self.mmas, tiles, self.stagings, self.source, self.consumers, q)
+                                 self.mmas, tiles, self.stagings, self.source, self.consumers, q, self.sync)
+
+
+@record(frozen=True)
+class SyncConsumers:
+    """How a ring's two ``mma.sync`` multiplies read their operands: B with ``ldmatrix``
+    from the stage where its boxes landed it (the tile's ``staging`` is a
+    ``LandedOperand``: TMA's swizzle of the box width, box after box), plain where B lands
+    as N rows of K (``transposed``: K^T's rows are keys), ``.trans`` where as K rows of
+    N (V); A as the cp.async ring's (``attention_pipeline``): per multiply from registers
+    (``A_HELD``: P), read once before the loop (``A_BEFORE_LOOP``: Q, staged at byte 0,
+    swizzled by ``a_swizzles``) or staged below the ring every iteration (``A_STAGED``)."""
+    a_from: tuple[str, str]
+    a_swizzles: tuple[MmaSwizzle, MmaSwizzle]
+    transposed: tuple[bool, bool]
 
 
 def _align(n: int, to: int = RING_ALIGN) -> int:
@@ -205,8 +227,93 @@ def plan_attention_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionRingPl
                              (k_tile, v_tile), stagings, source, tas.num_threads, q_box)
 
 
+def plan_attention_sync_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionRingPlan, str]:
+    """The ``AttentionRingPlan`` of a K/V loop whose multiplies run as ``mma.sync`` (sm_100,
+    sm_120: NVIDIA's TMA-fed attention there), or why it is not one: the cp.async ring's
+    shape (``attention_pipeline``: where A comes from, 16-bit operands) with K and V
+    landing by TMA as ``_sync_box`` says."""
+    mmas = attention_multiplies(tas, loop, warpgroup=False)
+    if isinstance(mmas, str):
+        return mmas
+    a_swizzles = [mma_swizzle(*mma.lhs.type.shape, element_bytes(mma.lhs.type)) for mma in mmas]
+    if None in a_swizzles:
+        return "an A operand is not 16-bit with rows of whole 16-byte chunks"
+    found = [_sync_box(tas, loop, mma, arch) for mma in mmas]
+    for f in found:
+        if isinstance(f, str):
+            return f
+    a_from = tuple(A_HELD if a_in_registers(tas, mma) else A_BEFORE_LOOP if not inside_value(mma.lhs, loop)
+                   else A_STAGED for mma in mmas)
+    staged = [mma.lhs.type.num_elements * element_bytes(mma.lhs.type) for mma, where in zip(mmas, a_from)
+              if where == A_STAGED]
+    others = max((n for op, n in tas.scratch.items() if op not in mmas), default=0)
+    ring_base = _align(max([others, *staged]))
+    (k_tile, k_rows), (v_tile, v_rows) = found
+    k_tile = _at(k_tile, ring_base)
+    v_tile = _at(v_tile, ring_base + _align(k_tile.staging.nbytes))
+    stage_bytes = _align(k_tile.staging.nbytes) + _align(v_tile.staging.nbytes)
+    per_stage = stage_bytes + BARRIERS_PER_STAGE * BARRIER_BYTES
+    fit = (smem_limit(f"sm_{arch}") - ring_base - _other_tma_bytes(tas, (k_tile.load, v_tile.load))) // per_stage
+    if fit < MIN_STAGES:
+        return f"two stages of {stage_bytes} bytes do not fit in shared memory beside {ring_base} of scratch"
+    wanted, source = wanted_stages(tas, loop, arch, mmas, (k_tile, v_tile), (k_tile.boxes, v_tile.boxes))
+    stages = max(MIN_STAGES, min(wanted, fit))
+    if known_trips(loop, tas.aa):
+        stages = max(MIN_STAGES, min(stages, trip_count(loop, tas.aa)))
+    sync = SyncConsumers(a_from, tuple(a_swizzles), (k_rows, v_rows))
+    return AttentionRingPlan(loop, mmas[0], (k_tile.load, v_tile.load), stages, ring_base, stage_bytes, tuple(mmas),
+                             (k_tile, v_tile), (None, None), source, tas.num_threads, None, sync)
+
+
+def _sync_box(tas, loop: CF.ForOp, mma: Operation, arch: int) -> Union[tuple[RingBox, bool], str]:
+    """How ``mma``'s B lands by TMA in a stage (at base 0) for ``ldmatrix`` to read, and
+    whether it lands as N rows of K, or why it cannot: the tile in memory order, rows of
+    its contiguous dim in boxes of at most 128 bytes (``landed_form``), 16-bit."""
+    found = _b_tile(tas, loop, mma)
+    if isinstance(found, str):
+        return found
+    ld, relabels, dims, memory, k_rows = found
+    rows, cols = memory[-2:]
+    esize = element_bytes(ld.results[0].type)
+    form = landed_form(rows, cols, esize) if esize == 2 else None
+    if form is None:
+        return "a K/V tile is not 16-bit in rows TMA's 32-, 64- or 128-byte swizzle fills"
+    spec = _tensor_map(tas, ld, arch)
+    if spec is None:
+        return "a K/V tile cannot be copied by TMA (alignment, padding, ordering or element type)"
+    if rows > MAX_BOX:
+        return "a K/V tile has more than 256 rows (one TMA box)"
+    landed = LandedOperand(form, 0)
+    box = (*memory[:-2], rows, form.pitch)
+    placed = TensorMapSpec(spec.element_type, spec.element_bytes, spec.base, spec.dims, spec.strides,
+                           tuple(reversed(box)), MAP_SWIZZLE[landed.swizzle])
+    return RingBox(ld, relabels, landed, box, cols // form.pitch, placed, dims), k_rows
+
+
+def _b_tile(tas, loop: CF.ForOp, mma: Operation
+            ) -> Union[tuple[Operation, tuple[Operation, ...], tuple[int, ...], tuple[int, ...], bool], str]:
+    """(the load of ``mma``'s B, its relabels to the multiply, per tensor dim the tile dim
+    indexing it, the tile in memory order, whether its contiguous dim is B's K), or why B
+    is not a tile a ring can copy: two dims but unit ones (``attention_pipeline.b_load``)."""
+    found = b_load(tas, loop, mma)
+    if isinstance(found, str):
+        return found
+    ld, relabels, permuted = found
+    vt = ld.view.type
+    tile = tuple(vt.tile_shape)
+    rank = len(tile)
+    dims = tuple(vt.dim_map.index(t) for t in range(rank))      # per tensor dim, its tile dim
+    memory = tuple(tile[j] for j in dims)                         # the tile in memory order
+    if any(d != 1 for d in memory[:-2]):
+        return "a loaded K/V tile has more than two dims that are not 1"
+    k_dim = rank - 1 if permuted else rank - 2          # B = (t0, t1), or (t1, t0) through the transpose
+    return ld, relabels, dims, memory, dims[-1] == k_dim
+
+
 def _at(tile: RingBox, base: int) -> RingBox:
-    return RingBox(tile.load, tile.relabels, _rebased(tile.staging, base), tile.box, tile.boxes, tile.spec, tile.dims)
+    staging = tile.staging
+    placed = LandedOperand(staging.form, base) if isinstance(staging, LandedOperand) else _rebased(staging, base)
+    return RingBox(tile.load, tile.relabels, placed, tile.box, tile.boxes, tile.spec, tile.dims)
 
 
 def _q_box(tas, loop: CF.ForOp, mma: Operation, arch: int, b_k_major: bool) -> Optional[RingBox]:
@@ -254,19 +361,10 @@ def _q_box(tas, loop: CF.ForOp, mma: Operation, arch: int, b_k_major: bool) -> O
 def _ring_box(tas, loop: CF.ForOp, mma: Operation, arch: int) -> Union[tuple[RingBox, WgmmaStaging], str]:
     """How ``mma``'s B lands by TMA in a stage (at base 0) and the multiply's staging
     ``tma_ring_staging`` gives, or why it cannot."""
-    found = b_load(tas, loop, mma)
+    found = _b_tile(tas, loop, mma)
     if isinstance(found, str):
         return found
-    ld, relabels, permuted = found
-    vt = ld.view.type
-    tile = tuple(vt.tile_shape)
-    rank = len(tile)
-    dims = tuple(vt.dim_map.index(t) for t in range(rank))      # per tensor dim, its tile dim
-    memory = tuple(tile[j] for j in dims)                         # the tile in memory order
-    if any(d != 1 for d in memory[:-2]):
-        return "a loaded K/V tile has more than two dims that are not 1"
-    k_dim = rank - 1 if permuted else rank - 2          # B = (t0, t1), or (t1, t0) through the transpose
-    k_major = dims[-1] == k_dim
+    ld, relabels, dims, memory, k_major = found
     staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), k_major)
     if staging is None:
         return ("no swizzled layout TMA lands a K/V tile in is one wgmma's descriptors step through (rows "

@@ -620,15 +620,15 @@ def mma_ring_staging(op: Operation, b_k_rows: bool, a_columns: bool = False) -> 
     if esize == 1 and a_columns:
         return None
     (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
-    a = _landed_form(*((k, m) if a_columns else (m, k)), esize)
-    b = _landed_form(*((n, k) if b_k_rows else (k, n)), esize)
+    a = landed_form(*((k, m) if a_columns else (m, k)), esize)
+    b = landed_form(*((n, k) if b_k_rows else (k, n)), esize)
     if a is None or b is None:
         return None
     a_operand = LandedOperand(a, 0)
     return MmaRingStaging(a_operand, LandedOperand(b, -(-a_operand.nbytes // 1024) * 1024), b_k_rows, a_columns)
 
 
-def _landed_form(rows: int, cols: int, esize: int) -> Optional[MmaSwizzle]:
+def landed_form(rows: int, cols: int, esize: int) -> Optional[MmaSwizzle]:
     """The ``MmaSwizzle`` of a rows x cols tile (1- or 2-byte elements) TMA lands in boxes
     of at most 128-byte rows: ``mma_swizzle``'s for rows of the box's width, 16-byte
     chunk c of row r at c ^ (r / (128 / width)) % (width / 16)."""

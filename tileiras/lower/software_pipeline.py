@@ -202,6 +202,14 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
         return copied if not isinstance(copied, str) else f"{ring}; by cp.async: {copied}"
 
     if is_attention_loop(tas, loop):
+        if arch >= TMA_MIN_ARCH and knobs.mma_tma_ring:     # NVIDIA's: K and V by TMA
+            from .attention_tma import plan_attention_sync_ring  # noqa: PLC0415
+
+            ring = plan_attention_sync_ring(tas, loop, arch)
+            if not isinstance(ring, str):
+                return ring
+            copied = plan_attention(tas, loop, arch)
+            return f"no TMA ring ({ring}); {copied}" if isinstance(copied, str) and copied != ring else copied
         return plan_attention(tas, loop, arch)
     ring_reason = ""
     if arch >= TMA_MIN_ARCH and knobs.mma_tma_ring:     # NVIDIA's: TMA boxes, mbarrier stages

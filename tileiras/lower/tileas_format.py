@@ -34,7 +34,7 @@ from ..layout.tensor_core import StmatrixForm
 from ..record import MISSING
 from ..text.names import NameTable
 from .attention_pipeline import AttentionPlan, RingTile
-from .attention_tma import AttentionRingPlan, RingBox
+from .attention_tma import AttentionRingPlan, RingBox, SyncConsumers
 from .chunks import ChunkGroup
 from .forwarding import Forward
 from .mma_forms import LandedOperand, MmaRingStaging, MmaSwizzle, OperandStaging, TensorCoreMma, WgmmaStaging
@@ -56,6 +56,7 @@ RECORDS: dict[str, type] = {
     "attention": AttentionPlan, "attention_tile": RingTile, "attention_ring": AttentionRingPlan,
     "attention_box": RingBox, "stmatrix": StmatrixForm, "forward": Forward, "stream": StreamPlan,
     "stream_tile": StreamTile, "mma_ring_staging": MmaRingStaging, "landed": LandedOperand,
+    "attention_sync": SyncConsumers,
 }
 KINDS = {cls: kind for kind, cls in RECORDS.items()}
 ENUMS: dict[str, type[Enum]] = {"Swizzle": Swizzle}

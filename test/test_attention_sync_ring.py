@@ -1,0 +1,209 @@
+"""Flash attention's K/V loop on sm_100 and sm_120 as a TMA ring feeding ``mma.sync``
+(lower/attention_tma.py ``plan_attention_sync_ring``, codegen/emit_attention_tma.py).
+
+NVIDIA's tool loads an aligned flash attention's K and V by TMA there, and its consumer
+warps read them with ``ldmatrix`` and multiply with ``mma.sync``.  Ours: one thread issues
+the boxes S iterations ahead into the stage, in TMA's swizzle of the box width, on each
+tile's "full" mbarrier; every thread reads K with plain ``ldmatrix`` (K^T lands as
+keys x head dim: N rows of K) and V with ``.trans``, fences the async proxy and releases
+the stage on its "empty" mbarrier, and the refill waits for that; no CTA barrier and no
+per-thread copy in the loop.  Q is read into registers once before the loop, P stays in
+registers, as in the cp.async ring (test_attention_pipeline.py), which remains the form
+with ``TILEIRAS_MMA_TMA_RING=0`` and where TMA cannot copy the tiles.
+
+Every kernel is checked against the interpreter in the emulator, which lands a box only
+when its mbarrier phase completes (reading it earlier traps), reports deadlocks and runs
+its shared-memory race detector; planted missing waits and releases are caught."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from llvmlite import ir
+
+from kernels.attention import flash_attention
+from tileiras import diffcheck
+from tileiras.codegen import emit_attention_tma
+from tileiras.codegen.nvvm import I32
+from tileiras.layout.shared import Swizzle
+from tileiras.lower.attention_pipeline import A_BEFORE_LOOP, A_HELD, A_STAGED, AttentionPlan
+from tileiras.lower.attention_tma import EMPTY, AttentionRingPlan
+from tileiras.pipeline import CompileOptions, run_stages
+from tileiras.remarks import collect
+from tileiras.text.parser import parse_module
+
+from test_attention_tma import ring_problem
+from test_software_pipeline import plan_of, ptx_of
+
+
+def problems(text: str, arch: str, grid=(2, 1, 1), extent: int = 192) -> list:
+    module = parse_module(text, "k.mlir")
+    return [r.problem for r in diffcheck.check_module(module, arch, grid=grid, extent=extent)]
+
+
+# -- the decision -------------------------------------------------------------------------------
+@pytest.mark.parametrize("arch, p_from, base, threads", [(100, A_STAGED, 8192, 256), (120, A_HELD, 0, 128)])
+def test_k_and_v_land_by_tma_where_ldmatrix_reads_them(arch, p_from, base, threads):
+    plan = plan_of(flash_attention(), arch)
+    assert isinstance(plan, AttentionRingPlan) and plan.sync is not None and plan.stagings == (None, None)
+    k, v = plan.tiles
+    # boxes in the tensor's order (K^T read through dim_map [0, 2, 1]: keys x head dim),
+    # rows of 128 bytes in the 128-byte swizzle, which is the XOR the cp.async ring uses
+    assert (k.box, k.boxes, k.staging.swizzle, v.box, v.boxes, v.staging.swizzle) == \
+        ((1, 64, 64), 1, Swizzle.B128, (1, 64, 64), 1, Swizzle.B128)
+    assert k.staging.form.per_phase == 1 and k.staging.form.max_phase == 8 and not k.staging.form.box_cols
+    # K lands as N rows of K (plain ldmatrix), V as K rows of N (.trans)
+    assert plan.sync.transposed == (True, False)
+    # Q is read into registers before the copies; P is held as S's fragments on sm_120,
+    # staged every iteration below the ring on sm_100 (its 64 x 64 f16: 8192 bytes); the
+    # softmax needs no scratch: the ring starts there, the mbarriers after it (K's and
+    # V's "full", the "empty" one per stage)
+    assert plan.sync.a_from == (A_BEFORE_LOOP, p_from)
+    assert (plan.ring_base, k.staging.base, v.staging.base, plan.stage_bytes) == (base, base, base + 8192, 16384)
+    assert plan.stages == 2 and plan.source == "modulo schedule"
+    assert plan.barriers == base + 2 * 16384 and plan.barrier(1, EMPTY) == plan.barriers + 8 * 5
+    # every thread of the CTA (sm_100: 8 warps, as NVIDIA's) releases the stage
+    assert plan.consumers == threads and plan.q is None
+
+
+def test_head_dim_128_lands_two_boxes_a_tile():
+    plan = plan_of(flash_attention(d=128), 120)
+    k, v = plan.tiles
+    # 256-byte rows: two boxes of 64 columns, one after the other (nvmma_shared's order)
+    assert (k.box, k.boxes, v.box, v.boxes) == ((1, 64, 64), 2, (1, 64, 64), 2)
+    assert (k.staging.form.box_cols, k.staging.form.pitch) == (64, 64)
+    assert (k.nbytes, v.staging.base, plan.stage_bytes) == (16384, 16384, 32768)
+
+
+def test_q_and_o_keep_their_tma_buffers_after_the_ring():
+    module = parse_module(flash_attention(causal=True), "k.mlir")
+    tas = run_stages(module, CompileOptions(gpu_name="sm_120"), "tileas", only_needed=True).tas["fa"]
+    (plan,) = tas.pipelines.values()
+    assert len(tas.tma) == 2 and not set(plan.loads) & set(tas.tma)
+    assert min(p.buffer for p in tas.tma.values()) >= plan.smem_end
+    # the ring's two tensor maps follow Q's and O's among the hidden parameters
+    assert [t.map_index for t in plan.tiles] == [2, 3] and len(tas.tensor_maps) == 4
+
+
+def test_the_hint_and_the_trip_count_set_the_stages():
+    assert plan_of(flash_attention(hints="sm_120 = {num_stages = 3}"), 120).stages == 3
+    # d = 128: 32 KiB stages; a third does not fit beside Q's TMA buffer in sm_120's 99 KiB
+    assert plan_of(flash_attention(d=128, hints="sm_120 = {num_stages = 3}"), 120).stages == 2
+    assert plan_of(flash_attention(trips=1), 120).stages == 2
+
+
+def test_the_knob_and_a_refusal_keep_the_cp_async_ring(monkeypatch):
+    # padded with NaN: neither TMA nor cp.async fills other than zeros (the reason once)
+    nan_padded = flash_attention().replace("tile=(1x64x64), tensor_view<?x?x?xf16, strides=[?,?,1]>, dim_map",
+                                           "tile=(1x64x64), padding_value = nan, tensor_view<?x?x?xf16, strides=[?,?,1]>,"
+                                           " dim_map")
+    assert plan_of(nan_padded, 120) == "a K/V load pads with other than zeros (cp.async fills only zeros)"
+    monkeypatch.setenv("TILEIRAS_MMA_TMA_RING", "0")
+    assert isinstance(plan_of(flash_attention(), 120), AttentionPlan)
+
+
+def test_the_remark_names_the_tma_ring():
+    module = parse_module(flash_attention(), "k.mlir")
+    remarks = [r for r in collect(module, "sm_120") if r.name == "RemarkSoftwarePipelined"]
+    assert [r.message for r in remarks] == ["K/V loop software-pipelined with 2 stages"]
+    assert ("Copies", "TMA ring into ldmatrix's swizzled operands (K/V)") in remarks[0].args
+
+
+# -- the code -----------------------------------------------------------------------------------
+def _loop(ptx: str) -> str:
+    """The loop: from the first multiply's K wait (the last phase wait before the first
+    ``mma.sync``) to the drain's barrier (the first after the last ``mma.sync``)."""
+    first = ptx.rindex("mbarrier.try_wait.parity", 0, ptx.index("mma.sync"))
+    start = ptx.rindex("\n", 0, ptx.rindex("\n", 0, first))
+    return ptx[start:ptx.index("bar.sync", ptx.rindex("mma.sync"))]
+
+
+@pytest.mark.parametrize("d, boxes", [(64, 1), (128, 2)])
+def test_no_thread_copies_k_or_v_in_the_loop(d, boxes):
+    ptx = ptx_of(flash_attention(d=d), "sm_120")
+    loop = _loop(ptx)
+    stages = plan_of(flash_attention(d=d), 120).stages
+    assert not re.search(r"cp\.async\.(cg|ca)|ld\.global|st\.shared", loop)
+    # the refill: K's and V's boxes of one iteration, 3-D (the tensors' rank)
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d", loop)) == 2 * boxes
+    # no CTA barrier: each multiply waits on its tile's "full" mbarrier, every thread
+    # fences its reads for the async proxy and arrives on the stage's "empty" one, the
+    # refill waits on it
+    assert "bar.sync" not in loop and "barrier.sync" not in loop
+    assert len(re.findall(r"mbarrier\.try_wait\.parity", loop)) == 2 + 1
+    assert len(re.findall(r"mbarrier\.arrive\.shared::cta\.b64", loop)) == 1
+    assert loop.index("fence.proxy.async") < loop.index("mbarrier.arrive.shared::cta.b64")
+    # K with plain ldmatrix (d / 16 K steps of Q @ K^T, 64 keys: 4 x4 loads each), V with .trans
+    assert len(re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16", loop)) == d // 16 * 4
+    assert len(re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4\.trans\.shared\.b16", loop)) == 64 // 16 * d // 16
+    assert len(re.findall(r"mbarrier\.init", ptx)) == 3 * stages + 1        # and Q's TMA load's
+    prologue = ptx[ptx.rindex("fence.mbarrier_init"):ptx.index("mma.sync")]
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d", prologue)) == 2 * stages * boxes
+
+
+@pytest.mark.parametrize("arch, kwargs, grid", [
+    ("sm_120", {}, (2, 1, 1)),                              # 2 trips (dynamic), 96 keys: zero-padded
+    ("sm_120", {"causal": True}, (3, 1, 1)),
+    ("sm_120", {"d": 128}, (2, 1, 1)),
+    ("sm_120", {"views_in_loop": True}, (2, 1, 1)),
+    ("sm_100", {}, (2, 1, 1)),
+])
+def test_the_ring_agrees_with_the_interpreter(arch, kwargs, grid):
+    assert isinstance(plan_of(flash_attention(**kwargs), int(arch[3:])), AttentionRingPlan)
+    assert problems(flash_attention(**kwargs), arch, grid) == [None]
+
+
+@pytest.mark.parametrize("kwargs, keys, blocks, stages", [
+    ({}, 512, 1, 2),                                        # 8 trips: each stage refilled 3 times
+    ({"causal": True}, 256, 4, 2),                          # 1 .. 4 trips by block
+    ({"d": 128}, 384, 1, 2),                                # 3 stages of 32 KiB do not fit
+    ({"hints": "sm_120 = {num_stages = 3}"}, 448, 1, 3),
+])
+def test_many_trips_agree_with_the_interpreter(kwargs, keys, blocks, stages):
+    text = flash_attention(**kwargs)
+    assert plan_of(text, 120).stages == stages
+    assert ring_problem(text, keys, kwargs.get("d", 64), 64, blocks, arch="sm_120") is None
+
+
+@pytest.mark.parametrize("dropped, reader", [(1, "ldmatrix"), (2, "ldmatrix.sync.aligned.m8n8.x4.trans")])
+def test_a_missing_full_wait_is_caught(monkeypatch, dropped, reader):
+    """Q @ K^T without waiting for K's phase (the first wait in the loop), or P @ V
+    without V's (the second): ``ldmatrix`` reads the stage while its boxes may land."""
+    real = emit_attention_tma.wait_phase
+    waits = []
+
+    def unwaited(em, barrier, parity):
+        waits.append(barrier)
+        if len(waits) != dropped:   # K's, V's, then the refill's "empty" wait
+            real(em, barrier, parity)
+    monkeypatch.setattr(emit_attention_tma, "wait_phase", unwaited)
+    (problem,) = problems(flash_attention(), "sm_120")
+    assert problem is not None and "cp.async.bulk.tensor" in problem and reader in problem
+
+
+def test_a_missing_release_is_caught(monkeypatch):
+    """Warps 1-3 never release a stage: the refill's "empty" wait never completes, and the
+    emulator says the kernel hangs there rather than letting the boxes overwrite it."""
+    real = emit_attention_tma.release
+
+    def first_warp_only(em, empty):
+        with em.b.if_then(em.b.icmp_unsigned("<", em.tid, ir.Constant(I32, 32))):
+            real(em, empty)
+    monkeypatch.setattr(emit_attention_tma, "release", first_warp_only)
+    problem = ring_problem(flash_attention(), 256, 64, arch="sm_120")
+    assert problem is not None and "deadlock" in problem and "mbarrier" in problem
+
+
+def test_a_refill_without_the_empty_wait_is_caught(monkeypatch):
+    """The refill of a stage issued without waiting for every thread's release overwrites
+    K or V while another warp may still read it."""
+    real = emit_attention_tma.wait_phase
+    waits = []
+
+    def empty_unwaited(em, barrier, parity):
+        waits.append(barrier)
+        if len(waits) != 3:         # K's, V's; the refill's "empty" wait dropped
+            real(em, barrier, parity)
+    monkeypatch.setattr(emit_attention_tma, "wait_phase", empty_unwaited)
+    problem = ring_problem(flash_attention(), 256, 64, arch="sm_120")
+    assert problem is not None and "race" in problem and "cp.async.bulk.tensor" in problem and "ldmatrix" in problem
