@@ -7,9 +7,10 @@ the boxes S iterations ahead into the stage, in TMA's swizzle of the box width, 
 tile's "full" mbarrier; every thread reads K with plain ``ldmatrix`` (K^T lands as
 keys x head dim: N rows of K) and V with ``.trans``, fences the async proxy and releases
 the stage on its "empty" mbarrier, and the refill waits for that; no CTA barrier and no
-per-thread copy in the loop.  Q is read into registers once before the loop, P stays in
-registers, as in the cp.async ring (test_attention_pipeline.py), which remains the form
-with ``TILEIRAS_MMA_TMA_RING=0`` and where TMA cannot copy the tiles.
+per-thread copy in the loop.  Q lands by TMA too, once, and ``ldmatrix`` reads it into
+registers before the loop; P stays in registers, as in the cp.async ring
+(test_attention_pipeline.py), which remains the form with ``TILEIRAS_MMA_TMA_RING=0`` and
+where TMA cannot copy the tiles.
 
 Every kernel is checked against the interpreter in the emulator, which lands a box only
 when its mbarrier phase completes (reading it earlier traps), reports deadlocks and runs
@@ -32,7 +33,7 @@ from tileiras.pipeline import CompileOptions, run_stages
 from tileiras.remarks import collect
 from tileiras.text.parser import parse_module
 
-from test_attention_tma import ring_problem
+from test_attention_tma import doubled_q, ring_problem
 from test_software_pipeline import plan_of, ptx_of
 
 
@@ -54,16 +55,21 @@ def test_k_and_v_land_by_tma_where_ldmatrix_reads_them(arch, p_from, base, threa
     assert k.staging.form.per_phase == 1 and k.staging.form.max_phase == 8 and not k.staging.form.box_cols
     # K lands as N rows of K (plain ldmatrix), V as K rows of N (.trans)
     assert plan.sync.transposed == (True, False)
-    # Q is read into registers before the copies; P is held as S's fragments on sm_120,
-    # staged every iteration below the ring on sm_100 (its 64 x 64 f16: 8192 bytes); the
-    # softmax needs no scratch: the ring starts there, the mbarriers after it (K's and
-    # V's "full", the "empty" one per stage)
+    # P is held as S's fragments on sm_120, staged every iteration at 0 on sm_100 (its
+    # 64 x 64 f16: 8192 bytes); the softmax needs no scratch.  Q lands by TMA once, after
+    # that, in the 128-byte swizzle ldmatrix reads its fragments from before the loop;
+    # the ring follows, then the mbarriers (K's and V's "full", the "empty" one per
+    # stage, then Q's)
     assert plan.sync.a_from == (A_BEFORE_LOOP, p_from)
-    assert (plan.ring_base, k.staging.base, v.staging.base, plan.stage_bytes) == (base, base, base + 8192, 16384)
+    q = plan.q
+    assert (q.box, q.boxes, q.staging.base, q.staging.swizzle) == ((1, 64, 64), 1, base, Swizzle.B128)
+    ring = base + 8192
+    assert (plan.ring_base, k.staging.base, v.staging.base, plan.stage_bytes) == (ring, ring, ring + 8192, 16384)
     assert plan.stages == 2 and plan.source == "modulo schedule"
-    assert plan.barriers == base + 2 * 16384 and plan.barrier(1, EMPTY) == plan.barriers + 8 * 5
+    assert plan.barriers == ring + 2 * 16384 and plan.barrier(1, EMPTY) == plan.barriers + 8 * 5
+    assert plan.q_barrier == plan.barriers + 6 * 8 and plan.smem_end == plan.q_barrier + 8
     # every thread of the CTA (sm_100: 8 warps, as NVIDIA's) releases the stage
-    assert plan.consumers == threads and plan.q is None
+    assert plan.consumers == threads
 
 
 def test_head_dim_128_lands_two_boxes_a_tile():
@@ -72,17 +78,24 @@ def test_head_dim_128_lands_two_boxes_a_tile():
     # 256-byte rows: two boxes of 64 columns, one after the other (nvmma_shared's order)
     assert (k.box, k.boxes, v.box, v.boxes) == ((1, 64, 64), 2, (1, 64, 64), 2)
     assert (k.staging.form.box_cols, k.staging.form.pitch) == (64, 64)
-    assert (k.nbytes, v.staging.base, plan.stage_bytes) == (16384, 16384, 32768)
+    assert (k.nbytes, v.staging.base - k.staging.base, plan.stage_bytes) == (16384, 16384, 32768)
+    assert (plan.q.box, plan.q.boxes, plan.ring_base) == ((1, 64, 64), 2, 16384)    # Q: 64 x 128
 
 
-def test_q_and_o_keep_their_tma_buffers_after_the_ring():
+def test_q_k_and_v_are_the_ring_s_and_o_keeps_its_tma_store_after_it():
     module = parse_module(flash_attention(causal=True), "k.mlir")
     tas = run_stages(module, CompileOptions(gpu_name="sm_120"), "tileas", only_needed=True).tas["fa"]
     (plan,) = tas.pipelines.values()
-    assert len(tas.tma) == 2 and not set(plan.loads) & set(tas.tma)
-    assert min(p.buffer for p in tas.tma.values()) >= plan.smem_end
-    # the ring's two tensor maps follow Q's and O's among the hidden parameters
-    assert [t.map_index for t in plan.tiles] == [2, 3] and len(tas.tensor_maps) == 4
+    (store,) = tas.tma
+    assert store.name == "store_view_tko" and tas.tma[store].buffer >= plan.smem_end
+    # the ring's tensor maps (K's, V's, Q's) follow O's among the hidden parameters
+    assert [t.map_index for t in (*plan.tiles, plan.q)] == [1, 2, 3] and len(tas.tensor_maps) == 4
+    # a Q made otherwise (doubled before the loop) is staged from registers, as the
+    # cp.async ring stages it, before the first copies
+    doubled = doubled_q()
+    plan = plan_of(doubled, 120)
+    assert isinstance(plan, AttentionRingPlan) and plan.q is None and plan.sync.a_from[0] == A_BEFORE_LOOP
+    assert problems(doubled, "sm_120") == [None]
 
 
 def test_the_hint_and_the_trip_count_set_the_stages():
@@ -136,9 +149,12 @@ def test_no_thread_copies_k_or_v_in_the_loop(d, boxes):
     # K with plain ldmatrix (d / 16 K steps of Q @ K^T, 64 keys: 4 x4 loads each), V with .trans
     assert len(re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16", loop)) == d // 16 * 4
     assert len(re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4\.trans\.shared\.b16", loop)) == 64 // 16 * d // 16
-    assert len(re.findall(r"mbarrier\.init", ptx)) == 3 * stages + 1        # and Q's TMA load's
+    assert len(re.findall(r"mbarrier\.init", ptx)) == 3 * stages + 1        # and Q's
     prologue = ptx[ptx.rindex("fence.mbarrier_init"):ptx.index("mma.sync")]
-    assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d", prologue)) == 2 * stages * boxes
+    # Q's boxes, then iterations 0 .. S-1 into the fresh stages; Q read once by ldmatrix
+    # where it landed: no thread stores anything to shared memory
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d", prologue)) == boxes + 2 * stages * boxes
+    assert not re.search(r"st\.shared", ptx[:ptx.index("mma.sync")])
 
 
 @pytest.mark.parametrize("arch, kwargs, grid", [
@@ -165,16 +181,17 @@ def test_many_trips_agree_with_the_interpreter(kwargs, keys, blocks, stages):
     assert ring_problem(text, keys, kwargs.get("d", 64), 64, blocks, arch="sm_120") is None
 
 
-@pytest.mark.parametrize("dropped, reader", [(1, "ldmatrix"), (2, "ldmatrix.sync.aligned.m8n8.x4.trans")])
+@pytest.mark.parametrize("dropped, reader", [(1, "ldmatrix"), (2, "ldmatrix"), (3, "ldmatrix.sync.aligned.m8n8.x4.trans")])
 def test_a_missing_full_wait_is_caught(monkeypatch, dropped, reader):
-    """Q @ K^T without waiting for K's phase (the first wait in the loop), or P @ V
-    without V's (the second): ``ldmatrix`` reads the stage while its boxes may land."""
+    """Q's fragments read before its boxes land (the prologue's wait), Q @ K^T without
+    waiting for K's phase (the first wait in the loop), or P @ V without V's (the
+    second): ``ldmatrix`` reads shared memory while its boxes may land."""
     real = emit_attention_tma.wait_phase
     waits = []
 
     def unwaited(em, barrier, parity):
         waits.append(barrier)
-        if len(waits) != dropped:   # K's, V's, then the refill's "empty" wait
+        if len(waits) != dropped:   # Q's, K's, V's, then the refill's "empty" wait
             real(em, barrier, parity)
     monkeypatch.setattr(emit_attention_tma, "wait_phase", unwaited)
     (problem,) = problems(flash_attention(), "sm_120")
@@ -202,7 +219,7 @@ def test_a_refill_without_the_empty_wait_is_caught(monkeypatch):
 
     def empty_unwaited(em, barrier, parity):
         waits.append(barrier)
-        if len(waits) != 3:         # K's, V's; the refill's "empty" wait dropped
+        if len(waits) != 4:         # Q's, K's, V's; the refill's "empty" wait dropped
             real(em, barrier, parity)
     monkeypatch.setattr(emit_attention_tma, "wait_phase", empty_unwaited)
     problem = ring_problem(flash_attention(), 256, 64, arch="sm_120")

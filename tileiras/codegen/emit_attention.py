@@ -30,7 +30,7 @@ from llvmlite import ir
 
 from ..ir.core import Operation
 from ..lower.attention_pipeline import A_BEFORE_LOOP, A_HELD, A_STAGED, AttentionPlan, RingTile
-from ..lower.mma_forms import MmaSwizzle
+from ..lower.mma_forms import LandedOperand, MmaSwizzle
 from . import intrinsics as X
 from . import smem_copy
 from .emit_async import below, commit, copy_tile, iteration_number, loop_bounds, wait_group
@@ -117,25 +117,42 @@ def multiply_from_stage(em: KernelEmitter, op: Operation, where: str, a_swizzle:
 _HOISTED: "WeakKeyDictionary[KernelEmitter, dict[Operation, list]]" = WeakKeyDictionary()
 
 
-def hoist_fragments(em: KernelEmitter, mmas, a_from: tuple[str, str], a_swizzles: tuple[MmaSwizzle, MmaSwizzle]
-                    ) -> None:
+def hoist_fragments(em: KernelEmitter, mmas, a_from: tuple[str, str], a_swizzles: tuple[MmaSwizzle, MmaSwizzle],
+                    fence: bool = False) -> None:
     """(Before the loop, after the prologue's barrier, before its copies.)  Each A of
     ``mmas`` made before the loop (``A_BEFORE_LOOP``: Q) staged swizzled at the start of
     shared memory and its fragments of every K step read with ``ldmatrix`` into registers,
-    which the loop's multiplies use; a barrier then frees the memory for the loop's ops."""
+    which the loop's multiplies use; a barrier then frees the memory for the loop's ops
+    (with ``fence``, after a proxy fence: TMA, the async proxy, writes over it next)."""
     b = em.b
     for k, op in enumerate(mmas):
         if a_from[k] != A_BEFORE_LOOP:
             continue
-        swizzle = a_swizzles[k]
-        _stage_a(em, em.tile(op, 0), swizzle)
+        _stage_a(em, em.tile(op, 0), a_swizzles[k])
         X.barrier(b)
-        form = em.tas.tensor_cores[op]
-        operands = TensorCoreOperands(em, form, em.tas.operand_layout(op, 2), swizzle.cols, swizzle.cols, 0, None,
-                                      (swizzle, swizzle))
-        _HOISTED.setdefault(em, {})[op] = [operands.a_fragments(ir.Constant(I32, s * form.k))
-                                           for s in range(swizzle.cols // form.k)]
+        _read_fragments(em, op, a_swizzles[k], None)
+        if fence:
+            X.fence_proxy_async(b)
         X.barrier(b)
+
+
+def hoist_landed(em: KernelEmitter, op: Operation, landed: LandedOperand) -> None:
+    """(Before the loop, once its boxes have landed.)  The fragments of ``op``'s A read
+    with ``ldmatrix`` where TMA landed it (``landed``: TMA's swizzle of the box width, box
+    after box), as ``hoist_fragments`` reads a staged one; a proxy fence orders the reads
+    before the async proxy lands the next boxes there (the loop's next entry)."""
+    _read_fragments(em, op, landed.form, ir.Constant(I32, landed.base // landed.elem_bytes))
+    X.fence_proxy_async(em.b)
+
+
+def _read_fragments(em: KernelEmitter, op: Operation, swizzle: MmaSwizzle, first) -> None:
+    """``op``'s A fragments of every K step, from A laid out by ``swizzle`` ``first``
+    elements into shared memory (None: 0), into ``_HOISTED``."""
+    form = em.tas.tensor_cores[op]
+    operands = TensorCoreOperands(em, form, em.tas.operand_layout(op, 2), swizzle.pitch, swizzle.pitch, 0, first,
+                                  (swizzle, swizzle))
+    _HOISTED.setdefault(em, {})[op] = [operands.a_fragments(ir.Constant(I32, s * form.k))
+                                       for s in range(swizzle.cols // form.k)]
 
 
 class RegisterA(TensorCoreOperands):

@@ -1,4 +1,11 @@
-"""Flash attention's K/V loop on sm_90 as a TMA ring: the code of an ``attention_tma.AttentionRingPlan``.
+"""Flash attention's K/V loop as a TMA ring: the code of an ``attention_tma.AttentionRingPlan``.
+
+On sm_90 the multiplies are ``wgmma``, below.  On sm_100 and sm_120 (``plan.sync``) they are
+``mma.sync`` with the same ring: ``ldmatrix`` reads K and V where their boxes landed
+(``_sync_multiply``: ``emit_attention.multiply_from_stage``), Q's fragments are read into
+registers once in the prologue where its boxes landed (``emit_attention.hoist_landed``) or
+from a staging (``hoist_fragments``), and after P @ V each thread fences its reads of the
+stage for the async proxy before it releases the stage.
 
 The K and V tiles are TMA boxes one elected thread (thread 0) issues straight into the
 swizzled layouts the two ``wgmma`` B descriptors read, so no thread loads or stores them.
@@ -46,7 +53,7 @@ from ..lower.attention_tma import BARRIERS_PER_STAGE, EMPTY, AttentionRingPlan, 
 from . import intrinsics as X
 from .abi import param_name
 from .emit_async import below, iteration_number, loop_bounds
-from .emit_attention import hoist_fragments, multiply_from_stage
+from .emit_attention import hoist_fragments, hoist_landed, multiply_from_stage
 from .emit_mma import stage_operand, warpgroup_multiply
 from .emit_tma import wait_phase
 from .nvvm import I32, KernelEmitter
@@ -119,8 +126,9 @@ def prologue(em: KernelEmitter, plan: AttentionRingPlan) -> None:
     b = em.b
     lb, ub, step = loop_bounds(em, plan)
     X.barrier(b)                    # earlier users of the shared memory are done with it
-    if plan.sync is not None:       # mma.sync: Q's fragments read once into registers
-        hoist_fragments(em, plan.mmas, plan.sync.a_from, plan.sync.a_swizzles)
+    if plan.sync is not None:
+        if plan.q is None:          # mma.sync: Q's fragments read once into registers
+            hoist_fragments(em, plan.mmas, plan.sync.a_from, plan.sync.a_swizzles, fence=True)
     elif plan.stagings[0].a is not None and plan.q is None:     # Q, made before the loop: staged once
         stage_operand(em, em.tile(plan.mmas[0], 0), plan.stagings[0].a)
         X.fence_proxy_async(b)
@@ -138,6 +146,8 @@ def prologue(em: KernelEmitter, plan: AttentionRingPlan) -> None:
     X.barrier(b)                    # Q and the mbarriers, for every thread
     if plan.q is not None:
         wait_phase(em, _q_barrier(em, plan), ir.Constant(I32, 0))
+        if plan.sync is not None:   # mma.sync: Q's fragments read once into registers
+            hoist_landed(em, plan.mmas[0], plan.q.staging)
 
 
 def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionRingPlan) -> None:

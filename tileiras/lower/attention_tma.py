@@ -170,8 +170,9 @@ class SyncConsumers:
     ``LandedOperand``: TMA's swizzle of the box width, box after box), plain where B lands
     as N rows of K (``transposed``: K^T's rows are keys), ``.trans`` where as K rows of
     N (V); A as the cp.async ring's (``attention_pipeline``): per multiply from registers
-    (``A_HELD``: P), read once before the loop (``A_BEFORE_LOOP``: Q, staged at byte 0,
-    swizzled by ``a_swizzles``) or staged below the ring every iteration (``A_STAGED``)."""
+    (``A_HELD``: P), read once before the loop (``A_BEFORE_LOOP``: Q, landed by TMA where
+    the plan's ``q`` says, else staged at byte 0 swizzled by ``a_swizzles``) or staged
+    below the ring every iteration (``A_STAGED``)."""
     a_from: tuple[str, str]
     a_swizzles: tuple[MmaSwizzle, MmaSwizzle]
     transposed: tuple[bool, bool]
@@ -201,7 +202,8 @@ def plan_attention_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionRingPl
         if isinstance(f, str):
             return f
     (k_tile, k_staging), (v_tile, v_staging) = found
-    q_box = _q_box(tas, loop, mmas[0], arch, k_tile.staging.k_major)
+    staging = tma_ring_staging(mmas[0], tas.operand_layout(mmas[0], 2), k_tile.staging.k_major)
+    q_box = _q_box(tas, loop, mmas[0], arch, staging.a if staging else None)
     q = q_box.staging if q_box else tas.wgmma_staging[mmas[0]].a
     others = max((n for op, n in tas.scratch.items() if op not in mmas), default=0)
     q_base = _align(others)
@@ -231,7 +233,9 @@ def plan_attention_sync_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionR
     """The ``AttentionRingPlan`` of a K/V loop whose multiplies run as ``mma.sync`` (sm_100,
     sm_120: NVIDIA's TMA-fed attention there), or why it is not one: the cp.async ring's
     shape (``attention_pipeline``: where A comes from, 16-bit operands) with K and V
-    landing by TMA as ``_sync_box`` says."""
+    landing by TMA as ``_sync_box`` says, and Q, where it is a TMA-able load before the
+    loop (``_q_box``), landing by TMA too, once, where ``ldmatrix`` reads its fragments
+    into registers (after the scratch, below the ring: nothing writes it in the loop)."""
     mmas = attention_multiplies(tas, loop, warpgroup=False)
     if isinstance(mmas, str):
         return mmas
@@ -247,13 +251,17 @@ def plan_attention_sync_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionR
     staged = [mma.lhs.type.num_elements * element_bytes(mma.lhs.type) for mma, where in zip(mmas, a_from)
               if where == A_STAGED]
     others = max((n for op, n in tas.scratch.items() if op not in mmas), default=0)
-    ring_base = _align(max([others, *staged]))
+    q_base = _align(max([others, *staged]))
+    q_box = _q_box(tas, loop, mmas[0], arch, _landed_a(mmas[0])) if a_from[0] == A_BEFORE_LOOP else None
+    q_box = _at(q_box, q_base) if q_box else None
+    ring_base = _align(q_base + (q_box.staging.nbytes if q_box else 0))
     (k_tile, k_rows), (v_tile, v_rows) = found
     k_tile = _at(k_tile, ring_base)
     v_tile = _at(v_tile, ring_base + _align(k_tile.staging.nbytes))
     stage_bytes = _align(k_tile.staging.nbytes) + _align(v_tile.staging.nbytes)
     per_stage = stage_bytes + BARRIERS_PER_STAGE * BARRIER_BYTES
-    fit = (smem_limit(f"sm_{arch}") - ring_base - _other_tma_bytes(tas, (k_tile.load, v_tile.load))) // per_stage
+    taken = (k_tile.load, v_tile.load, *((q_box.load,) if q_box else ()))
+    fit = (smem_limit(f"sm_{arch}") - ring_base - BARRIER_BYTES - _other_tma_bytes(tas, taken)) // per_stage
     if fit < MIN_STAGES:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory beside {ring_base} of scratch"
     wanted, source = wanted_stages(tas, loop, arch, mmas, (k_tile, v_tile), (k_tile.boxes, v_tile.boxes))
@@ -262,7 +270,14 @@ def plan_attention_sync_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionR
         stages = max(MIN_STAGES, min(stages, trip_count(loop, tas.aa)))
     sync = SyncConsumers(a_from, tuple(a_swizzles), (k_rows, v_rows))
     return AttentionRingPlan(loop, mmas[0], (k_tile.load, v_tile.load), stages, ring_base, stage_bytes, tuple(mmas),
-                             (k_tile, v_tile), (None, None), source, tas.num_threads, None, sync)
+                             (k_tile, v_tile), (None, None), source, tas.num_threads, q_box, sync)
+
+
+def _landed_a(mma: Operation) -> Optional[LandedOperand]:
+    """Where TMA lands an ``mma.sync`` multiply's A (M x K, K contiguous) for ``ldmatrix``:
+    rows of K in boxes of at most 128 bytes (``landed_form``), 16-bit; None otherwise."""
+    form = landed_form(*mma.lhs.type.shape, 2) if element_bytes(mma.lhs.type) == 2 else None
+    return LandedOperand(form, 0) if form else None
 
 
 def _sync_box(tas, loop: CF.ForOp, mma: Operation, arch: int) -> Union[tuple[RingBox, bool], str]:
@@ -311,17 +326,23 @@ def _b_tile(tas, loop: CF.ForOp, mma: Operation
 
 
 def _at(tile: RingBox, base: int) -> RingBox:
-    staging = tile.staging
-    placed = LandedOperand(staging.form, base) if isinstance(staging, LandedOperand) else _rebased(staging, base)
-    return RingBox(tile.load, tile.relabels, placed, tile.box, tile.boxes, tile.spec, tile.dims)
+    return RingBox(tile.load, tile.relabels, _placed(tile.staging, base), tile.box, tile.boxes, tile.spec, tile.dims)
 
 
-def _q_box(tas, loop: CF.ForOp, mma: Operation, arch: int, b_k_major: bool) -> Optional[RingBox]:
-    """How TMA lands Q (the first multiply's A) once before the loop straight in the
-    K-major swizzled staging ``tma_ring_staging`` gives A (base 0), or None where Q is not
-    such a load: a TMA-able load of the loop's block, reaching the multiply only through
-    reshapes that drop unit dims, its contiguous dim K, no op between it and the loop
-    writing memory (its copy is issued at the loop)."""
+def _placed(operand: Union[OperandStaging, LandedOperand], base: int) -> Union[OperandStaging, LandedOperand]:
+    return LandedOperand(operand.form, base) if isinstance(operand, LandedOperand) else _rebased(operand, base)
+
+
+def _q_box(tas, loop: CF.ForOp, mma: Operation, arch: int, operand: Union[OperandStaging, LandedOperand, None]
+           ) -> Optional[RingBox]:
+    """How TMA lands Q (the first multiply's A) once before the loop straight in
+    ``operand`` (base 0: the K-major swizzled staging ``tma_ring_staging`` gives ``wgmma``'s
+    A, or where ``ldmatrix`` reads ``mma.sync``'s), or None where there is no such operand
+    or Q is not such a load: a TMA-able load of the loop's block, reaching the multiply
+    only through reshapes that drop unit dims, its contiguous dim K, no op between it and
+    the loop writing memory (its copy is issued at the loop)."""
+    if operand is None:
+        return None
     chain, v = [], mma.lhs
     while isinstance(v.owner, CO.ReshapeOp) and not inside_value(v, loop):
         op = v.owner
@@ -344,18 +365,17 @@ def _q_box(tas, loop: CF.ForOp, mma: Operation, arch: int, b_k_major: bool) -> O
     tile = tuple(vt.tile_shape)
     dims = tuple(vt.dim_map.index(t) for t in range(len(tile)))
     memory = tuple(tile[j] for j in dims)
-    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), b_k_major)
     spec = _tensor_map(tas, ld, arch)
-    if staging is None or spec is None or dims[-1] != len(tile) - 1 or any(d != 1 for d in memory[:-2]):
+    if spec is None or dims[-1] != len(tile) - 1 or any(d != 1 for d in memory[:-2]):
         return None
     rows, cols = memory[-2:]
-    inner = staging.a.swizzle.width // staging.a.elem_bytes
+    inner = operand.swizzle.width // operand.elem_bytes
     if rows > MAX_BOX or cols % inner:
         return None
     box = (*memory[:-2], rows, inner)
     placed = TensorMapSpec(spec.element_type, spec.element_bytes, spec.base, spec.dims, spec.strides,
-                           tuple(reversed(box)), MAP_SWIZZLE[staging.a.swizzle])
-    return RingBox(ld, tuple(chain), _rebased(staging.a, 0), box, cols // inner, placed, dims)
+                           tuple(reversed(box)), MAP_SWIZZLE[operand.swizzle])
+    return RingBox(ld, tuple(chain), _placed(operand, 0), box, cols // inner, placed, dims)
 
 
 def _ring_box(tas, loop: CF.ForOp, mma: Operation, arch: int) -> Union[tuple[RingBox, WgmmaStaging], str]:
