@@ -5,7 +5,9 @@ race detector on: how many run clean, and what the others hit.
     python bench/async_corpus.py [FOLDER ...] [--every K] [--extent N]
 
 FOLDERs hold ``NAME.tileir`` with NVIDIA's ``NAME.ptx`` beside it (default: ../shared/corpus
-and ../shared/corpus-aligned beside the repo).  Each entry runs on a 2x2 grid with the
+and ../shared/corpus-aligned beside the repo); where that PTX takes tensor maps, the kernel
+runs from the cubin NVIDIA's tileiras builds again, whose ``.nv.host`` fills them
+(``coalescing.nvidia_ptx``).  Each entry runs on a 2x2 grid with the
 arguments ``diffcheck.synthesize_args`` makes.  Outcomes: ``clean``; ``async`` and ``race``
 (the model's findings: emulator bugs or real ones, each listed with its message);
 ``unsupported`` (an instruction the emulator lacks, such as ``cp.async.bulk.tensor``);
@@ -28,6 +30,8 @@ sys.path.insert(0, str(REPO))
 
 from tileiras.diffcheck import synthesize_args  # noqa: E402
 from tileiras.emulate import UnsupportedInstruction, launch  # noqa: E402
+
+from coalescing import nvidia_ptx  # noqa: E402  (bench/ is on the path: NVIDIA's PTX and .nv.host)
 from tileiras.reader import read_bytecode  # noqa: E402
 
 ASYNC = re.compile(r"\b(cp\.async|wgmma\.|tcgen05\.|mbarrier\.)")
@@ -37,14 +41,14 @@ GRID = (2, 2, 1)
 def outcome(path: Path, extent: int, races: bool) -> list[tuple[str, str, str]]:
     """(entry, outcome, message) for each entry of one file."""
     module = read_bytecode(path.read_bytes())
-    ptx = path.with_suffix(".ptx").read_text()
+    ptx, host = nvidia_ptx(path)            # with its .nv.host where it takes tensor maps
     rows = []
     for fn in module.functions:
         if not fn.is_entry:
             continue
         args = synthesize_args(fn, np.random.default_rng(1), extent)
         try:
-            result = launch(ptx, fn.name, GRID, args, races=races)
+            result = launch(ptx, fn.name, GRID, args, races=races, host_object=host)
         except UnsupportedInstruction as e:
             rows.append((fn.name, "unsupported", str(e)))
             continue

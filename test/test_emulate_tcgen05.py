@@ -1,6 +1,6 @@
 """tcgen05 in the PTX emulator on hand-written PTX: tensor-memory allocation, the 32x32b
 and 16x32bx2 loads and stores (with 16-bit packing), and an MMA from shared-memory
-descriptors into tensor memory, checked against numpy.  NVIDIA's own sm_100 gemm PTX is
+descriptors into tensor memory (K-major or MN-major operands), checked against numpy.  NVIDIA's own sm_100 gemm PTX is
 checked against the interpreter in test_differential."""
 from __future__ import annotations
 
@@ -123,16 +123,25 @@ bar.sync 0;
 """
 
 
-def mma_m128(accumulate: int, wait: str):
+def mma_m128(accumulate: int, wait: str, a_mn_major: bool = False, b_mn_major: bool = False):
     """kind::f16, M = 128, N = 16, K = 16: D = A B (+ D) in tensor memory, row i in lane i;
-    each of the 4 warps reads its 32 lanes back with 32x32b after ``wait``.  Returns
+    each of the 4 warps reads its 32 lanes back with 32x32b after ``wait``.  An operand
+    is K-major (rows of M or N, 16 bytes of K a core matrix row, the next 16 bytes of K
+    LBO = 128 bytes on, the next 8 rows SBO on), or ``*_mn_major`` (the instruction
+    descriptor's transpose bit: rows of K, 16 bytes of M or N a core matrix row, the next
+    16 bytes of M or N SBO = 128 bytes on, the next 8 steps of K LBO on).  Returns
     (launch result, output, expected)."""
     rng = np.random.default_rng(3)
     a = (rng.integers(-8, 9, (128, 16)) / 4).astype(np.float16)
     bt = (rng.integers(-8, 9, (16, 16)) / 4).astype(np.float16)        # B as N rows of K
     c = rng.integers(-4, 5, (128, 16)).astype(np.float32)
-    image = interleaved_image(a, 128, 256, 8192) | np.roll(interleaved_image(bt, 128, 256, 8192), 4096)
+    a_image, a_desc = ((interleaved_image(np.ascontiguousarray(a.T), 128, 2048, 8192), sm100_descriptor(0, 2048, 128))
+                       if a_mn_major else (interleaved_image(a, 128, 256, 8192), sm100_descriptor(0, 128, 256)))
+    b_image, b_desc = ((interleaved_image(np.ascontiguousarray(bt.T), 128, 256, 8192), sm100_descriptor(4096, 256, 128))
+                       if b_mn_major else (interleaved_image(bt, 128, 256, 8192), sm100_descriptor(4096, 128, 256)))
+    image = a_image | np.roll(b_image, 4096)
     idesc = 1 << 4 | (16 >> 3) << 17 | (128 >> 4) << 24          # f32 = f16 x f16, N 16, M 128
+    idesc |= a_mn_major << 15 | b_mn_major << 16
     body = f"""
 mov.u32 %r1, %tid.x;
 shr.u32 %r40, %r1, 5;
@@ -159,8 +168,8 @@ tcgen05.wait::st.sync.aligned;
 bar.sync 0;
 setp.ne.u32 %p3, %r1, 0;
 @%p3 bra ISSUED;
-mov.b64 %rd4, {sm100_descriptor(0, 128, 256)};
-mov.b64 %rd5, {sm100_descriptor(4096, 128, 256)};
+mov.b64 %rd4, {a_desc};
+mov.b64 %rd5, {b_desc};
 mov.b32 %r20, {idesc};
 setp.ne.u32 %p4, {accumulate}, 0;
 tcgen05.mma.cta_group::1.kind::f16 [%r3], %rd4, %rd5, %r20, %p4;
@@ -181,6 +190,15 @@ add.s64 %rd7, %rd6, %rd9;
 @pytest.mark.parametrize("accumulate", [0, 1])
 def test_mma_m128_from_shared_descriptors(accumulate):
     result, out, expected = mma_m128(accumulate, COMMIT_AND_WAIT)
+    result.check()
+    np.testing.assert_allclose(out.T, expected.astype(np.float32), rtol=1e-6)
+
+
+@pytest.mark.parametrize("a_mn_major, b_mn_major", [(False, True), (True, False), (True, True)])
+def test_mma_m128_with_mn_major_operands(a_mn_major, b_mn_major):
+    """The transpose bits: an operand lying M- or N-contiguous (as NVIDIA's sm_100 GEMMs
+    land a K x N B) is read along its rows of K."""
+    result, out, expected = mma_m128(1, COMMIT_AND_WAIT, a_mn_major, b_mn_major)
     result.check()
     np.testing.assert_allclose(out.T, expected.astype(np.float32), rtol=1e-6)
 

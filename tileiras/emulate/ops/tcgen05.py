@@ -213,12 +213,14 @@ def compile_st(ctx, ins):
 
 
 # -- mma --------------------------------------------------------------------------------------
-def descriptor_offsets(desc: int, rows: int, row_bytes: int) -> np.ndarray:
-    """Shared-memory byte offsets [row, byte] of a K-major operand from an sm_100 matrix
+def descriptor_offsets(desc: int, rows: int, row_bytes: int, mn_major: bool = False) -> np.ndarray:
+    """Shared-memory byte offsets [row, byte] of an operand from an sm_100 matrix
     descriptor: start, leading and stride byte offsets as wgmma's (bits 0-13, 16-29,
     32-45, 16-byte units), version 1 in bits 46-48, base offset in bits 49-51 and the
     layout in bits 61-63 (0 none, 2/4/6 a 128/64/32-byte swizzle; see
-    ``mma.descriptor_offsets`` for what a swizzle does)."""
+    ``mma.descriptor_offsets`` for what a swizzle does, and for an MN-major operand's
+    ``rows`` steps along K of ``row_bytes`` bytes of M or N, the canonical layouts being
+    wgmma's)."""
     layout = (desc >> 61) & 0x7
     if layout not in SWIZZLE_BYTES:
         raise UnsupportedInstruction(f"tcgen05 matrix descriptor layout {layout}")
@@ -226,7 +228,21 @@ def descriptor_offsets(desc: int, rows: int, row_bytes: int) -> np.ndarray:
         raise UnsupportedInstruction(f"tcgen05 matrix descriptor version {(desc >> 46) & 0x7}")
     wgmma_mode = {w: k for k, w in WGMMA_SWIZZLE.items()}[SWIZZLE_BYTES[layout]]
     plain = desc & ((1 << 46) - 1) | ((desc >> 49) & 0x7) << 49
-    return wgmma_offsets(plain | wgmma_mode << 62, rows, row_bytes)
+    return wgmma_offsets(plain | wgmma_mode << 62, rows, row_bytes, mn_major)
+
+
+def _shared_operand(m, cta: int, desc: int, mn: int, k: int, element: str, container: int, mn_major: bool,
+                    thread: int) -> np.ndarray:
+    """An MMA operand [row of A or column of B, k] from shared memory where the matrix
+    descriptor ``desc`` says, K-major or ``mn_major``; its bytes stay in flight for the
+    MMA."""
+    if mn_major and ELEMENT_BITS[element] != container:
+        raise UnsupportedInstruction(f"tcgen05.mma with an MN-major {element} operand")
+    shape = (k, mn * container // 8) if mn_major else (mn, k * container // 8)
+    offsets = descriptor_offsets(desc, *shape, mn_major)
+    out = shared_matrix(m, cta, offsets, element, container, f"tcgen05.mma descriptor {desc:#x}")
+    read_in_flight(m, cta * m.smem_size + offsets.reshape(-1), thread, "tcgen05.mma")
+    return out.T if mn_major else out
 
 
 def d_positions(m_rows: int, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -254,8 +270,8 @@ class InstructionDescriptor:
         if self.dtype is None or self.atype is None or self.btype is None:
             raise UnsupportedInstruction(f"tcgen05.mma instruction descriptor {word:#x} for kind::{kind}")
         self.negate_a, self.negate_b = bool(word >> 13 & 1), bool(word >> 14 & 1)
-        if word >> 15 & 0x3:
-            raise UnsupportedInstruction("tcgen05.mma with MN-major (transposed) operands")
+        #: "transpose A/B": the operand lies MN-major in shared memory (its M or N contiguous)
+        self.a_mn_major, self.b_mn_major = bool(word >> 15 & 1), bool(word >> 16 & 1)
         self.n = (word >> 17 & 0x3F) << 3
         self.m = (word >> 24 & 0x1F) << 4
 
@@ -315,12 +331,8 @@ def issue(m, tmem, cta: int, kind: str, desc: InstructionDescriptor, d_addr: int
         words = tmem[a_cells]
         a_val = decode(words, desc.atype, a_container).reshape(desc.m, k)
     else:
-        a_offsets = descriptor_offsets(a, desc.m, k_bytes)
-        a_val = shared_matrix(m, cta, a_offsets, desc.atype, a_container, f"tcgen05.mma descriptor {a:#x}")
-        read_in_flight(m, cta * m.smem_size + a_offsets.reshape(-1), thread, "tcgen05.mma")
-    b_offsets = descriptor_offsets(b, desc.n, k_bytes)
-    b_val = shared_matrix(m, cta, b_offsets, desc.btype, b_container, f"tcgen05.mma descriptor {b:#x}")
-    read_in_flight(m, cta * m.smem_size + b_offsets.reshape(-1), thread, "tcgen05.mma")
+        a_val = _shared_operand(m, cta, a, desc.m, k, desc.atype, a_container, desc.a_mn_major, thread)
+    b_val = _shared_operand(m, cta, b, desc.n, k, desc.btype, b_container, desc.b_mn_major, thread)
     sign = (-1) ** (desc.negate_a + desc.negate_b)
     product = sign * (a_val.astype(vtype) @ b_val.astype(vtype).T)
     cells = (d_lane + lanes, d_col + cols)
