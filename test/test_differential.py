@@ -92,17 +92,58 @@ REAL_TENSOR_CORE = [
 ]
 
 
-@pytest.mark.parametrize("name, arch, instruction", REAL_TENSOR_CORE,
-                         ids=[f"{n}-{a}" for n, a, _ in REAL_TENSOR_CORE])
-def test_real_tensor_core_ptx_matches_interpreter(name, arch, instruction, real_tileiras, tmp_path):
+#: aligned exports: NVIDIA's sm_100 GEMMs land B MN-major (tcgen05.mma's transpose bit)
+#: by TMA and read the accumulator back with the 16-lane tcgen05.ld shapes
+REAL_TENSOR_CORE_ALIGNED = [
+    ("gemm", "sm_100", "tcgen05.mma.cta_group::1.kind::f16"),
+    ("gemm_epilogue", "sm_100", "tcgen05.ld.sync.aligned.16x128b.x4.pack::16b"),
+]
+
+
+@pytest.mark.parametrize("name, arch, instruction, aligned",
+                         [(*t, False) for t in REAL_TENSOR_CORE] + [(*t, True) for t in REAL_TENSOR_CORE_ALIGNED],
+                         ids=[f"{n}-{a}" for n, a, _ in REAL_TENSOR_CORE]
+                         + [f"{n}-{a}-aligned" for n, a, _ in REAL_TENSOR_CORE_ALIGNED])
+def test_real_tensor_core_ptx_matches_interpreter(name, arch, instruction, aligned, real_tileiras, tmp_path):
     """NVIDIA's tensor-core PTX, emulated (mma.sync fragments, block scales, wgmma and
     tcgen05 descriptors and swizzles, tensor memory), agrees with the interpreter: the
     ground truth for our own tensor-core lowering."""
+    case = next(c for c in ALL_CASES if c.name == name)
+    _real_agrees(case, arch, instruction, aligned, real_tileiras, tmp_path)
+
+
+def _real_agrees(case, arch: str, instruction: str, aligned: bool, real_tileiras, tmp_path) -> None:
     from differential import run_real_ptx
 
-    case = next(c for c in ALL_CASES if c.name == name)
-    data = export(case, arch=arch)
-    c = Case(data, read_bytecode(data).functions[0].name, make_inputs(case.params[0], np.random.default_rng(1), EXTENT),
-             GRID)
-    problem = compare(run_interpreter(c), run_real_ptx(c, real_tileiras, str(tmp_path), arch, expect=instruction))
+    data = export(case, arch=arch, aligned=aligned)
+    c = Case(data, read_bytecode(data).functions[0].name,
+             make_inputs(case.params[0], np.random.default_rng(1), ALIGNED_EXTENT if aligned else EXTENT), GRID)
+    expected, got = run_interpreter(c), run_real_ptx(c, real_tileiras, str(tmp_path), arch, expect=instruction)
+    if case.name == "gemm_epilogue" and aligned:
+        _f16_product_agrees(c.arrays, expected, got)
+        return
+    problem = compare(expected, got)
     assert problem is None, problem
+
+
+def _f16_product_agrees(arrays, expected, got) -> None:
+    """``relu(A B + bias)`` with A B accumulated in f16 (as its f16 result type lets NVIDIA's
+    tcgen05.mma do): within the recursive-summation bound K u sum |a| |b| (u = 2^-11), plus
+    the f16 tolerance of ``compare``; the interpreter's product is exact."""
+    a, b = (x.astype(np.float64) for x in arrays[:2])
+    bound = a.shape[1] * 2.0 ** -11 * (np.abs(a) @ np.abs(b))
+    e, g = (x.arrays[3].astype(np.float64) for x in (expected, got))
+    close = np.abs(e - g) <= bound + 1e-2 + 1e-2 * np.abs(e)
+    assert close.all(), f"{(~close).sum()} elements differ beyond the bound, first {np.argwhere(~close)[0]}"
+    # and nearly all within compare's f16 tolerance: a misplaced fragment would be far off
+    assert np.abs(e).max() > 1 and (np.abs(e - g) <= 1e-2 + 1e-2 * np.abs(e)).mean() > 0.99
+
+
+@pytest.mark.parametrize("instruction", ["multicast::cluster", "tcgen05.ld.sync.aligned.16x256b"])
+def test_real_cluster_gemm_ptx_matches_interpreter(instruction, real_tileiras, tmp_path):
+    """A K-loop GEMM in clusters of two CTAs (``num_ctas=2``), aligned, on sm_100: NVIDIA's
+    PTX multicasts each TMA box to both CTAs of a cluster (``ctaMask``, each CTA's
+    mbarrier at the same offset) and reads the accumulator with ``16x256b``."""
+    from kernels.clusters import CLUSTER_GEMM
+
+    _real_agrees(CLUSTER_GEMM, "sm_100", instruction, True, real_tileiras, tmp_path)

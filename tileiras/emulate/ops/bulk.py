@@ -158,11 +158,11 @@ def compile_tensor(ctx, ins, where: str):
         raise UnsupportedInstruction(f"{where}: only the tile mode of cp.async.bulk.tensor")
     rank = int(rank_part[:-1])
     ops = ins.operands
-    if "shared::cluster" in mods or "multicast::cluster" in mods:
-        raise UnsupportedInstruction(f"{where}: cluster destinations")
     if ins.parts[1] == "async" and ins.parts.index("global") > ins.parts.index(next(
             p for p in ins.parts if p.startswith("shared"))):
         return compile_load(ctx, ins, rank, where)
+    if "shared::cluster" in mods or "multicast::cluster" in mods:
+        raise UnsupportedInstruction(f"{where}: cluster sources")
     op = next((p for p in ins.parts if p in REDUCTIONS), None) if ins.parts[1] == "reduce" else None
     if ins.parts[1] == "reduce" and op is None:
         raise UnsupportedInstruction(f"{where}: reduction {ins.parts}")
@@ -184,12 +184,18 @@ def compile_tensor(ctx, ins, where: str):
 
 
 def compile_load(ctx, ins, rank: int, where: str):
+    """A box into shared memory, completing on an mbarrier.  A ``shared::cluster``
+    destination is taken as the issuing CTA's own (its ``shared::cta`` addresses are
+    the same there); with ``.multicast::cluster`` the box lands at the same offset in
+    every CTA of the cluster that ``ctaMask`` names, each on its mbarrier at the same
+    offset."""
     ops = ins.operands
     if not any(p.startswith("mbarrier::complete_tx") for p in ins.parts):
         raise UnsupportedInstruction(f"{where}: loads complete on an mbarrier")
     dst, _ = address_reader(ctx, ops[0], "shared")
     tensor = TensorOperand(ctx, ops[1], rank, where)
     slots = mbarrier_slots(ctx, ops[2], ["", "shared"])
+    mask_r = reader(ctx, ops[3], ptx_type("u16")) if "multicast::cluster" in ins.parts else None
     from .cpasync import copy_to_shared  # noqa: PLC0415  (cpasync imports this module)
 
     def run(m, idx):
@@ -204,16 +210,31 @@ def compile_load(ctx, ins, rank: int, where: str):
             data[inside] = element_bytes_at(m.gmem.data if m.weak is None else m.weak.view,
                                             global_flat(m, tmap, offsets, inside), n)
             start = int(np.asarray(dst(m, t)).reshape(-1)[0])
-            window = int(m.cta_of[tid]) * m.smem_size
-            target = window + shared_offsets(tmap, start)
-            if target.max() + n > window + m.smem_size:
+            place = shared_offsets(tmap, start)
+            if place.max() + n > m.smem_size:
                 raise KernelTrap("tensormap", f"{where}: box of {tmap.box_bytes} bytes at shared "
                                               f"offset {start:#x} overflows the window")
-            bar = int(slots(m, t)[0])
-            # as a bulk copy's: the bytes land when the phase their complete_tx (queued until
-            # a thread looks at the mbarrier) completes, so reading them unwaited traps
-            copy_to_shared(m, tid, (target[:, None] + np.arange(n)).reshape(-1), data.reshape(-1), bar, where)
+            bar = int(slots(m, t)[0]) % m.smem_size
+            for cta in _destinations(m, tid, None if mask_r is None else mask_r(m, t), where):
+                window = cta * m.smem_size
+                # as a bulk copy's: the bytes land when the phase their complete_tx (queued
+                # until a thread looks at the mbarrier) completes, so reading them unwaited traps
+                copy_to_shared(m, tid, (window + place[:, None] + np.arange(n)).reshape(-1), data.reshape(-1),
+                               window + bar, where)
     return run
+
+
+def _destinations(m, tid: int, mask, where: str) -> list[int]:
+    """The CTAs (batch indices) a box of thread ``tid`` lands in: its own, or those of its
+    cluster whose rank bit ``mask`` sets."""
+    cta = int(m.cta_of[tid])
+    if mask is None:
+        return [cta]
+    per = m.launch.cta_per_cluster
+    bits = int(np.asarray(mask).reshape(-1)[0])
+    if bits >> per:
+        raise KernelTrap("tensormap", f"{where}: ctaMask {bits:#x} names CTAs outside a cluster of {per}")
+    return [cta // per * per + r for r in range(per) if bits >> r & 1]
 
 
 # ----------------------------------------------------------------------------- deferred effects

@@ -121,12 +121,22 @@ def fragment(shape: str, num: int, split: int) -> tuple[np.ndarray, np.ndarray]:
     ``32x32b``: lane l reads lane l, ``num`` consecutive columns.  ``16x32bx2``: the warp
     reads 16 lanes twice: lanes 0-15 of the warp the columns at the address, lanes 16-31
     the columns ``split`` further, each of the 16 tensor-memory lanes by the warp lane
-    with the same remainder mod 16."""
+    with the same remainder mod 16.  The other 16-lane shapes read 16 lanes of 2, 4 or 8
+    columns a repeat, the lanes of a quad in one row (the PTX ISA's figures):
+    ``16x64b`` register r at (l/4 + 8 (l%2), (l/2)%2 + 2r), ``16x128b`` at
+    (l/4 + 8 (r%2), l%4 + 4 (r/2)), ``16x256b`` (mma's accumulator fragment) at
+    (l/4 + 8 ((r/2)%2), r%2 + 2 (l%4) + 8 (r/4)); ``num`` counts registers."""
     lane, r = np.meshgrid(np.arange(32), np.arange(num), indexing="ij")
     if shape == "32x32b":
         return lane, r
     if shape == "16x32bx2":
         return lane % 16, r + split * (lane // 16)
+    if shape == "16x64b":
+        return lane // 4 + 8 * (lane % 2), (lane // 2) % 2 + 2 * r
+    if shape == "16x128b":
+        return lane // 4 + 8 * (r % 2), lane % 4 + 4 * (r // 2)
+    if shape == "16x256b":
+        return lane // 4 + 8 * ((r // 2) % 2), r % 2 + 2 * (lane % 4) + 8 * (r // 4)
     raise UnsupportedInstruction(f"tcgen05.ld/st shape .{shape}")
 
 
@@ -143,13 +153,19 @@ def ld_st_operands(ctx, ins, regs_op, addr_op, split_op):
     num = int(next(p for p in ins.parts if p.startswith("x") and p[1:].isdigit())[1:])
     packed = "pack::16b" in ins.parts or "unpack::16b" in ins.parts
     regs = vector_items(regs_op)
-    per = {"32x32b": 1, "16x32bx2": 1}.get(shape)
+    per = {"32x32b": 1, "16x32bx2": 1, "16x64b": 1, "16x128b": 2, "16x256b": 4}.get(shape)
     if per is None:
         raise UnsupportedInstruction(f"tcgen05.ld/st shape .{shape}")
     if len(regs) != num * per:
         raise UnsupportedInstruction(f"{'.'.join(ins.parts)} with {len(regs)} registers")
     split = int(split_op.value) if split_op is not None else 0
-    lanes, cols = fragment(shape, num * (2 if packed else 1), split)
+    if packed and shape in ("16x64b", "16x128b"):
+        # a register's two halves are the columns 2c and 2c + 1 of its unpacked cell (r, c)
+        lanes, cols = fragment(shape, num * per, split)
+        return regs, tmem_address(ctx, addr_op), np.repeat(lanes, 2, 1), np.stack([2 * cols, 2 * cols + 1], 2).reshape(
+            32, -1), packed
+    # (the others' consecutive registers are adjacent columns: pack pairs of them)
+    lanes, cols = fragment(shape, num * per * (2 if packed else 1), split)
     return regs, tmem_address(ctx, addr_op), lanes, cols, packed
 
 
