@@ -147,3 +147,13 @@ def test_real_cluster_gemm_ptx_matches_interpreter(instruction, real_tileiras, t
     from kernels.clusters import CLUSTER_GEMM
 
     _real_agrees(CLUSTER_GEMM, "sm_100", instruction, True, real_tileiras, tmp_path)
+
+
+def test_real_mx_fp8_gemm_ptx_matches_interpreter(real_tileiras, tmp_path):
+    """An aligned MX fp8 GEMM with a K loop on sm_120: NVIDIA's PTX reads its 8-bit B
+    (``.x2``) and B's scales (``.x1``) with ``ldmatrix.m16n16.trans.b8``, 16x16 bytes a
+    matrix."""
+    from kernels.clusters import MX_F8_GEMM
+
+    _real_agrees(MX_F8_GEMM, "sm_120", "ldmatrix.sync.aligned.m16n16.x2.trans.shared.b8", True, real_tileiras,
+                 tmp_path)

@@ -1,5 +1,7 @@
-"""A kernel launched in clusters (``num_ctas=2``), kept out of ``ALL_CASES``: only NVIDIA's
-sm_100 PTX for it is checked (test_differential.py), whose TMA boxes are multicast."""
+"""Kernels kept out of ``ALL_CASES`` whose NVIDIA PTX alone is checked against the interpreter
+(test_differential.py) for what it exercises in the emulator: a GEMM launched in clusters
+(``num_ctas=2``: sm_100 multicasts its TMA boxes), and an MX fp8 GEMM in a K loop (sm_120
+reads its B with ``ldmatrix.m16n16.trans.b8``)."""
 from __future__ import annotations
 
 import cuda.tile as ct
@@ -23,3 +25,21 @@ def gemm_cluster(a, b, bias, c):
 
 CLUSTER_GEMM = KernelCase("gemm_cluster", gemm_cluster,
                           [[arr(ct.float16, 2), arr(ct.float16, 2), arr(ct.float16), arr(ct.float16, 2)]])
+
+
+@ct.kernel
+def mx_f8_gemm(a, sa, b, sb, c):
+    """e4m3 operands with e8m0 block scales (32 elements a block), K in 64-wide steps."""
+    acc = ct.zeros((64, 64), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(64, 64))):
+        ta = ct.load(a, index=(ct.bid(0), k), shape=(64, 64), padding_mode=ct.PaddingMode.ZERO)
+        tb = ct.load(b, index=(k, ct.bid(1)), shape=(64, 64), padding_mode=ct.PaddingMode.ZERO)
+        tsa = ct.load(sa, index=(ct.bid(0), k), shape=(64, 2), padding_mode=ct.PaddingMode.ZERO)
+        tsb = ct.load(sb, index=(k, ct.bid(1)), shape=(2, 64), padding_mode=ct.PaddingMode.ZERO)
+        acc = ct.mma_scaled(ta, tsa, tb, tsb, acc)
+    ct.store(c, index=(ct.bid(0), ct.bid(1)), tile=acc)
+
+
+MX_F8_GEMM = KernelCase("mx_f8_gemm", mx_f8_gemm,
+                        [[arr(ct.float8_e4m3fn, 2), arr(ct.float8_e8m0fnu, 2), arr(ct.float8_e4m3fn, 2),
+                          arr(ct.float8_e8m0fnu, 2), arr(ct.float32, 2)]])

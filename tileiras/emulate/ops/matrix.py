@@ -5,8 +5,10 @@ For ``.x1``/``.x2``/``.x4`` the warp moves one, two or four matrices; the eight 
 matrix ``i`` start at the addresses held by lanes ``8i`` to ``8i + 7``.  Register ``i`` of
 lane ``l`` holds row ``l / 4``, columns ``2 (l % 4)`` and ``2 (l % 4) + 1`` of matrix ``i``;
 with ``.trans`` it holds column ``l / 4``, rows ``2 (l % 4)`` and ``2 (l % 4) + 1`` instead
-(the matrix is transposed on the way).  Only the ``m8n8`` shape of ``.b16`` elements is
-implemented.
+(the matrix is transposed on the way).  ``ldmatrix.m16n16.trans.b8`` (``.x1``/``.x2``)
+loads 16x16 matrices of bytes, rows from lanes ``16i`` to ``16i + 15``: registers
+``2i + j`` of lane ``l`` hold column ``l / 4 + 8j``, rows ``4 (l % 4)`` to ``4 (l % 4) + 3``,
+low byte first (an 8-bit ``mma`` B fragment read from K rows of N).
 """
 from __future__ import annotations
 
@@ -24,11 +26,12 @@ U32 = ptx_type("u32")
 def matrix_operands(ctx, ins, addr_op, regs_op):
     """(per-thread row address reader over the whole batch, space, register operands, .trans)."""
     mods = set(ins.parts[1:])
-    if "m8n8" not in mods or "b16" not in mods:
-        raise UnsupportedInstruction(f"{ins.parts[0]} other than .m8n8 .b16")
+    bytes16 = ins.parts[0] == "ldmatrix" and {"m16n16", "b8", "trans"} <= mods
+    if ("m8n8" not in mods or "b16" not in mods) and not bytes16:
+        raise UnsupportedInstruction(f"{ins.parts[0]} other than .m8n8 .b16 and .m16n16.trans.b8")
     count = next(int(p[1:]) for p in ins.parts[1:] if p in ("x1", "x2", "x4"))
     regs = vector_items(regs_op)
-    if len(regs) != count:
+    if len(regs) != count * (2 if bytes16 else 1):
         raise UnsupportedInstruction(f"{ins.parts[0]}.x{count} with {len(regs)} registers")
     addr_r, space = address_reader(ctx, addr_op, space_of(ins.parts))
     return addr_r, space, regs, "trans" in mods
@@ -61,6 +64,8 @@ def count_rows(m, tids, addr_r, space: str, count: int, store: bool) -> None:
 def compile_ldmatrix(ctx, ins):
     addr_r, space, regs, trans = matrix_operands(ctx, ins, ins.operands[1], ins.operands[0])
     writers = [writer(ctx, r, U32) for r in regs]
+    if "m16n16" in ins.parts:
+        return _bytes16(addr_r, space, writers)
 
     def run(m, idx):
         tids = thread_ids(m, idx)
@@ -69,6 +74,26 @@ def compile_ldmatrix(ctx, ins):
             value = np.zeros(len(tids), np.uint32)
             for k, (addr, width) in enumerate(element_addresses(m, tids, addr_r, i, trans)):
                 value |= read_memory(m, tids, addr, width, space).astype(np.uint32) << np.uint32(16 * k)
+            write(m, idx, value)
+    return run
+
+
+def _bytes16(addr_r, space: str, writers):
+    """``ldmatrix.m16n16.trans.b8``: register ``2i + j`` of lane ``l`` holds the bytes of
+    rows ``4 (l % 4) + b`` (b = 0..3, low byte first) at column ``l / 4 + 8j`` of matrix
+    ``i``, whose 16 rows lanes ``16i`` to ``16i + 15`` point at."""
+    def run(m, idx):
+        tids = thread_ids(m, idx)
+        count_rows(m, tids, addr_r, space, len(writers), store=False)
+        rows = np.broadcast_to(np.asarray(addr_r(m, slice(None)), np.uint64), (m.n,))
+        lane = m.linear_tid[tids] % 32
+        for r, write in enumerate(writers):
+            first = m.warp_base[tids] + 16 * (r // 2) + 4 * (lane % 4)
+            column = (lane // 4 + 8 * (r % 2)).astype(np.uint64)
+            value = np.zeros(len(tids), np.uint32)
+            for b in range(4):
+                byte = read_memory(m, tids, rows[first + b] + column, 1, space).astype(np.uint32)
+                value |= byte << np.uint32(8 * b)
             write(m, idx, value)
     return run
 
