@@ -2,7 +2,7 @@
 bulk copies, wgmma, tcgen05, mbarriers), run in the emulator with its asynchrony model and
 race detector on: how many run clean, and what the others hit.
 
-    python bench/async_corpus.py [FOLDER ...] [--every K] [--extent N]
+    python bench/async_corpus.py [FOLDER ...] [--every K] [--extent N] [--match REGEX]
 
 FOLDERs hold ``NAME.tileir`` with NVIDIA's ``NAME.ptx`` beside it (default: ../shared/corpus
 and ../shared/corpus-aligned beside the repo); where that PTX takes tensor maps, the kernel
@@ -63,11 +63,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("folders", nargs="*", type=Path,
                     default=[REPO.parent / "shared" / "corpus", REPO.parent / "shared" / "corpus-aligned"])
     ap.add_argument("--every", type=int, default=1)
+    ap.add_argument("--match", default="", help="only files whose name this regex searches")
     ap.add_argument("--extent", type=int, default=128)
     ap.add_argument("--races-off", action="store_true")
     args = ap.parse_args(argv)
     files = [p for folder in args.folders for p in sorted(folder.glob("*.tileir"))
-             if p.with_suffix(".ptx").exists() and ASYNC.search(p.with_suffix(".ptx").read_text())]
+             if p.with_suffix(".ptx").exists() and ASYNC.search(p.with_suffix(".ptx").read_text())
+             and re.search(args.match, p.name)]
     files = files[::args.every]
     counts: collections.Counter = collections.Counter()
     start = time.perf_counter()

@@ -53,7 +53,9 @@ from tileiras.tools import find_tileiras  # noqa: E402
 SLACK = 1.10
 GRID = (2, 2, 1)
 TENSOR_CORE = re.compile(r"\b(mma\.sync|wgmma\.mma_async|tcgen05\.mma)\b")
-TENSOR_MAP_PARAM = re.compile(r"\.param\s+\.align\s+64\s+\.b8\s+\w+\[128\]")
+#: a hidden parameter that the cubin's .nv.host fills at launch: a tensor map, or the
+#: workspace of maps built on the device (a grouped GEMM's ``.u64 .ptr``)
+HIDDEN_PARAM = re.compile(r"\.hidden\s+\.param\b")
 
 
 def arch_of(path: Path) -> str:
@@ -95,11 +97,12 @@ def measure(path: Path, extent: int = 512) -> list[tuple[str, EmulationResult, E
 
 
 def nvidia_ptx(path: Path) -> tuple[str, Optional[bytes]]:
-    """NVIDIA's PTX beside ``path``, or, where it takes tensor maps, the PTX and ``.nv.host``
+    """NVIDIA's PTX beside ``path``, or, where it takes hidden parameters (tensor maps, a
+    workspace for maps built on the device), the PTX and ``.nv.host``
     of the cubin NVIDIA's tileiras builds from ``path`` again (``--lineinfo``: the cubin
     carries its PTX then)."""
     ptx = path.with_suffix(".ptx").read_text()
-    if not TENSOR_MAP_PARAM.search(ptx):
+    if not HIDDEN_PARAM.search(ptx):
         return ptx, None
     tool = find_tileiras()
     if tool is None:
