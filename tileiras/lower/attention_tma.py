@@ -1,4 +1,7 @@
-"""Flash attention's K/V loop on sm_90: a TMA ring feeding the two ``wgmma`` multiplies.
+"""Flash attention's K/V loop as a TMA ring: on sm_90 feeding the two ``wgmma`` multiplies,
+on sm_100 and sm_120 two ``mma.sync`` multiplies that read the stage with ``ldmatrix``
+(``plan_attention_sync_ring``, ``SyncConsumers``: NVIDIA's design there).  What follows
+describes the sm_90 ring; the ``mma.sync`` one has the same stages, mbarriers and refills.
 
 Unpipelined, each iteration TMA-loads K and V into a plain buffer, waits, reads them
 into registers and stores them again into the ``wgmma`` staging (``st.shared``, two

@@ -183,8 +183,9 @@ def _body(loop: CF.ForOp) -> list[Operation]:
 
 def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
     """The loop's ``PipelinePlan`` (or a ``RingPlan``: on sm_90 with ``wgmma``, and on sm_90
-    and later with ``mma.sync`` where TMA copies its tiles), or the reason it is not
-    pipelined (a sentence)."""
+    and later with ``mma.sync`` where TMA copies its tiles; a flash-attention loop's
+    ``AttentionPlan``, or its ``AttentionRingPlan`` where TMA copies K and V), or the reason
+    it is not pipelined (a sentence)."""
     form = next((tas.tensor_cores.get(op) for op in _body(loop) if op in tas.tensor_cores), None)
     from .attention_pipeline import is_attention_loop, plan_attention  # noqa: PLC0415  (it builds on KLoopPlan)
 
