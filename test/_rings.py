@@ -1,5 +1,7 @@
-"""Helpers for the TMA ring tests (test_tma_ring.py, test_mma_tma_ring.py): a kernel's PTX
-run on one CTA in the emulator, and the ring's mbarrier waits planted away."""
+"""Helpers for the TMA ring tests (test_tma_ring.py, test_mma_tma_ring.py, the attention
+rings' test_attention_tma.py and test_attention_sync_ring.py): a kernel's PTX run on one CTA
+in the emulator, the ring's mbarrier waits planted away, an attention ring's loop and the
+protocol its refills keep."""
 from __future__ import annotations
 
 import re
@@ -42,3 +44,22 @@ def without_wait(ptx: str, which: str, consumer: str) -> str:
     for wait in reversed(chosen):
         ptx = ptx[:wait.start()] + f"mov.b32 {wait.group(1)}, 1;" + ptx[wait.end():]
     return ptx
+
+
+def attention_loop(ptx: str, first: str, last: str) -> str:
+    """An attention ring's loop: from the first multiply's K wait (the last phase wait
+    before the first ``first``, the multiply's opening instruction) to the drain's barrier
+    (the first after the last ``last``)."""
+    wait = ptx.rindex("mbarrier.try_wait.parity", 0, ptx.index(first))
+    start = ptx.rindex("\n", 0, ptx.rindex("\n", 0, wait))
+    return ptx[start:ptx.index("bar.sync", ptx.rindex(last))]
+
+
+def assert_attention_refills(loop: str, boxes: int) -> None:
+    """The loop refills a stage with K's and V's ``boxes`` 3-D boxes each, with no CTA
+    barrier: each multiply waits on its tile's "full" mbarrier, every thread arrives on the
+    stage's "empty" one, and the refill waits on that."""
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d", loop)) == 2 * boxes
+    assert "bar.sync" not in loop and "barrier.sync" not in loop
+    assert len(re.findall(r"mbarrier\.try_wait\.parity", loop)) == 2 + 1
+    assert len(re.findall(r"mbarrier\.arrive\.shared::cta\.b64", loop)) == 1

@@ -33,6 +33,7 @@ from tileiras.pipeline import CompileOptions, run_stages
 from tileiras.remarks import collect
 from tileiras.text.parser import parse_module
 
+from _rings import assert_attention_refills, attention_loop
 from test_attention_tma import doubled_q, ring_problem
 from test_software_pipeline import plan_of, ptx_of
 
@@ -123,28 +124,14 @@ def test_the_remark_names_the_tma_ring():
 
 
 # -- the code -----------------------------------------------------------------------------------
-def _loop(ptx: str) -> str:
-    """The loop: from the first multiply's K wait (the last phase wait before the first
-    ``mma.sync``) to the drain's barrier (the first after the last ``mma.sync``)."""
-    first = ptx.rindex("mbarrier.try_wait.parity", 0, ptx.index("mma.sync"))
-    start = ptx.rindex("\n", 0, ptx.rindex("\n", 0, first))
-    return ptx[start:ptx.index("bar.sync", ptx.rindex("mma.sync"))]
-
-
 @pytest.mark.parametrize("d, boxes", [(64, 1), (128, 2)])
 def test_no_thread_copies_k_or_v_in_the_loop(d, boxes):
     ptx = ptx_of(flash_attention(d=d), "sm_120")
-    loop = _loop(ptx)
+    loop = attention_loop(ptx, "mma.sync", "mma.sync")
     stages = plan_of(flash_attention(d=d), 120).stages
     assert not re.search(r"cp\.async\.(cg|ca)|ld\.global|st\.shared", loop)
-    # the refill: K's and V's boxes of one iteration, 3-D (the tensors' rank)
-    assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d", loop)) == 2 * boxes
-    # no CTA barrier: each multiply waits on its tile's "full" mbarrier, every thread
-    # fences its reads for the async proxy and arrives on the stage's "empty" one, the
-    # refill waits on it
-    assert "bar.sync" not in loop and "barrier.sync" not in loop
-    assert len(re.findall(r"mbarrier\.try_wait\.parity", loop)) == 2 + 1
-    assert len(re.findall(r"mbarrier\.arrive\.shared::cta\.b64", loop)) == 1
+    assert_attention_refills(loop, boxes)
+    # every thread fences its reads of the stage for the async proxy before releasing it
     assert loop.index("fence.proxy.async") < loop.index("mbarrier.arrive.shared::cta.b64")
     # K with plain ldmatrix (d / 16 K steps of Q @ K^T, 64 keys: 4 x4 loads each), V with .trans
     assert len(re.findall(r"ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16", loop)) == d // 16 * 4

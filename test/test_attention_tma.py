@@ -27,6 +27,7 @@ from tileiras.lower.attention_tma import EMPTY, MIN_STAGES, AttentionRingPlan
 from tileiras.remarks import collect
 from tileiras.text.parser import parse_module
 
+from _rings import assert_attention_refills, attention_loop
 from test_software_pipeline import plan_of, ptx_of
 
 
@@ -136,27 +137,13 @@ def test_q_made_otherwise_is_staged_from_registers():
 
 
 # -- the code -----------------------------------------------------------------------------------
-def _loop(ptx: str) -> str:
-    """The loop: from the first multiply's K wait (the last phase wait before the first
-    ``wgmma.fence``) to the drain's barrier (the first after the last ``wgmma``)."""
-    first = ptx.rindex("mbarrier.try_wait.parity", 0, ptx.index("wgmma.fence"))
-    start = ptx.rindex("\n", 0, ptx.rindex("\n", 0, first))
-    return ptx[start:ptx.index("bar.sync", ptx.rindex("wgmma.wait_group"))]
-
-
 @pytest.mark.parametrize("d, boxes, wgmmas", [(64, 1, 4 + 4), (128, 2, 8 + 4)])
 def test_no_thread_touches_k_or_v_in_the_loop(d, boxes, wgmmas):
     ptx = ptx_of(flash_attention(d=d), "sm_90")
-    loop = _loop(ptx)
+    loop = attention_loop(ptx, "wgmma.fence", "wgmma.wait_group")
     stages = plan_of(flash_attention(d=d), 90).stages
     assert not re.search(r"st\.shared|ld\.shared", loop)
-    # the refill: K's and V's boxes of one iteration, 3-D (the tensors' rank)
-    assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d", loop)) == 2 * boxes
-    # no CTA barrier: each multiply waits on its own tile's "full" mbarrier, every thread
-    # arrives on the stage's "empty" one, the refill waits on it
-    assert "bar.sync" not in loop and "barrier.sync" not in loop
-    assert len(re.findall(r"mbarrier\.try_wait\.parity", loop)) == 2 + 1
-    assert len(re.findall(r"mbarrier\.arrive\.shared::cta\.b64", loop)) == 1
+    assert_attention_refills(loop, boxes)
     assert len(re.findall(r"mbarrier\.arrive\.expect_tx", loop)) == 2
     # Q @ K^T's K steps (d / 16), P @ V's (64 keys / 16), N at most 256: one wgmma each
     assert len(re.findall(r"wgmma\.mma_async", loop)) == wgmmas

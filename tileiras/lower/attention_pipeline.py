@@ -49,7 +49,7 @@ from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..layout.linear import LinearLayout, default_blocked
 from ..record import record
-from ..sched.ddg import trip_count, work_of
+from ..sched.ddg import work_of
 from ..sched.latency import classify, model_for
 from ..sched.modulo import SchedulingError
 from ..sched.pipeline import attention_schedule
@@ -61,7 +61,7 @@ from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
 from ..tile.traits import DATA_RESOURCES, writes
 from .mma_forms import MmaSwizzle, mma_swizzle
-from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, KLoopPlan, known_trips
+from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, KLoopPlan, clamped_stages
 from .tiles import element_bytes
 from .tma import BARRIER_BYTES, STAGING_ALIGN, SWIZZLED_ALIGN, plan_again
 
@@ -191,9 +191,7 @@ def plan_attention(tas, loop: CF.ForOp, arch: int) -> Union[AttentionPlan, str]:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory beside {ring_base} of scratch"
     copies = tuple(t.copy_layout.size("reg") // (t.copy_bytes // t.swizzle.esize) for t in (k_tile, v_tile))
     wanted, source = wanted_stages(tas, loop, arch, mmas, (k_tile, v_tile), copies)
-    stages = max(2, min(wanted, fit))
-    if known_trips(loop, tas.aa):
-        stages = max(2, min(stages, trip_count(loop, tas.aa)))
+    stages = clamped_stages(tas, loop, wanted, fit)
     return AttentionPlan(loop, mmas[0], (k_tile.load, v_tile.load), stages, tuple(mmas), (k_tile, v_tile),
                          tuple(a_swizzles), ring_base, stage_bytes, source, a_from)
 

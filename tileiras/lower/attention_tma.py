@@ -56,7 +56,6 @@ from ..ir import types as T
 from ..ir.core import Operation
 from ..layout.linear import mma_blocks
 from ..record import record
-from ..sched.ddg import trip_count
 from ..sched.latency import model_for
 from ..sched.modulo import SchedulingError
 from ..sched.pipeline import tma_ring_schedule
@@ -70,7 +69,7 @@ from .attention_pipeline import (A_BEFORE_LOOP, A_HELD, A_STAGED, a_in_registers
 from .mma_forms import (WGMMA_MAX_N, LandedOperand, MmaSwizzle, OperandStaging, WgmmaStaging, k_steps, landed_form,
                         mma_swizzle, tma_ring_staging)
 from .tiles import element_bytes
-from .software_pipeline import KLoopPlan, known_trips
+from .software_pipeline import KLoopPlan, clamped_stages
 from .tma import BARRIER_BYTES, MAP_TYPES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, allows_tma, plan_again, view_map_spec
 from .tma_ring import MAP_SWIZZLE
 
@@ -225,9 +224,7 @@ def plan_attention_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionRingPl
     if fit < MIN_STAGES:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory beside {ring_base} of scratch"
     wanted, source = _wanted_stages(tas, loop, arch, mmas, stagings, k_tile.boxes + v_tile.boxes)
-    stages = max(MIN_STAGES, min(wanted, fit))
-    if known_trips(loop, tas.aa):
-        stages = max(MIN_STAGES, min(stages, trip_count(loop, tas.aa)))
+    stages = clamped_stages(tas, loop, wanted, fit, MIN_STAGES)
     return AttentionRingPlan(loop, mmas[0], (k_tile.load, v_tile.load), stages, ring_base, stage_bytes, tuple(mmas),
                              (k_tile, v_tile), stagings, source, tas.num_threads, q_box)
 
@@ -268,9 +265,7 @@ def plan_attention_sync_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionR
     if fit < MIN_STAGES:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory beside {ring_base} of scratch"
     wanted, source = wanted_stages(tas, loop, arch, mmas, (k_tile, v_tile), (k_tile.boxes, v_tile.boxes))
-    stages = max(MIN_STAGES, min(wanted, fit))
-    if known_trips(loop, tas.aa):
-        stages = max(MIN_STAGES, min(stages, trip_count(loop, tas.aa)))
+    stages = clamped_stages(tas, loop, wanted, fit, MIN_STAGES)
     sync = SyncConsumers(a_from, tuple(a_swizzles), (k_rows, v_rows))
     return AttentionRingPlan(loop, mmas[0], (k_tile.load, v_tile.load), stages, ring_base, stage_bytes, tuple(mmas),
                              (k_tile, v_tile), (None, None), source, tas.num_threads, q_box, sync)

@@ -297,10 +297,7 @@ def _stages(tas, loop: CF.ForOp, arch: int, mma: Operation, copies: tuple[int, i
     fit = smem_limit(f"sm_{arch}") // stage_bytes
     if fit < 2:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory"
-    stages = max(2, min(wanted, fit))
-    if known_trips(loop, tas.aa):
-        stages = max(2, min(stages, trip_count(loop, tas.aa)))
-    return stages, source
+    return clamped_stages(tas, loop, wanted, fit), source
 
 
 def _wgmma_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
@@ -443,6 +440,15 @@ def _swizzles(mma: Operation, esize: int, b_transposed: bool, a_columns: bool = 
 
 def known_trips(loop: CF.ForOp, aa) -> bool:
     return all(aa.fact(v).lower is not None and aa.fact(v).lower == aa.fact(v).upper for v in loop.operands[:3])
+
+
+def clamped_stages(tas, loop: CF.ForOp, wanted: int, fit: int, floor: int = 2) -> int:
+    """A ring's stage count: ``wanted`` (the hint's or the modulo schedule's), at most what
+    shared memory holds (``fit``) and a known trip count needs, never below ``floor``."""
+    stages = min(wanted, fit)
+    if known_trips(loop, tas.aa):
+        stages = min(stages, trip_count(loop, tas.aa))
+    return max(floor, stages)
 
 
 def view_copy_reason(ld: Operation, columns_ok: bool = False) -> Optional[str]:

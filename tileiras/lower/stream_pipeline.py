@@ -48,7 +48,7 @@ from ..ir.core import Operation, Value
 from ..layout.core import LANE, REG, WARP, LinearLayout
 from ..layout.shared import bank_wavefronts, shared_identity
 from ..record import record
-from ..sched.ddg import trip_count, work_of
+from ..sched.ddg import work_of
 from ..sched.latency import classify, model_for
 from ..sched.modulo import SchedulingError
 from ..sched.pipeline import stream_schedule
@@ -60,7 +60,7 @@ from ..tile.enums import MemoryOrderingSemantics
 from ..tile.traits import DATA_RESOURCES, writes
 from .attention_pipeline import inside_value
 from .layout_rules import swizzled_exchange
-from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, known_trips, view_copy_reason
+from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, clamped_stages, view_copy_reason
 from .tiles import element_bytes
 from .tma import plan_again
 
@@ -161,9 +161,7 @@ def plan_stream(tas, loop: CF.ForOp, arch: int) -> Union[StreamPlan, str]:
         return (f"tiles too large for shared memory: two stages of {stage_bytes} bytes do not fit beside "
                 f"{ring_base} bytes of scratch")
     wanted, source = _wanted_stages(tas, loop, arch, tiles)
-    stages = max(2, min(wanted, fit))
-    if known_trips(loop, tas.aa):
-        stages = max(2, min(stages, trip_count(loop, tas.aa)))
+    stages = clamped_stages(tas, loop, wanted, fit)
     barrier = any(_shares_elements(tas, t.layout) for t in tiles)
     return StreamPlan(loop, tuple(loads), tuple(tiles), stages, stage_bytes, ring_base, barrier, source)
 

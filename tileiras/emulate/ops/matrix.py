@@ -84,7 +84,7 @@ def _bytes16(addr_r, space: str, writers):
     ``i``, whose 16 rows lanes ``16i`` to ``16i + 15`` point at."""
     def run(m, idx):
         tids = thread_ids(m, idx)
-        count_rows(m, tids, addr_r, space, len(writers), store=False)
+        count_rows(m, tids, addr_r, space, len(writers), store=False)   # 16 rows a pair of registers
         rows = np.broadcast_to(np.asarray(addr_r(m, slice(None)), np.uint64), (m.n,))
         lane = m.linear_tid[tids] % 32
         for r, write in enumerate(writers):

@@ -162,10 +162,9 @@ def ld_st_operands(ctx, ins, regs_op, addr_op, split_op):
     if packed and shape in ("16x64b", "16x128b"):
         # a register's two halves are the columns 2c and 2c + 1 of its unpacked cell (r, c)
         lanes, cols = fragment(shape, num * per, split)
-        return regs, tmem_address(ctx, addr_op), np.repeat(lanes, 2, 1), np.stack([2 * cols, 2 * cols + 1], 2).reshape(
-            32, -1), packed
-    # (the others' consecutive registers are adjacent columns: pack pairs of them)
-    lanes, cols = fragment(shape, num * per * (2 if packed else 1), split)
+        lanes, cols = np.repeat(lanes, 2, 1), np.stack([2 * cols, 2 * cols + 1], 2).reshape(32, -1)
+    else:   # the others' consecutive registers are adjacent columns: packing pairs them
+        lanes, cols = fragment(shape, num * per * (2 if packed else 1), split)
     return regs, tmem_address(ctx, addr_op), lanes, cols, packed
 
 
