@@ -1,8 +1,9 @@
-"""sm_90 ``wgmma`` K loops that TMA cannot feed: a ring of ``cp.async`` stages instead.
+"""sm_90 ``wgmma`` K loops that TMA does not feed: a ring of ``cp.async`` stages instead.
 
 A grouped GEMM makes its operands' views at run time from its table of arrays, so no tensor
-map exists at launch and no TMA ring can copy its tiles (NVIDIA's tool builds tensor maps
-on the device for it).  The loop is still pipelined: its tiles are copied by 16-byte
+map exists at launch: by default the kernel builds them itself (``test_device_maps.py``);
+with ``TILEIRAS_DEVICE_TENSOR_MAPS=0``, as here, no TMA ring can copy its tiles.  The loop
+is still pipelined: its tiles are copied by 16-byte
 ``cp.async`` straight into the swizzled layouts ``wgmma``'s descriptors read
 (``software_pipeline._wgmma_copy_ring``), each thread fencing its copies for the async
 proxy before the barrier (``emit_async``).  The emulator checks each of the three orders
@@ -27,6 +28,11 @@ from tileiras.pipeline import CompileOptions, run_stages  # noqa: E402
 from tileiras.reader import read_bytecode  # noqa: E402
 
 _module = []
+
+
+@pytest.fixture(autouse=True)
+def no_device_maps(monkeypatch):
+    monkeypatch.setenv("TILEIRAS_DEVICE_TENSOR_MAPS", "0")
 
 
 def module():

@@ -381,9 +381,10 @@ def host_object_for(module: Module, gpu_name: str) -> Optional[bytes]:
     from .pipeline import CompileOptions, run_stages
 
     tas = run_stages(module, CompileOptions(gpu_name=gpu_name), "tileas").tas
-    kernels = [kernel_info_from_function(fn, gpu_name, tas[fn.name].num_threads, tas[fn.name].tensor_maps)
+    kernels = [kernel_info_from_function(fn, gpu_name, tas[fn.name].num_threads, tas[fn.name].tensor_maps,
+                                         len(tas[fn.name].device_maps))
                for fn in module.functions]
-    return build_host_object(kernels) if any(k.tensor_maps for k in kernels) else None
+    return build_host_object(kernels) if any(k.tensor_maps or k.device_maps for k in kernels) else None
 
 
 def compare(expected: Outcome, got: Outcome, *, rtol: float = 1e-4, atol: float = 1e-5,

@@ -129,6 +129,10 @@ class _Knobs:
     mma_tma_ring = _BoolKnob("TILEIRAS_MMA_TMA_RING", True,
                              "sm_90 and later: K loops multiplying with mma.sync TMA-load their tiles into "
                              "a ring of mbarrier stages (NVIDIA's form); 0: cp.async rings, as on sm_80")
+    device_tensor_maps = _BoolKnob("TILEIRAS_DEVICE_TENSOR_MAPS", True,
+                                   "sm_90 and later: a K loop whose views the kernel makes from addresses it "
+                                   "loads (a grouped GEMM's) goes through TMA with tensor maps the kernel "
+                                   "builds in its workspace (NVIDIA's form); 0: a ring of cp.async copies")
     verify_each = _BoolKnob("TILEIRAS_VERIFY_EACH", False, "check the TileAS invariants after every pass "
                             "(lower/tileas_verify.py; the test suite turns it on)")
     ld_preload = _PathKnob("LD_PRELOAD", None, "libraries preloaded into ptxas", MATCH)

@@ -223,7 +223,7 @@ def _llvm(c: Compilation) -> None:
     from .codegen.nvvm import Target, emit_module
 
     c.kernels = [kernel_info_from_function(fn, c.options.gpu_name, c.tas[fn.name].num_threads,
-                                           c.tas[fn.name].tensor_maps)
+                                           c.tas[fn.name].tensor_maps, len(c.tas[fn.name].device_maps))
                  for fn in c.module.functions]
     if c.last_stage == "cubin" and c.kernels:  # needs no PTX: the back end builds it meanwhile
         c.host_job = c.backend.submit(_host_object, c.kernels, c.options.host_arch, c.options.host_os)

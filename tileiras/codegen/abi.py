@@ -55,6 +55,9 @@ class KernelInfo:
     arch: str = "sm_90"
     #: the hidden tensor-map parameters after the user's (``lower.tma.TensorMapSpec``)
     tensor_maps: tuple = ()
+    #: how many tensor maps the kernel builds itself (``TileAS.device_maps``): the hidden
+    #: workspace pointer after the maps, and the workspace the host object asks for
+    device_maps: int = 0
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -64,6 +67,19 @@ class KernelInfo:
     def tensor_map_names(self) -> tuple[str, ...]:
         first = len(self.param_types)
         return tuple(param_name(self.name, first + i) for i in range(len(self.tensor_maps)))
+
+    @property
+    def workspace_name(self) -> Optional[str]:
+        """The hidden ``.u64`` parameter that points at the workspace, if the kernel has one."""
+        if not self.device_maps:
+            return None
+        return param_name(self.name, len(self.param_types) + len(self.tensor_maps))
+
+    @property
+    def workspace_bytes(self) -> int:
+        """Global memory the driver gives the kernel for the maps it builds: a slot of
+        ``TENSOR_MAP_BYTES`` per map, per warp an SM holds, per SM (``device_map_slot``)."""
+        return self.device_maps * WORKSPACE_SMS * WORKSPACE_SM_BYTES
 
     @property
     def is_cluster(self) -> bool:
@@ -212,6 +228,31 @@ def tensor_map_decl(name: str) -> str:
     return f".hidden\t.param .align {TENSOR_MAP_ALIGN} .b8 {name}[{TENSOR_MAP_BYTES}]"
 
 
+#: The workspace of maps a kernel builds (NVIDIA's sm_90 grouped GEMM, measured: its host
+#: object asks for 0x540000 bytes for 3 maps): map ``k`` of the warp ``%warpid`` on SM
+#: ``%smid`` at ``(%smid + k %nsmid) * WORKSPACE_SM_BYTES + %warpid * TENSOR_MAP_BYTES``;
+#: 64 warps an SM, at most 224 SMs.
+WORKSPACE_SM_BYTES = 64 * 128
+WORKSPACE_SMS = 224
+
+
+def workspace_decl(name: str) -> str:
+    """The declaration of the hidden workspace pointer, as NVIDIA's tool writes it."""
+    return f".hidden\t.param .u64 .ptr .global .align 1 {name}"
+
+
+def workspace_offset(info: KernelInfo) -> int:
+    """Offset of the hidden workspace pointer in the host callback's buffer (after the
+    maps, 8-aligned in constant-bank addresses)."""
+    kinds = tuple(param_kind(t) for t in info.param_types)
+    end = kind_offsets(kinds)[-1] + kind_layout(kinds[-1])[0] if kinds else 0
+    maps = tensor_map_offsets(info)
+    if maps:
+        end = maps[-1] + TENSOR_MAP_BYTES
+    base = param_cbank_base(info.arch)
+    return -(-(base + end) // 8) * 8 - base
+
+
 def tensor_map_offsets(info: KernelInfo) -> tuple[int, ...]:
     """Offsets of the hidden maps in the parameter buffer the host callback gets (from the
     first parameter on), aligned in constant-bank addresses as ptxas lays them out: on
@@ -264,7 +305,7 @@ def maxnreg_for_occupancy(occupancy: Optional[int], threads: int) -> Optional[in
 # --------------------------------------------------------------------------- hints
 
 def kernel_info_from_function(fn, gpu_name: str, threads: Optional[int] = None,
-                              tensor_maps: tuple = ()) -> KernelInfo:
+                              tensor_maps: tuple = (), device_maps: int = 0) -> KernelInfo:
     """The ``KernelInfo`` of entry ``fn`` (a ``tileiras.ir.core.Function``) on ``gpu_name``.
 
     ``threads`` overrides the hint-derived CTA size when the lowering picks its own (the real
@@ -282,12 +323,16 @@ def kernel_info_from_function(fn, gpu_name: str, threads: Optional[int] = None,
         num_cta_in_cga=max(cga, 1),
         arch=gpu_name,
         tensor_maps=tensor_maps,
+        device_maps=device_maps,
     )
 
 
 def entry_directives(info: KernelInfo) -> list[str]:
     """The performance directives after an entry's parameter list, in the real tool's order."""
     lines = [f".reqntid {info.threads_per_cta}", ".minnctapersm 1"]
+    if info.device_maps:
+        # the per-CTA memory the driver may give the maps the kernel builds (%perctamemoryoffset)
+        lines.append(f".minperctamemory {TENSOR_MAP_BYTES * info.device_maps}")
     if info.maxnreg is not None:
         lines.append(f".maxnreg {info.maxnreg}")
     if info.is_cluster:

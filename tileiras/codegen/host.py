@@ -10,9 +10,12 @@ driver reads it when it loads a Tile IR cubin.  Its contents (reference ABI note
   ``KernelInfo.tensor_maps`` is written at its offset (``abi.tensor_map_offsets``) as
   ``tensormap.encode`` writes it, from the base pointer, shapes and strides read at their
   offsets in the buffer; a kernel without maps returns 0 at once;
+  A kernel that builds tensor maps itself (``KernelInfo.device_maps``) also gets the
+  address of the workspace the driver allocated for it (the 64-bit word at the second
+  argument + 8) in its hidden ``.u64`` parameter (``abi.workspace_offset``);
 * ``__CUDA_TILEIR_FUNC_CALLBACKS``: 64 bytes per kernel, name at +0, callback at +0x28;
-* ``__CUDA_TILEIR_CALLBACKS`` (global): ``{2, 0, 0, 0, 64, &FUNC_CALLBACKS, #kernels, 2,
-  &ON_PRE_LOAD}``;
+* ``__CUDA_TILEIR_CALLBACKS`` (global): ``{2, 0, W, 0, 64, &FUNC_CALLBACKS, #kernels, 2,
+  &ON_PRE_LOAD}``, W the bytes of device workspace the kernels need (0 for most);
 * ``__CUDA_TILEIR_ON_PRE_LOAD(tbl, h, ver, out) -> i32`` (global): 1 for ``ver == 0``;
   for ``ver < 2`` first asks the driver ``(*(tbl + 0x30))(h, 16, &int)``; then copies
   CALLBACKS into ``__CUDA_TILEIR_CALLBACKS_ON_PRE_LOAD`` (``.lbss``) with slot 2 zeroed,
@@ -30,7 +33,7 @@ from ..errors import CompileError
 from ..record import record
 from ..lower.tma import MapField
 from . import tensormap
-from .abi import KernelInfo, kind_layout, param_offsets, tensor_map_offsets
+from .abi import WORKSPACE_SMS, KernelInfo, kind_layout, param_offsets, tensor_map_offsets, workspace_offset
 from .llvm_targets import init_llvm
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,6 +44,7 @@ CALLBACK_TABLE_VERSION = 2
 FUNC_CALLBACKS_ENTRY_SIZE = 64
 PRE_LOAD_VERSION = 2
 DEVICE_ATTRIBUTE_QUERY = 16  # passed to the driver callback at tbl+0x30 (likely the SM count)
+WORKSPACE_AT = 8  # ON_ARGUMENTS_CHANGE's second argument: the workspace's address at +8
 
 HOST_ARCHS = ("x86_64", "aarch64")
 HOST_OSES = ("linux", "windows")
@@ -84,6 +88,12 @@ _TYPES = """\
 """
 
 
+def _workspace_bytes(kernels: Sequence[KernelInfo]) -> int:
+    """Slot 2 of the callback table: the device workspace the driver allocates for the
+    kernels that build tensor maps (the largest any of them needs)."""
+    return max((k.workspace_bytes for k in kernels), default=0)
+
+
 def _globals_ir(kernels: Sequence[KernelInfo]) -> str:
     lines = ["@__CUDA_TILEIR_CALLBACKS_ON_PRE_LOAD = internal global %CallbackTable zeroinitializer"]
     for i, k in enumerate(kernels):
@@ -97,7 +107,7 @@ def _globals_ir(kernels: Sequence[KernelInfo]) -> str:
                  f"[{len(kernels)} x %FuncCallbacks] [{entries}]")
     lines.append(
         f"@__CUDA_TILEIR_CALLBACKS = constant %CallbackTable {{ i64 {CALLBACK_TABLE_VERSION}, "
-        f"i64 0, i64 0, i64 0, i64 {FUNC_CALLBACKS_ENTRY_SIZE}, ptr @__CUDA_TILEIR_FUNC_CALLBACKS, "
+        f"i64 0, i64 {_workspace_bytes(kernels)}, i64 0, i64 {FUNC_CALLBACKS_ENTRY_SIZE}, ptr @__CUDA_TILEIR_FUNC_CALLBACKS, "
         f"i64 {len(kernels)}, i64 {PRE_LOAD_VERSION}, ptr @__CUDA_TILEIR_ON_PRE_LOAD }}")
     return "\n".join(lines) + "\n"
 
@@ -105,8 +115,19 @@ def _globals_ir(kernels: Sequence[KernelInfo]) -> str:
 def _on_arguments_change_ir(index: int, cc: str, kernel: KernelInfo) -> str:
     # Emitted last kernel first, as the real tool does (its symbols come out in that order).
     body = "".join(_fill_map_ir(kernel, k, at) for k, at in enumerate(tensor_map_offsets(kernel)))
+    if kernel.workspace_name:
+        body += _workspace_ir(workspace_offset(kernel))
     return (f"define internal {cc}i32 @__CUDA_TILEIR_FUNC_ON_ARGUMENTS_CHANGE_{index}"
-            f"(ptr %0, ptr %1, ptr %2, ptr %param_buf) {{\n{body}  ret i32 0\n}}\n")
+            f"(ptr %0, ptr %launch, ptr %2, ptr %param_buf) {{\n{body}  ret i32 0\n}}\n")
+
+
+def _workspace_ir(at: int) -> str:
+    """The workspace the driver allocated (its address at ``launch + 8``) stored in the
+    kernel's hidden ``.u64`` parameter at ``at``."""
+    return (f"  %ws.from = getelementptr inbounds i8, ptr %launch, i64 {WORKSPACE_AT}\n"
+            f"  %ws = load i64, ptr %ws.from, align 8\n"
+            f"  %ws.to = getelementptr inbounds i8, ptr %param_buf, i64 {at}\n"
+            f"  store i64 %ws, ptr %ws.to, align 1\n")
 
 
 def _read_field_ir(kernel: KernelInfo, field: MapField, name: str) -> tuple[str, str]:
@@ -170,20 +191,28 @@ def _fill_map_ir(kernel: KernelInfo, k: int, at: int) -> str:
     return "".join(out)
 
 
-def _publish_ir(label: str) -> str:
-    """Copy CALLBACKS (slot 2 zeroed) to the static copy and hand out its address."""
+def _publish_ir(label: str, workspace: str = "0") -> str:
+    """Copy CALLBACKS (slot 2 set to ``workspace``) to the static copy and hand out its address."""
     return f"""\
 {label}:
   %callbacks.{label} = load %CallbackTable, ptr @__CUDA_TILEIR_CALLBACKS, align 16
-  %copy.{label} = insertvalue %CallbackTable %callbacks.{label}, i64 0, 2
+  %copy.{label} = insertvalue %CallbackTable %callbacks.{label}, i64 {workspace}, 2
   store %CallbackTable %copy.{label}, ptr @__CUDA_TILEIR_CALLBACKS_ON_PRE_LOAD, align 16
   store ptr @__CUDA_TILEIR_CALLBACKS_ON_PRE_LOAD, ptr %out, align 8
   ret i32 0
 """
 
 
-def _on_pre_load_ir(cc: str) -> str:
+def _on_pre_load_ir(cc: str, kernels: Sequence[KernelInfo]) -> str:
     # The copy is written out on both paths, as in the real object (two copies, 5 relocations).
+    # Callers of version 2 get slot 2 zeroed; older ones the workspace for the SM count the
+    # driver reports (NVIDIA's grouped GEMM, measured: 3 maps, 132 SMs -> 132 * 3 * 8192).
+    per_sm = max((k.workspace_bytes // WORKSPACE_SMS for k in kernels), default=0)
+    workspace, sized = "0", ""
+    if per_sm:
+        workspace = "%workspace"
+        sized = ("  %sms = load i32, ptr %value, align 4\n  %sms.wide = sext i32 %sms to i64\n"
+                 f"  %workspace = mul i64 %sms.wide, {per_sm}\n")
     return f"""\
 define {cc}i32 @__CUDA_TILEIR_ON_PRE_LOAD(ptr %table, ptr %handle, i32 %version, ptr %out) {{
 entry:
@@ -199,8 +228,8 @@ query:
   %slot = getelementptr inbounds i8, ptr %table, i64 48
   %query_fn = load ptr, ptr %slot, align 8
   %ignored = call {cc}i32 %query_fn(ptr %handle, i32 {DEVICE_ATTRIBUTE_QUERY}, ptr %value)
-  br label %queried
-{_publish_ir("queried")}}}
+{sized}  br label %queried
+{_publish_ir("queried", workspace)}}}
 """
 
 
@@ -210,7 +239,7 @@ def host_module_ir(kernels: Sequence[KernelInfo], target: HostTarget = HostTarge
     parts = [f"; ModuleID = '{MODULE_NAME}'\n", f'source_filename = "{MODULE_NAME}"\n',
              f'target triple = "{target.triple}"\n\n', _TYPES, "\n", _globals_ir(kernels), "\n"]
     parts += [_on_arguments_change_ir(i, cc, kernels[i]) + "\n" for i in reversed(range(len(kernels)))]
-    parts.append(_on_pre_load_ir(cc))
+    parts.append(_on_pre_load_ir(cc, kernels))
     return "".join(parts)
 
 

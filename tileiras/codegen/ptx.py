@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from ..errors import CompileError
 from .abi import (LAUNCH_METADATA_NAME, PTX_VERSION, KernelInfo,
-                  entry_directives, param_decl, ptx_target, tensor_map_decl)
+                  entry_directives, param_decl, ptx_target, tensor_map_decl, workspace_decl)
 
 _VERSION = re.compile(r"^([ \t]*\.version[ \t]+)\d+\.\d+", re.MULTILINE)
 _TARGET = re.compile(r"^([ \t]*\.target[ \t]+)sm_\w+", re.MULTILINE)
@@ -77,6 +77,8 @@ def set_entry_params(ptx: str, info: KernelInfo) -> str:
     decls = [param_decl(t, n) for t, n in zip(info.param_types, info.param_names)]
     decls += printed[len(decls):]
     decls += [tensor_map_decl(n) for n in info.tensor_map_names]
+    if info.workspace_name:
+        decls.append(workspace_decl(info.workspace_name))
     body = "".join(f"\n\t{d}{',' if i + 1 < len(decls) else ''}" for i, d in enumerate(decls))
     params = f"{body}\n" if decls else ""
     return f"{ptx[:m.start(2)]}{params}{ptx[m.end(2):]}"

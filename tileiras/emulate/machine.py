@@ -113,6 +113,10 @@ class Batch:
         self.bar_arrived = np.zeros((self.ncta, 16), np.int64)
         self.issued = np.zeros(len(prog.code), np.int64)
         self.bulk_groups: dict = {}     # thread -> bulk async-groups of stores (ops/bulk.py)
+        #: tensor maps built on the device (ops/tensormap.py): global address -> releases so
+        #: far, and (thread, address) -> the release that thread last acquired
+        self.map_releases: dict = {}
+        self.map_acquires: dict = {}
         self.steps = 0
         self.specials: dict = {}
         self.async_groups: dict = {}

@@ -94,6 +94,10 @@ class TileAS:
     #: parameters, in order) and the end of shared memory with their buffers and mbarriers
     tma: dict = field(default_factory=dict)
     tensor_maps: tuple = ()
+    #: the tensor maps the kernel builds itself (``TensorMapSpec.on_device``: a grouped
+    #: GEMM's, whose views it makes from addresses it loads), in order: they lie in the
+    #: workspace its hidden ``.u64`` parameter points to, not in hidden map parameters
+    device_maps: tuple = ()
     tma_end: int = 0
     #: tensor-core K loops: the software-pipelining decision per loop (``software_pipeline``),
     #: and per loop, load and multiply of a pipelined one its plan

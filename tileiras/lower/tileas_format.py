@@ -5,6 +5,7 @@ Every decision a TileAS pass records is in the text, once, where it applies::
     tileas.func @gemm warps=4 smem=41984B align=1024 tma_end=0 {
       #L1 = #linear<[64x64] reg=[...] lane=[...] warp=[...]>        layouts, numbered
       #map0 = #tileas.tensor_map<...>                               hidden tensor maps, in order
+      #dmap0 = #tileas.tensor_map<...>                              maps the kernel builds, in order
       tileas.mma_shape [64, 64] #L1                                 per tile shape: accumulators
       tileas.shape_access [64, 32] #tileas.run<dim=1, elements=8>   and their accesses' runs
       tileas.buffer @s52 scratch offset=0 bytes=32800 align=16 users=[@52]   shared memory
@@ -148,6 +149,7 @@ def format_tileas(tas: TileAS) -> str:
 
     emit(fn.entry_block, 1)
     head = [f"  #map{i} = {p.value(spec)}" for i, spec in enumerate(tas.tensor_maps)]
+    head += [f"  #dmap{i} = {p.value(spec)}" for i, spec in enumerate(tas.device_maps)]
     head += [f"  tileas.mma_shape {p.value(shape)} {p.value(tas.mma_layouts.get(shape))}"
              for shape in sorted(tas.mma_shapes)]
     head += [f"  tileas.shape_access {p.value(shape)} {p.value(run)}" for shape, run in tas.shape_access.items()]

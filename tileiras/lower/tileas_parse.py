@@ -220,19 +220,23 @@ class Parser:
         cur.done()
 
     def declarations(self) -> None:
-        tas, shapes, maps = self.tas, [], []
-        while self.peek().startswith(("#L", "#map", "tileas.mma_shape", "tileas.shape_access", "tileas.buffer")):
+        tas, shapes, maps, built = self.tas, [], [], []
+        while self.peek().startswith(("#L", "#map", "#dmap", "tileas.mma_shape", "tileas.shape_access",
+                                      "tileas.buffer")):
             cur = self.next_line()
             if cur.at("#L"):
                 name = cur.match(re.compile(r"#L\d+"), "a layout name").group()
                 cur.expect(" = ")
                 self.aliases[name] = parse_layout(cur)
-            elif cur.eat("#map"):
+            elif cur.at("#map") or cur.at("#dmap"):
+                kind = "#dmap" if cur.at("#dmap") else "#map"
+                cur.eat(kind)
+                table = built if kind == "#dmap" else maps
                 index = int(cur.match(INT, "a map index").group())
-                if index != len(maps):
-                    raise cur.fail(f"tensor map #map{index} out of order (expected #map{len(maps)})")
+                if index != len(table):
+                    raise cur.fail(f"tensor map {kind}{index} out of order (expected {kind}{len(table)})")
                 cur.expect(" = ")
-                maps.append(cur.value())
+                table.append(cur.value())
             elif cur.eat("tileas.mma_shape "):
                 shape = cur.value()
                 cur.expect(" ")
@@ -247,7 +251,7 @@ class Parser:
             else:
                 self.buffers.append((cur, self.buffer(cur)))
             cur.done()
-        tas.mma_shapes, tas.tensor_maps = frozenset(shapes), tuple(maps)
+        tas.mma_shapes, tas.tensor_maps, tas.device_maps = frozenset(shapes), tuple(maps), tuple(built)
 
     def buffer(self, cur: Cursor) -> Buffer:
         m = cur.match(BUFFER, "'tileas.buffer @name kind offset=N bytes=N align=N ... users=[...]'")

@@ -115,12 +115,20 @@ BULK_REDUCTIONS = {
 
 @record(frozen=True)
 class MapField:
-    """Where the callback reads one field of a map: entry argument ``param`` (its kind,
-    ``abi.param_kind``), or the constant ``value`` when ``param`` is None."""
+    """Where one field of a map comes from: entry argument ``param`` (its kind,
+    ``abi.param_kind``), which the host callback reads; result ``result`` of ``op``, a value
+    the kernel computes (a map built on the device: ``TensorMapSpec.on_device``); else the
+    constant ``value``."""
 
     param: Optional[int] = None
     kind: str = ""
     value: int = 0
+    op: Optional[Operation] = None
+    result: int = 0
+
+    @property
+    def on_device(self) -> bool:
+        return self.op is not None
 
 
 @record(frozen=True)
@@ -135,6 +143,14 @@ class TensorMapSpec:
     strides: tuple[MapField, ...]
     box: tuple[int, ...]
     swizzle: int = 0
+
+    @property
+    def on_device(self) -> bool:
+        """Does a field come from a value the kernel computes (a view made from an address
+        the kernel loads, as a grouped GEMM's from its table)?  Such a map cannot be a
+        hidden parameter the host callback fills: the kernel builds it in its workspace
+        (``codegen.device_maps``)."""
+        return any(f.on_device for f in (self.base, *self.dims, *self.strides))
 
 
 @record(frozen=True)
@@ -228,16 +244,19 @@ def _source(v: Value) -> Value:
     return v
 
 
-def map_field(aa: TileAA, v: Optional[Value], static: int) -> Optional[MapField]:
-    """The field of a static extent or stride, or of an entry argument (through assumes)."""
+def map_field(aa: TileAA, v: Optional[Value], static: int, device: bool = False) -> Optional[MapField]:
+    """The field of a static extent or stride, or of an entry argument (through assumes);
+    with ``device``, else of the op that computes it (None for other block arguments)."""
     from ..codegen.abi import param_kind
 
     if v is None:
         return MapField(value=static)
     src = _source(v)
-    if not src.is_block_argument or src.owner is not aa.function.entry_block:
-        return None
-    return MapField(param=src.index, kind=param_kind(src.type))
+    if src.is_block_argument and src.owner is aa.function.entry_block:
+        return MapField(param=src.index, kind=param_kind(src.type))
+    if device and not src.is_block_argument:
+        return MapField(op=src.owner, result=src.index)
+    return None
 
 
 def swizzle_of(box: tuple[int, ...], element_bytes: int) -> int:
@@ -260,20 +279,23 @@ def view_map_spec(aa: TileAA, op: Operation, box: tuple[int, ...], code: Optiona
     return None if isinstance(found, str) else found
 
 
-def view_map(aa: TileAA, op: Operation, box: tuple[int, ...], code: Optional[int]) -> Union[TensorMapSpec, str]:
+def view_map(aa: TileAA, op: Operation, box: tuple[int, ...], code: Optional[int], device: bool = False
+             ) -> Union[TensorMapSpec, str]:
     """The tensor map of ``op``'s view for ``box``, or why the facts allow none (as
-    NVIDIA's remarks say it: "base pointer not 16-byte aligned")."""
+    NVIDIA's remarks say it: "base pointer not 16-byte aligned").  With ``device`` its
+    base, shapes and strides may be values the kernel computes (a map built on the
+    device); else only entry arguments and constants."""
     view_t = op.view.type
     tvt = view_t.tensor_view
     tv_op = op.view.owner.tensor_view.owner
     if code is None or isinstance(tvt.element, T.PointerType):
         return ""
     eb = tvt.element.bitwidth // 8
-    shapes = [map_field(aa, v, s) for v, s in zip(dynamic_operands(tvt.shape, tv_op.dynamicShape), tvt.shape)]
+    shapes = [map_field(aa, v, s, device) for v, s in zip(dynamic_operands(tvt.shape, tv_op.dynamicShape), tvt.shape)]
     stride_values = dynamic_operands(tvt.strides, tv_op.dynamicStrides)
-    strides = [map_field(aa, v, s) for v, s in zip(stride_values, tvt.strides)]
-    base = map_field(aa, tv_op.base, 0)
-    if base is None or base.param is None or None in shapes or None in strides:
+    strides = [map_field(aa, v, s, device) for v, s in zip(stride_values, tvt.strides)]
+    base = map_field(aa, tv_op.base, 0, device)
+    if base is None or (base.param is None and base.op is None) or None in shapes or None in strides:
         return ""                       # not a candidate: no tensor map can describe the view
     if aa.fact(tv_op.base).divisor < GRANULE:
         return "base pointer not 16-byte aligned"
@@ -326,17 +348,18 @@ def bulk_reduction(op: Operation) -> Optional[tuple[str, int]]:
     return BULK_REDUCTIONS.get((op.mode, getattr(op.view.type.tensor_view.element, "name", "")))
 
 
-def tma_spec(aa: TileAA, op: Operation, gpu_name: str, columns_ok: bool = False
+def tma_spec(aa: TileAA, op: Operation, gpu_name: str, columns_ok: bool = False, device: bool = False
              ) -> Optional[tuple[TensorMapSpec, tuple, tuple]]:
     """(map, box, boxes) of a view load, store or reduction that may go through TMA, else None.
     With ``columns_ok`` a 2-D view with its dims swapped (``dim_map [1, 0]``) may be too
     (a ring lands its tile as it lies in memory, ``tma_ring``): box and boxes are then in
-    the tensor's order."""
-    found = tma_check(aa, op, gpu_name, columns_ok)
+    the tensor's order.  With ``device`` the map may be one the kernel builds
+    (``TensorMapSpec.on_device``)."""
+    found = tma_check(aa, op, gpu_name, columns_ok, device)
     return None if isinstance(found, str) else found
 
 
-def tma_check(aa: TileAA, op: Operation, gpu_name: str, columns_ok: bool = False
+def tma_check(aa: TileAA, op: Operation, gpu_name: str, columns_ok: bool = False, device: bool = False
               ) -> Union[tuple[TensorMapSpec, tuple, tuple], str]:
     """``tma_spec``'s (map, box, boxes), or why the op cannot go through TMA (the reason
     ``--remarks`` gives; "" where it is no candidate at all: a view that is not a tile
@@ -378,7 +401,7 @@ def tma_check(aa: TileAA, op: Operation, gpu_name: str, columns_ok: bool = False
     if planned is None:
         return "leading tile dimension not 16-byte aligned"
     code = reduction[1] if reduction else MAP_TYPES.get(getattr(tvt.element, "name", ""))
-    spec = view_map(aa, op, planned[0], code)
+    spec = view_map(aa, op, planned[0], code, device)
     return spec if isinstance(spec, str) else (spec, *planned)
 
 

@@ -73,6 +73,13 @@ class RingPlan(KLoopPlan):
     ``u``-th over the whole kernel, not over one entry).  Else (-1) they follow the stages,
     initialized at each entry of the loop and invalidated after it.
 
+    ``specs[k].on_device``: operand ``k``'s view is made from values the kernel computes
+    (a grouped GEMM's, from its table of arrays), so no host callback can fill its map: the
+    issuing warp builds it before the first box (``codegen.device_maps``), assembling it in
+    ``MAP_BYTES`` at ``map_staging`` (after the mbarriers) and copying it to its slot of the
+    kernel's workspace; ``maps[k]`` then indexes ``TileAS.device_maps``, else
+    ``TileAS.tensor_maps``.  Such a ring is never persistent (``plan_ring``).
+
     ``producer_warp`` >= 0: the loop is warp-specialized (``place_rings``): the warp group
     from warp ``producer_warp`` on (the CTA's extra warps) runs the producer, its first
     warp waiting on "empty" and its first thread issuing every box, with its registers
@@ -135,8 +142,22 @@ class RingPlan(KLoopPlan):
         return RING_BARRIER_BYTES * self.stages
 
     @property
+    def device_maps(self) -> tuple[int, ...]:
+        """The operands whose maps the kernel builds (``TensorMapSpec.on_device``)."""
+        return tuple(k for k, spec in enumerate(self.specs) if spec.on_device)
+
+    @property
+    def map_staging(self) -> int:
+        """Offset of the ``MAP_BYTES`` areas, one per device-built map in operand order,
+        where the issuing warp assembles them: after the stages and their mbarriers."""
+        return -(-(self.ring_bytes + self.barrier_bytes) // MAP_ALIGN) * MAP_ALIGN
+
+    @property
     def smem_bytes(self) -> int:
-        """The multiply's scratch: the stages, and the mbarriers unless persistent."""
+        """The multiply's scratch: the stages, the mbarriers unless persistent, and the
+        areas where device-built maps are assembled."""
+        if self.device_maps:
+            return self.map_staging + MAP_BYTES * len(self.device_maps)
         return self.ring_bytes + (0 if self.persistent else self.barrier_bytes)
 
     @property
@@ -170,6 +191,9 @@ class RingPlan(KLoopPlan):
 
 #: bytes of one stage's mbarriers ("full" and "empty")
 RING_BARRIER_BYTES = 16
+#: a tensor map's bytes, and the alignment of the shared memory one is assembled in
+#: (``tensormap.cp_fenceproxy`` copies 128 aligned bytes)
+MAP_BYTES = MAP_ALIGN = 128
 #: an mbarrier's alignment
 BARRIER_ALIGN = 8
 #: a ring stage's alignment: the 128-byte swizzle repeats every 1024 bytes of address
@@ -215,9 +239,14 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     gpu = f"sm_{arch}"
     columns = permute is None and columns_contiguous(b)
     a_columns = columns_contiguous(a)
-    found = [tma_spec(tas.aa, a, gpu, columns_ok=a_columns), tma_spec(tas.aa, b, gpu, columns_ok=columns)]
+    device = bool(knobs.device_tensor_maps)
+    found = [tma_spec(tas.aa, a, gpu, columns_ok=a_columns, device=device),
+             tma_spec(tas.aa, b, gpu, columns_ok=columns, device=device)]
     if None in found or any(len(ld.results[0].type.shape) != 2 for ld in (a, b)):
         return "a loaded tile cannot be copied by TMA (alignment, padding or rank)"
+    reason = _device_maps_reason(loop, [spec for spec, _, _ in found])
+    if reason:
+        return reason
     sync = not tas.tensor_cores[mma].warpgroup
     if sync:
         staging = mma_ring_staging(mma, permute is not None or columns, a_columns)
@@ -243,7 +272,8 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
                                    (inner, rows), MAP_SWIZZLE[operand.swizzle]))
     stage_bytes = -(-staging.nbytes // RING_ALIGN) * RING_ALIGN
     wanted, source = _ring_stages(tas, loop, arch, mma, staging, sum(boxes))
-    budget = smem_limit(gpu) - _other_tma_bytes(tas, (a, b))
+    built = sum(spec.on_device for spec in specs)
+    budget = smem_limit(gpu) - _other_tma_bytes(tas, (a, b)) - (MAP_ALIGN + MAP_BYTES * built if built else 0)
     fit = budget // (stage_bytes + RING_BARRIER_BYTES)
     if fit < 2:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory"
@@ -254,6 +284,23 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
                     source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial,
                     fit=fit, b_columns=columns, a_columns=a_columns)
+
+
+def _device_maps_reason(loop: CF.ForOp, specs: list[TensorMapSpec]) -> str:
+    """Why the maps the kernel would build for the ring cannot be (``TensorMapSpec.on_device``):
+    they are built once, before the loop's first box, so the values they come from must be
+    made outside the loop, and the loop must not run inside another (whose next trip
+    could change them while boxes of the last one are in flight; a persistent ring keeps
+    its stages across entries)."""
+    ops = [f.op for spec in specs for f in (spec.base, *spec.dims, *spec.strides) if f.on_device]
+    if not ops:
+        return ""
+    if enclosing_loop(loop) is not None:
+        return "its views are made in the kernel (maps built on the device) and the loop is inside another loop"
+    inside = set(loop.walk())
+    if any(op in inside for op in ops):
+        return "its views are made in the loop (no map can be built before it)"
+    return ""
 
 
 #: why a ring feeding ``mma.sync`` leaves nothing in flight: ``ldmatrix`` has read the stage
@@ -325,15 +372,18 @@ def place_rings(tas, arch: int, rings: list[RingPlan], persistent: bool = True) 
         tas.tma_end = at
     if not reason and not tas.extra_warps:
         tas.extra_warps = PRODUCER_WARPS
+    built = list(tas.device_maps)
     for ring in rings:
         for spec in ring.specs:
-            if spec not in maps:
-                maps.append(spec)
+            table = built if spec.on_device else maps
+            if spec not in table:
+                table.append(spec)
         producer, consumers = (-1, tas.num_threads) if reason else (tas.num_warps, tas.layout_threads)
-        tas.pipelines[ring.loop] = ring.placed(tuple(maps.index(spec) for spec in ring.specs), producer,
+        indices = tuple((built if spec.on_device else maps).index(spec) for spec in ring.specs)
+        tas.pipelines[ring.loop] = ring.placed(indices, producer,
                                                consumers, reason, (0, 0) if reason else _registers(tas),
                                                ring.stages, ring.source, barrier_at.get(ring.loop, -1), slice_)
-    tas.tensor_maps = tuple(maps)
+    tas.tensor_maps, tas.device_maps = tuple(maps), tuple(built)
 
 
 def _persistent_loops(tas, rings: list[RingPlan]) -> set[CF.ForOp]:

@@ -35,6 +35,7 @@ from ..registry import UnsupportedInstruction
 from .memory import address_reader, locate, read_memory, thread_ids
 from .mbarrier import mbarrier_slots
 from .mma import read_in_flight
+from .tensormap import check_acquired
 
 U32 = ptx_type("u32")
 S32 = ptx_type("s32")
@@ -99,6 +100,7 @@ class TensorOperand:
 
     def read(self, m, tid: np.ndarray) -> tuple[TensorMap, list[int]]:
         base = np.uint64(np.asarray(self.addr(m, tid)).reshape(-1)[0])
+        check_acquired(m, int(np.asarray(thread_ids(m, tid)).reshape(-1)[0]), int(base), self.where)
         words = read_memory(m, np.repeat(tid, 16), base + np.arange(16, dtype=np.uint64) * np.uint64(8),
                             8, self.space)
         tmap = decode_map(np.asarray(words, np.uint64).tobytes(), self.where)

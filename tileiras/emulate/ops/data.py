@@ -76,6 +76,9 @@ def compile_fence(ctx, ins):
         cross_cta = bool(mods & {"gl", "sys"})
     if {"proxy", "async"} <= mods:
         return proxy_fence
+    if {"proxy", "tensormap::generic", "acquire"} <= mods:
+        from .tensormap import acquire
+        return acquire(ctx, ins)
     if not cross_cta:
         return noop(ctx, ins)
 

@@ -1,0 +1,191 @@
+"""Tensor maps the kernel builds itself: a grouped GEMM's K loop through TMA.
+
+A grouped GEMM makes each group's views from its row of a table of arrays, so no host
+callback can fill their maps at launch.  As NVIDIA's tileiras does on sm_90, the issuing
+warp builds them in a workspace the driver gives the kernel (``codegen/device_maps.py``)
+and the ring's boxes name them there.  The emulator checks the proxy order this relies on
+(a copy reading a map without acquiring its release traps)."""
+from __future__ import annotations
+
+import ctypes
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("cuda.tile")
+
+from differential import export  # noqa: E402
+from kernels.lists import GROUPED_MATMUL_WIDE  # noqa: E402
+
+from tileiras import diffcheck  # noqa: E402
+from tileiras.codegen import device_maps  # noqa: E402
+from tileiras.codegen.abi import WORKSPACE_SM_BYTES, WORKSPACE_SMS  # noqa: E402
+from tileiras.lower.tileas_format import format_tileas  # noqa: E402
+from tileiras.lower.tileas_parse import parse_tileas  # noqa: E402
+from tileiras.lower.tma_ring import RingPlan  # noqa: E402
+from tileiras.pipeline import CompileOptions, compile_module, run_stages  # noqa: E402
+from tileiras.reader import read_bytecode  # noqa: E402
+from tileiras.tile import ops_core as CO  # noqa: E402
+
+_modules: dict = {}
+
+
+def module(arch: str):
+    if arch not in _modules:
+        _modules[arch] = export(GROUPED_MATMUL_WIDE, arch)
+    return read_bytecode(_modules[arch])
+
+
+def tileas(arch: str):
+    (tas,) = run_stages(module(arch), CompileOptions(gpu_name=arch), "tileas").tas.values()
+    return tas
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_120"])
+def test_the_loop_is_a_tma_ring_whose_maps_the_kernel_builds(arch):
+    tas = tileas(arch)
+    (ring,) = tas.pipelines.values()
+    assert isinstance(ring, RingPlan), ring
+    assert ring.device_maps == (0, 1) and ring.maps == (0, 1)
+    assert tas.tensor_maps == () and len(tas.device_maps) == 2
+    for spec in tas.device_maps:
+        # the base is the address the kernel loaded from the group's row, not a parameter
+        assert spec.base.param is None and isinstance(spec.base.op, CO.IntToPtrOp)
+        assert all(f.on_device for f in spec.dims) and all(f.on_device for f in spec.strides)
+    # the maps are assembled after the stages and their mbarriers, inside the ring's scratch
+    assert ring.map_staging >= ring.ring_bytes + ring.barrier_bytes and ring.map_staging % 128 == 0
+    assert tas.scratch[ring.mma] == ring.map_staging + 2 * 128
+
+
+def test_the_tileas_text_holds_the_device_maps():
+    tas = tileas("sm_90")
+    text = format_tileas(tas)
+    assert re.search(r"^  #dmap1 = #tileas\.tensor_map<", text, re.M) and "#map0" not in text
+    again = parse_tileas(text, tas.aa)
+    assert again.device_maps == tas.device_maps and format_tileas(again) == text
+
+
+def test_the_knob_keeps_the_copy_ring(monkeypatch):
+    from tileiras.lower.software_pipeline import PipelinePlan
+
+    monkeypatch.setenv("TILEIRAS_DEVICE_TENSOR_MAPS", "0")
+    tas = tileas("sm_90")
+    (plan,) = tas.pipelines.values()
+    assert isinstance(plan, PipelinePlan) and tas.device_maps == ()
+
+
+def our_ptx(arch: str = "sm_90") -> str:
+    return diffcheck.compile_ptx(module(arch), arch)
+
+
+def test_the_ptx_builds_each_map_once_and_names_it_in_every_box():
+    ptx = our_ptx()
+    name = module("sm_90").functions[0].name
+    assert f".hidden\t.param .u64 .ptr .global .align 1 {name}_param_6" in ptx
+    assert ".minperctamemory 256" in ptx
+    assert ptx.count("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned") == 2
+    assert ptx.count("fence.proxy.tensormap::generic.acquire.gpu") == 2
+    assert "%perctamemoryoffset" in ptx and "%warpid" in ptx and "%nsmid" in ptx
+    assert "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier" in ptx
+    assert "cp.async.cg" not in ptx and "cvta.param" not in ptx
+
+
+def test_ptxas_takes_it():
+    cubin = compile_module(module("sm_90"), CompileOptions(gpu_name="sm_90"))
+    assert cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_120"])
+@pytest.mark.parametrize("extent", [40, 200])
+def test_agrees_on_every_group(arch, extent):
+    """Three groups of different shapes (tails; trip counts below and above the stages)."""
+    reports = diffcheck.check_module(module(arch), arch, grid=(2, 2, 3), extent=extent)
+    assert reports and all(r.problem is None for r in reports), [r.problem for r in reports]
+
+
+def test_warp_specialized_the_producer_builds_them(monkeypatch):
+    monkeypatch.setenv("TILEIRAS_WARP_SPECIALIZE", "1")
+    (ring,) = tileas("sm_90").pipelines.values()
+    assert ring.specialized and ring.device_maps == (0, 1)
+    reports = diffcheck.check_module(module("sm_90"), "sm_90", grid=(2, 2, 3), extent=200)
+    assert reports and all(r.problem is None for r in reports), [r.problem for r in reports]
+
+
+def _no_acquire(monkeypatch):
+    monkeypatch.setattr(device_maps, "acquire_map", lambda em, generic: None)
+
+
+def _another_warps_slot(monkeypatch):
+    """The maps written to the next warp's slot, the boxes naming the issuing warp's own."""
+    real = device_maps.build_map
+
+    def build_map(em, spec, slot, staging, writer):
+        real(em, spec, em.b.add(slot, device_maps.ir.Constant(device_maps.I64, 128)), staging, writer)
+    monkeypatch.setattr(device_maps, "build_map", build_map)
+
+
+@pytest.mark.parametrize("plant, caught", [
+    (_no_acquire, "without a fence.proxy.tensormap::generic.acquire"),
+    (_another_warps_slot, "kind='tensormap'"),
+])
+def test_a_missing_order_is_caught(monkeypatch, plant, caught):
+    plant(monkeypatch)
+    (report,) = diffcheck.check_module(module("sm_90"), "sm_90", grid=(2, 2, 3), extent=40)
+    assert report.problem is not None and caught in report.problem, report.problem
+
+
+def test_the_host_object_asks_for_the_workspace_and_passes_it_on():
+    """Slot 2 of the callback table: 2 maps' slots of 224 SMs of 64 warps; a driver that
+    calls ``ON_PRE_LOAD`` with version 1 gets it for the SM count it reports, version 2
+    none (it gives each CTA ``.minperctamemory`` instead); the kernel's callback stores the
+    workspace's address (``launch + 8``) in the hidden pointer, where ptxas puts it."""
+    from tileiras.emulate.launch import load_program
+    from tileiras.emulate.nvhost import PRE_LOAD, bank_offsets, is_runnable_here, load_host_object
+
+    if not is_runnable_here():
+        pytest.skip(".nv.host is x86-64 code")
+    m = module("sm_90")
+    host = load_host_object(diffcheck.host_object_for(m, "sm_90"))
+    assert host.workspace_bytes == 2 * WORKSPACE_SMS * WORKSPACE_SM_BYTES == 0x380000
+    pre_load = PRE_LOAD(host._engine.get_function_address("__CUDA_TILEIR_ON_PRE_LOAD"))
+    query = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int))(
+        lambda handle, attribute, out: out.__setitem__(0, 132) or 0)
+    table = (ctypes.c_void_p * 8)()
+    table[6] = ctypes.cast(query, ctypes.c_void_p)
+    for version, workspace in ((1, 132 * 2 * WORKSPACE_SM_BYTES), (2, 0)):
+        out = ctypes.c_void_p()
+        assert pre_load(ctypes.addressof(table), None, version, ctypes.byref(out)) == 0
+        assert (ctypes.c_uint64 * 9).from_address(out.value)[2] == workspace
+    name = m.functions[0].name
+    params = load_program(our_ptx(), name).function.params
+    (hidden,) = [p for p in params if p.hidden]
+    offsets, size = bank_offsets(params, "sm_90")
+    bank = np.zeros(size, np.uint8)
+    host.on_arguments_change(name, bank, workspace=0x7A5000)
+    at = offsets[hidden.name]
+    assert int(bank[at:at + 8].view(np.uint64)[0]) == 0x7A5000
+    assert not bank[:at].any() and not bank[at + 8:].any()
+
+
+def test_nvidia_puts_its_workspace_pointer_where_ours_is(real_tileiras, tmp_path):
+    """The same hidden parameter at the same offset, and NVIDIA's PTX (it also builds C's
+    map, for its TMA store) runs under the emulator's proxy-order check."""
+    import subprocess
+
+    from tileiras.emulate.launch import load_program
+    from tileiras.emulate.nvhost import bank_offsets
+
+    src, out = tmp_path / "g.tileir", tmp_path / "g.cubin"
+    src.write_bytes(_modules.get("sm_90") or export(GROUPED_MATMUL_WIDE, "sm_90"))
+    subprocess.run([real_tileiras, "--gpu-name", "sm_90", "--lineinfo", "-o", str(out), str(src)], check=True)
+    theirs = diffcheck.ThirdOpinion.read(str(out))
+    name = module("sm_90").functions[0].name
+    where = []
+    for ptx in (theirs.ptx, our_ptx()):
+        params = load_program(ptx, name).function.params
+        (hidden,) = [p for p in params if p.hidden]
+        where.append((hidden.name, hidden.type_name, bank_offsets(params, "sm_90")[0][hidden.name]))
+    assert where[0] == where[1]
+    reports = diffcheck.check_module(module("sm_90"), "sm_90", grid=(2, 2, 3), extent=40, nvidia=theirs)
+    assert reports and all(r.problem is None for r in reports), [r.problem for r in reports]
