@@ -47,8 +47,11 @@ def test_the_loop_is_a_tma_ring_whose_maps_the_kernel_builds(arch):
     tas = tileas(arch)
     (ring,) = tas.pipelines.values()
     assert isinstance(ring, RingPlan), ring
-    assert ring.device_maps == (0, 1) and ring.maps == (0, 1)
-    assert tas.tensor_maps == () and len(tas.device_maps) == 2
+    assert ring.device_maps == (0, 1) and ring.maps == (-1, -1)
+    # A's and B's maps, then C's: its store goes through TMA too, as NVIDIA's does
+    assert tas.tensor_maps == () and tas.device_maps[:2] == ring.specs and len(tas.device_maps) == 3
+    (store,) = [plan for plan in tas.tma.values()]
+    assert store.device_map == tas.device_maps[2] and store.map_index == -1 and store.is_store
     for spec in tas.device_maps:
         # the base is the address the kernel loaded from the group's row, not a parameter
         assert spec.base.param is None and isinstance(spec.base.op, CO.IntToPtrOp)
@@ -83,9 +86,10 @@ def test_the_ptx_builds_each_map_once_and_names_it_in_every_box():
     ptx = our_ptx()
     name = module("sm_90").functions[0].name
     assert f".hidden\t.param .u64 .ptr .global .align 1 {name}_param_6" in ptx
-    assert ".minperctamemory 256" in ptx
-    assert ptx.count("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned") == 2
-    assert ptx.count("fence.proxy.tensormap::generic.acquire.gpu") == 2
+    assert ".minperctamemory 384" in ptx
+    assert ptx.count("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned") == 3
+    assert ptx.count("fence.proxy.tensormap::generic.acquire.gpu") == 3
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in ptx and "st.global" not in ptx
     assert "%perctamemoryoffset" in ptx and "%warpid" in ptx and "%nsmid" in ptx
     assert "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier" in ptx
     assert "cp.async.cg" not in ptx and "cvta.param" not in ptx
@@ -136,7 +140,8 @@ def test_a_missing_order_is_caught(monkeypatch, plant, caught):
 
 
 def test_the_host_object_asks_for_the_workspace_and_passes_it_on():
-    """Slot 2 of the callback table: 2 maps' slots of 224 SMs of 64 warps; a driver that
+    """Slot 2 of the callback table: 3 maps' slots of 224 SMs of 64 warps (NVIDIA's
+    grouped GEMM asks for as much: 0x540000 bytes); a driver that
     calls ``ON_PRE_LOAD`` with version 1 gets it for the SM count it reports, version 2
     none (it gives each CTA ``.minperctamemory`` instead); the kernel's callback stores the
     workspace's address (``launch + 8``) in the hidden pointer, where ptxas puts it."""
@@ -147,13 +152,13 @@ def test_the_host_object_asks_for_the_workspace_and_passes_it_on():
         pytest.skip(".nv.host is x86-64 code")
     m = module("sm_90")
     host = load_host_object(diffcheck.host_object_for(m, "sm_90"))
-    assert host.workspace_bytes == 2 * WORKSPACE_SMS * WORKSPACE_SM_BYTES == 0x380000
+    assert host.workspace_bytes == 3 * WORKSPACE_SMS * WORKSPACE_SM_BYTES == 0x540000
     pre_load = PRE_LOAD(host._engine.get_function_address("__CUDA_TILEIR_ON_PRE_LOAD"))
     query = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int))(
         lambda handle, attribute, out: out.__setitem__(0, 132) or 0)
     table = (ctypes.c_void_p * 8)()
     table[6] = ctypes.cast(query, ctypes.c_void_p)
-    for version, workspace in ((1, 132 * 2 * WORKSPACE_SM_BYTES), (2, 0)):
+    for version, workspace in ((1, 132 * 3 * WORKSPACE_SM_BYTES), (2, 0)):
         out = ctypes.c_void_p()
         assert pre_load(ctypes.addressof(table), None, version, ctypes.byref(out)) == 0
         assert (ctypes.c_uint64 * 9).from_address(out.value)[2] == workspace
@@ -169,8 +174,8 @@ def test_the_host_object_asks_for_the_workspace_and_passes_it_on():
 
 
 def test_nvidia_puts_its_workspace_pointer_where_ours_is(real_tileiras, tmp_path):
-    """The same hidden parameter at the same offset, and NVIDIA's PTX (it also builds C's
-    map, for its TMA store) runs under the emulator's proxy-order check."""
+    """The same hidden parameter at the same offset, the same per-CTA memory and workspace,
+    and NVIDIA's PTX runs under the emulator's proxy-order check."""
     import subprocess
 
     from tileiras.emulate.launch import load_program
@@ -181,8 +186,12 @@ def test_nvidia_puts_its_workspace_pointer_where_ours_is(real_tileiras, tmp_path
     subprocess.run([real_tileiras, "--gpu-name", "sm_90", "--lineinfo", "-o", str(out), str(src)], check=True)
     theirs = diffcheck.ThirdOpinion.read(str(out))
     name = module("sm_90").functions[0].name
+    from tileiras.emulate.nvhost import load_host_object
+
+    assert load_host_object(theirs.host_object).workspace_bytes == 0x540000
     where = []
     for ptx in (theirs.ptx, our_ptx()):
+        assert ".minperctamemory 384" in ptx
         params = load_program(ptx, name).function.params
         (hidden,) = [p for p in params if p.hidden]
         where.append((hidden.name, hidden.type_name, bank_offsets(params, "sm_90")[0][hidden.name]))

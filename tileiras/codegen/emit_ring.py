@@ -167,7 +167,7 @@ def _map_address(em: KernelEmitter, plan: RingPlan, k: int) -> ir.Value:
     """Generic address of operand ``k``'s tensor map: its hidden parameter, or the slot
     the issuing warp built it in (``_build_maps``)."""
     if plan.specs[k].on_device:
-        return em.built_maps[plan.maps[k]]
+        return em.built_maps[plan.specs[k]]
     return X.tensor_map_address(em.b, param_name(em.fn.name, len(em.fn.entry_block.args) + plan.maps[k]))
 
 
@@ -178,7 +178,7 @@ def _build_maps(em: KernelEmitter, plan: RingPlan) -> None:
     acquired for the boxes.  Every thread computes the slots' addresses (its own warp's:
     only the issuing warp's are used)."""
     b = em.b
-    slots = {k: device_maps.slot_address(em, plan.maps[k]) for k in plan.device_maps}
+    slots = {k: device_maps.slot_address(em, em.tas.device_maps.index(plan.specs[k])) for k in plan.device_maps}
     generic = {k: device_maps.generic_address(em, slot) for k, slot in slots.items()}
     with b.if_then(_elected_warp(em, plan)):
         for i, k in enumerate(plan.device_maps):
@@ -187,7 +187,7 @@ def _build_maps(em: KernelEmitter, plan: RingPlan) -> None:
         for k in plan.device_maps:
             device_maps.acquire_map(em, generic[k])
     for k in plan.device_maps:
-        em.built_maps[plan.maps[k]] = generic[k]
+        em.built_maps[plan.specs[k]] = generic[k]
 
 
 def _prefetch_maps(em: KernelEmitter, plan: RingPlan) -> None:
@@ -196,7 +196,7 @@ def _prefetch_maps(em: KernelEmitter, plan: RingPlan) -> None:
     not wait for the descriptors to come from the parameter space.  Maps the kernel
     builds are not there yet."""
     pb = em.pb
-    for k in sorted({plan.maps[k] for k in range(len(plan.maps)) if not plan.specs[k].on_device}):
+    for k in sorted({m for m in plan.maps if m >= 0}):
         tmap = X.tensor_map_address(pb, param_name(em.fn.name, len(em.fn.entry_block.args) + k))
         X.asm(pb, ir.VoidType(), f"{{ .reg .pred p; setp.eq.u32 p, $1, {_producer_thread(plan)}; "
               "@p prefetch.tensormap [$0]; }", "l,r,~{memory}", [tmap, em.tid], side_effect=True)

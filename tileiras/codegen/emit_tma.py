@@ -45,6 +45,7 @@ from llvmlite import ir
 
 from ..ir.core import Operation
 from ..lower.tma import TmaPlan
+from . import device_maps
 from . import intrinsics as X
 from .abi import param_name
 from .nvvm import I32, KernelEmitter
@@ -276,7 +277,10 @@ def _issue_store(em: KernelEmitter, op: Operation, plan: TmaPlan, indices: list[
     loop (``wait_carried_stores``), so the copies read the staging while the next tile's K
     loop runs."""
     b = em.b
-    tmap = X.tensor_map_address(b, param_name(em.fn.name, len(em.fn.entry_block.args) + plan.map_index))
+    if plan.device_map is not None:
+        tmap = em.built_maps[plan.device_map]
+    else:
+        tmap = X.tensor_map_address(b, param_name(em.fn.name, len(em.fn.entry_block.args) + plan.map_index))
     with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
         for coords, src in _boxes(em, plan, indices, tuple(op.view.type.tile_shape)):
             X.bulk_tensor_store(b, tmap, coords, src, plan.reduce)
@@ -294,6 +298,20 @@ def wait_carried_stores(em: KernelEmitter, body: list[Operation]) -> None:
             X.bulk_wait_group_read(b, 0)
 
 
+def _build_store_map(em: KernelEmitter, plan: TmaPlan) -> None:
+    """(A store outside every loop through a map the kernel builds) warp 0, whose thread 0
+    issues the copies, builds the map in its workspace slot (``codegen.device_maps``),
+    assembling it in the store's staging buffer before the tile goes there."""
+    b = em.b
+    slot = device_maps.slot_address(em, em.tas.device_maps.index(plan.device_map))
+    generic = device_maps.generic_address(em, slot)
+    with b.if_then(b.icmp_unsigned("<", em.tid, ir.Constant(I32, 32))):
+        staging = _shared_address(em, b, plan.buffer)
+        device_maps.build_map(em, plan.device_map, slot, staging, b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0)))
+        device_maps.acquire_map(em, generic)
+    em.built_maps[plan.device_map] = generic
+
+
 def emit_tma_store(em: KernelEmitter, op: Operation, indices: list[ir.Value], tile: TileVal) -> None:
     """The store (or atomic reduction) ``op`` of ``tile`` through TMA (``em.tas.tma[op]``)."""
     b = em.b
@@ -301,9 +319,12 @@ def emit_tma_store(em: KernelEmitter, op: Operation, indices: list[ir.Value], ti
     if plan.carried:    # the previous trip's copies have written what this one's token follows
         with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
             X.bulk_wait_group(b, 0)
+    if plan.device_map is not None:
+        _build_store_map(em, plan)
     # thread 0 has waited for the previous trip's copies to read the buffer; other threads'
-    # writes this store is token-ordered after are done
-    if em.in_loop or em.tas.aa.needs_barrier(op):
+    # writes this store is token-ordered after are done (and warp 0 is done reading the
+    # map it assembled in the buffer)
+    if em.in_loop or em.tas.aa.needs_barrier(op) or plan.device_map is not None:
         X.barrier(b)
     _write_staged(em, op, plan, tile)
     X.fence_proxy_async(b)

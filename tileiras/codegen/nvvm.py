@@ -101,7 +101,7 @@ class KernelEmitter:
         self._smem: Optional[ir.GlobalVariable] = None
         self.tma_phases: dict[Operation, ir.Value] = {}   # TMA load -> its phase parity (emit_tma)
         self.ring_counters: dict[Operation, ir.Value] = {}   # persistent ring's loop -> its K-tile counter
-        self.built_maps: dict[int, ir.Value] = {}   # device-built map (TileAS.device_maps) -> its address
+        self.built_maps: dict = {}      # device-built map (TensorMapSpec) -> its generic address
         self.frames: list = []    # control-flow frames (emit_control)
         self.kept_tiles: dict = {}   # load -> its tile's registers of every trip (emit_control)
         self.iteration: Optional[ir.Value] = None   # the chunk counter inside a chunked loop

@@ -95,8 +95,9 @@ class TileAS:
     tma: dict = field(default_factory=dict)
     tensor_maps: tuple = ()
     #: the tensor maps the kernel builds itself (``TensorMapSpec.on_device``: a grouped
-    #: GEMM's, whose views it makes from addresses it loads), in order: they lie in the
-    #: workspace its hidden ``.u64`` parameter points to, not in hidden map parameters
+    #: GEMM's, whose views it makes from addresses it loads), in order
+    #: (``tma.collect_device_maps``): map ``k`` lies in slot ``k`` of the workspace its
+    #: hidden ``.u64`` parameter points to, not in a hidden map parameter
     device_maps: tuple = ()
     tma_end: int = 0
     #: tensor-core K loops: the software-pipelining decision per loop (``software_pipeline``),
@@ -355,6 +356,7 @@ def allocate_shared_memory(tas: TileAS) -> None:
     (``fit_mma_staging``: on targets without TMA it has not run yet)."""
     fit_mma_staging(tas)
     tma.plan_matrix_stores(tas)
+    tma.collect_device_maps(tas)
     tas.smem_bytes = max(tas.scratch_bytes, tas.tma_end)
     rings = [p.staging for p in tas.pipelines.values() if getattr(p, "staging", None) is not None]
     tas.smem_align = max([tma.smem_alignment(tas.tma), *(s.align for s in (*tas.wgmma_staging.values(), *rings))])

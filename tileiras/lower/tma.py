@@ -173,6 +173,9 @@ class TmaPlan:
     #: a store whose token orders only its own next trip (``carried_to_itself``): that
     #: trip waits until these copies have written global memory before staging its tile
     carried: bool = False
+    #: a store through a map the kernel builds (``TensorMapSpec.on_device``; ``map_index``
+    #: -1): warp 0 builds it in the staging buffer before the tile is staged there
+    device_map: Optional[TensorMapSpec] = None
 
     @property
     def is_store(self) -> bool:
@@ -459,7 +462,7 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
     users = _users(aa)
     staging = uses_staging(aa)
     for op in ops:
-        found = tma_spec(aa, op, gpu_name)
+        found = tma_spec(aa, op, gpu_name, device=_device_store(op))
         if found is None or not _worth_it(op, users, staging):
             continue
         spec, box, boxes = found
@@ -478,12 +481,15 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
         return {}, (), 0
     maps = []
     for _, spec, *_rest in chosen:
-        if spec not in maps:
+        if spec not in maps and not spec.on_device:
             maps.append(spec)
     buffers, at = _place(chosen, smem_start)
     plans = {}
     for (op, spec, box, boxes, nbytes, swizzle), buffer in zip(chosen, buffers):
         span = next((w for w, code in SWIZZLE_CODES.items() if code == swizzle), 0)
+        if spec.on_device:
+            plans[op] = TmaPlan(-1, box, boxes, buffer, None, nbytes, swizzle=span, device_map=spec)
+            continue
         index = maps.index(spec)
         if isinstance(op, MEM.StoreViewTkoOp):
             plans[op] = TmaPlan(index, box, boxes, buffer, None, nbytes, swizzle=span,
@@ -496,6 +502,39 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
         plans[op] = TmaPlan(index, box, boxes, buffer, at, nbytes, swizzle=span)
         at += BARRIER_BYTES
     return plans, tuple(maps), at
+
+
+def _device_store(op: Operation) -> bool:
+    """May ``op`` store through a map the kernel builds?  A plain view store outside every
+    loop (run once: its map is built once, where it is issued, and no copy through an
+    earlier one can still be in flight), where the knob allows it."""
+    from ..knobs import knobs
+
+    if not isinstance(op, MEM.StoreViewTkoOp) or not knobs.device_tensor_maps:
+        return False
+    block = op.parent
+    while block is not None and block.parent is not None:
+        owner = block.parent.parent
+        if owner is None:
+            break
+        if isinstance(owner, (CF.ForOp, CF.LoopOp)):
+            return False
+        block = owner.parent
+    return True
+
+
+def collect_device_maps(tas) -> None:
+    """``tas.device_maps``: the maps the kernel builds (``TensorMapSpec.on_device``) of its
+    TMA rings and TMA stores, once each, in the order their ops come; map ``k`` takes slot
+    ``k`` of the workspace (``codegen.device_maps``).  Run once every plan is final."""
+    found: list[TensorMapSpec] = []
+    for op in tas.aa.function.walk():
+        plan = tas.pipelines.get(op)
+        specs = list(getattr(plan, "specs", ()))
+        if op in tas.tma and tas.tma[op].device_map is not None:
+            specs.append(tas.tma[op].device_map)
+        found += [spec for spec in specs if spec.on_device and spec not in found]
+    tas.device_maps = tuple(found)
 
 
 def _place(chosen: list[tuple], smem_start: int) -> tuple[list[int], int]:
@@ -547,4 +586,4 @@ def plan_matrix_stores(tas) -> None:
         if form is None or plan.box[-1] % 8:
             continue
         tas.tma[op] = TmaPlan(plan.map_index, plan.box, plan.boxes, plan.buffer, plan.barrier, plan.nbytes,
-                              plan.reduce, plan.swizzle, form, plan.carried)
+                              plan.reduce, plan.swizzle, form, plan.carried, plan.device_map)

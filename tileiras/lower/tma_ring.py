@@ -77,8 +77,9 @@ class RingPlan(KLoopPlan):
     (a grouped GEMM's, from its table of arrays), so no host callback can fill its map: the
     issuing warp builds it before the first box (``codegen.device_maps``), assembling it in
     ``MAP_BYTES`` at ``map_staging`` (after the mbarriers) and copying it to its slot of the
-    kernel's workspace; ``maps[k]`` then indexes ``TileAS.device_maps``, else
-    ``TileAS.tensor_maps``.  Such a ring is never persistent (``plan_ring``).
+    kernel's workspace (its place in ``TileAS.device_maps``); ``maps[k]`` is then -1, else
+    operand ``k``'s hidden map in ``TileAS.tensor_maps``.  Such a ring is never persistent
+    (``plan_ring``).
 
     ``producer_warp`` >= 0: the loop is warp-specialized (``place_rings``): the warp group
     from warp ``producer_warp`` on (the CTA's extra warps) runs the producer, its first
@@ -372,18 +373,16 @@ def place_rings(tas, arch: int, rings: list[RingPlan], persistent: bool = True) 
         tas.tma_end = at
     if not reason and not tas.extra_warps:
         tas.extra_warps = PRODUCER_WARPS
-    built = list(tas.device_maps)
     for ring in rings:
         for spec in ring.specs:
-            table = built if spec.on_device else maps
-            if spec not in table:
-                table.append(spec)
+            if not spec.on_device and spec not in maps:
+                maps.append(spec)
         producer, consumers = (-1, tas.num_threads) if reason else (tas.num_warps, tas.layout_threads)
-        indices = tuple((built if spec.on_device else maps).index(spec) for spec in ring.specs)
+        indices = tuple(-1 if spec.on_device else maps.index(spec) for spec in ring.specs)
         tas.pipelines[ring.loop] = ring.placed(indices, producer,
                                                consumers, reason, (0, 0) if reason else _registers(tas),
                                                ring.stages, ring.source, barrier_at.get(ring.loop, -1), slice_)
-    tas.tensor_maps, tas.device_maps = tuple(maps), tuple(built)
+    tas.tensor_maps = tuple(maps)
 
 
 def _persistent_loops(tas, rings: list[RingPlan]) -> set[CF.ForOp]:
