@@ -131,9 +131,10 @@ def test_8_byte_aligned_tiles_are_copied_with_cp_async_ca():
     assert count(ptx, r"cp\.async\.ca\.shared\.global \[[^]]+\], \[[^]]+\], 8, ") > 0 and "cp.async.cg" not in ptx
 
 
-def test_8bit_b_rows_are_copied_4_bytes_at_a_time():
+def test_8bit_b_rows_are_copied_8_bytes_at_a_time():
     plan = plan_of(gemm_loop(32, 64, 64, ab="i8", acc="i32"))
-    assert plan.copy_bytes == (16, 4)       # B's rows are padded by 4 bytes (mma_staging_pitches)
+    assert plan.copy_bytes == (16, 8)       # B's rows are padded by 8 bytes (mma_staging_pitches)
+    assert plan.b_pitch == 64 + 8
 
 
 @pytest.mark.parametrize("text, reason", [

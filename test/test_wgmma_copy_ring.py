@@ -115,11 +115,11 @@ def _no_fence(monkeypatch):
 def _no_barrier(monkeypatch):
     real = emit_async.steady_state
 
-    def steady_state(em, p):
+    def steady_state(em, p, *rest):
         barrier = X.barrier
         X.barrier = lambda b: None
         try:
-            return real(em, p)
+            return real(em, p, *rest)
         finally:
             X.barrier = barrier
     monkeypatch.setattr(emit_async, "steady_state", steady_state)

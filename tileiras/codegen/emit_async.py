@@ -29,6 +29,8 @@ layouts, extra warps) issue nothing for them (``owner_predicate``).
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from llvmlite import ir
 
 from ..ir.core import Operation
@@ -37,6 +39,7 @@ from ..lower.software_pipeline import PipelinePlan
 from ..lower.tma_ring import RingPlan
 from ..lower.tiles import element_bytes
 from . import intrinsics as X
+from . import smem_copy
 from .emit_memory import Access
 from .nvvm import I32, KernelEmitter
 from .values import TileVal
@@ -85,9 +88,12 @@ def wait_group(b: ir.IRBuilder, pending: int) -> None:
     """``cp.async.wait_group pending``: all but this thread's newest ``pending`` groups landed."""
     X.asm(b, ir.VoidType(), f"cp.async.wait_group {pending};", "~{memory}", [], side_effect=True)
 
-def issue_stage(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, stage: ir.Value, runs: ir.Value) -> None:
+def issue_stage(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, stage: ir.Value, runs: ir.Value,
+                deferred: Optional[list] = None) -> None:
     """The copies of the tiles iteration ``iv`` loads into ``stage`` (i32), reading
-    nothing where ``runs`` is false, then their commit."""
+    nothing where ``runs`` is false, then their commit.  A block-scaled multiply's A
+    scales are loaded too (``scale_rows``) and stored to the stage at once, or, given
+    ``deferred``, by the callables appended to it (after the iteration's multiply)."""
     b = em.b
     stage_base = b.mul(stage, ir.Constant(I32, plan.stage_bytes))
     for k, (ld, pitch, nbytes, layout) in enumerate(zip(plan.loads, (plan.a_pitch, plan.b_pitch), plan.copy_bytes,
@@ -106,7 +112,42 @@ def issue_stage(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, stage: ir.V
 
         base = b.add(stage_base, ir.Constant(I32, plan.operand_bytes(k)))
         copy_tile(em, plan.loop, ld, iv, layout, offset_of, nbytes, base, runs)
+    if plan.scales:
+        store = scale_rows(em, plan, iv, stage_base, runs)
+        if deferred is None:
+            store()
+        else:
+            deferred.append(store)
     commit(b)
+
+
+def scale_rows(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, stage_base: ir.Value, runs: ir.Value):
+    """A block-scaled multiply's scales for iteration ``iv`` into the stage at
+    ``stage_base``: B's by ``cp.async`` in the stage's group; A's (rows of a few bytes, too
+    narrow for ``cp.async``) loaded by each thread now, zeros where the tile leaves the
+    tensor or ``runs`` is false; the callable that stores them to the stage, row-major."""
+    b = em.b
+    sa, sb = plan.scales
+    la, lb = plan.scale_layouts
+    n = sb.results[0].type.shape[-1]
+
+    def b_offset(r: int) -> ir.Value:
+        row, col = em.coords(lb, r)
+        return b.add(b.mul(row, ir.Constant(I32, n)), col)
+    copy_tile(em, plan.loop, sb, iv, lb, b_offset, plan.scale_copy, b.add(stage_base, ir.Constant(I32, plan.scale_at[1])),
+              runs)
+    block = plan.loop.regions[0].blocks[0]
+    indices = [iv if v is block.args[0] else em.values[v].scalar for v in sa.index]
+    if sa.view not in em.values:
+        em.emit_op(sa.view.owner)
+    access = Access(em, em.values[sa.view], la, indices)
+    owner = em.owner_predicate(la)
+    byte = ir.IntType(8)
+    loaded = [X.predicated_load(b, byte, 1, access.addresses[r], b.and_(access.masks[r], runs),
+                                [ir.Constant(byte, 0)], "global", access.offsets[r])[0] for r in range(la.size("reg"))]
+    at = smem_copy.row_major(sa.results[0].type.shape, 1, plan.scale_at[0])
+    return lambda: smem_copy.store(em, TileVal(la, loaded), at, where=lambda reg: True if owner is None else owner,
+                                   shift=stage_base)
 
 def copy_tile(em: KernelEmitter, loop: Operation, ld: Operation, iv: ir.Value, layout, offset_of, nbytes: int,
               base: ir.Value, runs: ir.Value) -> None:
@@ -194,9 +235,10 @@ def drain(em: KernelEmitter, plan) -> None:
     wait_group(em.b, 0)
     X.barrier(em.b)
 
-def steady_state(em: KernelEmitter, plan: PipelinePlan) -> ir.Value:
+def steady_state(em: KernelEmitter, plan: PipelinePlan, deferred: Optional[list] = None) -> ir.Value:
     """In iteration i: wait for its stage, issue the copies of iteration i + S-1 into the
-    stage iteration i-1 read; the byte offset of stage i % S, which the multiply reads."""
+    stage iteration i-1 read; the byte offset of stage i % S, which the multiply reads
+    (``deferred``: ``issue_stage``'s)."""
     b = em.b
     lb, ub, step = loop_bounds(em, plan)
     iv = em.values[plan.loop.regions[0].blocks[0].args[0]].scalar
@@ -210,7 +252,7 @@ def steady_state(em: KernelEmitter, plan: PipelinePlan) -> ir.Value:
     stages = ir.Constant(I32, plan.stages)
     ahead = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.ahead)))
     issue_stage(em, plan, ahead, b.urem(b.add(i, ir.Constant(I32, plan.ahead)), stages),
-                below(em, plan, ahead, ub))
+                below(em, plan, ahead, ub), deferred)
     return b.mul(b.urem(i, stages), ir.Constant(I32, plan.stage_bytes))
 
 def pipelined_mma(em: KernelEmitter, op: Operation, plan) -> None:
@@ -231,7 +273,8 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan) -> None:
 
     form = em.tas.tensor_cores[op]
     acc = em.tile(op, 2)
-    stage_bytes = steady_state(em, plan)
+    deferred: list = []
+    stage_bytes = steady_state(em, plan, deferred)
     if plan.staging is not None:
         warpgroup_multiply(em, op, form, plan.staging, None, acc, stage_bytes, plan.in_flight)
         if plan.in_flight:
@@ -240,4 +283,8 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan) -> None:
     first = em.b.udiv(stage_bytes, ir.Constant(I32, element_bytes(op.lhs.type)))
     operands = TensorCoreOperands(em, form, acc.layout, plan.a_pitch, plan.b_pitch, plan.a_bytes, first,
                                   plan.swizzles, plan.b_k_rows, a_columns=plan.a_columns)
+    if plan.scales:
+        operands.scaled(plan.scale_at, op.operands[3].type.shape[-1], op.rhs.type.shape[-1], stage_bytes)
     em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))
+    for store in deferred:      # A's scales of the stage iteration i + S-1 fills, read by now
+        store()

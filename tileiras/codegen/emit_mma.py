@@ -595,17 +595,20 @@ class TensorCoreOperands:
         self.row_offsets = [layout.apply(reg=4 * self.cols_blocks * i)[0] for i in range(self.rows_blocks)]
         self.col_offsets = [layout.apply(reg=4 * j)[1] for j in range(self.cols_blocks)]
 
-    def scaled(self, offsets: tuple[int, int], a_blocks: int, n: int) -> None:
+    def scaled(self, offsets: tuple[int, int], a_blocks: int, n: int, stage: Optional[ir.Value] = None) -> None:
         """Read block scales too (``mma_forms.scale_offsets``: A's M x ``a_blocks``, B's
         blocks x ``n``, row-major): the factor of row ``g + 8 (t % 2)`` of each row block
         of A and of column ``g`` of each column block of B, as ``scale_vec::1X`` with byte
-        and thread selectors 0 takes them (lanes with t >= 2 read a row too, unused)."""
+        and thread selectors 0 takes them (lanes with t >= 2 read a row too, unused).
+        ``stage``: a pipelined loop's current stage, in bytes (``offsets`` are from its start)."""
         b, lane = self.em.b, self.em.lane
         g = b.lshr(lane, ir.Constant(I32, 2))
         half = b.mul(b.and_(lane, ir.Constant(I32, 1)), ir.Constant(I32, 8))
         self.scale_offsets, self.scale_blocks, self.scale_n = offsets, a_blocks, n
         self.scale_a = b.mul(b.add(self.block_row, b.add(g, half)), ir.Constant(I32, a_blocks))
         self.scale_b = b.add(self.block_col, g)
+        if stage is not None:
+            self.scale_a, self.scale_b = b.add(self.scale_a, stage), b.add(self.scale_b, stage)
 
     def scales(self, k0: ir.Value, i: int, j: int) -> tuple[ir.Value, ir.Value]:
         """(A's, B's) scale registers of row block ``i`` and column block ``j`` at K step ``k0``."""

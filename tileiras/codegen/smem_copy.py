@@ -62,15 +62,16 @@ def row_major(shape: Sequence[int], elem_bytes: int, base: int = 0, paddings: tu
 
 def store(em: KernelEmitter, tv: TileVal, at: SharedTile, origin: Optional[Sequence[Coordinate]] = None,
           where: Optional[Callable[[int], Union[bool, ir.Value]]] = None,
-          placed: Optional[LinearLayout] = None) -> None:
+          placed: Optional[LinearLayout] = None, shift: Optional[ir.Value] = None) -> None:
     """Write the elements ``tv`` holds (each register that is not a copy of a lower one)
     where ``at`` keeps them.  ``where(reg)``: False skips the access that starts at
     register ``reg``, an i1 guards it.  ``placed``: the layout whose coordinates place the
-    registers in ``at`` when it is not ``tv``'s (a K slice's, coordinates folded into it)."""
+    registers in ``at`` when it is not ``tv``'s (a K slice's, coordinates folded into it).
+    ``shift``: ``at`` lies that many bytes further (i32, a multiple of 16: a ring's stage)."""
     b = em.b
     ty = smem_type(tv.regs[0].type)
     skip = tv.layout.broadcast_mask(REG)
-    for reg, n, slot in accesses(em, placed or tv.layout, at, origin):
+    for reg, n, slot in accesses(em, placed or tv.layout, at, origin, shift):
         if reg & skip:
             continue
         guard = True if where is None else where(reg)
@@ -95,9 +96,10 @@ def load(em: KernelEmitter, layout: LinearLayout, at: SharedTile, elem_type: ir.
 
 
 def accesses(em: KernelEmitter, layout: LinearLayout, at: SharedTile,
-             origin: Optional[Sequence[Coordinate]] = None) -> Iterator[tuple[int, int, ir.Value]]:
+             origin: Optional[Sequence[Coordinate]] = None, shift: Optional[ir.Value] = None
+             ) -> Iterator[tuple[int, int, ir.Value]]:
     """(first register, registers, address) of each access that copies ``layout``'s
-    registers to or from ``at``, in register order."""
+    registers to or from ``at`` (``shift`` bytes further, when given), in register order."""
     offsets = element_offsets(layout, at)
     where = _origin_offset(em, at, origin, layout.shape)
     n = copy_vector(layout, at, where)
@@ -111,6 +113,8 @@ def accesses(em: KernelEmitter, layout: LinearLayout, at: SharedTile,
         if known and not in_address:
             index, known = em.b.add(index, ir.Constant(I32, known), flags=["nuw", "nsw"]), 0
         slot = em.smem_slot(index, at.elem_bytes, at.base)
+        if shift is not None:
+            slot = byte_gep(em.b, slot, shift)
         yield reg, n, slot if not known else byte_gep(em.b, slot, ir.Constant(I32, known * at.elem_bytes))
 
 

@@ -476,15 +476,16 @@ MMA_ROW_PAD = 16
 def mma_staging_pitches(op: Operation, k_slice: Optional[int] = None) -> tuple[int, int]:
     """Row pitches, in elements, of A (M x K) and B (K x N) staged in shared memory for a
     tensor-core matrix multiply, each row padded by ``MMA_ROW_PAD`` bytes, except B's where
-    its fragments read other rows (emit_mma.TensorCoreOperands): an 8-bit B's by 4 bytes
-    (bytes of rows 4t + e, t = 0..3, which 16 bytes would put in the same banks two by
-    two), a 32-bit B's to a pitch of 8 words mod 32 (words of rows t, t = 0..3, at the
+    its fragments read other rows (emit_mma.TensorCoreOperands): an 8-bit B's by 8 bytes
+    (bytes of rows 4t + e, t = 0..3, then 8t words apart: four bank groups, where 16
+    bytes would put them in the same banks two by two; and a ``cp.async`` ring copies
+    8 bytes at a time where 4 would keep rows 8-byte aligned only), a 32-bit B's to a pitch of 8 words mod 32 (words of rows t, t = 0..3, at the
     columns of 8 lanes).  With ``k_slice`` A's rows hold that slice of K (``mma_k_slice``)."""
     size = element_bytes(op.lhs.type)
     k, n = k_slice or op.lhs.type.shape[-1], op.rhs.type.shape[-1]
     if size == 8:
         return dmma_pitch(k), dmma_pitch(n)
-    b_pad = {1: 4, 4: 4 * ((8 - n) % 32)}.get(size, MMA_ROW_PAD)
+    b_pad = {1: 8, 4: 4 * ((8 - n) % 32)}.get(size, MMA_ROW_PAD)
     return k + MMA_ROW_PAD // size, n + b_pad // size
 
 

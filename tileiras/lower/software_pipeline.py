@@ -134,6 +134,17 @@ class PipelinePlan(KLoopPlan):
     #: A's tile lies column by column in memory (16-bit, swizzled): its stage holds K rows of
     #: M, copied along M and read with ``ldmatrix.trans``
     a_columns: bool = False
+    #: a block-scaled multiply (``mmaf_scaled``): the loads of A's and B's scales, which
+    #: the stage holds row-major at ``scale_at`` (bytes from its start, A's M x K/32 then
+    #: B's K/32 x N).  B's scales are copied like the operands (``scale_copy`` bytes a
+    #: ``cp.async``, ``scale_layouts[1]``); A's rows are narrower than any ``cp.async``
+    #: (and 2-byte aligned), so each thread loads its bytes of them (``scale_layouts[0]``)
+    #: when it issues the stage's copies and stores them to the stage after the
+    #: iteration's multiply (NVIDIA's tool loads A's scales with ``ld.global.b8`` too)
+    scales: tuple = ()
+    scale_at: tuple[int, int] = (0, 0)
+    scale_copy: int = 0
+    scale_layouts: tuple = ()
 
     @property
     def ahead(self) -> int:
@@ -251,11 +262,38 @@ def _mma_sync_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     a_bytes = a.results[0].type.num_elements // _row(a) * a_pitch * esize
     stage_bytes = a_bytes + b.results[0].type.num_elements // _row(b) * b_pitch * esize
     layouts = tuple(copy_layout(ld, tas.num_warps, nbytes // esize) for ld, nbytes in zip((a, b), copies))
+    scaled = _copied_scales(tas, loop, mma, stage_bytes)
+    if isinstance(scaled, str):
+        return scaled
+    stage_bytes = scaled.get("end", stage_bytes)
     stages = _stages(tas, loop, arch, mma, copies, layouts, stage_bytes)
     if isinstance(stages, str):
         return stages
     return PipelinePlan(loop, mma, (a, b), stages[0], a_pitch, b_pitch, a_bytes, stage_bytes, copies, layouts,
-                        stages[1], swizzles, permute is not None, b_columns=columns, a_columns=a_columns)
+                        stages[1], swizzles, permute is not None, b_columns=columns, a_columns=a_columns,
+                        scales=scaled.get("loads", ()), scale_at=scaled.get("at", (0, 0)),
+                        scale_copy=scaled.get("copy", 0), scale_layouts=scaled.get("layouts", ()))
+
+
+#: where a stage's block scales start: 16-byte aligned for B's ``cp.async`` copies
+SCALE_ALIGN = 16
+
+
+def _copied_scales(tas, loop: CF.ForOp, mma: Operation, operands_end: int) -> Union[str, dict]:
+    """A block-scaled multiply's scales in the ring (``PipelinePlan.scales``): their loads,
+    where the stage holds them, B's copy width and the two layouts, and where the stage
+    ends; {} for other multiplies, or why B's scales cannot be copied."""
+    if not isinstance(mma, AR.MmaFScaledOp):
+        return {}
+    sa, sb = scale_loads(loop, mma)
+    copy = _copy_bytes(tas, sb, _row(sb))
+    if copy < NARROWEST_COPY or columns_contiguous(sb) or columns_contiguous(sa):
+        return "a thread's piece of B's block scales is narrower than 4 bytes or not aligned (cp.async copies 4, 8 or 16)"
+    a_at = -(-operands_end // SCALE_ALIGN) * SCALE_ALIGN
+    b_at = a_at + -(-sa.results[0].type.num_elements // SCALE_ALIGN) * SCALE_ALIGN
+    end = b_at + -(-sb.results[0].type.num_elements // SCALE_ALIGN) * SCALE_ALIGN
+    layouts = (copy_layout(sa, tas.num_warps, 1), copy_layout(sb, tas.num_warps, copy))
+    return {"loads": (sa, sb), "at": (a_at, b_at), "copy": copy, "layouts": layouts, "end": end}
 
 
 def _row(ld: Operation) -> int:
@@ -279,10 +317,15 @@ def _copied_k_loop(tas, loop: CF.ForOp, a_columns_ok: bool = False
     """``k_loop``'s parts of a loop whose loads ``cp.async`` may copy iterations early
     (``loads_reason``; loads ``lower.tma`` gave TMA too: ``record_plans`` takes them
     back; a column-major A only where ``a_columns_ok``), or why not."""
-    shape = k_loop(tas, loop)
+    shape = k_loop(tas, loop, scales_ok=True)
     if isinstance(shape, str):
         return shape
-    return loads_reason(tas, loop, *shape, tma_ok=True, b_columns_ok=True, a_columns_ok=a_columns_ok) or shape
+    reason = loads_reason(tas, loop, *shape, tma_ok=True, b_columns_ok=True, a_columns_ok=a_columns_ok)
+    if reason is None and isinstance(shape[0], AR.MmaFScaledOp):
+        iv = loop.regions[0].blocks[0].args[0]
+        reason = next(filter(None, (_load_reason(tas, ld, loop, iv, shape[0])
+                                    for ld in scale_loads(loop, shape[0]))), None)
+    return reason or shape
 
 
 def _stages(tas, loop: CF.ForOp, arch: int, mma: Operation, copies: tuple[int, int],
@@ -379,16 +422,24 @@ def _lands_whole(to_offset: LinearLayout, chunk: int) -> bool:
     return all(base[0] & (chunk - 1) == 0 for base in others)
 
 
-def k_loop(tas, loop: CF.ForOp) -> Union[str, tuple[Operation, Operation, Operation, Optional[CO.PermuteOp]]]:
+def k_loop(tas, loop: CF.ForOp, scales_ok: bool = False
+           ) -> Union[str, tuple[Operation, Operation, Operation, Optional[CO.PermuteOp]]]:
     """(multiply, A's load, B's load, B's transpose or None) of a loop whose body loads two
-    tiles and multiplies them on tensor cores into fragments it carries, or why not."""
+    tiles and multiplies them on tensor cores into fragments it carries, or why not; with
+    ``scales_ok`` the multiply may be block-scaled, its two scale tiles loaded in the loop
+    too (``scale_loads``)."""
     body = _body(loop)
-    mmas = [op for op in body if isinstance(op, (AR.MmaFOp, AR.MmaIOp))]
+    mmas = [op for op in body if isinstance(op, (AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp))]
     loads = [op for op in body if isinstance(op, MEM.LoadViewTkoOp)]
     permute = _transposing(mmas[0], body) if len(mmas) == 1 else None
-    if len(mmas) != 1 or len(loads) != 2 or len(body) != 3 + (permute is not None):
+    scaled = 2 if len(mmas) == 1 and isinstance(mmas[0], AR.MmaFScaledOp) else 0
+    if len(mmas) != 1 or len(loads) != 2 + scaled or len(body) != 3 + scaled + (permute is not None):
         return "the loop body does more than load two tiles (B perhaps transposed) and multiply them"
+    if scaled and not scales_ok:
+        return "the multiply's block scales are copied only by cp.async rings"
     mma = mmas[0]
+    if scaled and scale_loads(loop, mma) is None:
+        return "the multiply's block scales are not tiles the loop loads"
     if mma.result.type.rank != 2:
         return "the multiply is batched"
     if tas.tensor_cores.get(mma) is None:
@@ -400,6 +451,17 @@ def k_loop(tas, loop: CF.ForOp) -> Union[str, tuple[Operation, Operation, Operat
     if a is None or b is None or a is b:
         return "the multiply's operands are not the two loaded tiles"
     return mma, a, b, permute
+
+
+def scale_loads(loop: CF.ForOp, mma: Operation) -> Optional[tuple[Operation, Operation]]:
+    """The loads in ``loop``'s body of a block-scaled multiply's A and B scales, or None."""
+    found = []
+    for v in mma.operands[3:5]:
+        ld = None if v.is_block_argument else v.owner
+        if not isinstance(ld, MEM.LoadViewTkoOp) or ld.parent is not loop.regions[0].blocks[0]:
+            return None
+        found.append(ld)
+    return (found[0], found[1]) if found[0] is not found[1] else None
 
 
 def loads_reason(tas, loop: CF.ForOp, mma: Operation, a: Operation, b: Operation,
@@ -559,7 +621,7 @@ def record_plans(tas, arch: int) -> None:
         tas.scratch[decision.mma] = max(tas.scratch.get(decision.mma, 0), decision.ring_bytes)
         if decision.staging is not None:
             tas.wgmma_staging[decision.mma] = decision.staging
-    taken = {ld for d in copied for ld in d.loads}
+    taken = {ld for d in copied for ld in (*d.loads, *d.scales)}
     if tas.tma and copied:
         plan_again(tas, arch, taken)
     rings = [d for d in tas.pipelines.values() if isinstance(d, RingPlan)]
@@ -567,7 +629,7 @@ def record_plans(tas, arch: int) -> None:
         place_rings(tas, arch, rings)
     for decision in tas.pipelines.values():
         if isinstance(decision, (PipelinePlan, RingPlan)):
-            for op in (decision.loop, decision.mma, *decision.loads):
+            for op in (decision.loop, decision.mma, *decision.loads, *getattr(decision, "scales", ())):
                 tas.pipelined[op] = decision
             if decision.b_transposed:
                 tas.pipelined[decision.mma.rhs.owner] = decision
