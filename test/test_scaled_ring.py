@@ -47,10 +47,10 @@ def test_the_loop_is_a_copy_ring_with_the_scales_in_each_stage():
     assert isinstance(sa, MEM.LoadViewTkoOp) and sa.results[0].type.shape == (64, 2)
     assert sb.results[0].type.shape == (2, 64) and tuple(p.mma.operands[3:5]) == (sa.results[0], sb.results[0])
     assert p.stages >= 2 and p.scale_copy == 16
-    # A (64 rows of 64 bytes padded to 80), B (64 rows padded to 72: 8-byte copies whose
-    # byte reads meet no bank conflict), then A's scales and B's, 16-byte aligned
-    assert (p.a_pitch, p.b_pitch, p.copy_bytes) == (80, 72, (16, 8))
-    assert p.scale_at == (64 * 80 + 64 * 72, 64 * 80 + 64 * 72 + 128)
+    # A (64 rows of 64 bytes padded to 80), B (64 rows padded to 80 too: 16-byte rows for
+    # ldmatrix.m16n16.b8, conflict-free), then A's scales and B's, 16-byte aligned
+    assert (p.a_pitch, p.b_pitch, p.copy_bytes) == (80, 80, (16, 16))
+    assert p.scale_at == (2 * 64 * 80, 2 * 64 * 80 + 128)
     assert p.stage_bytes == p.scale_at[1] + 128
 
 
@@ -59,9 +59,15 @@ def test_the_ptx_copies_b_scales_and_loads_a_scales_byte_by_byte():
     ops = Counter(re.findall(r"\b(cp\.async\.c[ag]\.shared\.global|ld\.global[.\w]*|cp\.async\.wait_group)", ptx))
     # A's scales: one byte a thread a stage, in each of the prologue's S-1 stages and the loop's
     assert ops["ld.global.b8"] == plan().ahead + 1
-    assert ops["cp.async.cg.shared.global"] > 0 and ops["cp.async.ca.shared.global"] > 0
+    assert ops["cp.async.cg.shared.global"] > 0 and ops["cp.async.ca.shared.global"] == 0   # all 16 bytes
     assert set(k for k in ops if k.startswith("ld.global")) == {"ld.global.b8"}
     assert "kind::mxf8f6f4.block_scale" in ptx
+    # B's fragments: one 16 x 16 byte matrix pair a K step and pair of column blocks (8
+    # blocks of 8 columns, 2 K steps of 32: 8 a tile), no byte-by-byte reads
+    assert ptx.count("ldmatrix.sync.aligned.m16n16.x2.trans.shared.b8") == 8
+    # the bytes still read one at a time are the scales' (a factor per row / column block
+    # and K step); B byte by byte would be 64 more a K step
+    assert len(re.findall(r"ld\.shared\.[ub]8", ptx)) <= 32
 
 
 @pytest.mark.parametrize("extent", [64, 200, 512])
@@ -94,3 +100,21 @@ def test_a_scales_stored_into_the_stage_being_read_are_caught(monkeypatch):
     monkeypatch.setattr(emit_async, "scale_rows", scale_rows)
     (report,) = diffcheck.check_module(module(), "sm_120", grid=(2, 2, 1), extent=512)
     assert report.problem is not None
+
+
+def test_b_is_read_by_bytes_where_a_warp_s_columns_are_not_16_aligned():
+    """``mma_forms.fitted_to``: the 16 x 16 byte matrices need each warp's column blocks to
+    start 16 bytes aligned; a fragment layout whose warps split N 8 columns apart keeps the
+    byte reads (and B's rows padded by 8)."""
+    from tileiras.layout.linear import mma_fragment
+    from tileiras.lower.mma_forms import TensorCoreMma, fitted_to, tensor_core_mma
+
+    (tas,) = run_stages(module(), CompileOptions(gpu_name="sm_120"), "tileas").tas.values()
+    (mma,) = tas.tensor_cores
+    form = tas.tensor_cores[mma]
+    assert form.b_matrix8 and fitted_to(form, mma_fragment((64, 64), 4)) is form
+    split = mma_fragment((16, 32), 4)       # 4 warps over 32 columns: 8 apart
+    assert any(base[-1] % 16 for base in split.bases("warp"))
+    assert fitted_to(form, split) == TensorCoreMma(*[getattr(form, f) for f in
+                                                     ("types", "k", "bits", "integer", "warpgroup", "m", "kind")])
+    assert tensor_core_mma(mma, 89) is None

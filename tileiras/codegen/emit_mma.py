@@ -200,9 +200,9 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
     b = em.b
     a_t, b_t = op.lhs.type, op.rhs.type
     k_slice = em.tas.mma_k_slices.get(op)
-    a_pitch, b_pitch = mma_staging_pitches(op, k_slice)
+    a_pitch, b_pitch = mma_staging_pitches(op, k_slice, form)
     a_bytes = element_bytes(a_t) * a_t.shape[-2] * a_pitch
-    batches, stride = batch_count(op), batch_stride(op, k_slice)
+    batches, stride = batch_count(op), batch_stride(op, k_slice, form)
     a_at = _staged(a_t.shape, element_bytes(a_t), a_pitch, stride, 0, -1, k_slice)
     b_at = _staged(b_t.shape, element_bytes(b_t), b_pitch, stride, a_bytes, -2, k_slice)
 
@@ -219,7 +219,7 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
         else:
             _stage_k_slice(em, lhs, a_at, -1, k0, k_slice)
             _stage_k_slice(em, rhs, b_at, -2, k0, k_slice)
-        scales = scale_offsets(op) if form.kind else None
+        scales = scale_offsets(op, form) if form.kind else None
         if scales is not None:      # A's and B's block scales, row-major after the operands
             for i in (3, 4):
                 smem_copy.store(em, em.tile(op, i), smem_copy.row_major(op.operands[i].type.shape, 1, scales[i - 3]))
@@ -518,7 +518,9 @@ class TensorCoreOperands:
     * 32-bit (tf32) A and B: one 32-bit load a register;
     * f64 A and B (DMMA): one element of A for each 8-row half of a row block, (g, t) and
       (g + 8, t), and one of B, (t, g), a 64-bit load each;
-    * 8-bit B: four byte loads from consecutive K rows a register, packed low byte first.
+    * 8-bit B: four byte loads from consecutive K rows a register, packed low byte first;
+      where the form says so (``TensorCoreMma.b_matrix8``, sm_100/sm_120) one
+      ``ldmatrix.m16n16.x2.trans.b8`` a K step and pair of column blocks instead.
 
     With ``swizzles`` (a pipelined loop's 16-bit operands, ``mma_forms.MmaSwizzle``) the
     rows are ``k`` and ``n`` elements apart (K and N, or a TMA box's columns where the
@@ -588,8 +590,16 @@ class TensorCoreOperands:
                 k_half = b.mul(b.and_(b.lshr(lane, ir.Constant(I32, 3)), ir.Constant(I32, 1)),
                                ir.Constant(I32, 16 // self.esize))
                 self.b_swizzle = b.xor(k_half, _phase(b, n_row, b_sw))
+        # 8-bit K x N B read as 16 x 16 byte matrices (``TensorCoreMma.b_matrix8``: the
+        # warps' column blocks start 16 bytes aligned): lane l at K row l of the step
+        # (lanes 16-31: the second matrix, K 16-31)
+        self.b_rows8, self._b8 = None, {}
+        if form.b_matrix8 and swizzles is None and not b_transposed and self.esize == 1:
+            self.b_rows8 = b.add(b.mul(lane, ir.Constant(I32, n)), block_col)
         if first is not None:       # a pipelined loop's current stage, in elements
             self.a_base, self.b_base = b.add(self.a_base, first), b.add(self.b_base, first)
+            if self.b_rows8 is not None:
+                self.b_rows8 = b.add(self.b_rows8, first)
         if b_first is not None:     # B alone in a ring stage (``emit_attention``), in elements
             self.b_base = b.add(self.b_base, b_first)
         self.row_offsets = [layout.apply(reg=4 * self.cols_blocks * i)[0] for i in range(self.rows_blocks)]
@@ -628,12 +638,12 @@ class TensorCoreOperands:
         b, k = self.em.b, self.k
         if self.a_columns:                  # K rows of M, read transposed; K steps of 16 keep the swizzle
             base = b.add(self.a_base, b.mul(k0, ir.Constant(I32, k)))
-            return [ldmatrix(b, self._slot(b.add(base, _boxed(b, b.add(self.a_col, ir.Constant(I32, r)),
+            return [X.ldmatrix(b, self._slot(b.add(base, _boxed(b, b.add(self.a_col, ir.Constant(I32, r)),
                                                              self.a_swizzle, self.swizzles[0])), 0, 0, 2), 4,
                              trans=True) for r in self.row_offsets]
         if self.swizzles is not None:       # the swizzle repeats within 16 rows: same per row block
             column = _boxed(b, k0, self.a_swizzle, self.swizzles[0])
-            return [ldmatrix(b, self._slot(b.add(self.a_base, column), r * k, 0, self.esize), 4)
+            return [X.ldmatrix(b, self._slot(b.add(self.a_base, column), r * k, 0, self.esize), 4)
                     for r in self.row_offsets]
         base = b.add(self.a_base, k0)
         if self.form.bits == 64:            # DMMA: rows g and g + 8 of the block, one element each
@@ -642,7 +652,7 @@ class TensorCoreOperands:
         if self.form.bits == 32:
             return [[b.load(self._slot(base, (r + 8 * (q % 2)) * k + 4 * (q // 2), 0, 4), typ=I32)
                      for q in range(4)] for r in self.row_offsets]
-        return [ldmatrix(b, self._slot(base, r * k, 0, self.esize), 4) for r in self.row_offsets]
+        return [X.ldmatrix(b, self._slot(base, r * k, 0, self.esize), 4) for r in self.row_offsets]
 
     def b_fragment(self, k0: ir.Value, j: int) -> list[ir.Value]:
         b, n, c = self.em.b, self.n, self.col_offsets[j]
@@ -656,17 +666,19 @@ class TensorCoreOperands:
         count = 4 if self.swizzles is not None and self.pairs else 2
         if self.b_transposed:               # the swizzle repeats within 8 rows: same per column block
             column = _boxed(b, k0, self.b_swizzle, self.swizzles[1])
-            regs = ldmatrix(b, self._slot(b.add(self.b_base, column), c * n, self.b_offset, self.esize), count)
+            regs = X.ldmatrix(b, self._slot(b.add(self.b_base, column), c * n, self.b_offset, self.esize), count)
         elif self.swizzles is not None:     # K steps of 16 rows keep the swizzle
             base = b.add(self.b_base, b.mul(k0, ir.Constant(I32, n)))
             column = _boxed(b, b.add(self.b_col, ir.Constant(I32, c)), self.b_swizzle, self.swizzles[1])
-            regs = ldmatrix(b, self._slot(b.add(base, column), 0, self.b_offset, 2), count, trans=True)
+            regs = X.ldmatrix(b, self._slot(b.add(base, column), 0, self.b_offset, 2), count, trans=True)
         if self.swizzles is not None:
             self._next_block = regs[2:]
             return regs[:2]
+        if self.b_rows8 is not None:
+            return self._b8_matrix(k0, c)
         base = b.add(self.b_base, b.mul(k0, ir.Constant(I32, n)))
         if self.form.bits == 16:
-            return ldmatrix(b, self._slot(base, c, self.b_offset, 2), 2, trans=True)
+            return X.ldmatrix(b, self._slot(base, c, self.b_offset, 2), 2, trans=True)
         if self.form.bits == 64:
             return [b.load(self._slot(base, c, self.b_offset, 8), typ=ir.DoubleType())]
         if self.form.bits == 32:
@@ -680,6 +692,21 @@ class TensorCoreOperands:
             regs.append(word)
         return regs
 
+
+    def _b8_matrix(self, k0: ir.Value, c: int) -> list[ir.Value]:
+        """An 8-bit K x N B's fragment of the column block at ``c``: one
+        ``ldmatrix.m16n16.x2.trans.b8`` of the 16 columns from ``c`` rounded down to 16
+        gives both blocks of that pair (the second block's comes from the cache)."""
+        b = self.em.b
+        seg = c - c % 16
+        key = (id(k0), seg)
+        regs = self._b8.get(key)
+        if regs is None:
+            row = b.add(self.b_rows8, b.mul(k0, ir.Constant(I32, self.n)))
+            regs = X.ldmatrix_b8(b, self._slot(row, seg, self.b_offset, 1))
+            self._b8 = {key: regs}
+        half = c % 16 // 8
+        return [regs[half], regs[2 + half]]
 
     def _swizzled_bytes(self, k0: ir.Value, c: int) -> list[ir.Value]:
         """An 8-bit K x N B's fragment of column block ``c`` from swizzled rows (a TMA ring's
@@ -726,19 +753,6 @@ def _phase(b: ir.IRBuilder, row: ir.Value, swizzle: MmaSwizzle) -> ir.Value:
     phase = b.and_(b.lshr(row, ir.Constant(I32, swizzle.per_phase.bit_length() - 1)),
                    ir.Constant(I32, swizzle.max_phase - 1))
     return b.mul(phase, ir.Constant(I32, swizzle.vec))
-
-
-def ldmatrix(b: ir.IRBuilder, row: ir.Value, count: int, trans: bool = False) -> list[ir.Value]:
-    """``ldmatrix.sync.aligned.m8n8.x<count>{.trans}.shared.b16``: ``count`` 8x8 blocks of
-    16-bit elements whose rows lanes ``8i`` to ``8i + 7`` point at (``row``, a shared
-    address); lane l gets row l / 4, columns 2 (l % 4) and the next of each block, or with
-    ``.trans`` the same of the transposed block.  x4 on a row-major A gives each lane its
-    mma A fragment; x2.trans on a row-major K x N piece of B its B fragment."""
-    regs = ", ".join(f"${q}" for q in range(count))
-    text = f"ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.shared.b16 {{{regs}}}, [${count}];"
-    result = X.asm(b, ir.LiteralStructType([I32] * count), text, ",".join(["=r"] * count + ["r"]),
-                   [b.ptrtoint(row, I32)], side_effect=True)
-    return [b.extract_value(result, q) for q in range(count)]
 
 
 def mma_sync(b: ir.IRBuilder, form: TensorCoreMma, a: list[ir.Value], bb: list[ir.Value], c: list[ir.Value],

@@ -400,6 +400,32 @@ def fence_proxy_async(b: ir.IRBuilder) -> None:
           side_effect=True)
 
 
+def ldmatrix(b: ir.IRBuilder, row: ir.Value, count: int, trans: bool = False) -> list[ir.Value]:
+    """``ldmatrix.sync.aligned.m8n8.x<count>{.trans}.shared.b16``: ``count`` 8x8 blocks of
+    16-bit elements whose rows lanes ``8i`` to ``8i + 7`` point at (``row``, a shared
+    address); lane l gets row l / 4, columns 2 (l % 4) and the next of each block, or with
+    ``.trans`` the same of the transposed block.  x4 on a row-major A gives each lane its
+    mma A fragment; x2.trans on a row-major K x N piece of B its B fragment."""
+    regs = ", ".join(f"${q}" for q in range(count))
+    text = f"ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.shared.b16 {{{regs}}}, [${count}];"
+    result = asm(b, ir.LiteralStructType([I32] * count), text, ",".join(["=r"] * count + ["r"]),
+                   [b.ptrtoint(row, I32)], side_effect=True)
+    return [b.extract_value(result, q) for q in range(count)]
+
+
+def ldmatrix_b8(b: ir.IRBuilder, row: ir.Value) -> list[ir.Value]:
+    """``ldmatrix.sync.aligned.m16n16.x2.trans.shared.b8``: two 16 x 16 byte matrices whose
+    rows lanes 0-15 and 16-31 point at (``row``, a shared address, 16 bytes aligned),
+    transposed: register ``2 i + j`` of lane l holds rows ``4 (l % 4)`` to ``4 (l % 4) + 3``
+    of matrix ``i`` at column ``l / 4 + 8 j``, the 8-bit B fragment of an ``m16n8k32``
+    (matrix 0: K 0-15, its first register; matrix 1: K 16-31, its second) of the column
+    block ``j``."""
+    text = "ldmatrix.sync.aligned.m16n16.x2.trans.shared.b8 {$0, $1, $2, $3}, [$4];"
+    result = asm(b, ir.LiteralStructType([I32] * 4), text, "=r,=r,=r,=r,r", [b.ptrtoint(row, I32)],
+                   side_effect=True)
+    return [b.extract_value(result, q) for q in range(4)]
+
+
 def stmatrix(b: ir.IRBuilder, row: ir.Value, words: Sequence[ir.Value], trans: bool = False,
              offset: int = 0) -> None:
     """``stmatrix.sync.aligned.m8n8.x{len(words)}[.trans].shared.b16``: this lane's 32-bit

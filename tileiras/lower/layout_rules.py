@@ -681,7 +681,7 @@ def _mma(tas: TileAS, op: Operation) -> None:
         _need_scratch(tas, op, tas.wgmma_staging[op].nbytes)
         return
     if form is not None:
-        _need_scratch(tas, op, mma_staging_bytes(op))
+        _need_scratch(tas, op, mma_staging_bytes(op, None, form))
         return
     _need_scratch(tas, op, sum(v.type.num_elements * element_bytes(v.type) for v in staged))
 

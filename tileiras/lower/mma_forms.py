@@ -45,6 +45,10 @@ class TensorCoreMma:
     m: int = 16
     #: block-scaled (``mmaf_scaled``): the ``kind::`` of ``mma.sync...block_scale``, else ""
     kind: str = ""
+    #: 8-bit B staged K x N is read with ``ldmatrix.m16n16.x2.trans.b8`` (sm_100a, sm_120a:
+    #: ``B8_MATRIX_ARCH``), two column blocks a K step, its rows 16 bytes aligned
+    #: (``mma_staging_pitches``), as NVIDIA's tileiras reads it; else byte by byte
+    b_matrix8: bool = False
 
     @property
     def opcode(self) -> str:
@@ -114,7 +118,22 @@ def tensor_core_mma(op: Operation, arch: int, num_warps: int = 1, extra_warps: i
         return None
     warpgroup = (arch in WGMMA_ARCHS and m % 64 == 0 and num_warps > 0 and num_warps % WARPGROUP == 0
                  and extra_warps % WARPGROUP == 0)
-    return TensorCoreMma(*form, warpgroup)
+    return TensorCoreMma(*form, warpgroup, b_matrix8=form[2] == 8 and not warpgroup and arch >= B8_MATRIX_ARCH)
+
+
+#: the first architecture with ``ldmatrix.m16n16...b8`` (its ``a`` targets, which tileiras
+#: compiles for: sm_100a, sm_120a)
+B8_MATRIX_ARCH = 100
+
+
+def fitted_to(form: TensorCoreMma, accumulator: LinearLayout) -> TensorCoreMma:
+    """``form`` for its accumulator layout: B read as 16 x 16 byte matrices
+    (``b_matrix8``) only where each warp's columns start 16 elements aligned, so that
+    the pair of column blocks a matrix covers is the warp's own; else byte by byte, its
+    rows padded as for that (``mma_staging_pitches``)."""
+    if not form.b_matrix8 or all(base[-1] % 16 == 0 for base in accumulator.bases("warp")):
+        return form
+    return TensorCoreMma(form.types, form.k, form.bits, form.integer, form.warpgroup, form.m, form.kind, False)
 
 
 #: architectures with ``mma.sync...block_scale`` (sm_12x; sm_100 has tcgen05 instead)
@@ -138,13 +157,14 @@ def _block_scaled_mma(op: Operation, arch: int) -> Optional[TensorCoreMma]:
     (m, n), k = op.result.type.shape, op.lhs.type.shape[-1]
     if m % 16 or n % 8 or k % MX_BLOCK or op.operands[3].type.shape[-1] * MX_BLOCK != k:
         return None
-    return TensorCoreMma(f"f32.{fa[0]}.{fb[0]}.f32.ue8m0", 32, 8, False, False, 16, "mxf8f6f4")
+    return TensorCoreMma(f"f32.{fa[0]}.{fb[0]}.f32.ue8m0", 32, 8, False, False, 16, "mxf8f6f4",
+                         b_matrix8=arch >= B8_MATRIX_ARCH)
 
 
-def scale_offsets(op: Operation) -> tuple[int, int]:
+def scale_offsets(op: Operation, form: Optional["TensorCoreMma"] = None) -> tuple[int, int]:
     """Bytes from the staging's start to the block scales of a block-scaled multiply,
     A's (M x K/32) then B's (K/32 x N), each row-major after the operands' rows."""
-    sa = batch_stride(op) * element_bytes(op.lhs.type)
+    sa = batch_stride(op, None, form) * element_bytes(op.lhs.type)
     return sa, sa + op.operands[3].type.num_elements
 
 
@@ -156,12 +176,12 @@ def accumulator_layout(op: Operation, num_warps: int) -> LinearLayout:
     return batched_fragment(fragment, shape[0]) if len(shape) == 3 else fragment
 
 
-def mma_staging_bytes(op: Operation, k_slice: Optional[int] = None) -> int:
+def mma_staging_bytes(op: Operation, k_slice: Optional[int] = None, form: Optional["TensorCoreMma"] = None) -> int:
     """Shared-memory bytes ``mma.sync``'s operands are staged in: A and B of each matrix
     in rows of ``mma_staging_pitches``, one matrix after the other (``batch_stride``);
     with ``k_slice``, the K slice of them one stage holds (``mma_k_slice``)."""
     scales = sum(v.type.num_elements for v in op.operands[3:5]) if isinstance(op, AR.MmaFScaledOp) else 0
-    return batch_count(op) * batch_stride(op, k_slice) * element_bytes(op.lhs.type) + scales
+    return batch_count(op) * batch_stride(op, k_slice, form) * element_bytes(op.lhs.type) + scales
 
 
 def mma_k_slice(op: Operation, form: "TensorCoreMma", budget: int) -> Optional[int]:
@@ -173,12 +193,12 @@ def mma_k_slice(op: Operation, form: "TensorCoreMma", budget: int) -> Optional[i
     whole operands fit, for block-scaled forms (their scales are staged whole), and where
     no slice fits (a real overflow, which ``smem_limit`` reports)."""
     k = op.lhs.type.shape[-1]
-    if form.kind or mma_staging_bytes(op) <= budget:
+    if form.kind or mma_staging_bytes(op, None, form) <= budget:
         return None
     slice_k = form.k
-    while k % (2 * slice_k) == 0 and 2 * slice_k < k and mma_staging_bytes(op, 2 * slice_k) <= budget:
+    while k % (2 * slice_k) == 0 and 2 * slice_k < k and mma_staging_bytes(op, 2 * slice_k, form) <= budget:
         slice_k *= 2
-    return slice_k if mma_staging_bytes(op, slice_k) <= budget else None
+    return slice_k if mma_staging_bytes(op, slice_k, form) <= budget else None
 
 
 def batch_count(op: Operation) -> int:
@@ -187,10 +207,10 @@ def batch_count(op: Operation) -> int:
     return shape[0] if len(shape) == 3 else 1
 
 
-def batch_stride(op: Operation, k_slice: Optional[int] = None) -> int:
+def batch_stride(op: Operation, k_slice: Optional[int] = None, form: Optional["TensorCoreMma"] = None) -> int:
     """Elements of one matrix's staged A and B (``mma_staging_pitches``): all of K, or
     ``k_slice`` of it."""
-    a_pitch, b_pitch = mma_staging_pitches(op, k_slice)
+    a_pitch, b_pitch = mma_staging_pitches(op, k_slice, form)
     return op.lhs.type.shape[-2] * a_pitch + (k_slice or op.rhs.type.shape[-2]) * b_pitch
 
 
@@ -473,19 +493,23 @@ def _descriptors_step(staging: OperandStaging, origins: set, blocks: Sequence[in
 MMA_ROW_PAD = 16
 
 
-def mma_staging_pitches(op: Operation, k_slice: Optional[int] = None) -> tuple[int, int]:
+def mma_staging_pitches(op: Operation, k_slice: Optional[int] = None, form: Optional["TensorCoreMma"] = None
+                        ) -> tuple[int, int]:
     """Row pitches, in elements, of A (M x K) and B (K x N) staged in shared memory for a
     tensor-core matrix multiply, each row padded by ``MMA_ROW_PAD`` bytes, except B's where
     its fragments read other rows (emit_mma.TensorCoreOperands): an 8-bit B's by 8 bytes
     (bytes of rows 4t + e, t = 0..3, then 8t words apart: four bank groups, where 16
     bytes would put them in the same banks two by two; and a ``cp.async`` ring copies
-    8 bytes at a time where 4 would keep rows 8-byte aligned only), a 32-bit B's to a pitch of 8 words mod 32 (words of rows t, t = 0..3, at the
+    8 bytes at a time where 4 would keep rows 8-byte aligned only; by 16 where ``form``
+    reads it with ``ldmatrix...b8``, ``TensorCoreMma.b_matrix8``: 16-byte rows, and the
+    8 rows of each of its phases 80 bytes apart fall in 8 distinct 16-byte bank groups),
+    a 32-bit B's to a pitch of 8 words mod 32 (words of rows t, t = 0..3, at the
     columns of 8 lanes).  With ``k_slice`` A's rows hold that slice of K (``mma_k_slice``)."""
     size = element_bytes(op.lhs.type)
     k, n = k_slice or op.lhs.type.shape[-1], op.rhs.type.shape[-1]
     if size == 8:
         return dmma_pitch(k), dmma_pitch(n)
-    b_pad = {1: 8, 4: 4 * ((8 - n) % 32)}.get(size, MMA_ROW_PAD)
+    b_pad = {1: 16 if form is not None and form.b_matrix8 else 8, 4: 4 * ((8 - n) % 32)}.get(size, MMA_ROW_PAD)
     return k + MMA_ROW_PAD // size, n + b_pad // size
 
 

@@ -253,7 +253,7 @@ def _mma_sync_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
         return "a transposed B is read with ldmatrix only for 16-bit elements"
     if columns and swizzles is None and esize != 1:
         return "a column-major B is read from N rows of K only for 8- and 16-bit elements"
-    a_pitch, b_pitch = ((_row(a), _row(b)) if swizzles else mma_staging_pitches(mma))
+    a_pitch, b_pitch = ((_row(a), _row(b)) if swizzles else mma_staging_pitches(mma, None, tas.tensor_cores[mma]))
     if columns and swizzles is None:        # 8-bit: N rows of K, padded as A's K rows are
         b_pitch = a_pitch
     copies = tuple(_copy_bytes(tas, ld, pitch * esize) for ld, pitch in ((a, a_pitch), (b, b_pitch)))

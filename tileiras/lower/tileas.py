@@ -28,7 +28,7 @@ from . import tma, vectorize
 from .chunks import ChunkGroup
 from .cta_size import choose_num_warps
 from .layout_rules import assign_block
-from .mma_forms import accumulator_layout, mma_k_slice, mma_staging_bytes, tensor_core_mma
+from .mma_forms import accumulator_layout, fitted_to, mma_k_slice, mma_staging_bytes, tensor_core_mma
 from .subbyte import plan_pairs
 from .tileaa import TileAA
 from .tiles import access_bytes, element_bytes, is_tile
@@ -279,8 +279,9 @@ def choose_tensor_cores(tas: TileAS, arch: int) -> None:
     for op in tas.aa.live_ops():
         form = tensor_core_mma(op, arch, tas.num_warps, tas.extra_warps)
         if form is not None:     # warps beyond the 16x8 blocks hold copies
-            tas.tensor_cores[op] = form
-            tas.mma_layouts[op.result.type.shape] = accumulator_layout(op, tas.num_warps)
+            layout = accumulator_layout(op, tas.num_warps)
+            tas.tensor_cores[op] = fitted_to(form, layout)
+            tas.mma_layouts[op.result.type.shape] = layout
 
 
 def access_facts(tas: TileAS) -> None:
@@ -324,7 +325,7 @@ def fit_mma_staging(tas: TileAS) -> None:
         k_slice = mma_k_slice(op, form, limit)
         if k_slice is not None:
             tas.mma_k_slices[op] = k_slice
-            tas.scratch[op] = max(mma_staging_bytes(op, k_slice), _conversion_bytes(tas, op))
+            tas.scratch[op] = max(mma_staging_bytes(op, k_slice, form), _conversion_bytes(tas, op))
 
 
 def _conversion_bytes(tas: TileAS, op: Operation) -> int:
