@@ -43,13 +43,14 @@ fragments are not read with ``ldmatrix``, keep the padded rows of the unpipeline
 On sm_90 and later a loop whose tiles TMA can copy becomes a ``tma_ring.RingPlan`` first
 (``mma.sync`` ones too, NVIDIA's form there; TILEIRAS_MMA_TMA_RING=0 keeps them on
 ``cp.async``), and the ``cp.async`` ring below is for the loops it refuses.
-On sm_90 a loop whose multiply runs as ``wgmma`` becomes a ``tma_ring.RingPlan`` instead,
-or where TMA cannot copy its tiles (views made at run time, as a grouped GEMM's from its
-table of arrays: no tensor map exists when the kernel is launched) a ``PipelinePlan`` whose
-``staging`` is the TMA ring's (``mma_forms.tma_ring_staging``): the same ``cp.async`` ring,
-its copies landing the tiles in the swizzled layouts ``wgmma``'s descriptors read
-(``_wgmma_copy_ring``).  NVIDIA's tool builds tensor maps on the device for such loops.
-"""
+On sm_90 a loop whose multiply runs as ``wgmma`` becomes a ``tma_ring.RingPlan`` instead
+(views made at run time, as a grouped GEMM's from its table of arrays, through maps the
+kernel builds, as NVIDIA's tool does: ``codegen.device_maps``), or where TMA cannot copy
+its tiles (``TILEIRAS_DEVICE_TENSOR_MAPS=0``, a persistent loop over such views) a
+``PipelinePlan`` whose ``staging`` is the TMA ring's (``mma_forms.tma_ring_staging``): the
+same ``cp.async`` ring, its copies landing the tiles in the swizzled layouts ``wgmma``'s
+descriptors read (``_wgmma_copy_ring``).  A block-scaled multiply's loop always takes the
+``cp.async`` ring (``PipelinePlan.scales``)."""
 from __future__ import annotations
 
 from typing import Optional, Union
