@@ -198,3 +198,21 @@ def test_nvidia_puts_its_workspace_pointer_where_ours_is(real_tileiras, tmp_path
     assert where[0] == where[1]
     reports = diffcheck.check_module(module("sm_90"), "sm_90", grid=(2, 2, 3), extent=40, nvidia=theirs)
     assert reports and all(r.problem is None for r in reports), [r.problem for r in reports]
+
+
+def test_maps_built_beside_hidden_ones():
+    """A's and C's maps built on the device, B's a hidden parameter the host callback fills:
+    the workspace pointer comes after B's map, and the callback fills both."""
+    from kernels.lists import GROUPED_A_MATMUL
+
+    m = read_bytecode(export(GROUPED_A_MATMUL, "sm_90"))
+    (tas,) = run_stages(m, CompileOptions(gpu_name="sm_90"), "tileas").tas.values()
+    (ring,) = tas.pipelines.values()
+    assert isinstance(ring, RingPlan) and ring.device_maps == (0,) and ring.maps == (-1, 0)
+    assert len(tas.tensor_maps) == 1 and len(tas.device_maps) == 2        # B's; A's and C's
+    ptx = diffcheck.compile_ptx(m, "sm_90")
+    name = m.functions[0].name
+    n = len(m.functions[0].entry_block.args)
+    assert f"{name}_param_{n}[128]" in ptx and f".u64 .ptr .global .align 1 {name}_param_{n + 1}" in ptx
+    reports = diffcheck.check_module(m, "sm_90", grid=(2, 2, 3), extent=100)
+    assert reports and all(r.problem is None for r in reports), [r.problem for r in reports]

@@ -30,6 +30,19 @@ def grouped_matmul(As, Bs, Cs, TM: ConstInt, TN: ConstInt, TK: ConstInt):
 
 
 @ct.kernel
+def grouped_a_matmul(As, b, Cs, TM: ConstInt, TN: ConstInt, TK: ConstInt):
+    """``Cs[g] = As[g] @ b``: one B for every group (a shared weight), A and C per group."""
+    g = ct.bid(2)
+    a, c = As[g], Cs[g]
+    acc = ct.full((TM, TN), 0, dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(TM, TK))):
+        ta = ct.load(a, index=(ct.bid(0), k), shape=(TM, TK), padding_mode=ZERO)
+        tb = ct.load(b, index=(k, ct.bid(1)), shape=(TK, TN), padding_mode=ZERO)
+        acc = ct.mma(ta, tb, acc)
+    ct.store(c, index=(ct.bid(0), ct.bid(1)), tile=acc.astype(c.dtype))
+
+
+@ct.kernel
 def grouped_axpy(xs, ys, alpha: float, TILE: ConstInt):
     """``ys[g] += alpha * xs[g]`` in place, group ``g = bid(1)``."""
     g = ct.bid(1)
@@ -55,3 +68,7 @@ GROUPED_MATMUL_WIDE = KernelCase("grouped_matmul_wide", grouped_matmul,
                                    array_list(ct.float16, 2, **ALIGNED), 64, 64, 32]])
 GROUPED_AXPY = KernelCase("grouped_axpy", grouped_axpy,
                           [[array_list(ct.float32), array_list(ct.float32), scalar(ct.float32), 64]])
+#: A and C per group, B shared: TMA maps built on the device beside a hidden one (sm_90)
+GROUPED_A_MATMUL = KernelCase("grouped_a_matmul", grouped_a_matmul,
+                              [[array_list(ct.float16, 2, **ALIGNED), arr(ct.float16, 2, **ALIGNED),
+                                array_list(ct.float16, 2, **ALIGNED), 64, 64, 32]])
