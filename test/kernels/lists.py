@@ -15,31 +15,29 @@ ConstInt = ct.Constant[int]
 ZERO = ct.PaddingMode.ZERO
 
 
-@ct.kernel
-def grouped_matmul(As, Bs, Cs, TM: ConstInt, TN: ConstInt, TK: ConstInt):
-    """``Cs[g] = As[g] @ Bs[g]`` for group ``g = bid(2)``, a (TM, TN) tile per CTA; each group
-    has its own shapes, read from its row of the table."""
-    g = ct.bid(2)
-    a, b, c = As[g], Bs[g], Cs[g]
+def grouped_tile(a, b, c, TM: ConstInt, TN: ConstInt, TK: ConstInt):
+    """The CTA's (TM, TN) tile of ``c = a @ b``: the K loop, zero-padded at the edges."""
     acc = ct.full((TM, TN), 0, dtype=ct.float32)
     for k in range(ct.num_tiles(a, axis=1, shape=(TM, TK))):
         ta = ct.load(a, index=(ct.bid(0), k), shape=(TM, TK), padding_mode=ZERO)
         tb = ct.load(b, index=(k, ct.bid(1)), shape=(TK, TN), padding_mode=ZERO)
         acc = ct.mma(ta, tb, acc)
     ct.store(c, index=(ct.bid(0), ct.bid(1)), tile=acc.astype(c.dtype))
+
+
+@ct.kernel
+def grouped_matmul(As, Bs, Cs, TM: ConstInt, TN: ConstInt, TK: ConstInt):
+    """``Cs[g] = As[g] @ Bs[g]`` for group ``g = bid(2)``, a (TM, TN) tile per CTA; each group
+    has its own shapes, read from its row of the table."""
+    g = ct.bid(2)
+    grouped_tile(As[g], Bs[g], Cs[g], TM, TN, TK)
 
 
 @ct.kernel
 def grouped_a_matmul(As, b, Cs, TM: ConstInt, TN: ConstInt, TK: ConstInt):
     """``Cs[g] = As[g] @ b``: one B for every group (a shared weight), A and C per group."""
     g = ct.bid(2)
-    a, c = As[g], Cs[g]
-    acc = ct.full((TM, TN), 0, dtype=ct.float32)
-    for k in range(ct.num_tiles(a, axis=1, shape=(TM, TK))):
-        ta = ct.load(a, index=(ct.bid(0), k), shape=(TM, TK), padding_mode=ZERO)
-        tb = ct.load(b, index=(k, ct.bid(1)), shape=(TK, TN), padding_mode=ZERO)
-        acc = ct.mma(ta, tb, acc)
-    ct.store(c, index=(ct.bid(0), ct.bid(1)), tile=acc.astype(c.dtype))
+    grouped_tile(As[g], b, Cs[g], TM, TN, TK)
 
 
 @ct.kernel
