@@ -1,7 +1,7 @@
 """Helpers for the TMA ring tests (test_tma_ring.py, test_mma_tma_ring.py, the attention
 rings' test_attention_tma.py and test_attention_sync_ring.py): a kernel's PTX run on one CTA
 in the emulator, the ring's mbarrier waits planted away, an attention ring's loop and the
-protocol its refills keep."""
+protocol its refills keep, and the faults planted in an attention ring's emitter."""
 from __future__ import annotations
 
 import re
@@ -63,3 +63,33 @@ def assert_attention_refills(loop: str, boxes: int) -> None:
     assert "bar.sync" not in loop and "barrier.sync" not in loop
     assert len(re.findall(r"mbarrier\.try_wait\.parity", loop)) == 2 + 1
     assert len(re.findall(r"mbarrier\.arrive\.shared::cta\.b64", loop)) == 1
+
+
+def drop_attention_wait(monkeypatch, dropped: int) -> None:
+    """Plant: an attention ring's ``dropped``-th mbarrier wait is not emitted (1: Q's boxes,
+    2: K's phase, 3: V's, 4: the refill's "empty" wait)."""
+    from tileiras.codegen import emit_attention_tma
+
+    real = emit_attention_tma.wait_phase
+    waits = []
+
+    def wait_phase(em, barrier, parity):
+        waits.append(barrier)
+        if len(waits) != dropped:
+            real(em, barrier, parity)
+    monkeypatch.setattr(emit_attention_tma, "wait_phase", wait_phase)
+
+
+def release_only_below(monkeypatch, threads: int) -> None:
+    """Plant: only the attention ring's threads below ``threads`` release a stage."""
+    from llvmlite import ir
+
+    from tileiras.codegen import emit_attention_tma
+    from tileiras.codegen.nvvm import I32
+
+    real = emit_attention_tma.release
+
+    def release(em, empty):
+        with em.b.if_then(em.b.icmp_unsigned("<", em.tid, ir.Constant(I32, threads))):
+            real(em, empty)
+    monkeypatch.setattr(emit_attention_tma, "release", release)

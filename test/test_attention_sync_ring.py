@@ -20,12 +20,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from llvmlite import ir
 
 from kernels.attention import flash_attention
 from tileiras import diffcheck
-from tileiras.codegen import emit_attention_tma
-from tileiras.codegen.nvvm import I32
 from tileiras.layout.shared import Swizzle
 from tileiras.lower.attention_pipeline import A_BEFORE_LOOP, A_HELD, A_STAGED, AttentionPlan
 from tileiras.lower.attention_tma import EMPTY, AttentionRingPlan
@@ -33,7 +30,7 @@ from tileiras.pipeline import CompileOptions, run_stages
 from tileiras.remarks import collect
 from tileiras.text.parser import parse_module
 
-from _rings import assert_attention_refills, attention_loop
+from _rings import assert_attention_refills, attention_loop, drop_attention_wait, release_only_below
 from test_attention_tma import doubled_q, ring_problem
 from test_software_pipeline import plan_of, ptx_of
 
@@ -173,14 +170,7 @@ def test_a_missing_full_wait_is_caught(monkeypatch, dropped, reader):
     """Q's fragments read before its boxes land (the prologue's wait), Q @ K^T without
     waiting for K's phase (the first wait in the loop), or P @ V without V's (the
     second): ``ldmatrix`` reads shared memory while its boxes may land."""
-    real = emit_attention_tma.wait_phase
-    waits = []
-
-    def unwaited(em, barrier, parity):
-        waits.append(barrier)
-        if len(waits) != dropped:   # Q's, K's, V's, then the refill's "empty" wait
-            real(em, barrier, parity)
-    monkeypatch.setattr(emit_attention_tma, "wait_phase", unwaited)
+    drop_attention_wait(monkeypatch, dropped)
     (problem,) = problems(flash_attention(), "sm_120")
     assert problem is not None and "cp.async.bulk.tensor" in problem and reader in problem
 
@@ -188,12 +178,7 @@ def test_a_missing_full_wait_is_caught(monkeypatch, dropped, reader):
 def test_a_missing_release_is_caught(monkeypatch):
     """Warps 1-3 never release a stage: the refill's "empty" wait never completes, and the
     emulator says the kernel hangs there rather than letting the boxes overwrite it."""
-    real = emit_attention_tma.release
-
-    def first_warp_only(em, empty):
-        with em.b.if_then(em.b.icmp_unsigned("<", em.tid, ir.Constant(I32, 32))):
-            real(em, empty)
-    monkeypatch.setattr(emit_attention_tma, "release", first_warp_only)
+    release_only_below(monkeypatch, 32)
     problem = ring_problem(flash_attention(), 256, 64, arch="sm_120")
     assert problem is not None and "deadlock" in problem and "mbarrier" in problem
 
@@ -201,13 +186,6 @@ def test_a_missing_release_is_caught(monkeypatch):
 def test_a_refill_without_the_empty_wait_is_caught(monkeypatch):
     """The refill of a stage issued without waiting for every thread's release overwrites
     K or V while another warp may still read it."""
-    real = emit_attention_tma.wait_phase
-    waits = []
-
-    def empty_unwaited(em, barrier, parity):
-        waits.append(barrier)
-        if len(waits) != 4:         # Q's, K's, V's; the refill's "empty" wait dropped
-            real(em, barrier, parity)
-    monkeypatch.setattr(emit_attention_tma, "wait_phase", empty_unwaited)
+    drop_attention_wait(monkeypatch, 4)
     problem = ring_problem(flash_attention(), 256, 64, arch="sm_120")
     assert problem is not None and "race" in problem and "cp.async.bulk.tensor" in problem and "ldmatrix" in problem

@@ -16,18 +16,15 @@ import re
 
 import numpy as np
 import pytest
-from llvmlite import ir
 
 from kernels.attention import flash_attention
 from tileiras import diffcheck
-from tileiras.codegen import emit_attention_tma
-from tileiras.codegen.nvvm import I32
 from tileiras.layout.shared import Swizzle
 from tileiras.lower.attention_tma import EMPTY, MIN_STAGES, AttentionRingPlan
 from tileiras.remarks import collect
 from tileiras.text.parser import parse_module
 
-from _rings import assert_attention_refills, attention_loop
+from _rings import assert_attention_refills, attention_loop, drop_attention_wait, release_only_below
 from test_software_pipeline import plan_of, ptx_of
 
 
@@ -193,14 +190,7 @@ def test_many_trips_agree_with_the_interpreter(kwargs, keys, blocks, stages):
 def test_a_missing_mbarrier_wait_is_caught(monkeypatch, dropped):
     """Q @ K^T without waiting for Q's boxes (the first wait), or P @ V without waiting for
     V's phase (the third, after K's), reads shared memory while the TMA may still land."""
-    real = emit_attention_tma.wait_phase
-    waits = []
-
-    def v_unwaited(em, barrier, parity):
-        waits.append(barrier)
-        if len(waits) != dropped:   # Q's, K's, V's, then the refill's "empty" wait
-            real(em, barrier, parity)
-    monkeypatch.setattr(emit_attention_tma, "wait_phase", v_unwaited)
+    drop_attention_wait(monkeypatch, dropped)
     (problem,) = problems(flash_attention())
     assert problem is not None and "cp.async.bulk.tensor" in problem and "wgmma" in problem
 
@@ -210,12 +200,7 @@ def test_a_missing_release_is_caught(monkeypatch, d):
     """Two warpgroups (a 128-row query block on 8 warps), the second's threads never
     releasing a stage: the refill's "empty" wait never completes, and the emulator says
     the kernel hangs there rather than letting the copies overwrite the stage."""
-    real = emit_attention_tma.release
-
-    def first_warpgroup_only(em, empty):
-        with em.b.if_then(em.b.icmp_unsigned("<", em.tid, ir.Constant(I32, 128))):
-            real(em, empty)
-    monkeypatch.setattr(emit_attention_tma, "release", first_warpgroup_only)
+    release_only_below(monkeypatch, 128)
     problem = ring_problem(flash_attention(d=d, bm=128, hints=EIGHT_WARPS), 384, d, 128)
     assert problem is not None and "deadlock" in problem and "mbarrier" in problem
 
@@ -224,14 +209,7 @@ def test_a_missing_release_is_caught(monkeypatch, d):
 def test_a_refill_without_the_empty_wait_is_caught(monkeypatch, d):
     """Two warpgroups: the refill of a stage issued without waiting for every thread's
     release overwrites K while the other warpgroup's Q @ K^T may still read it."""
-    real = emit_attention_tma.wait_phase
-    waits = []
-
-    def empty_unwaited(em, barrier, parity):
-        waits.append(barrier)
-        if len(waits) != 4:         # Q's, K's, V's; the refill's "empty" wait dropped
-            real(em, barrier, parity)
-    monkeypatch.setattr(emit_attention_tma, "wait_phase", empty_unwaited)
+    drop_attention_wait(monkeypatch, 4)
     problem = ring_problem(flash_attention(d=d, bm=128, hints=EIGHT_WARPS), 384, d, 128)
     assert problem is not None and "race" in problem and "cp.async.bulk.tensor" in problem
     assert "wgmma" in problem and "thread [128, 0, 0]" in problem

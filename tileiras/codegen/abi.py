@@ -244,25 +244,24 @@ def workspace_decl(name: str) -> str:
 def workspace_offset(info: KernelInfo) -> int:
     """Offset of the hidden workspace pointer in the host callback's buffer (after the
     maps, 8-aligned in constant-bank addresses)."""
-    kinds = tuple(param_kind(t) for t in info.param_types)
-    end = kind_offsets(kinds)[-1] + kind_layout(kinds[-1])[0] if kinds else 0
     maps = tensor_map_offsets(info)
-    if maps:
-        end = maps[-1] + TENSOR_MAP_BYTES
+    end = maps[-1] + TENSOR_MAP_BYTES if maps else _user_params_end(info)
     base = param_cbank_base(info.arch)
     return -(-(base + end) // 8) * 8 - base
+
+
+def _user_params_end(info: KernelInfo) -> int:
+    """Bytes the user parameters take in the callback's buffer."""
+    kinds = tuple(param_kind(t) for t in info.param_types)
+    return kind_offsets(kinds)[-1] + kind_layout(kinds[-1])[0] if kinds else 0
 
 
 def tensor_map_offsets(info: KernelInfo) -> tuple[int, ...]:
     """Offsets of the hidden maps in the parameter buffer the host callback gets (from the
     first parameter on), aligned in constant-bank addresses as ptxas lays them out: on
     sm_90 (bank base 0x210) the first map after 0x38 bytes of user parameters is at 0x70."""
-    kinds = tuple(param_kind(t) for t in info.param_types)
-    end = 0
-    if kinds:
-        end = kind_offsets(kinds)[-1] + kind_layout(kinds[-1])[0]
     base = param_cbank_base(info.arch)
-    out, at = [], base + end
+    out, at = [], base + _user_params_end(info)
     for _ in info.tensor_maps:
         at = -(-at // TENSOR_MAP_ALIGN) * TENSOR_MAP_ALIGN
         out.append(at - base)

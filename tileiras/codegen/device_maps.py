@@ -14,9 +14,14 @@ callback can fill their maps at launch.  NVIDIA's tileiras builds such maps on t
   encoder, to shared memory; the warp copies them into the slot with
   ``tensormap.cp_fenceproxy`` (a release to the tensor-map proxy, ``.sync.aligned``), and
   the lane that issues the boxes acquires them (``fence.proxy.tensormap::generic.acquire``)
-  before its first ``cp.async.bulk.tensor`` reads the slot.
+  before its first ``cp.async.bulk.tensor`` reads the slot (``build_maps``).
+
+``map_address`` names any map by its generic address: a hidden parameter's, or the slot a
+built one lies in.
 """
 from __future__ import annotations
+
+from typing import Optional, Sequence
 
 from llvmlite import ir
 
@@ -28,6 +33,34 @@ from .abi import TENSOR_MAP_BYTES, WORKSPACE_SM_BYTES, param_name
 I32, I64 = ir.IntType(32), ir.IntType(64)
 #: the address bits a map holds (4-56: 16-byte aligned, below 2**57)
 ADDRESS_MASK = ((1 << 57) - 1) & ~0xF
+
+
+def map_address(em, index: int, spec: Optional[TensorMapSpec] = None, b: Optional[ir.IRBuilder] = None
+                ) -> ir.Value:
+    """Generic address of a tensor map: where ``build_maps`` built ``spec`` when the kernel
+    builds it (``spec.on_device``), else hidden map parameter ``index`` (``cvta.param``,
+    with builder ``b``, ``em.b`` by default)."""
+    if spec is not None and spec.on_device:
+        return em.built_maps[spec]
+    return X.tensor_map_address(b or em.b, param_name(em.fn.name, len(em.fn.entry_block.args) + index))
+
+
+def build_maps(em, maps: Sequence[tuple[TensorMapSpec, ir.Value]], warp: ir.Value, writer: ir.Value) -> None:
+    """The warp where ``warp`` (i1, warp-uniform) holds builds each map (spec, shared address
+    of its 128 assembly bytes) in its slot, lane ``writer`` assembling them, and acquires
+    them for the boxes; ``em.built_maps`` then gives their generic addresses
+    (``map_address``).  Every thread computes the slots' addresses (its own warp's: only
+    the building warp's are used)."""
+    b = em.b
+    slots = [slot_address(em, em.tas.device_maps.index(spec)) for spec, _ in maps]
+    generic = [generic_address(em, slot) for slot in slots]
+    with b.if_then(warp):
+        for (spec, staging), slot in zip(maps, slots):
+            build_map(em, spec, slot, staging, writer)
+        for address in generic:
+            acquire_map(em, address)
+    for (spec, _), address in zip(maps, generic):
+        em.built_maps[spec] = address
 
 
 def workspace_param(em) -> str:

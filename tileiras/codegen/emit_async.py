@@ -136,18 +136,24 @@ def scale_rows(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, stage_base: 
         return b.add(b.mul(row, ir.Constant(I32, n)), col)
     copy_tile(em, plan.loop, sb, iv, lb, b_offset, plan.scale_copy, b.add(stage_base, ir.Constant(I32, plan.scale_at[1])),
               runs)
-    block = plan.loop.regions[0].blocks[0]
-    indices = [iv if v is block.args[0] else em.values[v].scalar for v in sa.index]
-    if sa.view not in em.values:
-        em.emit_op(sa.view.owner)
-    access = Access(em, em.values[sa.view], la, indices)
+    access = iteration_access(em, plan.loop, sa, iv, la)
     owner = em.owner_predicate(la)
     byte = ir.IntType(8)
     loaded = [X.predicated_load(b, byte, 1, access.addresses[r], b.and_(access.masks[r], runs),
                                 [ir.Constant(byte, 0)], "global", access.offsets[r])[0] for r in range(la.size("reg"))]
     at = smem_copy.row_major(sa.results[0].type.shape, 1, plan.scale_at[0])
-    return lambda: smem_copy.store(em, TileVal(la, loaded), at, where=lambda reg: True if owner is None else owner,
+    return lambda: smem_copy.store(em, TileVal(la, loaded), at, where=None if owner is None else lambda reg: owner,
                                    shift=stage_base)
+
+
+def iteration_access(em: KernelEmitter, loop: Operation, ld: Operation, iv: ir.Value, layout) -> Access:
+    """The global accesses of ``layout``'s registers to the tile ``ld`` (in ``loop``) loads
+    at iteration value ``iv``."""
+    block = loop.regions[0].blocks[0]
+    indices = [iv if v is block.args[0] else em.values[v].scalar for v in ld.index]
+    if ld.view not in em.values:        # a loop-invariant view made in the loop, not reached yet
+        em.emit_op(ld.view.owner)
+    return Access(em, em.values[ld.view], layout, indices)
 
 def copy_tile(em: KernelEmitter, loop: Operation, ld: Operation, iv: ir.Value, layout, offset_of, nbytes: int,
               base: ir.Value, runs: ir.Value) -> None:
@@ -157,11 +163,7 @@ def copy_tile(em: KernelEmitter, loop: Operation, ld: Operation, iv: ir.Value, l
     ``offset_of(r)`` elements; out-of-bounds runs, and all where ``runs`` is false, read
     nothing and fill zeros."""
     b = em.b
-    block = loop.regions[0].blocks[0]
-    indices = [iv if v is block.args[0] else em.values[v].scalar for v in ld.index]
-    if ld.view not in em.values:        # a loop-invariant view made in the loop, not reached yet
-        em.emit_op(ld.view.owner)
-    access = Access(em, em.values[ld.view], layout, indices)
+    access = iteration_access(em, loop, ld, iv, layout)
     esize = element_bytes(ld.results[0].type)
     chunk = nbytes // esize
     owner = em.owner_predicate(layout)

@@ -50,8 +50,8 @@ from llvmlite import ir
 
 from ..ir.core import Operation
 from ..lower.attention_tma import BARRIERS_PER_STAGE, EMPTY, AttentionRingPlan, RingBox
+from . import device_maps
 from . import intrinsics as X
-from .abi import param_name
 from .emit_async import below, iteration_number, loop_bounds
 from .emit_attention import hoist_fragments, hoist_landed, multiply_from_stage
 from .emit_mma import stage_operand, warpgroup_multiply
@@ -95,7 +95,7 @@ def _issue_tile(em: KernelEmitter, tile: RingBox, base: ir.Value, barrier: ir.Va
     tensor's contiguous dim and one box's bytes further in shared memory."""
     b = em.b
     X.mbarrier_expect_tx(b, barrier, tile.nbytes)
-    tmap = X.tensor_map_address(b, param_name(em.fn.name, len(em.fn.entry_block.args) + tile.map_index))
+    tmap = device_maps.map_address(em, tile.map_index)
     shape = tile.load.view.type.tile_shape
     indices = [at[v] if v in at else em.values[v].scalar for v in tile.load.index]
     starts = []

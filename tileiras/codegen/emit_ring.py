@@ -82,7 +82,6 @@ from ..ir.core import Operation
 from ..lower.tma_ring import MAP_BYTES, RingPlan
 from . import device_maps
 from . import intrinsics as X
-from .abi import param_name
 from .emit_async import below, complete_last, iteration_number, loop_bounds
 from .emit_tma import tile_coords, wait_phase
 from .nvvm import I32, KernelEmitter
@@ -151,7 +150,7 @@ def ring_issue(em: KernelEmitter, plan: RingPlan, iv: ir.Value, stage: ir.Value)
     X.mbarrier_expect_tx(b, barrier, plan.tx_bytes)
     stage_base = _shared(em, b.mul(stage, ir.Constant(I32, plan.stage_bytes)))
     for k, (ld, operand) in enumerate(zip(plan.loads, (plan.staging.a, plan.staging.b))):
-        tmap = _map_address(em, plan, k)
+        tmap = device_maps.map_address(em, plan.maps[k], plan.specs[k])
         indices = [iv if v is block.args[0] else em.values[v].scalar for v in ld.index]
         row, col = tile_coords(b, indices, tuple(ld.results[0].type.shape))
         if (plan.b_columns if k else plan.a_columns):     # the view's dims are the tensor's swapped
@@ -163,31 +162,13 @@ def ring_issue(em: KernelEmitter, plan: RingPlan, iv: ir.Value, stage: ir.Value)
             X.bulk_tensor_load(b, dst, tmap, [inner_at, row], barrier)
 
 
-def _map_address(em: KernelEmitter, plan: RingPlan, k: int) -> ir.Value:
-    """Generic address of operand ``k``'s tensor map: its hidden parameter, or the slot
-    the issuing warp built it in (``_build_maps``)."""
-    if plan.specs[k].on_device:
-        return em.built_maps[plan.specs[k]]
-    return X.tensor_map_address(em.b, param_name(em.fn.name, len(em.fn.entry_block.args) + plan.maps[k]))
-
-
 def _build_maps(em: KernelEmitter, plan: RingPlan) -> None:
     """(After the prologue's barrier: the ring's shared memory is free) the issuing warp
     builds the maps of the operands whose views the kernel made (``codegen.device_maps``),
-    each assembled in its area at ``map_staging`` and copied to its workspace slot, then
-    acquired for the boxes.  Every thread computes the slots' addresses (its own warp's:
-    only the issuing warp's are used)."""
-    b = em.b
-    slots = {k: device_maps.slot_address(em, em.tas.device_maps.index(plan.specs[k])) for k in plan.device_maps}
-    generic = {k: device_maps.generic_address(em, slot) for k, slot in slots.items()}
-    with b.if_then(_elected_warp(em, plan)):
-        for i, k in enumerate(plan.device_maps):
-            staging = _shared(em, ir.Constant(I32, plan.map_staging + MAP_BYTES * i))
-            device_maps.build_map(em, plan.specs[k], slots[k], staging, _elected(em, plan))
-        for k in plan.device_maps:
-            device_maps.acquire_map(em, generic[k])
-    for k in plan.device_maps:
-        em.built_maps[plan.specs[k]] = generic[k]
+    each assembled in its area at ``map_staging``."""
+    maps = [(plan.specs[k], _shared(em, ir.Constant(I32, plan.map_staging + MAP_BYTES * i)))
+            for i, k in enumerate(plan.device_maps)]
+    device_maps.build_maps(em, maps, _elected_warp(em, plan), _elected(em, plan))
 
 
 def _prefetch_maps(em: KernelEmitter, plan: RingPlan) -> None:
@@ -197,7 +178,7 @@ def _prefetch_maps(em: KernelEmitter, plan: RingPlan) -> None:
     builds are not there yet."""
     pb = em.pb
     for k in sorted({m for m in plan.maps if m >= 0}):
-        tmap = X.tensor_map_address(pb, param_name(em.fn.name, len(em.fn.entry_block.args) + k))
+        tmap = device_maps.map_address(em, k, b=pb)
         X.asm(pb, ir.VoidType(), f"{{ .reg .pred p; setp.eq.u32 p, $1, {_producer_thread(plan)}; "
               "@p prefetch.tensormap [$0]; }", "l,r,~{memory}", [tmap, em.tid], side_effect=True)
 

@@ -47,7 +47,6 @@ from ..ir.core import Operation
 from ..lower.tma import TmaPlan
 from . import device_maps
 from . import intrinsics as X
-from .abi import param_name
 from .nvvm import I32, KernelEmitter
 from .values import TileVal, byte_gep, llvm_type
 
@@ -89,7 +88,7 @@ def tile_coords(b: ir.IRBuilder, indices: list[ir.Value], tile: tuple[int, ...])
 def _issue(em: KernelEmitter, op: Operation, plan: TmaPlan, indices: list[ir.Value]) -> None:
     b = em.b
     tile = tuple(op.view.type.tile_shape)
-    tmap = X.tensor_map_address(b, param_name(em.fn.name, len(em.fn.entry_block.args) + plan.map_index))
+    tmap = device_maps.map_address(em, plan.map_index)
     barrier = _shared_address(em, b, plan.barrier)
     with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
         X.mbarrier_expect_tx(b, barrier, plan.nbytes)
@@ -277,10 +276,7 @@ def _issue_store(em: KernelEmitter, op: Operation, plan: TmaPlan, indices: list[
     loop (``wait_carried_stores``), so the copies read the staging while the next tile's K
     loop runs."""
     b = em.b
-    if plan.device_map is not None:
-        tmap = em.built_maps[plan.device_map]
-    else:
-        tmap = X.tensor_map_address(b, param_name(em.fn.name, len(em.fn.entry_block.args) + plan.map_index))
+    tmap = device_maps.map_address(em, plan.map_index, plan.device_map)
     with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
         for coords, src in _boxes(em, plan, indices, tuple(op.view.type.tile_shape)):
             X.bulk_tensor_store(b, tmap, coords, src, plan.reduce)
@@ -303,13 +299,9 @@ def _build_store_map(em: KernelEmitter, plan: TmaPlan) -> None:
     issues the copies, builds the map in its workspace slot (``codegen.device_maps``),
     assembling it in the store's staging buffer before the tile goes there."""
     b = em.b
-    slot = device_maps.slot_address(em, em.tas.device_maps.index(plan.device_map))
-    generic = device_maps.generic_address(em, slot)
-    with b.if_then(b.icmp_unsigned("<", em.tid, ir.Constant(I32, 32))):
-        staging = _shared_address(em, b, plan.buffer)
-        device_maps.build_map(em, plan.device_map, slot, staging, b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0)))
-        device_maps.acquire_map(em, generic)
-    em.built_maps[plan.device_map] = generic
+    device_maps.build_maps(em, [(plan.device_map, _shared_address(em, b, plan.buffer))],
+                           b.icmp_unsigned("<", em.tid, ir.Constant(I32, 32)),
+                           b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0)))
 
 
 def emit_tma_store(em: KernelEmitter, op: Operation, indices: list[ir.Value], tile: TileVal) -> None:

@@ -207,7 +207,7 @@ def _on_pre_load_ir(cc: str, kernels: Sequence[KernelInfo]) -> str:
     # The copy is written out on both paths, as in the real object (two copies, 5 relocations).
     # Callers of version 2 get slot 2 zeroed; older ones the workspace for the SM count the
     # driver reports (NVIDIA's grouped GEMM, measured: 3 maps, 132 SMs -> 132 * 3 * 8192).
-    per_sm = max((k.workspace_bytes // WORKSPACE_SMS for k in kernels), default=0)
+    per_sm = max((k.workspace_bytes for k in kernels), default=0) // WORKSPACE_SMS
     workspace, sized = "0", ""
     if per_sm:
         workspace = "%workspace"

@@ -509,18 +509,9 @@ def _device_store(op: Operation) -> bool:
     loop (run once: its map is built once, where it is issued, and no copy through an
     earlier one can still be in flight), where the knob allows it."""
     from ..knobs import knobs
+    from .tma_ring import enclosing_loop  # noqa: PLC0415  (tma_ring builds on this module)
 
-    if not isinstance(op, MEM.StoreViewTkoOp) or not knobs.device_tensor_maps:
-        return False
-    block = op.parent
-    while block is not None and block.parent is not None:
-        owner = block.parent.parent
-        if owner is None:
-            break
-        if isinstance(owner, (CF.ForOp, CF.LoopOp)):
-            return False
-        block = owner.parent
-    return True
+    return isinstance(op, MEM.StoreViewTkoOp) and bool(knobs.device_tensor_maps) and enclosing_loop(op) is None
 
 
 def collect_device_maps(tas) -> None:
