@@ -117,9 +117,23 @@ def redux_sync(b: ir.IRBuilder, kind: str, value: ir.Value) -> ir.Value:
     return b.call(fn, [value, ir.Constant(I32, 0xFFFFFFFF)])
 
 
+class _PureCall(ir.instructions.CallInstrAttributes):
+    """Call-site attributes of an inline-asm instruction that only computes its outputs from
+    its inputs (llvmlite knows neither ``willreturn`` nor ``memory(none)``)."""
+    _known = frozenset(["nounwind", "willreturn", "memory(none)"])
+
+
 def asm(b: ir.IRBuilder, ret: ir.Type, text: str, constraints: str, args: Sequence[ir.Value],
-        side_effect: bool = False) -> ir.Value:
-    return b.asm(ir.FunctionType(ret, [a.type for a in args]), text, constraints, list(args), side_effect)
+        side_effect: bool = False, pure: bool = False) -> ir.Value:
+    """``text`` as an inline-asm call.  LLVM counts any asm call as reading and writing memory
+    and maybe not returning, unless ``pure``: a register-only computation, which LLVM may then
+    sink into the branch that uses it, hoist out of loops, merge with its twin or drop."""
+    assert not (pure and side_effect)
+    call = b.asm(ir.FunctionType(ret, [a.type for a in args]), text, constraints, list(args), side_effect)
+    if pure:
+        assert "~{memory}" not in constraints, text
+        call.attributes = _PureCall(["nounwind", "willreturn", "memory(none)", *call.attributes])
+    return call
 
 
 # -- register classes for inline asm --------------------------------------------------
@@ -251,17 +265,18 @@ def fence(b: ir.IRBuilder, semantics: str, scope: str, pred: ir.Value | None = N
 def fp_asm_unary(b: ir.IRBuilder, inst: str, x: ir.Value) -> ir.Value:
     """A one-operand float instruction spelled in PTX, e.g. ``sqrt.rz.f32``."""
     letter, _ = reg_class(x.type)
-    return asm(b, x.type, f"{inst} $0, $1;", f"={letter},{letter}", [x])
+    return asm(b, x.type, f"{inst} $0, $1;", f"={letter},{letter}", [x], pure=True)
 
 
 def fp_asm_binary(b: ir.IRBuilder, inst: str, x: ir.Value, y: ir.Value) -> ir.Value:
     letter, _ = reg_class(x.type)
-    return asm(b, x.type, f"{inst} $0, $1, $2;", f"={letter},{letter},{letter}", [x, y])
+    return asm(b, x.type, f"{inst} $0, $1, $2;", f"={letter},{letter},{letter}", [x, y], pure=True)
 
 
 def fp_asm_ternary(b: ir.IRBuilder, inst: str, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
     letter, _ = reg_class(x.type)
-    return asm(b, x.type, f"{inst} $0, $1, $2, $3;", f"={letter},{letter},{letter},{letter}", [x, y, z])
+    return asm(b, x.type, f"{inst} $0, $1, $2, $3;", f"={letter},{letter},{letter},{letter}", [x, y, z],
+               pure=True)
 
 
 def approx_f32(b: ir.IRBuilder, name: str, x: ir.Value, ftz: bool = False) -> ir.Value:
@@ -281,7 +296,7 @@ def cvt_asm(b: ir.IRBuilder, inst: str, x: ir.Value, ret: ir.Type) -> ir.Value:
     lo, _ = reg_class(ret)
     if lo == "c":
         lo = "h"
-    return asm(b, ret, f"{inst} $0, $1;", f"={lo},{li}", [x])
+    return asm(b, ret, f"{inst} $0, $1;", f"={lo},{li}", [x], pure=True)
 
 
 def vprintf(b: ir.IRBuilder, fmt: ir.Value, args: ir.Value) -> None:

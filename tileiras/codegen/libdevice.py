@@ -222,10 +222,27 @@ def library_text(lib: Library, wanted: Iterable[str], arch: int, triple: str, da
     attrs = set(_ATTR_REF.findall(body))
     attrs |= {a for d in decls for a in _ATTR_REF.findall(lib.declarations[d])}
     metadata = _metadata_closure(lib, body)
+    pure_asm = set(_PURE_ASM_CALL.findall(body))
     parts = [f'target triple = "{triple}"', f'target datalayout = "{data_layout}"', lib.header,
              *(lib.globals[g] for g in sorted(globals_)), *(lib.declarations[d] for d in sorted(decls)),
-             body, *(lib.attributes[a] for a in sorted(attrs)), *(lib.metadata[m] for m in sorted(metadata))]
+             body, *(_returning(lib.attributes[a]) if a in pure_asm else lib.attributes[a] for a in sorted(attrs)),
+             *(lib.metadata[m] for m in sorted(metadata))]
     return "\n\n".join(parts) + "\n"
+
+
+#: an inline-asm call without ``sideeffect`` and the attribute group it carries
+_PURE_ASM_CALL = re.compile(r"= call [^@\n]*? asm \"[^\n]*?\)\s*#(\d+)")
+
+
+def _returning(attributes: str) -> str:
+    """libdevice's pure inline asm (``rcp.approx.ftz.f32``, ``sub.rn.f32``, ``mad.lo.cc``...)
+    is ``memory(none)`` but not ``willreturn``, so LLVM counts each call as a side effect and
+    neither sinks it (nor what feeds it) into the branch that uses it nor drops it when unused:
+    ``tanh`` under a store's bounds check kept its ``ex2``/``rcp`` above the branch, live
+    across it.  A PTX instruction with no memory effect returns; say so."""
+    if "memory(none)" in attributes and "willreturn" not in attributes:
+        return attributes.replace("{", "{ willreturn", 1)
+    return attributes
 
 
 def _metadata_closure(lib: Library, text: str) -> set[str]:
