@@ -216,3 +216,52 @@ def test_maps_built_beside_hidden_ones():
     assert f"{name}_param_{n}[128]" in ptx and f".u64 .ptr .global .align 1 {name}_param_{n + 1}" in ptx
     reports = diffcheck.check_module(m, "sm_90", grid=(2, 2, 3), extent=100)
     assert reports and all(r.problem is None for r in reports), [r.problem for r in reports]
+
+
+def _persistent(arch: str):
+    from kernels.lists import PERSISTENT_GROUPED_MATMUL
+
+    m = read_bytecode(export(PERSISTENT_GROUPED_MATMUL, arch))
+    (tas,) = run_stages(m, CompileOptions(gpu_name=arch), "tileas").tas.values()
+    return m, tas
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_120"])
+def test_a_persistent_grouped_gemm_builds_each_groups_maps_once_before_its_tiles(arch):
+    """TileGym's form: per group, a loop over tiles around the K loop, the group's views made
+    before it.  Its K loops are TMA rings (persistent: the loop over tiles runs them again),
+    whose maps are built before the loop over tiles, not per tile, as NVIDIA's tool does."""
+    from tileiras.emulate import launch
+    from tileiras.lower.tma import enclosing_loop
+    from tileiras.tile import ops_control as CF
+
+    m, tas = _persistent(arch)
+    rings = list(tas.pipelines.values())
+    assert len(rings) == 3 and all(isinstance(r, RingPlan) for r in rings), rings
+    for ring in rings:
+        assert ring.persistent and ring.device_maps == (0, 1) and ring.maps == (-1, -1)
+        assert isinstance(ring.maps_at, CF.LoopOp) and ring.maps_at is enclosing_loop(ring.loop)
+        # the persistent ring's mbarriers lie outside the scratch; the maps follow its stages
+        assert ring.map_staging == -(-ring.ring_bytes // 128) * 128
+        assert tas.scratch[ring.mma] >= ring.map_staging + 2 * 128
+    assert len(tas.device_maps) == 6 and tas.tensor_maps == ()
+    text = format_tileas(tas)
+    assert text.count("maps_at = @") == 3 and format_tileas(parse_tileas(text, tas.aa)) == text
+
+    fn = m.functions[0]
+    args = diffcheck.synthesize_args(fn, np.random.default_rng(1), 100, diffcheck.BUDGET)
+    assert [a.shape for a in args[0].arrays] == [(112, 112), (128, 128), (144, 144)]
+    expected = diffcheck.run_interpreter(m, fn.name, (2, 1, 1), args)
+    ptx, host = diffcheck.compile_with_host(m, arch)
+    copies = diffcheck.copy_arguments(args)
+    result = launch(ptx, fn.name, (2, 1, 1), copies, host_object=host)
+    assert result.trap is None, result.trap
+    problem = diffcheck.compare(expected, diffcheck.Outcome(diffcheck.arrays_of(copies), False, result.output))
+    assert problem is None, problem
+    counts = result.instruction_counts
+    built = sum(n for k, n in counts.items() if k.startswith("tensormap.cp_fenceproxy"))
+    boxes = sum(n for k, n in counts.items() if k.startswith("cp.async.bulk.tensor"))
+    # each CTA (2) builds each group's 2 maps once, a warp at a time, though it takes 2-5
+    # tiles of each group; every K step's operands come by TMA boxes, none by cp.async
+    assert built == 2 * 6 * 32, built
+    assert boxes > 2 * built // 32 and not any(k.startswith("cp.async.cg") for k in counts)

@@ -211,7 +211,7 @@ def index_bits(view: Operation, accesses: Iterable[Operation], tas=None) -> int:
     coordinates step with the induction variable); 0 where no access counts.  NVIDIA's
     remarks agree with this on 220 of the 252 sm_80 and sm_90 files of both corpora."""
     from .lower.tiles import dynamic_operands  # noqa: PLC0415  (lowering loads on demand)
-    from .lower.tma_ring import enclosing_loop  # noqa: PLC0415
+    from .lower.tma import enclosing_loop  # noqa: PLC0415
 
     shape_t = view.result.type
     rank = len(shape_t.shape)

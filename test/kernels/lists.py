@@ -41,6 +41,29 @@ def grouped_a_matmul(As, b, Cs, TM: ConstInt, TN: ConstInt, TK: ConstInt):
 
 
 @ct.kernel
+def persistent_grouped_matmul(As, Bs, Cs, TM: ConstInt, TN: ConstInt, TK: ConstInt, CTAS: ConstInt,
+                              G: ConstInt):
+    """TileGym's persistent grouped GEMM (a mixture of experts): ``Cs[g] = As[g] @ Bs[g]``
+    for the G groups, whose (TM, TN) tiles the CTAS CTAs take in turn, group after group;
+    each group's views are made once, before its loop over tiles."""
+    t = ct.bid(0)
+    start = 0
+    for g in ct.static_iter(range(G)):
+        a, b, c = As[g], Bs[g], Cs[g]
+        tiles_n = ct.num_tiles(b, axis=1, shape=(TK, TN))
+        count = ct.num_tiles(a, axis=0, shape=(TM, TK)) * tiles_n
+        while t >= start and t < start + count:
+            m, n = (t - start) // tiles_n, (t - start) % tiles_n
+            acc = ct.full((TM, TN), 0, dtype=ct.float32)
+            for k in range(ct.num_tiles(a, axis=1, shape=(TM, TK))):
+                acc = ct.mma(ct.load(a, index=(m, k), shape=(TM, TK), padding_mode=ZERO),
+                             ct.load(b, index=(k, n), shape=(TK, TN), padding_mode=ZERO), acc)
+            ct.store(c, index=(m, n), tile=acc.astype(c.dtype))
+            t += CTAS
+        start = start + count
+
+
+@ct.kernel
 def grouped_axpy(xs, ys, alpha: float, TILE: ConstInt):
     """``ys[g] += alpha * xs[g]`` in place, group ``g = bid(1)``."""
     g = ct.bid(1)
@@ -70,3 +93,8 @@ GROUPED_AXPY = KernelCase("grouped_axpy", grouped_axpy,
 GROUPED_A_MATMUL = KernelCase("grouped_a_matmul", grouped_a_matmul,
                               [[array_list(ct.float16, 2, **ALIGNED), arr(ct.float16, 2, **ALIGNED),
                                 array_list(ct.float16, 2, **ALIGNED), 64, 64, 32]])
+#: TileGym's persistent form, 3 groups on 2 CTAs: each group's maps built once, before its
+#: loop over tiles (sm_90: wgmma rings fed by TMA)
+PERSISTENT_GROUPED_MATMUL = KernelCase("persistent_grouped_matmul", persistent_grouped_matmul,
+                                       [[array_list(ct.float16, 2, **ALIGNED), array_list(ct.float16, 2, **ALIGNED),
+                                         array_list(ct.float16, 2, **ALIGNED), 64, 64, 32, 2, 3]])

@@ -183,8 +183,24 @@ def _loop_header(em: KernelEmitter, frame: Frame, inits: list, carried: list[Val
         em.put(arg, TileVal(em.result_layout(arg), list(phis)))
 
 
+def _build_maps_before(em: KernelEmitter, op: Operation) -> None:
+    """Before loop ``op``: the maps the kernel builds whose home it is (``maps_at``, a
+    loop whose trips keep them: ``tma.map_home``), once, after a barrier (the code before
+    is done with the shared memory they are assembled in)."""
+    rings = [p for p in em.tas.pipelines.values() if isinstance(p, RingPlan) and p.maps_at is op]
+    stores = [p for p in em.tas.tma.values() if p.maps_at is op]
+    if not rings and not stores:
+        return
+    X.barrier(em.b)
+    for ring in rings:
+        emit_ring.build_maps(em, ring)
+    for store in stores:
+        emit_tma.build_store_map(em, store)
+
+
 @emits(CF.ForOp)
 def _for(em: KernelEmitter, op: Operation) -> None:
+    _build_maps_before(em, op)
     b = em.b
     split = next((p for p in em.tas.pipelines.values() if isinstance(p, RingPlan) and p.outer is op), None)
     if split is not None:       # a warp-specialized persistent ring's loop over tiles
@@ -301,6 +317,7 @@ def forwarded_load(em: KernelEmitter, op: Operation) -> None:
 
 @emits(CF.LoopOp)
 def _loop(em: KernelEmitter, op: Operation) -> None:
+    _build_maps_before(em, op)
     b = em.b
     inits = _token_or_regs(em, op)
     entry = b.block

@@ -162,10 +162,10 @@ def ring_issue(em: KernelEmitter, plan: RingPlan, iv: ir.Value, stage: ir.Value)
             X.bulk_tensor_load(b, dst, tmap, [inner_at, row], barrier)
 
 
-def _build_maps(em: KernelEmitter, plan: RingPlan) -> None:
-    """(After the prologue's barrier: the ring's shared memory is free) the issuing warp
-    builds the maps of the operands whose views the kernel made (``codegen.device_maps``),
-    each assembled in its area at ``map_staging``."""
+def build_maps(em: KernelEmitter, plan: RingPlan) -> None:
+    """(After a barrier: the ring's shared memory is free; in the prologue, or once before
+    loop ``plan.maps_at``) the issuing warp builds the maps of the operands whose views the
+    kernel made (``codegen.device_maps``), each assembled in its area at ``map_staging``."""
     maps = [(plan.specs[k], _shared(em, ir.Constant(I32, plan.map_staging + MAP_BYTES * i)))
             for i, k in enumerate(plan.device_maps)]
     device_maps.build_maps(em, maps, _elected_warp(em, plan), _elected(em, plan))
@@ -231,8 +231,8 @@ def ring_prologue(em: KernelEmitter, plan: RingPlan) -> None:
     b = em.b
     lb, ub, step = loop_bounds(em, plan)
     X.barrier(b)
-    if plan.device_maps:
-        _build_maps(em, plan)
+    if plan.device_maps and plan.maps_at is None:
+        build_maps(em, plan)
     first = _first_use(em, plan) if plan.persistent else None
     with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
         if first is None:

@@ -294,10 +294,11 @@ def wait_carried_stores(em: KernelEmitter, body: list[Operation]) -> None:
             X.bulk_wait_group_read(b, 0)
 
 
-def _build_store_map(em: KernelEmitter, plan: TmaPlan) -> None:
-    """(A store outside every loop through a map the kernel builds) warp 0, whose thread 0
-    issues the copies, builds the map in its workspace slot (``codegen.device_maps``),
-    assembling it in the store's staging buffer before the tile goes there."""
+def build_store_map(em: KernelEmitter, plan: TmaPlan) -> None:
+    """(A store through a map the kernel builds, where it is issued or once before loop
+    ``plan.maps_at``) warp 0, whose thread 0 issues the copies, builds the map in its
+    workspace slot (``codegen.device_maps``), assembling it in the store's staging buffer
+    before the tile goes there."""
     b = em.b
     device_maps.build_maps(em, [(plan.device_map, _shared_address(em, b, plan.buffer))],
                            b.icmp_unsigned("<", em.tid, ir.Constant(I32, 32)),
@@ -311,12 +312,13 @@ def emit_tma_store(em: KernelEmitter, op: Operation, indices: list[ir.Value], ti
     if plan.carried:    # the previous trip's copies have written what this one's token follows
         with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
             X.bulk_wait_group(b, 0)
-    if plan.device_map is not None:
-        _build_store_map(em, plan)
+    built_here = plan.device_map is not None and plan.maps_at is None
+    if built_here:
+        build_store_map(em, plan)
     # thread 0 has waited for the previous trip's copies to read the buffer; other threads'
     # writes this store is token-ordered after are done (and warp 0 is done reading the
     # map it assembled in the buffer)
-    if em.in_loop or em.tas.aa.needs_barrier(op) or plan.device_map is not None:
+    if em.in_loop or em.tas.aa.needs_barrier(op) or built_here:
         X.barrier(b)
     _write_staged(em, op, plan, tile)
     X.fence_proxy_async(b)

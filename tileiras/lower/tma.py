@@ -66,6 +66,7 @@ from typing import Optional, Union
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Operation, Value
+from ..knobs import knobs
 from ..record import record
 from ..target import smem_limit
 from ..tile import ops_arith as AR
@@ -174,8 +175,10 @@ class TmaPlan:
     #: trip waits until these copies have written global memory before staging its tile
     carried: bool = False
     #: a store through a map the kernel builds (``TensorMapSpec.on_device``; ``map_index``
-    #: -1): warp 0 builds it in the staging buffer before the tile is staged there
+    #: -1): warp 0 builds it in the staging buffer before the tile is staged there, or
+    #: once before loop ``maps_at`` (``map_home``: a store in a loop whose trips keep it)
     device_map: Optional[TensorMapSpec] = None
+    maps_at: Optional[Operation] = None
 
     @property
     def is_store(self) -> bool:
@@ -461,11 +464,17 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
     staged = 0
     users = _users(aa)
     staging = uses_staging(aa)
+    homes: dict[Operation, Optional[Operation]] = {}
     for op in ops:
-        found = tma_spec(aa, op, gpu_name, device=_device_store(op))
+        device = isinstance(op, MEM.StoreViewTkoOp) and bool(knobs.device_tensor_maps)
+        found = tma_spec(aa, op, gpu_name, device=device)
         if found is None or not _worth_it(op, users, staging):
             continue
         spec, box, boxes = found
+        home = map_home(op, [spec])
+        if isinstance(home, str):
+            continue
+        homes[op] = home
         if isinstance(op, MEM.StoreViewTkoOp):
             spec, box, boxes = store_box(spec, box, boxes)
         nbytes = spec.element_bytes
@@ -488,7 +497,8 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
     for (op, spec, box, boxes, nbytes, swizzle), buffer in zip(chosen, buffers):
         span = next((w for w, code in SWIZZLE_CODES.items() if code == swizzle), 0)
         if spec.on_device:
-            plans[op] = TmaPlan(-1, box, boxes, buffer, None, nbytes, swizzle=span, device_map=spec)
+            plans[op] = TmaPlan(-1, box, boxes, buffer, None, nbytes, swizzle=span, device_map=spec,
+                                maps_at=homes[op])
             continue
         index = maps.index(spec)
         if isinstance(op, MEM.StoreViewTkoOp):
@@ -504,14 +514,36 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
     return plans, tuple(maps), at
 
 
-def _device_store(op: Operation) -> bool:
-    """May ``op`` store through a map the kernel builds?  A plain view store outside every
-    loop (run once: its map is built once, where it is issued, and no copy through an
-    earlier one can still be in flight), where the knob allows it."""
-    from ..knobs import knobs
-    from .tma_ring import enclosing_loop  # noqa: PLC0415  (tma_ring builds on this module)
+def enclosing_loop(op: Operation) -> Optional[Operation]:
+    """The innermost ``for`` or ``loop`` whose body holds ``op`` (at any depth), or None."""
+    block = op.parent
+    while block is not None and block.parent is not None and block.parent.parent is not None:
+        owner = block.parent.parent
+        if isinstance(owner, (CF.ForOp, CF.LoopOp)):
+            return owner
+        block = owner.parent
+    return None
 
-    return isinstance(op, MEM.StoreViewTkoOp) and bool(knobs.device_tensor_maps) and enclosing_loop(op) is None
+
+def map_home(op: Operation, specs: list[TensorMapSpec]) -> Union[Optional[Operation], str]:
+    """Where the kernel builds the maps among ``specs`` that it builds (``on_device``) for
+    ``op``, a ring's K loop or a view store: None, right before ``op`` (or no such map);
+    else the outermost loop around ``op`` whose trips do not change them (every value they
+    come from is made outside it), before which they are built once, as NVIDIA's tool
+    builds a persistent grouped GEMM's maps before each group's loop over tiles, not per
+    tile; or why no place works (a str): a map that changes while copies through its last
+    version may still be in flight."""
+    ops = {f.op for spec in specs for f in (spec.base, *spec.dims, *spec.strides) if f.on_device}
+    if not ops:
+        return None
+    if isinstance(op, (CF.ForOp, CF.LoopOp)) and ops & set(op.walk()):
+        return "its views are made in the loop (no map can be built before it)"
+    home, outer = None, enclosing_loop(op)
+    while outer is not None and not ops & set(outer.walk()):
+        home, outer = outer, enclosing_loop(outer)
+    if outer is not None:
+        return "its views are made in a loop around it (each trip would build maps that copies may still read)"
+    return home
 
 
 def collect_device_maps(tas) -> None:
@@ -577,4 +609,4 @@ def plan_matrix_stores(tas) -> None:
         if form is None or plan.box[-1] % 8:
             continue
         tas.tma[op] = TmaPlan(plan.map_index, plan.box, plan.boxes, plan.buffer, plan.barrier, plan.nbytes,
-                              plan.reduce, plan.swizzle, form, plan.carried, plan.device_map)
+                              plan.reduce, plan.swizzle, form, plan.carried, plan.device_map, plan.maps_at)

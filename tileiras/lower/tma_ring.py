@@ -41,7 +41,8 @@ from .mma_forms import WGMMA_MAX_N, MmaRingStaging, WgmmaStaging, k_steps, mma_r
 from .software_pipeline import (Decision, KLoopPlan, columns_contiguous, k_loop, known_trips, loads_reason,
                                 wgmma_in_flight)
 from .tiles import is_tile
-from .tma import BARRIER_BYTES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, plan_again, tma_spec
+from .tma import (BARRIER_BYTES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, enclosing_loop, map_home, plan_again,
+                  tma_spec)
 
 
 @record(frozen=True)
@@ -78,8 +79,9 @@ class RingPlan(KLoopPlan):
     issuing warp builds it before the first box (``codegen.device_maps``), assembling it in
     ``MAP_BYTES`` at ``map_staging`` (after the mbarriers) and copying it to its slot of the
     kernel's workspace (its place in ``TileAS.device_maps``); ``maps[k]`` is then -1, else
-    operand ``k``'s hidden map in ``TileAS.tensor_maps``.  Such a ring is never persistent
-    (``plan_ring``).
+    operand ``k``'s hidden map in ``TileAS.tensor_maps``.  A persistent ring's maps are
+    built once, before the outermost loop around its own whose trips keep them
+    (``maps_at``, ``tma.map_home``).
 
     ``producer_warp`` >= 0: the loop is warp-specialized (``place_rings``): the warp group
     from warp ``producer_warp`` on (the CTA's extra warps) runs the producer, its first
@@ -122,6 +124,9 @@ class RingPlan(KLoopPlan):
     #: warp-specialized and persistent: the ops of the loop over tiles the producer
     #: recomputes (``_producer_slice``)
     producer_ops: tuple[Operation, ...] = ()
+    #: where the maps the kernel builds are built (``tma.map_home``): None, in the prologue
+    #: of each entry; else once, before this loop around the ring's (its trips keep them)
+    maps_at: Optional[Operation] = None
 
     @property
     def persistent(self) -> bool:
@@ -150,16 +155,25 @@ class RingPlan(KLoopPlan):
     @property
     def map_staging(self) -> int:
         """Offset of the ``MAP_BYTES`` areas, one per device-built map in operand order,
-        where the issuing warp assembles them: after the stages and their mbarriers."""
-        return -(-(self.ring_bytes + self.barrier_bytes) // MAP_ALIGN) * MAP_ALIGN
+        where the issuing warp assembles them: after the stages and their mbarriers (those
+        of a persistent ring lie elsewhere)."""
+        return self._map_staging(self.persistent)
+
+    def _map_staging(self, persistent: bool) -> int:
+        end = self.ring_bytes + (0 if persistent else self.barrier_bytes)
+        return -(-end // MAP_ALIGN) * MAP_ALIGN
 
     @property
     def smem_bytes(self) -> int:
         """The multiply's scratch: the stages, the mbarriers unless persistent, and the
         areas where device-built maps are assembled."""
+        return self.scratch_bytes(self.persistent)
+
+    def scratch_bytes(self, persistent: bool) -> int:
+        """``smem_bytes`` of the ring placed persistent or not."""
         if self.device_maps:
-            return self.map_staging + MAP_BYTES * len(self.device_maps)
-        return self.ring_bytes + (0 if self.persistent else self.barrier_bytes)
+            return self._map_staging(persistent) + MAP_BYTES * len(self.device_maps)
+        return self.ring_bytes + (0 if persistent else self.barrier_bytes)
 
     @property
     def tx_bytes(self) -> int:
@@ -187,7 +201,7 @@ class RingPlan(KLoopPlan):
         return RingPlan(self.loop, self.mma, self.loads, stages, self.staging, self.stage_bytes, self.box,
                         self.boxes, self.specs, source, self.b_transposed, consumers, self.carried,
                         self.in_flight, self.serial_reason, producer_warp, reason, registers, self.fit, maps,
-                        barrier_at, self.b_columns, self.a_columns, producer_ops)
+                        barrier_at, self.b_columns, self.a_columns, producer_ops, self.maps_at)
 
 
 #: bytes of one stage's mbarriers ("full" and "empty")
@@ -245,9 +259,9 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
              tma_spec(tas.aa, b, gpu, columns_ok=columns, device=device)]
     if None in found or any(len(ld.results[0].type.shape) != 2 for ld in (a, b)):
         return "a loaded tile cannot be copied by TMA (alignment, padding or rank)"
-    reason = _device_maps_reason(loop, [spec for spec, _, _ in found])
-    if reason:
-        return reason
+    home = map_home(loop, [spec for spec, _, _ in found])
+    if isinstance(home, str):
+        return home
     sync = not tas.tensor_cores[mma].warpgroup
     if sync:
         staging = mma_ring_staging(mma, permute is not None or columns, a_columns)
@@ -284,24 +298,7 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     carried, serial = (-1, SYNC_SERIAL) if sync else wgmma_in_flight(tas, loop, mma)
     return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
                     source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial,
-                    fit=fit, b_columns=columns, a_columns=a_columns)
-
-
-def _device_maps_reason(loop: CF.ForOp, specs: list[TensorMapSpec]) -> str:
-    """Why the maps the kernel would build for the ring cannot be (``TensorMapSpec.on_device``):
-    they are built once, before the loop's first box, so the values they come from must be
-    made outside the loop, and the loop must not run inside another (whose next trip
-    could change them while boxes of the last one are in flight; a persistent ring keeps
-    its stages across entries)."""
-    ops = [f.op for spec in specs for f in (spec.base, *spec.dims, *spec.strides) if f.on_device]
-    if not ops:
-        return ""
-    if enclosing_loop(loop) is not None:
-        return "its views are made in the kernel (maps built on the device) and the loop is inside another loop"
-    inside = set(loop.walk())
-    if any(op in inside for op in ops):
-        return "its views are made in the loop (no map can be built before it)"
-    return ""
+                    fit=fit, b_columns=columns, a_columns=a_columns, maps_at=home)
 
 
 #: why a ring feeding ``mma.sync`` leaves nothing in flight: ``ldmatrix`` has read the stage
@@ -353,7 +350,7 @@ def place_rings(tas, arch: int, rings: list[RingPlan], persistent: bool = True) 
     if not reason:
         rings = [_deepened(ring) for ring in rings]
     for ring in rings:
-        need = ring.ring_bytes if ring.loop in nested else ring.smem_bytes
+        need = ring.scratch_bytes(ring.loop in nested)
         tas.scratch[ring.mma] = max(tas.scratch.get(ring.mma, 0), need)
         if not ring.sync:
             tas.wgmma_staging[ring.mma] = ring.staging
@@ -394,17 +391,6 @@ def _persistent_loops(tas, rings: list[RingPlan]) -> set[CF.ForOp]:
     if not all(isinstance(d, (str, RingPlan)) for d in tas.pipelines.values()):
         return set()
     return {ring.loop for ring in rings if enclosing_loop(ring.loop) is not None}
-
-
-def enclosing_loop(op: Operation) -> Optional[Operation]:
-    """The innermost ``for`` or ``loop`` whose body holds ``op`` (at any depth), or None."""
-    block = op.parent
-    while block is not None and block.parent is not None and block.parent.parent is not None:
-        owner = block.parent.parent
-        if isinstance(owner, (CF.ForOp, CF.LoopOp)):
-            return owner
-        block = owner.parent
-    return None
 
 
 def _deepened(ring: RingPlan) -> RingPlan:
