@@ -92,6 +92,17 @@ def _grouped_gemm(dt: str, groups: int, size: int) -> tuple:
             {"dtype": dt, "G": 2, "M": 256, "N": 128, "K": 96, **GEMM_TILE})
 
 
+def _persistent_grouped_gemm(dt: str, groups: int, size: int) -> tuple:
+    """TileGym's persistent grouped GEMM: ``groups`` GEMMs of ``size``^3, one CTA an SM taking
+    their tiles in turn (sm_90: persistent TMA rings through maps built on the device, once
+    per group)."""
+    tile = {"BM": 128, "BN": 128, "BK": 64}
+    return (f"persistent_grouped_gemm_{dt}_{groups}x{size}", "persistent_grouped_gemm", "persistent_grouped_gemm",
+            ([("list", dt, 2)] * 3, [128, 128, 64, groups]),
+            {"dtype": dt, "G": groups, "M": size, "N": size, "K": size, **tile},
+            {"dtype": dt, "G": groups, "M": 128, "N": 256, "K": 192, "ctas": 3, **tile})   # 16 tiles on 3 CTAs
+
+
 def _attention(d: int, causal: bool) -> tuple:
     name = f"attention_d{d}{'_causal' if causal else ''}"
     shape = {"dtype": "f16", "D": d, "causal": causal, **ATTN_TILE}
@@ -108,6 +119,7 @@ def _rows(family: str, vectors: int, eps: list) -> tuple:
 KERNELS = [
     _gemm("f16", 4096), _gemm("f16", 8192), _gemm("bf16", 4096), _gemm("bf16", 8192),
     _persistent_gemm("f16", 8192), _persistent_gemm("bf16", 8192), _gemm_fp8(8192), _grouped_gemm("f16", 8, 2048),
+    _persistent_grouped_gemm("f16", 8, 2048),
     _skinny_gemm("f16", 64, 16384, 8192),
     _attention(64, False), _attention(64, True), _attention(128, False), _attention(128, True),
     _rows("softmax", 0, []), _rows("layernorm", 2, [1e-5]), _rows("rmsnorm", 1, [1e-6]),

@@ -63,6 +63,25 @@ def grouped_gemm(As, Bs, Cs, BM: ConstInt, BN: ConstInt, BK: ConstInt):
 
 
 @ct.kernel
+def persistent_grouped_gemm(As, Bs, Cs, BM: ConstInt, BN: ConstInt, BK: ConstInt, G: ConstInt):
+    """TileGym's persistent grouped GEMM (an MoE's experts): the CTAs (one an SM) take the
+    tiles of the G groups in turn, group after group, each group's views made once, before
+    its loop over tiles (NVIDIA's tool builds their tensor maps there, on the device)."""
+    t = ct.bid(0)
+    start = 0
+    for g in ct.static_iter(range(G)):
+        a, b, c = As[g], Bs[g], Cs[g]
+        tiles_n = ct.num_tiles(c, axis=1, shape=(BM, BN))
+        count = ct.num_tiles(c, axis=0, shape=(BM, BN)) * tiles_n
+        while t >= start and t < start + count:
+            pid_m, pid_n = (t - start) // tiles_n, (t - start) % tiles_n
+            acc = multiply_tiles(a, b, pid_m, pid_n, BM, BN, BK)
+            ct.store(c, index=(pid_m, pid_n), tile=ct.astype(acc, c.dtype))
+            t += ct.num_blocks(0)
+        start = start + count
+
+
+@ct.kernel
 def persistent_gemm(a, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
     """TileGym's persistent GEMM: each CTA takes c's tiles in turn (the grid: the SMs)."""
     tiles_m, tiles_n = ct.num_tiles(c, axis=0, shape=(BM, BN)), ct.num_tiles(c, axis=1, shape=(BM, BN))
@@ -148,6 +167,7 @@ def aligned_array(dtype: str, ndim: int) -> ArrayConstraint:
 
 
 KERNELS = {"gemm": gemm, "gemm_fp8": gemm_fp8, "grouped_gemm": grouped_gemm, "persistent_gemm": persistent_gemm,
+           "persistent_grouped_gemm": persistent_grouped_gemm,
            "flash_attention": flash_attention, "softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm,
            "axpy": axpy}
 

@@ -126,6 +126,13 @@ GROUPED_GEMM = Family(
     _grouped_reference, lambda p: tuple(p["G"] * x for x in GEMM.work(p)))
 
 
+#: TileGym's persistent form: one CTA an SM (at most one a tile), the groups' tiles in turn
+PERSISTENT_GROUPED_GEMM = Family(
+    _grouped_inputs, GROUPED_GEMM.outputs, _grouped_args,
+    lambda p: (min(p.get("ctas", PERSISTENT_CTAS), p["G"] * (p["M"] // p["BM"]) * (p["N"] // p["BN"])), 1, 1),
+    _grouped_reference, GROUPED_GEMM.work)
+
+
 # --------------------------------------------------------------------------- attention
 
 def _attention_inputs(p: dict, rng: np.random.Generator) -> dict:
@@ -228,7 +235,8 @@ def _axpy_reference(p: dict, d: dict) -> tuple:
 AXPY = Family(_axpy_inputs, ("out",), lambda p, d: [d["x"], d["y"], d["out"], np.float32(AXPY_A)],
               lambda p: (p["n"] // p["T"], 1, 1), _axpy_reference, lambda p: (2.0 * p["n"], 12.0 * p["n"]))
 
-FAMILIES = {"gemm": GEMM, "gemm_fp8": GEMM_FP8, "grouped_gemm": GROUPED_GEMM, "persistent_gemm": PERSISTENT_GEMM, "attention": ATTENTION, "softmax": SOFTMAX, "layernorm": LAYERNORM,
+FAMILIES = {"gemm": GEMM, "gemm_fp8": GEMM_FP8, "grouped_gemm": GROUPED_GEMM, "persistent_grouped_gemm": PERSISTENT_GROUPED_GEMM,
+            "persistent_gemm": PERSISTENT_GEMM, "attention": ATTENTION, "softmax": SOFTMAX, "layernorm": LAYERNORM,
             "rmsnorm": RMSNORM, "axpy": AXPY}
 
 
