@@ -275,7 +275,7 @@ def test_pass_lists_per_target() -> None:
     from tileiras.pipeline import STAGE_NAMES, passes_for
 
     hopper = [p.name for p in passes_for(90)]
-    assert hopper == ["verify-target", "hoist-views", "tileaa", "cta-size", "tensor-core-forms", "access-facts", "assign-layouts",
+    assert hopper == ["verify-target", "hoist-views", "cse", "tileaa", "cta-size", "tensor-core-forms", "access-facts", "assign-layouts",
                       "plan-chunks", "vector-widths", "tma", "software-pipeline", "forward-loads", "stream-loops",
                       "order-ops", "allocate-shared-memory", "sched", "codegen", "llvm", "ptxas"]
     assert [p.name for p in passes_for(80)] == [name for name in hopper if name != "tma"]

@@ -28,6 +28,7 @@ is one line, ``error: no CUDA driver ...``, and exit status 1.
 """
 from __future__ import annotations
 
+import copy
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
@@ -364,9 +365,11 @@ def run_both(module: Module, entry: str, grid: tuple, args: Sequence[Any], gpu_n
 
 
 def compile_ptx(module: Module, gpu_name: str) -> str:
+    """Our PTX of a copy of ``module``: the passes rewrite what they compile (``hoist-views``,
+    ``cse``), and the interpreter, the oracle, must run the program as it was read."""
     from .pipeline import CompileOptions, compile_module
 
-    return compile_module(module, CompileOptions(gpu_name=gpu_name), "ptx")
+    return compile_module(copy.deepcopy(module), CompileOptions(gpu_name=gpu_name), "ptx")
 
 
 def compile_with_host(module: Module, gpu_name: str) -> tuple[str, Optional[bytes]]:
@@ -380,6 +383,7 @@ def host_object_for(module: Module, gpu_name: str) -> Optional[bytes]:
     from .codegen.host import build_host_object
     from .pipeline import CompileOptions, run_stages
 
+    module = copy.deepcopy(module)
     tas = run_stages(module, CompileOptions(gpu_name=gpu_name), "tileas").tas
     kernels = [kernel_info_from_function(fn, gpu_name, tas[fn.name].num_threads, tas[fn.name].tensor_maps,
                                          len(tas[fn.name].device_maps))

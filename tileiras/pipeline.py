@@ -62,7 +62,8 @@ class Compilation:
     ptx: str = ""
     kernels: list = field(default_factory=list)           # KernelInfo per entry
     cubin: bytes = b""
-    tile_text: str = ""                                   # the module as Tile IR text (line info)
+    tile_text: str = ""                                   # the module as read, as Tile IR text (line info)
+    tile_positions: dict = field(default_factory=dict)    # op -> (line, depth) in ``tile_text``
     host: Optional[bytes] = None                          # the .nv.host object (None: no kernels)
     last_stage: str = "cubin"                             # the stage whose result is wanted
     backend: Any = None                                   # codegen.backend.Backend (ptx and cubin)
@@ -108,8 +109,22 @@ def _verify_target(c: Compilation) -> None:
 def _hoist_views(c: Compilation) -> None:
     from .lower.hoist import hoist_views
 
+    if c.options.lineinfo or c.options.device_debug:
+        # line info points into the program as it was read, before this pass and ``cse``
+        # rewrite it (the text the PTX embeds, as NVIDIA's tool embeds its input)
+        from .text.printer import print_module_with_positions
+
+        c.tile_text, c.tile_positions = print_module_with_positions(c.module)
+
     for fn in c.module.functions:
         hoist_views(fn)
+
+
+def _cse(c: Compilation) -> None:
+    from .lower.cse import eliminate_common_subexpressions
+
+    for fn in c.module.functions:
+        eliminate_common_subexpressions(fn)
 
 
 def _tileaa(c: Compilation) -> None:
@@ -228,12 +243,8 @@ def _llvm(c: Compilation) -> None:
     if c.last_stage == "cubin" and c.kernels:  # needs no PTX: the back end builds it meanwhile
         c.host_job = c.backend.submit(_host_object, c.kernels, c.options.host_arch, c.options.host_os)
     lineinfo = c.options.lineinfo or c.options.device_debug
-    if lineinfo:
-        from .text.printer import print_module_with_positions
-
-        c.tile_text, positions = print_module_with_positions(c.module)
     target = Target(c.options.arch, lineinfo, c.options.device_debug)
-    c.llvm = emit_module(c.module, c.tas, target, positions if lineinfo else None)
+    c.llvm = emit_module(c.module, c.tas, target, c.tile_positions if lineinfo else None)
 
 
 def _host_object(kernels: list, host_arch: str, host_os: str) -> bytes:
@@ -309,6 +320,7 @@ STAGE_NAMES = tuple(DUMPS)
 FRONT: tuple[Pass, ...] = (
     Pass("verify-target", _verify_target),
     Pass("hoist-views", _hoist_views),
+    Pass("cse", _cse),
     Pass("tileaa", _tileaa, stop="tileaa"),
     Pass("cta-size", _cta_size),
     Pass("tensor-core-forms", _tensor_core_forms),
