@@ -23,6 +23,7 @@ from tileiras.codegen import device_maps  # noqa: E402
 from tileiras.codegen.abi import WORKSPACE_SM_BYTES, WORKSPACE_SMS  # noqa: E402
 from tileiras.lower.tileas_format import format_tileas  # noqa: E402
 from tileiras.lower.tileas_parse import parse_tileas  # noqa: E402
+from tileiras.lower import tma  # noqa: E402
 from tileiras.lower.tma_ring import RingPlan  # noqa: E402
 from tileiras.pipeline import CompileOptions, compile_module, run_stages  # noqa: E402
 from tileiras.reader import read_bytecode  # noqa: E402
@@ -244,9 +245,18 @@ def test_a_persistent_grouped_gemm_builds_each_groups_maps_once_before_its_tiles
         # the persistent ring's mbarriers lie outside the scratch; the maps follow its stages
         assert ring.map_staging == -(-ring.ring_bytes // 128) * 128
         assert tas.scratch[ring.mma] >= ring.map_staging + 2 * 128
-    assert len(tas.device_maps) == 6 and tas.tensor_maps == ()
+    # each group's C goes out by a TMA store through a map built before its loop over tiles
+    # too; one token orders the 3 stores one after another (cuTile threads it through the
+    # groups' loops), so each waits for the copies before it and all share one staging
+    stores = [(op, plan) for op, plan in tas.tma.items() if plan.is_store]
+    assert len(stores) == 3 and len({plan.buffer for _, plan in stores}) == 1
+    for (op, plan), ring in zip(stores, rings):
+        assert plan.carried and plan.device_map is not None and plan.maps_at is ring.maps_at
+    firsts = tma.stores_after(stores[0][0], tma._users(tas.aa))
+    assert firsts == {op for op, _ in stores}       # itself (next tile) and the later groups'
+    assert len(tas.device_maps) == 9 and tas.tensor_maps == ()
     text = format_tileas(tas)
-    assert text.count("maps_at = @") == 3 and format_tileas(parse_tileas(text, tas.aa)) == text
+    assert text.count("maps_at = @") == 6 and format_tileas(parse_tileas(text, tas.aa)) == text
 
     fn = m.functions[0]
     args = diffcheck.synthesize_args(fn, np.random.default_rng(1), 100, diffcheck.BUDGET)
@@ -261,7 +271,24 @@ def test_a_persistent_grouped_gemm_builds_each_groups_maps_once_before_its_tiles
     counts = result.instruction_counts
     built = sum(n for k, n in counts.items() if k.startswith("tensormap.cp_fenceproxy"))
     boxes = sum(n for k, n in counts.items() if k.startswith("cp.async.bulk.tensor"))
-    # each CTA (2) builds each group's 2 maps once, a warp at a time, though it takes 2-5
-    # tiles of each group; every K step's operands come by TMA boxes, none by cp.async
-    assert built == 2 * 6 * 32, built
+    # each CTA (2) builds each group's 3 maps once, a warp at a time, though it takes 2-5
+    # tiles of each group; every K step's operands come by TMA boxes, none by cp.async,
+    # and every tile goes out by one bulk store (17 tiles)
+    assert built == 2 * 9 * 32, built
     assert boxes > 2 * built // 32 and not any(k.startswith("cp.async.cg") for k in counts)
+    assert sum(n for k, n in counts.items() if k.startswith("cp.async.bulk.tensor.2d.global")) == 17
+    assert not any(k.startswith("st.global") for k in counts)
+
+
+def test_a_store_that_does_not_wait_for_the_one_before_is_caught(monkeypatch):
+    """The 3 groups' epilogues share one staging buffer: each store waits for the bulk copies
+    before it (``TmaPlan.carried``).  Without that wait the next tile's ``stmatrix``
+    overwrites the staging while the last bulk store still reads it, and the emulator says so."""
+    from kernels.lists import PERSISTENT_GROUPED_MATMUL
+
+    from tileiras.codegen import emit_tma
+
+    m = read_bytecode(export(PERSISTENT_GROUPED_MATMUL, "sm_90"))
+    monkeypatch.setattr(emit_tma.X, "bulk_wait_group", lambda b, keep: None)
+    (report,) = diffcheck.check_module(m, "sm_90", grid=(2, 1, 1), extent=100)
+    assert report.problem is not None and "still being read by the asynchronous" in report.problem, report.problem

@@ -236,7 +236,7 @@ STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_each_tile_goes_out_through_stmatrix_and_a_bulk_store(dtype):
     """The store of each output tile, whose token cuTile threads through the loop over
-    tiles, is a TMA store (``tma.carried_to_itself``) as NVIDIA's epilogue is: in the
+    tiles, is a TMA store (``tma.stores_after``) as NVIDIA's epilogue is: in the
     loop, 16 ``stmatrix.x4`` into a 128-byte-swizzled staging of two 64-column boxes
     (NVIDIA's two 16 KB halves), ``fence.proxy.async``, a barrier, one bulk store per
     box, committed; no ``st.global`` of 2 or 4 bytes.  The staging lies after the ring's

@@ -337,6 +337,7 @@ def _loop(em: KernelEmitter, op: Operation) -> None:
         b.unreachable()
         return
     _bind_results(em, op, frame.exits, exit_bb)
+    emit_tma.wait_carried_stores(em, block.ops)
 
 
 @emits(CF.ReturnOp)

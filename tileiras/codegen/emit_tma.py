@@ -315,10 +315,10 @@ def emit_tma_store(em: KernelEmitter, op: Operation, indices: list[ir.Value], ti
     built_here = plan.device_map is not None and plan.maps_at is None
     if built_here:
         build_store_map(em, plan)
-    # thread 0 has waited for the previous trip's copies to read the buffer; other threads'
-    # writes this store is token-ordered after are done (and warp 0 is done reading the
-    # map it assembled in the buffer)
-    if em.in_loop or em.tas.aa.needs_barrier(op) or built_here:
+    # thread 0 has waited for the previous trip's (or store's) copies to read the buffer;
+    # other threads' writes this store is token-ordered after are done (and warp 0 is done
+    # reading the map it assembled in the buffer)
+    if em.in_loop or em.tas.aa.needs_barrier(op) or built_here or plan.carried:
         X.barrier(b)
     _write_staged(em, op, plan, tile)
     X.fence_proxy_async(b)

@@ -73,11 +73,18 @@ def shared_buffers(tas: TileAS) -> list[Buffer]:
         staging = tas.wgmma_staging.get(op)
         if staging is not None:
             out += _staging_buffers(name, staging, (op,))
+    sharing: dict[int, list[Operation]] = {}   # stores one token orders share a staging (``tma``)
+    for op in sorted(tas.tma, key=order.__getitem__):
+        if tas.tma[op].carried:
+            sharing.setdefault(tas.tma[op].buffer, []).append(op)
     for op in sorted(tas.tma, key=order.__getitem__):
         plan = tas.tma[op]
+        users = tuple(sharing[plan.buffer]) if plan.carried else (op,)
+        if users[0] is not op:
+            continue
         name = f"t{order[op]}"
         align = SWIZZLED_ALIGN if plan.swizzle else STAGING_ALIGN
-        out.append(Buffer(name, "tma", plan.buffer, plan.nbytes, align, (op,), swizzle=plan.swizzle,
+        out.append(Buffer(name, "tma", plan.buffer, plan.nbytes, align, users, swizzle=plan.swizzle,
                           whole_kernel=True))
         if plan.barrier is not None:
             out.append(Buffer(f"{name}.full", "barrier", plan.barrier, BARRIER_BYTES, BARRIER_ALIGN, (op,),

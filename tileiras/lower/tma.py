@@ -30,9 +30,11 @@ when the kernel has a ``STAGING_USERS`` op (it takes shared memory anyway: NVIDI
 bulk-stores only in such kernels of corpus-aligned sm_90) and nothing is ordered after
 the store by its token: the copy is waited on only until it has read shared memory, as
 NVIDIA's is, so a later access of the same memory could see it unwritten.  Nothing but
-the store itself a trip later (``carried_to_itself``): a persistent GEMM's store of each
-output tile, whose token cuTile threads through the loop over tiles, is a bulk store as
-NVIDIA's is, the next trip's waiting for its writes before it stages (``TmaPlan.carried``).
+other view stores that go through TMA too (``stores_after``): a persistent GEMM's store of
+each output tile, whose token cuTile threads through the loop over tiles (and a persistent
+grouped GEMM's, through each group's loop to the next group's), is a bulk store as NVIDIA's
+is, each later one waiting for the writes before it stages (``TmaPlan.carried``); such
+stores share one staging buffer (``_shared_staging``).
 
 An atomic reduction into a view's tile (``atomic_red_view``) goes through TMA as a bulk
 tensor reduction (``cp.reduce.async.bulk.tensor``, staged as a store is), as NVIDIA's tool
@@ -171,8 +173,9 @@ class TmaPlan:
     swizzle: int = 0      # bytes of the staging buffer's swizzle row (0: none)
     #: a store's tile goes to its staging with ``stmatrix`` (``plan_matrix_stores``)
     matrix: Optional[StmatrixForm] = None
-    #: a store whose token orders only its own next trip (``carried_to_itself``): that
-    #: trip waits until these copies have written global memory before staging its tile
+    #: a store some TMA store's token orders it after (``stores_after``; its own next trip
+    #: among them): it waits until the copies before it have written global memory before
+    #: staging its tile
     carried: bool = False
     #: a store through a map the kernel builds (``TensorMapSpec.on_device``; ``map_index``
     #: -1): warp 0 builds it in the staging buffer before the tile is staged there, or
@@ -413,31 +416,69 @@ def tma_check(aa: TileAA, op: Operation, gpu_name: str, columns_ok: bool = False
 
 def _worth_it(op: Operation, users: dict[Value, list[Operation]], staging: bool) -> bool:
     """A load whose tile goes through shared memory anyway; a store in a kernel that uses
-    shared memory, nothing ordered after it but its own next trip (``carried_to_itself``);
+    shared memory, nothing ordered after it but view stores (``stores_after``);
     a reduction followed only by reductions."""
     if isinstance(op, MEM.StoreViewTkoOp):
-        return staging and (not users.get(op.results[0]) or carried_to_itself(op, users))
+        return staging and stores_after(op, users) is not None
     if isinstance(op, MEM.AtomicRedViewTkoOp):
         return all(isinstance(u, MEM.AtomicRedViewTkoOp) for u in users.get(op.results[0], ()))
     return feeds_staging(users, op.results[0])
 
 
-def carried_to_itself(op: Operation, users: dict[Value, list[Operation]]) -> bool:
-    """Does ``op``'s token order only ``op`` itself, a trip later?  So a persistent GEMM's
-    store of each output tile orders the next tile's store (cuTile threads one token
-    through the loop over tiles): the token goes only to the ``continue`` of the ``for``
-    whose body holds ``op``, the iteration value it becomes is ``op``'s token and nothing
-    else's, and the loop's result is unused.  The next trip's store then waits until the
-    copies have written global memory before it stages its tile (``TmaPlan.carried``)."""
-    body = op.parent
-    loop = body.parent.parent if body is not None and body.parent is not None else None
-    if not isinstance(loop, CF.ForOp) or users.get(op.results[0]) != [body.ops[-1]]:
-        return False
-    positions = [k for k, v in enumerate(body.ops[-1].operands) if v is op.results[0]]
-    if len(positions) != 1:
-        return False
-    carried = body.args[1 + positions[0]]
-    return op.token is carried and users.get(carried) == [op] and not users.get(loop.results[positions[0]])
+def stores_after(op: Operation, users: dict[Value, list[Operation]]) -> Optional[set[Operation]]:
+    """The view stores ``op``'s token orders after it (``op`` itself a trip later among
+    them), or None where it orders anything else.  The token is followed through loops and
+    branches: a loop's or an ``if``'s operands and results, its ``continue``, ``break`` and
+    ``yield``.  cuTile threads one token through a persistent GEMM's loop over tiles, and
+    through each group's loop of a persistent grouped GEMM to the next group's: only stores
+    follow, each of which (a TMA store too, ``TmaPlan.carried``) waits until the copies
+    before it have written global memory before it stages its tile."""
+    found: set[Operation] = set()
+    seen: set[int] = set()
+    todo = [op.results[0]]
+    while todo:
+        v = todo.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        for user in users.get(v, ()):
+            places = [k for k, w in enumerate(user.operands) if w is v]
+            if isinstance(user, MEM.StoreViewTkoOp) and places == [user.operands.index(user.token)]:
+                found.add(user)
+                todo.append(user.results[0])
+            elif isinstance(user, (CF.ForOp, CF.LoopOp)):
+                first = 3 if isinstance(user, CF.ForOp) else 0     # a for's bounds come first
+                args = user.regions[0].blocks[0].args[1 if isinstance(user, CF.ForOp) else 0:]
+                todo += [args[k - first] for k in places if k >= first]
+                if isinstance(user, CF.ForOp):          # no trip: the init is the result
+                    todo += [user.results[k - first] for k in places if k >= first]
+                if any(k < first for k in places):
+                    return None
+            elif isinstance(user, (CF.ContinueOp, CF.BreakOp, CF.YieldOp)):
+                todo += _carried_to(user, places)
+            else:
+                return None
+    return found
+
+
+def _carried_to(term: Operation, places: list[int]) -> list[Value]:
+    """The values a ``continue``, ``break`` or ``yield`` passes its operands ``places`` on to:
+    the next trip's block arguments and the loop's results, or the ``if``'s results."""
+    if isinstance(term, CF.YieldOp):
+        owner = term.parent.parent.parent
+        return [owner.results[k] for k in places]
+    owner = term.parent.parent.parent
+    while isinstance(owner, CF.IfOp):          # a continue or break inside a branch
+        owner = owner.parent.parent.parent
+    out = []
+    if isinstance(term, CF.ContinueOp):
+        args = owner.regions[0].blocks[0].args[1 if isinstance(owner, CF.ForOp) else 0:]
+        out += [args[k] for k in places]
+        if isinstance(owner, CF.ForOp):
+            out += [owner.results[k] for k in places]
+    else:
+        out += [owner.results[k] for k in places]
+    return out
 
 
 def plan_again(tas, arch: int, taken: set) -> None:
@@ -465,6 +506,9 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
     users = _users(aa)
     staging = uses_staging(aa)
     homes: dict[Operation, Optional[Operation]] = {}
+    after = {op: stores_after(op, users) for op in ops if isinstance(op, MEM.StoreViewTkoOp)}
+    shares = _shared_staging(after)
+    counted: set = set()
     for op in ops:
         device = isinstance(op, MEM.StoreViewTkoOp) and bool(knobs.device_tensor_maps)
         found = tma_spec(aa, op, gpu_name, device=device)
@@ -481,29 +525,33 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
         for t in op.view.type.tile_shape:
             nbytes *= t
         align = SWIZZLED_ALIGN if spec.swizzle else STAGING_ALIGN
-        if staged + _align(nbytes, align) > MAX_STAGING_BYTES:
-            continue
-        staged += _align(nbytes, align)
+        key = (shares.get(op, op), nbytes, spec.swizzle)
+        if key not in counted:
+            if staged + _align(nbytes, align) > MAX_STAGING_BYTES:
+                continue
+            staged += _align(nbytes, align)
+            counted.add(key)
         chosen.append((op, spec, box, boxes, nbytes, spec.swizzle))
-    chosen = _within_limit(chosen, smem_start, smem_limit(gpu_name), dropped)
+    chosen = _within_limit(chosen, smem_start, smem_limit(gpu_name), dropped, shares)
+    chosen = _whole_chains(chosen, after, dropped)
     if not chosen:
         return {}, (), 0
+    carried = set().union(*(after.get(c[0]) or () for c in chosen))
     maps = []
     for _, spec, *_rest in chosen:
         if spec not in maps and not spec.on_device:
             maps.append(spec)
-    buffers, at = _place(chosen, smem_start)
+    buffers, at = _place(chosen, smem_start, shares)
     plans = {}
     for (op, spec, box, boxes, nbytes, swizzle), buffer in zip(chosen, buffers):
         span = next((w for w, code in SWIZZLE_CODES.items() if code == swizzle), 0)
         if spec.on_device:
-            plans[op] = TmaPlan(-1, box, boxes, buffer, None, nbytes, swizzle=span, device_map=spec,
-                                maps_at=homes[op])
+            plans[op] = TmaPlan(-1, box, boxes, buffer, None, nbytes, swizzle=span, carried=op in carried,
+                                device_map=spec, maps_at=homes[op])
             continue
         index = maps.index(spec)
         if isinstance(op, MEM.StoreViewTkoOp):
-            plans[op] = TmaPlan(index, box, boxes, buffer, None, nbytes, swizzle=span,
-                                carried=bool(users.get(op.results[0])))
+            plans[op] = TmaPlan(index, box, boxes, buffer, None, nbytes, swizzle=span, carried=op in carried)
             continue
         reduction = bulk_reduction(op)
         if reduction is not None:
@@ -560,20 +608,64 @@ def collect_device_maps(tas) -> None:
     tas.device_maps = tuple(found)
 
 
-def _place(chosen: list[tuple], smem_start: int) -> tuple[list[int], int]:
+def _shared_staging(after: dict[Operation, Optional[set[Operation]]]) -> dict[Operation, Operation]:
+    """The stores that may share a staging buffer, each mapped to the first of its group:
+    those one token orders one after another (``stores_after``), each of which waits until
+    the copies of the one before have written memory (``TmaPlan.carried``), so that the
+    buffer is free again when it stages its tile (the 4 epilogues of a persistent grouped
+    GEMM's 4 groups take one buffer, not 4)."""
+    root: dict[Operation, Operation] = {}
+
+    def find(op: Operation) -> Operation:
+        while root.get(op, op) is not op:
+            op = root[op]
+        return op
+    for op, later in after.items():
+        for other in later or ():
+            a, b = find(op), find(other)
+            if a is not b:
+                root[b] = a
+    return {op: find(op) for op in after}
+
+
+def _whole_chains(chosen: list[tuple], after: dict[Operation, Optional[set[Operation]]],
+                  dropped: Optional[dict[Operation, str]]) -> list[tuple]:
+    """``chosen`` less the stores whose token orders a store that does not go through TMA
+    (it would not wait for their copies), until none is left."""
+    while True:
+        ops = {c[0] for c in chosen}
+        out = [c for c in chosen if not (after.get(c[0]) or set()) - ops]
+        if len(out) == len(chosen):
+            return out
+        for c in chosen:
+            if c not in out and dropped is not None:
+                dropped[c[0]] = "a store its token orders after it does not go through TMA"
+        chosen = out
+
+
+def _place(chosen: list[tuple], smem_start: int, shares: Optional[dict[Operation, Operation]] = None
+           ) -> tuple[list[int], int]:
     """Each chosen op's buffer offset, one after another from ``smem_start``, and where
-    the buffers end (the loads' mbarriers follow)."""
+    the buffers end (the loads' mbarriers follow); stores of one group of ``shares`` with
+    the same bytes and swizzle take the first one's buffer."""
     at = smem_start
     buffers = []
-    for _, _, _, _, nbytes, swizzle in chosen:
+    placed: dict[tuple, int] = {}
+    for op, _, _, _, nbytes, swizzle in chosen:
+        key = ((shares or {}).get(op, op), nbytes, swizzle)
+        if key in placed:
+            buffers.append(placed[key])
+            continue
         at = _align(at, SWIZZLED_ALIGN if swizzle else STAGING_ALIGN)
         buffers.append(at)
+        placed[key] = at
         at = _align(at + nbytes, STAGING_ALIGN)
     return buffers, at
 
 
 def _within_limit(chosen: list[tuple], smem_start: int, limit: int,
-                  dropped: Optional[dict[Operation, str]]) -> list[tuple]:
+                  dropped: Optional[dict[Operation, str]],
+                  shares: Optional[dict[Operation, Operation]] = None) -> list[tuple]:
     """``chosen`` less its largest buffers (the latest of equal ones) until the rest, with
     their mbarriers, end within ``limit``: those load and store directly instead, the
     fewest copies given up for the bytes won back."""
@@ -582,7 +674,7 @@ def _within_limit(chosen: list[tuple], smem_start: int, limit: int,
     def end() -> int:
         loads = sum(1 for c in chosen
                     if not isinstance(c[0], MEM.StoreViewTkoOp) and bulk_reduction(c[0]) is None)
-        return _place(chosen, smem_start)[1] + loads * BARRIER_BYTES
+        return _place(chosen, smem_start, shares)[1] + loads * BARRIER_BYTES
 
     while chosen and end() > limit:
         need = end()
