@@ -43,15 +43,15 @@ def plan() -> PipelinePlan:
 
 def test_the_loop_is_a_copy_ring_with_the_scales_in_each_stage():
     p = plan()
-    sa, sb = p.scales
+    sa, sb = p.scales.loads
     assert isinstance(sa, MEM.LoadViewTkoOp) and sa.results[0].type.shape == (64, 2)
     assert sb.results[0].type.shape == (2, 64) and tuple(p.mma.operands[3:5]) == (sa.results[0], sb.results[0])
-    assert p.stages >= 2 and p.scale_copy == 16
+    assert p.stages >= 2 and p.scales.copy == 16
     # A (64 rows of 64 bytes padded to 80), B (64 rows padded to 80 too: 16-byte rows for
     # ldmatrix.m16n16.b8, conflict-free), then A's scales and B's, 16-byte aligned
     assert (p.a_pitch, p.b_pitch, p.copy_bytes) == (80, 80, (16, 16))
-    assert p.scale_at == (2 * 64 * 80, 2 * 64 * 80 + 128)
-    assert p.stage_bytes == p.scale_at[1] + 128
+    assert p.scales.at == (2 * 64 * 80, 2 * 64 * 80 + 128)
+    assert p.stage_bytes == p.scales.at[1] + 128
 
 
 def test_the_ptx_copies_b_scales_and_loads_a_scales_byte_by_byte():

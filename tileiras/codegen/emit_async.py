@@ -127,21 +127,21 @@ def scale_rows(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, stage_base: 
     narrow for ``cp.async``) loaded by each thread now, zeros where the tile leaves the
     tensor or ``runs`` is false; the callable that stores them to the stage, row-major."""
     b = em.b
-    sa, sb = plan.scales
-    la, lb = plan.scale_layouts
+    sa, sb = plan.scales.loads
+    la, lb = plan.scales.layouts
     n = sb.results[0].type.shape[-1]
 
     def b_offset(r: int) -> ir.Value:
         row, col = em.coords(lb, r)
         return b.add(b.mul(row, ir.Constant(I32, n)), col)
-    copy_tile(em, plan.loop, sb, iv, lb, b_offset, plan.scale_copy, b.add(stage_base, ir.Constant(I32, plan.scale_at[1])),
+    copy_tile(em, plan.loop, sb, iv, lb, b_offset, plan.scales.copy, b.add(stage_base, ir.Constant(I32, plan.scales.at[1])),
               runs)
     access = iteration_access(em, plan.loop, sa, iv, la)
     owner = em.owner_predicate(la)
     byte = ir.IntType(8)
     loaded = [X.predicated_load(b, byte, 1, access.addresses[r], b.and_(access.masks[r], runs),
                                 [ir.Constant(byte, 0)], "global", access.offsets[r])[0] for r in range(la.size("reg"))]
-    at = smem_copy.row_major(sa.results[0].type.shape, 1, plan.scale_at[0])
+    at = smem_copy.row_major(sa.results[0].type.shape, 1, plan.scales.at[0])
     return lambda: smem_copy.store(em, TileVal(la, loaded), at, where=None if owner is None else lambda reg: owner,
                                    shift=stage_base)
 
@@ -286,7 +286,7 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan) -> None:
     operands = TensorCoreOperands(em, form, acc.layout, plan.a_pitch, plan.b_pitch, plan.a_bytes, first,
                                   plan.swizzles, plan.b_k_rows, a_columns=plan.a_columns)
     if plan.scales:
-        operands.scaled(plan.scale_at, op.operands[3].type.shape[-1], op.rhs.type.shape[-1], stage_bytes)
+        operands.scaled(plan.scales.at, op.operands[3].type.shape[-1], op.rhs.type.shape[-1], stage_bytes)
     em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))
     for store in deferred:      # A's scales of the stage iteration i + S-1 fills, read by now
         store()

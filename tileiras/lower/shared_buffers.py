@@ -97,7 +97,7 @@ def _ring_buffers(name: str, plan, scratch: int) -> list[Buffer]:
     stages from offset 0; a TMA ring's stages hold ``wgmma``'s swizzled operands and are
     followed by its mbarriers, a "full" one a stage then an "empty" one a stage (a
     persistent ring's lie after TMA's buffers, live the whole kernel)."""
-    users = (plan.mma, plan.loop, *plan.loads, *getattr(plan, "scales", ()))
+    users = (plan.mma, plan.loop, *plan.loads, *getattr(plan, "scale_loads", ()))
     if isinstance(plan, PipelinePlan):
         return [Buffer(name, "ring", 0, scratch, SCRATCH_ALIGN, users, stages=plan.stages),
                 *_stage_operands(name, plan, users)]

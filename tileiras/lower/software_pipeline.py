@@ -100,6 +100,27 @@ class KLoopPlan:
 
 
 @record(frozen=True)
+class RingScales:
+    """A block-scaled multiply's scales in a ``cp.async`` ring: the ``loads`` of A's and B's
+    scales, which each stage holds row-major ``at`` (bytes from its start, A's M x K/32 then
+    B's K/32 x N).  B's scales are copied like the operands (``copy`` bytes a ``cp.async``,
+    ``layouts[1]``); A's rows are narrower than any ``cp.async`` (and 2-byte aligned), so
+    each thread loads its bytes of them (``layouts[0]``) when it issues the stage's copies
+    and stores them to the stage after the iteration's multiply (NVIDIA's tool loads A's
+    scales with ``ld.global.b8`` too)."""
+
+    loads: tuple[Operation, Operation]
+    at: tuple[int, int]
+    copy: int
+    layouts: tuple[LinearLayout, LinearLayout]
+
+    @property
+    def end(self) -> int:
+        """Where the stage's B scales end, 16-byte aligned: the stage's end."""
+        return self.at[1] + -(-self.loads[1].results[0].type.num_elements // SCALE_ALIGN) * SCALE_ALIGN
+
+
+@record(frozen=True)
 class PipelinePlan(KLoopPlan):
     """How one K loop is pipelined: ``loads`` (A's, B's) become ``cp.async`` copies of
     ``copy_bytes`` each into a ring of ``stages`` stages of ``stage_bytes``; in a stage
@@ -135,21 +156,17 @@ class PipelinePlan(KLoopPlan):
     #: A's tile lies column by column in memory (16-bit, swizzled): its stage holds K rows of
     #: M, copied along M and read with ``ldmatrix.trans``
     a_columns: bool = False
-    #: a block-scaled multiply (``mmaf_scaled``): the loads of A's and B's scales, which
-    #: the stage holds row-major at ``scale_at`` (bytes from its start, A's M x K/32 then
-    #: B's K/32 x N).  B's scales are copied like the operands (``scale_copy`` bytes a
-    #: ``cp.async``, ``scale_layouts[1]``); A's rows are narrower than any ``cp.async``
-    #: (and 2-byte aligned), so each thread loads its bytes of them (``scale_layouts[0]``)
-    #: when it issues the stage's copies and stores them to the stage after the
-    #: iteration's multiply (NVIDIA's tool loads A's scales with ``ld.global.b8`` too)
-    scales: tuple = ()
-    scale_at: tuple[int, int] = (0, 0)
-    scale_copy: int = 0
-    scale_layouts: tuple = ()
+    #: a block-scaled multiply (``mmaf_scaled``): its scales in the ring
+    scales: Optional["RingScales"] = None
 
     @property
     def ahead(self) -> int:
         return self.stages - 1 - self.in_flight
+
+    @property
+    def scale_loads(self) -> tuple[Operation, ...]:
+        """The loads of a block-scaled multiply's scales the ring copies (none elsewhere)."""
+        return self.scales.loads if self.scales else ()
 
     @property
     def b_k_rows(self) -> bool:
@@ -263,38 +280,37 @@ def _mma_sync_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     a_bytes = a.results[0].type.num_elements // _row(a) * a_pitch * esize
     stage_bytes = a_bytes + b.results[0].type.num_elements // _row(b) * b_pitch * esize
     layouts = tuple(copy_layout(ld, tas.num_warps, nbytes // esize) for ld, nbytes in zip((a, b), copies))
-    scaled = _copied_scales(tas, loop, mma, stage_bytes)
-    if isinstance(scaled, str):
-        return scaled
-    stage_bytes = scaled.get("end", stage_bytes)
+    scales = _copied_scales(tas, loop, mma, stage_bytes)
+    if isinstance(scales, str):
+        return scales
+    if scales is not None:
+        stage_bytes = scales.end
     stages = _stages(tas, loop, arch, mma, copies, layouts, stage_bytes)
     if isinstance(stages, str):
         return stages
     return PipelinePlan(loop, mma, (a, b), stages[0], a_pitch, b_pitch, a_bytes, stage_bytes, copies, layouts,
                         stages[1], swizzles, permute is not None, b_columns=columns, a_columns=a_columns,
-                        scales=scaled.get("loads", ()), scale_at=scaled.get("at", (0, 0)),
-                        scale_copy=scaled.get("copy", 0), scale_layouts=scaled.get("layouts", ()))
+                        scales=scales)
 
 
 #: where a stage's block scales start: 16-byte aligned for B's ``cp.async`` copies
 SCALE_ALIGN = 16
 
 
-def _copied_scales(tas, loop: CF.ForOp, mma: Operation, operands_end: int) -> Union[str, dict]:
-    """A block-scaled multiply's scales in the ring (``PipelinePlan.scales``): their loads,
-    where the stage holds them, B's copy width and the two layouts, and where the stage
-    ends; {} for other multiplies, or why B's scales cannot be copied."""
+def _copied_scales(tas, loop: CF.ForOp, mma: Operation, operands_end: int) -> Union[str, RingScales, None]:
+    """A block-scaled multiply's scales in the ring (``PipelinePlan.scales``), after the
+    operands that end at ``operands_end``; None for other multiplies, or why B's scales
+    cannot be copied."""
     if not isinstance(mma, AR.MmaFScaledOp):
-        return {}
+        return None
     sa, sb = scale_loads(loop, mma)
     copy = _copy_bytes(tas, sb, _row(sb))
     if copy < NARROWEST_COPY or columns_contiguous(sb) or columns_contiguous(sa):
         return "a thread's piece of B's block scales is narrower than 4 bytes or not aligned (cp.async copies 4, 8 or 16)"
     a_at = -(-operands_end // SCALE_ALIGN) * SCALE_ALIGN
     b_at = a_at + -(-sa.results[0].type.num_elements // SCALE_ALIGN) * SCALE_ALIGN
-    end = b_at + -(-sb.results[0].type.num_elements // SCALE_ALIGN) * SCALE_ALIGN
     layouts = (copy_layout(sa, tas.num_warps, 1), copy_layout(sb, tas.num_warps, copy))
-    return {"loads": (sa, sb), "at": (a_at, b_at), "copy": copy, "layouts": layouts, "end": end}
+    return RingScales((sa, sb), (a_at, b_at), copy, layouts)
 
 
 def _row(ld: Operation) -> int:
@@ -622,7 +638,7 @@ def record_plans(tas, arch: int) -> None:
         tas.scratch[decision.mma] = max(tas.scratch.get(decision.mma, 0), decision.ring_bytes)
         if decision.staging is not None:
             tas.wgmma_staging[decision.mma] = decision.staging
-    taken = {ld for d in copied for ld in (*d.loads, *d.scales)}
+    taken = {ld for d in copied for ld in (*d.loads, *d.scale_loads)}
     if tas.tma and copied:
         plan_again(tas, arch, taken)
     rings = [d for d in tas.pipelines.values() if isinstance(d, RingPlan)]
@@ -630,7 +646,7 @@ def record_plans(tas, arch: int) -> None:
         place_rings(tas, arch, rings)
     for decision in tas.pipelines.values():
         if isinstance(decision, (PipelinePlan, RingPlan)):
-            for op in (decision.loop, decision.mma, *decision.loads, *getattr(decision, "scales", ())):
+            for op in (decision.loop, decision.mma, *decision.loads, *getattr(decision, "scale_loads", ())):
                 tas.pipelined[op] = decision
             if decision.b_transposed:
                 tas.pipelined[decision.mma.rhs.owner] = decision

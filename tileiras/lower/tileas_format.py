@@ -40,7 +40,7 @@ from .chunks import ChunkGroup
 from .forwarding import Forward
 from .mma_forms import LandedOperand, MmaRingStaging, MmaSwizzle, OperandStaging, TensorCoreMma, WgmmaStaging
 from .shared_buffers import Buffer, shared_buffers
-from .software_pipeline import PipelinePlan
+from .software_pipeline import PipelinePlan, RingScales
 from .stream_pipeline import StreamPlan, StreamTile
 from .tma import MapField, TensorMapSpec, TmaPlan
 from .tma_ring import RingPlan
@@ -57,7 +57,7 @@ RECORDS: dict[str, type] = {
     "attention": AttentionPlan, "attention_tile": RingTile, "attention_ring": AttentionRingPlan,
     "attention_box": RingBox, "stmatrix": StmatrixForm, "forward": Forward, "stream": StreamPlan,
     "stream_tile": StreamTile, "mma_ring_staging": MmaRingStaging, "landed": LandedOperand,
-    "attention_sync": SyncConsumers,
+    "attention_sync": SyncConsumers, "ring_scales": RingScales,
 }
 KINDS = {cls: kind for kind, cls in RECORDS.items()}
 ENUMS: dict[str, type[Enum]] = {"Swizzle": Swizzle}
