@@ -12,10 +12,12 @@ import enum
 from typing import Iterable, Optional
 
 from .ir import debug as D
+from .ir.attrs import DictAttr, OptimizationHintsAttr
 from .ir.core import Function, Module, Operation
 from .record import field, record
 from .tile import ops_arith as AR
 from .tile import ops_memory as MEM
+from .target import DEFAULT_HINTS_KEY
 from .tile.traits import is_plain_load, is_plain_store
 
 
@@ -35,6 +37,7 @@ class Kind(enum.Enum):
 
 
 class Category(enum.Enum):
+    HINTS = ("hints", "Hints")          # only under ``--remarks=all``, as NVIDIA's tool has it
     MEMORY = ("memory", "Memory")
     TENSORCORE = ("tensorcore", "TensorCore")
 
@@ -81,19 +84,37 @@ def collect(module: Module, gpu_name: Optional[str] = None) -> list[Remark]:
         tas = decisions.get(fn.name)
         accesses = view_accesses(fn)
         mine: set[tuple] = set()
-        for op in fn.walk():
-            for r in (*_op_remarks(fn, op, tas, gpu_name, accesses), *_loop_remarks(fn, op, tas)):
-                where = _loc_of(r.loc)
-                key = (r.name, where) if where is not None else (r.function, r.name, id(op))
-                if key in mine and r.name != NARROWING:
-                    seen[key].args += [a for a in r.args if a[0] == "Reason"]
-                    continue
-                if key in seen:         # another entry's remark at this location (or, narrowing, another
-                    out.remove(seen[key])   # view's of this entry): the later one stands
-                seen[key] = r
-                mine.add(key)
-                out.append(r)
+        ops = list(fn.walk())
+        found = [(op, r) for op in ops for r in _hint_remarks(fn, op, gpu_name)]     # NVIDIA's come first
+        found += [(op, r) for op in ops
+                  for r in (*_op_remarks(fn, op, tas, gpu_name, accesses), *_loop_remarks(fn, op, tas))]
+        for op, r in found:
+            where = _loc_of(r.loc)
+            key = (r.name, where) if where is not None else (r.function, r.name, id(op))
+            if key in mine and r.name != NARROWING:
+                seen[key].args += [a for a in r.args if a[0] == "Reason"]
+                continue
+            if key in seen:         # another entry's remark at this location (or, narrowing, another
+                out.remove(seen[key])   # view's of this entry): the later one stands
+            seen[key] = r
+            mine.add(key)
+            out.append(r)
     return out
+
+
+def _hint_remarks(fn: Function, op: Operation, gpu_name: Optional[str]) -> Iterable[Remark]:
+    """An op whose hints come from their ``default`` entry alone (none for ``gpu_name``):
+    NVIDIA's tool says so once per op, naming the first such hint."""
+    hints = op.attributes.get("optimization_hints")
+    if not isinstance(hints, OptimizationHintsAttr) or gpu_name is None:
+        return
+    given = {arch: d for arch, d in hints.entries if isinstance(d, DictAttr)}
+    own = given.get(gpu_name)
+    for key, _ in getattr(given.get(DEFAULT_HINTS_KEY), "entries", ()):
+        if own is None or own.get(key) is None:
+            yield Remark(Kind.PASSED, Category.HINTS, "RemarkHintDefault", f"OptimizationHint used default {key}",
+                         fn.name, op.loc)
+            return
 
 
 def _decisions(module: Module, gpu_name: Optional[str]) -> dict:

@@ -379,7 +379,7 @@ def tma_check(aa: TileAA, op: Operation, gpu_name: str, columns_ok: bool = False
     if int(gpu_name[3:]) < MIN_ARCH:
         return f"{gpu_name} has no TMA"
     if not allows_tma(op, gpu_name):
-        return "allow_tma is false"
+        return ""          # the user's choice: NVIDIA's remarks say nothing of it
     view_t = op.view.type
     made = None if op.view.is_block_argument else getattr(op.view.owner, "tensor_view", None)
     tensor = None if made is None or made.is_block_argument else made.owner
@@ -395,11 +395,14 @@ def tma_check(aa: TileAA, op: Operation, gpu_name: str, columns_ok: bool = False
     swapped = columns_ok and rank == 2 and view_t.dim_map == (1, 0)
     if not 1 <= rank <= MAX_RANK or (view_t.dim_map != tuple(range(rank)) and not swapped) or tvt.strides[-1] != 1:
         return ""
+    # the reasons as NVIDIA's remarks give them
     if isinstance(op, MEM.LoadViewTkoOp) and view_t.padding_value not in (None, T.PaddingValue.ZERO):
-        return "padding value other than zero"
+        return "software-implemented TMA padding is not profitable for this tile"
     if reduction is None and op.attributes.get("memory_ordering_semantics",
                                                MemoryOrderingSemantics.WEAK) != MemoryOrderingSemantics.WEAK:
-        return "memory ordering other than weak"
+        return "memory semantic must be weak for TMA operations"
+    if _beyond_descriptor(aa, tensor, tvt):
+        return "hardware coordinate limits exceeded - shapes or strides require encoding beyond TMA descriptor capacity"
     if any(not isinstance(v.type, T.TileType) or v.type.rank for v in op.index):
         return "tile indices are not scalars"
     bits = getattr(tvt.element, "bitwidth", 0)
@@ -412,6 +415,24 @@ def tma_check(aa: TileAA, op: Operation, gpu_name: str, columns_ok: bool = False
     code = reduction[1] if reduction else MAP_TYPES.get(getattr(tvt.element, "name", ""))
     spec = view_map(aa, op, planned[0], code, device)
     return spec if isinstance(spec, str) else (spec, *planned)
+
+
+#: a tensor map's extents are 32-bit (strides 40-bit, in bytes)
+MAX_MAP_EXTENT = 1 << 32
+
+
+def _beyond_descriptor(aa: TileAA, tensor: Operation, tvt: T.TensorViewType) -> bool:
+    """May a 64-bit extent or stride of the view exceed what a tensor map encodes (its facts
+    bound none of them below 2^32)?  NVIDIA's tool gives such views no TMA (a kernel whose
+    views are indexed with i64, as cuTile types them for huge tensors)."""
+    values = (*dynamic_operands(tvt.shape, tensor.dynamicShape), *dynamic_operands(tvt.strides, tensor.dynamicStrides))
+    for v in values:
+        if v is None or getattr(v.type.element, "bitwidth", 32) <= 32:
+            continue
+        upper = aa.fact(v).upper
+        if upper is None or upper >= MAX_MAP_EXTENT:
+            return True
+    return False
 
 
 def _worth_it(op: Operation, users: dict[Value, list[Operation]], staging: bool) -> bool:
