@@ -227,7 +227,7 @@ def _persistent(arch: str):
     return m, tas
 
 
-@pytest.mark.parametrize("arch", ["sm_90", "sm_120"])
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100", "sm_120"])
 def test_a_persistent_grouped_gemm_builds_each_groups_maps_once_before_its_tiles(arch):
     """TileGym's form: per group, a loop over tiles around the K loop, the group's views made
     before it.  Its K loops are TMA rings (persistent: the loop over tiles runs them again),
