@@ -281,7 +281,7 @@ def _issue_store(em: KernelEmitter, op: Operation, plan: TmaPlan, indices: list[
         for coords, src in _boxes(em, plan, indices, tuple(op.view.type.tile_shape)):
             X.bulk_tensor_store(b, tmap, coords, src, plan.reduce)
         X.bulk_commit_group(b)
-        if not plan.carried:
+        if not plan.carried or not em.in_loop:      # outside loops no wait_carried_stores follows
             X.bulk_wait_group_read(b, 0)
 
 
