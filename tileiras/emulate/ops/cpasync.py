@@ -71,6 +71,9 @@ def compile_copy(ctx, ins):
         if ignore is not None:
             count = np.where(np.broadcast_to(np.asarray(ignore(m, idx)), count.shape), 0, count)
         src = np.broadcast_to(np.asarray(src_r(m, idx), np.uint64), tids.shape)
+        if m.launch.traffic is not None:    # one request a warp: the sectors its copies read
+            reads = count > 0                 # (a partial copy counted whole: a tile's edge)
+            m.launch.traffic.record(tids[reads], src[reads], size, store=False)
         data = np.zeros((len(tids), size), np.uint8)
         whole = count == size
         if whole.any():
