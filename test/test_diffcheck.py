@@ -29,8 +29,12 @@ def test_example_agrees(capsys):
 
 def test_disagreement_is_reported(monkeypatch, capsys):
     """A compiler bug (here: a wrong PTX add) must show up as a difference."""
-    real = diffcheck.compile_ptx
-    monkeypatch.setattr(diffcheck, "compile_ptx", lambda m, g: real(m, g).replace("add.rn.f32", "sub.rn.f32"))
+    real = diffcheck.compile_with_host
+
+    def wrong(m, g):
+        ptx, host = real(m, g)
+        return ptx.replace("add.rn.f32", "sub.rn.f32"), host
+    monkeypatch.setattr(diffcheck, "compile_with_host", wrong)
     assert diffcheck.main([str(EXAMPLE)]) == 1
     assert "differs" in capsys.readouterr().out
 

@@ -374,20 +374,29 @@ def compile_ptx(module: Module, gpu_name: str) -> str:
 
 def compile_with_host(module: Module, gpu_name: str) -> tuple[str, Optional[bytes]]:
     """Our PTX (``compile_ptx``) and, when a kernel has hidden tensor maps (TMA), our
-    ``.nv.host`` object whose callback fills them at launch (None: nothing to fill)."""
-    return compile_ptx(module, gpu_name), host_object_for(module, gpu_name)
+    ``.nv.host`` object whose callback fills them at launch (None: nothing to fill), from
+    one compile of a copy of ``module``."""
+    from .pipeline import CompileOptions, run_stages
+
+    c = run_stages(copy.deepcopy(module), CompileOptions(gpu_name=gpu_name), "ptx", only_needed=True)
+    return c.ptx, _host_object(c.kernels)
 
 
 def host_object_for(module: Module, gpu_name: str) -> Optional[bytes]:
+    """``compile_with_host``'s ``.nv.host`` object alone (the passes up to TileAS only)."""
     from .codegen.abi import kernel_info_from_function
-    from .codegen.host import build_host_object
     from .pipeline import CompileOptions, run_stages
 
     module = copy.deepcopy(module)
     tas = run_stages(module, CompileOptions(gpu_name=gpu_name), "tileas").tas
-    kernels = [kernel_info_from_function(fn, gpu_name, tas[fn.name].num_threads, tas[fn.name].tensor_maps,
-                                         len(tas[fn.name].device_maps))
-               for fn in module.functions]
+    return _host_object([kernel_info_from_function(fn, gpu_name, tas[fn.name].num_threads, tas[fn.name].tensor_maps,
+                                                   len(tas[fn.name].device_maps))
+                         for fn in module.functions])
+
+
+def _host_object(kernels: list) -> Optional[bytes]:
+    from .codegen.host import build_host_object
+
     return build_host_object(kernels) if any(k.tensor_maps or k.device_maps for k in kernels) else None
 
 

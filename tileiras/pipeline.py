@@ -109,13 +109,6 @@ def _verify_target(c: Compilation) -> None:
 def _hoist_views(c: Compilation) -> None:
     from .lower.hoist import hoist_views
 
-    if c.options.lineinfo or c.options.device_debug:
-        # line info points into the program as it was read, before this pass and ``cse``
-        # rewrite it (the text the PTX embeds, as NVIDIA's tool embeds its input)
-        from .text.printer import print_module_with_positions
-
-        c.tile_text, c.tile_positions = print_module_with_positions(c.module)
-
     for fn in c.module.functions:
         hoist_views(fn)
 
@@ -390,6 +383,12 @@ def run_stages(module: Module, options: CompileOptions, stop_after: Optional[str
     last_stage = stop_after or STAGE_NAMES[-1]
     with _backend(last_stage) as backend:
         c = Compilation(module, options, last_stage=last_stage, backend=backend)
+        if (options.lineinfo or options.device_debug) and STAGE_NAMES.index(last_stage) >= STAGE_NAMES.index("llvm"):
+            # line info points into the program as it was read, before ``hoist-views`` and
+            # ``cse`` rewrite it (the text the PTX embeds, as NVIDIA's tool embeds its input)
+            from .text.printer import print_module_with_positions
+
+            c.tile_text, c.tile_positions = print_module_with_positions(module)
         done: set[str] = set()
         for p in passes_for(options.arch):
             if p.feeds_later or p.stop == last_stage or not only_needed:

@@ -46,7 +46,8 @@ On sm_90 and later a loop whose tiles TMA can copy becomes a ``tma_ring.RingPlan
 On sm_90 a loop whose multiply runs as ``wgmma`` becomes a ``tma_ring.RingPlan`` instead
 (views made at run time, as a grouped GEMM's from its table of arrays, through maps the
 kernel builds, as NVIDIA's tool does: ``codegen.device_maps``), or where TMA cannot copy
-its tiles (``TILEIRAS_DEVICE_TENSOR_MAPS=0``, a persistent loop over such views) a
+its tiles (``TILEIRAS_DEVICE_TENSOR_MAPS=0``, a loop inside another whose trips make
+such views anew: ``tma.map_home``) a
 ``PipelinePlan`` whose ``staging`` is the TMA ring's (``mma_forms.tma_ring_staging``): the
 same ``cp.async`` ring, its copies landing the tiles in the swizzled layouts ``wgmma``'s
 descriptors read (``_wgmma_copy_ring``).  A block-scaled multiply's loop always takes the

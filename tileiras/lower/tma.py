@@ -435,12 +435,13 @@ def _beyond_descriptor(aa: TileAA, tensor: Operation, tvt: T.TensorViewType) -> 
     return False
 
 
-def _worth_it(op: Operation, users: dict[Value, list[Operation]], staging: bool) -> bool:
+def _worth_it(op: Operation, users: dict[Value, list[Operation]], staging: bool,
+              after: dict[Operation, Optional[set[Operation]]]) -> bool:
     """A load whose tile goes through shared memory anyway; a store in a kernel that uses
-    shared memory, nothing ordered after it but view stores (``stores_after``);
+    shared memory, nothing ordered after it but view stores (``after``: ``stores_after``);
     a reduction followed only by reductions."""
     if isinstance(op, MEM.StoreViewTkoOp):
-        return staging and stores_after(op, users) is not None
+        return staging and after[op] is not None
     if isinstance(op, MEM.AtomicRedViewTkoOp):
         return all(isinstance(u, MEM.AtomicRedViewTkoOp) for u in users.get(op.results[0], ()))
     return feeds_staging(users, op.results[0])
@@ -469,12 +470,12 @@ def stores_after(op: Operation, users: dict[Value, list[Operation]]) -> Optional
                 todo.append(user.results[0])
             elif isinstance(user, (CF.ForOp, CF.LoopOp)):
                 first = 3 if isinstance(user, CF.ForOp) else 0     # a for's bounds come first
-                args = user.regions[0].blocks[0].args[1 if isinstance(user, CF.ForOp) else 0:]
-                todo += [args[k - first] for k in places if k >= first]
-                if isinstance(user, CF.ForOp):          # no trip: the init is the result
-                    todo += [user.results[k - first] for k in places if k >= first]
                 if any(k < first for k in places):
                     return None
+                inits = [k - first for k in places]
+                todo += [_iter_args(user)[k] for k in inits]
+                if isinstance(user, CF.ForOp):          # no trip: the init is the result
+                    todo += [user.results[k] for k in inits]
             elif isinstance(user, (CF.ContinueOp, CF.BreakOp, CF.YieldOp)):
                 todo += _carried_to(user, places)
             else:
@@ -485,21 +486,21 @@ def stores_after(op: Operation, users: dict[Value, list[Operation]]) -> Optional
 def _carried_to(term: Operation, places: list[int]) -> list[Value]:
     """The values a ``continue``, ``break`` or ``yield`` passes its operands ``places`` on to:
     the next trip's block arguments and the loop's results, or the ``if``'s results."""
-    if isinstance(term, CF.YieldOp):
-        owner = term.parent.parent.parent
-        return [owner.results[k] for k in places]
     owner = term.parent.parent.parent
+    if isinstance(term, CF.YieldOp):
+        return [owner.results[k] for k in places]
     while isinstance(owner, CF.IfOp):          # a continue or break inside a branch
         owner = owner.parent.parent.parent
-    out = []
-    if isinstance(term, CF.ContinueOp):
-        args = owner.regions[0].blocks[0].args[1 if isinstance(owner, CF.ForOp) else 0:]
-        out += [args[k] for k in places]
-        if isinstance(owner, CF.ForOp):
-            out += [owner.results[k] for k in places]
-    else:
-        out += [owner.results[k] for k in places]
-    return out
+    if not isinstance(term, CF.ContinueOp):    # a break ends the loop
+        return [owner.results[k] for k in places]
+    ends = [owner.results[k] for k in places] if isinstance(owner, CF.ForOp) else []  # a for's last trip
+    return [_iter_args(owner)[k] for k in places] + ends
+
+
+def _iter_args(loop: Operation) -> list[Value]:
+    """A ``for``'s or ``loop``'s block arguments carried from trip to trip (not a for's
+    induction variable)."""
+    return loop.regions[0].blocks[0].args[1 if isinstance(loop, CF.ForOp) else 0:]
 
 
 def plan_again(tas, arch: int, taken: set) -> None:
@@ -533,7 +534,7 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
     for op in ops:
         device = isinstance(op, MEM.StoreViewTkoOp) and bool(knobs.device_tensor_maps)
         found = tma_spec(aa, op, gpu_name, device=device)
-        if found is None or not _worth_it(op, users, staging):
+        if found is None or not _worth_it(op, users, staging, after):
             continue
         spec, box, boxes = found
         home = map_home(op, [spec])
