@@ -55,6 +55,7 @@ class Compilation:
 
     module: Module
     options: CompileOptions
+    cluster_splits: dict[str, Any] = field(default_factory=dict)  # entry name -> ClusterSplit
     aa: dict[str, Any] = field(default_factory=dict)      # entry name -> TileAA
     tas: dict[str, Any] = field(default_factory=dict)     # entry name -> TileAS
     schedules: dict[str, Any] = field(default_factory=dict)  # entry name -> [LoopSchedule]
@@ -120,6 +121,19 @@ def _cse(c: Compilation) -> None:
         eliminate_common_subexpressions(fn)
 
 
+def _cluster_split(c: Compilation) -> None:
+    """Each tile block of a kernel launched in clusters (``num_cta_in_cga`` > 1, sm_90+)
+    divided among the cluster's CTAs, where it can be (``lower/cluster_split.py``)."""
+    from .lower.cluster_split import split_cluster
+    from .lower.mma_forms import WGMMA_ARCHS, WGMMA_ROWS
+    from .target import HINT_NUM_CTA_IN_CGA, hints_for_arch
+
+    for fn in c.module.functions:
+        ctas = hints_for_arch(fn.hints, c.options.gpu_name).get(HINT_NUM_CTA_IN_CGA, 1)
+        if fn.is_entry and ctas > 1:
+            c.cluster_splits[fn.name] = split_cluster(fn, ctas, WGMMA_ROWS if c.options.arch in WGMMA_ARCHS else 1)
+
+
 def _tileaa(c: Compilation) -> None:
     from .lower.tileaa import analyze
     from .tile.ops_control import PreviewCallOp
@@ -140,6 +154,8 @@ def _cta_size(c: Compilation) -> None:
     for fn in c.module.functions:
         warps = hints_for_arch(fn.hints, c.options.gpu_name).get(HINT_NUM_WORKER_WARPS)
         c.tas[fn.name] = new_tileas(c.aa[fn.name], warps, c.options.arch)
+        split = c.cluster_splits.get(fn.name)
+        c.tas[fn.name].cluster_split = split.ctas if split is not None else 0
 
 
 def _each(c: Compilation, entry: Callable[..., None], *args: Any) -> None:
@@ -309,11 +325,16 @@ DUMPS: dict[str, Callable[[Compilation], Any]] = {
 }
 STAGE_NAMES = tuple(DUMPS)
 
-#: The passes up to TileAS's layouts, every target alike.
+#: The passes over the program as read, every target alike.
 FRONT: tuple[Pass, ...] = (
     Pass("verify-target", _verify_target),
     Pass("hoist-views", _hoist_views),
     Pass("cse", _cse),
+)
+#: Tile blocks divided among the CTAs of a cluster (sm_90+: clusters).
+CLUSTER_SPLIT = Pass("cluster-split", _cluster_split)
+#: From TileAA to TileAS's layouts, every target alike.
+LAYOUTS: tuple[Pass, ...] = (
     Pass("tileaa", _tileaa, stop="tileaa"),
     Pass("cta-size", _cta_size),
     Pass("tensor-core-forms", _tensor_core_forms),
@@ -342,9 +363,9 @@ BACK: tuple[Pass, ...] = (
     Pass("llvm", _ptx, stop="ptx"),
     Pass("ptxas", _cubin, stop="cubin"),
 )
-#: The passes of each target, in order (``passes_for``): sm_8x has no TMA.
-PASSES_SM80: tuple[Pass, ...] = FRONT + (PIPELINE, FORWARD, STREAM) + BACK
-PASSES_TMA: tuple[Pass, ...] = FRONT + (TMA, PIPELINE, FORWARD, STREAM) + BACK
+#: The passes of each target, in order (``passes_for``): sm_8x has no clusters and no TMA.
+PASSES_SM80: tuple[Pass, ...] = FRONT + LAYOUTS + (PIPELINE, FORWARD, STREAM) + BACK
+PASSES_TMA: tuple[Pass, ...] = FRONT + (CLUSTER_SPLIT,) + LAYOUTS + (TMA, PIPELINE, FORWARD, STREAM) + BACK
 
 
 def passes_for(arch: int) -> tuple[Pass, ...]:

@@ -43,3 +43,59 @@ def mx_f8_gemm(a, sa, b, sb, c):
 MX_F8_GEMM = KernelCase("mx_f8_gemm", mx_f8_gemm,
                         [[arr(ct.float8_e4m3fn, 2), arr(ct.float8_e8m0fnu, 2), arr(ct.float8_e4m3fn, 2),
                           arr(ct.float8_e8m0fnu, 2), arr(ct.float32, 2)]])
+
+
+@ct.kernel(num_ctas=2)
+def cluster_rows(x, w, out):
+    """Eight rows a tile block, each scaled by its own norm: the rows split between the
+    cluster's two CTAs (the reduction is along the other dim), ``w`` whole in both."""
+    i = ct.bid(0)
+    t = ct.astype(ct.load(x, index=(i, 0), shape=(8, 128), padding_mode=ct.PaddingMode.ZERO), ct.float32)
+    s = ct.sum(t * t, axis=1, keepdims=True)
+    wv = ct.astype(ct.load(w, index=(0,), shape=(128,)), ct.float32)
+    y = t * ct.rsqrt(s + 1e-6) * ct.reshape(wv, (1, 128))
+    ct.store(out, index=(i, 0), tile=ct.astype(y, out.dtype))
+
+
+CLUSTER_ROWS = KernelCase("cluster_rows", cluster_rows,
+                          [[arr(ct.float16, 2), arr(ct.float16), arr(ct.float16, 2)]])
+
+
+@ct.kernel(num_ctas=2)
+def cluster_loop(x, out):
+    """A row loop carrying two accumulators (a loop-carried split) into one store."""
+    i = ct.bid(0)
+    acc = ct.zeros((1, 256), dtype=ct.float32)
+    big = ct.full((1, 256), -3.0e38, dtype=ct.float32)
+    for k in range(4):
+        t = ct.load(x, index=(i, k), shape=(1, 256), padding_mode=ct.PaddingMode.ZERO)
+        acc = acc + t
+        big = ct.maximum(big, t)
+    ct.store(out, index=(i, 0), tile=acc + big)
+
+
+CLUSTER_LOOP = KernelCase("cluster_loop", cluster_loop, [[arr(ct.float32, 2), arr(ct.float32, 2)]])
+
+
+@ct.kernel(num_ctas=2)
+def cluster_gather(x, out):
+    """Indices from ``arange``: each CTA's block of them is its own ``iota`` plus its rank's
+    offset; the gather and scatter go through pointer tiles."""
+    i = ct.bid(0)
+    idx = i * 128 + ct.arange(128, dtype=ct.int32)
+    t = ct.gather(x, idx)
+    ct.scatter(out, idx, t * 2.0 + ct.astype(idx, ct.float32))
+
+
+CLUSTER_GATHER = KernelCase("cluster_gather", cluster_gather, [[arr(ct.float32), arr(ct.float32)]])
+
+
+@ct.kernel(num_ctas=2)
+def cluster_total(x, out):
+    """A whole tile reduced to one value: nothing to split, the first CTA does it all."""
+    i = ct.bid(0)
+    t = ct.load(x, index=(i,), shape=(256,), padding_mode=ct.PaddingMode.ZERO)
+    ct.store(out, index=(i,), tile=ct.reshape(ct.sum(t), (1,)))
+
+
+CLUSTER_TOTAL = KernelCase("cluster_total", cluster_total, [[arr(ct.float32), arr(ct.float32)]])

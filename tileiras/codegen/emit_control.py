@@ -25,6 +25,7 @@ from ..record import field, record
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
+from ..tile.ops_internal import ClusterRankOp
 from . import emit_async, emit_attention_tma, emit_ring, emit_stream, emit_tma, smem_copy
 from . import intrinsics as X
 from .nvvm import I32, I64, KernelEmitter, emits
@@ -359,6 +360,11 @@ def _block_ids(em: KernelEmitter, op: Operation, kind: str) -> None:
 @emits(CO.GetTileBlockIdOp)
 def _tile_block_id(em: KernelEmitter, op: Operation) -> None:
     _block_ids(em, op, "id")
+
+
+@emits(ClusterRankOp)
+def _cluster_rank(em: KernelEmitter, op: Operation) -> None:
+    em.put(op.result, TileVal(em.result_layout(op.result), [X.sreg(em.b, "cluster.ctaid.x", op.size)]))
 
 
 @emits(CO.GetNumTileBlocksOp)

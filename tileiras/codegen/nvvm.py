@@ -168,9 +168,10 @@ class KernelEmitter:
     # -- driving -------------------------------------------------------------------
     def run(self) -> None:
         body = self.b.block
-        if self.cluster_size > 1:
+        if self.cluster_size > 1 and not self.tas.cluster_split:
             # the tile block's work runs in the cluster's first CTA; the others stay idle
-            # (they exist because the launch shape is kernel ABI)
+            # (they exist because the launch shape is kernel ABI; ``lower/cluster_split``
+            # divides the work among them where it can)
             rest = self.llfn.append_basic_block("cluster.leader")
             first = self.b.icmp_unsigned("==", X.sreg(self.b, "cluster.ctaid.x"), ir.Constant(I32, 0))
             idle = self.llfn.append_basic_block("cluster.idle")

@@ -67,6 +67,8 @@ MMA_SYNC_FORMATS = {"f16": ("f16", 16, 16, 80), "bf16": ("bf16", 16, 16, 80), "t
 DMMA = TensorCoreMma("f64.f64.f64.f64", 4, 64, False, False, 8)
 #: architectures with ``wgmma`` (sm_90a only: sm_100 and later have tcgen05 instead)
 WGMMA_ARCHS = (90,)
+#: rows of the accumulator block one ``wgmma`` computes (m64)
+WGMMA_ROWS = 64
 #: warps of a warpgroup, the unit ``wgmma`` runs on
 WARPGROUP = 4
 
@@ -116,7 +118,7 @@ def tensor_core_mma(op: Operation, arch: int, num_warps: int = 1, extra_warps: i
         form = (f"f32.{fa[0]}.{fb[0]}.f32", fa[2], fa[1], False)
     if m % 16 or n % 8 or k % form[1]:
         return None
-    warpgroup = (arch in WGMMA_ARCHS and m % 64 == 0 and num_warps > 0 and num_warps % WARPGROUP == 0
+    warpgroup = (arch in WGMMA_ARCHS and m % WGMMA_ROWS == 0 and num_warps > 0 and num_warps % WARPGROUP == 0
                  and extra_warps % WARPGROUP == 0)
     return TensorCoreMma(*form, warpgroup, b_matrix8=form[2] == 8 and not warpgroup and arch >= B8_MATRIX_ARCH)
 

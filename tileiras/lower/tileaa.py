@@ -32,6 +32,7 @@ from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
+from ..tile.ops_internal import ClusterRankOp
 from ..tile.traits import (DATA_RESOURCES, SHARED_MEMORY_RESOURCES, Resource, effects_of,
                            is_plain_store, is_trivially_dead_if_unused, touches, writes)
 
@@ -339,6 +340,11 @@ def _same(aa: TileAA, op: Operation) -> list[Facts]:
 @facts_for(CO.GetTileBlockIdOp)
 def _block_id(aa: TileAA, op: Operation) -> list[Facts]:
     return [Facts(1, 0, (1 << 31) - 1)] * 3
+
+
+@facts_for(ClusterRankOp)
+def _cluster_rank(aa: TileAA, op: Operation) -> list[Facts]:
+    return [Facts(1, 0, op.size - 1)]
 
 
 @facts_for(CO.IotaOp)

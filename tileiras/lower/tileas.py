@@ -53,6 +53,8 @@ class TileAS:
     num_warps: int                   # warps the layouts distribute tiles over (a power of two)
     extra_warps: int = 0             # more warps in the CTA that hold copies (ABI: CTA size)
     arch: int = 0                    # the target's compute capability (0: none, no smem limit)
+    #: CTAs of a cluster that share each tile block (``cluster_split``; 0: the first does it)
+    cluster_split: int = 0
     layouts: dict[Value, LinearLayout] = field(default_factory=dict)
     converts: dict[tuple[Operation, int], LinearLayout] = field(default_factory=dict)
     scratch: dict[Operation, int] = field(default_factory=dict)

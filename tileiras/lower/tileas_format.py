@@ -157,6 +157,7 @@ def format_tileas(tas: TileAS) -> str:
     lines = [(f"{text[:len(text) - len(text.lstrip())]}@{p.index[op]}: {text.lstrip()}"
               if op in p.labelled else text) for op, text in body]
     header = (f"tileas.func @{fn.name} warps={tas.num_warps}" + (f"+{tas.extra_warps}" if tas.extra_warps else "")
+              + (f" cluster_split={tas.cluster_split}" if tas.cluster_split else "")
               + f" smem={tas.smem_bytes}B align={tas.smem_align} tma_end={tas.tma_end} {{")
     layouts = [f"  {name} = {format_layout(layout)}" for layout, name in p.aliases.items()]
     return "\n".join([header, *layouts, *head, *lines, "}"]) + "\n"

@@ -8,7 +8,7 @@ from ..ir.core import Block, Operation, Region, Value
 from ..ir.types import Type
 from ..ir.version import Version
 from ..tile import OPS_BY_OPCODE
-from ..tile.opcodes import PREVIEW_OPCODE_BASE
+from ..tile.opcodes import INTERNAL_OPCODE_BASE, PREVIEW_OPCODE_BASE
 from ..tile.registry import Attr, AttrKind, Multiplicity, OpDef, OperandEncoding
 from .stream import ByteReader
 from .tables import AttrReader, ConstantTable, StringTable, TypeTable, dense_payload_ok
@@ -43,7 +43,7 @@ class BodyReader:
         if opcode >= PREVIEW_OPCODE_BASE and not self.preview:
             r.fail(f"malformed bytecode: encountered public-preview opcode {opcode} "
                    "but the header does not advertise preview content", start)
-        defn = OPS_BY_OPCODE.get(opcode)
+        defn = OPS_BY_OPCODE.get(opcode) if opcode < INTERNAL_OPCODE_BASE else None
         if defn is None or defn.since > self.version:
             r.fail(f"unsupported opcode {opcode} for bytecode version {self.version}", start)
         slot = len(self.order)

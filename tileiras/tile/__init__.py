@@ -5,7 +5,7 @@ opcode table, so a missing or extra definition fails at import time.
 """
 from __future__ import annotations
 
-from . import ops_arith, ops_control, ops_core, ops_memory  # noqa: F401  (registers the ops)
+from . import ops_arith, ops_control, ops_core, ops_internal, ops_memory  # noqa: F401  (registers the ops)
 from .opcodes import OPCODES
 from .registry import OPS_BY_NAME, OPS_BY_OPCODE, OpDef
 from .traits import FUNCTION_BODY, ImplicitTerminator, Terminator, check_traits

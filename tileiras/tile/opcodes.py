@@ -122,7 +122,11 @@ OPCODES: dict[str, tuple[int, Version]] = {
     "multimem_store_view_tko": (0x7D, _V("13.5")),
     # SIMT preview (read only from a file whose header advertises preview content)
     "preview$call": (0x4002, _V("13.5")),
+    # Compiler-internal (made by passes, never read from or written to a file)
+    "cluster_rank": (0x7F00, _V("13.1")),
 }
 
 #: Opcodes at or above this value are preview (experimental) ops.
 PREVIEW_OPCODE_BASE = 0x4000
+#: Opcodes at or above this value are compiler-internal ops: no file holds them.
+INTERNAL_OPCODE_BASE = 0x7F00

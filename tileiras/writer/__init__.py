@@ -14,7 +14,7 @@ from ..ir import attrs as A
 from ..ir.core import Function, Module, Operation, Value
 from ..ir.version import V13_3, V13_5, Version, is_supported
 from ..tile.codes import MAGIC, PREVIEW_TAG_BIT, AttrTag, SectionId
-from ..tile.opcodes import PREVIEW_OPCODE_BASE
+from ..tile.opcodes import INTERNAL_OPCODE_BASE, PREVIEW_OPCODE_BASE
 from ..tile.registry import AttrKind, Multiplicity, OperandEncoding
 from .pools import DebugPool, Pool, TypePool, WriteError, int_list, pad, signed_varint, varint, write_offset_table
 
@@ -123,6 +123,8 @@ class FunctionEncoder:
 
     def op(self, op: Operation, buf: bytearray) -> None:
         defn = op.definition
+        if defn.opcode >= INTERNAL_OPCODE_BASE:
+            raise WriteError(f"operation '{defn.full_name}' is compiler-internal: no bytecode holds it")
         enc = self.enc
         enc.require(defn.since, f"operation '{defn.full_name}'")
         self.debug_ids.append(enc.debug.ref(op.loc))
@@ -364,7 +366,7 @@ def write_bytecode(module: Module, version: Optional[Version] = None) -> bytes:
     payloads[SectionId.TYPE] = _table(enc.types.encoded(), 4)
     payloads[SectionId.STRING] = _table(list(enc.strings.items), 4)
 
-    preview = any(op.definition.opcode >= PREVIEW_OPCODE_BASE for fn in module.functions for op in fn.walk())
+    preview = any(PREVIEW_OPCODE_BASE <= op.definition.opcode < INTERNAL_OPCODE_BASE for fn in module.functions for op in fn.walk())
     out = bytearray(MAGIC)
     out += bytes([version.major, version.minor]) + (PREVIEW_TAG_BIT if preview else 0).to_bytes(2, "little")
     sections = enc.layout.sections if enc.layout else DEFAULT_SECTIONS

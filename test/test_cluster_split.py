@@ -1,0 +1,141 @@
+"""A tile block divided among the CTAs of its cluster (``num_ctas=2``, sm_90+):
+``lower/cluster_split.py``.
+
+Each kernel runs in the emulator on a grid of clusters and must agree with the interpreter,
+which runs the program as written (one tile block, no clusters); the PTX must show the
+division (the CTA's rank in its addressing, no CTA sent to the end idle) or, where the
+pass refuses, the first CTA doing the whole block as before."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("cuda.tile")
+
+from differential import (ALIGNED_EXTENT, EXTENT, Case, cached_export, compare, make_inputs,  # noqa: E402
+                          run_compiled, run_interpreter)
+from kernels.clusters import CLUSTER_GATHER, CLUSTER_GEMM, CLUSTER_LOOP, CLUSTER_ROWS, CLUSTER_TOTAL  # noqa: E402
+
+from tileiras.diffcheck import compile_with_host  # noqa: E402
+from tileiras.pipeline import CompileOptions  # noqa: E402
+from tileiras.lower.cluster_split import split_cluster  # noqa: E402
+from tileiras.pipeline import run_stages  # noqa: E402
+from tileiras.reader import read_bytecode  # noqa: E402
+from tileiras.tile.ops_internal import ClusterRankOp  # noqa: E402
+
+SPLIT = [CLUSTER_GEMM, CLUSTER_ROWS, CLUSTER_LOOP, CLUSTER_GATHER]
+
+
+@pytest.fixture(scope="module")
+def cache() -> dict:
+    return {}
+
+
+def _ptx(data: bytes, arch: str) -> str:
+    return compile_with_host(read_bytecode(data), arch)[0]
+
+
+@pytest.mark.parametrize("aligned", [False, True], ids=["unaligned", "aligned"])
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("case", SPLIT + [CLUSTER_TOTAL], ids=lambda c: c.name)
+def test_split_kernel_matches_interpreter(case, arch, aligned, cache):
+    data = cached_export(cache, case, arch, aligned)
+    entry = read_bytecode(data).functions[0].name
+    arrays = make_inputs(case.params[0], np.random.default_rng(7), ALIGNED_EXTENT if aligned else EXTENT)
+    for grid in ((2, 2, 1), (3, 1, 1)):
+        c = Case(data, entry, arrays, grid)
+        problem = compare(run_interpreter(c), run_compiled(c, arch))
+        assert problem is None, f"grid {grid}: {problem}"
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("case", SPLIT, ids=lambda c: c.name)
+def test_split_kernels_use_both_ctas(case, arch, cache):
+    ptx = _ptx(cached_export(cache, case, arch, True), arch)
+    assert ".reqnctapercluster 2" in ptx
+    rank = re.findall(r"mov\.u32\s+(%r\d+), %cluster_ctaid\.x;", ptx)
+    assert len(rank) == 1
+    # the rank feeds the addressing, not a branch to the end
+    uses = [ln for ln in ptx.splitlines() if re.search(re.escape(rank[0]) + r"\b", ln) and "mov.u32" not in ln]
+    assert uses and not any(ln.lstrip().startswith("setp.ne") for ln in uses), uses
+
+
+def test_refused_split_keeps_the_first_cta(cache):
+    """A tile reduced to one stored value has nothing to divide: the first CTA of each
+    cluster does the block, the other ends at once (as before the pass)."""
+    data = cached_export(cache, CLUSTER_TOTAL, "sm_90", True)
+    split = split_cluster(read_bytecode(data).functions[0], 2)
+    assert split.ctas == 0 and split.reason == "a stored tile of shape [1] is not split"
+    ptx = _ptx(data, "sm_90")
+    assert re.search(r"mov\.u32\s+(%r\d+), %cluster_ctaid\.x;\s+setp\.ne\.b32\s+%p\d+, \1, 0;", ptx)
+
+
+def _compiled(data: bytes, arch: str):
+    c = run_stages(read_bytecode(data), CompileOptions(gpu_name=arch), "tileas")
+    return c, c.module.functions[0]
+
+
+def test_gemm_splits_n_on_sm90_and_m_on_sm100(cache):
+    """wgmma computes m64 blocks: a 64-row GEMM tile keeps its rows on sm_90 and splits its
+    64 columns (NVIDIA's tool: ``wgmma...m64n32k16``, A multicast); sm_100 splits M."""
+    data90 = cached_export(cache, CLUSTER_GEMM, "sm_90", True)
+    c, fn = _compiled(data90, "sm_90")
+    assert c.cluster_splits[fn.name].stores == (1,)
+    assert c.tas[fn.name].cluster_split == 2
+    ptx = _ptx(data90, "sm_90")
+    assert "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16" in ptx
+    c, fn = _compiled(cached_export(cache, CLUSTER_GEMM, "sm_100", True), "sm_100")
+    assert c.cluster_splits[fn.name].stores == (0,)
+    from tileiras.tile.ops_arith import MmaFOp
+
+    (mma,) = [op for op in fn.walk() if isinstance(op, MmaFOp)]
+    assert mma.result.type.shape == (32, 64) and mma.lhs.type.shape == (32, 32) and mma.rhs.type.shape == (32, 64)
+
+
+def test_split_is_printed_and_parsed(cache):
+    from tileiras.lower.tileas_format import format_tileas
+    from tileiras.lower.tileas_parse import parse_tileas
+
+    c, fn = _compiled(cached_export(cache, CLUSTER_LOOP, "sm_90", True), "sm_90")
+    text = format_tileas(c.tas[fn.name])
+    assert " cluster_split=2 " in text.splitlines()[0]
+    assert "cluster_rank" in text
+    assert parse_tileas(text, c.aa[fn.name]).cluster_split == 2
+
+
+def test_loop_carried_values_split_alike(cache):
+    """The loop's two accumulators, its block arguments and results, and the loads in it
+    are the CTA's half of the 1x256 row."""
+    from tileiras.tile.ops_control import ForOp
+
+    _, fn = _compiled(cached_export(cache, CLUSTER_LOOP, "sm_90", True), "sm_90")
+    (loop,) = [op for op in fn.walk() if isinstance(op, ForOp)]
+    assert [r.type.shape for r in loop.results] == [(1, 128), (1, 128)]
+    assert [a.type.shape for a in loop.body.blocks[0].args[1:]] == [(1, 128), (1, 128)]
+    assert sum(isinstance(op, ClusterRankOp) for op in fn.walk()) == 1
+
+
+def test_sm80_and_single_cta_kernels_are_not_split(cache):
+    c, fn = _compiled(cached_export(cache, CLUSTER_LOOP, "sm_80", True), "sm_80")
+    assert not c.cluster_splits and c.tas[fn.name].cluster_split == 0
+    assert not any(isinstance(op, ClusterRankOp) for op in fn.walk())
+
+
+def test_internal_op_is_never_written():
+    from tileiras.ir import types as T
+    from tileiras.ir.core import Block, Function, Region
+    from tileiras.ir.types import FunctionType
+    from tileiras.ir.core import Module
+    from tileiras.ir.version import Version
+    from tileiras.tile.ops_control import ReturnOp
+    from tileiras.writer import write_bytecode
+    from tileiras.writer.pools import WriteError
+
+    block = Block()
+    block.append(ClusterRankOp(attributes={"size": 2}, result_types=[T.TileType(T.I32)]))
+    block.append(ReturnOp())
+    fn = Function("k", FunctionType((), ()), Region([block]), is_entry=True)
+    with pytest.raises(WriteError, match="compiler-internal"):
+        write_bytecode(Module(Version(13, 1), [fn]))
