@@ -139,3 +139,85 @@ def test_internal_op_is_never_written():
     fn = Function("k", FunctionType((), ()), Region([block]), is_entry=True)
     with pytest.raises(WriteError, match="compiler-internal"):
         write_bytecode(Module(Version(13, 1), [fn]))
+
+
+# -- the operand every CTA reads whole: multicast --------------------------------------------
+def _ring(data: bytes, arch: str):
+    from tileiras.lower.tma_ring import RingPlan
+
+    c, fn = _compiled(data, arch)
+    (ring,) = [p for p in c.tas[fn.name].pipelines.values() if isinstance(p, RingPlan)]
+    return ring
+
+
+@pytest.mark.parametrize("arch, shared", [("sm_90", 0), ("sm_100", 1)])
+def test_whole_operand_is_multicast(arch, shared, cache):
+    """sm_90 keeps wgmma's 64 rows (N split: A whole), sm_100 splits M (B whole); each CTA
+    issues half of every box of the whole operand's rows to both CTAs, and releases a stage
+    on the "empty" mbarrier of both."""
+    data = cached_export(cache, CLUSTER_GEMM, arch, True)
+    ring = _ring(data, arch)
+    assert (ring.shared_operand, ring.multicast) == (shared, 2)
+    rows, _ = ring.box[shared]
+    assert ring.specs[shared].box[1] == rows // 2 and ring.specs[1 - shared].box[1] == ring.box[1 - shared][0]
+    ptx = _ptx(data, arch)
+    assert ".multicast::cluster [" in ptx and "mbarrier.arrive.shared::cluster.b64" in ptx
+    assert ptx.count("barrier.cluster.wait.acquire.aligned;") == 2     # after the init, before the inval
+    assert re.search(rf"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], {2 * ring.consumers};", ptx)
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
+def test_cluster_moves_the_sectors_one_cta_would(arch, cache):
+    """Split and multicast, a cluster of two reads each tile of A and B from global memory
+    once, as one CTA computing the whole block does (without multicast both CTAs read the
+    whole operand: 1.47x the sectors).  On sm_90 the bias row, split with N, takes 8 more
+    sectors a cluster (each CTA's 32 columns read by its 128 threads)."""
+    from kernels.clusters import ONE_CTA_GEMM
+
+    from tileiras.emulate import launch
+
+    sectors = []
+    for case in (CLUSTER_GEMM, ONE_CTA_GEMM):
+        data = cached_export(cache, case, arch, True)
+        module = read_bytecode(data)
+        ptx, host = compile_with_host(module, arch)
+        c = Case(data, module.functions[0].name,
+                 make_inputs(case.params[0], np.random.default_rng(3), 128), (2, 2, 1))
+        t = launch(ptx, c.entry, c.grid, c.args(c.arrays), host_object=host, traffic=True).check().traffic
+        sectors.append((t.loads.sectors, t.stores.sectors))
+    (ours, stored), (one, one_stored) = sectors
+    assert stored == one_stored and one <= ours <= one + (32 if arch == "sm_90" else 0)
+
+
+PLANTS = {
+    # a CTA's boxes reach the other's mbarriers before that one initialized them
+    "init": lambda p: p.replace("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;",
+                                "", 1),
+    # each CTA counts only its own consumers' releases: it refills the other's stage early
+    "release": lambda p: re.sub(r"mapa\.shared::cluster\.u32 %ra, (%r\d+), %r\d+;",
+                                r"mapa.shared::cluster.u32 %ra, \1, %cluster_ctaid.x;", p),
+    # a CTA invalidates its mbarriers while the other still arrives on them
+    "drain": lambda p: "barrier.cluster.wait.acquire.aligned;".join(
+        p.rsplit("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;", 1)),
+}
+
+
+@pytest.mark.parametrize("plant", sorted(PLANTS))
+def test_missing_cluster_ordering_is_caught(plant, cache):
+    """The emulator, its CTAs interleaved in bursts (one runs far ahead of the other), traps
+    each cluster ordering the multicast ring needs when it is taken out of our PTX; with it
+    in, the same interleavings agree with the interpreter."""
+    from tileiras import diffcheck
+
+    data = cached_export(cache, CLUSTER_GEMM, "sm_90", True)
+    module = read_bytecode(data)
+    ptx, host = compile_with_host(module, "sm_90")
+    c = Case(data, module.functions[0].name, make_inputs(CLUSTER_GEMM.params[0], np.random.default_rng(1), 320),
+             (2, 2, 1))
+    broken = PLANTS[plant](ptx)
+    assert broken != ptx
+    with pytest.raises(AssertionError, match="faulted in the emulator"):
+        diffcheck.run_ptx(broken, c.entry, c.grid, c.args(c.arrays), host_object=host, interleave=1, burst=True)
+    if plant == "init":
+        got = diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), host_object=host, interleave=1, burst=True)
+        assert compare(run_interpreter(c), got) is None

@@ -340,14 +340,14 @@ def run_interpreter(module: Any, entry: str, grid: tuple, args: Sequence[Any]) -
 
 
 def run_ptx(ptx: str, entry: str, grid: tuple, args: Sequence[Any], who: str = "compiled",
-            host_object: Optional[bytes] = None, interleave: Optional[int] = None) -> Outcome:
+            host_object: Optional[bytes] = None, interleave: Optional[int] = None, burst: bool = False) -> Outcome:
     """``host_object``: the cubin's ``.nv.host``, for kernels with hidden tensor maps;
     ``interleave``: run the CTAs interleaved in the order this seed draws, each with a
-    weakly ordered view of global memory (``emulate/weak.py``)."""
+    weakly ordered view of global memory (``emulate/weak.py``), in bursts with ``burst``."""
     from .emulate import launch
 
     copies = copy_arguments(args)
-    result = launch(ptx, entry, grid, copies, host_object=host_object, interleave=interleave)
+    result = launch(ptx, entry, grid, copies, host_object=host_object, interleave=interleave, burst=burst)
     if result.trap is not None and result.trap.kind not in ("trap", "assert"):
         raise AssertionError(f"{who} PTX faulted in the emulator: {result.trap}")
     return Outcome(arrays_of(copies), result.trap is not None, result.output)

@@ -155,7 +155,9 @@ def _cta_size(c: Compilation) -> None:
         warps = hints_for_arch(fn.hints, c.options.gpu_name).get(HINT_NUM_WORKER_WARPS)
         c.tas[fn.name] = new_tileas(c.aa[fn.name], warps, c.options.arch)
         split = c.cluster_splits.get(fn.name)
-        c.tas[fn.name].cluster_split = split.ctas if split is not None else 0
+        if split is not None and split.ctas:
+            c.tas[fn.name].cluster_split = split.ctas
+            c.tas[fn.name].cluster_whole = frozenset(split.whole)
 
 
 def _each(c: Compilation, entry: Callable[..., None], *args: Any) -> None:

@@ -26,6 +26,10 @@ def gemm_cluster(a, b, bias, c):
 CLUSTER_GEMM = KernelCase("gemm_cluster", gemm_cluster,
                           [[arr(ct.float16, 2), arr(ct.float16, 2), arr(ct.float16), arr(ct.float16, 2)]])
 
+#: the same tile block on one CTA (what a cluster's CTAs share between them)
+ONE_CTA_GEMM = KernelCase("gemm_one_cta", ct.kernel(gemm_cluster._annotated_function.pyfunc),
+                          CLUSTER_GEMM.params)
+
 
 @ct.kernel
 def mx_f8_gemm(a, sa, b, sb, c):

@@ -122,9 +122,16 @@ def _use(b: ir.IRBuilder, plan: RingPlan, j: ir.Value) -> tuple[ir.Value, ir.Val
 
 
 def _release(em: KernelEmitter, plan: RingPlan, stage: ir.Value) -> None:
-    """This thread is done with ``stage``: its ``wgmma`` that read it has retired."""
-    X.asm(em.b, ir.IntType(64), "mbarrier.arrive.shared::cta.b64 $0, [$1];", "=l,r,~{memory}",
-          [_stage_barrier(em, plan, stage, empty=True)], side_effect=True)
+    """This thread is done with ``stage``: its ``wgmma`` that read it has retired.  With a
+    multicast operand the stage is refilled by every CTA of the cluster: the thread tells
+    each of them (its "empty" mbarrier in every CTA)."""
+    barrier = _stage_barrier(em, plan, stage, empty=True)
+    if plan.multicast:
+        for rank in range(plan.multicast):
+            X.mbarrier_arrive_remote(em.b, barrier, rank)
+        return
+    X.asm(em.b, ir.IntType(64), "mbarrier.arrive.shared::cta.b64 $0, [$1];", "=l,r,~{memory}", [barrier],
+          side_effect=True)
 
 
 def _refill(em: KernelEmitter, plan: RingPlan, iv: ir.Value, j: ir.Value) -> None:
@@ -156,10 +163,19 @@ def ring_issue(em: KernelEmitter, plan: RingPlan, iv: ir.Value, stage: ir.Value)
         if (plan.b_columns if k else plan.a_columns):     # the view's dims are the tensor's swapped
             row, col = col, row
         rows, inner = plan.box[k]
+        base = stage_base
+        if k == plan.shared_operand:    # this CTA's slice of each box's rows, to every CTA
+            part = rows // plan.multicast
+            rank = X.sreg(b, "cluster.ctaid.x", plan.multicast)
+            row = b.add(row, b.mul(rank, ir.Constant(I32, part)))
+            base = b.add(base, b.mul(rank, ir.Constant(I32, part * inner * operand.elem_bytes)))
         for q in range(plan.boxes[k]):
-            dst = b.add(stage_base, ir.Constant(I32, operand.base + q * rows * inner * operand.elem_bytes))
+            dst = b.add(base, ir.Constant(I32, operand.base + q * rows * inner * operand.elem_bytes))
             inner_at = b.add(col, ir.Constant(I32, q * inner)) if q else col
-            X.bulk_tensor_load(b, dst, tmap, [inner_at, row], barrier)
+            if k == plan.shared_operand:
+                X.bulk_tensor_multicast(b, dst, tmap, [inner_at, row], barrier, plan.multicast)
+            else:
+                X.bulk_tensor_load(b, dst, tmap, [inner_at, row], barrier)
 
 
 def build_maps(em: KernelEmitter, plan: RingPlan) -> None:
@@ -207,7 +223,8 @@ def _init_barriers(em: KernelEmitter, plan: RingPlan) -> None:
     b = em.b
     for s in range(plan.stages):
         X.mbarrier_init(b, _stage_barrier(em, plan, ir.Constant(I32, s)), 1)
-        X.mbarrier_init(b, _stage_barrier(em, plan, ir.Constant(I32, s), empty=True), plan.consumers)
+        X.mbarrier_init(b, _stage_barrier(em, plan, ir.Constant(I32, s), empty=True),
+                        plan.consumers * max(plan.multicast, 1))
     X.fence_mbarrier_init(b)
 
 
@@ -234,18 +251,29 @@ def ring_prologue(em: KernelEmitter, plan: RingPlan) -> None:
     if plan.device_maps and plan.maps_at is None:
         build_maps(em, plan)
     first = _first_use(em, plan) if plan.persistent else None
-    with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
+
+    def issue_first() -> None:
+        for s in range(plan.stages - 1):
+            iv = b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb
+            with b.if_then(below(em, plan, iv, ub)):
+                use = ir.Constant(I32, s)
+                ring_issue(em, plan, iv, use if first is None else _use(b, plan, b.add(first, use))[0])
+
+    thread0 = b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))
+    with b.if_then(thread0):
         if first is None:
             _init_barriers(em, plan)
-        if not plan.specialized:
-            for s in range(plan.stages - 1):
-                iv = b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb
-                with b.if_then(below(em, plan, iv, ub)):
-                    use = ir.Constant(I32, s)
-                    ring_issue(em, plan, iv, use if first is None else _use(b, plan, b.add(first, use))[0])
+        if not plan.specialized and not plan.multicast:
+            issue_first()
     if first is not None:
         return
-    X.barrier(b)                    # the mbarriers are initialized for every thread
+    if plan.multicast:              # every CTA's mbarriers initialized before any box lands
+        X.cluster_barrier(b)
+        if not plan.specialized:
+            with b.if_then(thread0):
+                issue_first()
+    else:
+        X.barrier(b)                # the mbarriers are initialized for every thread
     if plan.specialized:
         _produce(em, plan)
 
@@ -362,7 +390,10 @@ def ring_drain(em: KernelEmitter, plan: RingPlan) -> None:
     if plan.persistent:
         _persistent_drain(em, plan)
         return
-    X.barrier(b)
+    if plan.multicast:              # no CTA arrives on this one's mbarriers any more
+        X.cluster_barrier(b)
+    else:
+        X.barrier(b)
     with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
         for s in range(plan.stages):
             for empty in (False, True):

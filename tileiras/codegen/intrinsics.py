@@ -476,6 +476,35 @@ def bulk_tensor_load(b: ir.IRBuilder, dst: ir.Value, tensor_map: ir.Value, coord
         side_effect=True)
 
 
+def bulk_tensor_multicast(b: ir.IRBuilder, dst: ir.Value, tensor_map: ir.Value, coords: Sequence[ir.Value],
+                          barrier: ir.Value, ctas: int) -> None:
+    """``bulk_tensor_load`` landing the box at ``dst`` in each of the cluster's first
+    ``ctas`` CTAs (``.multicast::cluster``), its bytes completing on the mbarrier at
+    ``barrier`` in each."""
+    n = len(coords)
+    where = ", ".join(f"${2 + i}" for i in range(n))
+    text = (f"cp.async.bulk.tensor.{n}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+            f".multicast::cluster [$0], [$1, {{{where}}}], [${2 + n}], ${3 + n};")
+    asm(b, ir.VoidType(), text, "r,l," + "r," * n + "r,h,~{memory}",
+        [dst, tensor_map, *coords, barrier, ir.Constant(ir.IntType(16), (1 << ctas) - 1)], side_effect=True)
+
+
+def mbarrier_arrive_remote(b: ir.IRBuilder, barrier: ir.Value, rank: int) -> None:
+    """This thread arrives on the mbarrier at ``barrier``'s offset in the cluster's CTA
+    ``rank`` (``mapa``, then ``mbarrier.arrive.shared::cluster``)."""
+    asm(b, ir.VoidType(), "{ .reg .b32 %ra; mapa.shared::cluster.u32 %ra, $0, $1; "
+        "mbarrier.arrive.shared::cluster.b64 _, [%ra]; }", "r,r,~{memory}", [barrier, ir.Constant(I32, rank)],
+        side_effect=True)
+
+
+def cluster_barrier(b: ir.IRBuilder) -> None:
+    """Every thread of the cluster that has not exited arrives and waits (release, then
+    acquire: what each CTA did before is visible to all after)."""
+    b.asm(ir.FunctionType(ir.VoidType(), []),
+          "barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;", "~{memory}", [],
+          side_effect=True)
+
+
 def bulk_tensor_store(b: ir.IRBuilder, tensor_map: ir.Value, coords: Sequence[ir.Value], src: ir.Value,
                       reduce: str = "") -> None:
     """``cp.async.bulk.tensor`` of the box in shared memory at ``src`` to ``coords``

@@ -14,7 +14,7 @@ from .memory import GLOBAL_BASE, GlobalMemory, MemoryFault
 from .parser import parse_ptx
 from .program import Program, compile_program
 from .traffic import Traffic
-from .weak import WeakMemory
+from .weak import BURST, WeakMemory
 from ..interp.arraylist import ArrayList
 from ..interp.values import is_nibble_dtype, pack_nibbles, unpack_nibbles
 from .ptxtypes import BF16, TYPES
@@ -309,7 +309,7 @@ def launch(ptx: str, kernel: Optional[str], grid: Any, args: Sequence[Any], *,
            max_steps: int = DEFAULT_MAX_STEPS,
            batch_threads: int = DEFAULT_BATCH_THREADS, traffic: bool = False,
            interleave: Optional[int] = None, host_object: Optional[bytes] = None,
-           races: bool = True) -> EmulationResult:
+           races: bool = True, burst: bool = False) -> EmulationResult:
     """Emulate ``kernel`` of ``ptx`` over ``grid`` CTAs.
 
     ``args`` follow the kernel's ``.param`` list: numpy arrays for pointers (allocated in
@@ -321,7 +321,9 @@ def launch(ptx: str, kernel: Optional[str], grid: Any, args: Sequence[Any], *,
     ``traffic``: count global-memory requests and sectors (``EmulationResult.traffic``).
     ``interleave``: a seed; every CTA runs in one batch, one CTA per step in the order the
     seed draws, each with its own weakly ordered view of global memory (``weak.py``), so
-    missing acquire/release orderings between CTAs show up as stale reads.
+    missing acquire/release orderings between CTAs show up as stale reads; with ``burst``,
+    the CTA drawn keeps running for ``weak.BURST`` steps on average (CTAs drift apart: a
+    cluster's missing cross-CTA ordering of shared memory shows up as early writes).
     ``host_object``: the cubin's ``.nv.host`` section (NVIDIA's x86-64 host code), whose
     callback fills the kernel's hidden tensor-map parameters from ``args``.
     ``races``: run the shared-memory race detector (``races.py``; a race traps with kind
@@ -355,7 +357,7 @@ def launch(ptx: str, kernel: Optional[str], grid: Any, args: Sequence[Any], *,
             run.batch_coords = coords[start:start + step]
             batch = Batch(prog, run, np.arange(start, min(start + step, len(coords))))
             if interleave is not None:
-                batch.weak = WeakMemory(run.gmem.data, batch.ncta, interleave)
+                batch.weak = WeakMemory(run.gmem.data, batch.ncta, interleave, BURST if burst else 1)
             try:
                 with np.errstate(all="ignore"):
                     batch.run(max_steps)

@@ -6,9 +6,11 @@ a kernel that forgets a release or an acquire still gives the right answer.  In 
 
 * **Order.**  Every CTA of the launch is in one batch and each step executes one instruction
   (per warp, as ``Batch.divergent_step``) of *one* CTA, drawn from those with runnable
-  threads by a ``numpy`` generator seeded with ``seed``.  So CTAs interleave at instruction
-  granularity (finer than memory operations) in an order the seed fixes: a seed is one
-  reproducible interleaving, several seeds several.
+  threads by a ``numpy`` generator seeded with ``seed`` (with ``burst``, the same CTA again
+  for ``BURST`` steps on average, so that CTAs drift far apart at times, as a GPU's do: what
+  catches a CTA refilling another's shared memory before that one released it).  So CTAs
+  interleave at instruction granularity (finer than memory operations) in an order the seed
+  fixes: a seed is one reproducible interleaving, several seeds several.
 * **Memory.**  Each CTA sees global memory through its own copy (an L1 that is never
   invalidated behind its back, plus a store buffer):
   - weak accesses (``ld``/``st`` without ``.relaxed``/``.acquire``/``.release``/``.volatile``,
@@ -36,13 +38,17 @@ RELEASING = frozenset({"release", "acq_rel", "sc"})
 ACQUIRING = frozenset({"acquire", "acq_rel", "sc"})
 STRONG = frozenset({"relaxed", "acquire", "release", "acq_rel", "sc", "volatile", "mmio"})
 CTA_SCOPE = frozenset({"cta"})
+#: steps one CTA runs in a row on average in ``launch(..., burst=True)``'s interleavings
+#: (``WeakMemory.pick``)
+BURST = 64
 
 
 class WeakMemory:
     """Per-CTA copies of global memory (``views``) and their unpublished bytes (``dirty``)."""
 
-    def __init__(self, data: np.ndarray, ncta: int, seed: int):
+    def __init__(self, data: np.ndarray, ncta: int, seed: int, burst: int = 1):
         self.data = data
+        self.burst = burst
         self.views = np.tile(data, (ncta, 1))
         self.dirty = np.zeros((ncta, data.size), bool)
         self.current = 0
@@ -54,6 +60,13 @@ class WeakMemory:
         return self.views[self.current]
 
     def pick(self, candidates: np.ndarray) -> int:
+        """The CTA that runs the next step: one drawn among ``candidates``, or with ``burst``
+        > 1 the running one again for ``burst`` steps on average.  Bursts let a CTA
+        run far ahead of the others of its cluster, as a GPU's CTAs drift apart: a refill
+        issued into another CTA's stage before that CTA released it (a missing remote
+        "empty" arrival) then lands while the stage is still in use there."""
+        if self.burst > 1 and self.current in candidates and self.rng.random() < 1 - 1 / self.burst:
+            return self.current
         self.current = int(candidates[self.rng.integers(len(candidates))])
         return self.current
 

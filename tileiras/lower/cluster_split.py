@@ -75,6 +75,9 @@ class ClusterSplit:
     ctas: int
     reason: str = ""
     stores: tuple[int, ...] = ()     # the dim each store's tile is split along, in order
+    #: the view loads every CTA makes whole: the same tile in each (a GEMM's B when M is
+    #: split), which a TMA ring multicasts (``tma_ring``)
+    whole: tuple[Operation, ...] = ()
 
 
 def split_cluster(fn: Function, ctas: int, min_rows: int = 1) -> ClusterSplit:
@@ -91,8 +94,9 @@ def split_cluster(fn: Function, ctas: int, min_rows: int = 1) -> ClusterSplit:
         plan = _Plan(fn, ctas, prefer_last, min_rows)
         last = plan.solve()
         if not last:
+            whole = tuple(op for op in plan.ops if isinstance(op, MEM.LoadViewTkoOp) and plan.op_state(op) == WHOLE)
             plan.rewrite()
-            return ClusterSplit(ctas, "", plan.store_dims)
+            return ClusterSplit(ctas, "", plan.store_dims, whole)
     return ClusterSplit(0, last)
 
 
@@ -383,6 +387,7 @@ class _Plan:
         zero = _constant(T.TileType(T.I32), 0)
         _insert(entry, 1, zero)
         self.zero = zero.result
+        self.indices: dict[Value, Value] = {}
         # every decision first: the rewrite changes the shapes they are read from
         wants = {op: self.wants(op) for op in self.ops}
         states = {op: self.op_state(op) for op in self.ops if not _is_control(op)}
@@ -430,25 +435,41 @@ class _Plan:
             views[key] = new.result
         first = 2 if isinstance(op, MEM.StoreViewTkoOp) else 1
         op.operands[first - 1] = views[key]
-        idx = op.operands[first + d]
-        it = idx.type
-        rank = self.rank
-        if T.element_type(it) != T.I32:
-            conv = CO.ExtIOp(operands=[rank], attributes={"signedness": Signedness.UNSIGNED}, result_types=[it])
-            _insert_before(op, conv)
-            rank = conv.result
-        c = _constant(it, self.c)
-        mul = AR.MulIOp(operands=[idx, c.result], attributes={"overflow": IntegerOverflow.NONE}, result_types=[it])
-        add = AR.AddIOp(operands=[mul.result, rank], attributes={"overflow": IntegerOverflow.NONE},
-                        result_types=[it])
-        for new in (c, mul, add):
-            _insert_before(op, new)
-        op.operands[first + d] = add.result
+        op.operands[first + d] = self._block_index(op.operands[first + d])
         inbounds = op.attributes.get("inbounds")
         if inbounds:
             flags = list(inbounds)
             flags[d] = False
             op.attributes["inbounds"] = type(inbounds)(flags) if not isinstance(inbounds, list) else flags
+
+    def _block_index(self, idx: Value) -> Value:
+        """``idx * c + rank``, computed once, where ``idx`` is (a loop's K index stays the
+        loop's; a block id's product stays out of the loop, which the K loop's pipelining
+        wants to hold nothing but its loads and multiply)."""
+        if idx in self.indices:
+            return self.indices[idx]
+        it = idx.type
+        new: list[Operation] = []
+        rank = self.rank
+        if T.element_type(it) != T.I32:
+            new.append(CO.ExtIOp(operands=[rank], attributes={"signedness": Signedness.UNSIGNED}, result_types=[it]))
+            rank = new[-1].result
+        c = _constant(it, self.c)
+        mul = AR.MulIOp(operands=[idx, c.result], attributes={"overflow": IntegerOverflow.NONE}, result_types=[it])
+        add = AR.AddIOp(operands=[mul.result, rank], attributes={"overflow": IntegerOverflow.NONE},
+                        result_types=[it])
+        new += [c, mul, add]
+        if idx.is_block_argument:
+            block, at = idx.owner, 0
+        else:
+            block = idx.owner.parent
+            at = block.ops.index(idx.owner) + 1
+        if block is self.fn.entry_block:
+            at = max(at, block.ops.index(self.rank.owner) + 1)
+        for k, o in enumerate(new):
+            _insert(block, at + k, o)
+        self.indices[idx] = add.result
+        return add.result
 
     def _offset_iota(self, op: Operation) -> None:
         """The CTA's block of ``0 .. n-1``: its own ``iota`` plus ``rank * n / c``."""

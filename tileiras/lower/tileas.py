@@ -55,6 +55,8 @@ class TileAS:
     arch: int = 0                    # the target's compute capability (0: none, no smem limit)
     #: CTAs of a cluster that share each tile block (``cluster_split``; 0: the first does it)
     cluster_split: int = 0
+    #: of a split block, the view loads every CTA makes whole (the same tile in each)
+    cluster_whole: frozenset = frozenset()
     layouts: dict[Value, LinearLayout] = field(default_factory=dict)
     converts: dict[tuple[Operation, int], LinearLayout] = field(default_factory=dict)
     scratch: dict[Operation, int] = field(default_factory=dict)

@@ -127,6 +127,11 @@ class RingPlan(KLoopPlan):
     #: where the maps the kernel builds are built (``tma.map_home``): None, in the prologue
     #: of each entry; else once, before this loop around the ring's (its trips keep them)
     maps_at: Optional[Operation] = None
+    #: of a tile block split over a cluster (``lower/cluster_split``): the operand every CTA
+    #: of the cluster reads whole (-1: none), whose boxes go to all ``multicast`` CTAs at
+    #: once, each CTA issuing ``1 / multicast`` of every box's rows (``_multicast``)
+    shared_operand: int = -1
+    multicast: int = 0
 
     @property
     def persistent(self) -> bool:
@@ -201,7 +206,8 @@ class RingPlan(KLoopPlan):
         return RingPlan(self.loop, self.mma, self.loads, stages, self.staging, self.stage_bytes, self.box,
                         self.boxes, self.specs, source, self.b_transposed, consumers, self.carried,
                         self.in_flight, self.serial_reason, producer_warp, reason, registers, self.fit, maps,
-                        barrier_at, self.b_columns, self.a_columns, producer_ops, self.maps_at)
+                        barrier_at, self.b_columns, self.a_columns, producer_ops, self.maps_at,
+                        self.shared_operand, self.multicast)
 
 
 #: bytes of one stage's mbarriers ("full" and "empty")
@@ -285,6 +291,11 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
         boxes.append(cols // inner)
         specs.append(TensorMapSpec(spec.element_type, spec.element_bytes, spec.base, spec.dims, spec.strides,
                                    (inner, rows), MAP_SWIZZLE[operand.swizzle]))
+    shared, multicast = _multicast(tas, loop, (a, b), box_shapes)
+    if multicast:
+        spec = specs[shared]
+        specs[shared] = TensorMapSpec(spec.element_type, spec.element_bytes, spec.base, spec.dims, spec.strides,
+                                      (spec.box[0], spec.box[1] // multicast), spec.swizzle)
     stage_bytes = -(-staging.nbytes // RING_ALIGN) * RING_ALIGN
     wanted, source = _ring_stages(tas, loop, arch, mma, staging, sum(boxes))
     built = sum(spec.on_device for spec in specs)
@@ -298,7 +309,31 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     carried, serial = (-1, SYNC_SERIAL) if sync else wgmma_in_flight(tas, loop, mma)
     return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
                     source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial,
-                    fit=fit, b_columns=columns, a_columns=a_columns, maps_at=home)
+                    fit=fit, b_columns=columns, a_columns=a_columns, maps_at=home, shared_operand=shared,
+                    multicast=multicast)
+
+
+#: rows of a swizzled box after which its swizzle pattern repeats (8 rows of the swizzle's
+#: width: 1024 bytes for 128-byte rows): a box cut into parts of a multiple of them lands
+#: each part where the whole box would have put it
+SWIZZLE_ROWS = 8
+
+
+def _multicast(tas, loop: CF.ForOp, loads: tuple, box_shapes: list) -> tuple[int, int]:
+    """(operand, CTAs): in a tile block split over a cluster (``TileAS.cluster_split``), the
+    operand every CTA loads whole (``TileAS.cluster_whole``: the same tile in each) is
+    multicast (``cp.async.bulk.tensor...multicast::cluster``): each CTA issues its slice of
+    every box's rows to all the cluster's CTAs, as NVIDIA's tool does, and each CTA's
+    "empty" mbarriers count the consumers of all.  Not for a persistent ring (its loop in
+    another: its mbarriers live across entries); (-1, 0) where none applies."""
+    ctas = tas.cluster_split
+    whole = [k for k, ld in enumerate(loads) if ld in tas.cluster_whole]
+    if ctas < 2 or len(whole) != 1 or enclosing_loop(loop) is not None:
+        return -1, 0
+    rows = box_shapes[whole[0]][0]
+    if rows % (ctas * SWIZZLE_ROWS):
+        return -1, 0
+    return whole[0], ctas
 
 
 #: why a ring feeding ``mma.sync`` leaves nothing in flight: ``ldmatrix`` has read the stage
