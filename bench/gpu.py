@@ -57,6 +57,15 @@ def _gemm(dt: str, size: int) -> tuple:
             {"dtype": dt, "M": 256, "N": 256, "K": 256, **GEMM_TILE})
 
 
+def _cluster_gemm(dt: str, size: int) -> tuple:
+    """``num_ctas=2``, 128x128x64 tiles: each CTA of a cluster computes 64 rows (wgmma's m64
+    on sm_90), B multicast to both."""
+    tile = {"BM": 128, "BN": 128, "BK": 64}
+    return (f"gemm_cluster2_{dt}_{size}", "gemm", "gemm_cluster", ([(dt, 2)] * 3, [128, 128, 64]),
+            {"dtype": dt, "M": size, "N": size, "K": size, **tile},
+            {"dtype": dt, "M": 256, "N": 256, "K": 256, **tile})
+
+
 def _persistent_gemm(dt: str, size: int) -> tuple:
     """TileGym's persistent GEMM with NVIDIA-like 128x128x64 tiles (sm_90: a persistent TMA ring)."""
     tile = {"BM": 128, "BN": 128, "BK": 64}
@@ -117,7 +126,7 @@ def _rows(family: str, vectors: int, eps: list) -> tuple:
 
 
 KERNELS = [
-    _gemm("f16", 4096), _gemm("f16", 8192), _gemm("bf16", 4096), _gemm("bf16", 8192),
+    _gemm("f16", 4096), _gemm("f16", 8192), _gemm("bf16", 4096), _gemm("bf16", 8192), _cluster_gemm("f16", 8192),
     _persistent_gemm("f16", 8192), _persistent_gemm("bf16", 8192), _gemm_fp8(8192), _grouped_gemm("f16", 8, 2048),
     _persistent_grouped_gemm("f16", 8, 2048),
     _skinny_gemm("f16", 64, 16384, 8192),

@@ -35,6 +35,14 @@ def gemm(a, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
     ct.store(c, index=(pid_m, pid_n), tile=ct.astype(multiply_tiles(a, b, pid_m, pid_n, BM, BN, BK), c.dtype))
 
 
+@ct.kernel(num_ctas=2)
+def gemm_cluster(a, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
+    """``gemm`` launched as clusters of two CTAs (TileGym's matmul on Blackwell): the
+    compiler divides each tile block between them and multicasts the shared operand."""
+    pid_m, pid_n = ct.bid(0), ct.bid(1)
+    ct.store(c, index=(pid_m, pid_n), tile=ct.astype(multiply_tiles(a, b, pid_m, pid_n, BM, BN, BK), c.dtype))
+
+
 @ct.kernel
 def gemm_fp8(a, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
     """``c = a @ b.T`` for fp8 ``a`` (M x K) and ``b`` (N x K: K-major, as fp8 weights are
@@ -166,7 +174,7 @@ def aligned_array(dtype: str, ndim: int) -> ArrayConstraint:
                            shape_divisible_by=16, base_addr_divisible_by=16)
 
 
-KERNELS = {"gemm": gemm, "gemm_fp8": gemm_fp8, "grouped_gemm": grouped_gemm, "persistent_gemm": persistent_gemm,
+KERNELS = {"gemm": gemm, "gemm_cluster": gemm_cluster, "gemm_fp8": gemm_fp8, "grouped_gemm": grouped_gemm, "persistent_gemm": persistent_gemm,
            "persistent_grouped_gemm": persistent_grouped_gemm,
            "flash_attention": flash_attention, "softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm,
            "axpy": axpy}
