@@ -100,10 +100,11 @@ def run_compiled(c: Case, gpu_name: str = "sm_90") -> Outcome:
 
 
 def run_real_ptx(c: Case, real_tileiras: str, workdir: str, gpu_name: str = "sm_90",
-                 expect: Optional[str] = None) -> Outcome:
+                 expect: Optional[str] = None, interleave: Optional[int] = None) -> Outcome:
     """NVIDIA's tileiras compiles the case (its PTX from the cubin's ``.nv_debug_ptx_txt``);
     the emulator runs that PTX: a third opinion next to the interpreter and our code.
-    ``expect``: an instruction the PTX must contain (what the test means to exercise)."""
+    ``expect``: an instruction the PTX must contain (what the test means to exercise);
+    ``interleave``: the CTAs interleaved in bursts in the order this seed draws."""
     import os
     import subprocess
 
@@ -120,4 +121,5 @@ def run_real_ptx(c: Case, real_tileiras: str, workdir: str, gpu_name: str = "sm_
     ptx = ptx_from_cubin(cubin)
     assert expect is None or expect in ptx, f"NVIDIA's PTX has no {expect}"
     return diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), who="NVIDIA's",
-                             host_object=elf_sections(cubin).get(".nv.host"))
+                             host_object=elf_sections(cubin).get(".nv.host"), interleave=interleave,
+                             burst=interleave is not None)

@@ -149,6 +149,25 @@ def test_real_cluster_gemm_ptx_matches_interpreter(instruction, real_tileiras, t
     _real_agrees(CLUSTER_GEMM, "sm_100", instruction, True, real_tileiras, tmp_path)
 
 
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
+def test_real_cluster_gemm_ptx_runs_clean_in_bursts(arch, real_tileiras, tmp_path):
+    """NVIDIA's cluster GEMM (multicast TMA boxes, remote "empty" arrivals; on sm_100
+    tcgen05 commits to several mbarriers) with the cluster's CTAs drifting apart (bursty
+    interleaving): no hazard, the interpreter's result.  On sm_100 this needs an MMA's
+    results to land at the first completed phase of any commit that tracks it (a later
+    commit tracks every earlier MMA of the thread)."""
+    from differential import run_real_ptx
+    from kernels.clusters import CLUSTER_GEMM
+
+    data = export(CLUSTER_GEMM, arch=arch, aligned=True)
+    c = Case(data, read_bytecode(data).functions[0].name,
+             make_inputs(CLUSTER_GEMM.params[0], np.random.default_rng(1), 320), GRID)
+    expected = run_interpreter(c)
+    for seed in (1, 3):
+        problem = compare(expected, run_real_ptx(c, real_tileiras, str(tmp_path), arch, "multicast::cluster", seed))
+        assert problem is None, f"seed {seed}: {problem}"
+
+
 def test_real_mx_fp8_gemm_ptx_matches_interpreter(real_tileiras, tmp_path):
     """An aligned MX fp8 GEMM with a K loop on sm_120: NVIDIA's PTX reads its 8-bit B
     (``.x2``) and B's scales (``.x1``) with ``ldmatrix.m16n16.trans.b8``, 16x16 bytes a

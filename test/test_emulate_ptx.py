@@ -658,6 +658,17 @@ def test_clusters_and_distributed_shared_memory():
     np.testing.assert_array_equal(out, ((cta // 2) << 8) | (cta ^ 1))
 
 
+def test_shared_memory_of_an_exited_cta_is_gone():
+    """The same exchange without the cluster barrier, CTA rank 1 leaving at once: rank 0's
+    store into rank 1's shared memory traps (on the GPU it is undefined)."""
+    early = CLUSTER.replace("mov.u32 %r6, buf;", "setp.eq.u32 %p2, %r2, 1;\n@%p2 ret;\nmov.u32 %r6, buf;")
+    early = early.replace("barrier.cluster.arrive;\nbarrier.cluster.wait;\n", "")
+    assert early.count("@%p2 ret;") == 1 and "barrier.cluster" not in early
+    result = launch(early, "k", (1,), [np.zeros(2, np.uint32)])
+    assert result.trap is not None and result.trap.kind == "memory"
+    assert "CTA rank 1 of the cluster, whose threads have all exited" in result.trap.message
+
+
 # ----------------------------------------------------------------------------- known answers
 def test_cvt_float_to_int_rounding_and_saturation():
     x = np.array([2.5, -2.5, 3.5, -0.5, 1e10, -1e10, np.nan, np.inf, 0.49999997, -7.7] + [0.0] * 22,

@@ -103,3 +103,21 @@ def cluster_total(x, out):
 
 
 CLUSTER_TOTAL = KernelCase("cluster_total", cluster_total, [[arr(ct.float32), arr(ct.float32)]])
+
+
+@ct.kernel(num_ctas=2)
+def persistent_cluster_gemm(a, b, c):
+    """TileGym's persistent GEMM in clusters of two: each cluster takes c's tiles in turn."""
+    tiles_m, tiles_n = ct.num_tiles(c, axis=0, shape=(64, 64)), ct.num_tiles(c, axis=1, shape=(64, 64))
+    for tile in range(ct.bid(0), tiles_m * tiles_n, ct.num_blocks(0)):
+        pid_m, pid_n = tile // tiles_n, tile % tiles_n
+        acc = ct.zeros((64, 64), dtype=ct.float32)
+        for k in range(ct.num_tiles(a, axis=1, shape=(64, 32))):
+            ta = ct.load(a, index=(pid_m, k), shape=(64, 32), padding_mode=ct.PaddingMode.ZERO)
+            tb = ct.load(b, index=(k, pid_n), shape=(32, 64), padding_mode=ct.PaddingMode.ZERO)
+            acc = ct.mma(ta, tb, acc)
+        ct.store(c, index=(pid_m, pid_n), tile=ct.astype(acc, c.dtype))
+
+
+PERSISTENT_CLUSTER_GEMM = KernelCase("persistent_cluster_gemm", persistent_cluster_gemm,
+                                     [[arr(ct.float16, 2), arr(ct.float16, 2), arr(ct.float16, 2)]])

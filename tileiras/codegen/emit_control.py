@@ -343,7 +343,7 @@ def _loop(em: KernelEmitter, op: Operation) -> None:
 
 @emits(CF.ReturnOp)
 def _return(em: KernelEmitter, op: Operation) -> None:
-    em.b.ret_void()
+    em.end_kernel()
 
 
 # -- ids, tokens -------------------------------------------------------------------------

@@ -199,6 +199,14 @@ def _prefetch_maps(em: KernelEmitter, plan: RingPlan) -> None:
               "@p prefetch.tensormap [$0]; }", "l,r,~{memory}", [tmap, em.tid], side_effect=True)
 
 
+def cluster_exit(em: KernelEmitter) -> None:
+    """Before the kernel ends: where a persistent ring multicasts, the CTA waits for the
+    others of its cluster (none may still arrive on its mbarriers or copy into its stages
+    once it has exited).  Not ``.aligned``: a ``return`` may end the kernel in a branch."""
+    if any(isinstance(p, RingPlan) and p.persistent and p.multicast for p in em.tas.pipelines.values()):
+        X.cluster_barrier(em.b, aligned=False)
+
+
 def init_rings(em: KernelEmitter) -> None:
     """At kernel start, the persistent rings' (``RingPlan.persistent``): thread 0
     initializes their mbarriers, a barrier publishes them, and each ring's K-tile counter
@@ -210,7 +218,10 @@ def init_rings(em: KernelEmitter) -> None:
     with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
         for plan in rings:
             _init_barriers(em, plan)
-    X.barrier(b)
+    if any(plan.multicast for plan in rings):   # every CTA's, before any box lands in it
+        X.cluster_barrier(b)
+    else:
+        X.barrier(b)
     for plan in rings:
         slot = em.pb.alloca(I32, name="ring.count")
         em.pb.store(ir.Constant(I32, 0), slot)
@@ -416,7 +427,9 @@ def _persistent_drain(em: KernelEmitter, plan: RingPlan) -> None:
             _release(em, plan, _use(b, plan, b.sub(last, ir.Constant(I32, 1)))[0])
     b.store(last, em.ring_counters[plan.loop])
     if plan.outer is None:          # warp-specialized: the epilogue uses none of the ring
-        X.barrier(b)
+        # multicast: the next entry's first boxes go to every CTA's stages, which all
+        # their consumers must have released
+        (X.cluster_barrier if plan.multicast else X.barrier)(b)
 
 
 def split_roles(em: KernelEmitter, plan: RingPlan) -> None:

@@ -497,11 +497,13 @@ def mbarrier_arrive_remote(b: ir.IRBuilder, barrier: ir.Value, rank: int) -> Non
         side_effect=True)
 
 
-def cluster_barrier(b: ir.IRBuilder) -> None:
+def cluster_barrier(b: ir.IRBuilder, aligned: bool = True) -> None:
     """Every thread of the cluster that has not exited arrives and waits (release, then
-    acquire: what each CTA did before is visible to all after)."""
+    acquire: what each CTA did before is visible to all after); ``aligned``: every thread
+    of the warp executes this very instruction."""
+    a = ".aligned" if aligned else ""
     b.asm(ir.FunctionType(ir.VoidType(), []),
-          "barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;", "~{memory}", [],
+          f"barrier.cluster.arrive.release{a};\n\tbarrier.cluster.wait.acquire{a};", "~{memory}", [],
           side_effect=True)
 
 

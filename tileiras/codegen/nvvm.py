@@ -189,8 +189,16 @@ class KernelEmitter:
             init_rings(self)
         self.emit_block(self.fn.entry_block)
         if not self.b.block.is_terminated:
-            self.b.ret_void()
+            self.end_kernel()
         self.pb.branch(body)
+
+    def end_kernel(self) -> None:
+        """The kernel's end (its last block, or a ``return``)."""
+        if self.tas.pipelines:
+            from .emit_ring import cluster_exit
+
+            cluster_exit(self)
+        self.b.ret_void()
 
     def emit_block(self, block: Block) -> None:
         """Emit ``block``'s ops in the order the order-ops pass recorded

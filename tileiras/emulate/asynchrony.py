@@ -39,7 +39,7 @@ completes transaction bytes on an mbarrier); every shared access calls
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import numpy as np
@@ -68,11 +68,16 @@ class Pending:
     pc: int                            # the issuing instruction
     clock: Optional[tuple] = None      # race detector: Races.snapshot of the issuers
     space: str = "shared"              # or "tmem": region indexes m.tmem (written already)
+    #: more mbarrier phases that land bytes already tracked by one (a later
+    #: ``tcgen05.commit`` tracks every earlier MMA of the thread, as the first did): per
+    #: entry, (bytes, mbarrier offset, parity); the first of them to complete lands them
+    also: list = field(default_factory=list)
 
     def select(self, keep: np.ndarray) -> "Pending":
         return Pending(self.family, self.region[keep], None if self.data is None else self.data[keep],
                        self.owner[keep], self.seq[keep], self.mbar[keep], self.parity[keep],
-                       self.pc, self.clock, self.space)
+                       self.pc, self.clock, self.space,
+                       [(sel[keep], mbar, parity) for sel, mbar, parity in self.also if sel[keep].any()])
 
 
 def describe(m, pc: int, thread: int) -> str:
@@ -174,14 +179,13 @@ class Asynchrony:
         phase of ``parity``."""
         for p in self.pending:
             if p.family == family:
-                if thread < 0:
-                    sel = (self.m.cta_of[p.owner] == cta) & (p.mbar < 0)
-                    p.mbar[sel] = mbarrier
-                    p.parity[sel] = parity
-                    continue
-                sel = (p.owner == thread) & (p.mbar < 0)
+                mine = (self.m.cta_of[p.owner] == cta) if thread < 0 else (p.owner == thread)
+                sel = mine & (p.mbar < 0)
                 p.mbar[sel] = mbarrier
                 p.parity[sel] = parity
+                tracked = mine & (p.mbar >= 0) & ~sel
+                if tracked.any() and not (p.mbar[tracked] == mbarrier).all():
+                    p.also.append((tracked, mbarrier, parity))
 
     def counts(self, name: str) -> np.ndarray:
         arr = getattr(self, name)
@@ -250,7 +254,7 @@ class Asynchrony:
 
     def mbarrier_changed(self) -> None:
         """Land what waits for an mbarrier phase that has completed."""
-        if not any((p.mbar >= 0).any() for p in self.pending):
+        if not any((p.mbar >= 0).any() or p.also for p in self.pending):
             return
         shared = self.m.shared
 
@@ -259,7 +263,11 @@ class Asynchrony:
             if not tracked.any():
                 return False
             phase = (gather(shared, np.where(tracked, p.mbar, 0), 8) >> np.uint64(63)).astype(np.int64)
-            return tracked & (phase != p.parity)
+            done = tracked & (phase != p.parity)
+            for sel, mbar, parity in p.also:
+                if parity >= 0 and int(gather(shared, np.array([mbar]), 8)[0] >> np.uint64(63)) != parity:
+                    done = done | sel
+            return done
         self.land(completed)
 
     def first_pending(self, byte_set: np.ndarray, reads: bool) -> Pending:

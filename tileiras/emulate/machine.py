@@ -324,6 +324,11 @@ class Batch:
             np.add.at(self.bar_arrived, (ctas, bar), 1)
         self.release_barriers()
 
+    def exited(self, cta: int) -> bool:
+        """Have all of CTA ``cta``'s threads exited (its shared memory is gone: another CTA
+        of the cluster may no longer read, write or arrive on it)?"""
+        return bool((self.status[self.cta_of == cta] == EXITED).all())
+
     def cluster_arrive(self, idx: np.ndarray) -> None:
         if self.cluster_phase is None:
             self.cluster_phase = np.zeros(self.n, np.int64)

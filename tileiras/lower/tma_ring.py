@@ -324,11 +324,10 @@ def _multicast(tas, loop: CF.ForOp, loads: tuple, box_shapes: list) -> tuple[int
     operand every CTA loads whole (``TileAS.cluster_whole``: the same tile in each) is
     multicast (``cp.async.bulk.tensor...multicast::cluster``): each CTA issues its slice of
     every box's rows to all the cluster's CTAs, as NVIDIA's tool does, and each CTA's
-    "empty" mbarriers count the consumers of all.  Not for a persistent ring (its loop in
-    another: its mbarriers live across entries); (-1, 0) where none applies."""
+    "empty" mbarriers count the consumers of all; (-1, 0) where none applies."""
     ctas = tas.cluster_split
     whole = [k for k, ld in enumerate(loads) if ld in tas.cluster_whole]
-    if ctas < 2 or len(whole) != 1 or enclosing_loop(loop) is not None:
+    if ctas < 2 or len(whole) != 1:
         return -1, 0
     rows = box_shapes[whole[0]][0]
     if rows % (ctas * SWIZZLE_ROWS):

@@ -236,7 +236,12 @@ def _destinations(m, tid: int, mask, where: str) -> list[int]:
     bits = int(np.asarray(mask).reshape(-1)[0])
     if bits >> per:
         raise KernelTrap("tensormap", f"{where}: ctaMask {bits:#x} names CTAs outside a cluster of {per}")
-    return [cta // per * per + r for r in range(per) if bits >> r & 1]
+    ctas = [cta // per * per + r for r in range(per) if bits >> r & 1]
+    gone = [c % per for c in ctas if c != cta and m.exited(c)]
+    if gone:
+        raise KernelTrap("async", f"{where}: multicast to CTA rank {gone[0]} of the cluster, whose threads "
+                                  f"have all exited")
+    return ctas
 
 
 # ----------------------------------------------------------------------------- deferred effects
