@@ -277,12 +277,21 @@ def store_box(m, tmap: TensorMap, coords: list[int], cta: int, start: int, op) -
     source = cta * m.smem_size + shared_offsets(tmap, start)[inside]
     data = element_bytes_at(m.shared, source, n)
     flat = global_flat(m, tmap, offsets, inside)
-    memory = m.gmem.data if m.weak is None else m.weak.view
     if op is not None:
+        # a reduction is atomic per element in global memory (L2), whatever CTAs interleave:
+        # in the interleaved mode it goes to global memory, not the CTA's copy
+        if m.weak is not None:
+            m.weak.strong_before(flat, n)
+        memory = m.gmem.data
         dtype = np.dtype(NUMPY_TYPES[tmap.element_type])
         old = gather(memory, flat, n).view(dtype) if n > 1 else memory[flat].view(dtype)
         new = np.ascontiguousarray(data).view(dtype).reshape(-1)
         data = REDUCTIONS[op](old, new).astype(dtype).view(np.uint8).reshape(-1, n)
+        memory[flat[:, None] + np.arange(n, dtype=np.int64)] = data
+        if m.weak is not None:
+            m.weak.strong_after(flat, n)
+        return
+    memory = m.gmem.data if m.weak is None else m.weak.view
     memory[flat[:, None] + np.arange(n, dtype=np.int64)] = data
     if m.weak is not None:
         m.weak.written(flat, n)
