@@ -248,3 +248,52 @@ def test_persistent_ring_multicasts_and_waits_for_the_cluster_at_exit(cache):
     with pytest.raises(AssertionError, match="whose threads have all exited"):
         diffcheck.run_ptx(ptx.replace(exit_barrier, ""), c.entry, c.grid, c.args(c.arrays), host_object=host,
                           interleave=1, burst=True)
+
+
+def _in_clusters_of_two(data: bytes) -> bytes:
+    """The module with ``num_cta_in_cga = 2`` added to every entry's hints, every arch."""
+    from tileiras.ir import attrs as A
+    from tileiras.ir import types as T
+    from tileiras.writer import write_bytecode
+
+    module = read_bytecode(data)
+    two = A.IntegerAttr(T.I32, 2)
+    for fn in module.functions:
+        entries = dict(fn.hints.entries) if fn.hints else {}
+        entries.setdefault("default", A.DictAttr(()))
+        fn.hints = A.OptimizationHintsAttr(tuple(
+            (arch, A.DictAttr(tuple({**dict(d.entries), "num_cta_in_cga": two}.items()))) for arch, d in entries.items()))
+    return write_bytecode(module)
+
+
+#: kernels whose results depend on the order CTAs run in (atomic exchanges feeding a
+#: compare-and-swap): an interleaving is not the interpreter's order
+ORDER_DEPENDENT = {"atomics"}
+
+
+def _cases():
+    from kernels import ALL_CASES
+
+    for case in ALL_CASES:
+        if case.calling_convention == "v1" and case.name not in ORDER_DEPENDENT:
+            for k in range(len(case.params)):
+                yield pytest.param(case, k, id=f"{case.name}[{k}]")
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("case, k", list(_cases()))
+def test_every_kernel_in_clusters_of_two(case, k, arch, cache):
+    """Every test kernel, aligned, launched in clusters of two CTAs: split where the pass
+    can (about two thirds of them), the first CTA doing it all where it cannot; either way
+    the interpreter's result, with the cluster's CTAs interleaved in bursts."""
+    from tileiras import diffcheck
+
+    data = _in_clusters_of_two(cached_export(cache, case, arch, True))
+    module = read_bytecode(data)
+    ptx, host = compile_with_host(module, arch)
+    assert ".reqnctapercluster 2" in ptx
+    c = Case(data, module.functions[k].name, make_inputs(case.params[k], np.random.default_rng(1), ALIGNED_EXTENT),
+             (2, 2, 1))
+    got = diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), host_object=host, interleave=1, burst=True)
+    problem = compare(run_interpreter(c), got)
+    assert problem is None, problem
