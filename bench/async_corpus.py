@@ -11,7 +11,9 @@ runs from the cubin NVIDIA's tileiras builds again, whose ``.nv.host`` fills the
 arguments ``diffcheck.synthesize_args`` makes.  Outcomes: ``clean``; ``async`` and ``race``
 (the model's findings: emulator bugs or real ones, each listed with its message);
 ``unsupported`` (an instruction the emulator lacks, such as ``cp.async.bulk.tensor``);
-others (deadlock, memory, ...).  Also ``--races-off`` to time the detector's cost.
+others (deadlock, memory, ...).  Also ``--races-off`` to time the detector's cost, and
+``--interleave SEED``: the CTAs interleaved in bursts in that seed's order, each on its own
+weakly ordered copy of global memory (``emulate/weak.py``), the adversarial schedule.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ ASYNC = re.compile(r"\b(cp\.async|wgmma\.|tcgen05\.|mbarrier\.)")
 GRID = (2, 2, 1)
 
 
-def outcome(path: Path, extent: int, races: bool) -> list[tuple[str, str, str]]:
+def outcome(path: Path, extent: int, races: bool, interleave: Optional[int] = None) -> list[tuple[str, str, str]]:
     """(entry, outcome, message) for each entry of one file."""
     module = read_bytecode(path.read_bytes())
     ptx, host = nvidia_ptx(path)            # with its .nv.host where it takes tensor maps
@@ -48,7 +50,8 @@ def outcome(path: Path, extent: int, races: bool) -> list[tuple[str, str, str]]:
             continue
         args = synthesize_args(fn, np.random.default_rng(1), extent)
         try:
-            result = launch(ptx, fn.name, GRID, args, races=races, host_object=host)
+            result = launch(ptx, fn.name, GRID, args, races=races, host_object=host, interleave=interleave,
+                            burst=interleave is not None)
         except UnsupportedInstruction as e:
             rows.append((fn.name, "unsupported", str(e)))
             continue
@@ -66,6 +69,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--match", default="", help="only files whose name this regex searches")
     ap.add_argument("--extent", type=int, default=128)
     ap.add_argument("--races-off", action="store_true")
+    ap.add_argument("--interleave", type=int, default=None, help="seed of a bursty CTA interleaving")
     args = ap.parse_args(argv)
     files = [p for folder in args.folders for p in sorted(folder.glob("*.tileir"))
              if p.with_suffix(".ptx").exists() and ASYNC.search(p.with_suffix(".ptx").read_text())
@@ -75,7 +79,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     start = time.perf_counter()
     for path in files:
         try:
-            rows = outcome(path, args.extent, not args.races_off)
+            rows = outcome(path, args.extent, not args.races_off, args.interleave)
         except Exception as e:                  # noqa: BLE001 (a benchmark: report and go on)
             rows = [("-", "error", f"{type(e).__name__}: {e}")]
         for entry, kind, message in rows:
