@@ -297,3 +297,50 @@ def test_every_kernel_in_clusters_of_two(case, k, arch, cache):
     got = diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), host_object=host, interleave=1, burst=True)
     problem = compare(run_interpreter(c), got)
     assert problem is None, problem
+
+
+def test_scalar_from_a_tile_needs_the_whole_tile(cache):
+    """A loop carries a row and breaks on the running sum of its elements: a reduction to a
+    scalar is every CTA's, so the row it reads is whole in each (before, the sum was taken of
+    each CTA's half): the split is refused, and the result is right."""
+    from kernels.clusters import CLUSTER_LOOP_TOTAL
+
+    from tileiras import diffcheck
+
+    data = cached_export(cache, CLUSTER_LOOP_TOTAL, "sm_90", True)
+    c, fn = _compiled(data, "sm_90")
+    split = c.cluster_splits[fn.name]
+    assert split.ctas == 0 and split.reason.startswith("every CTA would read 512 bytes of tiles whole")
+    module = read_bytecode(data)
+    ptx, host = compile_with_host(module, "sm_90")
+    for limit in (1e9, 300.0):                      # no break, and a break after a few trips
+        case = Case(data, fn.name, make_inputs(CLUSTER_LOOP_TOTAL.params[0], np.random.default_rng(2), 512)[:2]
+                    + [np.float32(limit)], (2, 1, 1))
+        got = diffcheck.run_ptx(ptx, case.entry, case.grid, case.args(case.arrays), host_object=host,
+                                interleave=1, burst=True)
+        assert compare(run_interpreter(case), got) is None
+
+
+@pytest.mark.parametrize("name", ["grouped_matmul_wide", "grouped_a_matmul", "persistent_grouped_matmul"])
+def test_grouped_gemms_in_clusters_of_two(name):
+    """Grouped GEMMs (lists of tensors: maps built on the device, cp.async or TMA rings) in
+    clusters of two on sm_90: split and multicast where they can be, agreeing with the
+    interpreter with the cluster's CTAs drifting apart.  A multicast box overwrites what the
+    CTA itself wrote there before (the race detector takes it as the bytes' last write)."""
+    from differential import export
+    from kernels import lists
+
+    from tileiras import diffcheck
+
+    case = {c.name: c for c in (lists.GROUPED_MATMUL_WIDE, lists.GROUPED_A_MATMUL,
+                                lists.PERSISTENT_GROUPED_MATMUL)}[name]
+    data = _in_clusters_of_two(export(case, "sm_90"))
+    if name == "persistent_grouped_matmul":     # three persistent rings, unspecialized: each
+        from tileiras.lower.tma_ring import RingPlan  # entry's first boxes issued at once
+
+        c, fn = _compiled(data, "sm_90")
+        rings = [p for p in c.tas[fn.name].pipelines.values() if isinstance(p, RingPlan)]
+        assert len(rings) == 3 and all(r.persistent and not r.specialized and r.multicast == 2 for r in rings)
+    reports = diffcheck.check_module(read_bytecode(data), "sm_90", grid=(2, 2, 1), extent=96, interleave=1,
+                                     burst=True)
+    assert reports and all(r.problem is None for r in reports), [r.problem for r in reports]

@@ -443,11 +443,12 @@ class EntryReport:
 
 def check_module(module: Module, gpu_name: str = "sm_90", grid: tuple = (2, 2, 1), extent: int = 100,
                  seed: int = 1, device: Any = None, nvidia: Optional["ThirdOpinion"] = None,
-                 interleave: Optional[int] = None, budget: int = BUDGET) -> list[EntryReport]:
+                 interleave: Optional[int] = None, budget: int = BUDGET, burst: bool = False) -> list[EntryReport]:
     """Every entry: interpreter vs our PTX in the emulator; with ``device`` (a
     ``tileiras.gpu.Device``) also the GPU against both; with ``nvidia`` (NVIDIA's PTX, from
     a real cubin or a ``.ptx`` file) that PTX too, on the same inputs, against the
-    interpreter; ``interleave``: CTAs interleaved by that seed (``run_ptx``)."""
+    interpreter; ``interleave``: CTAs interleaved by that seed (``run_ptx``), in bursts
+    with ``burst``."""
     ptx, host = compile_with_host(module, gpu_name)
     cubin = None
     if device is not None:
@@ -466,7 +467,7 @@ def check_module(module: Module, gpu_name: str = "sm_90", grid: tuple = (2, 2, 1
             reports.append(EntryReport(fn.name, f"{type(err).__name__}: {err}"))
             continue
         try:
-            got = run_ptx(ptx, fn.name, run_grid, args, host_object=host, interleave=interleave)
+            got = run_ptx(ptx, fn.name, run_grid, args, host_object=host, interleave=interleave, burst=burst)
             problem = compare(expected, got)
             if device is not None:
                 problem = problem or compare_gpu(device, cubin, fn, run_grid, args, expected, got)

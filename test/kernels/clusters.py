@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import cuda.tile as ct
 
-from ._case import KernelCase, arr
+from ._case import KernelCase, arr, scalar
 
 
 @ct.kernel(num_ctas=2)
@@ -121,3 +121,22 @@ def persistent_cluster_gemm(a, b, c):
 
 PERSISTENT_CLUSTER_GEMM = KernelCase("persistent_cluster_gemm", persistent_cluster_gemm,
                                      [[arr(ct.float16, 2), arr(ct.float16, 2), arr(ct.float16, 2)]])
+
+
+@ct.kernel(num_ctas=2)
+def cluster_loop_total(x, out, limit: float):
+    """A row carried through a loop that breaks on the running sum of its elements: the
+    sum, a scalar, needs the whole row in every CTA (the split is refused)."""
+    i = ct.bid(0)
+    t = ct.load(x, index=(i,), shape=(128,), padding_mode=ct.PaddingMode.ZERO)
+    s = 0.0
+    for k in range(8):
+        t = t * 0.5 + 1.0
+        s = s + ct.sum(t)
+        if s > limit:
+            break
+    ct.store(out, index=(i,), tile=t + s)
+
+
+CLUSTER_LOOP_TOTAL = KernelCase("cluster_loop_total", cluster_loop_total,
+                                [[arr(ct.float32), arr(ct.float32), scalar(ct.float32)]])

@@ -274,7 +274,10 @@ def ring_prologue(em: KernelEmitter, plan: RingPlan) -> None:
     with b.if_then(thread0):
         if first is None:
             _init_barriers(em, plan)
-        if not plan.specialized and not plan.multicast:
+        # a multicast ring's fresh mbarriers must reach every CTA first (below); a
+        # persistent one's were, at kernel start, and the previous entry ended on a
+        # cluster barrier
+        if not plan.specialized and (not plan.multicast or first is not None):
             issue_first()
     if first is not None:
         return

@@ -40,7 +40,7 @@ descriptors read through the async proxy, which sees a generic-proxy write (``st
 keeps whether its last generic write was so fenced; the copy's issue traps on a byte that
 was not (kind ``race``), and on one whose last write does not happen before the issue.
 ``cp.async`` copies write through the generic proxy.  Accesses to another CTA's shared memory
-(``shared::cluster``) are not checked.
+(``shared::cluster``) are not checked; a box multicast into it is recorded as its last write.
 """
 from __future__ import annotations
 
@@ -211,6 +211,12 @@ class Races:
         threads, owns, vcs = clock
         m = self.m
         local = region // m.smem_size == m.cta_of[owner]
+        # bytes another CTA's multicast writes: not checked (another CTA's clocks), but
+        # written now, through the async proxy: the earlier writer's record is gone
+        remote = region[~local]
+        self.w_rec[remote] = 0
+        self.r_rec[remote] = 0
+        self.unfenced[remote] = generic
         region, owner = region[local], owner[local]
         row = np.searchsorted(threads, owner)
         tid = self.tid[owner]

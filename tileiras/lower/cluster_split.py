@@ -239,8 +239,10 @@ class _Plan:
     def op_state(self, op: Operation) -> State:
         if isinstance(op, (MEM.StoreViewTkoOp, MEM.StorePtrTkoOp)):
             return self.store_dim(op)
-        if op.results and all(_rank(r) == 0 for r in op.results):
-            return None
+        if all(_rank(r) == 0 for r in op.results):
+            # scalars (a reduction to one value, a tile reshaped to a scalar) are every
+            # CTA's, so every element of the tiles they come from is needed in each
+            return WHOLE if any(_rank(v) for v in op.operands) else None
         d = None
         for r in op.results:
             if _rank(r):
