@@ -66,6 +66,13 @@ def test_a_cubin_without_ptx_is_one_error_line(tmp_path, capsys):
 def test_interleaved_ctas_agree(capsys):
     assert diffcheck.main([str(EXAMPLE), "--extent", "300", "--grid", "3", "--interleave", "7"]) == 0
     assert "agree" in capsys.readouterr().out
+    assert diffcheck.main([str(EXAMPLE), "--extent", "300", "--grid", "3", "--interleave", "7", "--burst"]) == 0
+    assert capsys.readouterr().out.count("agree") == 1
+
+
+def test_burst_needs_interleave(capsys):
+    assert diffcheck.main([str(EXAMPLE), "--burst"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "Error: --burst goes with --interleave SEED"
 
 
 @pytest.mark.parametrize("name", ["row_reductions", "gather_2d", "while_break_continue", "cat_extract"])

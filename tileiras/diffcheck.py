@@ -1,7 +1,7 @@
 """Check a kernel without a GPU: the reference interpreter against our compiled PTX.
 
     tileiras-diffcheck FILE.tileir [--gpu-name sm_90] [--extent 100] [--budget 1048576] [--grid 2,2,1]
-                       [--nvidia NVIDIA.cubin|.ptx] [--interleave SEED] [--device=gpu]
+                       [--nvidia NVIDIA.cubin|.ptx] [--interleave SEED [--burst]] [--device=gpu]
 
 For every entry of FILE, inputs are synthesized from the IR: a pointer argument that
 ``make_tensor_view`` turns into a view gets an array whose shape and strides feed the
@@ -474,18 +474,18 @@ def check_module(module: Module, gpu_name: str = "sm_90", grid: tuple = (2, 2, 1
         except Exception as err:  # noqa: BLE001 - reported per entry
             problem = f"{type(err).__name__}: {err}"
         if nvidia is not None:  # a third opinion whatever ours gave
-            theirs = nvidia_problem(nvidia, fn.name, run_grid, args, expected, interleave)
+            theirs = nvidia_problem(nvidia, fn.name, run_grid, args, expected, interleave, burst)
             problem = "; ".join(p for p in (problem, theirs) if p) or None
         reports.append(EntryReport(fn.name, problem))
     return reports
 
 
 def nvidia_problem(nvidia: "ThirdOpinion", entry: str, grid: tuple, args: Sequence[Any], expected: Outcome,
-                   interleave: Optional[int]) -> Optional[str]:
+                   interleave: Optional[int], burst: bool = False) -> Optional[str]:
     """NVIDIA's PTX on ``args`` against the interpreter's ``expected``: None when they agree."""
     try:
         theirs = run_ptx(nvidia.ptx, entry, grid, args, who="NVIDIA's", host_object=nvidia.host_object,
-                         interleave=interleave)
+                         interleave=interleave, burst=burst)
         problem = compare(expected, theirs)
     except Exception as err:  # noqa: BLE001 - reported per entry
         problem = f"{type(err).__name__}: {err}"
@@ -532,7 +532,7 @@ def compare_gpu(device: Any, cubin: bytes, fn: Function, grid: tuple, args: Sequ
 
 def check_files(files: Sequence[str], gpu_name: Optional[str], grid: tuple, extent: int, device: Any,
                 nvidia: Optional[ThirdOpinion] = None, interleave: Optional[int] = None,
-                budget: int = BUDGET) -> int:
+                budget: int = BUDGET, burst: bool = False) -> int:
     """Print one line per entry (or per unreadable file, on stderr); the number of problems."""
     from .cli import read_input_file
     from .errors import TileIRError
@@ -544,7 +544,7 @@ def check_files(files: Sequence[str], gpu_name: Optional[str], grid: tuple, exte
         try:
             module = read_bytecode(read_input_file(path, exit_code=1), path)
             reports = check_module(module, arch, grid, extent, device=device, nvidia=nvidia, interleave=interleave,
-                                   budget=budget)
+                                   budget=budget, burst=burst)
         except TileIRError as err:
             sys.stdout.flush()
             print(f"{err}", file=sys.stderr)
@@ -575,9 +575,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     @click.option("--interleave", default=None, type=int, metavar="SEED",
                   help="run CTAs interleaved in this seed's order, each with a weakly ordered view of "
                        "global memory (finds missing acquire/release between CTAs)")
+    @click.option("--burst", is_flag=True,
+                  help="with --interleave: the CTA drawn runs on for a while, so CTAs drift apart "
+                       "(finds a CTA refilling another's shared memory too early)")
     def command(files: tuple[str, ...], gpu_name: Optional[str], extent: int, budget: int, grid: str, device: str,
-                nvidia: Optional[str], interleave: Optional[int]) -> int:
+                nvidia: Optional[str], interleave: Optional[int], burst: bool) -> int:
         g = tuple(int(x) for x in grid.split(",")) + (1, 1)
+        if burst and interleave is None:
+            raise click.UsageError("--burst goes with --interleave SEED")
         if nvidia is not None and len(files) != 1:
             raise click.UsageError("--nvidia goes with one FILE (the one it was compiled from)")
         third = ThirdOpinion.read(nvidia) if nvidia is not None else None
@@ -586,7 +591,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from .gpu import open_device
 
             gpu = open_device()
-        return 1 if check_files(files, gpu_name, g[:3], extent, gpu, third, interleave, budget) else 0
+        return 1 if check_files(files, gpu_name, g[:3], extent, gpu, third, interleave, budget, burst) else 0
 
     try:
         return command.main(args=list(sys.argv[1:] if argv is None else argv), standalone_mode=False) or 0
