@@ -38,6 +38,13 @@ def _ptx(data: bytes, arch: str) -> str:
     return compile_with_host(read_bytecode(data), arch)[0]
 
 
+def _bursty(ptx: str, host, c: Case):
+    """``ptx`` run on ``c`` with its CTAs interleaved in bursts (seed 1)."""
+    from tileiras import diffcheck
+
+    return diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), host_object=host, interleave=1, burst=True)
+
+
 @pytest.mark.parametrize("aligned", [False, True], ids=["unaligned", "aligned"])
 @pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
 @pytest.mark.parametrize("case", SPLIT + [CLUSTER_TOTAL], ids=lambda c: c.name)
@@ -209,8 +216,6 @@ def test_missing_cluster_ordering_is_caught(plant, cache):
     """The emulator, its CTAs interleaved in bursts (one runs far ahead of the other), traps
     each cluster ordering the multicast ring needs when it is taken out of our PTX; with it
     in, the same interleavings agree with the interpreter."""
-    from tileiras import diffcheck
-
     data = cached_export(cache, CLUSTER_GEMM, "sm_90", True)
     module = read_bytecode(data)
     ptx, host = compile_with_host(module, "sm_90")
@@ -219,9 +224,9 @@ def test_missing_cluster_ordering_is_caught(plant, cache):
     broken = PLANTS[plant](ptx)
     assert broken != ptx
     with pytest.raises(AssertionError, match="faulted in the emulator"):
-        diffcheck.run_ptx(broken, c.entry, c.grid, c.args(c.arrays), host_object=host, interleave=1, burst=True)
+        _bursty(broken, host, c)
     if plant == "init":
-        got = diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), host_object=host, interleave=1, burst=True)
+        got = _bursty(ptx, host, c)
         assert compare(run_interpreter(c), got) is None
 
 
@@ -232,8 +237,6 @@ def test_persistent_ring_multicasts_and_waits_for_the_cluster_at_exit(cache):
     mbarriers (a cluster barrier before the end, not ``.aligned``: a ``return`` may end the
     kernel in a branch).  Taking that barrier out traps under bursts: the other CTA's
     release reaches shared memory that is gone."""
-    from tileiras import diffcheck
-
     data = cached_export(cache, PERSISTENT_CLUSTER_GEMM, "sm_90", True)
     ring = _ring(data, "sm_90")
     assert ring.persistent and ring.specialized and (ring.shared_operand, ring.multicast) == (0, 2)
@@ -243,11 +246,10 @@ def test_persistent_ring_multicasts_and_waits_for_the_cluster_at_exit(cache):
     assert ptx.count(exit_barrier) == 1
     c = Case(data, module.functions[0].name,
              make_inputs(PERSISTENT_CLUSTER_GEMM.params[0], np.random.default_rng(1), 256), (3, 1, 1))
-    got = diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), host_object=host, interleave=1, burst=True)
+    got = _bursty(ptx, host, c)
     assert compare(run_interpreter(c), got) is None
     with pytest.raises(AssertionError, match="whose threads have all exited"):
-        diffcheck.run_ptx(ptx.replace(exit_barrier, ""), c.entry, c.grid, c.args(c.arrays), host_object=host,
-                          interleave=1, burst=True)
+        _bursty(ptx.replace(exit_barrier, ""), host, c)
 
 
 def _in_clusters_of_two(data: bytes) -> bytes:
@@ -286,15 +288,13 @@ def test_every_kernel_in_clusters_of_two(case, k, arch, cache):
     """Every test kernel, aligned, launched in clusters of two CTAs: split where the pass
     can (about two thirds of them), the first CTA doing it all where it cannot; either way
     the interpreter's result, with the cluster's CTAs interleaved in bursts."""
-    from tileiras import diffcheck
-
     data = _in_clusters_of_two(cached_export(cache, case, arch, True))
     module = read_bytecode(data)
     ptx, host = compile_with_host(module, arch)
     assert ".reqnctapercluster 2" in ptx
     c = Case(data, module.functions[k].name, make_inputs(case.params[k], np.random.default_rng(1), ALIGNED_EXTENT),
              (2, 2, 1))
-    got = diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), host_object=host, interleave=1, burst=True)
+    got = _bursty(ptx, host, c)
     problem = compare(run_interpreter(c), got)
     assert problem is None, problem
 
@@ -305,8 +305,6 @@ def test_scalar_from_a_tile_needs_the_whole_tile(cache):
     each CTA's half): the split is refused, and the result is right."""
     from kernels.clusters import CLUSTER_LOOP_TOTAL
 
-    from tileiras import diffcheck
-
     data = cached_export(cache, CLUSTER_LOOP_TOTAL, "sm_90", True)
     c, fn = _compiled(data, "sm_90")
     split = c.cluster_splits[fn.name]
@@ -316,8 +314,7 @@ def test_scalar_from_a_tile_needs_the_whole_tile(cache):
     for limit in (1e9, 300.0):                      # no break, and a break after a few trips
         case = Case(data, fn.name, make_inputs(CLUSTER_LOOP_TOTAL.params[0], np.random.default_rng(2), 512)[:2]
                     + [np.float32(limit)], (2, 1, 1))
-        got = diffcheck.run_ptx(ptx, case.entry, case.grid, case.args(case.arrays), host_object=host,
-                                interleave=1, burst=True)
+        got = _bursty(ptx, host, case)
         assert compare(run_interpreter(case), got) is None
 
 

@@ -172,10 +172,8 @@ def ring_issue(em: KernelEmitter, plan: RingPlan, iv: ir.Value, stage: ir.Value)
         for q in range(plan.boxes[k]):
             dst = b.add(base, ir.Constant(I32, operand.base + q * rows * inner * operand.elem_bytes))
             inner_at = b.add(col, ir.Constant(I32, q * inner)) if q else col
-            if k == plan.shared_operand:
-                X.bulk_tensor_multicast(b, dst, tmap, [inner_at, row], barrier, plan.multicast)
-            else:
-                X.bulk_tensor_load(b, dst, tmap, [inner_at, row], barrier)
+            X.bulk_tensor_load(b, dst, tmap, [inner_at, row], barrier,
+                               plan.multicast if k == plan.shared_operand else 0)
 
 
 def build_maps(em: KernelEmitter, plan: RingPlan) -> None:

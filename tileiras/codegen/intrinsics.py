@@ -465,28 +465,21 @@ def mbarrier_expect_tx(b: ir.IRBuilder, barrier: ir.Value, nbytes: int) -> None:
 
 
 def bulk_tensor_load(b: ir.IRBuilder, dst: ir.Value, tensor_map: ir.Value, coords: Sequence[ir.Value],
-                     barrier: ir.Value) -> None:
+                     barrier: ir.Value, multicast: int = 0) -> None:
     """``cp.async.bulk.tensor`` of the box at ``coords`` (innermost first, elements) into
-    shared memory at ``dst``; its bytes complete transactions on ``barrier``."""
+    shared memory at ``dst``; its bytes complete transactions on ``barrier``.  With
+    ``multicast`` CTAs: into ``dst`` of each of the cluster's first ``multicast`` CTAs
+    (``.multicast::cluster``), completing on the mbarrier at ``barrier`` in each."""
     n = len(coords)
     where = ", ".join(f"${2 + i}" for i in range(n))
-    text = (f"cp.async.bulk.tensor.{n}d.shared::cta.global.tile.mbarrier::complete_tx::bytes "
-            f"[$0], [$1, {{{where}}}], [${2 + n}];")
-    asm(b, ir.VoidType(), text, "r,l," + "r," * n + "r,~{memory}", [dst, tensor_map, *coords, barrier],
+    space, cast, mask, mask_constraint, operands = "shared::cta", "", "", "", [dst, tensor_map, *coords, barrier]
+    if multicast:
+        space, cast, mask, mask_constraint = "shared::cluster", ".multicast::cluster", f", ${3 + n}", "h,"
+        operands.append(ir.Constant(I16, (1 << multicast) - 1))
+    text = (f"cp.async.bulk.tensor.{n}d.{space}.global.tile.mbarrier::complete_tx::bytes{cast} "
+            f"[$0], [$1, {{{where}}}], [${2 + n}]{mask};")
+    asm(b, ir.VoidType(), text, "r,l," + "r," * n + "r," + mask_constraint + "~{memory}", operands,
         side_effect=True)
-
-
-def bulk_tensor_multicast(b: ir.IRBuilder, dst: ir.Value, tensor_map: ir.Value, coords: Sequence[ir.Value],
-                          barrier: ir.Value, ctas: int) -> None:
-    """``bulk_tensor_load`` landing the box at ``dst`` in each of the cluster's first
-    ``ctas`` CTAs (``.multicast::cluster``), its bytes completing on the mbarrier at
-    ``barrier`` in each."""
-    n = len(coords)
-    where = ", ".join(f"${2 + i}" for i in range(n))
-    text = (f"cp.async.bulk.tensor.{n}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-            f".multicast::cluster [$0], [$1, {{{where}}}], [${2 + n}], ${3 + n};")
-    asm(b, ir.VoidType(), text, "r,l," + "r," * n + "r,h,~{memory}",
-        [dst, tensor_map, *coords, barrier, ir.Constant(ir.IntType(16), (1 << ctas) - 1)], side_effect=True)
 
 
 def mbarrier_arrive_remote(b: ir.IRBuilder, barrier: ir.Value, rank: int) -> None:

@@ -47,6 +47,7 @@ from ..tile import ops_memory as MEM
 from ..tile.enums import IntegerOverflow, Signedness
 from ..tile.ops_internal import ClusterRankOp
 from ..tile.traits import Elementwise, has_trait, is_contraction, is_pure, is_recomputable, writes
+from .tiles import carried_to, iter_args
 
 #: a value every CTA of the cluster computes whole
 WHOLE = -1
@@ -123,8 +124,8 @@ def _after_write(token: Value, seen: set) -> bool:
     if isinstance(owner, Block):
         parent = owner.parent.parent if owner.parent is not None else None
         if _is_loop(parent):
-            i = token.index - (1 if isinstance(parent, CF.ForOp) else 0)
-            incoming = [parent.initValues[i]] + [t.operands[i] for t in _terminators_of(parent, CF.ContinueOp)]
+            i = iter_args(parent).index(token)
+            incoming = [parent.initValues[i]] + [t.operands[i] for t in _continues(parent)]
             return any(_after_write(v, seen) for v in incoming)
         return False
     if isinstance(owner, MEM.JoinTokensOp):
@@ -134,25 +135,22 @@ def _after_write(token: Value, seen: set) -> bool:
     return writes(owner)
 
 
-def _terminators_of(ctl: Operation, kind: type) -> list[Operation]:
-    """The ``kind`` terminators (continue, break, yield) that end ``ctl``'s iterations or
-    branches: in its regions, through nested ``if``s, not in nested loops."""
+def _continues(loop: Operation) -> list[Operation]:
+    """The ``continue``s that end ``loop``'s trips: in its body, through nested ``if``s, not
+    in nested loops."""
     out = []
 
     def visit(block: Block) -> None:
         for op in block.ops:
-            if isinstance(op, kind):
+            if isinstance(op, CF.ContinueOp):
                 out.append(op)
             if isinstance(op, CF.IfOp):
                 for region in op.regions:
                     for b in region.blocks:
                         visit(b)
 
-    for region in ctl.regions:
-        for b in region.blocks:
-            visit(b)
-    if isinstance(ctl, CF.IfOp) and kind is CF.YieldOp:
-        return [t for r in ctl.regions for b in r.blocks for t in b.ops if isinstance(t, CF.YieldOp)]
+    for b in loop.body.blocks:
+        visit(b)
     return out
 
 
@@ -225,7 +223,7 @@ class _Plan:
         initial values and what ``continue`` passes are uses that want it; a ``loop``'s
         results and an ``if``'s are their own, wanted of ``break`` and ``yield``)."""
         if isinstance(op, CF.ForOp):
-            for a, r in zip(op.body.blocks[0].args[1:], op.results):
+            for a, r in zip(iter_args(op), op.results):
                 self._union(a, r)
 
     def state(self, v: Value) -> State:
@@ -301,14 +299,14 @@ class _Plan:
     def wants(self, op: Operation) -> list[State]:
         """The state each operand of ``op`` is wanted in."""
         n = len(op.operands)
-        if _passes_values(op):
-            return [self.demand.get(self.find(t)) if t is not None and _rank(t) else None for t in self._targets(op)]
+        if _passes_values(op):      # wanted as what they become (zip: a for's next-trip values)
+            targets = carried_to(op, list(range(n)))
+            return [self.demand.get(self.find(t)) if _rank(v) else None for v, t in zip(op.operands, targets)]
         if _is_control(op):
             out: list[State] = [None] * n
             if not isinstance(op, CF.IfOp):
-                args = op.body.blocks[0].args[1:] if isinstance(op, CF.ForOp) else op.body.blocks[0].args
                 first = 3 if isinstance(op, CF.ForOp) else 0
-                for k, a in enumerate(args):
+                for k, a in enumerate(iter_args(op)):
                     if _rank(a):
                         out[first + k] = self.demand.get(self.find(a))
             return out
@@ -318,19 +316,6 @@ class _Plan:
         if s == WHOLE:
             return [WHOLE if _rank(v) else None for v in op.operands]
         return [w if _rank(v) else None for v, w in zip(op.operands, self.wants_split(op, s))]
-
-    def _targets(self, term: Operation) -> list[Value]:
-        """The values a terminator's operands become: the enclosing loop's block arguments
-        (continue), the loop's results (break), the ``if``'s results (yield)."""
-        node = term.parent.parent.parent
-        if isinstance(term, CF.YieldOp):
-            return list(node.results) if isinstance(node, CF.IfOp) else [None] * len(term.operands)
-        while not _is_loop(node):
-            node = node.parent.parent.parent
-        if isinstance(term, CF.BreakOp):
-            return list(node.results)
-        args = node.body.blocks[0].args
-        return list(args[1:] if isinstance(node, CF.ForOp) else args)
 
     # -- solving -------------------------------------------------------------------------
     def solve(self) -> str:
@@ -371,13 +356,15 @@ class _Plan:
             split = sum(_bytes(op.results[0].type) // self.c for op in loads if self.op_state(op) not in (None, WHOLE))
             if whole > split:
                 return f"every CTA would read {whole} bytes of tiles whole (more than its {split} bytes of split ones)"
-        for v, uses in self.uses.items():
-            if self.state(v) != WHOLE or not _rank(v):
-                continue
-            if any(isinstance(w, int) and w >= 0 for op, i in uses for w in [self.wants(op)[i]]) \
-                    and not _cheap(v, set()):
-                return "a tile computed whole would be sliced (computed twice)"
+        if any(not _cheap(op.operands[i], set()) for op, i, _ in self._slices()):
+            return "a tile computed whole would be sliced (computed twice)"
         return ""
+
+    def _slices(self) -> list[tuple[Operation, int, int]]:
+        """The uses (op, operand, dim) that want split a value computed whole: it is sliced
+        there (``extract`` at the rank)."""
+        return [(op, i, w) for op in self.ops for i, (v, w) in enumerate(zip(op.operands, self.wants(op)))
+                if isinstance(w, int) and w >= 0 and _rank(v) and self.state(v) == WHOLE]
 
     # -- rewriting -----------------------------------------------------------------------
     def rewrite(self) -> None:
@@ -391,16 +378,13 @@ class _Plan:
         self.zero = zero.result
         self.indices: dict[Value, Value] = {}
         # every decision first: the rewrite changes the shapes they are read from
-        wants = {op: self.wants(op) for op in self.ops}
+        slices = self._slices()
         states = {op: self.op_state(op) for op in self.ops if not _is_control(op)}
         values = [v for op in self.ops for v in (*op.results, *(a for r in op.regions for b in r.blocks
                                                                  for a in b.args))]
         split = {v: s for v in values for s in [self.state(v)] if isinstance(s, int) and s >= 0}
-        # values wanted split but computed whole: sliced at each such use
-        for op in self.ops:
-            for i, (v, w) in enumerate(zip(op.operands, wants[op])):
-                if isinstance(w, int) and w >= 0 and _rank(v) and v not in split:
-                    op.operands[i] = self._slice(v, w, op)
+        for op, i, w in slices:
+            op.operands[i] = self._slice(op.operands[i], w, op)
         for v, s in split.items():
             v.type = _split_type(v.type, s, c)
         views: dict[tuple[Value, int], Value] = {}

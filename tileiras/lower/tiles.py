@@ -1,13 +1,14 @@
 """Facts about tile types that every stage of the back end asks: is a value a tile, how many
 bytes an element takes in global memory and in shared memory, which operand of a tensor
-view gives a dynamic extent or stride."""
+view gives a dynamic extent or stride; and where loops and branches pass values on."""
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Optional
 
 from ..ir import types as T
-from ..ir.core import Value
+from ..ir.core import Operation, Value
+from ..tile import ops_control as CF
 
 
 def is_tile(v: Value) -> bool:
@@ -37,3 +38,24 @@ def dynamic_operands(static: tuple[int, ...], operands: Iterable[Value]) -> list
     or stride, None where it is static."""
     it = iter(operands)
     return [next(it) if s == T.DYNAMIC else None for s in static]
+
+
+def iter_args(loop: Operation) -> list[Value]:
+    """A ``for``'s or ``loop``'s block arguments carried from trip to trip (not a for's
+    induction variable)."""
+    return loop.regions[0].blocks[0].args[1 if isinstance(loop, CF.ForOp) else 0:]
+
+
+def carried_to(term: Operation, places: list[int]) -> list[Value]:
+    """The values a ``continue``, ``break`` or ``yield`` passes its operands ``places`` on to:
+    the next trip's block arguments and the loop's results, or the ``if``'s results (a
+    ``reduce``'s or ``scan``'s, for the ``yield`` of their body)."""
+    owner = term.parent.parent.parent
+    if isinstance(term, CF.YieldOp):
+        return [owner.results[k] for k in places]
+    while isinstance(owner, CF.IfOp):          # a continue or break inside a branch
+        owner = owner.parent.parent.parent
+    if not isinstance(term, CF.ContinueOp):    # a break ends the loop
+        return [owner.results[k] for k in places]
+    ends = [owner.results[k] for k in places] if isinstance(owner, CF.ForOp) else []  # a for's last trip
+    return [iter_args(owner)[k] for k in places] + ends

@@ -78,7 +78,7 @@ from ..tile import ops_memory as MEM
 from ..tile.enums import AtomicRMWMode, MemoryOrderingSemantics, MemoryScope
 from ..layout.tensor_core import StmatrixForm, stmatrix_form
 from .tileaa import TileAA, pow2_divisor
-from .tiles import dynamic_operands
+from .tiles import carried_to, dynamic_operands, iter_args
 
 MIN_ARCH = 90
 MAX_RANK = 5
@@ -473,34 +473,14 @@ def stores_after(op: Operation, users: dict[Value, list[Operation]]) -> Optional
                 if any(k < first for k in places):
                     return None
                 inits = [k - first for k in places]
-                todo += [_iter_args(user)[k] for k in inits]
+                todo += [iter_args(user)[k] for k in inits]
                 if isinstance(user, CF.ForOp):          # no trip: the init is the result
                     todo += [user.results[k] for k in inits]
             elif isinstance(user, (CF.ContinueOp, CF.BreakOp, CF.YieldOp)):
-                todo += _carried_to(user, places)
+                todo += carried_to(user, places)
             else:
                 return None
     return found
-
-
-def _carried_to(term: Operation, places: list[int]) -> list[Value]:
-    """The values a ``continue``, ``break`` or ``yield`` passes its operands ``places`` on to:
-    the next trip's block arguments and the loop's results, or the ``if``'s results."""
-    owner = term.parent.parent.parent
-    if isinstance(term, CF.YieldOp):
-        return [owner.results[k] for k in places]
-    while isinstance(owner, CF.IfOp):          # a continue or break inside a branch
-        owner = owner.parent.parent.parent
-    if not isinstance(term, CF.ContinueOp):    # a break ends the loop
-        return [owner.results[k] for k in places]
-    ends = [owner.results[k] for k in places] if isinstance(owner, CF.ForOp) else []  # a for's last trip
-    return [_iter_args(owner)[k] for k in places] + ends
-
-
-def _iter_args(loop: Operation) -> list[Value]:
-    """A ``for``'s or ``loop``'s block arguments carried from trip to trip (not a for's
-    induction variable)."""
-    return loop.regions[0].blocks[0].args[1 if isinstance(loop, CF.ForOp) else 0:]
 
 
 def plan_again(tas, arch: int, taken: set) -> None:

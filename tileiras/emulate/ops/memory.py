@@ -90,10 +90,11 @@ def locate(m, idx, addr: np.ndarray, width: int, space: str,
             bad = int(addr[(off + width > m.smem_size) | (rank > per)][0])
             raise MemoryFault(f"shared access of {width} bytes at {bad:#x} outside the "
                               f"{m.smem_size}-byte shared window")
-        for other in np.unique(target[target != cta]).tolist():
-            if m.exited(other):
-                raise MemoryFault(f"shared::cluster access to CTA rank {other % per} of the cluster, whose "
-                                  f"threads have all exited (its shared memory is gone)")
+        if per > 1 and rank.any():      # mapa'd addresses: another CTA's may be gone
+            for other in np.unique(target[target != cta]).tolist():
+                if m.exited(other):
+                    raise MemoryFault(f"shared::cluster access to CTA rank {other % per} of the cluster, "
+                                      f"whose threads have all exited (its shared memory is gone)")
         return m.shared, target * m.smem_size + off
     if space == "local":
         off = addr.astype(np.int64)
