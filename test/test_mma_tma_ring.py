@@ -39,6 +39,13 @@ needs_x86 = pytest.mark.skipif(not is_runnable_here(), reason=".nv.host is x86-6
 COPY = "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes"
 
 
+@pytest.fixture(autouse=True)
+def _mma_sync_on_sm100(monkeypatch):
+    """These tests are about rings that mma.sync reads; on sm_100 the multiplies they
+    build run on tcgen05 by default (test_tcgen05.py), so that is turned off here."""
+    monkeypatch.setenv("TILEIRAS_TCGEN05", "0")
+
+
 def tas_of(text: str, arch: str):
     module = parse_module(text, "k.mlir")
     return run_stages(module, CompileOptions(gpu_name=arch), "tileas", only_needed=True).tas[module.functions[0].name]

@@ -219,6 +219,7 @@ def test_where_tma_would_load_the_tiles_the_ring_copies_them(arch, case, monkeyp
     iterations ahead; the kernel's other TMA transfers (the C tile's bulk store) are
     placed after the ring."""
     monkeypatch.setenv("TILEIRAS_MMA_TMA_RING", "0")
+    monkeypatch.setenv("TILEIRAS_TCGEN05", "0")      # sm_100's multiply on mma.sync (else: tcgen05)
     text = gemm_loop(**case)
     decision = plan_of(text, int(arch[3:]))
     assert isinstance(decision, PipelinePlan) and decision.staging is None

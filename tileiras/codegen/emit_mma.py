@@ -111,7 +111,12 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
     lhs, rhs, acc = (em.tile(op, i) for i in range(3))
     form = em.tas.tensor_cores.get(op)
     if form is not None and em.tas.mma_layouts.get(tuple(c_t.shape)) == acc.layout:
-        (_warpgroup_mma if form.warpgroup else _tensor_core_mma)(em, op, form, lhs, rhs, acc)
+        if form.tcgen05:
+            from .emit_tcgen05 import tcgen05_multiply  # noqa: PLC0415  (it builds on this module)
+
+            tcgen05_multiply(em, op, form, lhs, rhs, acc)
+        else:
+            (_warpgroup_mma if form.warpgroup else _tensor_core_mma)(em, op, form, lhs, rhs, acc)
         return
     rank = c_t.rank
     kdim = a_t.shape[-1]
@@ -486,7 +491,7 @@ def wgmma(b: ir.IRBuilder, form: TensorCoreMma, n: int, pairs: list[tuple[object
     return [b.extract_value(result, q) for q in range(count)]
 
 
-def _tied(b: ir.IRBuilder, text: str, values: list[ir.Value]) -> list[ir.Value]:
+def tied(b: ir.IRBuilder, text: str, values: list[ir.Value]) -> list[ir.Value]:
     """``text`` as inline asm that takes and gives back ``values`` in the same registers."""
     count = len(values)
     classes = [X.reg_class(v.type)[0] for v in values]
@@ -497,14 +502,14 @@ def _tied(b: ir.IRBuilder, text: str, values: list[ir.Value]) -> list[ir.Value]:
 
 def wgmma_fence(b: ir.IRBuilder, accumulators: list[ir.Value]) -> list[ir.Value]:
     """``wgmma.fence``: after it the accumulators (tied through it) may go to mma_async."""
-    return _tied(b, "wgmma.fence.sync.aligned;", accumulators)
+    return tied(b, "wgmma.fence.sync.aligned;", accumulators)
 
 
 def wgmma_wait(b: ir.IRBuilder, accumulators: list[ir.Value], pending: int = 0) -> list[ir.Value]:
     """``wgmma.wait_group pending``: all but this warp's newest ``pending`` groups have
     completed; the accumulators (tied through it) are read only after a ``wait_group 0``
     (with ``pending`` 1 they go on to the next group's ``wgmma.fence`` untouched)."""
-    return _tied(b, f"wgmma.wait_group.sync.aligned {pending};", accumulators)
+    return tied(b, f"wgmma.wait_group.sync.aligned {pending};", accumulators)
 
 
 class TensorCoreOperands:

@@ -80,7 +80,7 @@ from llvmlite import ir
 
 from ..ir.core import Operation
 from ..lower.tma_ring import MAP_BYTES, RingPlan
-from . import device_maps
+from . import device_maps, emit_tcgen05
 from . import intrinsics as X
 from .emit_async import below, complete_last, iteration_number, loop_bounds
 from .emit_tma import tile_coords, wait_phase
@@ -232,8 +232,7 @@ def _init_barriers(em: KernelEmitter, plan: RingPlan) -> None:
     b = em.b
     for s in range(plan.stages):
         X.mbarrier_init(b, _stage_barrier(em, plan, ir.Constant(I32, s)), 1)
-        X.mbarrier_init(b, _stage_barrier(em, plan, ir.Constant(I32, s), empty=True),
-                        plan.consumers * max(plan.multicast, 1))
+        X.mbarrier_init(b, _stage_barrier(em, plan, ir.Constant(I32, s), empty=True), plan.empty_arrivals)
     X.fence_mbarrier_init(b)
 
 
@@ -252,6 +251,8 @@ def ring_prologue(em: KernelEmitter, plan: RingPlan) -> None:
     wait: the stages are fresh, or (persistent: uses c .. c+S-2 of the ring, c the K-tile
     counter) every earlier use was released before the previous drain's barrier."""
     _prefetch_maps(em, plan)
+    if plan.tcgen05:                # the accumulator's initial value, into tensor memory
+        emit_tcgen05.ring_start(em, plan.mma, em.values[plan.loop.initValues[plan.carried]], plan.outer is not None)
     if plan.outer is not None:      # the producer fills the stages (``split_roles``)
         return
     b = em.b
@@ -344,7 +345,9 @@ def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
     stage, parity = _use(b, plan, j)
     wait_phase(em, _stage_barrier(em, plan, stage), parity)
     form = em.tas.tensor_cores[op]
-    if plan.sync:
+    if plan.tcgen05:                # the MMAs' commit releases the stage
+        emit_tcgen05.ring_step(em, op, plan, stage, _stage_barrier(em, plan, stage, empty=True))
+    elif plan.sync:
         _sync_multiply(em, op, plan, stage)
     else:
         warpgroup_multiply(em, op, form, plan.staging, None, em.tile(op, 2),
@@ -352,7 +355,9 @@ def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
     if _completes_in_loop(plan):
         complete_last(em, op, plan)
     ahead = b.add(j, ir.Constant(I32, plan.stages - 1))
-    if plan.in_flight:              # iteration i-1's group has retired (none before i = 0)
+    if plan.tcgen05:
+        pass
+    elif plan.in_flight:            # iteration i-1's group has retired (none before i = 0)
         with b.if_then(b.icmp_unsigned("!=", i, ir.Constant(I32, 0))):
             _release(em, plan, _use(b, plan, ahead)[0])
     else:
@@ -385,7 +390,7 @@ def _completes_in_loop(plan: RingPlan) -> bool:
     """Does the loop's last iteration wait for its own group (``emit_async.complete_last``), not the
     drain?  Where a group stays in flight and the loop is persistent: its result joins a
     tile's accumulator that skipped the loop."""
-    return bool(plan.in_flight) and plan.persistent
+    return bool(plan.in_flight) and plan.persistent and not plan.tcgen05
 
 
 def ring_drain(em: KernelEmitter, plan: RingPlan) -> None:
@@ -395,13 +400,17 @@ def ring_drain(em: KernelEmitter, plan: RingPlan) -> None:
     from .emit_mma import wgmma_wait  # noqa: PLC0415  (emit_mma dispatches here)
 
     b = em.b
-    if plan.in_flight and not _completes_in_loop(plan):
+    if plan.tcgen05:
+        emit_tcgen05.ring_result(em, plan)
+    elif plan.in_flight and not _completes_in_loop(plan):
         result = plan.loop.results[plan.carried]
         acc = em.values[result]
         em.put(result, TileVal(acc.layout, wgmma_wait(b, acc.regs)))
     if plan.persistent:
         _persistent_drain(em, plan)
         return
+    if plan.tcgen05:
+        _released(em, plan)
     if plan.multicast:              # no CTA arrives on this one's mbarriers any more
         X.cluster_barrier(b)
     else:
@@ -411,6 +420,21 @@ def ring_drain(em: KernelEmitter, plan: RingPlan) -> None:
             for empty in (False, True):
                 X.asm(b, ir.VoidType(), "mbarrier.inval.shared::cta.b64 [$0];", "r,~{memory}",
                       [_stage_barrier(em, plan, ir.Constant(I32, s), empty)], side_effect=True)
+
+
+def _released(em: KernelEmitter, plan: RingPlan) -> None:
+    """(Thread 0, before the mbarriers are invalidated) the MMAs' commits have arrived on
+    every stage's "empty" mbarrier: the phase of each stage's last use of the n iterations
+    has completed (use ``j`` of stage ``j % S``, the last ``s + S ((n - 1 - s) / S)``)."""
+    b = em.b
+    n = iteration_number(em, plan)      # at the loop's exit: its trip count
+    with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
+        for s in range(plan.stages):
+            used = ir.Constant(I32, s)
+            with b.if_then(b.icmp_unsigned(">", n, used)):
+                last = b.add(used, b.mul(b.udiv(b.sub(b.sub(n, ir.Constant(I32, 1)), used),
+                                                ir.Constant(I32, plan.stages)), ir.Constant(I32, plan.stages)))
+                wait_phase(em, _stage_barrier(em, plan, used, empty=True), _use(b, plan, last)[1])
 
 
 def _persistent_drain(em: KernelEmitter, plan: RingPlan) -> None:
@@ -423,7 +447,7 @@ def _persistent_drain(em: KernelEmitter, plan: RingPlan) -> None:
     n = iteration_number(em, plan)      # at the loop's exit: its trip count
     first = _first_use(em, plan)
     last = b.add(first, n)
-    if plan.in_flight:
+    if plan.in_flight and not plan.tcgen05:
         with b.if_then(b.icmp_unsigned("!=", n, ir.Constant(I32, 0))):
             _release(em, plan, _use(b, plan, b.sub(last, ir.Constant(I32, 1)))[0])
     b.store(last, em.ring_counters[plan.loop])

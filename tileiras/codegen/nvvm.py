@@ -101,6 +101,8 @@ class KernelEmitter:
         self._smem: Optional[ir.GlobalVariable] = None
         self.tma_phases: dict[Operation, ir.Value] = {}   # TMA load -> its phase parity (emit_tma)
         self.ring_counters: dict[Operation, ir.Value] = {}   # persistent ring's loop -> its K-tile counter
+        self.tmem_base: Optional[ir.Value] = None   # the tensor memory's address (emit_tcgen05)
+        self.tmem_uses: Optional[ir.Value] = None   # i32 slot: phases of the tcgen05 mbarrier so far
         self.built_maps: dict = {}      # device-built map (TensorMapSpec) -> its generic address
         self.frames: list = []    # control-flow frames (emit_control)
         self.kept_tiles: dict = {}   # load -> its tile's registers of every trip (emit_control)
@@ -187,6 +189,10 @@ class KernelEmitter:
             from .emit_ring import init_rings
 
             init_rings(self)
+        if self.tas.tmem_alloc:
+            from .emit_tcgen05 import init_tensor_memory
+
+            init_tensor_memory(self)
         self.emit_block(self.fn.entry_block)
         if not self.b.block.is_terminated:
             self.end_kernel()
@@ -198,6 +204,10 @@ class KernelEmitter:
             from .emit_ring import cluster_exit
 
             cluster_exit(self)
+        if self.tas.tmem_alloc:
+            from .emit_tcgen05 import free_tensor_memory
+
+            free_tensor_memory(self)
         self.b.ret_void()
 
     def emit_block(self, block: Block) -> None:

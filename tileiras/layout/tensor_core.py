@@ -252,6 +252,34 @@ def tcgen05_ld_layout(shape: str, num: int, split: int = 0) -> LinearLayout:
     raise ValueError(f"tcgen05.ld/st shape .{shape} (32x32b or 16x32bx2)")
 
 
+def tcgen05_accumulator(m: int, n: int, warps: int = 4) -> LinearLayout:
+    """The registers an ``m x n`` ``tcgen05.mma`` accumulator is held in by the ``warps``
+    (4 or 8) that read it with ``tcgen05.ld`` (``tcgen05_ld_layout`` composed with
+    ``tmem_accumulator``): warp ``w`` reaches tensor-memory lanes ``32 (w % 4)`` on, and
+    with 8 warps, warps 4-7 take the second half of the columns.  Of each warpgroup's
+    ``c`` columns: M = 128 r (r blocks of 128 rows, block i in tensor-memory columns
+    ``i n`` on) with ``32x32b``, a thread holds one row of each block, its columns in
+    register order, then the blocks; M = 64 with ``16x32bx2`` split ``c / 2``: lanes 0-15
+    of warp w hold rows ``16 w`` on, the first ``c / 2`` columns, lanes 16-31 the same
+    rows' other half."""
+    groups = warps // 4
+    if warps not in (4, 8) or n % (2 * groups):
+        raise ValueError(f"a tcgen05 accumulator read by {warps} warps")
+    c = n // groups
+    halves = ((0, c),) if groups == 2 else ()
+    if m % 128 == 0 and m & (m - 1) == 0:
+        regs = tuple((0, 1 << j) for j in range(log2(c))) + tuple((128 << i, 0) for i in range(log2(m // 128)))
+        lanes = tuple((1 << i, 0) for i in range(5))
+        warp_bases = ((32, 0), (64, 0)) + halves
+    elif m == 64:
+        regs = tuple((0, 1 << j) for j in range(log2(c) - 1))
+        lanes = ((1, 0), (2, 0), (4, 0), (8, 0), (0, c // 2))
+        warp_bases = ((16, 0), (32, 0)) + halves
+    else:
+        raise ValueError(f"a tcgen05 accumulator of {m} rows (64, or 128 times a power of two)")
+    return LinearLayout(((REG, regs), (LANE, lanes), (WARP, warp_bases)), (m, n))
+
+
 #: the bases of the m8n8 fragment ``stmatrix`` stores from a lane's 32-bit register: the
 #: register's second element, then the lane bits (``ldmatrix_layout(1)``); ``.trans`` swaps
 #: rows and columns

@@ -32,7 +32,7 @@ from ..tile.enums import MemoryOrderingSemantics
 from ..tile.registry import ops_with
 from ..tile.traits import Contraction, Elementwise, is_contraction, is_free, is_recomputable
 from . import vectorize
-from .mma_forms import mma_staging_bytes, wgmma_staging
+from .mma_forms import mma_staging_bytes, tcgen05_staging, wgmma_staging
 from .subbyte import holds_pairs, is_subbyte, unit_dim
 from .tiles import access_bytes, element_bytes, is_tile
 
@@ -675,6 +675,10 @@ def _mma(tas: TileAS, op: Operation) -> None:
     staged = [v for i, v in enumerate(op.operands) if i != 2]
     tas.layouts[op.result] = tas.layouts[op.operands[2]]
     form = tas.tensor_cores.get(op)
+    if form is not None and form.tcgen05:
+        tas.wgmma_staging[op] = tcgen05_staging(op, tas.operand_layout(op, 0), tas.operand_layout(op, 1))
+        _need_scratch(tas, op, tas.wgmma_staging[op].nbytes)
+        return
     if form is not None and form.warpgroup:
         tas.wgmma_staging[op] = wgmma_staging(op, tas.operand_layout(op, 0), tas.operand_layout(op, 1),
                                               tas.layouts[op.result])

@@ -18,6 +18,7 @@ from ..layout.shared import Padding, Swizzle, bank_wavefronts, nvmma_shared, swi
 from ..layout.tensor_core import (
     WGMMA_SWIZZLE_MODE,
     batched_fragment,
+    tcgen05_accumulator,
     descriptor_strides,
     wgmma_a_registers,
     wgmma_shared_operand,
@@ -49,6 +50,10 @@ class TensorCoreMma:
     #: ``B8_MATRIX_ARCH``), two column blocks a K step, its rows 16 bytes aligned
     #: (``mma_staging_pitches``), as NVIDIA's tileiras reads it; else byte by byte
     b_matrix8: bool = False
+    #: ``tcgen05.mma`` (sm_100 family): one thread issues the whole multiply from shared
+    #: memory into tensor memory, the accumulator read back with ``tcgen05.ld``
+    #: (``tcgen05_form``); ``warpgroup`` is then False
+    tcgen05: bool = False
 
     @property
     def opcode(self) -> str:
@@ -59,12 +64,34 @@ class TensorCoreMma:
         """``wgmma.mma_async`` for an m64 x ``n`` accumulator block (``.dtype.atype.btype``)."""
         return f"wgmma.mma_async.sync.aligned.m64n{n}k{self.k}.{self.types.rsplit('.', 1)[0]}"
 
+    @property
+    def tcgen05_kind(self) -> str:
+        """The ``kind::`` of ``tcgen05.mma`` for the operand types."""
+        return TCGEN05_KINDS[self.types.split(".")[1]][0]
+
+    def instruction_descriptor(self, m: int, n: int, a_mn_major: bool, b_mn_major: bool) -> int:
+        """``tcgen05.mma``'s 32-bit instruction descriptor (PTX ISA, "Instruction descriptor"):
+        f32 D (bits 4-5), A's and B's formats (7-9, 10-12), MN-major A and B (15, 16), N / 8
+        (17-22) and M / 16 (24-28); dense, no negation, no saturation."""
+        _, a, b, _ = self.types.split(".")
+        return (1 << 4 | TCGEN05_KINDS[a][1] << 7 | TCGEN05_KINDS[b][1] << 10 | a_mn_major << 15
+                | b_mn_major << 16 | (n >> 3) << 17 | (m >> 4) << 24)
+
 
 #: mma.sync operand formats per Tile IR element type: (PTX name, bits, K, lowest arch)
 MMA_SYNC_FORMATS = {"f16": ("f16", 16, 16, 80), "bf16": ("bf16", 16, 16, 80), "tf32": ("tf32", 32, 8, 80),
                     "f8E4M3FN": ("e4m3", 8, 32, 89), "f8E5M2": ("e5m2", 8, 32, 89)}
 #: the f64 form (DMMA, sm_80+): ``mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64``
 DMMA = TensorCoreMma("f64.f64.f64.f64", 4, 64, False, False, 8)
+#: ``tcgen05.mma`` kind and format code (instruction descriptor bits 7-9 / 10-12) of each
+#: operand type of ``TensorCoreMma.types``
+TCGEN05_KINDS = {"f16": ("f16", 0), "bf16": ("f16", 1), "tf32": ("tf32", 2), "e4m3": ("f8f6f4", 0),
+                 "e5m2": ("f8f6f4", 1)}
+#: rows of the accumulator block one ``tcgen05.mma`` (cta_group::1) computes: 128, or 64
+#: for a 64-row tile
+TCGEN05_ROWS = 128
+#: tensor-memory columns of an SM (32-bit each, 128 lanes)
+TMEM_COLUMNS = 512
 #: architectures with ``wgmma`` (sm_90a only: sm_100 and later have tcgen05 instead)
 WGMMA_ARCHS = (90,)
 #: rows of the accumulator block one ``wgmma`` computes (m64)
@@ -170,10 +197,13 @@ def scale_offsets(op: Operation, form: Optional["TensorCoreMma"] = None) -> tupl
     return sa, sa + op.operands[3].type.num_elements
 
 
-def accumulator_layout(op: Operation, num_warps: int) -> LinearLayout:
+def accumulator_layout(op: Operation, num_warps: int, form: Optional[TensorCoreMma] = None) -> LinearLayout:
     """The layout of a tensor-core multiply's accumulator: ``mma_fragment`` over M x N,
-    and for a batched one that fragment of each matrix (``tensor_core.batched_fragment``)."""
+    and for a batched one that fragment of each matrix (``tensor_core.batched_fragment``);
+    a ``tcgen05`` one's as ``tcgen05.ld`` reads it (``tensor_core.tcgen05_accumulator``)."""
     shape = op.result.type.shape
+    if form is not None and form.tcgen05:
+        return tcgen05_accumulator(*shape, num_warps)
     fragment = mma_fragment(shape[-2:], num_warps)
     return batched_fragment(fragment, shape[0]) if len(shape) == 3 else fragment
 
@@ -407,6 +437,62 @@ def tma_ring_staging(op: Operation, acc: LinearLayout, b_k_major: bool, a_k_majo
     b = _landed_staging(n, k, 1, esize, -(-a.nbytes // 1024) * 1024, b_k_major, {o[1] for o in origins}, chunks,
                         spacing)
     return None if b is None else WgmmaStaging(a, b, columns, spacing)
+
+
+def tcgen05_form(op: Operation, form: Optional[TensorCoreMma], num_warps: int) -> Optional[TensorCoreMma]:
+    """``form`` (an ``mma.sync`` one) as ``tcgen05.mma``, or None: a 2-D float multiply
+    with f32 sums (f16, bf16, tf32, e4m3/e5m2 operands), computed by one warpgroup
+    (``num_warps`` 4 or 8: the warps that read the accumulator back, each its quarter of the
+    tensor-memory lanes; 8: the second warpgroup the other half of the columns), M 64 or 128 times a power of two (blocks of 128 rows), N a
+    power of two from 16 to 256 (one instruction), K a multiple of the instruction's."""
+    if form is None or form.integer or form.kind or form.bits == 64 or num_warps not in (WARPGROUP, 2 * WARPGROUP):
+        return None
+    if not isinstance(op, AR.MmaFOp) or op.result.type.rank != 2 or T.element_type(op.result.type).name != "f32":
+        return None
+    (m, n), k = op.result.type.shape, op.lhs.type.shape[-1]
+    if not (m == 64 or (m % TCGEN05_ROWS == 0 and m & (m - 1) == 0)) or n & (n - 1) or not 16 <= n <= 256:
+        return None
+    if k % form.k or tcgen05_columns(op) > TMEM_COLUMNS:
+        return None
+    return TensorCoreMma(form.types, form.k, form.bits, False, tcgen05=True)
+
+
+def tcgen05_columns(op: Operation) -> int:
+    """Tensor-memory columns a ``tcgen05`` multiply's accumulator takes: N per 128-row block."""
+    m, n = op.result.type.shape
+    return max(1, m // TCGEN05_ROWS) * n
+
+
+def tcgen05_rows(op: Operation) -> int:
+    """Rows of A each ``tcgen05.mma`` of the multiply reads (its M)."""
+    return min(op.result.type.shape[0], TCGEN05_ROWS)
+
+
+def tcgen05_staging(op: Operation, a_regs: LinearLayout, b_regs: LinearLayout) -> WgmmaStaging:
+    """Where a ``tcgen05`` multiply's operands wait in shared memory, stored there from
+    registers: each in the form its stores take the fewest wavefronts with
+    (``_best_staging``, as for ``wgmma``), A's descriptors one per block of
+    ``tcgen05_rows`` rows, B's one for all N columns."""
+    esize = element_bytes(op.lhs.type)
+    (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
+    rows = tcgen05_rows(op)
+    a = _best_staging(a_regs, m, k, 0, esize, 0, {0}, range(0, m, rows), rows, 8)
+    b = _best_staging(b_regs, n, k, 1, esize, -(-a.nbytes // 1024) * 1024, {0}, [0], n, 8)
+    return WgmmaStaging(a, b, n, 8)
+
+
+def tcgen05_ring_staging(op: Operation, b_k_major: bool, a_k_major: bool = True) -> Optional[WgmmaStaging]:
+    """A ``tcgen05`` multiply's operands as TMA boxes land them in a ring's stage (as
+    ``tma_ring_staging`` for ``wgmma``), or None."""
+    esize = element_bytes(op.lhs.type)
+    (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
+    if (not b_k_major or not a_k_major) and esize != 2:
+        return None
+    a = _landed_staging(m, k, 0, esize, 0, a_k_major, {0}, range(0, m, tcgen05_rows(op)), 8)
+    if a is None:
+        return None
+    b = _landed_staging(n, k, 1, esize, -(-a.nbytes // 1024) * 1024, b_k_major, {0}, [0], 8)
+    return None if b is None else WgmmaStaging(a, b, n, 8)
 
 
 def _landed_staging(mn: int, k: int, mn_dim: int, esize: int, base: int, k_major: bool, origins: set,

@@ -219,6 +219,10 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
     form = next((tas.tensor_cores.get(op) for op in _body(loop) if op in tas.tensor_cores), None)
     from .attention_pipeline import is_attention_loop, plan_attention  # noqa: PLC0415  (it builds on KLoopPlan)
 
+    if form is not None and form.tcgen05:      # the accumulator stays in tensor memory: a TMA ring
+        from .tma_ring import plan_ring  # noqa: PLC0415  (tma_ring builds on this module)
+
+        return plan_ring(tas, loop, arch)
     if form is not None and form.warpgroup:
         if is_attention_loop(tas, loop):        # flash attention's K/V loop: a TMA ring (``attention_tma``)
             from .attention_tma import plan_attention_ring  # noqa: PLC0415

@@ -28,7 +28,8 @@ from . import tma, vectorize
 from .chunks import ChunkGroup
 from .cta_size import choose_num_warps
 from .layout_rules import assign_block
-from .mma_forms import accumulator_layout, fitted_to, mma_k_slice, mma_staging_bytes, tensor_core_mma
+from . import tensor_memory
+from .mma_forms import accumulator_layout, fitted_to, mma_k_slice, mma_staging_bytes, tcgen05_form, tensor_core_mma
 from .subbyte import plan_pairs
 from .tileaa import TileAA
 from .tiles import access_bytes, element_bytes, is_tile
@@ -104,6 +105,12 @@ class TileAS:
     #: hidden ``.u64`` parameter points to, not in a hidden map parameter
     device_maps: tuple = ()
     tma_end: int = 0
+    #: ``tcgen05`` multiplies: the first tensor-memory column of each one's accumulator,
+    #: the columns the kernel allocates (0: none) and the shared-memory slot of the
+    #: allocation's address and the multiplies' mbarrier (``tensor_memory.allocate``)
+    tmem_columns: dict = field(default_factory=dict)
+    tmem_alloc: int = 0
+    tmem_slot: int = 0
     #: tensor-core K loops: the software-pipelining decision per loop (``software_pipeline``),
     #: and per loop, load and multiply of a pipelined one its plan
     pipelines: dict = field(default_factory=dict)
@@ -282,8 +289,11 @@ def choose_tensor_cores(tas: TileAS, arch: int) -> None:
     fragment layout its result shape takes."""
     for op in tas.aa.live_ops():
         form = tensor_core_mma(op, arch, tas.num_warps, tas.extra_warps)
+        tc = tcgen05_form(op, form, tas.num_warps)
+        if tc is not None and tensor_memory.tcgen05_reason(tas, op, arch) is None and tensor_memory.fits(tas, op):
+            form = tc
         if form is not None:     # warps beyond the 16x8 blocks hold copies
-            layout = accumulator_layout(op, tas.num_warps)
+            layout = accumulator_layout(op, tas.num_warps, form)
             tas.tensor_cores[op] = fitted_to(form, layout)
             tas.mma_layouts[op.result.type.shape] = layout
 
@@ -323,7 +333,7 @@ def fit_mma_staging(tas: TileAS) -> None:
     limit = smem_limit(f"sm_{tas.arch}")
     for op, form in tas.tensor_cores.items():
         shape = op.result.type.shape
-        if (form.warpgroup or op in tas.pipelined or op in tas.mma_k_slices
+        if (form.warpgroup or form.tcgen05 or op in tas.pipelined or op in tas.mma_k_slices
                 or tas.operand_layout(op, 2) != tas.mma_layouts.get(shape)):
             continue
         k_slice = mma_k_slice(op, form, limit)
@@ -362,6 +372,7 @@ def allocate_shared_memory(tas: TileAS) -> None:
     fit_mma_staging(tas)
     tma.plan_matrix_stores(tas)
     tma.collect_device_maps(tas)
+    tensor_memory.allocate(tas)
     tas.smem_bytes = max(tas.scratch_bytes, tas.tma_end)
     rings = [p.staging for p in tas.pipelines.values() if getattr(p, "staging", None) is not None]
     tas.smem_align = max([tma.smem_alignment(tas.tma), *(s.align for s in (*tas.wgmma_staging.values(), *rings))])

@@ -37,7 +37,7 @@ from ..sched.modulo import SchedulingError
 from ..sched.pipeline import tma_ring_schedule
 from ..target import smem_limit, stages_hint
 from ..tile import ops_control as CF
-from .mma_forms import WGMMA_MAX_N, MmaRingStaging, WgmmaStaging, k_steps, mma_ring_staging, tma_ring_staging
+from .mma_forms import WGMMA_MAX_N, MmaRingStaging, WgmmaStaging, k_steps, mma_ring_staging, tcgen05_ring_staging, tma_ring_staging
 from .software_pipeline import (Decision, KLoopPlan, columns_contiguous, k_loop, known_trips, loads_reason,
                                 wgmma_in_flight)
 from .tiles import is_tile
@@ -132,6 +132,10 @@ class RingPlan(KLoopPlan):
     #: once, each CTA issuing ``1 / multicast`` of every box's rows (``_multicast``)
     shared_operand: int = -1
     multicast: int = 0
+    #: ``tcgen05.mma`` reads the stages (one thread issues, into tensor memory): the
+    #: MMAs' commit releases each stage ("empty" counts one arrival a CTA), and the
+    #: accumulator, loop result ``carried``, stays in tensor memory until the drain
+    tcgen05: bool = False
 
     @property
     def persistent(self) -> bool:
@@ -207,7 +211,13 @@ class RingPlan(KLoopPlan):
                         self.boxes, self.specs, source, self.b_transposed, consumers, self.carried,
                         self.in_flight, self.serial_reason, producer_warp, reason, registers, self.fit, maps,
                         barrier_at, self.b_columns, self.a_columns, producer_ops, self.maps_at,
-                        self.shared_operand, self.multicast)
+                        self.shared_operand, self.multicast, self.tcgen05)
+
+    @property
+    def empty_arrivals(self) -> int:
+        """Arrivals that release a stage: every consumer thread of every CTA it is
+        multicast to, or with ``tcgen05`` each CTA's commit."""
+        return (1 if self.tcgen05 else self.consumers) * max(self.multicast, 1)
 
 
 #: bytes of one stage's mbarriers ("full" and "empty")
@@ -235,6 +245,9 @@ SPECIALIZED_STAGES = 8
 #: on an H100 a 128x128x32 f16 GEMM's ring of 3 stages (the modulo schedule's) took 1.15x
 #: NVIDIA's time at 4096^3, of 4 stages 1.00x (bench/results)
 UNSPECIALIZED_MIN_STAGES = 4
+#: the stages a ring feeding ``tcgen05.mma`` takes where shared memory and the trips allow
+#: (NVIDIA's 128x128x32 f16 GEMM on sm_100 keeps nine; no silicon measurement of ours yet)
+TCGEN05_STAGES = 6
 #: why a ring is not warp-specialized when nothing says otherwise (``knobs.warp_specialize``)
 SPECIALIZE_BY_DEFAULT = ("not by default: on an H100 the unspecialized 4-stage ring ran 128x128x32 GEMMs in "
                          "0.94-0.98x the time of the warp-specialized 8-stage one (TILEIRAS_WARP_SPECIALIZE=1 "
@@ -268,8 +281,11 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     home = map_home(loop, [spec for spec, _, _ in found])
     if isinstance(home, str):
         return home
-    sync = not tas.tensor_cores[mma].warpgroup
-    if sync:
+    tcgen05 = tas.tensor_cores[mma].tcgen05
+    sync = not tas.tensor_cores[mma].warpgroup and not tcgen05
+    if tcgen05:
+        staging = tcgen05_ring_staging(mma, permute is not None or columns, a_k_major=not a_columns)
+    elif sync:
         staging = mma_ring_staging(mma, permute is not None or columns, a_columns)
         if staging is None:
             return ("mma.sync reads TMA-landed operands only of 16-bit elements (8-bit ones with A as M rows "
@@ -307,10 +323,12 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
         fit = max(2, min(fit, trip_count(loop, tas.aa)))
     stages = max(2, min(wanted, fit))
     carried, serial = (-1, SYNC_SERIAL) if sync else wgmma_in_flight(tas, loop, mma)
+    if tcgen05 and serial:
+        return f"the accumulator cannot stay in tensor memory: {serial}"
     return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
                     source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial,
                     fit=fit, b_columns=columns, a_columns=a_columns, maps_at=home, shared_operand=shared,
-                    multicast=multicast)
+                    multicast=multicast, tcgen05=tcgen05)
 
 
 #: rows of a swizzled box after which its swizzle pattern repeats (8 rows of the swizzle's
@@ -359,6 +377,8 @@ def _ring_stages(tas, loop: CF.ForOp, arch: int, mma: Operation, staging, copies
         return hinted, "num_stages hint"
     if isinstance(staging, MmaRingStaging):
         return UNSPECIALIZED_MIN_STAGES, "default (mma.sync consumers)"
+    if tas.tensor_cores[mma].tcgen05:
+        return TCGEN05_STAGES, "default (tcgen05 consumers)"
     rows_blocks, _ = mma_blocks(tas.operand_layout(mma, 2))
     k = mma.lhs.type.shape[-1]
     wgmmas = rows_blocks * (k // k_steps(staging.b.elem_bytes, k)[0]) * -(-staging.columns // WGMMA_MAX_N)

@@ -1,0 +1,183 @@
+"""Matrix multiplies on ``tcgen05.mma`` (sm_100): ``lower/tensor_memory.py``,
+``codegen/emit_tcgen05.py``.
+
+Aligned GEMM K loops become TMA rings whose accumulator stays in tensor memory; a multiply
+outside loops stages its operands and multiplies once.  Every kernel runs in the emulator
+(tensor memory in flight until the commit's mbarrier phase, ``.aligned`` checks, CTAs in
+bursts) and must agree with the interpreter; planted faults must be caught."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from tileiras.emulate.ops.tcgen05 import InstructionDescriptor
+from tileiras.layout.tensor_core import tcgen05_accumulator, tcgen05_ld_layout, tmem_accumulator
+from tileiras.lower.mma_forms import TensorCoreMma
+
+
+@pytest.mark.parametrize("m, n", [(128, 32), (128, 256), (64, 64), (64, 16)])
+def test_accumulator_layout_is_what_tcgen05_ld_reads(m, n):
+    layout = tcgen05_accumulator(m, n)
+    if m == 128:
+        assert layout == tcgen05_ld_layout("32x32b", n, 0).compose(tmem_accumulator(128, n))
+    else:
+        assert layout == tcgen05_ld_layout("16x32bx2", n // 2, n // 2).compose(tmem_accumulator(64, n))
+
+
+@pytest.mark.parametrize("m, n", [(128, 64), (256, 32), (64, 64)])
+def test_eight_warps_split_the_columns(m, n):
+    layout = tcgen05_accumulator(m, n, 8)
+    assert layout.is_bijective()
+    four = tcgen05_accumulator(m, n // 2, 4)
+    for reg in range(four.size("reg")):
+        for lane in (0, 5, 17, 31):
+            for warp in range(4):
+                row, col = four.apply(reg=reg, lane=lane, warp=warp)
+                assert layout.apply(reg=reg, lane=lane, warp=warp) == (row, col)
+                assert layout.apply(reg=reg, lane=lane, warp=warp + 4) == (row, col + n // 2)
+
+
+@pytest.mark.parametrize("types, kind, a, b", [("f32.f16.f16.f32", "f16", "f16", "f16"),
+                                               ("f32.bf16.bf16.f32", "f16", "bf16", "bf16"),
+                                               ("f32.tf32.tf32.f32", "tf32", "tf32", "tf32"),
+                                               ("f32.e4m3.e5m2.f32", "f8f6f4", "e4m3", "e5m2")])
+def test_instruction_descriptor_decodes_as_the_emulator_reads_it(types, kind, a, b):
+    form = TensorCoreMma(types, 16, 16, False, tcgen05=True)
+    assert form.tcgen05_kind == kind
+    word = form.instruction_descriptor(128, 96, False, True)
+    desc = InstructionDescriptor(word, kind)
+    assert (desc.m, desc.n, desc.atype, desc.btype, desc.dtype) == (128, 96, a, b, "f32")
+    assert (desc.a_mn_major, desc.b_mn_major, desc.negate_a, desc.negate_b) == (False, True, False, False)
+
+
+# -- compiled kernels ---------------------------------------------------------------------------
+cuda_tile = pytest.importorskip("cuda.tile")
+
+from differential import (ALIGNED_EXTENT, EXTENT, Case, cached_export, compare, make_inputs,  # noqa: E402
+                          run_interpreter)
+from kernels import ALL_CASES  # noqa: E402
+from kernels.clusters import CLUSTER_GEMM  # noqa: E402
+
+from tileiras import diffcheck  # noqa: E402
+from tileiras.diffcheck import compile_with_host  # noqa: E402
+from tileiras.reader import read_bytecode  # noqa: E402
+
+CASES = {c.name: c for c in ALL_CASES}
+CASES[CLUSTER_GEMM.name] = CLUSTER_GEMM
+RING_KERNELS = ["gemm", "gemm_epilogue", "fp8_gemm", "tf32_gemm", "gemm_at", "gemm_bt", "fp8_gemm_bt",
+                "gemm_cluster"]
+
+#: those whose aligned K loop runs on tcgen05 (the others' reasons: ``tensor_memory``; the
+#: multiply's shape, a K loop that does more than load and multiply)
+TCGEN05_RINGS = {"gemm", "fp8_gemm", "gemm_at", "gemm_bt", "fp8_gemm_bt"}
+
+
+@pytest.fixture(scope="module")
+def cache() -> dict:
+    return {}
+
+
+def _case(cache, name: str, aligned: bool, seed: int = 3) -> Case:
+    case = CASES[name]
+    data = cached_export(cache, case, "sm_100", aligned)
+    arrays = make_inputs(case.params[0], np.random.default_rng(seed), ALIGNED_EXTENT if aligned else EXTENT)
+    return Case(data, read_bytecode(data).functions[0].name, arrays, (2, 2, 1))
+
+
+def _run(ptx: str, host, c: Case, burst: bool = True):
+    return diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), host_object=host, interleave=2 if burst else None,
+                             burst=burst)
+
+
+@pytest.mark.parametrize("aligned", [False, True], ids=["unaligned", "aligned"])
+@pytest.mark.parametrize("name", RING_KERNELS)
+def test_tcgen05_kernels_match_the_interpreter(name, aligned, cache):
+    c = _case(cache, name, aligned)
+    ptx, host = compile_with_host(read_bytecode(c.bytecode), "sm_100")
+    if aligned and name in TCGEN05_RINGS:       # the K loop's multiply on tcgen05, fed by a TMA ring
+        assert "tcgen05.mma.cta_group::1.kind::" in ptx and "cp.async.bulk.tensor" in ptx
+        assert ptx.count("tcgen05.alloc") == 1 and ptx.count("tcgen05.dealloc") == 1
+    problem = compare(run_interpreter(c), _run(ptx, host, c))
+    assert problem is None, problem
+
+
+def test_ring_keeps_the_accumulator_in_tensor_memory(cache):
+    """The aligned f16 GEMM's K loop issues MMAs only (no mma.sync, no tcgen05.ld inside),
+    committing each stage's release; the accumulator is read once, after the loop."""
+    c = _case(cache, "gemm", True)
+    ptx = compile_with_host(read_bytecode(c.bytecode), "sm_100")[0]
+    f16 = [line for line in ptx.splitlines() if "mma.sync" in line and ".f16.f16" in line]
+    assert f16 == []
+    assert ptx.count("tcgen05.ld.sync.aligned") == 1
+    assert "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64" in ptx
+
+
+def test_unaligned_k_loops_and_the_knob_keep_mma_sync(cache, monkeypatch):
+    """Where TMA cannot copy the loop's tiles the multiply stays on mma.sync (its cp.async
+    ring); TILEIRAS_TCGEN05=0 turns tcgen05 off everywhere."""
+    unaligned = compile_with_host(read_bytecode(_case(cache, "gemm", False).bytecode), "sm_100")[0]
+    assert "tcgen05" not in unaligned and "mma.sync" in unaligned
+    monkeypatch.setenv("TILEIRAS_TCGEN05", "0")
+    off = compile_with_host(read_bytecode(_case(cache, "gemm", True).bytecode), "sm_100")[0]
+    assert "tcgen05" not in off and "mma.sync" in off
+
+
+def test_reading_the_accumulator_before_the_commit_is_caught(cache):
+    """Without the commit that tracks the last MMAs the warps' wait would hang or read
+    unfinished cells: the emulator must not let it pass; with it, bursts agree."""
+    c = _case(cache, "gemm", True)
+    ptx, host = compile_with_host(read_bytecode(c.bytecode), "sm_100")
+    commits = [m.start() for m in re.finditer(r"tcgen05\.commit[^\n]*\n", ptx)]
+    last = commits[-1]
+    broken = ptx[:last] + ptx[ptx.index("\n", last) + 1:]
+    with pytest.raises(AssertionError, match="faulted in the emulator|deadlock|hang"):
+        _run(broken, host, c)
+
+
+def test_missing_stage_waits_before_inval_are_caught(cache, monkeypatch):
+    """The MMAs' commits release the stages asynchronously: invalidating the mbarriers
+    without waiting for the last releases is an error the emulator reports."""
+    from tileiras.codegen import emit_ring
+
+    c = _case(cache, "gemm", True)
+    monkeypatch.setattr(emit_ring, "_released", lambda em, plan: None)
+    ptx, host = compile_with_host(read_bytecode(c.bytecode), "sm_100")
+    with pytest.raises(AssertionError, match="mbarrier.inval on an mbarrier still in use"):
+        _run(ptx, host, c, burst=False)
+
+
+def test_missing_tensor_memory_fence_wait_is_caught(cache, monkeypatch):
+    """Without the wait for the MMAs' mbarrier phase the warps read cells the MMAs still
+    write: an error, not stale numbers."""
+    from tileiras.codegen import emit_tcgen05
+
+    c = _case(cache, "gemm", True)
+    monkeypatch.setattr(emit_tcgen05, "wait_phase", lambda em, barrier, parity: None)
+    ptx, host = compile_with_host(read_bytecode(c.bytecode), "sm_100")
+    with pytest.raises(AssertionError, match="faulted in the emulator"):
+        _run(ptx, host, c, burst=False)
+
+
+@pytest.mark.parametrize("case, tcgen05", [
+    ({"m": 64, "n": 256, "k": 64, "ab": "f8E5M2"}, False),     # 8-bit B K x N: no MN-major form
+    ({"m": 64, "n": 128, "k": 128}, True),
+    ({"m": 128, "n": 64, "k": 64, "nt": True}, True),          # B N x K, permuted in the loop
+])
+def test_k_loops_tcgen05_cannot_read_keep_the_mma_sync_ring(case, tcgen05):
+    """The tcgen05 decision foresees the ring: a loop whose operands no tcgen05 form reads
+    keeps the mma.sync ring (not an unpipelined tcgen05 multiply); the others take a
+    tcgen05 ring, and agree with the interpreter."""
+    from kernels.pipelined import gemm_loop
+    from tileiras.lower.tma_ring import RingPlan
+    from tileiras.pipeline import CompileOptions, run_stages
+    from tileiras.text.parser import parse_module
+
+    text = gemm_loop(**case)
+    module = parse_module(text, "k.mlir")
+    tas = run_stages(module, CompileOptions(gpu_name="sm_100"), "tileas", only_needed=True).tas[module.functions[0].name]
+    (plan,) = tas.pipelines.values()
+    assert isinstance(plan, RingPlan) and plan.tcgen05 == tcgen05 and plan.sync != tcgen05
+    problems = diffcheck.check_module(parse_module(text, "k.mlir"), "sm_100", grid=(2, 2, 1))
+    assert [r.problem for r in problems] == [None]

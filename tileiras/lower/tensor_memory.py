@@ -1,0 +1,120 @@
+"""Which matrix multiplies run on ``tcgen05.mma`` (sm_100 family), and their tensor memory.
+
+``tcgen05.mma`` is issued by one thread; it reads A and B from shared memory through
+matrix descriptors and accumulates into tensor memory (TMEM: 128 lanes x 512 columns of 32
+bits per SM), which the warps read back with ``tcgen05.ld``.  Two shapes of use:
+
+* a K loop whose body loads A and B and multiplies them into an accumulator it carries
+  unchanged (a GEMM's main loop) becomes a TMA ring (``tma_ring.plan_ring``): the
+  accumulator stays in tensor memory for the whole loop, each stage is released by the
+  MMAs' own commit, and the warps read the result once, after the loop
+  (``codegen.emit_tcgen05``);
+* a multiply anywhere else outside loops stores its operands to shared memory, its
+  accumulator to tensor memory, multiplies and reads it back.
+
+Multiplies inside other loops (a persistent GEMM's K loop too, for now) keep ``mma.sync`` (their accumulators are touched every
+iteration: flash attention's rescaling, a loop whose loads are not TMA's), as do those
+the accumulator's columns would not fit beside the others (``TMEM_COLUMNS``).
+
+Decided once here (``choose_tensor_cores`` asks ``tcgen05_reason``); ``allocate`` gives
+each tcgen05 multiply its columns (``TileAS.tmem_columns``), the kernel's allocation
+(``TileAS.tmem_alloc``, a power of two from 32) and the shared-memory slot where the
+allocation's address and the multiplies' mbarrier live (``TileAS.tmem_slot``).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..knobs import knobs
+from ..ir.core import Operation
+from ..tile import ops_control as CF
+from ..tile import ops_core as CO
+from ..tile import ops_memory as MEM
+from .cta_size import TCGEN05_ARCHS
+from ..target import smem_limit
+from .mma_forms import TMEM_COLUMNS, tcgen05_columns, tcgen05_ring_staging
+from .software_pipeline import columns_contiguous
+from .tma import enclosing_loop, tma_spec
+from .tma_ring import MAX_BOX
+
+#: bytes of the tensor-memory slot in shared memory: the multiplies' mbarrier (8), then
+#: the allocation's address that ``tcgen05.alloc`` writes (4), padded
+SLOT_BYTES = 16
+#: the fewest columns ``tcgen05.alloc`` takes
+MIN_ALLOC = 32
+
+
+def tcgen05_reason(tas, op: Operation, arch: int) -> Optional[str]:
+    """Why the multiply ``op`` (which has a ``tcgen05`` form) keeps ``mma.sync``, or None."""
+    if arch not in TCGEN05_ARCHS or not knobs.tcgen05:
+        return "not a tcgen05 target"
+    region = op.parent.parent if op.parent is not None else None
+    parent = region.parent if region is not None else None
+    if not isinstance(parent, Operation):       # the function's own body
+        return None
+    if not isinstance(parent, CF.ForOp):
+        return "inside control flow other than a K loop"
+    if enclosing_loop(parent) is not None:
+        return "a persistent K loop (inside another loop): not yet on tcgen05"
+    return _k_loop_reason(tas, parent, op, arch)
+
+
+def _k_loop_reason(tas, loop: CF.ForOp, mma: Operation, arch: int) -> Optional[str]:
+    """Why ``loop`` is not a K loop a tcgen05 ring takes: two loads that TMA can copy, B
+    perhaps transposed, multiplied into an accumulator carried straight through."""
+    block = loop.regions[0].blocks[0]
+    body = [op for op in block.ops if not isinstance(op, (CF.ContinueOp, MEM.JoinTokensOp))]
+    loads = {op.results[0]: op for op in body if isinstance(op, MEM.LoadViewTkoOp)}
+    permutes = [op for op in body if isinstance(op, CO.PermuteOp)]
+    if len(loads) != 2 or len(body) != 3 + len(permutes) or len(permutes) > 1:
+        return "the loop body does more than load two tiles and multiply them"
+    permute = permutes[0] if permutes else None
+    if permute is not None and (permute.result is not mma.rhs or permute.source not in loads):
+        return "the loop body does more than load two tiles and multiply them"
+    a, b = loads.get(mma.lhs), loads.get(permute.source if permute else mma.rhs)
+    if a is None or b is None or a is b:
+        return "the multiply's operands are not the two loaded tiles"
+    terminator = block.ops[-1]
+    carried = [k for k, v in enumerate(terminator.operands) if v is mma.result]
+    if len(carried) != 1 or mma.acc is not block.args[1 + carried[0]]:
+        return "the accumulator is not carried straight from one multiply to the next"
+    if len(tas.users(mma.acc)) != 1 or len(tas.users(mma.result)) != 1:
+        return "the accumulator has users besides the multiply"
+    gpu = f"sm_{arch}"
+    a_columns, b_columns = columns_contiguous(a), permute is None and columns_contiguous(b)
+    if (tma_spec(tas.aa, a, gpu, columns_ok=a_columns) is None
+            or tma_spec(tas.aa, b, gpu, columns_ok=b_columns) is None):
+        return "a loaded tile cannot be copied by TMA"
+    staging = tcgen05_ring_staging(mma, permute is not None or b_columns, a_k_major=not a_columns)
+    if staging is None:
+        return "no swizzled form TMA lands the operands in is one tcgen05 reads (8-bit and tf32 ones K-major only)"
+    if any(ld.results[0].type.shape[1 if columns else 0] > MAX_BOX
+           for ld, columns in ((a, a_columns), (b, b_columns))):
+        return "a loaded tile has more than 256 rows (one TMA box)"
+    if 2 * staging.nbytes > smem_limit(gpu):
+        return "two stages of the ring would not fit in shared memory"
+    return None
+
+
+def fits(tas, op: Operation) -> bool:
+    """Do ``op``'s accumulator columns fit beside the tcgen05 multiplies chosen so far?"""
+    taken = sum(tcgen05_columns(o) for o, form in tas.tensor_cores.items() if form.tcgen05)
+    return taken + tcgen05_columns(op) <= TMEM_COLUMNS
+
+
+def allocate(tas) -> None:
+    """Columns of each tcgen05 multiply (one after another), the allocation (a power of two
+    of at least ``MIN_ALLOC``) and the shared-memory slot after everything else."""
+    at = 0
+    for op, form in tas.tensor_cores.items():
+        if form.tcgen05:
+            tas.tmem_columns[op] = at
+            at += tcgen05_columns(op)
+    if not at:
+        return
+    alloc = MIN_ALLOC
+    while alloc < at:
+        alloc *= 2
+    tas.tmem_alloc = alloc
+    tas.tmem_slot = -(-max(tas.scratch_bytes, tas.tma_end) // 8) * 8
+    tas.tma_end = tas.tmem_slot + SLOT_BYTES
