@@ -67,11 +67,11 @@ from tileiras.reader import read_bytecode  # noqa: E402
 CASES = {c.name: c for c in ALL_CASES}
 CASES[CLUSTER_GEMM.name] = CLUSTER_GEMM
 RING_KERNELS = ["gemm", "gemm_epilogue", "fp8_gemm", "tf32_gemm", "gemm_at", "gemm_bt", "fp8_gemm_bt",
-                "gemm_cluster"]
+                "gemm_cluster", "persistent_gemm_f16", "persistent_gemm_bf16"]
 
 #: those whose aligned K loop runs on tcgen05 (the others' reasons: ``tensor_memory``; the
 #: multiply's shape, a K loop that does more than load and multiply)
-TCGEN05_RINGS = {"gemm", "fp8_gemm", "gemm_at", "gemm_bt", "fp8_gemm_bt"}
+TCGEN05_RINGS = {"gemm", "fp8_gemm", "gemm_at", "gemm_bt", "fp8_gemm_bt", "persistent_gemm_f16", "persistent_gemm_bf16"}
 
 
 @pytest.fixture(scope="module")
@@ -181,3 +181,31 @@ def test_k_loops_tcgen05_cannot_read_keep_the_mma_sync_ring(case, tcgen05):
     assert isinstance(plan, RingPlan) and plan.tcgen05 == tcgen05 and plan.sync != tcgen05
     problems = diffcheck.check_module(parse_module(text, "k.mlir"), "sm_100", grid=(2, 2, 1))
     assert [r.problem for r in problems] == [None]
+
+
+def test_persistent_ring_reconverges_the_warp_before_tensor_memory(cache):
+    """A persistent warp-specialized GEMM: thread 0 ends each tile in its TMA store's branch
+    while the rest of warp 0 starts the next tile; ``bar.warp.sync`` before the ``.aligned``
+    ``tcgen05.st``/``ld`` brings the warp together (the emulator waits there for every
+    live lane, as the GPU does).  Taken out, the emulator traps the store run by part of
+    the warp; in, the kernel agrees with the interpreter, its CTAs in bursts."""
+    c = _case(cache, "persistent_gemm_f16", True)
+    ptx, host = compile_with_host(read_bytecode(c.bytecode), "sm_100")
+    assert "setmaxnreg" in ptx and ptx.count("tcgen05.mma.cta_group::1") > 0
+    broken = ptx.replace("bar.warp.sync -1;", "")
+    assert broken != ptx
+    with pytest.raises(AssertionError, match="not all 32"):
+        _run(broken, host, c, burst=False)
+    assert compare(run_interpreter(c), _run(ptx, host, c)) is None
+
+
+def test_a_warp_outside_its_tensor_memory_quarter_is_caught(cache):
+    """Warp w of a warpgroup reaches tensor-memory lanes 32 (w % 4) on only: our addresses
+    carry that lane (``shl 21``).  With every warp's address at lane 0 the emulator traps
+    the first ``tcgen05.st``/``ld`` of warps 1-3."""
+    c = _case(cache, "gemm", True)
+    ptx, host = compile_with_host(read_bytecode(c.bytecode), "sm_100")
+    broken, n = re.subn(r"(shl\.b32\s+%r\d+, %r\d+, )21;", r"\g<1>0;", ptx)
+    assert n == 1
+    with pytest.raises(AssertionError, match="outside its quarter"):
+        _run(broken, host, c, burst=False)

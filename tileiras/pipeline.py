@@ -125,13 +125,16 @@ def _cluster_split(c: Compilation) -> None:
     """Each tile block of a kernel launched in clusters (``num_cta_in_cga`` > 1, sm_90+)
     divided among the cluster's CTAs, where it can be (``lower/cluster_split.py``)."""
     from .lower.cluster_split import split_cluster
+    from .lower.cta_size import TCGEN05_ARCHS
     from .lower.mma_forms import WGMMA_ARCHS, WGMMA_ROWS
     from .target import HINT_NUM_CTA_IN_CGA, hints_for_arch
 
+    # the fewest rows a CTA's multiply keeps: wgmma's 64, and tcgen05's smallest M
+    tensor_rows = c.options.arch in WGMMA_ARCHS or (c.options.arch in TCGEN05_ARCHS and knobs.tcgen05)
     for fn in c.module.functions:
         ctas = hints_for_arch(fn.hints, c.options.gpu_name).get(HINT_NUM_CTA_IN_CGA, 1)
         if fn.is_entry and ctas > 1:
-            c.cluster_splits[fn.name] = split_cluster(fn, ctas, WGMMA_ROWS if c.options.arch in WGMMA_ARCHS else 1)
+            c.cluster_splits[fn.name] = split_cluster(fn, ctas, WGMMA_ROWS if tensor_rows else 1)
 
 
 def _tileaa(c: Compilation) -> None:

@@ -12,7 +12,7 @@ bits per SM), which the warps read back with ``tcgen05.ld``.  Two shapes of use:
 * a multiply anywhere else outside loops stores its operands to shared memory, its
   accumulator to tensor memory, multiplies and reads it back.
 
-Multiplies inside other loops (a persistent GEMM's K loop too, for now) keep ``mma.sync`` (their accumulators are touched every
+Multiplies inside other loops keep ``mma.sync`` (their accumulators are touched every
 iteration: flash attention's rescaling, a loop whose loads are not TMA's), as do those
 the accumulator's columns would not fit beside the others (``TMEM_COLUMNS``).
 
@@ -34,7 +34,7 @@ from .cta_size import TCGEN05_ARCHS
 from ..target import smem_limit
 from .mma_forms import TMEM_COLUMNS, tcgen05_columns, tcgen05_ring_staging
 from .software_pipeline import columns_contiguous
-from .tma import enclosing_loop, tma_spec
+from .tma import tma_spec
 from .tma_ring import MAX_BOX
 
 #: bytes of the tensor-memory slot in shared memory: the multiplies' mbarrier (8), then
@@ -54,8 +54,6 @@ def tcgen05_reason(tas, op: Operation, arch: int) -> Optional[str]:
         return None
     if not isinstance(parent, CF.ForOp):
         return "inside control flow other than a K loop"
-    if enclosing_loop(parent) is not None:
-        return "a persistent K loop (inside another loop): not yet on tcgen05"
     return _k_loop_reason(tas, parent, op, arch)
 
 
@@ -82,8 +80,9 @@ def _k_loop_reason(tas, loop: CF.ForOp, mma: Operation, arch: int) -> Optional[s
         return "the accumulator has users besides the multiply"
     gpu = f"sm_{arch}"
     a_columns, b_columns = columns_contiguous(a), permute is None and columns_contiguous(b)
-    if (tma_spec(tas.aa, a, gpu, columns_ok=a_columns) is None
-            or tma_spec(tas.aa, b, gpu, columns_ok=b_columns) is None):
+    device = bool(knobs.device_tensor_maps)     # views the kernel makes: maps it builds
+    if (tma_spec(tas.aa, a, gpu, columns_ok=a_columns, device=device) is None
+            or tma_spec(tas.aa, b, gpu, columns_ok=b_columns, device=device) is None):
         return "a loaded tile cannot be copied by TMA"
     staging = tcgen05_ring_staging(mma, permute is not None or b_columns, a_k_major=not a_columns)
     if staging is None:

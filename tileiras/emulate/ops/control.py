@@ -73,8 +73,14 @@ def compile_trap(ctx, ins):
 @handles("bar", "barrier", control=True)
 def compile_bar(ctx, ins):
     mods = modifiers(ins.parts)
-    if "warp" in mods:                         # bar.warp.sync: the warp is already together
-        return lambda m, idx: m.pc.__setitem__(idx, m.pc[idx] + 1)
+    if "warp" in mods:                         # bar.warp.sync: the warp reconverges
+        full = bool(ins.operands) and getattr(ins.operands[0], "value", None) in (-1, 0xFFFFFFFF)
+
+        def warp_sync(m, idx):
+            m.pc[idx] += 1
+            if full:
+                m.warp_sync(np.arange(m.n)[idx] if isinstance(idx, slice) else idx)
+        return warp_sync
     if "cluster" in mods:
         return make_cluster_barrier(ctx, ins, mods)
     wait = not ({"arrive"} & mods)

@@ -176,6 +176,11 @@ def cells(m, idx, starts, taddr_r, lanes, cols):
     col = (base & 0xFFFF)[:, None] + cols[np.arange(idx.size) % 32]
     if lane.max() >= LANES or col.max() >= COLUMNS:
         raise KernelTrap("tcgen05", f"tensor memory access at lane {int(lane.max())}, column {int(col.max())}")
+    quarter = (m.linear_tid[idx] // 32 % 4)[:, None]
+    if np.any(lane // 32 != quarter):       # warp w reaches lanes 32 (w % 4) .. 32 (w % 4) + 31 only
+        t = int(np.flatnonzero(np.any(lane // 32 != quarter, axis=1))[0])
+        raise KernelTrap("tcgen05", f"warp {int(m.linear_tid[idx][t]) // 32} accesses tensor-memory lane "
+                         f"{int(lane[t].max())}, outside its quarter ({32 * int(quarter[t, 0])} on)")
     cta = np.broadcast_to(m.cta_of[idx][:, None], lane.shape)
     return cta, lane, col
 
@@ -381,7 +386,8 @@ def compile_commit(ctx, ins):
     arrival when the MMAs issued before it (by the CTA's threads) complete: when a thread
     next looks at the mbarrier (``asynchrony.queue_mbarrier``); their D cells stay in
     flight until that phase completes.  With ``.multicast::cluster``, the mbarrier at
-    the same offset in every CTA of the cluster that ``ctaMask`` names."""
+    the same offset in every CTA of the cluster that ``ctaMask`` names, each of whose
+    phases lands them as well (the arrivals all follow their completion)."""
     if "mbarrier::arrive::one" not in ins.parts:
         raise UnsupportedInstruction(".".join(ins.parts))
     multicast = "multicast::cluster" in ins.parts
@@ -405,7 +411,9 @@ def compile_commit(ctx, ins):
             for target in targets:
                 def track(m, phase, target=target, cta=cta):
                     m.asynchrony.attach("tcgen05.mma", -1, target, phase, cta=cta)
-                arrive_later(m, target, where, clock, before=track if target == off else None)
+                # every target's arrival comes after the MMAs complete: each phase it
+                # completes lands them (a remote CTA may refill the stage they read)
+                arrive_later(m, target, where, clock, before=track)
     return run
 
 
