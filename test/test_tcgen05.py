@@ -209,3 +209,20 @@ def test_a_warp_outside_its_tensor_memory_quarter_is_caught(cache):
     assert n == 1
     with pytest.raises(AssertionError, match="outside its quarter"):
         _run(broken, host, c, burst=False)
+
+
+@pytest.mark.parametrize("arch, instruction, shape", [
+    ("sm_100", "Tensor-core SM100", "[64, 32, 16]"), ("sm_90", "Tensor-core SM90", "[64, 32, 16]")])
+def test_remark_names_the_instruction_of_the_split_block(arch, instruction, shape, cache, tmp_path, capsys):
+    """NVIDIA's remark for a 64x64 GEMM in a cluster of two: each CTA's instruction is M64
+    N32 (``NumCTAs = 1`` on sm_100: cta_group::1).  The remarks run the passes on the
+    program as read: on the compiled module (already split) they split it again (N16)."""
+    from tileiras import driver
+
+    path = tmp_path / "k.tileir"
+    path.write_bytes(cached_export(cache, CLUSTER_GEMM, arch, True))
+    assert driver.main([str(path), f"--gpu-name={arch}", "-o", str(tmp_path / "k.cubin"),
+                        "--remarks=tensorcore"]) == 0
+    out = capsys.readouterr().out
+    assert f"Instruction = {instruction}" in out and f"Shape = {shape}" in out
+    assert ("NumCTAs = 1" in out) == (arch == "sm_100")

@@ -11,6 +11,8 @@ it as bytecode (optionally at another version), without needing ``--gpu-name``.
 """
 from __future__ import annotations
 
+import copy
+
 import os
 import sys
 from enum import Enum
@@ -274,6 +276,9 @@ def compile_file(options: DriverOptions) -> int:
 
         tilelib.link(module, options.libraries, options.preview)
     stage = options.emit.value if options.emit else "cubin"
+    # the passes rewrite what they compile (cluster-split divides a block's tiles): the
+    # remarks run the passes again, on the program as read
+    as_read = copy.deepcopy(module) if options.remarks else None
     result = compile_module(module, CompileOptions(
         gpu_name=options.gpu_name, opt_level=options.opt_level, lineinfo=options.lineinfo,
         device_debug=options.device_debug, host_arch=options.host_arch, host_os=options.host_os,
@@ -282,7 +287,7 @@ def compile_file(options: DriverOptions) -> int:
     default = DEFAULT_OUTPUT if options.emit in (None, Emit.CUBIN) else "-"
     cli.write_output(options.output_file or default, output, EXIT_BAD_OPTION)
     if options.remarks:
-        emit_remarks(module, options)
+        emit_remarks(as_read, options)
     return 0
 
 

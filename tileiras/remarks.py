@@ -195,10 +195,13 @@ def _op_remarks(fn: Function, op: Operation, tas=None, gpu_name: Optional[str] =
                          f"Could not narrow tensor_view indexing to i32: index computations may require {bits} bits",
                          name, op.loc)
     elif isinstance(op, (AR.MmaFOp, AR.MmaIOp)) and tas is not None and op in tas.tensor_cores:
+        form = tas.tensor_cores[op]
+        unit = "SM100" if form.tcgen05 else "SM90" if form.warpgroup else "SM80"
+        notes = [("Instruction", f"Tensor-core {unit}"), ("Shape", str(list(_instruction_shape(tas, op))))]
+        if form.tcgen05:        # cta_group::1: one CTA's tensor core per MMA
+            notes.append(("NumCTAs", "1"))
         yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkTensorCoreMMA",
-                     "MMA operation successfully optimized to use Tensor Cores", fn.name, op.loc,
-                     [("Instruction", "Tensor-core SM90" if tas.tensor_cores[op].warpgroup else "Tensor-core SM80"),
-                      ("Shape", str(list(_instruction_shape(tas, op))))])
+                     "MMA operation successfully optimized to use Tensor Cores", fn.name, op.loc, notes)
     elif isinstance(op, (AR.MmaFOp, AR.MmaIOp)):
         yield Remark(Kind.MISSED, Category.TENSORCORE, "RemarkTensorCoreNotUsed",
                      "Matrix multiply lowered to fused multiply-adds on CUDA cores: tensor cores are not used yet",
@@ -327,11 +330,14 @@ def _tma_box(tas, op: Operation) -> Optional[tuple[int, ...]]:
 
 
 def _instruction_shape(tas, op: Operation) -> tuple[int, int, int]:
-    """(M, N, K) of one tensor-core instruction of ``op``: a ``wgmma`` m64nNk covering up
-    to 256 of the tile's columns, or the ``mma.sync`` form's m{m}n8k{k}."""
-    from .lower.mma_forms import WGMMA_MAX_N  # noqa: PLC0415
+    """(M, N, K) of one tensor-core instruction of ``op``: a ``tcgen05.mma`` of the tile's
+    rows (64 or 128) and columns, a ``wgmma`` m64nNk covering up to 256 of the tile's
+    columns, or the ``mma.sync`` form's m{m}n8k{k}."""
+    from .lower.mma_forms import WGMMA_MAX_N, tcgen05_rows  # noqa: PLC0415
 
     form = tas.tensor_cores[op]
+    if form.tcgen05:
+        return tcgen05_rows(op), op.result.type.shape[-1], form.k
     if form.warpgroup:
         return 64, min(op.result.type.shape[-1], WGMMA_MAX_N), form.k
     return form.m, 8, form.k
