@@ -226,3 +226,23 @@ def test_remark_names_the_instruction_of_the_split_block(arch, instruction, shap
     out = capsys.readouterr().out
     assert f"Instruction = {instruction}" in out and f"Shape = {shape}" in out
     assert ("NumCTAs = 1" in out) == (arch == "sm_100")
+
+
+def test_only_the_mma_warp_waits_for_the_stages(cache):
+    """In a tcgen05 ring only warp 0 waits on each stage's "full" mbarrier (its thread 0
+    issues the MMAs), as NVIDIA's MMA warp does: the other warps neither spin on the
+    stages nor run the loop's multiply.  So the CTA's mbarrier waits are a handful per K
+    iteration, not one per thread (256 threads here)."""
+    from tileiras.emulate import launch
+
+    c = _case(cache, "gemm", True)
+    ptx, host = compile_with_host(read_bytecode(c.bytecode), "sm_100")
+    result = launch(ptx, c.entry, c.grid, c.args(c.arrays), host_object=host)
+    counts = result.instruction_counts
+    waits = sum(n for name, n in counts.items() if name.startswith("mbarrier.try_wait"))
+    mmas = sum(n for name, n in counts.items() if name.startswith("tcgen05.mma"))
+    ctas = c.grid[0] * c.grid[1] * c.grid[2]
+    assert mmas > 0
+    # per CTA: warp 0's waits on the stages and the refills' (at least one try each) plus
+    # every thread's single wait for the accumulator, far below every thread waiting per trip
+    assert waits < ctas * 256 + 64 * mmas       # every thread each trip: > ctas * 256 + 128 * mmas

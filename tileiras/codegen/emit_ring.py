@@ -342,12 +342,13 @@ def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
     iv = em.values[plan.loop.regions[0].blocks[0].args[0]].scalar
     i = iteration_number(em, plan)
     j = b.add(_first_use(em, plan), i) if plan.persistent else i      # the ring's use
+    if plan.tcgen05:
+        _tcgen05_iteration(em, op, plan, iv, j, ub, step)
+        return
     stage, parity = _use(b, plan, j)
     wait_phase(em, _stage_barrier(em, plan, stage), parity)
     form = em.tas.tensor_cores[op]
-    if plan.tcgen05:                # the MMAs' commit releases the stage
-        emit_tcgen05.ring_step(em, op, plan, stage, _stage_barrier(em, plan, stage, empty=True))
-    elif plan.sync:
+    if plan.sync:
         _sync_multiply(em, op, plan, stage)
     else:
         warpgroup_multiply(em, op, form, plan.staging, None, em.tile(op, 2),
@@ -355,9 +356,7 @@ def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
     if _completes_in_loop(plan):
         complete_last(em, op, plan)
     ahead = b.add(j, ir.Constant(I32, plan.stages - 1))
-    if plan.tcgen05:
-        pass
-    elif plan.in_flight:            # iteration i-1's group has retired (none before i = 0)
+    if plan.in_flight:              # iteration i-1's group has retired (none before i = 0)
         with b.if_then(b.icmp_unsigned("!=", i, ir.Constant(I32, 0))):
             _release(em, plan, _use(b, plan, ahead)[0])
     else:
@@ -367,6 +366,25 @@ def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
     ahead_iv = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
     with b.if_then(b.and_(_elected_warp(em, plan), below(em, plan, ahead_iv, ub))):
         _refill(em, plan, ahead_iv, ahead)
+
+
+def _tcgen05_iteration(em: KernelEmitter, op: Operation, plan: RingPlan, iv: ir.Value, j: ir.Value,
+                       ub: ir.Value, step: ir.Value) -> None:
+    """Iteration ``j`` of a tcgen05 ring: only warp 0 takes part, as NVIDIA's MMA warp does.
+    It waits for the stage, its thread 0 issues the MMAs and commits the stage's release
+    to its "empty" mbarrier, and (unspecialized) the warp refills stage (j + S-1) % S.  The
+    other warps have nothing to do until the drain reads the accumulator: they neither
+    spin on the stage's mbarrier nor touch the accumulator's registers."""
+    b = em.b
+    stage, parity = _use(b, plan, j)
+    with b.if_then(b.icmp_unsigned("<", em.tid, ir.Constant(I32, 32))):
+        wait_phase(em, _stage_barrier(em, plan, stage), parity)
+        emit_tcgen05.ring_step(em, op, plan, stage, _stage_barrier(em, plan, stage, empty=True))
+        if not plan.specialized:
+            ahead_iv = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
+            with b.if_then(below(em, plan, ahead_iv, ub)):
+                _refill(em, plan, ahead_iv, b.add(j, ir.Constant(I32, plan.stages - 1)))
+    em.put(op.result, em.tile(op, 2))
 
 
 def _sync_multiply(em: KernelEmitter, op: Operation, plan: RingPlan, stage: ir.Value) -> None:

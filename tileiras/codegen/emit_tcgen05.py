@@ -246,13 +246,12 @@ def ring_start(em: KernelEmitter, op: Operation, acc: TileVal, plan_outer: bool 
 
 
 def ring_step(em: KernelEmitter, op: Operation, plan, stage: ir.Value, empty: ir.Value) -> None:
-    """One iteration: thread 0 multiplies from ``stage`` and commits to its "empty"
-    mbarrier (every CTA's where a box is multicast), which releases the stage once the
-    MMAs are done with it.  The accumulator's registers pass through untouched."""
+    """One iteration (warp 0, ``emit_ring``): thread 0 multiplies from ``stage`` and commits
+    to its "empty" mbarrier (every CTA's where a box is multicast), which releases the
+    stage once the MMAs are done with it."""
     b = em.b
     offset = b.mul(stage, ir.Constant(I32, plan.stage_bytes))
     _issue(em, op, em.tas.tensor_cores[op], plan.staging, offset, empty, plan.multicast)
-    em.put(op.result, em.tile(op, 2))
 
 
 def ring_result(em: KernelEmitter, plan) -> None:
