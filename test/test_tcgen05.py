@@ -246,3 +246,29 @@ def test_only_the_mma_warp_waits_for_the_stages(cache):
     # per CTA: warp 0's waits on the stages and the refills' (at least one try each) plus
     # every thread's single wait for the accumulator, far below every thread waiting per trip
     assert waits < ctas * 256 + 64 * mmas       # every thread each trip: > ctas * 256 + 128 * mmas
+
+
+@pytest.mark.parametrize("case", [
+    {"m": 128, "n": 256, "k": 64},                                  # 256 tensor-memory columns
+    {"m": 256, "n": 64, "k": 64},                                   # two 128-row blocks
+    {"m": 64, "n": 256, "k": 64},                                   # M = 64 (16x32bx2), widest N
+    {"m": 128, "n": 16, "k": 64},                                   # 8 columns a warpgroup
+    {"m": 64, "n": 64, "k": 64, "acol": True},                      # A M-major (MN-major descriptor)
+    {"m": 128, "n": 64, "k": 128, "ab": "f8E4M3FN", "bcol": True},  # kind::f8f6f4, B K-major
+], ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+def test_tcgen05_ring_shapes_match_the_interpreter(case):
+    """The accumulator layouts (blocks of rows, warpgroups over the columns, M = 64's
+    split lanes), the operands' major-ness and the kinds, each a tcgen05 ring, against
+    the interpreter with K tails, CTAs in bursts."""
+    from kernels.pipelined import gemm_loop
+    from tileiras.lower.tma_ring import RingPlan
+    from tileiras.pipeline import CompileOptions, run_stages
+    from tileiras.text.parser import parse_module
+
+    text = gemm_loop(**case)
+    module = parse_module(text, "k.mlir")
+    tas = run_stages(module, CompileOptions(gpu_name="sm_100"), "tileas", only_needed=True).tas[module.functions[0].name]
+    (plan,) = tas.pipelines.values()
+    assert isinstance(plan, RingPlan) and plan.tcgen05
+    reports = diffcheck.check_module(parse_module(text, "k.mlir"), "sm_100", grid=(2, 2, 1), interleave=1, burst=True)
+    assert [r.problem for r in reports] == [None]
