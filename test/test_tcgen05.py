@@ -272,3 +272,21 @@ def test_tcgen05_ring_shapes_match_the_interpreter(case):
     assert isinstance(plan, RingPlan) and plan.tcgen05
     reports = diffcheck.check_module(parse_module(text, "k.mlir"), "sm_100", grid=(2, 2, 1), interleave=1, burst=True)
     assert [r.problem for r in reports] == [None]
+
+
+def test_tensor_memory_decisions_are_printed_and_parsed(cache):
+    """``--emit=tileas`` shows the allocation and its shared slot in the header and each
+    tcgen05 multiply's first column; the parser reads them back."""
+    from tileiras.lower.tileas_format import format_tileas
+    from tileiras.lower.tileas_parse import parse_tileas
+    from tileiras.pipeline import CompileOptions, run_stages
+
+    c = run_stages(read_bytecode(_case(cache, "gemm", True).bytecode), CompileOptions(gpu_name="sm_100"), "tileas")
+    fn = c.module.functions[0]
+    tas = c.tas[fn.name]
+    text = format_tileas(tas)
+    assert f" tmem={tas.tmem_alloc}@{tas.tmem_slot} " in text.splitlines()[0] and tas.tmem_alloc == 64
+    assert "tcgen05 = true" in text and "tmem = 0" in text
+    back = parse_tileas(text, c.aa[fn.name])
+    assert (back.tmem_alloc, back.tmem_slot) == (tas.tmem_alloc, tas.tmem_slot)
+    assert list(back.tmem_columns.values()) == [0] and format_tileas(back) == text

@@ -195,7 +195,9 @@ def test_mma_forms_exist_on_the_arch(ring):
     fails(tas, 90, r"block-scaled forms need sm_120")
     tas.tensor_cores[mma] = form
     del tas.wgmma_staging[mma]
-    fails(tas, 90, at + r"a wgmma without a shared-memory staging")
+    fails(tas, 90, at + r"a wgmma or tcgen05 multiply without a shared-memory staging")
+    tas.tensor_cores[mma] = _with(form, warpgroup=False, tcgen05=True)
+    fails(tas, 90, at + r"\S+: no tcgen05 form on sm_90")
 
 
 def test_mma_forms_fit_the_shape(tileir_store: TileIRStore):

@@ -2,7 +2,7 @@
 
 Every decision a TileAS pass records is in the text, once, where it applies::
 
-    tileas.func @gemm warps=4 smem=41984B align=1024 tma_end=0 {
+    tileas.func @gemm warps=4 smem=41984B align=1024 tma_end=0 {   (tmem=COLUMNS@SLOT: tcgen05's)
       #L1 = #linear<[64x64] reg=[...] lane=[...] warp=[...]>        layouts, numbered
       #map0 = #tileas.tensor_map<...>                               hidden tensor maps, in order
       #dmap0 = #tileas.tensor_map<...>                              maps the kernel builds, in order
@@ -65,7 +65,7 @@ ENUMS: dict[str, type[Enum]] = {"Swizzle": Swizzle}
 OP_TABLES = (("mma", "tensor_cores"), ("wgmma_staging", "wgmma_staging"), ("access", "access_allowed"),
              ("vector", "vectors"), ("tma", "tma"), ("pipeline", "pipelines"), ("picks", "picks"),
              ("pick_source", "pick_sources"), ("forward", "forwarded"), ("forward_refused", "forward_refused"),
-             ("emit", "emission"))
+             ("tmem", "tmem_columns"), ("emit", "emission"))
 CONVERT = "tileas.convert_layout"
 
 
@@ -158,7 +158,8 @@ def format_tileas(tas: TileAS) -> str:
               if op in p.labelled else text) for op, text in body]
     header = (f"tileas.func @{fn.name} warps={tas.num_warps}" + (f"+{tas.extra_warps}" if tas.extra_warps else "")
               + (f" cluster_split={tas.cluster_split}" if tas.cluster_split else "")
-              + f" smem={tas.smem_bytes}B align={tas.smem_align} tma_end={tas.tma_end} {{")
+              + f" smem={tas.smem_bytes}B align={tas.smem_align} tma_end={tas.tma_end}"
+              + (f" tmem={tas.tmem_alloc}@{tas.tmem_slot}" if tas.tmem_alloc else "") + " {")
     layouts = [f"  {name} = {format_layout(layout)}" for layout, name in p.aliases.items()]
     return "\n".join([header, *layouts, *head, *lines, "}"]) + "\n"
 

@@ -28,7 +28,7 @@ from .tileas import TileAS
 from .tileas_format import CONVERT, ENUMS, OP_TABLES, RECORDS
 
 HEADER = re.compile(r"tileas\.func @(\S+) warps=(\d+)(?:\+(\d+))?(?: cluster_split=(\d+))? smem=(\d+)B align=(\d+) "
-                    r"tma_end=(\d+) \{$")
+                    r"tma_end=(\d+)(?: tmem=(\d+)@(\d+))? \{$")
 LAYOUT = re.compile(r"#linear<\[([0-9x]*|scalar)\]((?: \w+=\[[^\]]*\])*) ?>$")
 BASES = re.compile(r"(\w+)=\[([^\]]*)\]")
 NAME = re.compile(r"%[\w#.$-]+")
@@ -208,7 +208,8 @@ class Parser:
         if m.group(1) != fn.name:
             raise TileASParseError(cur.line, 14, f"function @{m.group(1)} is not @{fn.name}")
         tas = self.tas = TileAS(self.aa, int(m.group(2)), int(m.group(3) or 0), cluster_split=int(m.group(4) or 0),
-                                smem_bytes=int(m.group(5)), smem_align=int(m.group(6)), tma_end=int(m.group(7)))
+                                smem_bytes=int(m.group(5)), smem_align=int(m.group(6)), tma_end=int(m.group(7)),
+                                tmem_alloc=int(m.group(8) or 0), tmem_slot=int(m.group(9) or 0))
         self.declarations()
         self.block(fn.entry_block)
         self.expect_close()

@@ -33,6 +33,7 @@ from ..ir.core import Operation, Value
 from ..layout.core import LANE, WARP, LinearLayout
 from ..tile import ops_memory as MEM
 from .chunks import chunk_layout_of
+from .cta_size import TCGEN05_ARCHS
 from .mma_forms import BLOCK_SCALED_ARCHS, MMA_SYNC_FORMATS, WARPGROUP, WGMMA_ARCHS
 from .shared_buffers import Buffer, shared_buffers
 from .software_pipeline import PipelinePlan
@@ -214,8 +215,10 @@ class Verifier:
             problem = self.mma_problem(op, form)
             if problem:
                 raise self.fail(op, f"{form.opcode}: {problem}")
-            if complete and form.warpgroup and op not in self.tas.wgmma_staging:
-                raise self.fail(op, "a wgmma without a shared-memory staging")
+            if complete and (form.warpgroup or form.tcgen05) and op not in self.tas.wgmma_staging:
+                raise self.fail(op, "a wgmma or tcgen05 multiply without a shared-memory staging")
+            if complete and form.tcgen05 and self.tas.tmem_alloc and op not in self.tas.tmem_columns:
+                raise self.fail(op, "a tcgen05 multiply without tensor-memory columns")
 
     def mma_problem(self, op: Operation, form) -> str:
         """Why ``form`` cannot run ``op`` on this architecture ("" if it can)."""
@@ -230,6 +233,10 @@ class Verifier:
             return f"block-scaled forms need sm_{BLOCK_SCALED_ARCHS[0]}"
         if form.warpgroup and (arch not in WGMMA_ARCHS or form.kind or form.bits == 64):
             return f"no wgmma form on sm_{arch}"
+        if form.tcgen05 and (arch not in TCGEN05_ARCHS or form.kind or form.bits == 64 or form.integer):
+            return f"no tcgen05 form on sm_{arch}"
+        if form.tcgen05 and (m % 64 or self.tas.num_warps not in (WARPGROUP, 2 * WARPGROUP)):
+            return f"tcgen05 needs 64 or 128-row blocks read by 4 or 8 warps (M={m}, {self.tas.num_warps} warps)"
         if form.warpgroup and (m % 64 or self.tas.num_warps % WARPGROUP):
             return f"wgmma needs 64-row blocks over whole warpgroups (M={m}, {self.tas.num_warps} warps)"
         if m % 16 or n % 8 or k % form.k:
