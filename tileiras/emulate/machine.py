@@ -44,7 +44,6 @@ RUNNING, WAITING, EXITED = 0, 1, 2
 NO_PC = np.iinfo(np.int64).max
 CLUSTER_BARRIER = 16             # wait_bar value of barrier.cluster.wait
 MBARRIER_WAIT = 17               # wait_bar value of a suspended mbarrier.try_wait
-WARP_SYNC = 18                   # wait_bar value of bar.warp.sync
 WARPGROUP_WAIT = 18              # wait_bar value of a warp held at a warpgroup-wide instruction
 WARP_WAIT = 19                   # wait_bar value of a thread held at a warp-wide one (``gather_warps``)
 FRUITLESS_TIMEOUTS = 100         # try_wait timeouts in a row without progress: a deadlock
@@ -495,22 +494,3 @@ class Batch:
         if self.weak is not None:       # exiting publishes the CTA's stores
             self.weak.publish()
         self.release_barriers()
-        if np.any(self.wait_bar[self.status == WAITING] == WARP_SYNC):
-            self._release_warp_syncs(np.unique(self.warp_base[idx]))
-
-    def warp_sync(self, idx: np.ndarray) -> None:
-        """``bar.warp.sync`` (every lane): threads ``idx`` wait until each thread of their
-        warp that has not exited has reached one.  That is the warp's reconvergence point,
-        which the lowest-PC-first scheduler does not give where a warp's paths join at a
-        lower PC (the next trip of a loop, one thread still in the branch that ends the
-        trip): there ``.aligned`` instructions after it see the whole warp, as on the GPU."""
-        self.status[idx] = WAITING
-        self.wait_bar[idx] = WARP_SYNC
-        self._release_warp_syncs(np.unique(self.warp_base[idx]))
-
-    def _release_warp_syncs(self, warps: np.ndarray) -> None:
-        for w in warps.tolist():
-            members = np.flatnonzero((self.warp_base == w) & (self.status != EXITED))
-            if members.size and np.all((self.status[members] == WAITING) & (self.wait_bar[members] == WARP_SYNC)):
-                self.status[members] = RUNNING
-                self.progress += 1

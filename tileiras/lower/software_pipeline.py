@@ -444,12 +444,13 @@ def _lands_whole(to_offset: LinearLayout, chunk: int) -> bool:
     return all(base[0] & (chunk - 1) == 0 for base in others)
 
 
-def k_loop(tas, loop: CF.ForOp, scales_ok: bool = False
+def k_loop(tas, loop: CF.ForOp, scales_ok: bool = False, laid_out: bool = True
            ) -> Union[str, tuple[Operation, Operation, Operation, Optional[CO.PermuteOp]]]:
     """(multiply, A's load, B's load, B's transpose or None) of a loop whose body loads two
     tiles and multiplies them on tensor cores into fragments it carries, or why not; with
     ``scales_ok`` the multiply may be block-scaled, its two scale tiles loaded in the loop
-    too (``scale_loads``)."""
+    too (``scale_loads``).  Without ``laid_out`` (before TileAS has chosen the forms and
+    layouts: ``tensor_memory``) only the body's shape is checked."""
     body = _body(loop)
     mmas = [op for op in body if isinstance(op, (AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp))]
     loads = [op for op in body if isinstance(op, MEM.LoadViewTkoOp)]
@@ -464,9 +465,9 @@ def k_loop(tas, loop: CF.ForOp, scales_ok: bool = False
         return "the multiply's block scales are not tiles the loop loads"
     if mma.result.type.rank != 2:
         return "the multiply is batched"
-    if tas.tensor_cores.get(mma) is None:
+    if laid_out and tas.tensor_cores.get(mma) is None:
         return "the multiply does not run on tensor cores"
-    if tas.operand_layout(mma, 2) != tas.mma_layouts.get(tuple(mma.result.type.shape)):
+    if laid_out and tas.operand_layout(mma, 2) != tas.mma_layouts.get(tuple(mma.result.type.shape)):
         return "the accumulator is not held as tensor-core fragments"
     by_result = {ld.results[0]: ld for ld in loads}
     a, b = by_result.get(mma.lhs), by_result.get(permute.source if permute else mma.rhs)

@@ -28,12 +28,10 @@ from typing import Optional
 from ..knobs import knobs
 from ..ir.core import Operation
 from ..tile import ops_control as CF
-from ..tile import ops_core as CO
-from ..tile import ops_memory as MEM
 from .cta_size import TCGEN05_ARCHS
 from ..target import smem_limit
 from .mma_forms import TMEM_COLUMNS, tcgen05_columns, tcgen05_ring_staging
-from .software_pipeline import columns_contiguous
+from .software_pipeline import columns_contiguous, k_loop, wgmma_in_flight
 from .tma import tma_spec
 from .tma_ring import MAX_BOX
 
@@ -60,24 +58,13 @@ def tcgen05_reason(tas, op: Operation, arch: int) -> Optional[str]:
 def _k_loop_reason(tas, loop: CF.ForOp, mma: Operation, arch: int) -> Optional[str]:
     """Why ``loop`` is not a K loop a tcgen05 ring takes: two loads that TMA can copy, B
     perhaps transposed, multiplied into an accumulator carried straight through."""
-    block = loop.regions[0].blocks[0]
-    body = [op for op in block.ops if not isinstance(op, (CF.ContinueOp, MEM.JoinTokensOp))]
-    loads = {op.results[0]: op for op in body if isinstance(op, MEM.LoadViewTkoOp)}
-    permutes = [op for op in body if isinstance(op, CO.PermuteOp)]
-    if len(loads) != 2 or len(body) != 3 + len(permutes) or len(permutes) > 1:
-        return "the loop body does more than load two tiles and multiply them"
-    permute = permutes[0] if permutes else None
-    if permute is not None and (permute.result is not mma.rhs or permute.source not in loads):
-        return "the loop body does more than load two tiles and multiply them"
-    a, b = loads.get(mma.lhs), loads.get(permute.source if permute else mma.rhs)
-    if a is None or b is None or a is b:
-        return "the multiply's operands are not the two loaded tiles"
-    terminator = block.ops[-1]
-    carried = [k for k, v in enumerate(terminator.operands) if v is mma.result]
-    if len(carried) != 1 or mma.acc is not block.args[1 + carried[0]]:
-        return "the accumulator is not carried straight from one multiply to the next"
-    if len(tas.users(mma.acc)) != 1 or len(tas.users(mma.result)) != 1:
-        return "the accumulator has users besides the multiply"
+    shape = k_loop(tas, loop, laid_out=False)
+    if isinstance(shape, str):
+        return shape
+    _, a, b, permute = shape
+    serial = wgmma_in_flight(tas, loop, mma)[1]      # the accumulator carried straight through
+    if serial:
+        return serial
     gpu = f"sm_{arch}"
     a_columns, b_columns = columns_contiguous(a), permute is None and columns_contiguous(b)
     device = bool(knobs.device_tensor_maps)     # views the kernel makes: maps it builds

@@ -8,7 +8,7 @@ from ..operands import reader
 from ..parser import ArgList, Sym
 from ..program import guard_mask
 from ..ptxtypes import ptx_type
-from ..registry import UnsupportedInstruction, handles, modifiers
+from ..registry import UnsupportedInstruction, gathered, handles, modifiers
 from .memory import read_memory
 from .printf import format_printf, read_c_string
 
@@ -73,14 +73,12 @@ def compile_trap(ctx, ins):
 @handles("bar", "barrier", control=True)
 def compile_bar(ctx, ins):
     mods = modifiers(ins.parts)
-    if "warp" in mods:                         # bar.warp.sync: the warp reconverges
-        full = bool(ins.operands) and getattr(ins.operands[0], "value", None) in (-1, 0xFFFFFFFF)
-
-        def warp_sync(m, idx):
-            m.pc[idx] += 1
-            if full:
-                m.warp_sync(np.arange(m.n)[idx] if isinstance(idx, slice) else idx)
-        return warp_sync
+    if "warp" in mods:
+        # bar.warp.sync -1: the warp reconverges there (``Batch.gather_warps``: the lowest-PC-
+        # first scheduler does not where its paths join at a lower PC, a loop's next trip)
+        if bool(ins.operands) and getattr(ins.operands[0], "value", None) in (-1, 0xFFFFFFFF):
+            return gathered(lambda m, idx: None, lambda m, idx: m.gather_warps(idx))
+        return lambda m, idx: m.pc.__setitem__(idx, m.pc[idx] + 1)
     if "cluster" in mods:
         return make_cluster_barrier(ctx, ins, mods)
     wait = not ({"arrive"} & mods)
