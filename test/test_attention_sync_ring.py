@@ -35,6 +35,13 @@ from test_attention_tma import doubled_q, ring_problem
 from test_software_pipeline import plan_of, ptx_of
 
 
+@pytest.fixture(autouse=True)
+def _mma_sync_on_sm100(monkeypatch):
+    """These tests are about rings that mma.sync reads; on sm_100 flash attention runs on
+    tcgen05 by default (test_tcgen05_attention.py), so that is turned off here."""
+    monkeypatch.setenv("TILEIRAS_TCGEN05", "0")
+
+
 def problems(text: str, arch: str, grid=(2, 1, 1), extent: int = 192) -> list:
     module = parse_module(text, "k.mlir")
     return [r.problem for r in diffcheck.check_module(module, arch, grid=grid, extent=extent)]

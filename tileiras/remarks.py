@@ -143,6 +143,8 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
                      [("Stages", str(decision.stages)), ("StagesFrom", decision.source),
                       *([("Copies", "TMA ring into ldmatrix's swizzled operands"),
                          ("Operands", "mma.sync fragments read from the stage with ldmatrix")] if decision.sync else
+                        [("Copies", "TMA ring into tcgen05.mma's swizzled operands"),
+                         ("Accumulator", "tensor memory, read back once after the loop")] if decision.tcgen05 else
                         [("Copies", "TMA ring into wgmma's swizzled operands"),
                          ("WgmmaInFlight", str(decision.in_flight) + (f" ({decision.serial_reason})"
                                                                        if decision.serial_reason else ""))]),
@@ -154,7 +156,8 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
         yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkSoftwarePipelined",
                      f"K/V loop software-pipelined with {decision.stages} stages", fn.name, op.loc,
                      [("Stages", str(decision.stages)), ("StagesFrom", decision.source),
-                      ("Copies", "TMA ring into " + ("ldmatrix's" if decision.sync else "wgmma's")
+                      ("Copies", "TMA ring into " + ("ldmatrix's" if decision.sync else "tcgen05.mma's"
+                                                      if tas.tensor_cores[decision.mma].tcgen05 else "wgmma's")
                        + " swizzled operands (K/V)")])
     elif isinstance(decision, AttentionPlan):
         yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkSoftwarePipelined",

@@ -96,6 +96,30 @@ def gemm_at(at, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
     ct.store(c, index=(pid_m, pid_n), tile=ct.astype(acc, c.dtype))
 
 
+@ct.kernel
+def flash_attn(q, k, v, o, BM: ConstInt, BN: ConstInt, D: ConstInt):
+    """TileGym-style flash attention (``o = softmax(q k^T / sqrt(D)) v`` per batch-head):
+    Q's block loaded once, K read transposed (``order=(0, 2, 1)``), the online softmax's
+    running max and sum carried through the loop over K/V blocks in base 2."""
+    bid_m, bh = ct.bid(0), ct.bid(1)
+    tq = ct.reshape(ct.load(q, index=(bh, bid_m, 0), shape=(1, BM, D)), (BM, D))
+    m_i = ct.full((BM, 1), -3.0e38, dtype=ct.float32)
+    l_i = ct.zeros((BM, 1), dtype=ct.float32)
+    acc = ct.zeros((BM, D), dtype=ct.float32)
+    for j in range(ct.num_tiles(k, axis=1, shape=(1, BN, D))):
+        tk = ct.reshape(ct.load(k, index=(bh, 0, j), shape=(1, D, BN), order=(0, 2, 1),
+                                padding_mode=ct.PaddingMode.ZERO), (D, BN))
+        s = ct.mma(tq, tk, ct.zeros((BM, BN), dtype=ct.float32)) * 0.18033688
+        m_new = ct.maximum(m_i, ct.max(s, axis=1, keepdims=True))
+        p = ct.exp2(s - m_new)
+        alpha = ct.exp2(m_i - m_new)
+        l_i = l_i * alpha + ct.sum(p, axis=1, keepdims=True)
+        tv = ct.reshape(ct.load(v, index=(bh, j, 0), shape=(1, BN, D), padding_mode=ct.PaddingMode.ZERO), (BN, D))
+        acc = ct.mma(ct.astype(p, ct.float16), tv, acc * alpha)
+        m_i = m_new
+    ct.store(o, index=(bh, bid_m, 0), tile=ct.reshape(ct.astype(acc / l_i, o.dtype), (1, BM, D)))
+
+
 F16, BF16, F32 = ct.float16, ct.bfloat16, ct.float32
 
 CASES = [
@@ -107,6 +131,7 @@ CASES = [
     KernelCase("fp8_gemm", fp8_gemm, [[arr(ct.float8_e4m3fn, 2), arr(ct.float8_e4m3fn, 2), arr(F16, 2)]]),
     KernelCase("tf32_gemm", tf32_gemm, [[arr(F32, 2), arr(F32, 2), arr(F32, 2)]]),
     KernelCase("gemm_at", gemm_at, [[arr(F16, 2), arr(F16, 2), arr(F32, 2), 64, 64, 32]]),
+    KernelCase("flash_attn", flash_attn, [[arr(F16, 3), arr(F16, 3), arr(F16, 3), arr(F16, 3), 64, 64, 64]]),
     KernelCase("gemm_bt", gemm_bt, [[arr(F16, 2), arr(F16, 2), arr(F16, 2), 64, 64, 32]]),
     KernelCase("fp8_gemm_bt", gemm_bt, [[arr(ct.float8_e4m3fn, 2), arr(ct.float8_e4m3fn, 2), arr(F16, 2),
                                          64, 64, 64]]),

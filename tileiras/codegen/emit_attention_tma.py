@@ -1,6 +1,7 @@
 """Flash attention's K/V loop as a TMA ring: the code of an ``attention_tma.AttentionRingPlan``.
 
-On sm_90 the multiplies are ``wgmma``, below.  On sm_100 and sm_120 (``plan.sync``) they are
+On sm_90 the multiplies are ``wgmma``, below; on sm_100 ``tcgen05.mma`` (S and O in tensor
+memory, ``emit_tcgen05.attention_multiply``), or where not, as on sm_120 (``plan.sync``),
 ``mma.sync`` with the same ring: ``ldmatrix`` reads K and V where their boxes landed
 (``_sync_multiply``: ``emit_attention.multiply_from_stage``), Q's fragments are read into
 registers once in the prologue where its boxes landed (``emit_attention.hoist_landed``) or
@@ -55,6 +56,7 @@ from . import intrinsics as X
 from .emit_async import below, iteration_number, loop_bounds
 from .emit_attention import hoist_fragments, hoist_landed, multiply_from_stage
 from .emit_mma import stage_operand, warpgroup_multiply
+from .emit_tcgen05 import attention_multiply
 from .emit_tma import wait_phase
 from .nvvm import I32, KernelEmitter
 
@@ -163,6 +165,8 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionRingPlan) -> 
     wait_phase(em, _full(em, plan, stage, k), parity)
     if plan.sync is not None:
         _sync_multiply(em, op, plan, k, stage)
+    elif em.tas.tensor_cores[op].tcgen05:
+        attention_multiply(em, op, plan, k, b.mul(stage, ir.Constant(I32, plan.stage_bytes)))
     else:
         staging = plan.stagings[k]
         lhs = em.tile(op, 0) if staging.a is None else None

@@ -172,17 +172,19 @@ def _descriptor(b: ir.IRBuilder, start: ir.Value, operand: OperandStaging) -> ir
 
 
 def _issue(em: KernelEmitter, op: Operation, form: TensorCoreMma, staging, stage: Optional[ir.Value],
-           barrier: ir.Value, multicast: int = 0) -> None:
+           barrier: ir.Value, multicast: int = 0, a_fixed: bool = False, zero_start: bool = False) -> None:
     """(Thread 0) every ``tcgen05.mma`` of ``op`` from its operands staged as ``staging``
-    (``stage`` bytes further: a ring's stage), then the commit to ``barrier`` (with
-    ``multicast`` to that mbarrier in each of the cluster's first ``multicast`` CTAs)."""
+    (``stage`` bytes further: a ring's stage; B's only with ``a_fixed``), then the commit
+    to ``barrier`` (with ``multicast`` to that mbarrier in each of the cluster's first
+    ``multicast`` CTAs).  ``zero_start``: the first K step does not read the accumulator
+    (D = A @ B)."""
     b = em.b
     (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
     rows = tcgen05_rows(op)
-    base = b.ptrtoint(em.smem(), I32)
+    fixed = base = b.ptrtoint(em.smem(), I32)
     if stage is not None:
         base = b.add(base, stage)
-    a_desc = _descriptor(b, b.add(base, ir.Constant(I32, staging.a.base)), staging.a)
+    a_desc = _descriptor(b, b.add(fixed if a_fixed else base, ir.Constant(I32, staging.a.base)), staging.a)
     b_desc = _descriptor(b, b.add(base, ir.Constant(I32, staging.b.base)), staging.b)
     idesc = ir.Constant(I32, form.instruction_descriptor(rows, n, staging.a.transposed, staging.b.transposed))
     text = ("{ .reg .pred p; setp.ne.b32 p, $4, 0; "
@@ -194,7 +196,8 @@ def _issue(em: KernelEmitter, op: Operation, form: TensorCoreMma, staging, stage
             for block in range(m // rows):
                 a_at = b.add(a_desc, ir.Constant(I64, staging.a.offset(block * rows, k0) >> 4))
                 d = b.add(em.tmem_base, ir.Constant(I32, em.tas.tmem_columns[op] + block * n))
-                X.asm(b, ir.VoidType(), text, "r,l,l,r,r,~{memory}", [d, a_at, b_at, idesc, ir.Constant(I32, 1)],
+                accumulate = ir.Constant(I32, int(k0 > 0 or not zero_start))
+                X.asm(b, ir.VoidType(), text, "r,l,l,r,r,~{memory}", [d, a_at, b_at, idesc, accumulate],
                       side_effect=True)
         commit = "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster"
         if multicast:
@@ -264,3 +267,27 @@ def ring_result(em: KernelEmitter, plan) -> None:
     _wait_multiplies(em)
     result = plan.loop.results[plan.carried]
     em.put(result, _load_accumulator(em, plan.mma, em.values[result]))
+
+
+# -- flash attention's TMA ring ----------------------------------------------------------------
+def attention_multiply(em: KernelEmitter, op: Operation, plan, k: int, stage: ir.Value) -> None:
+    """Multiply ``k`` of an attention ring's iteration (``emit_attention_tma``: every thread
+    has waited for its tile of the stage ``stage`` bytes in): P @ V first stores P where
+    its staging says (``tcgen05.mma`` reads A from shared memory only); the accumulator
+    goes to tensor memory unless it starts as zeros (``plan.zero_start``: the first MMA
+    does not read it); thread 0 multiplies, A from its fixed staging (Q before the loop,
+    P), B from the stage, and commits to the kernel's mbarrier; every thread waits and
+    reads the result back.  That wait also means the stage and P's staging are free."""
+    b = em.b
+    staging = plan.stagings[k]
+    if k:
+        smem_copy.store(em, em.tile(op, 0), SharedTile(staging.a.tile, staging.a.elem_bytes, staging.a.base,
+                                                       () if staging.a.padding is None else (staging.a.padding,)))
+        X.fence_proxy_async(b)      # the generic-proxy stores, before the tensor core reads them
+    acc = em.tile(op, 2)
+    if not plan.zero_start[k]:
+        _store_accumulator(em, op, acc)
+    _thread_sync(b)
+    _issue(em, op, em.tas.tensor_cores[op], staging, stage, _slot(em), a_fixed=True, zero_start=plan.zero_start[k])
+    _wait_multiplies(em)
+    em.put(op.result, _load_accumulator(em, op, acc))

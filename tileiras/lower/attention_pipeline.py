@@ -59,7 +59,7 @@ from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
-from ..tile.traits import DATA_RESOURCES, writes
+from ..tile.traits import DATA_RESOURCES, is_contraction, writes
 from .mma_forms import MmaSwizzle, mma_swizzle
 from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, KLoopPlan, clamped_stages
 from .tiles import element_bytes
@@ -143,21 +143,34 @@ def is_attention_loop(tas, loop: CF.ForOp) -> bool:
     return sum(1 for op in _body(loop) if op in tas.tensor_cores) == 2
 
 
-def attention_multiplies(tas, loop: CF.ForOp, warpgroup: bool) -> Union[list[Operation], str]:
+def attention_multiplies(tas, loop: CF.ForOp, warpgroup: bool, tcgen05: bool = False
+                         ) -> Union[list[Operation], str]:
     """The loop's two multiplies (Q @ K^T, P @ V) where the body has the shape a K/V ring
-    needs, or why not: two 2-D floating-point multiplies, as ``wgmma`` (``warpgroup``) or
-    ``mma.sync``, into tensor-core fragments, the second using the first's result (the
-    order the ring's waits assume), and no op of the body writing memory (the copies run
-    iterations ahead of it)."""
-    body = _body(loop)
-    mmas = [op for op in body if op in tas.tensor_cores]
-    if len(mmas) != 2 or not all(isinstance(op, AR.MmaFOp) for op in mmas):
-        return "the loop body does not hold exactly two floating-point tensor-core multiplies"
+    needs (``attention_pair``), or why not: both run as ``wgmma`` (``warpgroup``),
+    ``tcgen05.mma`` (``tcgen05``) or ``mma.sync``, into their tensor-core layout."""
+    mmas = attention_pair(loop)
+    if isinstance(mmas, str):
+        return mmas
+    kind = "tcgen05" if tcgen05 else "wgmma" if warpgroup else "mma.sync"
     for mma in mmas:
-        if tas.tensor_cores[mma].warpgroup != warpgroup or mma.result.type.rank != 2:
-            return f"a multiply does not run as a 2-D {'wgmma' if warpgroup else 'mma.sync'}"
+        form = tas.tensor_cores.get(mma)
+        if form is None or form.warpgroup != warpgroup or form.tcgen05 != tcgen05:
+            return f"a multiply does not run as a 2-D {kind}"
         if tas.operand_layout(mma, 2) != tas.mma_layouts.get(tuple(mma.result.type.shape)):
             return "an accumulator is not held as tensor-core fragments"
+    return mmas
+
+
+def attention_pair(loop: CF.ForOp) -> Union[list[Operation], str]:
+    """The loop's two multiplies where its body is flash attention's, or why not: two 2-D
+    floating-point multiplies and no other, the second using the first's result (the
+    order the ring's waits assume), and no op of the body writing memory (the copies run
+    iterations ahead of it).  Asked before the tensor-core forms are chosen, too
+    (``attention_tma.tcgen05_attention_reason``)."""
+    body = _body(loop)
+    mmas = [op for op in body if is_contraction(op)]
+    if len(mmas) != 2 or not all(isinstance(op, AR.MmaFOp) and op.result.type.rank == 2 for op in mmas):
+        return "the loop body does not hold exactly two 2-D floating-point multiplies"
     if any(writes(op, *DATA_RESOURCES) for top in body for op in top.walk()):
         return "the loop body writes memory"
     if not _depends_on(mmas[1], mmas[0], loop):

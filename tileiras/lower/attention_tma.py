@@ -53,6 +53,7 @@ from __future__ import annotations
 from typing import Optional, Union
 
 from ..ir import types as T
+from ..ir.attrs import DenseElementsAttr
 from ..ir.core import Operation
 from ..layout.linear import mma_blocks
 from ..record import record
@@ -64,10 +65,12 @@ from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.traits import DATA_RESOURCES, writes
-from .attention_pipeline import (A_BEFORE_LOOP, A_HELD, A_STAGED, a_in_registers, attention_multiplies, b_load,
-                                 inside_value, wanted_stages)
+from .attention_pipeline import (A_BEFORE_LOOP, A_HELD, A_STAGED, a_in_registers, attention_multiplies, attention_pair,
+                                 b_load, inside_value, wanted_stages)
 from .mma_forms import (WGMMA_MAX_N, LandedOperand, MmaSwizzle, OperandStaging, WgmmaStaging, k_steps, landed_form,
-                        mma_swizzle, tma_ring_staging)
+                        mma_swizzle, tcgen05_form, tcgen05_ring_staging, tcgen05_rows, tensor_core_mma,
+                        tma_ring_staging)
+from .tensor_memory import NOT_ATTENTION
 from .tiles import element_bytes
 from .software_pipeline import KLoopPlan, clamped_stages
 from .tma import BARRIER_BYTES, MAP_TYPES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, allows_tma, plan_again, view_map_spec
@@ -136,6 +139,9 @@ class AttentionRingPlan(KLoopPlan):
     #: the multiplies run as ``mma.sync`` (sm_100, sm_120): how they read the ring
     #: (``stagings`` are then None)
     sync: Optional["SyncConsumers"] = None
+    #: ``tcgen05`` multiplies: per multiply, whether its accumulator starts as zeros (the
+    #: first MMA does not read tensor memory, nothing is stored there first)
+    zero_start: tuple[bool, bool] = (False, False)
 
     def barrier(self, stage: int, tile: int) -> int:
         """Offset of stage ``stage``'s "full" mbarrier of tile ``tile`` (0: K, 1: V), or its
@@ -162,7 +168,8 @@ class AttentionRingPlan(KLoopPlan):
         tiles = tuple(t.placed(m) for t, m in zip(self.tiles, maps))
         q = self.q.placed(maps[2]) if self.q else None
         return AttentionRingPlan(self.loop, self.mma, self.loads, self.stages, self.ring_base, self.stage_bytes,
-                                 self.mmas, tiles, self.stagings, self.source, self.consumers, q, self.sync)
+                                 self.mmas, tiles, self.stagings, self.source, self.consumers, q, self.sync,
+                                 self.zero_start)
 
 
 @record(frozen=True)
@@ -190,33 +197,44 @@ def _rebased(operand: OperandStaging, base: int) -> OperandStaging:
 
 
 def plan_attention_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionRingPlan, str]:
-    """The loop's ``AttentionRingPlan``, or the reason it is not pipelined (a sentence)."""
-    mmas = attention_multiplies(tas, loop, warpgroup=True)
+    """The loop's ``AttentionRingPlan``, or the reason it is not pipelined (a sentence):
+    ``wgmma`` multiplies (sm_90) or ``tcgen05`` ones (sm_100: P staged every iteration)."""
+    tc = any(tas.tensor_cores[op].tcgen05 for op in _body_multiplies(tas, loop))
+    mmas = attention_multiplies(tas, loop, warpgroup=not tc, tcgen05=tc)
     if isinstance(mmas, str):
         return mmas
     if any(mma not in tas.wgmma_staging for mma in mmas):
         return "a multiply has no wgmma staging"
-    unstaged = tas.wgmma_staging[mmas[1]].a is not None
-    if unstaged or (tas.wgmma_staging[mmas[0]].a is not None and inside_value(mmas[0].lhs, loop)):
-        return "an A operand is neither made before the loop nor held as wgmma's A fragments"
+    if tc:
+        if inside_value(mmas[0].lhs, loop):
+            return "Q (the first multiply's A) is made in the loop"
+    else:
+        unstaged = tas.wgmma_staging[mmas[1]].a is not None
+        if unstaged or (tas.wgmma_staging[mmas[0]].a is not None and inside_value(mmas[0].lhs, loop)):
+            return "an A operand is neither made before the loop nor held as wgmma's A fragments"
     found = [_ring_box(tas, loop, mma, arch) for mma in mmas]
     for f in found:
         if isinstance(f, str):
             return f
     (k_tile, k_staging), (v_tile, v_staging) = found
-    staging = tma_ring_staging(mmas[0], tas.operand_layout(mmas[0], 2), k_tile.staging.k_major)
+    staging = (tcgen05_ring_staging(mmas[0], k_tile.staging.k_major) if tc
+               else tma_ring_staging(mmas[0], tas.operand_layout(mmas[0], 2), k_tile.staging.k_major))
     q_box = _q_box(tas, loop, mmas[0], arch, staging.a if staging else None)
     q = q_box.staging if q_box else tas.wgmma_staging[mmas[0]].a
     others = max((n for op, n in tas.scratch.items() if op not in mmas), default=0)
     q_base = _align(others)
     q_box = _at(q_box, q_base) if q_box else None
     ring_base = _align(q_base + (q.nbytes if q else 0))
+    p = None
+    if tc:              # P, stored from registers every iteration where tcgen05.mma reads A
+        p = _rebased(tas.wgmma_staging[mmas[1]].a, ring_base)
+        ring_base = _align(ring_base + p.nbytes)
     k_tile = _at(k_tile, ring_base)
     v_tile = _at(v_tile, ring_base + _align(k_tile.staging.nbytes))
     stage_bytes = _align(k_tile.staging.nbytes) + _align(v_tile.staging.nbytes)
     stagings = (WgmmaStaging(_rebased(q, q_base) if q else None, k_tile.staging, k_staging.columns,
                              k_staging.spacing, tas.wgmma_staging[mmas[0]].a_registers),
-                WgmmaStaging(None, v_tile.staging, v_staging.columns, v_staging.spacing,
+                WgmmaStaging(p, v_tile.staging, v_staging.columns, v_staging.spacing,
                              tas.wgmma_staging[mmas[1]].a_registers))
     per_stage = stage_bytes + BARRIERS_PER_STAGE * BARRIER_BYTES
     taken = (k_tile.load, v_tile.load, *((q_box.load,) if q_box else ()))
@@ -225,8 +243,57 @@ def plan_attention_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionRingPl
         return f"two stages of {stage_bytes} bytes do not fit in shared memory beside {ring_base} of scratch"
     wanted, source = _wanted_stages(tas, loop, arch, mmas, stagings, k_tile.boxes + v_tile.boxes)
     stages = clamped_stages(tas, loop, wanted, fit, MIN_STAGES)
+    zero = tuple(tc and _zeros(mma.operands[2], loop) for mma in mmas)
     return AttentionRingPlan(loop, mmas[0], (k_tile.load, v_tile.load), stages, ring_base, stage_bytes, tuple(mmas),
-                             (k_tile, v_tile), stagings, source, tas.num_threads, q_box)
+                             (k_tile, v_tile), stagings, source, tas.num_threads, q_box, zero_start=zero)
+
+
+def _body_multiplies(tas, loop: CF.ForOp) -> list[Operation]:
+    return [op for op in loop.regions[0].blocks[0].ops if op in tas.tensor_cores]
+
+
+def _zeros(value, loop: CF.ForOp) -> bool:
+    """Is ``value`` a constant of +0.0 everywhere, made outside ``loop``?  (A ``tcgen05``
+    multiply then starts without reading its accumulator: nothing is stored to tensor
+    memory first.)"""
+    op = value.owner
+    return (isinstance(op, CO.ConstantOp) and not inside_value(value, loop)
+            and isinstance(op.value, DenseElementsAttr) and isinstance(op.value.data, bytes)
+            and not any(op.value.data))
+
+
+def tcgen05_attention_reason(tas, loop: CF.ForOp, arch: int) -> Optional[str]:
+    """Why flash attention's K/V loop ``loop`` keeps ``mma.sync`` on an sm_100-family
+    target, ``tensor_memory.NOT_ATTENTION`` where the loop is not one
+    (``attention_pair``), or None: asked by ``tensor_memory.tcgen05_reason`` before the
+    forms are chosen, with the rules ``plan_attention_ring`` plans by: both multiplies have
+    ``tcgen05`` forms, Q is made before the loop, K and V are tiles of the loop that TMA
+    can copy into a layout ``tcgen05.mma`` reads (``tcgen05_ring_staging``), and Q, P and
+    two stages fit in shared memory (its other buffers are not known yet: where they
+    leave too little room the multiplies still run on ``tcgen05``, their operands stored
+    from registers)."""
+    mmas = attention_pair(loop)
+    if isinstance(mmas, str):
+        return NOT_ATTENTION
+    for mma in mmas:
+        form = tensor_core_mma(mma, arch, tas.num_warps, tas.extra_warps)
+        if tcgen05_form(mma, form, tas.num_warps) is None:
+            return "a multiply of the attention loop has no tcgen05 form"
+    if inside_value(mmas[0].lhs, loop):
+        return "Q (the first multiply's A) is made in the loop"
+    for mma in mmas:
+        found = _b_tile(tas, loop, mma)
+        if isinstance(found, str):
+            return found
+        if _tensor_map(tas, found[0], arch) is None:
+            return "a K/V tile cannot be copied by TMA (alignment, padding, ordering or element type)"
+        if tcgen05_ring_staging(mma, found[4]) is None:
+            return "no swizzled layout TMA lands a K/V tile in is one tcgen05.mma reads"
+    q, p, k, v = (_align(x.type.num_elements * element_bytes(x.type))
+                  for x in (mmas[0].lhs, mmas[1].lhs, mmas[0].rhs, mmas[1].rhs))
+    if q + p + MIN_STAGES * (k + v) > smem_limit(f"sm_{arch}"):
+        return "Q, P and two stages of K and V would not fit in shared memory"
+    return None
 
 
 def plan_attention_sync_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionRingPlan, str]:
@@ -383,7 +450,8 @@ def _ring_box(tas, loop: CF.ForOp, mma: Operation, arch: int) -> Union[tuple[Rin
     if isinstance(found, str):
         return found
     ld, relabels, dims, memory, k_major = found
-    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), k_major)
+    staging = (tcgen05_ring_staging(mma, k_major) if tas.tensor_cores[mma].tcgen05
+               else tma_ring_staging(mma, tas.operand_layout(mma, 2), k_major))
     if staging is None:
         return ("no swizzled layout TMA lands a K/V tile in is one wgmma's descriptors step through (rows "
                 "narrower than 32 bytes, or warpgroups interleaved along N)")
@@ -420,12 +488,16 @@ def _tensor_map(tas, ld: Operation, arch: int) -> Optional[TensorMapSpec]:
 
 def _wanted_stages(tas, loop: CF.ForOp, arch: int, mmas: list[Operation], stagings, boxes: int) -> tuple[int, str]:
     """The ``num_stages`` hint, else the stage count of the modulo schedule of the ring's
-    boxes and the two multiplies' ``wgmma`` instructions."""
+    boxes and the two multiplies' ``wgmma`` (``tcgen05.mma``) instructions."""
     hinted = stages_hint(tas.aa.function.hints, arch)
     if hinted:
         return hinted, "num_stages hint"
     wgmmas = 0
     for mma, staging in zip(mmas, stagings):
+        form = tas.tensor_cores[mma]
+        if form.tcgen05:        # one instruction per K step and block of rows
+            wgmmas += mma.result.type.shape[0] // tcgen05_rows(mma) * (mma.lhs.type.shape[-1] // form.k)
+            continue
         rows_blocks, _ = mma_blocks(tas.operand_layout(mma, 2))
         k = mma.lhs.type.shape[-1]
         wgmmas += rows_blocks * (k // k_steps(staging.b.elem_bytes, k)[0]) * -(-staging.columns // WGMMA_MAX_N)

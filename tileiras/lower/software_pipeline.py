@@ -220,6 +220,10 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
     from .attention_pipeline import is_attention_loop, plan_attention  # noqa: PLC0415  (it builds on KLoopPlan)
 
     if form is not None and form.tcgen05:      # the accumulator stays in tensor memory: a TMA ring
+        if is_attention_loop(tas, loop):        # flash attention's: S and O each in tensor memory
+            from .attention_tma import plan_attention_ring  # noqa: PLC0415
+
+            return plan_attention_ring(tas, loop, arch)
         from .tma_ring import plan_ring  # noqa: PLC0415  (tma_ring builds on this module)
 
         return plan_ring(tas, loop, arch)

@@ -9,12 +9,17 @@ bits per SM), which the warps read back with ``tcgen05.ld``.  Two shapes of use:
   accumulator stays in tensor memory for the whole loop, each stage is released by the
   MMAs' own commit, and the warps read the result once, after the loop
   (``codegen.emit_tcgen05``);
+* flash attention's K/V loop (``attention_tma.tcgen05_attention_reason``: two multiplies,
+  Q @ K^T and P @ V, K and V copied by TMA) becomes the attention TMA ring
+  (``attention_tma.plan_attention_ring``): both multiplies read their B where the boxes
+  landed, S and O live in tensor memory for one multiply each, read back into registers
+  for the softmax and the rescaling;
 * a multiply anywhere else outside loops stores its operands to shared memory, its
   accumulator to tensor memory, multiplies and reads it back.
 
-Multiplies inside other loops keep ``mma.sync`` (their accumulators are touched every
-iteration: flash attention's rescaling, a loop whose loads are not TMA's), as do those
-the accumulator's columns would not fit beside the others (``TMEM_COLUMNS``).
+Multiplies inside other loops keep ``mma.sync`` (a loop whose loads are not TMA's, an
+accumulator touched every iteration outside attention's shape), as do those whose
+accumulator's columns would not fit beside the others (``TMEM_COLUMNS``).
 
 Decided once here (``choose_tensor_cores`` asks ``tcgen05_reason``); ``allocate`` gives
 each tcgen05 multiply its columns (``TileAS.tmem_columns``), the kernel's allocation
@@ -52,7 +57,19 @@ def tcgen05_reason(tas, op: Operation, arch: int) -> Optional[str]:
         return None
     if not isinstance(parent, CF.ForOp):
         return "inside control flow other than a K loop"
+    from .attention_tma import tcgen05_attention_reason  # noqa: PLC0415  (it builds on this module's users)
+
+    attention = tcgen05_attention_reason(tas, parent, arch)
+    if attention is None:
+        return None
+    if attention is not NOT_ATTENTION:
+        return attention
     return _k_loop_reason(tas, parent, op, arch)
+
+
+#: ``attention_tma.tcgen05_attention_reason``'s answer for a loop that is not flash
+#: attention's (not two multiplies): the K loop's rules apply
+NOT_ATTENTION = "not a flash-attention loop"
 
 
 def _k_loop_reason(tas, loop: CF.ForOp, mma: Operation, arch: int) -> Optional[str]:
