@@ -7,7 +7,9 @@ layouts the B descriptors read; Q lands once before the loop); the multiplies ar
 by thread 0 into tensor memory, S = Q @ K^T starting from zeros (nothing stored first),
 O = P @ V + O * alpha from O's rescaled registers (``tcgen05.st``); P is stored every
 iteration where A's descriptors read it; every thread waits for the commit and reads the
-result back (``tcgen05.ld``), then releases the stage.
+result back (``tcgen05.ld``), then releases the stage.  Q @ K^T of iteration i + 1 is
+issued as soon as S(i) is read, into a second S buffer, on its own mbarrier, so that the
+tensor core computes it during the softmax of iteration i.
 
 Every kernel is checked against the interpreter in the emulator, CTAs in bursts: tensor
 memory cells land only at the waits that cover them, a box only when its mbarrier phase
@@ -19,6 +21,7 @@ import re
 
 import numpy as np
 import pytest
+from llvmlite import ir
 
 from differential import ALIGNED_EXTENT, Case, cached_export, compare, make_inputs, run_interpreter
 from kernels import ALL_CASES
@@ -55,10 +58,12 @@ def test_both_multiplies_run_on_tcgen05_fed_by_the_ring():
     assert isinstance(plan, AttentionRingPlan) and plan.sync is None
     s, o = plan.mmas
     assert tas.tensor_cores[s].tcgen05 and tas.tensor_cores[o].tcgen05
-    # S and O each own 64 columns of a 128-column allocation
-    assert (tas.tmem_columns[s], tas.tmem_columns[o], tas.tmem_alloc) == (0, 64, 128)
-    # S starts from zeros (its first MMA does not read tensor memory); O from its registers
-    assert plan.zero_start == (True, False)
+    # S starts from zeros (its first MMA does not read tensor memory); O from its registers.
+    # Q @ K^T is issued an iteration ahead, into two buffers of S (64 columns each), then
+    # O's 64: a 256-column allocation; S's MMAs commit to their own mbarrier, the last
+    assert plan.zero_start == (True, False) and plan.s_ahead
+    assert (tas.tmem_columns[s], tas.tmem_columns[o], tas.tmem_alloc) == (0, 128, 256)
+    assert plan.smem_end == plan.s_barrier + 8 == plan.q_barrier + 16
     q, p = plan.stagings[0].a, plan.stagings[1].a
     k, v = plan.tiles
     # the softmax's scratch, then Q (landed by TMA, K-major), P (stored every iteration,
@@ -92,6 +97,8 @@ def test_remarks_name_tcgen05():
     remarks = collect(module, "sm_100")
     (ring,) = [r for r in remarks if r.name == "RemarkSoftwarePipelined"]
     assert ("Copies", "TMA ring into tcgen05.mma's swizzled operands (K/V)") in ring.args
+    assert ("Accumulators", "S and O in tensor memory; Q @ K^T issued an iteration ahead, into a second S buffer"
+            ) in ring.args
     shapes = [dict(r.args) for r in remarks if r.name == "RemarkTensorCoreMMA"]
     assert [(a["Instruction"], a["Shape"]) for a in shapes] == [("Tensor-core SM100", "[64, 64, 16]")] * 2
 
@@ -112,28 +119,36 @@ def test_the_plan_is_printed_and_parsed():
 def test_the_loop_issues_mmas_and_moves_s_and_o_through_tensor_memory():
     ptx = diffcheck.compile_ptx(parse_module(flash_attention(), "k.mlir"), "sm_100")
     assert "mma.sync" not in ptx and "ldmatrix" not in ptx
-    # K = 64 in steps of 16, one 64-row block: four MMAs per multiply
+    # K = 64 in steps of 16, one 64-row block: four MMAs per multiply; S(0) before the
+    # loop, S(i + 1) and P(i) @ V(i) in it
     mmas = re.findall(r"tcgen05\.mma\.cta_group::1\.kind::f16 \[%r\d+\], %rd\d+, %rd\d+, %r\d+, p", ptx)
-    assert len(mmas) == 8
+    assert len(mmas) == 12
     # S's first MMA does not accumulate (its enable-input-d predicate is from 0), the rest do
     values = dict(re.findall(r"mov\.b32\s+(%r\d+), (\d+);", ptx))
     enables = [values[r] for r in re.findall(r"setp\.ne\.b32 p, (%r\d+), 0; tcgen05\.mma", ptx)]
-    assert enables == ["0"] + ["1"] * 7
+    assert enables == ["0", "1", "1", "1"] * 2 + ["1"] * 4
     # only O goes into tensor memory (16 columns a warp, two halves of 16 rows); S and O
-    # come back; two commits per iteration
+    # come back; three commits (S before the loop, S and O in it)
     assert ptx.count("tcgen05.st.sync.aligned.16x32bx2.x16.b32") == 1
     assert ptx.count("tcgen05.ld.sync.aligned.16x32bx2.x16.b32") == 2
-    assert ptx.count("tcgen05.commit.cta_group::1") == 2
+    assert ptx.count("tcgen05.commit.cta_group::1") == 3
+    # in the loop, S(i + 1) is issued before the softmax's exponentials of iteration i
+    loop = ptx[ptx.index("tcgen05.ld.sync.aligned.16x32bx2"):]
+    assert loop.index("tcgen05.mma") < loop.index("ex2.approx")
 
 
 # -- against the interpreter ----------------------------------------------------------------------
 @pytest.mark.parametrize("shape", [
     {}, {"causal": True}, {"d": 128}, {"trips": 3}, {"bn": 128}, {"bm": 128}, {"d": 256},
-    {"bm": 128, "bn": 128, "d": 128}, {"views_in_loop": True}],
-    ids=["64x64x64", "causal", "d128", "trips3", "bn128", "bm128", "d256", "128x128x128", "views_in_loop"])
+    {"bm": 128, "bn": 128, "d": 128}, {"views_in_loop": True}, {"bn": 256}],
+    ids=["64x64x64", "causal", "d128", "trips3", "bn128", "bm128", "d256", "128x128x128", "views_in_loop", "bn256"])
 def test_shapes_match_the_interpreter(shape):
+    """Every shape issues Q @ K^T an iteration ahead but bn = 256, whose second S buffer
+    (256 columns) would not fit in tensor memory beside the first and O's."""
     tas = _tas(flash_attention(**shape))
     assert all(f.tcgen05 for f in tas.tensor_cores.values())
+    (plan,) = tas.pipelines.values()
+    assert plan.s_ahead == (shape != {"bn": 256})
     assert _problems(flash_attention(**shape)) == [None]
 
 
@@ -155,16 +170,33 @@ def test_cutile_flash_attention_matches_the_interpreter(aligned):
 # -- planted faults -------------------------------------------------------------------------------
 def test_reading_o_before_its_commit_is_caught(monkeypatch):
     """Without P @ V's wait each thread reads O's cells before the MMAs wrote them."""
-    waits = []
-    real = emit_tcgen05._wait_multiplies
-
-    def second_skipped(em):
-        waits.append(em)
-        if len(waits) != 2:
-            real(em)
-    monkeypatch.setattr(emit_tcgen05, "_wait_multiplies", second_skipped)
+    monkeypatch.setattr(emit_tcgen05, "_wait_multiplies", lambda em: None)
     (problem,) = _problems(flash_attention(), burst=False)
     assert problem is not None and "tcgen05.ld" in problem
+
+
+def test_reading_s_before_its_commit_is_caught(monkeypatch):
+    """S(i) is read where its mbarrier phase says the MMAs an iteration ago are done;
+    without that wait the cells are still in flight."""
+    from tileiras.codegen import emit_attention_tma
+
+    def read_s_without_waiting(em, plan, barrier, parity, column):
+        em.put(plan.mma.result, emit_tcgen05._load_accumulator(em, plan.mma, em.tile(plan.mma, 2), column))
+    monkeypatch.setattr(emit_attention_tma, "read_s", read_s_without_waiting)
+    (problem,) = _problems(flash_attention(), burst=False)
+    assert problem is not None and "tcgen05.ld" in problem
+
+
+def test_one_buffer_of_s_is_a_tensor_memory_race(monkeypatch):
+    """With one S buffer, thread 0 would issue S(i + 1) over S(i) while the other warps may
+    still be reading it: the race detector's tensor-memory check names the MMA and the
+    load, though the emulator happened to run the loads first."""
+    from tileiras.codegen import emit_attention_tma
+
+    monkeypatch.setattr(emit_attention_tma, "s_buffer", lambda em, plan, i: ir.Constant(ir.IntType(32), 0))
+    (problem,) = _problems(flash_attention(), burst=False)
+    assert problem is not None and problem.count("tensor-memory race") == 1
+    assert "tcgen05.mma" in problem and "tcgen05.ld" in problem
 
 
 def test_p_stored_without_the_proxy_fence_is_caught(monkeypatch):
@@ -191,7 +223,7 @@ def test_p_stored_without_the_barrier_is_caught(monkeypatch):
 
     def third_dropped(b):
         syncs.append(b)
-        if len(syncs) != 3:         # tensor memory's, Q @ K^T's, then P @ V's
+        if len(syncs) != 2:         # tensor memory's, then P @ V's (Q @ K^T from zeros needs none)
             real(b)
     monkeypatch.setattr(emit_tcgen05, "_thread_sync", third_dropped)
     (problem,) = _problems(flash_attention(), burst=False)

@@ -158,7 +158,10 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
                      [("Stages", str(decision.stages)), ("StagesFrom", decision.source),
                       ("Copies", "TMA ring into " + ("ldmatrix's" if decision.sync else "tcgen05.mma's"
                                                       if tas.tensor_cores[decision.mma].tcgen05 else "wgmma's")
-                       + " swizzled operands (K/V)")])
+                       + " swizzled operands (K/V)")]
+                     + ([("Accumulators", "S and O in tensor memory" + (
+                         "; Q @ K^T issued an iteration ahead, into a second S buffer" if decision.s_ahead else ""))]
+                        if tas.tensor_cores[decision.mma].tcgen05 else []))
     elif isinstance(decision, AttentionPlan):
         yield Remark(Kind.PASSED, Category.TENSORCORE, "RemarkSoftwarePipelined",
                      f"K/V loop software-pipelined with {decision.stages} stages", fn.name, op.loc,

@@ -1,7 +1,9 @@
 """Flash attention's K/V loop as a TMA ring: the code of an ``attention_tma.AttentionRingPlan``.
 
 On sm_90 the multiplies are ``wgmma``, below; on sm_100 ``tcgen05.mma`` (S and O in tensor
-memory, ``emit_tcgen05.attention_multiply``), or where not, as on sm_120 (``plan.sync``),
+memory, ``emit_tcgen05.attention_multiply``; with ``plan.s_ahead`` thread 0 issues Q @ K^T
+of iteration i + 1 as soon as S(i) is read, into S's other buffer, on S's own mbarrier, the
+first before the loop: ``_s_ahead``), or where not, as on sm_120 (``plan.sync``),
 ``mma.sync`` with the same ring: ``ldmatrix`` reads K and V where their boxes landed
 (``_sync_multiply``: ``emit_attention.multiply_from_stage``), Q's fragments are read into
 registers once in the prologue where its boxes landed (``emit_attention.hoist_landed``) or
@@ -56,7 +58,7 @@ from . import intrinsics as X
 from .emit_async import below, iteration_number, loop_bounds
 from .emit_attention import hoist_fragments, hoist_landed, multiply_from_stage
 from .emit_mma import stage_operand, warpgroup_multiply
-from .emit_tcgen05 import attention_multiply
+from .emit_tcgen05 import attention_multiply, issue_s, read_s, s_buffer
 from .emit_tma import wait_phase
 from .nvvm import I32, KernelEmitter
 
@@ -79,7 +81,22 @@ def _all_barriers(em: KernelEmitter, plan: AttentionRingPlan) -> list[tuple[ir.V
     elected thread's) and the "empty" one (every thread's) of each stage, and Q's."""
     stages = [(_full(em, plan, ir.Constant(I32, s), k), plan.consumers if k == EMPTY else 1)
               for s in range(plan.stages) for k in range(BARRIERS_PER_STAGE)]
-    return stages + ([(_q_barrier(em, plan), 1)] if plan.q else [])
+    return (stages + ([(_q_barrier(em, plan), 1)] if plan.q else [])
+            + ([(_s_barrier(em, plan), 1)] if plan.s_ahead else []))
+
+
+def _s_barrier(em: KernelEmitter, plan: AttentionRingPlan) -> ir.Value:
+    return _shared(em, ir.Constant(I32, plan.s_barrier))
+
+
+def _issue_s(em: KernelEmitter, plan: AttentionRingPlan, j: ir.Value) -> None:
+    """(Thread 0) Q @ K^T of iteration number ``j`` (``s_ahead``): once K(j) has landed in
+    its stage (phase (j / S) % 2 of the stage's "full" mbarrier), into S's buffer j % 2."""
+    b = em.b
+    stages = ir.Constant(I32, plan.stages)
+    stage = b.urem(j, stages)
+    wait_phase(em, _full(em, plan, stage, 0), b.and_(b.udiv(j, stages), ir.Constant(I32, 1)))
+    issue_s(em, plan, b.mul(stage, ir.Constant(I32, plan.stage_bytes)), s_buffer(em, plan, j), _s_barrier(em, plan))
 
 
 def _q_barrier(em: KernelEmitter, plan: AttentionRingPlan) -> ir.Value:
@@ -150,6 +167,9 @@ def prologue(em: KernelEmitter, plan: AttentionRingPlan) -> None:
         wait_phase(em, _q_barrier(em, plan), ir.Constant(I32, 0))
         if plan.sync is not None:   # mma.sync: Q's fragments read once into registers
             hoist_landed(em, plan.mmas[0], plan.q.staging)
+    if plan.s_ahead:                # tcgen05: the first Q @ K^T, read in iteration 0
+        with b.if_then(b.and_(_elected(em), below(em, plan, lb, ub))):
+            _issue_s(em, plan, ir.Constant(I32, 0))
 
 
 def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionRingPlan) -> None:
@@ -162,6 +182,9 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionRingPlan) -> 
     stages = ir.Constant(I32, plan.stages)
     stage = b.urem(i, stages)
     parity = b.and_(b.udiv(i, stages), ir.Constant(I32, 1))
+    if k == 0 and plan.s_ahead:     # S(i) was issued an iteration ago: read it, issue S(i + 1)
+        _s_ahead(em, plan, i)
+        return
     wait_phase(em, _full(em, plan, stage, k), parity)
     if plan.sync is not None:
         _sync_multiply(em, op, plan, k, stage)
@@ -174,6 +197,20 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionRingPlan) -> 
                            b.mul(stage, ir.Constant(I32, plan.stage_bytes)), a_fixed=True)
     if k == 1:
         _refill(em, plan, stage, parity)
+
+
+def _s_ahead(em: KernelEmitter, plan: AttentionRingPlan, i: ir.Value) -> None:
+    """Q @ K^T of iteration ``i`` when the ring issues it an iteration ahead: every thread
+    waits for S(i) (phase i % 2 of S's mbarrier) and reads it from buffer i % 2; then
+    thread 0 issues S(i + 1), where there is an iteration i + 1, into the other buffer,
+    which every warp finished reading in iteration i - 1 (P @ V's barrier since orders
+    that), so that the tensor core computes it during this iteration's softmax."""
+    b = em.b
+    read_s(em, plan, _s_barrier(em, plan), b.and_(i, ir.Constant(I32, 1)), s_buffer(em, plan, i))
+    _, ub, step = loop_bounds(em, plan)
+    iv = em.values[plan.loop.regions[0].blocks[0].args[0]].scalar
+    with b.if_then(b.and_(_elected(em), below(em, plan, b.add(iv, step), ub))):
+        _issue_s(em, plan, b.add(i, ir.Constant(I32, 1)))
 
 
 def _sync_multiply(em: KernelEmitter, op: Operation, plan: AttentionRingPlan, k: int, stage: ir.Value) -> None:

@@ -34,7 +34,7 @@ from llvmlite import ir
 
 from ..ir.core import Operation
 from ..layout.shared import Swizzle
-from ..lower.mma_forms import OperandStaging, TensorCoreMma, tcgen05_rows
+from ..lower.mma_forms import OperandStaging, TensorCoreMma, tcgen05_columns, tcgen05_rows
 from . import intrinsics as X
 from . import smem_copy
 from .emit_tma import wait_phase
@@ -98,17 +98,20 @@ def _thread_sync(b: ir.IRBuilder) -> None:
 
 
 # -- accumulator in and out of tensor memory ---------------------------------------------------
-def _chunks(em: KernelEmitter, op: Operation) -> list[tuple[ir.Value, int, str, int, Optional[int]]]:
+def _chunks(em: KernelEmitter, op: Operation, column: Optional[ir.Value] = None
+            ) -> list[tuple[ir.Value, int, str, int, Optional[int]]]:
     """(tensor-memory address of this warp, first register, shape, registers, the split
     operand of ``16x32bx2`` or None) of each ``tcgen05.ld``/``st`` that moves ``op``'s
     accumulator (``tcgen05_accumulator``: with 8 warps, warps 4-7 the second half of the
-    columns)."""
+    columns), ``column`` columns further (a second buffer) where given."""
     b = em.b
     m, n = op.result.type.shape
     groups = em.tas.num_warps // 4
     per_group = n // groups
     quarter = b.and_(b.lshr(em.tid, ir.Constant(I32, 5)), ir.Constant(I32, 3))
     base = b.add(em.tmem_base, b.shl(quarter, ir.Constant(I32, 21)))     # lane 32 (w % 4)
+    if column is not None:
+        base = b.add(base, column)
     if groups > 1:          # em.warp: the layouts' warp (copies in extra warps mirror it)
         base = b.add(base, b.mul(b.lshr(em.warp, ir.Constant(I32, 2)), ir.Constant(I32, per_group)))
     first = em.tas.tmem_columns[op]
@@ -140,12 +143,13 @@ def _store_accumulator(em: KernelEmitter, op: Operation, acc: TileVal) -> None:
     X.asm(b, ir.VoidType(), "tcgen05.wait::st.sync.aligned;", "~{memory}", [], side_effect=True)
 
 
-def _load_accumulator(em: KernelEmitter, op: Operation, like: TileVal) -> TileVal:
-    """``op``'s columns read back into registers of ``like``'s layout and types, tied
-    through ``tcgen05.wait::ld`` so that nothing reads them earlier."""
+def _load_accumulator(em: KernelEmitter, op: Operation, like: TileVal, column: Optional[ir.Value] = None
+                      ) -> TileVal:
+    """``op``'s columns (``column`` further) read back into registers of ``like``'s layout
+    and types, tied through ``tcgen05.wait::ld`` so that nothing reads them earlier."""
     b = em.b
     words: list[Optional[ir.Value]] = [None] * len(like.regs)
-    for addr, first, shape, x, split in _chunks(em, op):
+    for addr, first, shape, x, split in _chunks(em, op, column):
         outs = ", ".join(f"${q}" for q in range(x))
         half = f", {split}" if split is not None else ""
         result = X.asm(b, ir.LiteralStructType([I32] * x),
@@ -172,13 +176,19 @@ def _descriptor(b: ir.IRBuilder, start: ir.Value, operand: OperandStaging) -> ir
 
 
 def _issue(em: KernelEmitter, op: Operation, form: TensorCoreMma, staging, stage: Optional[ir.Value],
-           barrier: ir.Value, multicast: int = 0, a_fixed: bool = False, zero_start: bool = False) -> None:
+           barrier: ir.Value, multicast: int = 0, a_fixed: bool = False, zero_start: bool = False,
+           column: Optional[ir.Value] = None, elected: bool = False) -> None:
     """(Thread 0) every ``tcgen05.mma`` of ``op`` from its operands staged as ``staging``
     (``stage`` bytes further: a ring's stage; B's only with ``a_fixed``), then the commit
     to ``barrier`` (with ``multicast`` to that mbarrier in each of the cluster's first
     ``multicast`` CTAs).  ``zero_start``: the first K step does not read the accumulator
-    (D = A @ B)."""
+    (D = A @ B); ``column``: D that many columns further (a second buffer); ``elected``:
+    the caller is thread 0 already."""
     b = em.b
+    if not elected:
+        with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
+            _issue(em, op, form, staging, stage, barrier, multicast, a_fixed, zero_start, column, True)
+        return
     (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
     rows = tcgen05_rows(op)
     fixed = base = b.ptrtoint(em.smem(), I32)
@@ -189,22 +199,22 @@ def _issue(em: KernelEmitter, op: Operation, form: TensorCoreMma, staging, stage
     idesc = ir.Constant(I32, form.instruction_descriptor(rows, n, staging.a.transposed, staging.b.transposed))
     text = ("{ .reg .pred p; setp.ne.b32 p, $4, 0; "
             f"tcgen05.mma.cta_group::1.kind::{form.tcgen05_kind} [$0], $1, $2, $3, p; }}")
-    with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
-        _fence(b, "after")
-        for k0 in range(0, k, form.k):
-            b_at = b.add(b_desc, ir.Constant(I64, staging.b.offset(0, k0) >> 4))
-            for block in range(m // rows):
-                a_at = b.add(a_desc, ir.Constant(I64, staging.a.offset(block * rows, k0) >> 4))
-                d = b.add(em.tmem_base, ir.Constant(I32, em.tas.tmem_columns[op] + block * n))
-                accumulate = ir.Constant(I32, int(k0 > 0 or not zero_start))
-                X.asm(b, ir.VoidType(), text, "r,l,l,r,r,~{memory}", [d, a_at, b_at, idesc, accumulate],
-                      side_effect=True)
-        commit = "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster"
-        if multicast:
-            X.asm(b, ir.VoidType(), f"{commit}.multicast::cluster.b64 [$0], $1;", "r,h,~{memory}",
-                  [barrier, ir.Constant(ir.IntType(16), (1 << multicast) - 1)], side_effect=True)
-        else:
-            X.asm(b, ir.VoidType(), f"{commit}.b64 [$0];", "r,~{memory}", [barrier], side_effect=True)
+    d_base = em.tmem_base if column is None else b.add(em.tmem_base, column)
+    _fence(b, "after")
+    for k0 in range(0, k, form.k):
+        b_at = b.add(b_desc, ir.Constant(I64, staging.b.offset(0, k0) >> 4))
+        for block in range(m // rows):
+            a_at = b.add(a_desc, ir.Constant(I64, staging.a.offset(block * rows, k0) >> 4))
+            d = b.add(d_base, ir.Constant(I32, em.tas.tmem_columns[op] + block * n))
+            accumulate = ir.Constant(I32, int(k0 > 0 or not zero_start))
+            X.asm(b, ir.VoidType(), text, "r,l,l,r,r,~{memory}", [d, a_at, b_at, idesc, accumulate],
+                  side_effect=True)
+    commit = "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster"
+    if multicast:
+        X.asm(b, ir.VoidType(), f"{commit}.multicast::cluster.b64 [$0], $1;", "r,h,~{memory}",
+              [barrier, ir.Constant(ir.IntType(16), (1 << multicast) - 1)], side_effect=True)
+    else:
+        X.asm(b, ir.VoidType(), f"{commit}.b64 [$0];", "r,~{memory}", [barrier], side_effect=True)
 
 
 def _wait_multiplies(em: KernelEmitter) -> None:
@@ -277,7 +287,9 @@ def attention_multiply(em: KernelEmitter, op: Operation, plan, k: int, stage: ir
     goes to tensor memory unless it starts as zeros (``plan.zero_start``: the first MMA
     does not read it); thread 0 multiplies, A from its fixed staging (Q before the loop,
     P), B from the stage, and commits to the kernel's mbarrier; every thread waits and
-    reads the result back.  That wait also means the stage and P's staging are free."""
+    reads the result back.  That wait also means the stage and P's staging are free.  A
+    barrier orders what the warps stored before the MMAs; where nothing was (S from
+    zeros), none is needed (the race detector checks tensor memory too)."""
     b = em.b
     staging = plan.stagings[k]
     if k:
@@ -287,7 +299,37 @@ def attention_multiply(em: KernelEmitter, op: Operation, plan, k: int, stage: ir
     acc = em.tile(op, 2)
     if not plan.zero_start[k]:
         _store_accumulator(em, op, acc)
-    _thread_sync(b)
+    if k or not plan.zero_start[k]:     # the stores, before thread 0's MMAs read them
+        _thread_sync(b)
+    # (Q @ K^T from zeros stores nothing: the last P @ V's barrier already ordered every
+    # warp's reads of S before these MMAs overwrite it, the prologue's the first time)
     _issue(em, op, em.tas.tensor_cores[op], staging, stage, _slot(em), a_fixed=True, zero_start=plan.zero_start[k])
     _wait_multiplies(em)
     em.put(op.result, _load_accumulator(em, op, acc))
+
+
+def s_buffer(em: KernelEmitter, plan, i: ir.Value) -> ir.Value:
+    """Columns from S's first to the buffer of iteration number ``i`` (``s_ahead``: two
+    buffers, alternating)."""
+    b = em.b
+    return b.mul(b.and_(i, ir.Constant(I32, 1)), ir.Constant(I32, tcgen05_columns(plan.mma)))
+
+
+def issue_s(em: KernelEmitter, plan, stage: ir.Value, column: ir.Value, barrier: ir.Value) -> None:
+    """(Thread 0, in the caller's branch) Q @ K^T from Q's staging and K in the stage
+    ``stage`` bytes in, from zeros into S's buffer ``column`` columns on, committed to
+    ``barrier`` (``s_ahead``)."""
+    op = plan.mma
+    _issue(em, op, em.tas.tensor_cores[op], plan.stagings[0], stage, barrier, a_fixed=True, zero_start=True,
+           column=column, elected=True)
+
+
+def read_s(em: KernelEmitter, plan, barrier: ir.Value, parity: ir.Value, column: ir.Value) -> None:
+    """Every thread waits for the phase ``parity`` of S's mbarrier and reads S back from
+    its buffer ``column`` columns on: the first multiply's result (``s_ahead``)."""
+    b = em.b
+    wait_phase(em, barrier, parity)
+    _converge(b)            # thread 0 comes from the branch that issued the next S
+    _fence(b, "after")
+    op = plan.mma
+    em.put(op.result, _load_accumulator(em, op, em.tile(op, 2), column))

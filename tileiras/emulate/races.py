@@ -41,6 +41,15 @@ keeps whether its last generic write was so fenced; the copy's issue traps on a 
 was not (kind ``race``), and on one whose last write does not happen before the issue.
 ``cp.async`` copies write through the generic proxy.  Accesses to another CTA's shared memory
 (``shared::cluster``) are not checked; a box multicast into it is recorded as its last write.
+
+Tensor memory (``tmem_access``) is checked the same way, per 32-bit cell: ``tcgen05.st``
+writes and ``tcgen05.ld`` reads the cells of its warp, ``tcgen05.mma`` reads (accumulating)
+and writes its D cells, and reads A's where A is in tensor memory, as its issuing thread
+at the issue.  A warp's store that the MMA of another warp's thread reads, or its load of
+cells the next MMA overwrites, needs a barrier or mbarrier ordering between them (the
+MMA's own results reach the warps through its commit's mbarrier, which carries the
+issuer's clock).  ``tcgen05.fence::before/after_thread_sync`` are not modelled: NVIDIA's
+own code orders tensor memory across threads through mbarriers without them.
 """
 from __future__ import annotations
 
@@ -53,6 +62,8 @@ from .machine import KernelTrap
 
 TID_BITS = 10                         # CTA-local thread id in a record (<= 1024 threads)
 TID_MASK = (1 << TID_BITS) - 1
+TMEM_COLUMNS = 512                    # tensor memory of a CTA: 128 lanes of 512 32-bit cells
+TMEM_CELLS = 128 * TMEM_COLUMNS
 
 
 class SharedRace(KernelTrap):
@@ -81,6 +92,7 @@ class Races:
         self.cluster_vc = np.zeros((m.ncta, self.per), np.int32)
         self.mbar_vc: dict[int, np.ndarray] = {}       # mbarrier offset -> arrivals of its phase
         self.mbar_done: dict[int, np.ndarray] = {}     # -> what its completed phases released
+        self.tm_w = self.tm_wpc = self.tm_r = self.tm_rpc = None   # tensor memory: made at its first access
 
     # -- clocks
     def own(self, idx: np.ndarray) -> np.ndarray:
@@ -234,6 +246,46 @@ class Races:
         self.w_pc[region] = pc
         self.r_rec[region] = 0
         self.unfenced[region] = generic
+
+    # -- tensor memory
+    def tmem_access(self, cells: np.ndarray, who: np.ndarray, write: bool) -> None:
+        """Threads ``who`` (one per cell: the warp's, or an MMA's issuing thread) read or
+        write the tensor-memory ``cells`` (flat indices, ``ops.tcgen05.flat_cells``)."""
+        if self.tm_w is None:
+            size = self.m.ncta * TMEM_CELLS
+            self.tm_w, self.tm_wpc = np.zeros(size, np.int32), np.zeros(size, np.int32)
+            self.tm_r, self.tm_rpc = np.zeros(size, np.int32), np.zeros(size, np.int32)
+        who = np.broadcast_to(np.asarray(who), cells.shape)
+        tid = self.tid[who]
+        records = ((self.tm_w, self.tm_wpc, "wrote"),) + (((self.tm_r, self.tm_rpc, "read"),) if write else ())
+        for rec, pcs, verb in records:
+            r = rec[cells]
+            other = r > 0
+            if not other.any():
+                continue
+            o_tid = (r - 1) & TID_MASK
+            o_warp = np.where(other, o_tid // 32, 0)
+            bad = other & (o_warp != tid // 32) & (self.vc[self.gw[who], o_warp] < (r - 1) >> TID_BITS)
+            if bad.any():
+                k = int(np.flatnonzero(bad)[0])
+                self.report_tmem(int(cells[k]), int(who[k]), "writes" if write else "reads",
+                                 int(self.m.cta_of[who[k]]) * self.m.nthreads + int(o_tid[k]), int(pcs[cells[k]]),
+                                 verb)
+        target, pcs = (self.tm_w, self.tm_wpc) if write else (self.tm_r, self.tm_rpc)
+        target[cells] = (self.vc[self.gw[who], tid // 32] << TID_BITS | tid) + 1
+        pcs[cells] = self.m.at
+        if write:
+            self.tm_r[cells] = 0
+
+    def report_tmem(self, cell: int, thread: int, verb: str, other: int, other_pc: int, other_verb: str) -> None:
+        m = self.m
+        lane, column = cell % TMEM_CELLS // TMEM_COLUMNS, cell % TMEM_COLUMNS
+        ins, prev = m.prog.instructions[m.at], m.prog.instructions[other_pc]
+        raise SharedRace(
+            f"tensor-memory race at lane {lane}, column {column}: {m.launch.describe_thread(m, thread)} "
+            f"{verb} it at PTX line {ins.line} ({render(ins)}), and "
+            f"{m.launch.describe_thread(m, other)} {other_verb} it at PTX line {prev.line} "
+            f"({render(prev)}) with no barrier or mbarrier ordering between them")
 
     def check(self, rec: np.ndarray, pcs: np.ndarray, nbytes, who, tid, verb: str, write: bool) -> None:
         r = rec[nbytes]

@@ -68,8 +68,8 @@ from ..tile.traits import DATA_RESOURCES, writes
 from .attention_pipeline import (A_BEFORE_LOOP, A_HELD, A_STAGED, a_in_registers, attention_multiplies, attention_pair,
                                  b_load, inside_value, wanted_stages)
 from .mma_forms import (WGMMA_MAX_N, LandedOperand, MmaSwizzle, OperandStaging, WgmmaStaging, k_steps, landed_form,
-                        mma_swizzle, tcgen05_form, tcgen05_ring_staging, tcgen05_rows, tensor_core_mma,
-                        tma_ring_staging)
+                        mma_swizzle, TMEM_COLUMNS, tcgen05_columns, tcgen05_form, tcgen05_ring_staging,
+                        tcgen05_rows, tensor_core_mma, tma_ring_staging)
 from .tensor_memory import NOT_ATTENTION
 from .tiles import element_bytes
 from .software_pipeline import KLoopPlan, clamped_stages
@@ -142,6 +142,11 @@ class AttentionRingPlan(KLoopPlan):
     #: ``tcgen05`` multiplies: per multiply, whether its accumulator starts as zeros (the
     #: first MMA does not read tensor memory, nothing is stored there first)
     zero_start: tuple[bool, bool] = (False, False)
+    #: ``tcgen05``: Q @ K^T of iteration i + 1 is issued in iteration i, once S(i) is read
+    #: back, into the other of two S buffers in tensor memory, so that the tensor core
+    #: computes it while the warps run the softmax; it completes on its own mbarrier
+    #: (``s_barrier``), the first one is issued before the loop
+    s_ahead: bool = False
 
     def barrier(self, stage: int, tile: int) -> int:
         """Offset of stage ``stage``'s "full" mbarrier of tile ``tile`` (0: K, 1: V), or its
@@ -159,8 +164,13 @@ class AttentionRingPlan(KLoopPlan):
         return self.barriers + BARRIERS_PER_STAGE * BARRIER_BYTES * self.stages
 
     @property
-    def smem_end(self) -> int:
+    def s_barrier(self) -> int:
+        """Offset of the mbarrier S's MMAs commit to (``s_ahead``), after Q's."""
         return self.q_barrier + (BARRIER_BYTES if self.q else 0)
+
+    @property
+    def smem_end(self) -> int:
+        return self.s_barrier + (BARRIER_BYTES if self.s_ahead else 0)
 
     def placed(self, maps: tuple[int, ...]) -> "AttentionRingPlan":
         """This plan reading its tiles (K's, V's, then Q's if TMA lands it) through hidden
@@ -169,7 +179,7 @@ class AttentionRingPlan(KLoopPlan):
         q = self.q.placed(maps[2]) if self.q else None
         return AttentionRingPlan(self.loop, self.mma, self.loads, self.stages, self.ring_base, self.stage_bytes,
                                  self.mmas, tiles, self.stagings, self.source, self.consumers, q, self.sync,
-                                 self.zero_start)
+                                 self.zero_start, self.s_ahead)
 
 
 @record(frozen=True)
@@ -245,7 +255,14 @@ def plan_attention_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionRingPl
     stages = clamped_stages(tas, loop, wanted, fit, MIN_STAGES)
     zero = tuple(tc and _zeros(mma.operands[2], loop) for mma in mmas)
     return AttentionRingPlan(loop, mmas[0], (k_tile.load, v_tile.load), stages, ring_base, stage_bytes, tuple(mmas),
-                             (k_tile, v_tile), stagings, source, tas.num_threads, q_box, zero_start=zero)
+                             (k_tile, v_tile), stagings, source, tas.num_threads, q_box, zero_start=zero,
+                             s_ahead=zero[0] and _second_s_fits(tas, mmas[0]))
+
+
+def _second_s_fits(tas, s: Operation) -> bool:
+    """Does a second buffer of S fit in tensor memory beside every tcgen05 multiply's?"""
+    taken = sum(tcgen05_columns(op) for op, form in tas.tensor_cores.items() if form.tcgen05)
+    return taken + tcgen05_columns(s) <= TMEM_COLUMNS
 
 
 def _body_multiplies(tas, loop: CF.ForOp) -> list[Operation]:

@@ -13,7 +13,8 @@ bits per SM), which the warps read back with ``tcgen05.ld``.  Two shapes of use:
   Q @ K^T and P @ V, K and V copied by TMA) becomes the attention TMA ring
   (``attention_tma.plan_attention_ring``): both multiplies read their B where the boxes
   landed, S and O live in tensor memory for one multiply each, read back into registers
-  for the softmax and the rescaling;
+  for the softmax and the rescaling; Q @ K^T of the next iteration is issued into a
+  second S buffer before the softmax (``AttentionRingPlan.s_ahead``, where it fits);
 * a multiply anywhere else outside loops stores its operands to shared memory, its
   accumulator to tensor memory, multiplies and reads it back.
 
@@ -106,13 +107,18 @@ def fits(tas, op: Operation) -> bool:
 
 
 def allocate(tas) -> None:
-    """Columns of each tcgen05 multiply (one after another), the allocation (a power of two
-    of at least ``MIN_ALLOC``) and the shared-memory slot after everything else."""
+    """Columns of each tcgen05 multiply (one after another; two buffers of attention's S
+    where its ring issues Q @ K^T an iteration ahead, ``AttentionRingPlan.s_ahead``), the
+    allocation (a power of two of at least ``MIN_ALLOC``) and the shared-memory slot after
+    everything else."""
+    from .attention_tma import AttentionRingPlan  # noqa: PLC0415  (it builds on this module)
+
+    doubled = {p.mma for p in tas.pipelines.values() if isinstance(p, AttentionRingPlan) and p.s_ahead}
     at = 0
     for op, form in tas.tensor_cores.items():
         if form.tcgen05:
             tas.tmem_columns[op] = at
-            at += tcgen05_columns(op)
+            at += tcgen05_columns(op) * (2 if op in doubled else 1)
     if not at:
         return
     alloc = MIN_ALLOC

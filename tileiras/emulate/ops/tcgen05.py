@@ -185,6 +185,13 @@ def cells(m, idx, starts, taddr_r, lanes, cols):
     return cta, lane, col
 
 
+def _ordered(m, cells: np.ndarray, who, write: bool) -> None:
+    """The race detector's check of a tensor-memory access (``races.Races.tmem_access``)."""
+    races = m.shared_races()
+    if races is not None:
+        races.tmem_access(cells, who, write)
+
+
 def flat_cells(cta, lane, col) -> np.ndarray:
     return ((cta * LANES + lane) * COLUMNS + col).reshape(-1)
 
@@ -203,6 +210,7 @@ def compile_ld(ctx, ins):
         cta, lane, col = cells(m, idx, starts, taddr_r, lanes, cols)
         where = flat_cells(cta, lane, col)
         m.asynchrony.check_tmem(where, idx, "reads", ("tcgen05.mma", "tcgen05.st"))
+        _ordered(m, where, np.repeat(idx, lane.shape[1]), False)
         m.asynchrony.defer_tmem(where, np.repeat(idx, lane.shape[1]), "tcgen05.ld", seq=np.zeros(where.size, np.int64))
         values = tmem[cta, lane, col]
         if packed:          # .pack::16b: the low halves of two adjacent columns in one register
@@ -226,6 +234,7 @@ def compile_st(ctx, ins):
             values = np.stack([values & np.uint32(0xFFFF), values >> np.uint32(16)], -1).reshape(idx.size, -1)
         where = flat_cells(cta, lane, col)
         m.asynchrony.check_tmem(where, idx, "writes", ("tcgen05.mma", "tcgen05.ld"))
+        _ordered(m, where, np.repeat(idx, values.shape[1]), True)
         tmem[cta, lane, col] = values
         m.asynchrony.defer_tmem(where, np.repeat(idx, values.shape[1]), "tcgen05.st",
                                 seq=np.zeros(where.size, np.int64))
@@ -348,6 +357,7 @@ def issue(m, tmem, cta: int, kind: str, desc: InstructionDescriptor, d_addr: int
         a_lane, a_col = split_address(a)
         a_cells = (cta, a_lane + lanes[:, 0][:, None], a_col + np.arange(k_bytes // 4)[None, :])
         m.asynchrony.check_tmem(flat_cells(*a_cells), one, "reads", ("tcgen05.st",))
+        _ordered(m, flat_cells(*a_cells), thread, False)
         words = tmem[a_cells]
         a_val = decode(words, desc.atype, a_container).reshape(desc.m, k)
     else:
@@ -358,6 +368,9 @@ def issue(m, tmem, cta: int, kind: str, desc: InstructionDescriptor, d_addr: int
     cells = (d_lane + lanes, d_col + cols)
     d_cells = flat_cells(cta, *cells)
     m.asynchrony.check_tmem(d_cells, one, "writes", ("tcgen05.st", "tcgen05.ld"))
+    if accumulate:
+        _ordered(m, d_cells, thread, False)
+    _ordered(m, d_cells, thread, True)
     if accumulate:
         product = product + from_cells(tmem[cta][cells], desc.dtype)
     tmem[cta][cells] = to_cells(round_accumulator(product, desc.dtype, desc.saturate), desc.dtype)
