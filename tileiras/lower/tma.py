@@ -55,9 +55,9 @@ stored at c ^ (r mod 8), so the threads of a warp reading 16 bytes each from 8 r
 sector-blocked layouts of 32-wide f32 tiles) hit every bank alike instead of 4 rows' worth
 of conflicts (atomic_tile_reduce f32 32x32 sm_90: 896 bank conflicts without).
 
-A store of 16-bit elements is staged in boxes one swizzle row wide (``store_box``: 128, 64
-or 32 bytes, the widest dividing the tile's row; the map swizzled alike), as NVIDIA's sm_90
-epilogues are; where its tile's register layout is the m8n8 fragment (an mma or wgmma
+A store of 16- or 32-bit elements is staged in boxes one swizzle row wide (``store_box``:
+128, 64 or 32 bytes, the widest dividing the tile's row; the map swizzled alike), as
+NVIDIA's sm_90 epilogues are; where its tile's register layout is the m8n8 fragment (an mma or wgmma
 accumulator), it goes there with ``stmatrix`` (``plan_matrix_stores``, once the plans are
 final): one instruction per four 8x8 blocks, conflict-free in the swizzled rows.
 """
@@ -323,18 +323,24 @@ def _plan_box(tile: tuple[int, ...], eb: int) -> Optional[tuple[tuple[int, ...],
     return box, tuple(t // b for t, b in zip(tile, box))
 
 
+#: element bytes of the stores ``store_box`` swizzles
+SWIZZLED_STORES = (2, 4)
+
+
 def store_box(spec: TensorMapSpec, box: tuple[int, ...], boxes: tuple[int, ...]
               ) -> tuple[TensorMapSpec, tuple[int, ...], tuple[int, ...]]:
-    """A 16-bit store's map, box and box count with its staging swizzled: rows of the
-    widest swizzle (128, 64 or 32 bytes) that divides the tile's inner row, the inner box
-    that wide and as many boxes as the row needs, as NVIDIA's sm_90 epilogues stage
-    (128-byte swizzled 64x64 f16 boxes): the 8 rows of an ``stmatrix`` matrix (or the
-    16-byte rows of any 8 lanes) then fall in 8 distinct bank groups.  Other stores keep
-    ``tma_spec``'s row-major box."""
+    """A 16- or 32-bit store's map, box and box count with its staging swizzled: rows of
+    the widest swizzle (128, 64 or 32 bytes) that divides the tile's inner row, the inner
+    box that wide and as many boxes as the row needs, as NVIDIA's sm_90 and sm_100
+    epilogues stage (128-byte swizzled 64x64 f16 boxes; a 64x64 f32 tile as two 64x32
+    boxes): the 8 rows of an ``stmatrix`` matrix, or the 16-byte runs of 8 lanes in 8
+    rows (a tcgen05 or wgmma accumulator's row per lane), then fall in 8 distinct bank
+    groups (gemm_basic's f32 epilogue: 2080 shared-memory wavefronts row-major, NVIDIA
+    532).  Other stores keep ``tma_spec``'s row-major box."""
     eb = spec.element_bytes
     row = box[-1] * boxes[-1] * eb
     width = next((w for w in sorted(SWIZZLE_CODES, reverse=True) if row % w == 0), 0)
-    if eb != 2 or len(box) < 2 or box[-2] < 8 or not width:
+    if eb not in SWIZZLED_STORES or len(box) < 2 or box[-2] < 8 or not width:
         return spec, box, boxes
     inner = width // eb
     box = box[:-1] + (inner,)
