@@ -59,7 +59,9 @@ def test_the_softmax_has_no_barrier_of_its_own(arch):
     them on sm_90, with 17 barriers on the corpus kernel)."""
     ptx = diffcheck.compile_ptx(parse_module(flash_attention(), "k.mlir"), arch)
     assert not re.search(r"ld\.shared\.[bf]32\s", ptx)
-    assert len(re.findall(r"bar\.sync", ptx)) == {"sm_80": 6, "sm_90": 4}[arch]     # sm_90: none in the loop, none for Q
+    # sm_90: none in the loop, none for Q; sm_80: two of them the output's exchange to
+    # 16-byte stores (test_attention_pipeline.py)
+    assert len(re.findall(r"bar\.sync", ptx)) == {"sm_80": 8, "sm_90": 4}[arch]
 
 
 @pytest.mark.parametrize("arch", ["sm_90"])

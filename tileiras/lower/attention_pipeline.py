@@ -197,7 +197,9 @@ def plan_attention(tas, loop: CF.ForOp, arch: int) -> Union[AttentionPlan, str]:
                    else A_STAGED for mma in mmas)
     a_bytes = [mma.lhs.type.num_elements * element_bytes(mma.lhs.type) for mma in mmas]
     a_need = max((n for n, where in zip(a_bytes, a_from) if where == A_STAGED), default=0)
-    others = max((n for op, n in tas.scratch.items() if op not in mmas), default=0)
+    # the ops after the loop use their scratch once the ring is drained (its copies landed,
+    # a barrier): it may overlap the ring (the output's exchange to 16-byte stores)
+    others = max((n for op, n in tas.scratch.items() if op not in mmas and not _after(op, loop)), default=0)
     ring_base = _align(max(a_need, others))
     fit = (smem_limit(f"sm_{arch}") - ring_base - _other_tma_bytes(tas, (k_tile.load, v_tile.load))) // stage_bytes
     if fit < 2:
@@ -207,6 +209,16 @@ def plan_attention(tas, loop: CF.ForOp, arch: int) -> Union[AttentionPlan, str]:
     stages = clamped_stages(tas, loop, wanted, fit)
     return AttentionPlan(loop, mmas[0], (k_tile.load, v_tile.load), stages, tuple(mmas), (k_tile, v_tile),
                          tuple(a_swizzles), ring_base, stage_bytes, source, a_from)
+
+
+def _after(op: Operation, loop: CF.ForOp) -> bool:
+    """Does ``op`` run after ``loop`` (it, or the op holding it, follows the loop in the
+    loop's block)?"""
+    block = loop.parent
+    while op is not None and op.parent is not block:
+        region = op.parent.parent if op.parent is not None else None
+        op = region.parent if region is not None and isinstance(region.parent, Operation) else None
+    return op is not None and block.ops.index(op) > block.ops.index(loop)
 
 
 def a_in_registers(tas, mma: Operation) -> bool:
