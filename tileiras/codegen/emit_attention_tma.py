@@ -93,10 +93,16 @@ def _issue_s(em: KernelEmitter, plan: AttentionRingPlan, j: ir.Value) -> None:
     """(Thread 0) Q @ K^T of iteration number ``j`` (``s_ahead``): once K(j) has landed in
     its stage (phase (j / S) % 2 of the stage's "full" mbarrier), into S's buffer j % 2."""
     b = em.b
-    stages = ir.Constant(I32, plan.stages)
-    stage = b.urem(j, stages)
-    wait_phase(em, _full(em, plan, stage, 0), b.and_(b.udiv(j, stages), ir.Constant(I32, 1)))
+    stage, parity = _stage_of(em, plan, j)
+    wait_phase(em, _full(em, plan, stage, 0), parity)
     issue_s(em, plan, b.mul(stage, ir.Constant(I32, plan.stage_bytes)), s_buffer(em, plan, j), _s_barrier(em, plan))
+
+
+def _stage_of(em: KernelEmitter, plan: AttentionRingPlan, i: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(stage, phase parity of its mbarriers) of iteration number ``i``: i % S, (i / S) % 2."""
+    b = em.b
+    stages = ir.Constant(I32, plan.stages)
+    return b.urem(i, stages), b.and_(b.udiv(i, stages), ir.Constant(I32, 1))
 
 
 def _q_barrier(em: KernelEmitter, plan: AttentionRingPlan) -> ir.Value:
@@ -179,12 +185,10 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionRingPlan) -> 
     b = em.b
     k = plan.mmas.index(op)
     i = iteration_number(em, plan)
-    stages = ir.Constant(I32, plan.stages)
-    stage = b.urem(i, stages)
-    parity = b.and_(b.udiv(i, stages), ir.Constant(I32, 1))
     if k == 0 and plan.s_ahead:     # S(i) was issued an iteration ago: read it, issue S(i + 1)
         _s_ahead(em, plan, i)
         return
+    stage, parity = _stage_of(em, plan, i)
     wait_phase(em, _full(em, plan, stage, k), parity)
     if plan.sync is not None:
         _sync_multiply(em, op, plan, k, stage)

@@ -36,10 +36,9 @@ from ..ir.core import Operation
 from ..layout.shared import Swizzle
 from ..lower.mma_forms import OperandStaging, TensorCoreMma, tcgen05_columns, tcgen05_rows
 from . import intrinsics as X
-from . import smem_copy
+from .emit_mma import stage_operand, tied
 from .emit_tma import wait_phase
 from .nvvm import I32, KernelEmitter
-from .smem_copy import SharedTile
 from .values import TileVal
 
 #: the layout field (bits 61-63) of an sm_100 matrix descriptor per swizzle
@@ -157,8 +156,6 @@ def _load_accumulator(em: KernelEmitter, op: Operation, like: TileVal, column: O
                        ",".join(["=r"] * x + ["r"]) + ",~{memory}", [addr], side_effect=True)
         for q in range(x):
             words[first + q] = b.extract_value(result, q)
-    from .emit_mma import tied  # noqa: PLC0415  (emit_mma dispatches here)
-
     done = tied(b, "tcgen05.wait::ld.sync.aligned;", words)
     return TileVal(like.layout, [w if r.type == I32 else b.bitcast(w, r.type) for w, r in zip(done, like.regs)])
 
@@ -176,19 +173,22 @@ def _descriptor(b: ir.IRBuilder, start: ir.Value, operand: OperandStaging) -> ir
 
 
 def _issue(em: KernelEmitter, op: Operation, form: TensorCoreMma, staging, stage: Optional[ir.Value],
-           barrier: ir.Value, multicast: int = 0, a_fixed: bool = False, zero_start: bool = False,
-           column: Optional[ir.Value] = None, elected: bool = False) -> None:
-    """(Thread 0) every ``tcgen05.mma`` of ``op`` from its operands staged as ``staging``
-    (``stage`` bytes further: a ring's stage; B's only with ``a_fixed``), then the commit
-    to ``barrier`` (with ``multicast`` to that mbarrier in each of the cluster's first
-    ``multicast`` CTAs).  ``zero_start``: the first K step does not read the accumulator
-    (D = A @ B); ``column``: D that many columns further (a second buffer); ``elected``:
-    the caller is thread 0 already."""
+           barrier: ir.Value, **how) -> None:
+    """Thread 0 issues ``op``'s MMAs and their commit (``_issue_mmas``, ``how`` its options)."""
     b = em.b
-    if not elected:
-        with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
-            _issue(em, op, form, staging, stage, barrier, multicast, a_fixed, zero_start, column, True)
-        return
+    with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
+        _issue_mmas(em, op, form, staging, stage, barrier, **how)
+
+
+def _issue_mmas(em: KernelEmitter, op: Operation, form: TensorCoreMma, staging, stage: Optional[ir.Value],
+                barrier: ir.Value, multicast: int = 0, a_fixed: bool = False, zero_start: bool = False,
+                column: Optional[ir.Value] = None) -> None:
+    """(Run by thread 0) every ``tcgen05.mma`` of ``op`` from its operands staged as
+    ``staging`` (``stage`` bytes further: a ring's stage; B's only with ``a_fixed``), then
+    the commit to ``barrier`` (with ``multicast`` to that mbarrier in each of the cluster's
+    first ``multicast`` CTAs).  ``zero_start``: the first K step does not read the
+    accumulator (D = A @ B); ``column``: D that many columns further (a second buffer)."""
+    b = em.b
     (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
     rows = tcgen05_rows(op)
     fixed = base = b.ptrtoint(em.smem(), I32)
@@ -222,10 +222,17 @@ def _wait_multiplies(em: KernelEmitter) -> None:
     give the parity), then orders its tensor-memory reads after the MMAs."""
     b = em.b
     uses = b.load(em.tmem_uses)
-    wait_phase(em, _slot(em), b.and_(uses, ir.Constant(I32, 1)))
+    _waited(em, _slot(em), b.and_(uses, ir.Constant(I32, 1)))
     b.store(b.add(uses, ir.Constant(I32, 1)), em.tmem_uses)
-    _converge(b)            # thread 0 comes from the MMAs' branch
-    _fence(b, "after")
+
+
+def _waited(em: KernelEmitter, barrier: ir.Value, parity: ir.Value) -> None:
+    """Every thread waits for phase ``parity`` of the mbarrier the MMAs committed to, the
+    warp converged again (thread 0 comes from the MMAs' branch), and orders its
+    tensor-memory reads after them."""
+    wait_phase(em, barrier, parity)
+    _converge(em.b)
+    _fence(em.b, "after")
 
 
 def tcgen05_multiply(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs: TileVal, rhs: TileVal,
@@ -235,9 +242,8 @@ def tcgen05_multiply(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
     b = em.b
     staging = em.tas.wgmma_staging[op]
     X.barrier(b)                   # earlier users of the scratch region are done
-    for tv, operand in ((lhs, staging.a), (rhs, staging.b)):
-        paddings = () if operand.padding is None else (operand.padding,)
-        smem_copy.store(em, tv, SharedTile(operand.tile, operand.elem_bytes, operand.base, paddings))
+    stage_operand(em, lhs, staging.a)
+    stage_operand(em, rhs, staging.b)
     _store_accumulator(em, op, acc)
     X.fence_proxy_async(b)         # the generic-proxy stores, before the tensor core reads them
     _thread_sync(b)
@@ -264,7 +270,7 @@ def ring_step(em: KernelEmitter, op: Operation, plan, stage: ir.Value, empty: ir
     stage once the MMAs are done with it."""
     b = em.b
     offset = b.mul(stage, ir.Constant(I32, plan.stage_bytes))
-    _issue(em, op, em.tas.tensor_cores[op], plan.staging, offset, empty, plan.multicast)
+    _issue(em, op, em.tas.tensor_cores[op], plan.staging, offset, empty, multicast=plan.multicast)
 
 
 def ring_result(em: KernelEmitter, plan) -> None:
@@ -293,8 +299,7 @@ def attention_multiply(em: KernelEmitter, op: Operation, plan, k: int, stage: ir
     b = em.b
     staging = plan.stagings[k]
     if k:
-        smem_copy.store(em, em.tile(op, 0), SharedTile(staging.a.tile, staging.a.elem_bytes, staging.a.base,
-                                                       () if staging.a.padding is None else (staging.a.padding,)))
+        stage_operand(em, em.tile(op, 0), staging.a)
         X.fence_proxy_async(b)      # the generic-proxy stores, before the tensor core reads them
     acc = em.tile(op, 2)
     if not plan.zero_start[k]:
@@ -320,16 +325,13 @@ def issue_s(em: KernelEmitter, plan, stage: ir.Value, column: ir.Value, barrier:
     ``stage`` bytes in, from zeros into S's buffer ``column`` columns on, committed to
     ``barrier`` (``s_ahead``)."""
     op = plan.mma
-    _issue(em, op, em.tas.tensor_cores[op], plan.stagings[0], stage, barrier, a_fixed=True, zero_start=True,
-           column=column, elected=True)
+    _issue_mmas(em, op, em.tas.tensor_cores[op], plan.stagings[0], stage, barrier, a_fixed=True, zero_start=True,
+                column=column)
 
 
 def read_s(em: KernelEmitter, plan, barrier: ir.Value, parity: ir.Value, column: ir.Value) -> None:
     """Every thread waits for the phase ``parity`` of S's mbarrier and reads S back from
     its buffer ``column`` columns on: the first multiply's result (``s_ahead``)."""
-    b = em.b
-    wait_phase(em, barrier, parity)
-    _converge(b)            # thread 0 comes from the branch that issued the next S
-    _fence(b, "after")
+    _waited(em, barrier, parity)
     op = plan.mma
     em.put(op.result, _load_accumulator(em, op, em.tile(op, 2), column))

@@ -178,10 +178,7 @@ class Races:
                 raw = np.ascontiguousarray(values).view(np.uint8).reshape(len(offs), -1)[:, :width]
                 raw = raw.reshape(-1)[local] if not local.all() else raw.reshape(-1)
             self.same_instruction_writes(nbytes, who, raw)
-        rec = (self.vc[self.gw[who], tid // 32] << TID_BITS | tid) + 1
-        target, pcs = (self.w_rec, self.w_pc) if write else (self.r_rec, self.r_pc)
-        target[nbytes] = rec
-        pcs[nbytes] = m.at
+        self.stamp(*((self.w_rec, self.w_pc) if write else (self.r_rec, self.r_pc)), nbytes, who, tid)
         if write:
             self.r_rec[nbytes] = 0
             self.unfenced[nbytes] = True
@@ -257,37 +254,23 @@ class Races:
             self.tm_r, self.tm_rpc = np.zeros(size, np.int32), np.zeros(size, np.int32)
         who = np.broadcast_to(np.asarray(who), cells.shape)
         tid = self.tid[who]
-        records = ((self.tm_w, self.tm_wpc, "wrote"),) + (((self.tm_r, self.tm_rpc, "read"),) if write else ())
-        for rec, pcs, verb in records:
-            r = rec[cells]
-            other = r > 0
-            if not other.any():
-                continue
-            o_tid = (r - 1) & TID_MASK
-            o_warp = np.where(other, o_tid // 32, 0)
-            bad = other & (o_warp != tid // 32) & (self.vc[self.gw[who], o_warp] < (r - 1) >> TID_BITS)
-            if bad.any():
-                k = int(np.flatnonzero(bad)[0])
-                self.report_tmem(int(cells[k]), int(who[k]), "writes" if write else "reads",
-                                 int(self.m.cta_of[who[k]]) * self.m.nthreads + int(o_tid[k]), int(pcs[cells[k]]),
-                                 verb)
-        target, pcs = (self.tm_w, self.tm_wpc) if write else (self.tm_r, self.tm_rpc)
-        target[cells] = (self.vc[self.gw[who], tid // 32] << TID_BITS | tid) + 1
-        pcs[cells] = self.m.at
+        self.check(self.tm_w, self.tm_wpc, cells, who, tid, "wrote", write, where=_tmem_cell)
+        if write:
+            self.check(self.tm_r, self.tm_rpc, cells, who, tid, "read", write, where=_tmem_cell)
+        self.stamp(*((self.tm_w, self.tm_wpc) if write else (self.tm_r, self.tm_rpc)), cells, who, tid)
         if write:
             self.tm_r[cells] = 0
 
-    def report_tmem(self, cell: int, thread: int, verb: str, other: int, other_pc: int, other_verb: str) -> None:
-        m = self.m
-        lane, column = cell % TMEM_CELLS // TMEM_COLUMNS, cell % TMEM_COLUMNS
-        ins, prev = m.prog.instructions[m.at], m.prog.instructions[other_pc]
-        raise SharedRace(
-            f"tensor-memory race at lane {lane}, column {column}: {m.launch.describe_thread(m, thread)} "
-            f"{verb} it at PTX line {ins.line} ({render(ins)}), and "
-            f"{m.launch.describe_thread(m, other)} {other_verb} it at PTX line {prev.line} "
-            f"({render(prev)}) with no barrier or mbarrier ordering between them")
+    def stamp(self, rec: np.ndarray, pcs: np.ndarray, at: np.ndarray, who: np.ndarray, tid: np.ndarray) -> None:
+        """Record the accesses of threads ``who`` (CTA-local ``tid``) to ``at``: their warps'
+        clocks now, and the instruction."""
+        rec[at] = (self.vc[self.gw[who], tid // 32] << TID_BITS | tid) + 1
+        pcs[at] = self.m.at
 
-    def check(self, rec: np.ndarray, pcs: np.ndarray, nbytes, who, tid, verb: str, write: bool) -> None:
+    def check(self, rec: np.ndarray, pcs: np.ndarray, nbytes, who, tid, verb: str, write: bool,
+              where=None) -> None:
+        """Each access of threads ``who`` to ``nbytes`` against the access ``rec`` recorded
+        there (``where``: how the report names a location, else a byte of shared memory)."""
         r = rec[nbytes]
         other = r > 0
         if not other.any():
@@ -300,7 +283,7 @@ class Races:
         if bad.any():
             k = np.flatnonzero(bad)[0]
             self.report(int(nbytes[k]), int(who[k]), self.m.at, "writes" if write else "reads",
-                        int(base[k] + o_tid[k]), int(pcs[nbytes[k]]), verb, local=False)
+                        int(base[k] + o_tid[k]), int(pcs[nbytes[k]]), verb, local=False, where=where)
 
     def same_instruction_writes(self, nbytes, who, raw) -> None:
         """Two threads of one instruction writing different values to one byte."""
@@ -318,13 +301,19 @@ class Races:
                         "wrote a different value", local=False)
 
     def report(self, byte: int, thread: int, pc: int, verb: str, other: int, other_pc: int,
-               other_verb: str, local: bool = True) -> None:
+               other_verb: str, local: bool = True, where=None) -> None:
         m = self.m
         if local:           # ``other`` is a CTA-local thread id of the byte's CTA
             other = byte // m.smem_size * m.nthreads + other
         ins, prev = m.prog.instructions[pc], m.prog.instructions[other_pc]
+        place = where(byte) if where is not None else f"shared-memory race at byte {byte % m.smem_size:#x}"
         raise SharedRace(
-            f"shared-memory race at byte {byte % m.smem_size:#x}: {m.launch.describe_thread(m, thread)} "
+            f"{place}: {m.launch.describe_thread(m, thread)} "
             f"{verb} it at PTX line {ins.line} ({render(ins)}), and "
             f"{m.launch.describe_thread(m, other)} {other_verb} it at PTX line {prev.line} "
             f"({render(prev)}) with no barrier or mbarrier ordering between them")
+
+
+def _tmem_cell(cell: int) -> str:
+    """A tensor-memory cell (flat index, ``ops.tcgen05.flat_cells``) as a race report names it."""
+    return f"tensor-memory race at lane {cell % TMEM_CELLS // TMEM_COLUMNS}, column {cell % TMEM_COLUMNS}"

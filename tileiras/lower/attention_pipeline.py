@@ -140,7 +140,12 @@ def _body(loop: CF.ForOp) -> list[Operation]:
 
 def is_attention_loop(tas, loop: CF.ForOp) -> bool:
     """Does the loop body hold two tensor-core multiplies (the shape this plans)?"""
-    return sum(1 for op in _body(loop) if op in tas.tensor_cores) == 2
+    return len(body_multiplies(tas, loop)) == 2
+
+
+def body_multiplies(tas, loop: CF.ForOp) -> list[Operation]:
+    """The tensor-core multiplies of the loop body."""
+    return [op for op in _body(loop) if op in tas.tensor_cores]
 
 
 def attention_multiplies(tas, loop: CF.ForOp, warpgroup: bool, tcgen05: bool = False
@@ -212,13 +217,9 @@ def plan_attention(tas, loop: CF.ForOp, arch: int) -> Union[AttentionPlan, str]:
 
 
 def _after(op: Operation, loop: CF.ForOp) -> bool:
-    """Does ``op`` run after ``loop`` (it, or the op holding it, follows the loop in the
-    loop's block)?"""
-    block = loop.parent
-    while op is not None and op.parent is not block:
-        region = op.parent.parent if op.parent is not None else None
-        op = region.parent if region is not None and isinstance(region.parent, Operation) else None
-    return op is not None and block.ops.index(op) > block.ops.index(loop)
+    """Does ``op`` run after ``loop`` (in an op that follows the loop in its block)?"""
+    ops = loop.parent.ops
+    return any(op is o for later in ops[ops.index(loop) + 1:] for o in later.walk())
 
 
 def a_in_registers(tas, mma: Operation) -> bool:

@@ -66,11 +66,11 @@ from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.traits import DATA_RESOURCES, writes
 from .attention_pipeline import (A_BEFORE_LOOP, A_HELD, A_STAGED, a_in_registers, attention_multiplies, attention_pair,
-                                 b_load, inside_value, wanted_stages)
+                                 b_load, body_multiplies, inside_value, wanted_stages)
 from .mma_forms import (WGMMA_MAX_N, LandedOperand, MmaSwizzle, OperandStaging, WgmmaStaging, k_steps, landed_form,
-                        mma_swizzle, TMEM_COLUMNS, tcgen05_columns, tcgen05_form, tcgen05_ring_staging,
-                        tcgen05_rows, tensor_core_mma, tma_ring_staging)
-from .tensor_memory import NOT_ATTENTION
+                        mma_swizzle, tcgen05_form, tcgen05_ring_staging, tcgen05_rows, tensor_core_mma,
+                        tma_ring_staging)
+from .tensor_memory import NOT_ATTENTION, fits
 from .tiles import element_bytes
 from .software_pipeline import KLoopPlan, clamped_stages
 from .tma import BARRIER_BYTES, MAP_TYPES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, allows_tma, plan_again, view_map_spec
@@ -209,7 +209,7 @@ def _rebased(operand: OperandStaging, base: int) -> OperandStaging:
 def plan_attention_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionRingPlan, str]:
     """The loop's ``AttentionRingPlan``, or the reason it is not pipelined (a sentence):
     ``wgmma`` multiplies (sm_90) or ``tcgen05`` ones (sm_100: P staged every iteration)."""
-    tc = any(tas.tensor_cores[op].tcgen05 for op in _body_multiplies(tas, loop))
+    tc = any(tas.tensor_cores[op].tcgen05 for op in body_multiplies(tas, loop))
     mmas = attention_multiplies(tas, loop, warpgroup=not tc, tcgen05=tc)
     if isinstance(mmas, str):
         return mmas
@@ -256,17 +256,7 @@ def plan_attention_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionRingPl
     zero = tuple(tc and _zeros(mma.operands[2], loop) for mma in mmas)
     return AttentionRingPlan(loop, mmas[0], (k_tile.load, v_tile.load), stages, ring_base, stage_bytes, tuple(mmas),
                              (k_tile, v_tile), stagings, source, tas.num_threads, q_box, zero_start=zero,
-                             s_ahead=zero[0] and _second_s_fits(tas, mmas[0]))
-
-
-def _second_s_fits(tas, s: Operation) -> bool:
-    """Does a second buffer of S fit in tensor memory beside every tcgen05 multiply's?"""
-    taken = sum(tcgen05_columns(op) for op, form in tas.tensor_cores.items() if form.tcgen05)
-    return taken + tcgen05_columns(s) <= TMEM_COLUMNS
-
-
-def _body_multiplies(tas, loop: CF.ForOp) -> list[Operation]:
-    return [op for op in loop.regions[0].blocks[0].ops if op in tas.tensor_cores]
+                             s_ahead=zero[0] and fits(tas, mmas[0]))     # a second buffer of S
 
 
 def _zeros(value, loop: CF.ForOp) -> bool:

@@ -101,7 +101,9 @@ def _k_loop_reason(tas, loop: CF.ForOp, mma: Operation, arch: int) -> Optional[s
 
 
 def fits(tas, op: Operation) -> bool:
-    """Do ``op``'s accumulator columns fit beside the tcgen05 multiplies chosen so far?"""
+    """Do ``op``'s accumulator columns fit beside the tcgen05 multiplies chosen so far?
+    (Asked, once all are chosen, of attention's S for a second buffer too:
+    ``AttentionRingPlan.s_ahead``.)"""
     taken = sum(tcgen05_columns(o) for o, form in tas.tensor_cores.items() if form.tcgen05)
     return taken + tcgen05_columns(op) <= TMEM_COLUMNS
 
