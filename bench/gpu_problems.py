@@ -264,6 +264,6 @@ def describe_rate(p: dict, family: Family, ms: Any) -> str:
     if ms is None:
         return "-"
     flops, nbytes = family.work(p)
-    if family in (GEMM, GEMM_FP8, GROUPED_GEMM, PERSISTENT_GEMM, ATTENTION):
+    if family in (GEMM, GEMM_FP8, GROUPED_GEMM, PERSISTENT_GEMM, PERSISTENT_GROUPED_GEMM, ATTENTION):
         return f"{flops / ms / 1e9:.1f} TFLOP/s"
     return f"{nbytes / ms / 1e6:.0f} GB/s"

@@ -292,3 +292,25 @@ def test_a_store_that_does_not_wait_for_the_one_before_is_caught(monkeypatch):
     monkeypatch.setattr(emit_tma.X, "bulk_wait_group", lambda b, keep: None)
     (report,) = diffcheck.check_module(m, "sm_90", grid=(2, 1, 1), extent=100)
     assert report.problem is not None and "still being read by the asynchronous" in report.problem, report.problem
+
+
+def test_groups_whose_epilogues_share_one_staging_keep_their_tma_rings():
+    """Eight groups of 128x128x64 tiles (bench/gpu.py's persistent grouped GEMM): the eight
+    epilogues' TMA stores share one 32 KB staging buffer, so a ring has the rest of shared
+    memory for its stages.  Counted once per store (256 KB) that left no room for two
+    stages and every K loop fell back to cp.async, at 255 registers and spills."""
+    import cuda.tile as ct
+    from kernels._case import KernelCase
+    from kernels.lists import ALIGNED, array_list, persistent_grouped_matmul
+
+    case = KernelCase("persistent_grouped_matmul_8", persistent_grouped_matmul,
+                      [[array_list(ct.float16, 2, **ALIGNED), array_list(ct.float16, 2, **ALIGNED),
+                        array_list(ct.float16, 2, **ALIGNED), 128, 128, 64, 2, 8]])
+    m = read_bytecode(export(case, "sm_90"))
+    (tas,) = run_stages(m, CompileOptions(gpu_name="sm_90"), "tileas").tas.values()
+    stores = [plan for plan in tas.tma.values() if plan.is_store]
+    assert len(stores) == 8 and len({plan.buffer for plan in stores}) == 1
+    rings = list(tas.pipelines.values())
+    assert len(rings) == 8 and all(isinstance(r, RingPlan) for r in rings), rings
+    assert all(r.stages >= 4 for r in rings)
+    assert tas.smem_bytes <= 227 * 1024

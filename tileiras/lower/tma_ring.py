@@ -362,9 +362,14 @@ MAP_SWIZZLE = {Swizzle.B32: 1, Swizzle.B64: 2, Swizzle.B128: 3}
 
 
 def _other_tma_bytes(tas, ring_loads) -> int:
-    """Shared memory the kernel's other TMA buffers and mbarriers take (after the ring)."""
-    return sum(-(-p.nbytes // STAGING_ALIGN) * STAGING_ALIGN + BARRIER_BYTES
-               for op, p in tas.tma.items() if op not in ring_loads) + STAGING_ALIGN
+    """Shared memory the kernel's other TMA buffers and mbarriers take (after the ring):
+    each staging buffer once, however many plans share it (the stores of one token chain,
+    as a grouped GEMM's epilogues, ``tma._shared_staging``)."""
+    buffers: dict[int, int] = {}
+    for op, p in tas.tma.items():
+        if op not in ring_loads:
+            buffers[p.buffer] = max(buffers.get(p.buffer, 0), p.nbytes)
+    return sum(-(-n // STAGING_ALIGN) * STAGING_ALIGN + BARRIER_BYTES for n in buffers.values()) + STAGING_ALIGN
 
 
 def _ring_stages(tas, loop: CF.ForOp, arch: int, mma: Operation, staging, copies: int
