@@ -46,11 +46,11 @@ def without_wait(ptx: str, which: str, consumer: str) -> str:
     return ptx
 
 
-def attention_loop(ptx: str, first: str, last: str) -> str:
+def attention_loop(ptx: str, first: str, last: str, after: int = 0) -> str:
     """An attention ring's loop: from the first multiply's K wait (the last phase wait
-    before the first ``first``, the multiply's opening instruction) to the drain's barrier
-    (the first after the last ``last``)."""
-    wait = ptx.rindex("mbarrier.try_wait.parity", 0, ptx.index(first))
+    before the first ``first`` from ``after`` on, the multiply's opening instruction) to
+    the drain's barrier (the first after the last ``last``)."""
+    wait = ptx.rindex("mbarrier.try_wait.parity", 0, ptx.index(first, after))
     start = ptx.rindex("\n", 0, ptx.rindex("\n", 0, wait))
     return ptx[start:ptx.index("bar.sync", ptx.rindex(last))]
 
@@ -65,9 +65,18 @@ def assert_attention_refills(loop: str, boxes: int) -> None:
     assert len(re.findall(r"mbarrier\.arrive\.shared::cta\.b64", loop)) == 1
 
 
-def drop_attention_wait(monkeypatch, dropped: int) -> None:
-    """Plant: an attention ring's ``dropped``-th mbarrier wait is not emitted (1: Q's boxes,
-    2: K's phase, 3: V's, 4: the refill's "empty" wait)."""
+#: the mbarrier waits an attention ring emits, in order: Q's boxes, K's phase, V's, the
+#: refill's "empty" one; where Q @ K^T runs an iteration ahead on ``wgmma`` (``s_ahead``)
+#: K(0)'s before the loop, then K(i + 1)'s in it
+ATTENTION_WAITS = ("q", "k", "v", "empty")
+S_AHEAD_WAITS = ("q", "k0", "k", "v", "empty")
+
+
+def drop_attention_wait(monkeypatch, dropped, s_ahead: bool = False) -> None:
+    """Plant: an attention ring's ``dropped`` mbarrier wait is not emitted (a name of
+    ``ATTENTION_WAITS``, ``S_AHEAD_WAITS`` where ``s_ahead``, or the 1-based position)."""
+    if isinstance(dropped, str):
+        dropped = (S_AHEAD_WAITS if s_ahead else ATTENTION_WAITS).index(dropped) + 1
     from tileiras.codegen import emit_attention_tma
 
     real = emit_attention_tma.wait_phase

@@ -137,8 +137,11 @@ def test_q_made_otherwise_is_staged_from_registers():
 @pytest.mark.parametrize("d, boxes, wgmmas", [(64, 1, 4 + 4), (128, 2, 8 + 4)])
 def test_no_thread_touches_k_or_v_in_the_loop(d, boxes, wgmmas):
     ptx = ptx_of(flash_attention(d=d), "sm_90")
-    loop = attention_loop(ptx, "wgmma.fence", "wgmma.wait_group")
-    stages = plan_of(flash_attention(d=d), 90).stages
+    plan = plan_of(flash_attention(d=d), 90)
+    # where S runs an iteration ahead, S(0) is multiplied (and waited for) before the loop
+    after = ptx.index("wgmma.wait_group.sync.aligned 0") if plan.s_ahead else 0
+    loop = attention_loop(ptx, "wgmma.fence", "wgmma.wait_group", after)
+    stages = plan.stages
     assert not re.search(r"st\.shared|ld\.shared", loop)
     assert_attention_refills(loop, boxes)
     assert len(re.findall(r"mbarrier\.arrive\.expect_tx", loop)) == 2
@@ -186,12 +189,14 @@ def test_many_trips_agree_with_the_interpreter(kwargs, keys, blocks, stages):
     assert ring_problem(text, keys, kwargs.get("d", 64), kwargs.get("bm", 64), blocks) is None
 
 
-@pytest.mark.parametrize("dropped", [1, 3])
+@pytest.mark.parametrize("dropped", ["q", "k0", "k", "v"])
 def test_a_missing_mbarrier_wait_is_caught(monkeypatch, dropped):
-    """Q @ K^T without waiting for Q's boxes (the first wait), or P @ V without waiting for
-    V's phase (the third, after K's), reads shared memory while the TMA may still land."""
-    drop_attention_wait(monkeypatch, dropped)
-    (problem,) = problems(flash_attention())
+    """Q @ K^T without waiting for Q's boxes, S(0) (before the loop) or S(i + 1) (in it)
+    without waiting for K's, or P @ V without waiting for V's phase, reads shared memory
+    while the TMA may still land."""
+    assert plan_of(flash_attention(), 90).s_ahead
+    drop_attention_wait(monkeypatch, dropped, s_ahead=True)
+    problem = ring_problem(flash_attention(), 512, 64)
     assert problem is not None and "cp.async.bulk.tensor" in problem and "wgmma" in problem
 
 
@@ -209,7 +214,79 @@ def test_a_missing_release_is_caught(monkeypatch, d):
 def test_a_refill_without_the_empty_wait_is_caught(monkeypatch, d):
     """Two warpgroups: the refill of a stage issued without waiting for every thread's
     release overwrites K while the other warpgroup's Q @ K^T may still read it."""
-    drop_attention_wait(monkeypatch, 4)
-    problem = ring_problem(flash_attention(d=d, bm=128, hints=EIGHT_WARPS), 384, d, 128)
+    text = flash_attention(d=d, bm=128, hints=EIGHT_WARPS)
+    drop_attention_wait(monkeypatch, "empty", s_ahead=plan_of(text, 90).s_ahead)
+    problem = ring_problem(text, 384, d, 128)
     assert problem is not None and "race" in problem and "cp.async.bulk.tensor" in problem
     assert "wgmma" in problem and "thread [128, 0, 0]" in problem
+
+
+# -- Q @ K^T an iteration ahead (s_ahead) -------------------------------------------------------
+def test_s_runs_ahead_where_the_ring_has_three_stages(monkeypatch):
+    """S(i + 1) is issued at the top of iteration i, so its K tile must have landed then:
+    with three stages it was issued two iterations earlier; with two, only at the end of
+    iteration i - 1, and the multiply would wait on the copy (d = 128: two stages fit)."""
+    assert plan_of(flash_attention(), 90).s_ahead
+    assert plan_of(flash_attention(causal=True), 90).s_ahead
+    assert not plan_of(flash_attention(d=128), 90).s_ahead
+    assert not plan_of(flash_attention(hints="sm_90 = {num_stages = 2}"), 90).s_ahead
+    assert plan_of(flash_attention(d=128, hints="sm_90 = {num_stages = 3}"), 90).s_ahead
+    plan = plan_of(flash_attention(), 90)
+    assert not plan.tcgen05 and not plan.s_committed and plan.smem_end == plan.q_barrier + 8   # no S mbarrier
+    monkeypatch.setenv("TILEIRAS_S_AHEAD", "0")
+    assert not plan_of(flash_attention(), 90).s_ahead
+
+
+def test_s_of_the_next_iteration_runs_during_the_softmax():
+    """In the loop S(i + 1)'s wgmma are committed and left in flight (``wait_group 1``)
+    before the softmax's first exp2; nothing waits for them until P @ V's ``wait_group 0``
+    (then a second one hands the registers to the next iteration)."""
+    ptx = ptx_of(flash_attention(), "sm_90")
+    prologue_wait = ptx.index("wgmma.wait_group.sync.aligned 0")
+    assert ptx.index("wgmma.commit_group", ptx.index("wgmma.fence")) < prologue_wait   # S(0) before the loop
+    loop = attention_loop(ptx, "wgmma.fence", "wgmma.wait_group", prologue_wait)
+    first_exp = loop.index("ex2.approx")
+    head = loop[:first_exp]
+    assert len(re.findall(r"wgmma\.mma_async", head)) == 4 and head.count("wgmma.commit_group") == 1
+    assert "wgmma.wait_group.sync.aligned 1" in head and "wgmma.wait_group.sync.aligned 0" not in head
+    tail = loop[first_exp:]
+    assert len(re.findall(r"wgmma\.mma_async", tail)) == 4                       # P @ V
+    assert len(re.findall(r"wgmma\.wait_group\.sync\.aligned 0", tail)) == 2
+
+
+@pytest.mark.parametrize("kwargs, keys, blocks", [
+    ({}, 512, 1), ({"causal": True}, 320, 5), ({"bm": 128, "hints": EIGHT_WARPS}, 448, 1),
+    ({"d": 128, "hints": "sm_90 = {num_stages = 3}"}, 384, 1), ({"trips": 3}, 192, 1),
+])
+def test_s_ahead_agrees_with_the_interpreter(kwargs, keys, blocks):
+    """Three to eight trips, causal blocks of 1 .. 5 trips (dynamic counts), two warpgroups, head dim 128:
+    the last iteration's extra multiply (no K(i + 1)) reads a stage no copy is in flight
+    to, and its result is not used."""
+    text = flash_attention(**kwargs)
+    assert plan_of(text, 90).s_ahead
+    assert ring_problem(text, keys, kwargs.get("d", 64), kwargs.get("bm", 64), blocks) is None
+
+
+def test_without_s_ahead_the_ring_still_agrees(monkeypatch):
+    monkeypatch.setenv("TILEIRAS_S_AHEAD", "0")
+    assert not plan_of(flash_attention(), 90).s_ahead
+    assert ring_problem(flash_attention(), 512, 64) is None
+    assert ring_problem(flash_attention(causal=True), 256, 64, 64, 4) is None
+
+
+def test_reading_s_before_its_wait_is_caught(monkeypatch):
+    """Plant: the softmax reads S(i + 1)'s registers, still being written by its wgmma,
+    instead of the carried S(i): the emulator says so rather than handing back stale or
+    partial sums."""
+    from tileiras.codegen import emit_attention_tma
+    from tileiras.codegen.values import TileVal
+
+    real = emit_attention_tma._wgmma_s_ahead
+
+    def early(em, op, plan, i):
+        real(em, op, plan, i)
+        frame = emit_attention_tma._loop_frame(em, plan)
+        em.put(op.result, TileVal(em.tile(op, 2).layout, list(frame.ahead_next)))
+    monkeypatch.setattr(emit_attention_tma, "_wgmma_s_ahead", early)
+    problem = ring_problem(flash_attention(), 256, 64)
+    assert problem is not None and "in-flight" in problem and "before wgmma.wait_group" in problem, problem

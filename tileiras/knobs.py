@@ -129,6 +129,9 @@ class _Knobs:
     mma_tma_ring = _BoolKnob("TILEIRAS_MMA_TMA_RING", True,
                              "sm_90 and later: K loops multiplying with mma.sync TMA-load their tiles into "
                              "a ring of mbarrier stages (NVIDIA's form); 0: cp.async rings, as on sm_80")
+    s_ahead = _BoolKnob("TILEIRAS_S_AHEAD", True,
+                        "sm_90 flash attention: Q @ K^T of the next iteration runs on wgmma during this "
+                        "iteration's softmax where the TMA ring has 3 stages or more; 0: after it")
     tcgen05 = _BoolKnob("TILEIRAS_TCGEN05", True,
                         "sm_100 family: matrix multiplies of 16-bit, tf32 and 8-bit floats run on tcgen05.mma "
                         "(tensor memory accumulators) where lower/tensor_memory.py allows; 0: mma.sync")

@@ -1,6 +1,8 @@
 """Flash attention's K/V loop as a TMA ring: the code of an ``attention_tma.AttentionRingPlan``.
 
-On sm_90 the multiplies are ``wgmma``, below; on sm_100 ``tcgen05.mma`` (S and O in tensor
+On sm_90 the multiplies are ``wgmma``, below (with ``plan.s_ahead`` Q @ K^T of iteration
+i + 1 is issued at the top of iteration i into a second set of accumulator registers the
+loop carries, and runs during iteration i's softmax: ``_wgmma_s_ahead``); on sm_100 ``tcgen05.mma`` (S and O in tensor
 memory, ``emit_tcgen05.attention_multiply``; with ``plan.s_ahead`` thread 0 issues Q @ K^T
 of iteration i + 1 as soon as S(i) is read, into S's other buffer, on S's own mbarrier, the
 first before the loop: ``_s_ahead``), or where not, as on sm_120 (``plan.sync``),
@@ -49,6 +51,8 @@ with a second tile and "full" mbarrier per stage.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from llvmlite import ir
 
 from ..ir.core import Operation
@@ -57,10 +61,11 @@ from . import device_maps
 from . import intrinsics as X
 from .emit_async import below, iteration_number, loop_bounds
 from .emit_attention import hoist_fragments, hoist_landed, multiply_from_stage
-from .emit_mma import stage_operand, warpgroup_multiply
+from .emit_mma import stage_operand, warpgroup_multiply, wgmma_wait
 from .emit_tcgen05 import attention_multiply, issue_s, read_s, s_buffer
 from .emit_tma import wait_phase
 from .nvvm import I32, KernelEmitter
+from .values import TileVal
 
 
 def _shared(em: KernelEmitter, offset: ir.Value) -> ir.Value:
@@ -82,7 +87,7 @@ def _all_barriers(em: KernelEmitter, plan: AttentionRingPlan) -> list[tuple[ir.V
     stages = [(_full(em, plan, ir.Constant(I32, s), k), plan.consumers if k == EMPTY else 1)
               for s in range(plan.stages) for k in range(BARRIERS_PER_STAGE)]
     return (stages + ([(_q_barrier(em, plan), 1)] if plan.q else [])
-            + ([(_s_barrier(em, plan), 1)] if plan.s_ahead else []))
+            + ([(_s_barrier(em, plan), 1)] if plan.s_committed else []))
 
 
 def _s_barrier(em: KernelEmitter, plan: AttentionRingPlan) -> ir.Value:
@@ -145,9 +150,11 @@ def _issue(em: KernelEmitter, plan: AttentionRingPlan, iv: ir.Value, stage: ir.V
         _issue_tile(em, tile, base, _full(em, plan, stage, k), at)
 
 
-def prologue(em: KernelEmitter, plan: AttentionRingPlan) -> None:
+def prologue(em: KernelEmitter, plan: AttentionRingPlan) -> Optional[list[ir.Value]]:
     """Before the loop: the mbarriers, Q (its boxes, or staged from registers), and the
-    boxes of the first S iterations; every thread waits for Q's boxes."""
+    boxes of the first S iterations; every thread waits for Q's boxes.  Where ``wgmma``
+    computes S an iteration ahead, S(0)'s registers, which the loop carries (the caller
+    makes them its header's phis: ``ahead``)."""
     b = em.b
     lb, ub, step = loop_bounds(em, plan)
     X.barrier(b)                    # earlier users of the shared memory are done with it
@@ -173,9 +180,12 @@ def prologue(em: KernelEmitter, plan: AttentionRingPlan) -> None:
         wait_phase(em, _q_barrier(em, plan), ir.Constant(I32, 0))
         if plan.sync is not None:   # mma.sync: Q's fragments read once into registers
             hoist_landed(em, plan.mmas[0], plan.q.staging)
-    if plan.s_ahead:                # tcgen05: the first Q @ K^T, read in iteration 0
+    if plan.s_ahead and plan.tcgen05:   # the first Q @ K^T, read in iteration 0
         with b.if_then(b.and_(_elected(em), below(em, plan, lb, ub))):
             _issue_s(em, plan, ir.Constant(I32, 0))
+    elif plan.s_ahead:
+        return _first_s(em, plan)
+    return None
 
 
 def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionRingPlan) -> None:
@@ -186,13 +196,16 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionRingPlan) -> 
     k = plan.mmas.index(op)
     i = iteration_number(em, plan)
     if k == 0 and plan.s_ahead:     # S(i) was issued an iteration ago: read it, issue S(i + 1)
-        _s_ahead(em, plan, i)
+        if plan.tcgen05:
+            _s_ahead(em, plan, i)
+        else:
+            _wgmma_s_ahead(em, op, plan, i)
         return
     stage, parity = _stage_of(em, plan, i)
     wait_phase(em, _full(em, plan, stage, k), parity)
     if plan.sync is not None:
         _sync_multiply(em, op, plan, k, stage)
-    elif em.tas.tensor_cores[op].tcgen05:
+    elif plan.tcgen05:
         attention_multiply(em, op, plan, k, b.mul(stage, ir.Constant(I32, plan.stage_bytes)))
     else:
         staging = plan.stagings[k]
@@ -200,7 +213,68 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionRingPlan) -> 
         warpgroup_multiply(em, op, em.tas.tensor_cores[op], staging, lhs, em.tile(op, 2),
                            b.mul(stage, ir.Constant(I32, plan.stage_bytes)), a_fixed=True)
     if k == 1:
+        if plan.s_ahead and not plan.tcgen05:  # S(i + 1) completed with P @ V (wait_group 0)
+            frame = _loop_frame(em, plan)
+            frame.ahead_next = wgmma_wait(b, frame.ahead_next, 0)
         _refill(em, plan, stage, parity)
+
+
+def _loop_frame(em: KernelEmitter, plan: AttentionRingPlan):
+    """The ``emit_control.Frame`` of the ring's loop (its ``ahead`` phis: S(i))."""
+    return next(f for f in reversed(em.frames) if f.op is plan.loop)
+
+
+def _wgmma_s(em: KernelEmitter, plan: AttentionRingPlan, op: Operation, stage: ir.Value) -> list[ir.Value]:
+    """Q @ K^T from ``stage``'s K into fresh accumulators (S starts as zeros), its
+    ``wgmma`` committed and left in flight; their registers (``op``'s result stays)."""
+    kept = em.values.get(op.result)
+    staging = plan.stagings[0]
+    lhs = em.tile(op, 0) if staging.a is None else None
+    warpgroup_multiply(em, op, em.tas.tensor_cores[op], staging, lhs, em.tile(op, 2),
+                       em.b.mul(stage, ir.Constant(I32, plan.stage_bytes)), pending=1, a_fixed=True)
+    regs = em.values[op.result].regs
+    if kept is not None:
+        em.put(op.result, kept)
+    return regs
+
+
+def _first_s(em: KernelEmitter, plan: AttentionRingPlan) -> list[ir.Value]:
+    """Before the loop (``wgmma``, ``s_ahead``): S(0), once K(0) has landed, complete;
+    zeros where the loop does not run."""
+    b = em.b
+    lb, ub, _ = loop_bounds(em, plan)
+    op, zero = plan.mmas[0], ir.Constant(I32, 0)
+    zeros = em.tile(op, 2).regs
+    before = b.block
+    with b.if_then(below(em, plan, lb, ub)):
+        wait_phase(em, _full(em, plan, zero, 0), zero)
+        first = wgmma_wait(b, _wgmma_s(em, plan, op, zero), 0)
+        then = b.block
+    merged = []
+    for reg, z in zip(first, zeros):
+        phi = b.phi(reg.type)
+        phi.add_incoming(reg, then)
+        phi.add_incoming(z if z.type == reg.type else ir.Constant(reg.type, 0.0), before)
+        merged.append(phi)
+    return merged
+
+
+def _wgmma_s_ahead(em: KernelEmitter, op: Operation, plan: AttentionRingPlan, i: ir.Value) -> None:
+    """Q @ K^T of iteration ``i`` when ``wgmma`` computes it an iteration ahead: S(i) is
+    the registers the loop carries (complete: the last iteration's P @ V waited for
+    them); S(i + 1) is issued now from K(i + 1)'s stage, once its boxes have landed, and
+    runs on the tensor core during this iteration's softmax, completing with P @ V.  In
+    the last iteration there is no K(i + 1): the multiply reads the stage's old K (no
+    copy is in flight there) and its result is not used."""
+    b = em.b
+    frame = _loop_frame(em, plan)
+    em.put(op.result, TileVal(em.tile(op, 2).layout, list(frame.ahead)))
+    _, ub, step = loop_bounds(em, plan)
+    iv = em.values[plan.loop.regions[0].blocks[0].args[0]].scalar
+    stage, parity = _stage_of(em, plan, b.add(i, ir.Constant(I32, 1)))
+    with b.if_then(below(em, plan, b.add(iv, step), ub)):
+        wait_phase(em, _full(em, plan, stage, 0), parity)
+    frame.ahead_next = _wgmma_s(em, plan, op, stage)
 
 
 def _s_ahead(em: KernelEmitter, plan: AttentionRingPlan, i: ir.Value) -> None:

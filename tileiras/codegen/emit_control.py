@@ -47,6 +47,11 @@ class Frame:
     #: for: the loads whose tiles a later loop reads (lower/forwarding.py), each with its
     #: header phis, per trip the tile's registers
     kept: list[tuple[Operation, list[list[ir.PhiInstr]]]] = field(default_factory=list)
+    #: for: registers the loop's pipelined code carries from one trip to the next, not a
+    #: result of the loop (flash attention's S, computed an iteration ahead on ``wgmma``:
+    #: ``emit_attention_tma``): the header's phis, and what the trip now emitted hands on
+    ahead: list[ir.PhiInstr] = field(default_factory=list)
+    ahead_next: list[ir.Value] = field(default_factory=list)
 
 
 def _regs_of(em: KernelEmitter, op: Operation) -> list[list[ir.Value]]:
@@ -147,6 +152,8 @@ def _continue(em: KernelEmitter, op: Operation) -> None:
         for phi, v in zip(phis, regs or []):
             phi.add_incoming(v, block)
     _keep_tiles(em, frame, block)
+    for phi, v in zip(frame.ahead, frame.ahead_next):
+        phi.add_incoming(v, block)
     back = em.b.branch(frame.header)
     if em.tas.forwarded and frame.op in unrolled_loops(em.tas):
         _unroll_fully(em, back)
@@ -209,8 +216,9 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     lb, ub, step = (em.scalar(op, i) for i in range(3))
     inits = _token_or_regs(em, op)[3:]
     plan = pipelined_op(em.tas, op)
+    ahead = None
     if isinstance(plan, AttentionRingPlan):     # sm_90 flash attention's TMA ring
-        emit_attention_tma.prologue(em, plan)
+        ahead = emit_attention_tma.prologue(em, plan)
     elif plan is not None:      # a software-pipelined K loop: its first stages' copies
         emit_async.prologue(em, plan)
     stream = stream_plan(em.tas, op)
@@ -230,6 +238,10 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     em.put(block.args[0], TileVal(em.result_layout(block.args[0]), [iv]))
     _loop_header(em, frame, inits, list(block.args[1:]), header, entry)
     _kept_slots(em, frame, entry)
+    for reg in ahead or []:
+        phi = b.phi(reg.type)
+        phi.add_incoming(reg, entry)
+        frame.ahead.append(phi)
     unsigned = bool(op.attributes.get("unsignedCmp"))
     more = b.icmp_unsigned("<", iv, ub) if unsigned else b.icmp_signed("<", iv, ub)
     b.cbranch(more, body, exit_bb)

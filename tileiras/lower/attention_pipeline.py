@@ -63,7 +63,7 @@ from ..tile.traits import DATA_RESOURCES, is_contraction, writes
 from .mma_forms import MmaSwizzle, mma_swizzle
 from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, KLoopPlan, clamped_stages
 from .tiles import element_bytes
-from .tma import BARRIER_BYTES, STAGING_ALIGN, SWIZZLED_ALIGN, plan_again
+from .tma import SWIZZLED_ALIGN, other_tma_bytes, plan_again
 
 #: where a ring stage's tiles start (bytes): a whole number of 128-byte bank lines
 RING_ALIGN = 128
@@ -206,7 +206,8 @@ def plan_attention(tas, loop: CF.ForOp, arch: int) -> Union[AttentionPlan, str]:
     # a barrier): it may overlap the ring (the output's exchange to 16-byte stores)
     others = max((n for op, n in tas.scratch.items() if op not in mmas and not _after(op, loop)), default=0)
     ring_base = _align(max(a_need, others))
-    fit = (smem_limit(f"sm_{arch}") - ring_base - _other_tma_bytes(tas, (k_tile.load, v_tile.load))) // stage_bytes
+    others = other_tma_bytes(tas, (k_tile.load, v_tile.load), SWIZZLED_ALIGN if tas.tma else 0)
+    fit = (smem_limit(f"sm_{arch}") - ring_base - others) // stage_bytes
     if fit < 2:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory beside {ring_base} of scratch"
     copies = tuple(t.copy_layout.size("reg") // (t.copy_bytes // t.swizzle.esize) for t in (k_tile, v_tile))
@@ -382,13 +383,6 @@ def wanted_stages(tas, loop: CF.ForOp, arch: int, mmas: list[Operation], tiles, 
     except SchedulingError:
         return 2, "default (no modulo schedule)"
     return schedule.num_stages, "modulo schedule"
-
-
-def _other_tma_bytes(tas, ring_loads) -> int:
-    """Shared memory the kernel's TMA buffers and mbarriers other than the K/V loads' take
-    (placed after the ring, ``record_attention``), with the worst alignment."""
-    return sum(_align(p.nbytes, STAGING_ALIGN) + BARRIER_BYTES for op, p in tas.tma.items()
-               if op not in ring_loads) + (SWIZZLED_ALIGN if tas.tma else 0)
 
 
 def record_attention(tas, plan: KLoopPlan, arch: int) -> None:

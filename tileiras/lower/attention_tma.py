@@ -55,6 +55,7 @@ from typing import Optional, Union
 from ..ir import types as T
 from ..ir.attrs import DenseElementsAttr
 from ..ir.core import Operation
+from ..knobs import knobs
 from ..layout.linear import mma_blocks
 from ..record import record
 from ..sched.latency import model_for
@@ -73,7 +74,8 @@ from .mma_forms import (WGMMA_MAX_N, LandedOperand, MmaSwizzle, OperandStaging, 
 from .tensor_memory import NOT_ATTENTION, fits
 from .tiles import element_bytes
 from .software_pipeline import KLoopPlan, clamped_stages
-from .tma import BARRIER_BYTES, MAP_TYPES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, allows_tma, plan_again, view_map_spec
+from .tma import (BARRIER_BYTES, MAP_TYPES, MAX_BOX, TensorMapSpec, allows_tma, other_tma_bytes, plan_again,
+                  view_map_spec)
 from .tma_ring import MAP_SWIZZLE
 
 #: a stage's and each tile's alignment: the 128-byte swizzle repeats every 1024 bytes
@@ -84,6 +86,8 @@ EMPTY = 2
 #: the fewest stages: iteration i + S is issued once iteration i has released its stage
 #: (``emit_attention_tma``), so S - 1 whole iterations hide the copies' latency
 MIN_STAGES = 2
+#: stages a ``wgmma`` ring needs to issue Q @ K^T an iteration ahead (``s_ahead``)
+WGMMA_S_AHEAD_STAGES = 3
 
 
 @record(frozen=True)
@@ -142,11 +146,16 @@ class AttentionRingPlan(KLoopPlan):
     #: ``tcgen05`` multiplies: per multiply, whether its accumulator starts as zeros (the
     #: first MMA does not read tensor memory, nothing is stored there first)
     zero_start: tuple[bool, bool] = (False, False)
-    #: ``tcgen05``: Q @ K^T of iteration i + 1 is issued in iteration i, once S(i) is read
-    #: back, into the other of two S buffers in tensor memory, so that the tensor core
-    #: computes it while the warps run the softmax; it completes on its own mbarrier
-    #: (``s_barrier``), the first one is issued before the loop
+    #: Q @ K^T of iteration i + 1 is issued in iteration i, so that the tensor core
+    #: computes it while the warps run iteration i's softmax; the first before the loop.
+    #: ``tcgen05``: once S(i) is read back, into the other of two S buffers in tensor
+    #: memory, completing on its own mbarrier (``s_barrier``); ``wgmma``: as soon as S(i)
+    #: is there, into a second set of accumulator registers that the loop carries (P @ V's
+    #: ``wait_group 0`` completes it), where the ring has three stages or more (with two,
+    #: K(i + 1)'s boxes are issued only at the end of iteration i - 1)
     s_ahead: bool = False
+    #: the multiplies run on ``tcgen05.mma`` (S and O in tensor memory, P staged)
+    tcgen05: bool = False
 
     def barrier(self, stage: int, tile: int) -> int:
         """Offset of stage ``stage``'s "full" mbarrier of tile ``tile`` (0: K, 1: V), or its
@@ -165,12 +174,17 @@ class AttentionRingPlan(KLoopPlan):
 
     @property
     def s_barrier(self) -> int:
-        """Offset of the mbarrier S's MMAs commit to (``s_ahead``), after Q's."""
+        """Offset of the mbarrier S's MMAs commit to (``tcgen05``, ``s_ahead``), after Q's."""
         return self.q_barrier + (BARRIER_BYTES if self.q else 0)
 
     @property
+    def s_committed(self) -> bool:
+        """Does S complete on its own mbarrier (``s_barrier``)?"""
+        return self.s_ahead and self.tcgen05
+
+    @property
     def smem_end(self) -> int:
-        return self.s_barrier + (BARRIER_BYTES if self.s_ahead else 0)
+        return self.s_barrier + (BARRIER_BYTES if self.s_committed else 0)
 
     def placed(self, maps: tuple[int, ...]) -> "AttentionRingPlan":
         """This plan reading its tiles (K's, V's, then Q's if TMA lands it) through hidden
@@ -179,7 +193,7 @@ class AttentionRingPlan(KLoopPlan):
         q = self.q.placed(maps[2]) if self.q else None
         return AttentionRingPlan(self.loop, self.mma, self.loads, self.stages, self.ring_base, self.stage_bytes,
                                  self.mmas, tiles, self.stagings, self.source, self.consumers, q, self.sync,
-                                 self.zero_start, self.s_ahead)
+                                 self.zero_start, self.s_ahead, self.tcgen05)
 
 
 @record(frozen=True)
@@ -248,15 +262,19 @@ def plan_attention_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionRingPl
                              tas.wgmma_staging[mmas[1]].a_registers))
     per_stage = stage_bytes + BARRIERS_PER_STAGE * BARRIER_BYTES
     taken = (k_tile.load, v_tile.load, *((q_box.load,) if q_box else ()))
-    fit = (smem_limit(f"sm_{arch}") - ring_base - BARRIER_BYTES - _other_tma_bytes(tas, taken)) // per_stage
+    fit = (smem_limit(f"sm_{arch}") - ring_base - BARRIER_BYTES - other_tma_bytes(tas, taken, RING_ALIGN)) // per_stage
     if fit < MIN_STAGES:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory beside {ring_base} of scratch"
     wanted, source = _wanted_stages(tas, loop, arch, mmas, stagings, k_tile.boxes + v_tile.boxes)
     stages = clamped_stages(tas, loop, wanted, fit, MIN_STAGES)
     zero = tuple(tc and _zeros(mma.operands[2], loop) for mma in mmas)
+    if tc:
+        ahead = zero[0] and fits(tas, mmas[0])      # a second buffer of S in tensor memory
+    else:
+        ahead = bool(knobs.s_ahead) and _zeros(mmas[0].operands[2], loop) and stages >= WGMMA_S_AHEAD_STAGES
     return AttentionRingPlan(loop, mmas[0], (k_tile.load, v_tile.load), stages, ring_base, stage_bytes, tuple(mmas),
                              (k_tile, v_tile), stagings, source, tas.num_threads, q_box, zero_start=zero,
-                             s_ahead=zero[0] and fits(tas, mmas[0]))     # a second buffer of S
+                             s_ahead=ahead, tcgen05=tc)
 
 
 def _zeros(value, loop: CF.ForOp) -> bool:
@@ -335,7 +353,7 @@ def plan_attention_sync_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionR
     stage_bytes = _align(k_tile.staging.nbytes) + _align(v_tile.staging.nbytes)
     per_stage = stage_bytes + BARRIERS_PER_STAGE * BARRIER_BYTES
     taken = (k_tile.load, v_tile.load, *((q_box.load,) if q_box else ()))
-    fit = (smem_limit(f"sm_{arch}") - ring_base - BARRIER_BYTES - _other_tma_bytes(tas, taken)) // per_stage
+    fit = (smem_limit(f"sm_{arch}") - ring_base - BARRIER_BYTES - other_tma_bytes(tas, taken, RING_ALIGN)) // per_stage
     if fit < MIN_STAGES:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory beside {ring_base} of scratch"
     wanted, source = wanted_stages(tas, loop, arch, mmas, (k_tile, v_tile), (k_tile.boxes, v_tile.boxes))
@@ -513,12 +531,6 @@ def _wanted_stages(tas, loop: CF.ForOp, arch: int, mmas: list[Operation], stagin
     except SchedulingError:
         return MIN_STAGES, "default (no modulo schedule)"
     return schedule.num_stages, "modulo schedule"
-
-
-def _other_tma_bytes(tas, ring_loads) -> int:
-    """Shared memory the kernel's other TMA buffers and mbarriers take (after the ring)."""
-    return sum(_align(p.nbytes, STAGING_ALIGN) + BARRIER_BYTES for op, p in tas.tma.items()
-               if op not in ring_loads) + RING_ALIGN
 
 
 def record_attention_ring(tas, plan: AttentionRingPlan, arch: int) -> None:

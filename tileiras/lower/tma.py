@@ -200,6 +200,18 @@ def _align(n: int, a: int) -> int:
     return -(-n // a) * a
 
 
+def other_tma_bytes(tas, taken, slack: int = STAGING_ALIGN) -> int:
+    """Shared memory the kernel's TMA buffers and mbarriers other than those of the loads
+    ``taken`` (a ring's) take once ``plan_again`` places them after the ring: each staging
+    buffer once, however many plans share it (the stores of one token chain, as a grouped
+    GEMM's epilogues), and ``slack`` bytes for the first one's alignment."""
+    buffers: dict[int, int] = {}
+    for op, p in tas.tma.items():
+        if op not in taken:
+            buffers[p.buffer] = max(buffers.get(p.buffer, 0), p.nbytes)
+    return sum(_align(n, STAGING_ALIGN) + BARRIER_BYTES for n in buffers.values()) + slack
+
+
 def allows_tma(op: Operation, gpu_name: str) -> bool:
     """The op's ``allow_tma`` hint: the ``default`` entry, overridden by the target's."""
     hints = op.attributes.get("optimization_hints")

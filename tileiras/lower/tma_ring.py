@@ -41,7 +41,7 @@ from .mma_forms import WGMMA_MAX_N, MmaRingStaging, WgmmaStaging, k_steps, mma_r
 from .software_pipeline import (Decision, KLoopPlan, columns_contiguous, k_loop, known_trips, loads_reason,
                                 wgmma_in_flight)
 from .tiles import is_tile
-from .tma import (BARRIER_BYTES, MAX_BOX, STAGING_ALIGN, TensorMapSpec, enclosing_loop, map_home, plan_again,
+from .tma import (MAX_BOX, TensorMapSpec, enclosing_loop, map_home, other_tma_bytes, plan_again,
                   tma_spec)
 
 
@@ -315,7 +315,7 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     stage_bytes = -(-staging.nbytes // RING_ALIGN) * RING_ALIGN
     wanted, source = _ring_stages(tas, loop, arch, mma, staging, sum(boxes))
     built = sum(spec.on_device for spec in specs)
-    budget = smem_limit(gpu) - _other_tma_bytes(tas, (a, b)) - (MAP_ALIGN + MAP_BYTES * built if built else 0)
+    budget = smem_limit(gpu) - other_tma_bytes(tas, (a, b)) - (MAP_ALIGN + MAP_BYTES * built if built else 0)
     fit = budget // (stage_bytes + RING_BARRIER_BYTES)
     if fit < 2:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory"
@@ -359,17 +359,6 @@ SYNC_SERIAL = "mma.sync reads its stage synchronously (ldmatrix)"
 
 #: the tensor map's swizzle field (``codegen.tensormap.Swizzle``) per swizzle
 MAP_SWIZZLE = {Swizzle.B32: 1, Swizzle.B64: 2, Swizzle.B128: 3}
-
-
-def _other_tma_bytes(tas, ring_loads) -> int:
-    """Shared memory the kernel's other TMA buffers and mbarriers take (after the ring):
-    each staging buffer once, however many plans share it (the stores of one token chain,
-    as a grouped GEMM's epilogues, ``tma._shared_staging``)."""
-    buffers: dict[int, int] = {}
-    for op, p in tas.tma.items():
-        if op not in ring_loads:
-            buffers[p.buffer] = max(buffers.get(p.buffer, 0), p.nbytes)
-    return sum(-(-n // STAGING_ALIGN) * STAGING_ALIGN + BARRIER_BYTES for n in buffers.values()) + STAGING_ALIGN
 
 
 def _ring_stages(tas, loop: CF.ForOp, arch: int, mma: Operation, staging, copies: int
