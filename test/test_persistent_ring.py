@@ -3,7 +3,8 @@ around the K loop): the K loop is a TMA ring feeding ``wgmma`` inside the loop o
 its mbarriers initialized once at kernel start (outside the scratch region, live the whole
 kernel) and its stage and phase taken from a K-tile counter carried across tiles
 (``RingPlan.persistent``, ``emit_ring.init_rings``).  By default it is warp-specialized as
-NVIDIA's are: a producer warp runs the loop over tiles itself (recomputing the tile's
+NVIDIA's are (with two consumer warp groups, ``cta_size.wgmma_pair``, where NVIDIA's have
+one): a producer warp runs the loop over tiles itself (recomputing the tile's
 coordinates, ``RingPlan.producer_ops``) and fills the next tile's stages while the
 consumers finish a tile; the consumers' barriers are a named barrier of their own.  With
 ``TILEIRAS_WARP_SPECIALIZE=0``: per tile a barrier, the prologue's copies, the steady
@@ -23,7 +24,7 @@ pytest.importorskip("cuda.tile")
 
 from differential import Case, compare, export, numpy_dtype, random_array, run_interpreter  # noqa: E402
 from kernels._case import KernelCase, arr  # noqa: E402
-from kernels.persistent import persistent_case, persistent_gemm_8_warps  # noqa: E402
+from kernels.persistent import persistent_case, persistent_gemm_4_warps, persistent_gemm_8_warps  # noqa: E402
 from test_tma_ring import COPY, _without_wait, needs_x86  # noqa: E402
 
 from tileiras import diffcheck  # noqa: E402
@@ -38,6 +39,11 @@ import cuda.tile as ct  # noqa: E402
 #: NVIDIA-like tiles (TileGym's persistent GEMM on sm_90: 128x128 output tiles, K by 64)
 LARGE = {"f16": persistent_case("persistent_gemm_128_f16", ct.float16, 128, 128, 64),
          "bf16": persistent_case("persistent_gemm_128_bf16", ct.bfloat16, 128, 128, 64)}
+#: the same on one consumer warpgroup (a ``num_worker_warps`` hint of 4: NVIDIA's CTA)
+ONE_GROUP = KernelCase("persistent_gemm_128_f16_4_warps", persistent_gemm_4_warps,
+                       [[arr(ct.float16, 2), arr(ct.float16, 2), arr(ct.float16, 2), 128, 128, 64]])
+#: (case, producer warp, consumer threads, CTA threads, setmaxnreg dec/inc)
+FORMS = {"two_groups": (LARGE["f16"], 8, 256, 384, (32, 168)), "one_group": (ONE_GROUP, 4, 128, 256, (32, 248))}
 #: two warpgroups, 4 tiles of 7 K tiles on 112^3: the warp that refills a stage is not
 #: one of the other warpgroup's, whose reads only the "empty" wait orders before the copy
 #: (one warpgroup runs in lockstep in the emulator: its own reads are ordered anyway)
@@ -113,18 +119,21 @@ def unspecialized(monkeypatch):
     monkeypatch.setenv("TILEIRAS_WARP_SPECIALIZE", "0")
 
 
-@pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_the_k_loop_of_a_persistent_gemm_is_a_warp_specialized_persistent_ring(dtype):
-    """NVIDIA's form: 256 threads, the second warp group the producer (32 registers), the
-    consumers 248; the stages all the shared memory holds beside the epilogue's staging
-    (6 of 32 KB); the producer recomputes the tile's coordinates (a divide and the
-    remainder's sign fix-up) from the loop's induction variable."""
-    c = compiled(LARGE[dtype])
+@pytest.mark.parametrize("form", FORMS)
+def test_the_k_loop_of_a_persistent_gemm_is_a_warp_specialized_persistent_ring(form):
+    """Two consumer warp groups, a 64-row half of each 128-row tile each (the default:
+    ``cta_size.wgmma_pair``), or one (NVIDIA's form, with a hint), then the producer warp
+    group (32 registers; the consumers the rest of the register file: 168 or 248); the
+    stages all the shared memory holds beside the epilogue's staging (6 of 32 KB); the
+    producer recomputes the tile's coordinates (a divide and the remainder's sign fix-up)
+    from the loop's induction variable."""
+    case, producer, consumers, threads, registers = FORMS[form]
+    c = compiled(case)
     plan = ring_of(c)
     (tas,) = c.tas.values()
     assert plan.persistent and plan.in_flight == 1 and plan.specialize_reason == ""
-    assert plan.producer_warp == 4 and plan.consumers == 128 and tas.num_threads == 256
-    assert plan.registers == (32, 248) and plan.stages == 6
+    assert plan.producer_warp == producer and plan.consumers == consumers and tas.num_threads == threads
+    assert plan.registers == registers and plan.stages == 6
     assert [op.name for op in plan.producer_ops][:2] == ["divi", "remi"] and plan.outer is not None
     assert plan.barriers >= tas.scratch_bytes and plan.barriers + plan.barrier_bytes <= tas.smem_bytes
     assert tas.scratch[plan.mma] == plan.ring_bytes == 6 * 32768
@@ -136,34 +145,35 @@ def test_unspecialized_the_k_loop_is_a_persistent_ring(dtype, unspecialized):
     plan = ring_of(c)
     (tas,) = c.tas.values()
     assert plan.persistent and plan.stages == 4 and plan.in_flight == 1 and plan.producer_warp == -1
-    assert plan.specialize_reason == "turned off (TILEIRAS_WARP_SPECIALIZE=0)" and tas.num_threads == 128
+    assert plan.specialize_reason == "turned off (TILEIRAS_WARP_SPECIALIZE=0)" and tas.num_threads == 256
     # the mbarriers after the stages' scratch (and TMA's buffers), not inside it
     assert plan.barriers >= tas.scratch_bytes and plan.barriers + plan.barrier_bytes <= tas.smem_bytes
     assert tas.scratch[plan.mma] == plan.ring_bytes == 4 * 32768
 
 
-@pytest.mark.parametrize("dtype", ["f16", "bf16"])
-def test_the_producer_and_the_consumers_each_loop_over_the_tiles(dtype):
+@pytest.mark.parametrize("form", FORMS)
+def test_the_producer_and_the_consumers_each_loop_over_the_tiles(form):
     """The producer's loop over tiles (the cycle through its copies) holds the "empty"
     waits, ``expect_tx`` and every copy, and no wgmma; the consumers' (the cycle through
     the wgmma) the "full" waits, wgmma with one group in flight, the drain's ``wait_group
     0`` and the tiles' bulk stores, with their barriers named (``bar.sync 1, 128``), and no
     copy; before both, once, the mbarriers' initialization and a CTA-wide barrier;
     ``setmaxnreg`` moves registers from the producer to the consumers."""
-    ptx = compiled(LARGE[dtype]).ptx
+    case, _, threads, cta, (low, high) = FORMS[form]
+    ptx = compiled(case).ptx
     consumers, producer = loop_around(ptx, "wgmma.mma_async"), loop_around(ptx, COPY)
     assert "wgmma.mma_async" in consumers and COPY not in consumers and "expect_tx" not in consumers
     assert "wgmma.wait_group.sync.aligned 1;" in consumers and "wgmma.wait_group.sync.aligned 0;" in consumers
-    assert STORE in consumers and "bar.sync 1, 128;" in consumers and "bar.sync 0;" not in consumers
+    assert STORE in consumers and f"bar.sync 1, {threads};" in consumers and "bar.sync 0;" not in consumers
     assert COPY in producer and "mbarrier.arrive.expect_tx" in producer and "wgmma" not in producer
     assert "mbarrier.try_wait" in producer and "bar.sync" not in producer
     assert ptx.count(COPY) == producer.count(COPY)      # every copy is the producer's
     assert "mbarrier.init" not in consumers + producer and "mbarrier.inval" not in ptx
     assert ptx.count("mbarrier.init") == 2 * 6 and ptx.index("mbarrier.init") < ptx.index("setmaxnreg")
-    assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 128;", ptx)) == 6
-    dec, inc = ptx.index("setmaxnreg.dec.sync.aligned.u32 32;"), ptx.index("setmaxnreg.inc.sync.aligned.u32 248;")
+    assert len(re.findall(rf"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], {threads};", ptx)) == 6
+    dec, inc = ptx.index(f"setmaxnreg.dec.sync.aligned.u32 {low};"), ptx.index(f"setmaxnreg.inc.sync.aligned.u32 {high};")
     assert ptx.rindex("bar.sync 0;", 0, dec) < dec < ptx.index(COPY) < inc < ptx.index("wgmma.mma_async")
-    assert ".reqntid 256" in ptx
+    assert f".reqntid {cta}" in ptx
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
@@ -180,7 +190,7 @@ def test_unspecialized_tma_and_wgmma_run_inside_the_loop_over_tiles(dtype, unspe
     assert "mbarrier.init" not in loop and "fence.mbarrier_init" not in loop
     assert "mbarrier.inval" not in ptx and "setmaxnreg" not in ptx and "bar.sync 1" not in ptx
     assert ptx.count("mbarrier.init") == 2 * 4 and ptx.index("mbarrier.init") < ptx.index("wgmma.mma_async")
-    assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 128;", ptx)) == 4
+    assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], 256;", ptx)) == 4    # both warpgroups
     # 3 prologue stages and one refill, each an A box and B's two 64-column boxes
     assert ptx.count(COPY) == 3 * 3 + 3 and loop.count(COPY) == ptx.count(COPY)
 
@@ -237,7 +247,7 @@ STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
 def test_each_tile_goes_out_through_stmatrix_and_a_bulk_store(dtype):
     """The store of each output tile, whose token cuTile threads through the loop over
     tiles, is a TMA store (``tma.stores_after``) as NVIDIA's epilogue is: in the
-    loop, 16 ``stmatrix.x4`` into a 128-byte-swizzled staging of two 64-column boxes
+    loop, ``stmatrix.x4`` into a 128-byte-swizzled staging of two 64-column boxes
     (NVIDIA's two 16 KB halves), ``fence.proxy.async``, a barrier, one bulk store per
     box, committed; no ``st.global`` of 2 or 4 bytes.  The staging lies after the ring's
     stages and before its mbarriers, so the next tile's copies into the stages never
@@ -255,7 +265,8 @@ def test_each_tile_goes_out_through_stmatrix_and_a_bulk_store(dtype):
     assert plan.ring_bytes <= staging.buffer and staging.buffer + staging.nbytes <= plan.barriers
     loop = loop_around(c.ptx, "wgmma.mma_async")
     assert not re.search(r"st\.global(\.\w+)*\.b(16|32)\b", loop)
-    assert loop.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == 16 and loop.count(STORE) == 2
+    # a thread's 8 (its warpgroup's 64-row half of the tile), NVIDIA's one warpgroup's 16
+    assert loop.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == 8 and loop.count(STORE) == 2
     fence, issue = loop.index("fence.proxy.async.shared::cta"), loop.index(STORE)
     assert loop.rindex("stmatrix", 0, fence) < fence < loop.index("bar.sync", fence) < issue
     commit = loop.index("cp.async.bulk.commit_group;", issue)
@@ -414,3 +425,42 @@ def test_a_kernel_leaving_before_its_last_tile_is_read_is_caught(monkeypatch):
     monkeypatch.setattr(emit_tma, "wait_carried_stores", lambda em, body: None)
     with pytest.raises(EmulationError, match=r"async: .*exits while the asynchronous .*cp\.async\.bulk\.tensor"):
         _emulate()
+
+
+# -- the CTA size ---------------------------------------------------------------------------
+def _warps(case, arch: str = "sm_90") -> tuple[int, int]:
+    (tas,) = run_stages(read_bytecode(export(case, arch=arch, aligned=True)), CompileOptions(gpu_name=arch),
+                        "tileas", only_needed=True).tas.values()
+    return tas.num_warps, tas.extra_warps
+
+
+def test_tiles_multiplied_again_per_tile_get_two_consumer_warpgroups():
+    """``cta_size.wgmma_pair``: on sm_90 a 128-row wgmma K loop inside a loop over tiles
+    (a persistent GEMM) or through views the kernel makes from loaded addresses (a grouped
+    GEMM) runs on 8 worker warps (on an H200 1.16x -> 1.00x and 1.24x -> 1.07x NVIDIA's
+    time); a top-level K loop over argument views keeps 4, as do 64-row tiles, a hint,
+    and the other archs."""
+    from kernels.linalg import gemm
+    from kernels.lists import ALIGNED, array_list, grouped_matmul
+
+    assert _warps(LARGE["f16"]) == (8, 4)               # 8 workers, the producer warp group
+    assert _warps(ONE_GROUP) == (4, 4)                  # the hint stands
+    grouped = KernelCase("grouped_128", grouped_matmul, [[array_list(ct.float16, 2, **ALIGNED)] * 3 + [128, 128, 32]])
+    assert _warps(grouped) == (8, 0)
+    small = KernelCase("grouped_64", grouped_matmul, [[array_list(ct.float16, 2, **ALIGNED)] * 3 + [64, 128, 32]])
+    assert _warps(small) == (4, 0)
+    top = KernelCase("gemm_128", gemm, [[arr(ct.float16, 2), arr(ct.float16, 2), arr(ct.float16, 2), 128, 128, 32]])
+    assert _warps(top) == (4, 0)
+    assert _warps(LARGE["f16"], "sm_80") == (4, 0) and _warps(LARGE["f16"], "sm_120")[0] == 4
+
+
+@needs_x86
+def test_a_grouped_gemm_on_two_warpgroups_agrees_with_the_interpreter():
+    """The grouped GEMM's 128x128 tiles on 8 worker warps: maps built on the device, a TMA
+    ring both warpgroups release each stage of, 3 groups of 2x2 tiles."""
+    from kernels.lists import ALIGNED, array_list, grouped_matmul
+
+    grouped = KernelCase("grouped_128", grouped_matmul, [[array_list(ct.float16, 2, **ALIGNED)] * 3 + [128, 128, 32]])
+    m = read_bytecode(export(grouped, arch="sm_90", aligned=True))
+    reports = diffcheck.check_module(m, "sm_90", grid=(2, 2, 3), extent=256)
+    assert reports and all(r.problem is None for r in reports), [r.problem for r in reports]

@@ -78,20 +78,28 @@ def test_ptx_copies_fences_and_multiplies():
     assert set(k for k in counts if k.startswith("ld.global")) == {"ld.global.b64"}
 
 
-def test_a_large_tile_takes_the_measured_floor_of_stages():
-    """128x128x32 tiles (bench/gpu.py's grouped GEMM): the modulo schedule's 2 stages would
-    leave no copy in flight beside the wgmma group; the ring takes 4, two copies ahead."""
+@pytest.mark.parametrize("warps, source", [(4, "measured floor (the modulo schedule's 2)"), (None, "modulo schedule")])
+def test_a_large_tile_takes_the_measured_floor_of_stages(warps, source):
+    """128x128x32 tiles (bench/gpu.py's grouped GEMM) on one warpgroup (a hint of 4 warps):
+    the modulo schedule's 2 stages would leave no copy in flight beside the wgmma group;
+    the ring takes 4, two copies ahead.  On the default two warpgroups
+    (``cta_size.wgmma_pair``) each thread issues half the copies, and the modulo schedule
+    itself gives 4."""
+    import cuda.tile as ct
     from kernels.lists import grouped_matmul
 
     from tileiras.lower.software_pipeline import WGMMA_COPY_MIN_STAGES
 
-    big = GROUPED_MATMUL_WIDE.__class__("grouped_matmul_128", grouped_matmul,
+    kernel = grouped_matmul if warps is None else ct.kernel(grouped_matmul._annotated_function.pyfunc,
+                                                            num_worker_warps=warps)
+    big = GROUPED_MATMUL_WIDE.__class__(f"grouped_matmul_128_{warps}", kernel,
                                         [[*GROUPED_MATMUL_WIDE.params[0][:3], 128, 128, 32]])
     m = read_bytecode(export(big, "sm_90"))
     (tas,) = run_stages(m, CompileOptions(gpu_name="sm_90"), "tileas").tas.values()
     (p,) = tas.pipelines.values()
+    assert tas.num_warps == (warps or 8)
     assert (p.stages, p.in_flight, p.ahead) == (WGMMA_COPY_MIN_STAGES, 1, 2) == (4, 1, 2)
-    assert p.source == "measured floor (the modulo schedule's 2)"
+    assert p.source == source
     reports = diffcheck.check_module(m, "sm_90", grid=(2, 2, 3), extent=150)
     assert reports and all(r.problem is None for r in reports), [r.problem for r in reports]
 

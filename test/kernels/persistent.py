@@ -35,6 +35,9 @@ def persistent_gemm(a, b, c, TM: ConstInt, TN: ConstInt, TK: ConstInt):
 #: the same on two warpgroups (one a 64-row half of each 128-row tile): the planted-fault
 #: tests' kernel, whose warpgroups read each stage apart from the warp that refills it
 persistent_gemm_8_warps = ct.kernel(persistent_gemm._annotated_function.pyfunc, num_worker_warps=8)
+#: the same on one warpgroup, as NVIDIA's tileiras builds TileGym's 128x128 tiles (our
+#: default for them is two: ``cta_size.wgmma_pair``)
+persistent_gemm_4_warps = ct.kernel(persistent_gemm._annotated_function.pyfunc, num_worker_warps=4)
 
 F16, BF16 = ct.float16, ct.bfloat16
 

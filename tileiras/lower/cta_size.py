@@ -1,7 +1,6 @@
 """CTA sizes fitted to NVIDIA's tileiras: how many warps a kernel's CTA has.
 
-The CTA size is kernel ABI (``.reqntid``): a launch with another block shape fails, so
-ours must equal NVIDIA's for every kernel.  NVIDIA decides it in passes we do not have
+NVIDIA decides it in passes we do not have
 (its warp specialization, its schedule pass, a cost model); the rules here are fitted to
 the ``.reqntid`` its tileiras 13.5 writes, and say on which measurements:
 
@@ -12,7 +11,14 @@ the ``.reqntid`` its tileiras 13.5 writes, and say on which measurements:
   warp-specialized (``TCGEN05_ARCHS`` and ``SIMT_WS_THRESHOLDS``; measured on every
   power-of-two shape from 16 to 256 and K from 4 to 512, test_abi_vs_real.py);
 * ``multimem_extra_warps``: a second warp group for multimem ops NVIDIA stages through
-  shared memory (measured on sm_100, test_multimem.py CTA_SIZES and LOAD_CTA_SIZES).
+  shared memory (measured on sm_100, test_multimem.py CTA_SIZES and LOAD_CTA_SIZES);
+* ``wgmma_pair``: where ours is faster than NVIDIA's sizes, not fitted to them: two
+  consumer warp groups for sm_90 GEMMs whose 128-row tiles a persistent or grouped kernel
+  multiplies (measured on an H200).
+
+The CTA size is not part of the launch contract (cuTile launches with a 1x1x1 block and the
+driver reads ``REQNTID``: ``tileiras.gpu.device``), so a rule may leave NVIDIA's where that
+runs faster.
 
 ``choose_num_warps`` combines them with the kernel's ``num_worker_warps`` hint.
 """
@@ -23,10 +29,12 @@ from typing import Optional
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..tile import ops_arith as AR
+from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.traits import is_plain_load
 from .tileaa import TileAA, unpairable
+from .tma import enclosing_loop
 from .tiles import is_tile
 
 #: Warps of a kernel without a hint whose biggest tile has more than one element (NVIDIA's
@@ -73,6 +81,53 @@ def mma_extra_warps(op: Operation, arch: int) -> int:
     work, long_k, wide, longest_k = limits
     big = m * n >= 16384 or m * n * k >= work or (k >= long_k and m * n >= wide) or k >= longest_k
     return 4 if big else 0
+
+
+#: Worker warps of an sm_90 kernel without a hint that multiplies 128-row tiles (or a
+#: multiple) in a ``wgmma`` K loop run again per tile (inside a loop over tiles: a
+#: persistent GEMM) or through views the kernel makes from addresses it loads (a grouped
+#: GEMM's tensor maps are built on the device): two consumer warp groups, 64 rows each.
+#: On an H200 (bench/results/README.md, 2026-11-28), each against NVIDIA's tileiras on the
+#: same bytecode: TileGym's persistent GEMM (8192^3 f16) 1.16x NVIDIA's time with 4
+#: warps, 1.00x with 8 (NVIDIA's own with 8: 1.24x its 4); the grouped GEMM (8 x 2048^3)
+#: 1.24x -> 1.07x; the persistent grouped one 1.32x -> 0.99x.  A top-level K loop over
+#: kernel arguments keeps 4 (two CTAs an SM already give two warp groups).
+WGMMA_PAIR_WARPS = 8
+#: operand types a 128-row ``wgmma`` K loop multiplies (f32 operands go to tf32 only where
+#: the kernel asks for it)
+WGMMA_OPERANDS = ("f16", "bf16", "f8E4M3FN", "f8E5M2")
+
+
+def wgmma_pair(aa: TileAA, arch: int) -> bool:
+    """Does the kernel run a ``WGMMA_PAIR_WARPS`` rule's K loop (sm_90)?"""
+    if arch != 90:
+        return False
+    for op in aa.live_ops():
+        if not isinstance(op, AR.MmaFOp) or T.element_type(op.lhs.type).name not in WGMMA_OPERANDS:
+            continue
+        m, n = op.results[0].type.shape[-2:]
+        loop = op.parent.parent.parent if op.parent is not None and op.parent.parent is not None else None
+        if m % 128 or n % 8 or not isinstance(loop, CF.ForOp) or op.acc.owner is not loop.regions[0].blocks[0]:
+            continue
+        if enclosing_loop(loop) is not None or any(_made_by_kernel(aa, v) for v in (op.lhs, op.rhs)):
+            return True
+    return False
+
+
+def _made_by_kernel(aa: TileAA, tile: Value) -> bool:
+    """Is ``tile`` loaded (through relabels) from a view whose base address the kernel
+    computes rather than takes as an argument?"""
+    from .tma import map_field
+
+    while not is_plain_load(tile.owner) and len(tile.owner.operands) == 1 and tile.owner.regions == []:
+        tile = tile.owner.operands[0]
+        if tile.is_block_argument:
+            return False
+    load = tile.owner
+    if not isinstance(load, MEM.LoadViewTkoOp):
+        return False
+    tensor = load.view.owner.tensor_view.owner
+    return isinstance(tensor, MEM.MakeTensorViewOp) and map_field(aa, tensor.base, 0) is None
 
 
 def has_own_layout(op: Operation) -> bool:
@@ -156,6 +211,8 @@ def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[in
     warps beyond it (a non-power-of-two hint, the MMA warp group) hold copies."""
     if hint:
         warps = hint
+    elif wgmma_pair(aa, arch):
+        warps = WGMMA_PAIR_WARPS
     else:
         biggest = max((r.type.num_elements for op in aa.live_ops() for r in op.results if is_tile(r)), default=1)
         warps = 1 if biggest <= 1 else DEFAULT_WARPS
