@@ -132,6 +132,9 @@ KERNELS = [
     _skinny_gemm("f16", 64, 16384, 8192),
     _attention(64, False), _attention(64, True), _attention(128, False), _attention(128, True),
     _rows("softmax", 0, []), _rows("layernorm", 2, [1e-5]), _rows("rmsnorm", 1, [1e-6]),
+    ("rmsnorm_persistent_8192", "rmsnorm_persistent", "rmsnorm_persistent",
+     ([("bf16", 2), ("bf16", 1), ("bf16", 2)], [4, 8192, 1e-6]),
+     {"dtype": "bf16", "rows": 16384, "N": 8192, "TILE_M": 4}, {"dtype": "bf16", "rows": 12, "N": 8192, "TILE_M": 4}),
     ("axpy_2e28", "axpy", "axpy", ([("f32", 1)] * 3, [("f32",), 1024]), {"n": 1 << 28, "T": 1024},
      {"n": 4096, "T": 1024}),
 ]

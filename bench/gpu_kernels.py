@@ -155,6 +155,20 @@ def rmsnorm(x, w, out, N: ConstInt, eps: ConstFloat):
 
 
 @ct.kernel
+def rmsnorm_persistent(x, w, out, TILE_M: ConstInt, N: ConstInt, eps: ConstFloat):
+    """TileGym's static persistent RMS norm (``rms_norm_kernel_static_persistent``): the
+    CTAs (one an SM) take blocks of TILE_M whole rows in turn, the weight row loaded once."""
+    upper = (x.shape[0] + TILE_M - 1) // TILE_M
+    g = ct.astype(ct.load(w, index=(0,), shape=(N,), padding_mode=ct.PaddingMode.ZERO), ct.float32)
+    for m in range(ct.bid(0), upper, ct.num_blocks(0)):
+        t = ct.astype(ct.load(x, index=(m, 0), shape=(TILE_M, N), padding_mode=ct.PaddingMode.ZERO, latency=10),
+                      ct.float32)
+        rstd = ct.rsqrt(ct.sum(t * t, axis=1, keepdims=True) / N + eps)
+        ct.store(out, index=(m, 0), tile=ct.astype(t * rstd * ct.reshape(g, (1, N)), out.dtype), allow_tma=False,
+                 latency=3)
+
+
+@ct.kernel
 def axpy(x, y, out, a: float, T: ConstInt):
     i = ct.bid(0)
     ct.store(out, index=(i,), tile=a * ct.load(x, index=(i,), shape=(T,)) + ct.load(y, index=(i,), shape=(T,)))
@@ -177,7 +191,7 @@ def aligned_array(dtype: str, ndim: int) -> ArrayConstraint:
 KERNELS = {"gemm": gemm, "gemm_cluster": gemm_cluster, "gemm_fp8": gemm_fp8, "grouped_gemm": grouped_gemm, "persistent_gemm": persistent_gemm,
            "persistent_grouped_gemm": persistent_grouped_gemm,
            "flash_attention": flash_attention, "softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm,
-           "axpy": axpy}
+           "rmsnorm_persistent": rmsnorm_persistent, "axpy": axpy}
 
 
 def signature(kernel: str, arrays: list, extra: list) -> list:

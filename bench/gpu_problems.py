@@ -214,6 +214,10 @@ def _row_family(vectors: tuple[str, ...], fn: Callable, flops: float) -> Family:
 SOFTMAX = _row_family((), _softmax, 5.0)
 LAYERNORM = _row_family(("w", "b"), _layernorm, 8.0)
 RMSNORM = _row_family(("w",), _rmsnorm, 5.0)
+#: TileGym's persistent RMS norm: ``TILE_M`` rows a trip, one CTA an SM (``PERSISTENT_CTAS``)
+RMSNORM_PERSISTENT = Family(_rows_inputs(("x",), ("w",)), ("out",), lambda p, d: [d["x"], d["w"], d["out"]],
+                            lambda p: (min(PERSISTENT_CTAS, -(-p["rows"] // p["TILE_M"])), 1, 1),
+                            _row_reference(_rmsnorm), _rows_work(5.0))
 
 
 # --------------------------------------------------------------------------- element-wise
@@ -237,7 +241,7 @@ AXPY = Family(_axpy_inputs, ("out",), lambda p, d: [d["x"], d["y"], d["out"], np
 
 FAMILIES = {"gemm": GEMM, "gemm_fp8": GEMM_FP8, "grouped_gemm": GROUPED_GEMM, "persistent_grouped_gemm": PERSISTENT_GROUPED_GEMM,
             "persistent_gemm": PERSISTENT_GEMM, "attention": ATTENTION, "softmax": SOFTMAX, "layernorm": LAYERNORM,
-            "rmsnorm": RMSNORM, "axpy": AXPY}
+            "rmsnorm": RMSNORM, "rmsnorm_persistent": RMSNORM_PERSISTENT, "axpy": AXPY}
 
 
 def check(p: dict, family: Family, data: dict) -> tuple[bool, str]:

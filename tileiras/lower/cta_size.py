@@ -12,9 +12,10 @@ the ``.reqntid`` its tileiras 13.5 writes, and say on which measurements:
   power-of-two shape from 16 to 256 and K from 4 to 512, test_abi_vs_real.py);
 * ``multimem_extra_warps``: a second warp group for multimem ops NVIDIA stages through
   shared memory (measured on sm_100, test_multimem.py CTA_SIZES and LOAD_CTA_SIZES);
-* ``wgmma_pair``: where ours is faster than NVIDIA's sizes, not fitted to them: two
-  consumer warp groups for sm_90 GEMMs whose 128-row tiles a persistent or grouped kernel
-  multiplies (measured on an H200).
+* ``wgmma_pair``, ``wide_loop_tiles``: where ours is faster than NVIDIA's sizes, not fitted
+  to them: two consumer warp groups for sm_90 GEMMs whose 128-row tiles a persistent or
+  grouped kernel multiplies, 8 warps for loops over tiles too wide for 4 (measured on an
+  H200).
 
 The CTA size is not part of the launch contract (cuTile launches with a 1x1x1 block and the
 driver reads ``REQNTID``: ``tileiras.gpu.device``), so a rule may leave NVIDIA's where that
@@ -114,6 +115,26 @@ def wgmma_pair(aa: TileAA, arch: int) -> bool:
     return False
 
 
+#: Elements of a tile beyond which an sm_90 kernel without matrix multiplies that makes such
+#: tiles in a loop takes ``WGMMA_PAIR_WARPS`` workers: 128 registers a thread on 4 warps.
+#: TileGym's persistent RMS norm (4 x 8192 bf16 rows a trip, f32 math) on an H200: 2.63x
+#: NVIDIA's time on 4 warps (255 registers, spills), 1.31x on 8 (168, none); NVIDIA's
+#: tileiras runs it on 384 threads (bench/results/README.md, 2026-11-28).
+WIDE_TILE_ELEMENTS = 128 * 32 * 4
+
+
+def wide_loop_tiles(aa: TileAA, arch: int) -> bool:
+    """Does an sm_90 kernel without matrix multiplies make a tile of more than
+    ``WIDE_TILE_ELEMENTS`` elements inside a loop (a persistent norm's row block)?"""
+    if arch != 90:
+        return False
+    ops = list(aa.live_ops())
+    if any(isinstance(op, (AR.MmaFOp, AR.MmaFScaledOp, AR.MmaIOp)) for op in ops):
+        return False
+    return any(enclosing_loop(op) is not None and is_tile(r) and r.type.num_elements > WIDE_TILE_ELEMENTS
+               for op in ops for r in op.results)
+
+
 def _made_by_kernel(aa: TileAA, tile: Value) -> bool:
     """Is ``tile`` loaded (through relabels) from a view whose base address the kernel
     computes rather than takes as an argument?"""
@@ -211,7 +232,7 @@ def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[in
     warps beyond it (a non-power-of-two hint, the MMA warp group) hold copies."""
     if hint:
         warps = hint
-    elif wgmma_pair(aa, arch):
+    elif wgmma_pair(aa, arch) or wide_loop_tiles(aa, arch):
         warps = WGMMA_PAIR_WARPS
     else:
         biggest = max((r.type.num_elements for op in aa.live_ops() for r in op.results if is_tile(r)), default=1)
