@@ -158,6 +158,26 @@ def tileir_file(request: pytest.FixtureRequest, tileir_store: TileIRStore) -> Ti
     return found
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """``--dist loadgroup`` keeps each ``xdist_group``'s tests on one worker (session fixtures
+    built once: NVIDIA's PTX of every kernel, the GPU plan) by a ``@group`` suffix on their
+    node ids.  pytest-xdist 3.8 writes the suffix to ``Item._nodeid``, which pytest 9 no
+    longer reads (its ids are ``Item._id``): without this the groups were spread over the
+    workers and each built the fixtures again."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:         # pytest before 9: xdist's own suffix works
+        return
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        if names and "@" not in item.nodeid:
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-goldens", action="store_true", default=False,
                      help="rewrite test/golden_ptx/*.ptx from the current compiler instead of "

@@ -29,7 +29,7 @@ from tileiras.tile.ops_internal import ClusterRankOp  # noqa: E402
 SPLIT = [CLUSTER_GEMM, CLUSTER_ROWS, CLUSTER_LOOP, CLUSTER_GATHER, PERSISTENT_CLUSTER_GEMM]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cache() -> dict:
     return {}
 

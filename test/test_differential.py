@@ -31,7 +31,7 @@ def _entries():
             yield pytest.param(case, k, id=f"{case.name}[{k}]")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def bytecode_cache() -> dict:
     return {}
 

@@ -27,7 +27,7 @@ def arr(dtype, ndim: int = 1) -> ArrayConstraint:
                            stride_constant=[None] * (ndim - 1) + [1])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def compile_real(real_tileiras: str, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("emulate_cutile")
     cache: dict = {}

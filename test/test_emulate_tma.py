@@ -54,7 +54,7 @@ def inputs(case, rng: np.random.Generator) -> tuple[list, tuple]:
     return values, grid
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def nvidia(real_tileiras: str) -> str:
     if not is_runnable_here():
         pytest.skip("NVIDIA's .nv.host is x86-64 code")

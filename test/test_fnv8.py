@@ -267,7 +267,7 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def exported() -> dict[str, bytes]:
     from cuda.tile.compilation import export_kernel
 

@@ -22,7 +22,7 @@ SELECTION = "axpy_2e28,rmsnorm_8192,gemm_bf16_4096,grouped_gemm_f16_8x2048"
 PLANNED = ["gemm_bf16_4096", "grouped_gemm_f16_8x2048", "rmsnorm_8192", "axpy_2e28"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def planned(tmp_path_factory, real_tileiras) -> Path:
     folder = tmp_path_factory.mktemp("plan")
     run = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "plan", str(folder), "--only", SELECTION],
@@ -31,7 +31,7 @@ def planned(tmp_path_factory, real_tileiras) -> Path:
     return folder
 
 
-@pytest.mark.xdist_group("gpu-plan")     # one worker plans (the module's fixture) for both
+@pytest.mark.xdist_group("gpu-plan")     # one worker plans (the session fixture) for both
 def test_plan_writes_what_each_tileiras_writes(planned, real_tileiras, tmp_path):
     from tileiras import driver
 
@@ -50,7 +50,7 @@ def test_plan_writes_what_each_tileiras_writes(planned, real_tileiras, tmp_path)
     assert sum(f.stat().st_size for f in planned.iterdir()) < 1 << 20
 
 
-@pytest.mark.xdist_group("gpu-plan")     # one worker plans (the module's fixture) for both
+@pytest.mark.xdist_group("gpu-plan")     # one worker plans (the session fixture) for both
 def test_dry_run_checks_every_kernel_without_llvmlite(planned, tmp_path):
     """The run step as the GPU machine runs it, with llvmlite made unimportable."""
     script = (f"import sys, runpy; sys.modules['llvmlite'] = None; "

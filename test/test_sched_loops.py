@@ -69,7 +69,7 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def exported(tmp_path_factory) -> dict[str, Path]:
     from cuda.tile.compilation import export_kernel
 

@@ -32,7 +32,7 @@ from tileiras.tile import ops_arith as AR  # noqa: E402
 TF32_RTOL = 2.0 ** -9
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def exported() -> dict:
     return {}
 

@@ -74,7 +74,7 @@ RING_KERNELS = ["gemm", "gemm_epilogue", "fp8_gemm", "tf32_gemm", "gemm_at", "ge
 TCGEN05_RINGS = {"gemm", "fp8_gemm", "gemm_at", "gemm_bt", "fp8_gemm_bt", "persistent_gemm_f16", "persistent_gemm_bf16"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cache() -> dict:
     return {}
 

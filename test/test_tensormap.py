@@ -68,7 +68,7 @@ TYPES = {"float16": ElementType.F16, "bfloat16": ElementType.BF16, "float32": El
          "int16": ElementType.U16, "int32": ElementType.U32, "int64": ElementType.U64}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def built(real_tileiras: str) -> dict:
     if not is_runnable_here():
         pytest.skip("NVIDIA's .nv.host is x86-64 code")
