@@ -2,8 +2,8 @@
 
 On sm_90 the multiplies are ``wgmma``, below (with ``plan.s_ahead`` Q @ K^T of iteration
 i + 1 is issued at the top of iteration i into a second set of accumulator registers the
-loop carries, and runs during iteration i's softmax: ``_wgmma_s_ahead``); on sm_100 ``tcgen05.mma`` (S and O in tensor
-memory, ``emit_tcgen05.attention_multiply``; with ``plan.s_ahead`` thread 0 issues Q @ K^T
+loop carries, and runs during iteration i's softmax: ``_wgmma_s_ahead``); on sm_100
+``tcgen05.mma`` (S and O in tensor memory, ``emit_tcgen05.attention_multiply``; with ``plan.s_ahead`` thread 0 issues Q @ K^T
 of iteration i + 1 as soon as S(i) is read, into S's other buffer, on S's own mbarrier, the
 first before the loop: ``_s_ahead``), or where not, as on sm_120 (``plan.sync``),
 ``mma.sync`` with the same ring: ``ldmatrix`` reads K and V where their boxes landed
@@ -208,10 +208,7 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan: AttentionRingPlan) -> 
     elif plan.tcgen05:
         attention_multiply(em, op, plan, k, b.mul(stage, ir.Constant(I32, plan.stage_bytes)))
     else:
-        staging = plan.stagings[k]
-        lhs = em.tile(op, 0) if staging.a is None else None
-        warpgroup_multiply(em, op, em.tas.tensor_cores[op], staging, lhs, em.tile(op, 2),
-                           b.mul(stage, ir.Constant(I32, plan.stage_bytes)), a_fixed=True)
+        _warpgroup_multiply(em, plan, op, k, stage)
     if k == 1:
         if plan.s_ahead and not plan.tcgen05:  # S(i + 1) completed with P @ V (wait_group 0)
             frame = _loop_frame(em, plan)
@@ -224,14 +221,21 @@ def _loop_frame(em: KernelEmitter, plan: AttentionRingPlan):
     return next(f for f in reversed(em.frames) if f.op is plan.loop)
 
 
+def _warpgroup_multiply(em: KernelEmitter, plan: AttentionRingPlan, op: Operation, k: int, stage: ir.Value,
+                        pending: int = 0) -> None:
+    """Multiply ``k`` as ``wgmma`` from ``stage`` (A from its staging or registers), its
+    last ``pending`` groups left in flight."""
+    staging = plan.stagings[k]
+    lhs = em.tile(op, 0) if staging.a is None else None
+    warpgroup_multiply(em, op, em.tas.tensor_cores[op], staging, lhs, em.tile(op, 2),
+                       em.b.mul(stage, ir.Constant(I32, plan.stage_bytes)), pending=pending, a_fixed=True)
+
+
 def _wgmma_s(em: KernelEmitter, plan: AttentionRingPlan, op: Operation, stage: ir.Value) -> list[ir.Value]:
     """Q @ K^T from ``stage``'s K into fresh accumulators (S starts as zeros), its
     ``wgmma`` committed and left in flight; their registers (``op``'s result stays)."""
     kept = em.values.get(op.result)
-    staging = plan.stagings[0]
-    lhs = em.tile(op, 0) if staging.a is None else None
-    warpgroup_multiply(em, op, em.tas.tensor_cores[op], staging, lhs, em.tile(op, 2),
-                       em.b.mul(stage, ir.Constant(I32, plan.stage_bytes)), pending=1, a_fixed=True)
+    _warpgroup_multiply(em, plan, op, 0, stage, pending=1)
     regs = em.values[op.result].regs
     if kept is not None:
         em.put(op.result, kept)

@@ -107,8 +107,11 @@ def wgmma_pair(aa: TileAA, arch: int) -> bool:
         if not isinstance(op, AR.MmaFOp) or T.element_type(op.lhs.type).name not in WGMMA_OPERANDS:
             continue
         m, n = op.results[0].type.shape[-2:]
-        loop = op.parent.parent.parent if op.parent is not None and op.parent.parent is not None else None
-        if m % 128 or n % 8 or not isinstance(loop, CF.ForOp) or op.acc.owner is not loop.regions[0].blocks[0]:
+        loop = enclosing_loop(op)
+        if m % 128 or n % 8 or not isinstance(loop, CF.ForOp):
+            continue
+        body = loop.regions[0].blocks[0]
+        if op.parent is not body or op.acc.owner is not body:      # the K loop's carried accumulator
             continue
         if enclosing_loop(loop) is not None or any(_made_by_kernel(aa, v) for v in (op.lhs, op.rhs)):
             return True
