@@ -893,6 +893,42 @@ def test_shfl_modes_clamps_and_predicates():
         np.testing.assert_array_equal(out, want(t), err_msg=line)
 
 
+#: lane 0 takes a branch whose arm the code places after the join (LLVM's layout of a
+#: ``tid == 0`` block that issues copies); the shuffle after the join needs its new value
+SHFL_AFTER_A_LATE_ARM = """
+ld.param.b64 %rd1, [k_out];
+mov.u32 %r1, %tid.x;
+mov.u32 %r2, 7;
+setp.eq.u32 %p1, %r1, 0;
+@%p1 bra ARM;
+JOIN:
+elect.sync %r5|%p2, -1;
+shfl.sync.bfly.b32 %r3, %r2, 1, 31, -1;
+vote.sync.ballot.b32 %r4, %p1, -1;
+mul.wide.u32 %rd2, %r1, 16;
+add.s64 %rd3, %rd1, %rd2;
+st.global.v4.b32 [%rd3], {%r3, %r4, %r5, %r2};
+ret;
+ARM:
+mov.u32 %r2, 100;
+setp.ne.u32 %p1, %r1, 0;
+bra.uni JOIN;
+"""
+
+
+def test_a_whole_warp_shuffle_waits_for_the_lanes_of_a_late_arm():
+    """``shfl.sync``/``vote.sync``/``elect.sync`` with member mask -1: every lane waits
+    there until all have come (PTX ISA), so lane 1 reads lane 0's value as the arm left it
+    (100), not the one before (7), which the lanes that skipped the arm would see if they
+    ran it first, as the lowest-PC-first scheduler brings them there first; and the warp
+    elects one leader, not one a group."""
+    out = np.zeros((32, 4), np.uint32)
+    launch(kernel(SHFL_AFTER_A_LATE_ARM, ".param .u64 k_out"), "k", (1,), [out]).check()
+    assert out[1, 0] == 100 and out[0, 0] == 7 and (out[2:, 0] == 7).all()
+    assert (out[:, 1] == 0).all()       # lane 0's predicate turned false in its arm too
+    assert (out[:, 2] == 0).all()       # lane 0 leads the whole warp
+
+
 def test_setp_unordered_and_combined_predicates():
     a = np.array([1.0, np.nan, 2.0, -0.0] * 8, np.float32)
     cases = {

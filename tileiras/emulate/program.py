@@ -208,7 +208,7 @@ def compile_instruction(ctx: CompileContext, ins: Instruction, prog: Program) ->
         fn = guarded(ctx, ins.guard, fn)
     if "aligned" in ins.parts and ins.parts[0] not in ("bar", "barrier"):  # those check it themselves
         fn = converged(ctx, ins, fn)
-    if ins.parts[0] in WARP_GATHERED and not handler.control:
+    if (ins.parts[0] in WARP_GATHERED or whole_warp_sync(ins)) and not handler.control:
         return gathered_by_warp(fn), True
     return fn, handler.control
 
@@ -216,6 +216,20 @@ def compile_instruction(ctx: CompileContext, ins: Instruction, prog: Program) ->
 #: warp-wide instructions whose lanes exchange data: run once every lane of the warp has
 #: reached them (``Batch.gather_warps``)
 WARP_GATHERED = ("mma", "ldmatrix", "stmatrix")
+#: warp-synchronous instructions that take a member mask (their last operand)
+MEMBER_MASKED = ("shfl", "vote", "match", "redux", "elect")
+
+
+def whole_warp_sync(ins: Instruction) -> bool:
+    """``shfl.sync``, ``vote.sync``, ``match.sync``, ``redux.sync`` or ``elect.sync`` over the
+    whole warp (member mask -1): the PTX ISA has each lane wait until every lane of the
+    mask has executed it, so it runs once the warp is whole (``gather_warps``), not for
+    the first lanes the lowest-PC-first scheduler brings there (where the join of a
+    ``tid == 0`` branch lies before its arm, those that skipped it, which would read the
+    other lane's register before that lane wrote it, or elect a second leader)."""
+    if ins.parts[0] not in MEMBER_MASKED or "sync" not in ins.parts or not ins.operands:
+        return False
+    return getattr(ins.operands[-1], "value", None) in (-1, 0xFFFFFFFF)
 
 
 def gathered_by_warp(fn: Callable) -> Callable:

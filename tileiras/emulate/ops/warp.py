@@ -1,9 +1,10 @@
 """Warp-level instructions: shfl, vote, match, redux, elect, activemask.
 
 The threads that execute the instruction together are the threads of ``idx`` in the same
-warp (the scheduler runs a warp's threads at one PC together).  Source lanes that are not
-active return their register value as it is (undefined on the GPU).  Member masks are
-accepted but not checked against the active threads.
+warp (the scheduler runs a warp's threads at one PC together; with the full member mask,
+once every lane of the warp is there: ``program.whole_warp_sync``).  Source lanes that are
+not active return their register value as it is (undefined on the GPU).  Other member
+masks are accepted but not checked against the active threads.
 """
 from __future__ import annotations
 
