@@ -356,8 +356,9 @@ PIPELINE = Pass("software-pipeline", _software_pipeline)
 #: Loads of a constant-trip loop that read the tiles an earlier one loaded (after TMA and
 #: pipelining, whose loads it leaves alone).
 FORWARD = Pass("forward-loads", _forward_loads)
-#: SIMT loops streaming view tiles through cp.async rings (after forwarding: a loop whose
-#: tiles are kept for a later loop, or read from an earlier one's, is not streamed).
+#: SIMT loops streaming view tiles through cp.async rings, or on sm_90/sm_100 their TMA
+#: loads issued trips ahead (after forwarding: a loop whose tiles are kept for a later
+#: loop, or read from an earlier one's, is not streamed).
 STREAM = Pass("stream-loops", _stream_loops)
 #: From the CTA's shared memory to the cubin, every target alike.
 BACK: tuple[Pass, ...] = (

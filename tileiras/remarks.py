@@ -133,7 +133,7 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
     from .lower.attention_pipeline import AttentionPlan  # noqa: PLC0415
     from .lower.attention_tma import AttentionRingPlan  # noqa: PLC0415
     from .lower.software_pipeline import PipelinePlan  # noqa: PLC0415
-    from .lower.stream_pipeline import StreamPlan, is_stream_loop  # noqa: PLC0415
+    from .lower.stream_pipeline import StreamPlan, TmaStream, is_stream_loop  # noqa: PLC0415
     from .lower.tma_ring import RingPlan  # noqa: PLC0415
 
     decision = tas.pipelines.get(op) if tas is not None else None
@@ -180,6 +180,12 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
         yield Remark(Kind.PASSED, Category.MEMORY if stream else Category.TENSORCORE, "RemarkSoftwarePipelined",
                      f"{'streaming' if stream else 'K'} loop software-pipelined with {decision.stages} stages",
                      fn.name, op.loc, details)
+    elif isinstance(decision, TmaStream):
+        yield Remark(Kind.PASSED, Category.MEMORY, "RemarkSoftwarePipelined",
+                     f"streaming loop software-pipelined with {decision.stages} stages", fn.name, op.loc,
+                     [("Stages", str(decision.stages)), ("StagesFrom", decision.source),
+                      ("Copies", f"TMA, issued {decision.stages} trip{'s' if decision.stages > 1 else ''} ahead "
+                                 "by thread 0 once every thread has read the stage")])
     elif decision is not None:
         kind = "streaming loop" if is_stream_loop(tas, op) else "K loop"
         yield Remark(Kind.MISSED, Category.MEMORY if kind == "streaming loop" else Category.TENSORCORE,

@@ -75,3 +75,44 @@ def row_loop(m: int, n: int, elem: str = "f32", trips: int | None = None, align:
     args = ", ".join(a for a in (x_args, y_args, "%o: tile<ptr<f32>>, %q: tile<ptr<f32>>, %o_d0: tile<i32>") if a)
     return ("cuda_tile.module @kernels {\n"
             f"  entry @k({args}){opt} {{\n" + "".join(f"    {x}\n" for x in lines) + "  }\n}\n")
+
+
+def row_blocks(m: int, n: int, elem: str = "f32", hints: str = "", outer: int = 0) -> str:
+    """A persistent loop over X's row blocks (TileGym's persistent norms' shape): CTA ``bx``
+    takes blocks ``bx, bx + nbx, ...`` of ``m`` whole rows (``n`` columns), sums each
+    block's rows (the tile feeds a reduction, so on sm_90 it is a TMA load) and stores the
+    sums into O.  ``outer``: the loop runs inside another of that many trips (constant),
+    which writes the same sums again each time (its trips re-enter the row loop)."""
+    x_lines, pv, x_args = view_2d("x", elem, (m, n), 16)
+    tx, tf = f"tile<{m}x{n}x{elem}>", f"tile<{m}x{n}xf32>"
+    out_tv = "tensor_view<?xf32, strides=[1]>"
+    out_pv = f"partition_view<tile=({m}), {out_tv}>"
+    wide = [f"%xf = ftof %t : {tx} -> {tf}"] if elem != "f32" else []
+    body = [
+        "for %i in (%bx to %shape#0, step %nbx) : tile<i32> {",
+        f"  %t, %t1 = load_view_tko weak %x_p[%i, %c0] token = %tok : {pv}, tile<i32> -> {tx}, token",
+        *("  " + w for w in wide),
+        f"  %r = reduce {'%xf' if wide else '%t'} dim=1 identities=[0.0 : f32] : {tf} -> tile<{m}xf32>",
+        "  (%a: tile<f32>, %b: tile<f32>) {", "    %c = addf %a, %b : tile<f32>", "    yield %c : tile<f32>", "  }",
+        f"  %so = store_view_tko weak %r, %o_p[%i] token = %tok : tile<{m}xf32>, {out_pv}, tile<i32> -> token",
+        "  continue",
+        "}"]
+    if outer:
+        body = ["for %rep in (%c0 to %reps, step %c1) : tile<i32> {", *("  " + b for b in body), "  continue", "}"]
+    lines = x_lines + [
+        "%tok = make_token : token",
+        "%c0 = constant <i32: 0> : tile<i32>",
+        "%c1 = constant <i32: 1> : tile<i32>",
+        f"%reps = constant <i32: {outer or 1}> : tile<i32>",
+        "%bx, %by, %bz = get_tile_block_id : tile<i32>",
+        "%nbx, %nby, %nbz = get_num_tile_blocks : tile<i32>",
+        f"%shape:2 = get_index_space_shape %x_p : {pv} -> tile<i32>",
+        "%o_al = assume div_by<16>, %o : tile<ptr<f32>>",
+        "%o_n = assume div_by<16>, %o_d0 : tile<i32>",
+        f"%o_v = make_tensor_view %o_al, shape = [%o_n], strides = [1] : tile<i32> -> {out_tv}",
+        f"%o_p = make_partition_view %o_v : {out_pv}",
+        *body,
+        "return"]
+    opt = f" optimization_hints=<{hints}>" if hints else ""
+    return ("cuda_tile.module @kernels {\n"
+            f"  entry @k({x_args}, %o: tile<ptr<f32>>, %o_d0: tile<i32>){opt} {{\n" + "".join(f"    {x}\n" for x in lines) + "  }\n}\n")

@@ -18,7 +18,7 @@ from ..layout.core import OFFSET, REG, LinearLayout
 from ..lower.attention_tma import AttentionRingPlan
 from ..lower.forwarding import kept_loads, unrolled_loops
 from ..lower.software_pipeline import pipelined_op
-from ..lower.stream_pipeline import stream_plan
+from ..lower.stream_pipeline import stream_plan, tma_stream
 from ..lower.tma_ring import RingPlan
 from ..lower.tiles import element_bytes
 from ..record import field, record
@@ -224,6 +224,9 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     stream = stream_plan(em.tas, op)
     if stream is not None:      # a pipelined streaming loop: its first trips' copies
         emit_stream.prologue(em, stream)
+    ahead_loads = tma_stream(em.tas, op)
+    if ahead_loads is not None:     # a streaming loop's TMA loads: its first trips' boxes
+        emit_tma.stream_prologue(em, ahead_loads)
     entry = b.block
     header = em.llfn.append_basic_block("for.header")
     body = em.llfn.append_basic_block("for.body")

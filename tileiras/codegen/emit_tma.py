@@ -40,13 +40,16 @@ from __future__ import annotations
 
 import itertools
 from contextlib import nullcontext
+from typing import Optional
 
 from llvmlite import ir
 
 from ..ir.core import Operation
-from ..lower.tma import TmaPlan
+from ..lower.stream_pipeline import TmaStream, tma_stream
+from ..lower.tma import BARRIER_BYTES, TmaPlan
 from . import device_maps
 from . import intrinsics as X
+from .emit_async import below, iteration_number, loop_bounds
 from .nvvm import I32, KernelEmitter
 from .values import TileVal, byte_gep, llvm_type
 
@@ -65,7 +68,8 @@ def init_barriers(em: KernelEmitter) -> None:
         return
     with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
         for plan in loads:
-            X.mbarrier_init(b, _shared_address(em, b, plan.barrier), 1)
+            for stage in range(plan.stages):
+                X.mbarrier_init(b, _shared_address(em, b, plan.barrier + stage * BARRIER_BYTES), 1)
         X.fence_mbarrier_init(b)
     X.barrier(b)
     for op, plan in em.tas.tma.items():
@@ -85,26 +89,42 @@ def tile_coords(b: ir.IRBuilder, indices: list[ir.Value], tile: tuple[int, ...])
     return out
 
 
-def _issue(em: KernelEmitter, op: Operation, plan: TmaPlan, indices: list[ir.Value]) -> None:
+def _issue(em: KernelEmitter, op: Operation, plan: TmaPlan, indices: list[ir.Value], stage=0,
+           runs: Optional[ir.Value] = None) -> None:
+    """Thread 0 (where ``runs``, if given) announces the tile's bytes on the mbarrier of
+    ``stage`` (an int or an i32) and copies its boxes into the stage's buffer."""
     b = em.b
     tile = tuple(op.view.type.tile_shape)
     tmap = device_maps.map_address(em, plan.map_index)
-    barrier = _shared_address(em, b, plan.barrier)
-    with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
+    barrier = _shared_address(em, b, _plus(b, plan.barrier, stage, BARRIER_BYTES))
+    buffer = _plus(b, plan.buffer, stage, plan.stage_bytes)
+    first = b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))
+    with b.if_then(first if runs is None else b.and_(first, runs)):
         X.mbarrier_expect_tx(b, barrier, plan.nbytes)
-        for coords, dst in _boxes(em, plan, indices, tile):
+        for coords, dst in _boxes(em, plan, indices, tile, buffer):
             X.bulk_tensor_load(b, dst, tmap, coords, barrier)
 
 
-def _boxes(em: KernelEmitter, plan: TmaPlan, indices: list[ir.Value], tile: tuple[int, ...]):
-    """(coordinates innermost first, staging address) of each box of the tile."""
+def _plus(b: ir.IRBuilder, base: int, stage, stride: int):
+    """``base + stage * stride`` (an int where ``stage`` is one, else an i32)."""
+    if isinstance(stage, int):
+        return base + stage * stride
+    return b.add(ir.Constant(I32, base), b.mul(stage, ir.Constant(I32, stride)))
+
+
+def _boxes(em: KernelEmitter, plan: TmaPlan, indices: list[ir.Value], tile: tuple[int, ...], buffer=None):
+    """(coordinates innermost first, staging address) of each box of the tile, the boxes
+    one after another from ``buffer`` (the plan's buffer by default; an int or an i32)."""
     b = em.b
     eb = plan.nbytes // (plan.box_elements * _count(plan.boxes))
+    buffer = plan.buffer if buffer is None else buffer
     starts = tile_coords(b, indices, tile)
     for n, q in enumerate(itertools.product(*(range(k) for k in plan.boxes))):
         coords = [s if not qk else b.add(s, ir.Constant(I32, qk * bk))
                   for s, qk, bk in zip(starts, q, plan.box)]
-        yield coords[::-1], _shared_address(em, b, plan.buffer + n * plan.box_elements * eb)
+        at = n * plan.box_elements * eb
+        yield coords[::-1], _shared_address(em, b, buffer + at if isinstance(buffer, int)
+                                            else b.add(buffer, ir.Constant(I32, at)))
 
 
 def _count(boxes: tuple[int, ...]) -> int:
@@ -168,11 +188,13 @@ def _swizzle(b: ir.IRBuilder, plan: TmaPlan, offset):
     return b.xor(offset, b.shl(lines, ir.Constant(I32, 4)))
 
 
-def _staged_pointer(em: KernelEmitter, plan: TmaPlan, layout, reg: int, eb: int) -> ir.Value:
-    """Pointer to register ``reg``'s element in the staging buffer (``_swizzle``)."""
+def _staged_pointer(em: KernelEmitter, plan: TmaPlan, layout, reg: int, eb: int, buffer=None) -> ir.Value:
+    """Pointer to register ``reg``'s element in the staging buffer (``_swizzle``) at
+    ``buffer`` (the plan's by default; an int or an i32)."""
     b = em.b
     offset = b.mul(_staged_offset(em, plan, em.coords(layout, reg)), ir.Constant(I32, eb))
-    return byte_gep(b, em.smem(), b.add(ir.Constant(I32, plan.buffer), _swizzle(b, plan, offset)))
+    base = ir.Constant(I32, plan.buffer if buffer is None else buffer) if not isinstance(buffer, ir.Value) else buffer
+    return byte_gep(b, em.smem(), b.add(base, _swizzle(b, plan, offset)))
 
 
 def _staged_constant(plan: TmaPlan, coords: tuple[int, ...], eb: int) -> int:
@@ -186,14 +208,14 @@ def _staged_constant(plan: TmaPlan, coords: tuple[int, ...], eb: int) -> int:
     return _swizzle(None, plan, offset * eb)
 
 
-def _read_staged(em: KernelEmitter, op: Operation, plan: TmaPlan, layout) -> list[ir.Value]:
+def _read_staged(em: KernelEmitter, op: Operation, plan: TmaPlan, layout, buffer=None) -> list[ir.Value]:
     b = em.b
     ty = llvm_type(op.results[0].type)
     eb = plan.nbytes // (plan.box_elements * _count(plan.boxes))
     vector = em.tas.vectors.get(op, 1)
     regs: list[ir.Value] = []
     for r in range(0, layout.size("reg"), vector):
-        ptr = _staged_pointer(em, plan, layout, r, eb)
+        ptr = _staged_pointer(em, plan, layout, r, eb, buffer)
         if vector == 1:
             regs.append(b.load(ptr, typ=ty, align=eb))
             continue
@@ -206,6 +228,10 @@ def emit_tma_load(em: KernelEmitter, op: Operation, indices: list[ir.Value]) -> 
     """The load ``op`` through TMA (``em.tas.tma[op]``)."""
     plan = em.tas.tma[op]
     layout = em.result_layout(op.results[0])
+    stream = tma_stream(em.tas, op)
+    if stream is not None:
+        _streamed_load(em, op, plan, stream, layout)
+        return
     if em.in_loop:  # the previous trip's readers must be done with the buffer
         X.barrier(em.b)
     _issue(em, op, plan, indices)
@@ -325,3 +351,54 @@ def emit_tma_store(em: KernelEmitter, op: Operation, indices: list[ir.Value], ti
     X.barrier(b)
     _issue_store(em, op, plan, indices)
     em.put(op.results[0], None)
+
+
+# -- loads a streaming loop issues trips ahead (``stream_pipeline.TmaStream``) -------------
+def stream_prologue(em: KernelEmitter, stream: TmaStream) -> None:
+    """Before the loop: each load's copies of trips 0 .. S-1 (those the loop runs) into
+    its stages 0 .. S-1, after a CTA barrier where an enclosing loop's previous trip may
+    still be reading them."""
+    b = em.b
+    lb, ub, step = loop_bounds(em, stream)
+    if em.in_loop:
+        X.barrier(b)
+    for ld in stream.loads:
+        plan = em.tas.tma[ld]
+        for s in range(plan.stages):
+            iv = b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb
+            _issue(em, ld, plan, _indices_at(em, stream, ld, iv), s, below(em, stream, iv, ub))
+
+
+def _indices_at(em: KernelEmitter, stream: TmaStream, ld: Operation, iv: ir.Value) -> list[ir.Value]:
+    """The load's (scalar) indices on the trip whose induction variable is ``iv``: the
+    loop's own index replaced, the others (made before the loop) as they are."""
+    arg = stream.loop.regions[0].blocks[0].args[0]
+    return [iv if v is arg else em.values[v].scalar for v in ld.index]
+
+
+def _streamed_load(em: KernelEmitter, op: Operation, plan: TmaPlan, stream: TmaStream, layout) -> None:
+    """Trip i of a streamed load: wait for stage i % S (each stage's phase parity is a bit
+    of the load's phase variable), read the tile, a CTA barrier (every thread has read
+    the stage), then thread 0 issues trip i + S into it, if the loop runs that trip."""
+    b = em.b
+    _, ub, step = loop_bounds(em, stream)
+    iv = em.values[stream.loop.regions[0].blocks[0].args[0]].scalar
+    stage = b.urem(iteration_number(em, stream), ir.Constant(I32, plan.stages)) if plan.stages > 1 else 0
+    slot = em.tma_phases[op]
+    phases = b.load(slot)
+    bit = ir.Constant(I32, 1) if stage == 0 else b.shl(ir.Constant(I32, 1), stage)
+    parity = b.lshr(phases, stage) if stage != 0 else phases
+    wait_phase(em, _shared_address(em, b, _plus(b, plan.barrier, stage, BARRIER_BYTES)),
+               b.and_(parity, ir.Constant(I32, 1)))
+    b.store(b.xor(phases, bit), slot)
+    buffer = _plus(b, plan.buffer, stage, plan.stage_bytes)
+    em.put(op.results[0], TileVal(layout, _read_staged(em, op, plan, layout, buffer)))
+    em.put(op.results[1], None)
+    all_have_read(b)
+    ahead = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages)))
+    _issue(em, op, plan, _indices_at(em, stream, op, ahead), stage, below(em, stream, ahead, ub))
+
+
+def all_have_read(b: ir.IRBuilder) -> None:
+    """The CTA barrier after which a streamed stage may be refilled: every thread has read it."""
+    X.barrier(b)

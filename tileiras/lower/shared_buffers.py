@@ -84,11 +84,12 @@ def shared_buffers(tas: TileAS) -> list[Buffer]:
             continue
         name = f"t{order[op]}"
         align = SWIZZLED_ALIGN if plan.swizzle else STAGING_ALIGN
-        out.append(Buffer(name, "tma", plan.buffer, plan.nbytes, align, users, swizzle=plan.swizzle,
-                          whole_kernel=True))
+        stages = plan.stages if plan.stages > 1 else 0      # a streamed load's ring
+        out.append(Buffer(name, "tma", plan.buffer, plan.nbytes + plan.stage_bytes * (plan.stages - 1), align,
+                          users, swizzle=plan.swizzle, stages=stages, whole_kernel=True))
         if plan.barrier is not None:
-            out.append(Buffer(f"{name}.full", "barrier", plan.barrier, BARRIER_BYTES, BARRIER_ALIGN, (op,),
-                              whole_kernel=True))
+            out.append(Buffer(f"{name}.full", "barrier", plan.barrier, BARRIER_BYTES * plan.stages, BARRIER_ALIGN,
+                              (op,), whole_kernel=True))
     return out
 
 

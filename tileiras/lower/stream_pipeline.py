@@ -39,12 +39,27 @@ when
 The stage count is the ``num_stages`` hint, else the modulo schedule's (the copies, their
 wait and the body's work, carried from trip to trip, under the architecture's latency
 model), at least 2, at most what shared memory holds and a known trip count needs.
+
+On the other TMA targets (sm_90, sm_100: ``record_tma_streams``) such a loop keeps the TMA
+loads ``lower.tma`` gave it and issues them ahead (``TmaStream``), as NVIDIA's producer warp
+does: each load's boxes for trips 0 .. S-1 go out before the loop, each into a stage of its
+own ring of ``S`` buffers with an mbarrier each (``TmaPlan.stages``); trip i waits for its
+stage, reads its registers, and once a CTA barrier says every thread has, thread 0 issues
+trip i + S's boxes into the same stage; they land while trip i computes and the trips
+after it wait.  The loads must meet the conditions above that do not concern cp.async
+(``_load_reason``); ``S`` is the ``num_stages`` hint, else one less than the modulo
+schedule's ring (a trip's stage is refilled as soon as it is read, not a trip later), at
+least 1 (NVIDIA's persistent RMS norm: one 64 KB stage), at most a known trip count and
+what the TMA budget holds.  A kernel with a TMA ring or attention ring keeps one stage:
+theirs lie after TMA's buffers, placed once.
 """
 from __future__ import annotations
 
+from math import prod
 from typing import Optional, Union
 
 from ..ir.core import Operation, Value
+from ..knobs import knobs
 from ..layout.core import LANE, REG, WARP, LinearLayout
 from ..layout.shared import bank_wavefronts, shared_identity
 from ..record import record
@@ -60,9 +75,11 @@ from ..tile.enums import MemoryOrderingSemantics
 from ..tile.traits import DATA_RESOURCES, writes
 from .attention_pipeline import inside_value
 from .layout_rules import swizzled_exchange
-from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, clamped_stages, view_copy_reason
+from .software_pipeline import (NARROWEST_COPY, WIDEST_COPY, clamped_stages, known_trips, trip_count,
+                                view_copy_reason)
 from .tiles import element_bytes
-from .tma import plan_again
+from .tma import MIN_ARCH as MIN_TMA_ARCH
+from .tma import plan_again, plan_tma
 
 #: the architectures whose streaming loops this pipelines (``cp.async`` without TMA rings)
 STREAM_ARCHS = (80, 86, 87, 89, 120, 121)
@@ -248,12 +265,16 @@ def _shares_elements(tas, layout: LinearLayout) -> bool:
 def _wanted_stages(tas, loop: CF.ForOp, arch: int, tiles: list[StreamTile]) -> tuple[int, str]:
     """The ``num_stages`` hint, else the stage count of the modulo schedule of one trip:
     the copies, their wait, and the body's work carried to the next trip."""
+    copies = sum(t.layout.size(REG) * element_bytes(t.load.results[0].type) // t.copy_bytes for t in tiles)
+    return _scheduled_stages(tas, loop, arch, copies, {t.load for t in tiles})
+
+
+def _scheduled_stages(tas, loop: CF.ForOp, arch: int, copies: int, loads: set) -> tuple[int, str]:
+    """``_wanted_stages`` of a trip that issues ``copies`` copies for ``loads``."""
     hinted = stages_hint(tas.aa.function.hints, arch)
     if hinted:
         return hinted, "num_stages hint"
     threads = tas.layout_threads
-    copies = sum(t.layout.size(REG) * element_bytes(t.load.results[0].type) // t.copy_bytes for t in tiles)
-    loads = {t.load for t in tiles}
     work = tuple((classify(op), work_of(op, threads), 1) for top in _body(loop) if top not in loads
                  for op in top.walk() if op is top or not op.regions)
     try:
@@ -266,17 +287,12 @@ def _wanted_stages(tas, loop: CF.ForOp, arch: int, tiles: list[StreamTile]) -> t
 def record_streams(tas, arch: int) -> None:
     """Decide every streaming loop (sm_80-89, sm_120) and record it in ``tas``: the decision
     in ``pipelines``, a plan's loop and loads in ``pipelined``, and its ring (after every
-    other op's scratch) as the first load's scratch, so the allocation covers it."""
+    other op's scratch) as the first load's scratch, so the allocation covers it.  On the
+    other TMA targets: ``record_tma_streams``."""
     if arch not in STREAM_ARCHS:
+        record_tma_streams(tas, arch)
         return
-    for loop in [op for op in tas.aa.live_ops() if isinstance(op, CF.ForOp)]:
-        if loop in tas.pipelines or not is_stream_loop(tas, loop):
-            continue
-        decision = plan_stream(tas, loop, arch)
-        tas.pipelines[loop] = decision
-        if isinstance(decision, StreamPlan):
-            for op in (loop, *decision.loads):
-                tas.pipelined[op] = decision
+    _decide_loops(tas, arch, plan_stream)
     streams = [d for d in tas.pipelines.values() if isinstance(d, StreamPlan)]
     for decision in streams:
         first = decision.loads[0]
@@ -289,3 +305,81 @@ def stream_plan(tas, op: Operation) -> Optional[StreamPlan]:
     """The ``StreamPlan`` whose loop or load ``op`` is, or None."""
     plan = tas.pipelined.get(op)
     return plan if isinstance(plan, StreamPlan) else None
+
+
+@record(frozen=True)
+class TmaStream:
+    """A streaming loop on a TMA target whose view loads ``loads`` (TMA loads of
+    ``lower.tma``) are each issued ``stages`` trips ahead into a ring of that many buffers
+    (their ``TmaPlan.stages``).  ``source`` says where the stage count came from."""
+    loop: CF.ForOp
+    loads: tuple[Operation, ...]
+    stages: int
+    source: str
+
+
+def record_tma_streams(tas, arch: int) -> None:
+    """Decide every streaming loop of a TMA target that ``record_streams`` does not take
+    (sm_90, sm_100), and record it as ``record_streams`` does; the TMA plans of the loads
+    it streams are planned again with their stages."""
+    if arch in STREAM_ARCHS or arch < MIN_TMA_ARCH or not tas.tma or not knobs.tma_stream:
+        return
+    _decide_loops(tas, arch, _plan_tma_stream)
+
+
+def _decide_loops(tas, arch: int, plan) -> None:
+    """``plan(tas, loop, arch)`` for each streaming loop not yet decided: the decision into
+    ``tas.pipelines``, a plan's loop and loads into ``tas.pipelined``."""
+    for loop in [op for op in tas.aa.live_ops() if isinstance(op, CF.ForOp)]:
+        if loop in tas.pipelines or not is_stream_loop(tas, loop):
+            continue
+        decision = plan(tas, loop, arch)
+        tas.pipelines[loop] = decision
+        if not isinstance(decision, str):
+            for op in (loop, *decision.loads):
+                tas.pipelined[op] = decision
+
+
+def _plan_tma_stream(tas, loop: CF.ForOp, arch: int) -> Union[TmaStream, str]:
+    """The loop's ``TmaStream``, its loads' plans replaced in ``tas.tma``, or why not."""
+    if any(f.loop is loop or f.consumer_loop is loop for f in tas.forwarded.values()):
+        return "its tiles are kept in registers for a later loop, or read from an earlier one's (forward-loads)"
+    loads = [ld for ld in streamed_loads(loop) if ld in tas.tma]
+    if not loads:
+        return "no tile it loads at its induction variable goes through TMA"
+    for ld in loads:
+        reason = _load_reason(tas, ld, loop)
+        if reason:
+            return reason
+    trips = trip_count(loop, tas.aa) if known_trips(loop, tas.aa) else None
+    if trips is not None and trips < 2:
+        return "it runs once"
+    boxes = 0
+    for ld in loads:
+        boxes += prod(tas.tma[ld].boxes)
+    wanted, source = _scheduled_stages(tas, loop, arch, boxes, set(loads))
+    if not stages_hint(tas.aa.function.hints, arch):
+        wanted -= 1         # the schedule's ring refills a stage a trip after it is read; this one at once
+    stages = max(1, min(wanted, trips or wanted))
+    if any(not isinstance(d, (str, TmaStream)) for d in tas.pipelines.values()):
+        stages, source = 1, "one stage (the kernel's rings lie after TMA's buffers)"
+    while stages > 1 and not _restaged(tas, arch, {ld: stages for ld in loads}):
+        stages -= 1
+    return TmaStream(loop, tuple(loads), stages, source)
+
+
+def _restaged(tas, arch: int, stages: dict[Operation, int]) -> bool:
+    """Plan the kernel's TMA loads and stores again with ``stages`` (and the stages other
+    streams gave theirs); keep the plan and say yes if every op keeps TMA."""
+    wanted = {op: p.stages for op, p in tas.tma.items() if p.stages > 1} | stages
+    plans, maps, end = plan_tma(tas.aa, list(tas.tma), f"sm_{arch}", tas.scratch_bytes, None, wanted)
+    if set(plans) != set(tas.tma):
+        return False
+    tas.tma, tas.tensor_maps, tas.tma_end = plans, maps, end
+    return True
+
+
+def tma_stream(tas, op: Operation) -> Optional[TmaStream]:
+    """The ``TmaStream`` whose loop or load ``op`` is, or None."""
+    plan = tas.pipelined.get(op)
+    return plan if isinstance(plan, TmaStream) else None

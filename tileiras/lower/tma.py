@@ -182,6 +182,11 @@ class TmaPlan:
     #: once before loop ``maps_at`` (``map_home``: a store in a loop whose trips keep it)
     device_map: Optional[TensorMapSpec] = None
     maps_at: Optional[Operation] = None
+    #: a load a streaming loop issues trips ahead (``stream_pipeline.TmaStream``): its
+    #: ``stages`` buffers lie ``stage_bytes`` apart from ``buffer``, its mbarriers 8 bytes
+    #: apart from ``barrier``, stage s for trips s, s + stages, ...
+    stages: int = 1
+    stage_bytes: int = 0
 
     @property
     def is_store(self) -> bool:
@@ -205,11 +210,12 @@ def other_tma_bytes(tas, taken, slack: int = STAGING_ALIGN) -> int:
     ``taken`` (a ring's) take once ``plan_again`` places them after the ring: each staging
     buffer once, however many plans share it (the stores of one token chain, as a grouped
     GEMM's epilogues), and ``slack`` bytes for the first one's alignment."""
-    buffers: dict[int, int] = {}
+    buffers: dict[int, tuple[int, int]] = {}
     for op, p in tas.tma.items():
         if op not in taken:
-            buffers[p.buffer] = max(buffers.get(p.buffer, 0), p.nbytes)
-    return sum(_align(n, STAGING_ALIGN) + BARRIER_BYTES for n in buffers.values()) + slack
+            span = p.nbytes + p.stage_bytes * (p.stages - 1)
+            buffers[p.buffer] = max(buffers.get(p.buffer, (0, 0)), (span, p.stages))
+    return sum(_align(n, STAGING_ALIGN) + BARRIER_BYTES * k for n, k in buffers.values()) + slack
 
 
 def allows_tma(op: Operation, gpu_name: str) -> bool:
@@ -511,14 +517,16 @@ def plan_again(tas, arch: int, taken: set) -> None:
 
 
 def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
-             dropped: Optional[dict[Operation, str]] = None
+             dropped: Optional[dict[Operation, str]] = None, stages: Optional[dict[Operation, int]] = None
              ) -> tuple[dict[Operation, TmaPlan], tuple[TensorMapSpec, ...], int]:
     """Plans of the loads and stores among ``ops`` that go through TMA, the kernel's maps
     (one per distinct spec, in first-use order: a view loaded and stored with the same box
     shares one) and where shared memory ends after them.  Where the buffers after
     ``smem_start`` would end past the arch's limit (``smem_limit``), the largest ones go
     back to the non-TMA path until the rest fit; ``dropped`` (when given) gets each of
-    those with the reason."""
+    those with the reason.  A load of ``stages`` (a streamed loop's) takes that many
+    buffers and mbarriers."""
+    stages = stages or {}
     if int(gpu_name[3:]) < MIN_ARCH:
         return {}, (), 0
     chosen = []
@@ -546,12 +554,13 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
             nbytes *= t
         align = SWIZZLED_ALIGN if spec.swizzle else STAGING_ALIGN
         key = (shares.get(op, op), nbytes, spec.swizzle)
+        n = stages.get(op, 1)
         if key not in counted:
-            if staged + _align(nbytes, align) > MAX_STAGING_BYTES:
+            if staged + _align(nbytes, align) * n > MAX_STAGING_BYTES:
                 continue
-            staged += _align(nbytes, align)
+            staged += _align(nbytes, align) * n
             counted.add(key)
-        chosen.append((op, spec, box, boxes, nbytes, spec.swizzle))
+        chosen.append((op, spec, box, boxes, nbytes, spec.swizzle, n))
     chosen = _within_limit(chosen, smem_start, smem_limit(gpu_name), dropped, shares)
     chosen = _whole_chains(chosen, after, dropped)
     if not chosen:
@@ -563,7 +572,7 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
             maps.append(spec)
     buffers, at = _place(chosen, smem_start, shares)
     plans = {}
-    for (op, spec, box, boxes, nbytes, swizzle), buffer in zip(chosen, buffers):
+    for (op, spec, box, boxes, nbytes, swizzle, n), buffer in zip(chosen, buffers):
         span = next((w for w, code in SWIZZLE_CODES.items() if code == swizzle), 0)
         if spec.on_device:
             plans[op] = TmaPlan(-1, box, boxes, buffer, None, nbytes, swizzle=span, carried=op in carried,
@@ -577,9 +586,15 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
         if reduction is not None:
             plans[op] = TmaPlan(index, box, boxes, buffer, None, nbytes, reduction[0], span)
             continue
-        plans[op] = TmaPlan(index, box, boxes, buffer, at, nbytes, swizzle=span)
-        at += BARRIER_BYTES
+        plans[op] = TmaPlan(index, box, boxes, buffer, at, nbytes, swizzle=span, stages=n,
+                            stage_bytes=_stage_stride(nbytes, swizzle) if n > 1 else 0)
+        at += BARRIER_BYTES * n
     return plans, tuple(maps), at
+
+
+def _stage_stride(nbytes: int, swizzle: int) -> int:
+    """Bytes between the stages of a streamed load's buffer (each aligned as the first)."""
+    return _align(nbytes, SWIZZLED_ALIGN if swizzle else STAGING_ALIGN)
 
 
 def enclosing_loop(op: Operation) -> Optional[Operation]:
@@ -671,7 +686,7 @@ def _place(chosen: list[tuple], smem_start: int, shares: Optional[dict[Operation
     at = smem_start
     buffers = []
     placed: dict[tuple, int] = {}
-    for op, _, _, _, nbytes, swizzle in chosen:
+    for op, _, _, _, nbytes, swizzle, stages in chosen:
         key = ((shares or {}).get(op, op), nbytes, swizzle)
         if key in placed:
             buffers.append(placed[key])
@@ -679,7 +694,7 @@ def _place(chosen: list[tuple], smem_start: int, shares: Optional[dict[Operation
         at = _align(at, SWIZZLED_ALIGN if swizzle else STAGING_ALIGN)
         buffers.append(at)
         placed[key] = at
-        at = _align(at + nbytes, STAGING_ALIGN)
+        at = _align(at + _stage_stride(nbytes, swizzle) * (stages - 1) + nbytes, STAGING_ALIGN)
     return buffers, at
 
 
@@ -692,9 +707,9 @@ def _within_limit(chosen: list[tuple], smem_start: int, limit: int,
     chosen = list(chosen)
 
     def end() -> int:
-        loads = sum(1 for c in chosen
-                    if not isinstance(c[0], MEM.StoreViewTkoOp) and bulk_reduction(c[0]) is None)
-        return _place(chosen, smem_start, shares)[1] + loads * BARRIER_BYTES
+        barriers = sum(c[6] for c in chosen
+                       if not isinstance(c[0], MEM.StoreViewTkoOp) and bulk_reduction(c[0]) is None)
+        return _place(chosen, smem_start, shares)[1] + barriers * BARRIER_BYTES
 
     while chosen and end() > limit:
         need = end()

@@ -1,0 +1,139 @@
+"""Streaming loops on TMA targets (sm_90, sm_100): their TMA loads issued trips ahead
+(``lower/stream_pipeline.record_tma_streams``, ``codegen/emit_tma.stream_prologue`` and
+``_streamed_load``).
+
+A persistent loop over row blocks (``kernels.streamed.row_blocks``, the shape of TileGym's
+persistent norms) loads each block with TMA; the loop issues the copies of its first S trips
+before it starts, and trip i, once it has read its stage and a CTA barrier says every
+thread has, issues trip i + S's into it.  Every kernel is checked against the interpreter in
+the emulator, which lands a TMA copy's bytes only when its mbarrier phase completes (a read
+before the wait traps) and reports a copy into bytes another thread may still read as a
+race; the planted faults below show both are caught."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kernels.streamed import row_blocks
+from tileiras import diffcheck
+from tileiras.codegen import emit_tma
+from tileiras.lower.stream_pipeline import StreamPlan, TmaStream
+from tileiras.pipeline import CompileOptions, run_stages
+from tileiras.text.parser import parse_module
+
+from test_software_pipeline import plan_of, ptx_of
+
+THREE = "sm_90 = {num_stages = 3}"
+
+
+def tas_of(text: str, arch: int = 90):
+    module = parse_module(text, "k.mlir")
+    return run_stages(module, CompileOptions(gpu_name=f"sm_{arch}"), "tileas", only_needed=True).tas["k"]
+
+
+def problems(text: str, grid: tuple, extent: int, arch: str = "sm_90") -> list:
+    return [r.problem for r in diffcheck.check_module(parse_module(text, "k.mlir"), arch, grid=grid, extent=extent)]
+
+
+# -- the decision -------------------------------------------------------------------------------
+@pytest.mark.parametrize("arch", [90, 100])
+def test_a_row_block_loop_issues_its_tma_loads_a_trip_ahead(arch):
+    """One stage by default, as NVIDIA's producer fills its persistent RMS norm's one 64 KB
+    buffer: the modulo schedule's ring (2) refills a stage a trip after it is read."""
+    tas = tas_of(row_blocks(4, 64), arch)
+    (plan,) = tas.pipelines.values()
+    assert isinstance(plan, TmaStream) and plan.stages == 1 and plan.source == "modulo schedule"
+    (load,) = plan.loads
+    assert tas.tma[load].stages == 1 and tas.pipelined[load] is plan
+
+
+def test_the_num_stages_hint_gives_each_load_a_ring_of_buffers_and_mbarriers():
+    tas = tas_of(row_blocks(4, 64, hints=THREE))
+    (plan,) = tas.pipelines.values()
+    tma = tas.tma[plan.loads[0]]
+    assert plan.stages == tma.stages == 3 and plan.source == "num_stages hint"
+    assert tma.stage_bytes == 4 * 64 * 4        # 1 KB stages, 128-byte aligned
+    assert tas.tma_end >= tma.barrier + 3 * 8 and tma.barrier >= tma.buffer + 3 * tma.stage_bytes
+
+
+@pytest.mark.parametrize("arch", [80, 120])
+def test_targets_without_tma_loads_stream_through_cp_async_rings(arch):
+    assert isinstance(plan_of(row_blocks(4, 64), arch), StreamPlan)
+
+
+def test_the_plan_reads_back_from_tileas_text():
+    from tileiras.lower.tileas_format import format_tileas  # noqa: PLC0415
+    from tileiras.lower.tileas_parse import parse_tileas  # noqa: PLC0415
+
+    c = run_stages(parse_module(row_blocks(4, 64, hints=THREE), "k.mlir"), CompileOptions(gpu_name="sm_90"),
+                   "tileas", only_needed=True)
+    text = format_tileas(c.tas["k"])
+    assert "#tileas.tma_stream<" in text and "stages = 3" in text and "stages=3" in text
+    back = parse_tileas(text, c.aa["k"])
+    assert back.pipelines == c.tas["k"].pipelines and back.tma == c.tas["k"].tma
+    assert format_tileas(back) == text
+
+
+# -- the code -----------------------------------------------------------------------------------
+def test_the_loop_waits_reads_synchronizes_then_refills_the_stage():
+    ptx = ptx_of(row_blocks(4, 64, hints=THREE), "sm_90")
+    loop = ptx.index("mbarrier.try_wait")
+    # the prologue: three stages' copies (each behind its own mbarrier) before the loop
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cta\.global", ptx[:loop])) == 3
+    assert ptx.count("mbarrier.init") == 3
+    body = ptx[loop:]
+    read = body.index("ld.shared")
+    barrier = body.index("bar.sync", read)
+    refill = body.index("cp.async.bulk.tensor.2d.shared::cta.global")
+    assert read < barrier < refill
+
+
+@pytest.mark.parametrize("args, kw", [
+    ((4, 64), {}),
+    ((4, 64), {"hints": THREE}),
+    ((8, 128, "bf16"), {"hints": "sm_90 = {num_stages = 2}"}),
+    ((4, 64), {"hints": "sm_90 = {num_stages = 2}", "outer": 3}),   # the loop entered three times
+])
+@pytest.mark.parametrize("grid, extent", [((1, 1, 1), 40), ((3, 1, 1), 40), ((5, 1, 1), 16), ((2, 1, 1), 4)])
+def test_streamed_row_blocks_agree_with_the_interpreter(args, kw, grid, extent):
+    """Trip counts from 0 (CTAs past the blocks) to 10, fewer trips than stages, and the
+    phases of a ring whose loop is entered again."""
+    assert problems(row_blocks(*args, **kw), grid, extent) == [None]
+
+
+def test_sm_100_streamed_row_blocks_agree_with_the_interpreter():
+    assert problems(row_blocks(4, 64, hints="sm_100 = {num_stages = 2}"), (3, 1, 1), 40, "sm_100") == [None]
+
+
+# -- planted faults: the emulator catches each ---------------------------------------------------
+def test_reading_a_stage_before_its_wait_is_caught(monkeypatch):
+    monkeypatch.setattr(emit_tma, "wait_phase", lambda em, barrier, parity: None)
+    (problem,) = problems(row_blocks(4, 64, hints=THREE), (2, 1, 1), 40)
+    assert problem and "kind='async'" in problem and "reads shared byte" in problem
+
+
+def test_refilling_a_stage_before_every_thread_has_read_it_is_caught(monkeypatch):
+    monkeypatch.setattr(emit_tma, "all_have_read", lambda b: None)
+    (problem,) = problems(row_blocks(4, 64), (2, 1, 1), 40)
+    assert problem and "kind='race'" in problem and "writes (asynchronously)" in problem
+
+
+def test_remarks_say_the_loop_streams_its_tma_loads(tmp_path, capsys):
+    from _build import bytecode_file  # noqa: PLC0415
+    from tileiras.driver import main as driver_main  # noqa: PLC0415
+
+    path = bytecode_file(tmp_path, row_blocks(4, 64, hints=THREE), name="k.tileir")
+    assert driver_main([str(path), "--gpu-name", "sm_90", "-o", str(tmp_path / "k.cubin"), "--remarks=memory"]) == 0
+    out = capsys.readouterr().out
+    assert "streaming loop software-pipelined with 3 stages" in out and "TMA, issued 3 trips ahead" in out
+
+
+def test_the_knob_keeps_one_synchronous_copy_a_trip(monkeypatch):
+    monkeypatch.setenv("TILEIRAS_TMA_STREAM", "0")
+    tas = tas_of(row_blocks(4, 64, hints=THREE))
+    assert not tas.pipelines and all(p.stages == 1 for p in tas.tma.values())
+    ptx = ptx_of(row_blocks(4, 64), "sm_90")
+    loop = ptx[ptx.index("mbarrier.init"):]
+    assert loop.index("bar.sync", loop.index("bar.sync") + 1) < loop.index("cp.async.bulk.tensor.2d.shared::cta.global")
+    assert problems(row_blocks(4, 64), (2, 1, 1), 40) == [None]
