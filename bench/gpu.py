@@ -6,6 +6,11 @@
    folder inside the repository (ignored by git, it travels with the device call as ``carry``):
 
        python bench/gpu.py plan .gpu-plan [--arch sm_90] [--only gemm_f16_4096,axpy_2e28]
+           [--variant nostream:TILEIRAS_TMA_STREAM=0@rmsnorm_persistent_8192]
+
+   A ``--variant`` compiles those kernels with our tileiras again under those variables
+   (a knob turned off, say): their rows (``KERNEL@SUFFIX``) time that cubin against the same
+   NVIDIA cubin in the same run, so a knob's A/B costs no extra device call.
 
 2. run (on the GPU machine: numpy, ml_dtypes and cuda-bindings, all in its image; no cuTile,
    no compiler, no network) loads both cubins of each kernel, checks each against a float64
@@ -164,14 +169,29 @@ def our_tileiras() -> list[str]:
     return [found]
 
 
-def compile_with(tool: list[str], src: Path, out: Path, arch: str) -> Optional[str]:
-    """None on success, else the compiler's message (the manifest keeps it)."""
+def compile_with(tool: list[str], src: Path, out: Path, arch: str, env: Optional[dict] = None) -> Optional[str]:
+    """None on success, else the compiler's message (the manifest keeps it); ``env``:
+    variables set for the compile (knobs of a variant)."""
     run = subprocess.run([*tool, f"--gpu-name={arch}", "-O3", str(src), "-o", str(out)],
-                         capture_output=True, text=True, check=False)
+                         capture_output=True, text=True, check=False,
+                         env={**os.environ, "TILEIRAS_SERVER": "0", **env} if env else None)
     return None if run.returncode == 0 else (run.stderr.strip() or f"exit {run.returncode}")[-2000:]
 
 
-def plan(folder: Path, arch: str, only: Optional[set]) -> dict:
+def parse_variant(text: str) -> tuple[str, dict, set]:
+    """``SUFFIX:VAR=VALUE[,VAR=VALUE...]@KERNEL[+KERNEL...]`` -> (suffix, env, kernels): our
+    compiler run again on those kernels with those variables set (a knob's A/B, measured
+    in the same run as the rest)."""
+    try:
+        head, kernels = text.split("@", 1)
+        suffix, assignments = head.split(":", 1)
+        env = dict(a.split("=", 1) for a in assignments.split(","))
+    except ValueError:
+        raise SystemExit(f"error: --variant '{text}': expected SUFFIX:VAR=VALUE[,VAR=VALUE]@KERNEL[+KERNEL]") from None
+    return suffix, env, set(kernels.split("+"))
+
+
+def plan(folder: Path, arch: str, only: Optional[set], variants: tuple = ()) -> dict:
     from tileiras.gpu import signature_of
     from tileiras.reader import read_bytecode
     from tileiras.tools import find_tileiras
@@ -194,6 +214,17 @@ def plan(folder: Path, arch: str, only: Optional[set]) -> dict:
                         "cubins": {who: f"{name}.{who}.cubin" for who, err in errors.items() if err is None},
                         "compile_errors": {who: err for who, err in errors.items() if err is not None}})
         print(f"planned {name}: {', '.join(f'{w} ' + ('ok' if e is None else 'FAILED') for w, e in errors.items())}")
+        for suffix, env, kernels in variants:       # the same bytecode and NVIDIA cubin, ours again
+            if name not in kernels:
+                continue
+            error = compile_with(our_tileiras(), src, folder / f"{name}@{suffix}.ours.cubin", arch, env)
+            cubins = {"ours": f"{name}@{suffix}.ours.cubin"} if error is None else {}
+            if errors["nvidia"] is None:
+                cubins["nvidia"] = f"{name}.nvidia.cubin"
+            entries.append({**entries[-1], "name": f"{name}@{suffix}", "cubins": cubins, "variant": env,
+                            "compile_errors": {"ours": error} if error else {}})
+            print(f"planned {name}@{suffix} ({', '.join(f'{k}={v}' for k, v in env.items())}): "
+                  + ("ok" if error is None else "FAILED"))
     manifest = {"arch": arch, "kernels": entries}
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
     return manifest
@@ -222,6 +253,8 @@ def main(argv: Optional[list] = None) -> int:
     p.add_argument("--arch", default="sm_90")
     p.add_argument("--only", default="", help="comma-separated kernel names: " + ", ".join(k[0] for k in KERNELS))
     p.add_argument("--no-tier", action="store_true", help="skip planning the gpu test tier (folder/tier)")
+    p.add_argument("--variant", action="append", default=[], metavar="SUFFIX:VAR=VALUE[,...]@KERNEL[+...]",
+                   help="also compile those kernels with our tileiras under those variables (rows KERNEL@SUFFIX)")
     r = steps.add_parser("run", help="check and time on the GPU")
     r.add_argument("folder", type=Path)
     r.add_argument("--dry-run", action="store_true", help="no driver: the interpreter on tiny sizes")
@@ -232,7 +265,7 @@ def main(argv: Optional[list] = None) -> int:
     args = parser.parse_args(argv)
     only = {x for x in args.only.split(",") if x} or None
     if args.step == "plan":
-        plan(args.folder, args.arch, only)
+        plan(args.folder, args.arch, only, tuple(parse_variant(v) for v in args.variant))
         if not args.no_tier:  # the gpu test tier's cases, for bench/gpu_session.sh
             import gpu_tier
 

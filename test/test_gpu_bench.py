@@ -19,13 +19,16 @@ sys.path.insert(0, str(ROOT / "bench"))
 import gpu_problems  # noqa: E402
 
 SELECTION = "axpy_2e28,rmsnorm_8192,gemm_bf16_4096,grouped_gemm_f16_8x2048"
-PLANNED = ["gemm_bf16_4096", "grouped_gemm_f16_8x2048", "rmsnorm_8192", "axpy_2e28"]
+#: a variant: axpy compiled again with a knob that does not change it (its cubin must not either)
+VARIANT = "nostream:TILEIRAS_TMA_STREAM=0@axpy_2e28"
+PLANNED = ["gemm_bf16_4096", "grouped_gemm_f16_8x2048", "rmsnorm_8192", "axpy_2e28", "axpy_2e28@nostream"]
 
 
 @pytest.fixture(scope="session")
 def planned(tmp_path_factory, real_tileiras) -> Path:
     folder = tmp_path_factory.mktemp("plan")
-    run = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "plan", str(folder), "--only", SELECTION],
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu.py"), "plan", str(folder), "--only", SELECTION,
+                          "--variant", VARIANT],
                          capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr
     return folder
@@ -47,6 +50,9 @@ def test_plan_writes_what_each_tileiras_writes(planned, real_tileiras, tmp_path)
         assert (planned / k["cubins"]["nvidia"]).read_bytes() == nv.read_bytes()
     assert manifest["kernels"][3]["signature"] == ["ptr", "i32", "i32", "ptr", "i32", "i32", "ptr", "i32", "i32", "f32"]
     assert manifest["kernels"][1]["signature"] == ["ptr", "i32"] * 3       # each list: its table, its length
+    variant = manifest["kernels"][4]
+    assert variant["variant"] == {"TILEIRAS_TMA_STREAM": "0"} and variant["bytecode"] == "axpy_2e28.tileir"
+    assert variant["cubins"] == {"ours": "axpy_2e28@nostream.ours.cubin", "nvidia": "axpy_2e28.nvidia.cubin"}
     assert sum(f.stat().st_size for f in planned.iterdir()) < 1 << 20
 
 
@@ -59,12 +65,12 @@ def test_dry_run_checks_every_kernel_without_llvmlite(planned, tmp_path):
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.strip().splitlines()
-    table = [line.split() for line in lines if line.split()[:1] and line.split()[0] in SELECTION.split(",")
+    table = [line.split() for line in lines if line.split()[:1] and line.split()[0] in PLANNED
              and not line.split()[1].endswith(":")]  # the log lines read "<kernel> ours: ..."
     assert [row[0] for row in table] == PLANNED, run.stdout
     assert all(row[-1] == "yes/yes" for row in table), run.stdout
     assert lines[-1].startswith("dry run:")  # the table and its notes come last
-    assert (tmp_path / "gpu-bench.log").read_text().count("correct=yes") == 8
+    assert (tmp_path / "gpu-bench.log").read_text().count("correct=yes") == 10
 
 
 def test_checks_catch_unwritten_and_wrong_outputs():
@@ -103,3 +109,12 @@ def test_list_parameters_pass_a_table_of_their_members():
     b_rows = tables[1]
     assert b_rows.tolist() == [[address[id(data[f"b{g}"])], 48, 16, 16, 1] for g in range(3)]
     assert gpu_problems.outputs_of(family, p) == ("c0", "c1", "c2") and family.grid(p) == (2, 1, 3)
+
+
+def test_a_variant_spec_is_parsed_or_refused_in_one_line():
+    import gpu  # noqa: PLC0415
+
+    assert gpu.parse_variant("w8:TILEIRAS_A=1,TILEIRAS_B=x@k1+k2") == ("w8", {"TILEIRAS_A": "1", "TILEIRAS_B": "x"},
+                                                                     {"k1", "k2"})
+    with pytest.raises(SystemExit, match="expected SUFFIX:VAR=VALUE"):
+        gpu.parse_variant("w8:TILEIRAS_A")
