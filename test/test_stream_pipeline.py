@@ -19,12 +19,16 @@ from tileiras.driver import main as driver_main
 from tileiras.emulate import launch
 from tileiras.emulate.launch import EmulationError
 from tileiras.layout.shared import bank_wavefronts
-from tileiras.lower.stream_pipeline import StreamPlan
+from tileiras.lower.stream_pipeline import StreamPlan, TmaStream
 from tileiras.pipeline import CompileOptions, run_stages
 from tileiras.text.parser import parse_module
 
 from _build import bytecode_file
 from test_software_pipeline import agrees, plan_of, ptx_of
+
+
+def problems_of(text: str, arch: str, grid: tuple, extent: int) -> list:
+    return [r.problem for r in diffcheck.check_module(parse_module(text, "k.mlir"), arch, grid=grid, extent=extent)]
 
 
 def loop_of(ptx: str, stages: int) -> str:
@@ -153,10 +157,15 @@ def test_sm_120_rows_that_tma_would_load_are_streamed(index):
     assert [r.problem for r in reports] == [None]
 
 
-def test_sm_90_keeps_its_code():
+def test_sm_90_streams_the_loop_through_tma_instead():
+    """The kernel reduces (it uses shared memory anyway) and the loop's trip count is not a
+    constant: its tile goes through TMA, issued trips ahead (test_tma_stream.py), as NVIDIA's
+    producer warp loads corpus-aligned layernorm_fwd's."""
     module = parse_module(row_loop(8, 128), "k.mlir")
     tas = run_stages(module, CompileOptions(gpu_name="sm_90"), "tileas", only_needed=True).tas
-    assert not tas["k"].pipelines
+    (plan,) = tas["k"].pipelines.values()
+    assert isinstance(plan, TmaStream) and plan.stages == 8 and plan.source == "32 KB in flight"
+    assert problems_of(row_loop(8, 128), "sm_90", (3, 1, 1), 600) == [None]
 
 
 def test_a_missing_wait_is_caught():

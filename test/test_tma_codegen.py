@@ -71,7 +71,7 @@ def copies(ptx: str, pattern: str) -> int:
                                                # stages, 2 boxes x (3 ahead + 1 a trip)
     ("tma_row_sum_f16", "sm_90", 1, 1),
     ("tma_row_sum_narrow_f32", "sm_90", 1, 0),      # the stored rows are 8 bytes
-    ("tma_centre_rows_loop_f32", "sm_90", 2, 1),    # its row loop: the first trip before it, the next in it (TmaStream)
+    ("tma_centre_rows_loop_f32", "sm_90", 9, 1),    # its row loop (TmaStream): 8 trips before it, the next in it
     ("tma_centre_repeated_f32", "sm_90", 1, 3),     # LLVM unrolls its three trips
     ("tma_centre_then_reload_f32", "sm_90", 1, 1),  # y's store is ordered before y's load: direct
 ])

@@ -38,14 +38,23 @@ def problems(text: str, grid: tuple, extent: int, arch: str = "sm_90") -> list:
 
 # -- the decision -------------------------------------------------------------------------------
 @pytest.mark.parametrize("arch", [90, 100])
-def test_a_row_block_loop_issues_its_tma_loads_a_trip_ahead(arch):
-    """One stage by default, as NVIDIA's producer fills its persistent RMS norm's one 64 KB
-    buffer: the modulo schedule's ring (2) refills a stage a trip after it is read."""
-    tas = tas_of(row_blocks(4, 64), arch)
+def test_a_row_block_loop_of_large_tiles_issues_its_tma_loads_a_trip_ahead(arch):
+    """One stage of 32 KB, as NVIDIA's producer fills its persistent RMS norm's one 64 KB
+    buffer: that covers the bytes in flight wanted (``TMA_BYTES_IN_FLIGHT``)."""
+    tas = tas_of(row_blocks(32, 256), arch)
     (plan,) = tas.pipelines.values()
-    assert isinstance(plan, TmaStream) and plan.stages == 1 and plan.source == "modulo schedule"
+    assert isinstance(plan, TmaStream) and plan.stages == 1
     (load,) = plan.loads
     assert tas.tma[load].stages == 1 and tas.pipelined[load] is plan
+
+
+def test_small_tiles_take_stages_enough_for_32_kb_in_flight():
+    """1 KB and 8 KB tiles: 8 stages (the most) and 4; a known trip count of 3 caps them."""
+    for (m, n), stages in (((4, 64), 8), ((8, 256), 4)):
+        (plan,) = tas_of(row_blocks(m, n)).pipelines.values()
+        assert plan.stages == stages and plan.source == "32 KB in flight"
+    (plan,) = tas_of(row_blocks(4, 64, trips=3)).pipelines.values()
+    assert plan.stages == 3
 
 
 def test_the_num_stages_hint_gives_each_load_a_ring_of_buffers_and_mbarriers():
@@ -55,6 +64,15 @@ def test_the_num_stages_hint_gives_each_load_a_ring_of_buffers_and_mbarriers():
     assert plan.stages == tma.stages == 3 and plan.source == "num_stages hint"
     assert tma.stage_bytes == 4 * 64 * 4        # 1 KB stages, 128-byte aligned
     assert tas.tma_end >= tma.barrier + 3 * 8 and tma.barrier >= tma.buffer + 3 * tma.stage_bytes
+
+
+def test_a_trip_that_may_end_before_the_load_keeps_one_synchronous_copy_a_trip():
+    """A ``continue`` ahead of the load: that trip would neither wait for its stage nor
+    refill it, and every later trip would wait for the wrong phase."""
+    text = row_blocks(4, 64, skip_one=True)
+    (plan,) = tas_of(text).pipelines.values()
+    assert plan == "a trip may end before a load it streams (a continue or break ahead of it)"
+    assert problems(text, (1, 1, 1), 40) == [None]
 
 
 @pytest.mark.parametrize("arch", [80, 120])
@@ -94,6 +112,7 @@ def test_the_loop_waits_reads_synchronizes_then_refills_the_stage():
     ((4, 64), {"hints": THREE}),
     ((8, 128, "bf16"), {"hints": "sm_90 = {num_stages = 2}"}),
     ((4, 64), {"hints": "sm_90 = {num_stages = 2}", "outer": 3}),   # the loop entered three times
+    ((4, 64), {"trips": 3}),                                       # 3 stages: no refill
 ])
 @pytest.mark.parametrize("grid, extent", [((1, 1, 1), 40), ((3, 1, 1), 40), ((5, 1, 1), 16), ((2, 1, 1), 4)])
 def test_streamed_row_blocks_agree_with_the_interpreter(args, kw, grid, extent):
@@ -115,7 +134,7 @@ def test_reading_a_stage_before_its_wait_is_caught(monkeypatch):
 
 def test_refilling_a_stage_before_every_thread_has_read_it_is_caught(monkeypatch):
     monkeypatch.setattr(emit_tma, "all_have_read", lambda b: None)
-    (problem,) = problems(row_blocks(4, 64), (2, 1, 1), 40)
+    (problem,) = problems(row_blocks(4, 64, hints="sm_90 = {num_stages = 1}"), (2, 1, 1), 40)
     assert problem and "kind='race'" in problem and "writes (asynchronously)" in problem
 
 
@@ -137,3 +156,31 @@ def test_the_knob_keeps_one_synchronous_copy_a_trip(monkeypatch):
     loop = ptx[ptx.index("mbarrier.init"):]
     assert loop.index("bar.sync", loop.index("bar.sync") + 1) < loop.index("cp.async.bulk.tensor.2d.shared::cta.global")
     assert problems(row_blocks(4, 64), (2, 1, 1), 40) == [None]
+
+
+# -- TileGym's chunked persistent norms (cuTile) ------------------------------------------------
+@pytest.mark.parametrize("name, tile, stages", [("rms_norm_chunked", 2048, (8, 4)), ("layer_norm_chunked", 2048, (8, 3)),
+                                                ("rms_norm_chunked", 256, (8, 8))])
+def test_tilegyms_chunked_norms_stream_their_column_loops_through_tma(name, tile, stages):
+    """Their column loops' trip counts are the row's chunk count, their kernels reduce: every
+    chunk load goes through TMA (NVIDIA's producer warp loads them so) and each loop keeps
+    32 KB in flight: 8 stages of one 4 KB chunk, 4 of x and w's, 3 of x, w and b's (8 of
+    256-column chunks).  Rows of 3 chunks (17 of 256 columns: stages refilled), the last
+    partial, 2 CTAs taking rows in turn, against the interpreter."""
+    pytest.importorskip("cuda.tile")
+    import warnings  # noqa: PLC0415
+
+    from differential import export  # noqa: PLC0415
+    from kernels import norms as K  # noqa: PLC0415
+    from tileiras.reader import read_bytecode  # noqa: PLC0415
+
+    case = (K.rms_chunked_case if name.startswith("rms") else K.layer_chunked_case)(f"{name}_{tile}", K.BF16, tile)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = export(case, arch="sm_90", aligned=True)
+    module = read_bytecode(data)
+    tas = run_stages(read_bytecode(data), CompileOptions(gpu_name="sm_90"), "tileas", only_needed=True).tas
+    (kernel,) = tas.values()
+    assert tuple(p.stages for p in kernel.pipelines.values() if isinstance(p, TmaStream)) == stages
+    reports = diffcheck.check_module(module, "sm_90", grid=(2, 1, 1), extent=4200)
+    assert [r.problem for r in reports] == [None]

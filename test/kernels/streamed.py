@@ -77,19 +77,25 @@ def row_loop(m: int, n: int, elem: str = "f32", trips: int | None = None, align:
             f"  entry @k({args}){opt} {{\n" + "".join(f"    {x}\n" for x in lines) + "  }\n}\n")
 
 
-def row_blocks(m: int, n: int, elem: str = "f32", hints: str = "", outer: int = 0) -> str:
+def row_blocks(m: int, n: int, elem: str = "f32", hints: str = "", outer: int = 0, trips: int = 0,
+               skip_one: bool = False) -> str:
     """A persistent loop over X's row blocks (TileGym's persistent norms' shape): CTA ``bx``
     takes blocks ``bx, bx + nbx, ...`` of ``m`` whole rows (``n`` columns), sums each
     block's rows (the tile feeds a reduction, so on sm_90 it is a TMA load) and stores the
     sums into O.  ``outer``: the loop runs inside another of that many trips (constant),
-    which writes the same sums again each time (its trips re-enter the row loop)."""
+    which writes the same sums again each time (its trips re-enter the row loop).
+    ``trips``: the loop runs blocks 0 .. trips-1 instead, a constant trip count, in every CTA.
+    ``skip_one``: the trip of block 1 ends (``continue``) before it loads."""
     x_lines, pv, x_args = view_2d("x", elem, (m, n), 16)
     tx, tf = f"tile<{m}x{n}x{elem}>", f"tile<{m}x{n}xf32>"
     out_tv = "tensor_view<?xf32, strides=[1]>"
     out_pv = f"partition_view<tile=({m}), {out_tv}>"
     wide = [f"%xf = ftof %t : {tx} -> {tf}"] if elem != "f32" else []
     body = [
-        "for %i in (%bx to %shape#0, step %nbx) : tile<i32> {",
+        ("for %i in (%c0 to %ntrips, step %c1) : tile<i32> {" if trips else
+         "for %i in (%bx to %shape#0, step %nbx) : tile<i32> {"),
+        *(["  %one_i = cmpi equal %i, %c1, signed : tile<i32> -> tile<i1>",
+           "  if %one_i {", "    continue", "  } else {", "  }"] if skip_one else []),
         f"  %t, %t1 = load_view_tko weak %x_p[%i, %c0] token = %tok : {pv}, tile<i32> -> {tx}, token",
         *("  " + w for w in wide),
         f"  %r = reduce {'%xf' if wide else '%t'} dim=1 identities=[0.0 : f32] : {tf} -> tile<{m}xf32>",
@@ -104,6 +110,7 @@ def row_blocks(m: int, n: int, elem: str = "f32", hints: str = "", outer: int = 
         "%c0 = constant <i32: 0> : tile<i32>",
         "%c1 = constant <i32: 1> : tile<i32>",
         f"%reps = constant <i32: {outer or 1}> : tile<i32>",
+        f"%ntrips = constant <i32: {trips or 1}> : tile<i32>",
         "%bx, %by, %bz = get_tile_block_id : tile<i32>",
         "%nbx, %nby, %nbz = get_num_tile_blocks : tile<i32>",
         f"%shape:2 = get_index_space_shape %x_p : {pv} -> tile<i32>",

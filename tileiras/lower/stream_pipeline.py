@@ -48,9 +48,10 @@ stage, reads its registers, and once a CTA barrier says every thread has, thread
 trip i + S's boxes into the same stage; they land while trip i computes and the trips
 after it wait.  The loads must meet the conditions above that do not concern cp.async
 (``_load_reason``); ``S`` is the ``num_stages`` hint, else one less than the modulo
-schedule's ring (a trip's stage is refilled as soon as it is read, not a trip later), at
-least 1 (NVIDIA's persistent RMS norm: one 64 KB stage), at most a known trip count and
-what the TMA budget holds.  A kernel with a TMA ring or attention ring keeps one stage:
+schedule's ring (a trip's stage is refilled as soon as it is read, not a trip later) or
+enough stages to keep ``TMA_BYTES_IN_FLIGHT`` in flight, whichever is more, at least 1
+(NVIDIA's persistent RMS norm: one 64 KB stage), at most ``MAX_STAGES``, a known trip count
+and what the TMA budget holds.  A kernel with a TMA ring or attention ring keeps one stage:
 theirs lie after TMA's buffers, placed once.
 """
 from __future__ import annotations
@@ -87,6 +88,10 @@ STREAM_ARCHS = (80, 86, 87, 89, 120, 121)
 RING_ALIGN = 128
 #: the deepest ring the modulo schedule may ask for
 MAX_STAGES = 8
+#: bytes a TMA-streamed loop keeps in flight at least (stages of small tiles): about what
+#: one SM needs to draw its share of an H100's DRAM bandwidth across the load latency
+#: (~25 bytes/ns for ~1 us); NVIDIA's chunked RMS norm keeps 6 stages of 4 KB per load
+TMA_BYTES_IN_FLIGHT = 32 * 1024
 
 
 @record(frozen=True)
@@ -183,8 +188,11 @@ def plan_stream(tas, loop: CF.ForOp, arch: int) -> Union[StreamPlan, str]:
     return StreamPlan(loop, tuple(loads), tuple(tiles), stages, stage_bytes, ring_base, barrier, source)
 
 
-def _load_reason(tas, ld: Operation, loop: CF.ForOp) -> Optional[str]:
-    """Why the load cannot be copied trips early, or None."""
+def _load_reason(tas, ld: Operation, loop: CF.ForOp, later_writes: bool = False) -> Optional[str]:
+    """Why the load cannot be copied trips early, or None.  ``later_writes``: a write its
+    token orders after it does not matter (a TMA stream reads each trip's tile before the
+    trip's other ops, and a load issued early still comes before the writes ordered after
+    it; what must not move is a load ordered after a write)."""
     reason = view_copy_reason(ld)
     if reason:
         return reason
@@ -200,7 +208,8 @@ def _load_reason(tas, ld: Operation, loop: CF.ForOp) -> Optional[str]:
         return "a load's index is computed inside the loop (not the induction variable)"
     if not tas.users(ld.results[0]):
         return "a loaded tile is not used"
-    if tas.aa.needs_barrier(ld) or tas.aa.observed_by_write(ld) or writes_loaded_tensor(loop, ld):
+    if tas.aa.needs_barrier(ld) or (tas.aa.observed_by_write(ld) and not later_writes) \
+            or writes_loaded_tensor(loop, ld):
         return "the loop writes what it loads"
     return None
 
@@ -348,7 +357,7 @@ def _plan_tma_stream(tas, loop: CF.ForOp, arch: int) -> Union[TmaStream, str]:
     if not loads:
         return "no tile it loads at its induction variable goes through TMA"
     for ld in loads:
-        reason = _load_reason(tas, ld, loop)
+        reason = _load_reason(tas, ld, loop, later_writes=True) or _ends_trip_before(loop, ld)
         if reason:
             return reason
     trips = trip_count(loop, tas.aa) if known_trips(loop, tas.aa) else None
@@ -360,12 +369,26 @@ def _plan_tma_stream(tas, loop: CF.ForOp, arch: int) -> Union[TmaStream, str]:
     wanted, source = _scheduled_stages(tas, loop, arch, boxes, set(loads))
     if not stages_hint(tas.aa.function.hints, arch):
         wanted -= 1         # the schedule's ring refills a stage a trip after it is read; this one at once
-    stages = max(1, min(wanted, trips or wanted))
+        covering = -(-TMA_BYTES_IN_FLIGHT // sum(tas.tma[ld].nbytes for ld in loads))
+        if covering > wanted:
+            wanted, source = covering, f"{TMA_BYTES_IN_FLIGHT // 1024} KB in flight"
+    stages = max(1, min(wanted, MAX_STAGES, trips or wanted))
     if any(not isinstance(d, (str, TmaStream)) for d in tas.pipelines.values()):
         stages, source = 1, "one stage (the kernel's rings lie after TMA's buffers)"
     while stages > 1 and not _restaged(tas, arch, {ld: stages for ld in loads}):
         stages -= 1
     return TmaStream(loop, tuple(loads), stages, source)
+
+
+def _ends_trip_before(loop: CF.ForOp, ld: Operation) -> Optional[str]:
+    """Why a trip may not reach ``ld`` (an op before it holds a ``continue`` or ``break``:
+    that trip would neither wait for its stage nor refill it), or None."""
+    for top in loop.regions[0].blocks[0].ops:
+        if top is ld:
+            return None
+        if any(isinstance(op, (CF.ContinueOp, CF.BreakOp)) for op in top.walk()):
+            return "a trip may end before a load it streams (a continue or break ahead of it)"
+    return None
 
 
 def _restaged(tas, arch: int, stages: dict[Operation, int]) -> bool:

@@ -22,7 +22,11 @@ out-of-bounds elements arrive as zeros.  A load goes through TMA here when
   matrix multiply, an atomic or a print, directly or through other ops, not through a
   loop's yield): NVIDIA's tool loads tiles that only feed element-wise code and stores
   directly, and so do we (measured on corpus-aligned sm_90: without this rule 56 kernels
-  NVIDIA loads directly went through TMA here, element-wise ones and scans among them).
+  NVIDIA loads directly went through TMA here, element-wise ones and scans among them);
+  or, in a kernel that has such an op, the load streams a loop of non-constant trips (at
+  the loop's induction variable, ``streamed_in_dynamic_loop``): NVIDIA's producer warp
+  TMA-loads those whatever they feed (TileGym's chunked norms), and
+  ``stream_pipeline.record_tma_streams`` issues them trips ahead.
 
 A view store goes through TMA (a bulk tensor store from a staging buffer, ``emit_tma``) on
 the same terms, padding aside (stores do not pad; TMA clips what falls outside the tensor),
@@ -459,7 +463,7 @@ def _beyond_descriptor(aa: TileAA, tensor: Operation, tvt: T.TensorViewType) -> 
     return False
 
 
-def _worth_it(op: Operation, users: dict[Value, list[Operation]], staging: bool,
+def _worth_it(aa: TileAA, op: Operation, users: dict[Value, list[Operation]], staging: bool,
               after: dict[Operation, Optional[set[Operation]]]) -> bool:
     """A load whose tile goes through shared memory anyway; a store in a kernel that uses
     shared memory, nothing ordered after it but view stores (``after``: ``stores_after``);
@@ -468,7 +472,24 @@ def _worth_it(op: Operation, users: dict[Value, list[Operation]], staging: bool,
         return staging and after[op] is not None
     if isinstance(op, MEM.AtomicRedViewTkoOp):
         return all(isinstance(u, MEM.AtomicRedViewTkoOp) for u in users.get(op.results[0], ()))
-    return feeds_staging(users, op.results[0])
+    return feeds_staging(users, op.results[0]) or (staging and bool(knobs.tma_stream)
+                                                    and streamed_in_dynamic_loop(aa, op))
+
+
+def streamed_in_dynamic_loop(aa: TileAA, op: Operation) -> bool:
+    """Is ``op`` at the top level of a ``for`` whose bounds are not all constants, at an
+    index that is the loop's induction variable (a chunked norm's column loop, a persistent
+    loop's row blocks)?  NVIDIA's tool TMA-loads such tiles in kernels that use shared
+    memory anyway, whatever they feed, and its producer warp keeps the next trips' in
+    flight (TileGym's chunked RMS and layer norms on sm_90; corpus-aligned layernorm_fwd);
+    ``stream_pipeline.record_tma_streams`` issues them trips ahead (``TILEIRAS_TMA_STREAM=0``:
+    neither).  Loops of constant trips keep their direct loads (LLVM unrolls them;
+    ``forwarding`` may keep their tiles)."""
+    block = op.parent
+    loop = block.parent.parent if block is not None and block.parent is not None else None
+    if not isinstance(loop, CF.ForOp) or not any(i is block.args[0] for i in op.index):
+        return False
+    return not all(aa.fact(v).lower is not None and aa.fact(v).lower == aa.fact(v).upper for v in loop.operands[:3])
 
 
 def stores_after(op: Operation, users: dict[Value, list[Operation]]) -> Optional[set[Operation]]:
@@ -540,7 +561,7 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
     for op in ops:
         device = isinstance(op, MEM.StoreViewTkoOp) and bool(knobs.device_tensor_maps)
         found = tma_spec(aa, op, gpu_name, device=device)
-        if found is None or not _worth_it(op, users, staging, after):
+        if found is None or not _worth_it(aa, op, users, staging, after):
             continue
         spec, box, boxes = found
         home = map_home(op, [spec])
