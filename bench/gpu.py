@@ -6,7 +6,7 @@
    folder inside the repository (ignored by git, it travels with the device call as ``carry``):
 
        python bench/gpu.py plan .gpu-plan [--arch sm_90] [--only gemm_f16_4096,axpy_2e28]
-           [--variant nostream:TILEIRAS_TMA_STREAM=0@rmsnorm_persistent_8192]
+           [--variant nostream:TILEIRAS_TMA_STREAM=0@rmsnorm_persistent_8192+rmsnorm_chunked_32768]
 
    A ``--variant`` compiles those kernels with our tileiras again under those variables
    (a knob turned off, say): their rows (``KERNEL@SUFFIX``) time that cubin against the same
@@ -140,6 +140,9 @@ KERNELS = [
     ("rmsnorm_persistent_8192", "rmsnorm_persistent", "rmsnorm_persistent",
      ([("bf16", 2), ("bf16", 1), ("bf16", 2)], [4, 8192, 1e-6]),
      {"dtype": "bf16", "rows": 16384, "N": 8192, "TILE_M": 4}, {"dtype": "bf16", "rows": 12, "N": 8192, "TILE_M": 4}),
+    ("rmsnorm_chunked_32768", "rmsnorm_chunked", "rmsnorm_chunked",
+     ([("bf16", 2), ("bf16", 1), ("bf16", 2)], [2048, 1e-6]),
+     {"dtype": "bf16", "rows": 4096, "N": 32768}, {"dtype": "bf16", "rows": 3, "N": 4096}),
     ("axpy_2e28", "axpy", "axpy", ([("f32", 1)] * 3, [("f32",), 1024]), {"n": 1 << 28, "T": 1024},
      {"n": 4096, "T": 1024}),
 ]
@@ -285,7 +288,8 @@ def main(argv: Optional[list] = None) -> int:
 
 
 def print_table(rows: list, notes: list, log: Log) -> None:
-    header = f"{'kernel':<22} {'ours ms':>9} {'NVIDIA ms':>9} {'ours rate':>15} {'NVIDIA rate':>15} " \
+    width = max([22, *(len(row["name"]) for row in rows)])
+    header = f"{'kernel':<{width}} {'ours ms':>9} {'NVIDIA ms':>9} {'ours rate':>15} {'NVIDIA rate':>15} " \
              f"{'ours/NV':>7} {'correct':>8}"
     log("")
     log(header)
@@ -295,7 +299,7 @@ def print_table(rows: list, notes: list, log: Log) -> None:
         om, nm = o.get("ms"), n.get("ms")
         ratio = f"{om / nm:.2f}" if om and nm else "-"
         fmt = lambda ms: f"{ms:.3f}" if ms else "-"  # noqa: E731
-        log(f"{row['name']:<22} {fmt(om):>9} {fmt(nm):>9} {o.get('rate', '-'):>15} {n.get('rate', '-'):>15} "
+        log(f"{row['name']:<{width}} {fmt(om):>9} {fmt(nm):>9} {o.get('rate', '-'):>15} {n.get('rate', '-'):>15} "
             f"{ratio:>7} {o.get('correct', '-') + '/' + n.get('correct', '-'):>8}")
     for note in notes:
         log(note)

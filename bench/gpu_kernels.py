@@ -169,6 +169,26 @@ def rmsnorm_persistent(x, w, out, TILE_M: ConstInt, N: ConstInt, eps: ConstFloat
 
 
 @ct.kernel
+def rmsnorm_chunked(x, w, out, TILE: ConstInt, eps: ConstFloat):
+    """TileGym's persistent RMS norm for wide rows (``rms_norm_kernel_persistent_chunked``'s
+    shape): the CTAs (one an SM) take rows in turn, each in chunks of TILE columns, a loop
+    summing squares, then a loop writing the output."""
+    n = x.shape[1]
+    chunks = ct.cdiv(n, TILE)
+    zero = ct.PaddingMode.ZERO
+    for row in range(ct.bid(0), x.shape[0], ct.num_blocks(0)):
+        acc = ct.full((1, TILE), 0.0, dtype=ct.float32)
+        for j in range(chunks):
+            t = ct.astype(ct.load(x, index=(row, j), shape=(1, TILE), padding_mode=zero), ct.float32)
+            acc = acc + t * t
+        r = ct.rsqrt(ct.sum(acc, axis=1, keepdims=True) / n + eps)
+        for j in range(chunks):
+            t = ct.astype(ct.load(x, index=(row, j), shape=(1, TILE), padding_mode=zero), ct.float32)
+            g = ct.astype(ct.load(w, index=(j,), shape=(TILE,), padding_mode=zero), ct.float32)
+            ct.store(out, index=(row, j), tile=ct.astype(t * r * ct.reshape(g, (1, TILE)), out.dtype))
+
+
+@ct.kernel
 def axpy(x, y, out, a: float, T: ConstInt):
     i = ct.bid(0)
     ct.store(out, index=(i,), tile=a * ct.load(x, index=(i,), shape=(T,)) + ct.load(y, index=(i,), shape=(T,)))
@@ -191,7 +211,7 @@ def aligned_array(dtype: str, ndim: int) -> ArrayConstraint:
 KERNELS = {"gemm": gemm, "gemm_cluster": gemm_cluster, "gemm_fp8": gemm_fp8, "grouped_gemm": grouped_gemm, "persistent_gemm": persistent_gemm,
            "persistent_grouped_gemm": persistent_grouped_gemm,
            "flash_attention": flash_attention, "softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm,
-           "rmsnorm_persistent": rmsnorm_persistent, "axpy": axpy}
+           "rmsnorm_persistent": rmsnorm_persistent, "rmsnorm_chunked": rmsnorm_chunked, "axpy": axpy}
 
 
 def signature(kernel: str, arrays: list, extra: list) -> list:

@@ -218,6 +218,10 @@ RMSNORM = _row_family(("w",), _rmsnorm, 5.0)
 RMSNORM_PERSISTENT = Family(_rows_inputs(("x",), ("w",)), ("out",), lambda p, d: [d["x"], d["w"], d["out"]],
                             lambda p: (min(PERSISTENT_CTAS, -(-p["rows"] // p["TILE_M"])), 1, 1),
                             _row_reference(_rmsnorm), _rows_work(5.0))
+#: TileGym's persistent RMS norm for wide rows: a row a trip in column chunks, one CTA an SM
+RMSNORM_CHUNKED = Family(_rows_inputs(("x",), ("w",)), ("out",), lambda p, d: [d["x"], d["w"], d["out"]],
+                         lambda p: (min(PERSISTENT_CTAS, p["rows"]), 1, 1), _row_reference(_rmsnorm),
+                         _rows_work(5.0))
 
 
 # --------------------------------------------------------------------------- element-wise
@@ -241,7 +245,8 @@ AXPY = Family(_axpy_inputs, ("out",), lambda p, d: [d["x"], d["y"], d["out"], np
 
 FAMILIES = {"gemm": GEMM, "gemm_fp8": GEMM_FP8, "grouped_gemm": GROUPED_GEMM, "persistent_grouped_gemm": PERSISTENT_GROUPED_GEMM,
             "persistent_gemm": PERSISTENT_GEMM, "attention": ATTENTION, "softmax": SOFTMAX, "layernorm": LAYERNORM,
-            "rmsnorm": RMSNORM, "rmsnorm_persistent": RMSNORM_PERSISTENT, "axpy": AXPY}
+            "rmsnorm": RMSNORM, "rmsnorm_persistent": RMSNORM_PERSISTENT,
+            "rmsnorm_chunked": RMSNORM_CHUNKED, "axpy": AXPY}
 
 
 def check(p: dict, family: Family, data: dict) -> tuple[bool, str]:
