@@ -227,8 +227,10 @@ def _software_pipeline(c: Compilation) -> None:
 
 def _order_ops(c: Compilation) -> None:
     from .lower.emission_order import record_emission_order
+    from .lower.stream_pipeline import place_tma_prologues
 
     _each(c, record_emission_order)
+    _each(c, place_tma_prologues)       # where streamed loops' first copies go: in that order
 
 
 def _allocate_shared_memory(c: Compilation) -> None:

@@ -78,14 +78,16 @@ def row_loop(m: int, n: int, elem: str = "f32", trips: int | None = None, align:
 
 
 def row_blocks(m: int, n: int, elem: str = "f32", hints: str = "", outer: int = 0, trips: int = 0,
-               skip_one: bool = False) -> str:
+               skip_one: bool = False, passes: int = 1, between: str = "") -> str:
     """A persistent loop over X's row blocks (TileGym's persistent norms' shape): CTA ``bx``
     takes blocks ``bx, bx + nbx, ...`` of ``m`` whole rows (``n`` columns), sums each
     block's rows (the tile feeds a reduction, so on sm_90 it is a TMA load) and stores the
     sums into O.  ``outer``: the loop runs inside another of that many trips (constant),
     which writes the same sums again each time (its trips re-enter the row loop).
     ``trips``: the loop runs blocks 0 .. trips-1 instead, a constant trip count, in every CTA.
-    ``skip_one``: the trip of block 1 ends (``continue``) before it loads."""
+    ``skip_one``: the trip of block 1 ends (``continue``) before it loads.  ``passes``: the
+    loop is run that many times, one after another (the later ones store the same sums
+    again); ``between``: lines placed between the passes."""
     x_lines, pv, x_args = view_2d("x", elem, (m, n), 16)
     tx, tf = f"tile<{m}x{n}x{elem}>", f"tile<{m}x{n}xf32>"
     out_tv = "tensor_view<?xf32, strides=[1]>"
@@ -103,6 +105,8 @@ def row_blocks(m: int, n: int, elem: str = "f32", hints: str = "", outer: int = 
         f"  %so = store_view_tko weak %r, %o_p[%i] token = %tok : tile<{m}xf32>, {out_pv}, tile<i32> -> token",
         "  continue",
         "}"]
+    if passes > 1:
+        body = body + [line for _ in range(passes - 1) for line in (*between.splitlines(), *body)]
     if outer:
         body = ["for %rep in (%c0 to %reps, step %c1) : tile<i32> {", *("  " + b for b in body), "  continue", "}"]
     lines = x_lines + [

@@ -225,8 +225,9 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     if stream is not None:      # a pipelined streaming loop: its first trips' copies
         emit_stream.prologue(em, stream)
     ahead_loads = tma_stream(em.tas, op)
-    if ahead_loads is not None:     # a streaming loop's TMA loads: its first trips' boxes
+    if ahead_loads is not None and ahead_loads.prologue_at is None:     # its first trips' boxes
         emit_tma.stream_prologue(em, ahead_loads)
+        emit_tma.hoisted_prologues(em, op, own_done=True)      # then later loops' placed here
     entry = b.block
     header = em.llfn.append_basic_block("for.header")
     body = em.llfn.append_basic_block("for.body")

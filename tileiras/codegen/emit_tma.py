@@ -369,6 +369,17 @@ def stream_prologue(em: KernelEmitter, stream: TmaStream) -> None:
             _issue(em, ld, plan, _indices_at(em, stream, ld, iv), s, below(em, stream, iv, ub))
 
 
+def hoisted_prologues(em: KernelEmitter, op: Operation, own_done: bool = False) -> None:
+    """The first copies of the later loops placed before ``op`` (``TmaStream.prologue_at``).
+    Where ``op`` is a streamed loop of its own, they go out after its own first copies
+    (``own_done``: ``_for`` calls this then), which it needs first."""
+    own = tma_stream(em.tas, op)
+    if not own_done and own is not None and own.loop is op and own.prologue_at is None:
+        return
+    for stream in em.prologues_before.pop(op, ()):
+        stream_prologue(em, stream)
+
+
 def _indices_at(em: KernelEmitter, stream: TmaStream, ld: Operation, iv: ir.Value) -> list[ir.Value]:
     """The load's (scalar) indices on the trip whose induction variable is ``iv``: the
     loop's own index replaced, the others (made before the loop) as they are."""

@@ -106,6 +106,11 @@ class KernelEmitter:
         self.built_maps: dict = {}      # device-built map (TensorMapSpec) -> its generic address
         self.frames: list = []    # control-flow frames (emit_control)
         self.kept_tiles: dict = {}   # load -> its tile's registers of every trip (emit_control)
+        #: op -> the TMA streams whose first copies go out before it (``place_tma_prologues``)
+        self.prologues_before: dict[Operation, list] = {}
+        for plan in tas.pipelines.values():
+            if getattr(plan, "prologue_at", None) is not None:
+                self.prologues_before.setdefault(plan.prologue_at, []).append(plan)
         self.iteration: Optional[ir.Value] = None   # the chunk counter inside a chunked loop
         self._iter_cache: dict = {}
         self.here = False       # inside coordinates_here: tile starts are computed afresh
@@ -216,6 +221,10 @@ class KernelEmitter:
         for op in emitted_ops(self.tas, block):
             if self.b.block.is_terminated:
                 break  # code after break/continue/return is unreachable
+            if op in self.prologues_before:     # later loops' first TMA copies (emit_tma)
+                from .emit_tma import hoisted_prologues  # noqa: PLC0415 (emit_tma builds on this module)
+
+                hoisted_prologues(self, op)
             group = self.tas.chunked.get(op)
             if group is not None:
                 self.emit_chunk_loop(group)

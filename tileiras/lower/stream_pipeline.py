@@ -52,7 +52,9 @@ schedule's ring (a trip's stage is refilled as soon as it is read, not a trip la
 enough stages to keep ``TMA_BYTES_IN_FLIGHT`` in flight, whichever is more, at least 1
 (NVIDIA's persistent RMS norm: one 64 KB stage), at most ``MAX_STAGES``, a known trip count
 and what the TMA budget holds.  A kernel with a TMA ring or attention ring keeps one stage:
-theirs lie after TMA's buffers, placed once.
+theirs lie after TMA's buffers, placed once.  The first trips' copies go out as early in
+the loop's block as what they need allows (``place_tma_prologues``, after ``order-ops``):
+a norm's normalize pass has its first chunks in flight while its statistics pass runs.
 """
 from __future__ import annotations
 
@@ -73,7 +75,7 @@ from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
-from ..tile.traits import DATA_RESOURCES, writes
+from ..tile.traits import DATA_RESOURCES, Resource, writes
 from .attention_pipeline import inside_value
 from .layout_rules import swizzled_exchange
 from .software_pipeline import (NARROWEST_COPY, WIDEST_COPY, clamped_stages, known_trips, trip_count,
@@ -320,11 +322,14 @@ def stream_plan(tas, op: Operation) -> Optional[StreamPlan]:
 class TmaStream:
     """A streaming loop on a TMA target whose view loads ``loads`` (TMA loads of
     ``lower.tma``) are each issued ``stages`` trips ahead into a ring of that many buffers
-    (their ``TmaPlan.stages``).  ``source`` says where the stage count came from."""
+    (their ``TmaPlan.stages``).  ``source`` says where the stage count came from.
+    ``prologue_at``: the op of the loop's block before which the copies of its first trips
+    go out (``place_tma_prologues``), else None: right before the loop."""
     loop: CF.ForOp
     loads: tuple[Operation, ...]
     stages: int
     source: str
+    prologue_at: Optional[Operation] = None
 
 
 def record_tma_streams(tas, arch: int) -> None:
@@ -386,9 +391,24 @@ def _ends_trip_before(loop: CF.ForOp, ld: Operation) -> Optional[str]:
     for top in loop.regions[0].blocks[0].ops:
         if top is ld:
             return None
-        if any(isinstance(op, (CF.ContinueOp, CF.BreakOp)) for op in top.walk()):
+        if may_leave(top):
             return "a trip may end before a load it streams (a continue or break ahead of it)"
     return None
+
+
+def may_leave(op: Operation) -> bool:
+    """May control leave ``op``'s block from inside it: a ``return`` anywhere, or a ``break``
+    or ``continue`` of the loop around that block (not of a loop inside ``op``)?"""
+    def leaves(o: Operation, own_loop: bool) -> bool:
+        for region in o.regions:
+            for block in region.blocks:
+                for inner in block.ops:
+                    if isinstance(inner, CF.ReturnOp) or (not own_loop and isinstance(inner, (CF.BreakOp, CF.ContinueOp))):
+                        return True
+                    if leaves(inner, own_loop or isinstance(inner, (CF.ForOp, CF.LoopOp))):
+                        return True
+        return False
+    return leaves(op, isinstance(op, (CF.ForOp, CF.LoopOp)))
 
 
 def _restaged(tas, arch: int, stages: dict[Operation, int]) -> bool:
@@ -406,3 +426,48 @@ def tma_stream(tas, op: Operation) -> Optional[TmaStream]:
     """The ``TmaStream`` whose loop or load ``op`` is, or None."""
     plan = tas.pipelined.get(op)
     return plan if isinstance(plan, TmaStream) else None
+
+
+def place_tma_prologues(tas) -> None:
+    """Where each ``TmaStream``'s first copies go out: as early in its loop's block (in
+    emission order) as the values they need allow (the loop's bounds and step, the loads'
+    views and other indices), and not above an op that may write what they load (a write
+    through another view of a loaded tensor or through a pointer, an atomic) or that orders
+    memory (an acquire, a fence).  A second pass over a row (a norm's normalize loop) then
+    has its first chunks in flight while the first pass runs, not only once it has ended.
+    Run after ``order-ops``: the order decides what is emitted before what."""
+    from .emission_order import emitted_ops  # noqa: PLC0415 (emission_order is a later pass's)
+
+    for loop, plan in list(tas.pipelines.items()):
+        if not isinstance(plan, TmaStream) or loop not in tas.emission:
+            continue
+        order = emitted_ops(tas, loop.parent)
+        iv = loop.regions[0].blocks[0].args[0]
+        needed = {*loop.operands[:3], *(v for ld in plan.loads for v in (ld.view, *ld.index) if v is not iv)}
+        tensors = {_tensor_of(ld.view) for ld in plan.loads}
+        at = order.index(loop)
+        while at > 0 and not _blocks_prologue(order[at - 1], needed, tensors):
+            at -= 1
+        if order[at] is loop:
+            continue
+        placed = TmaStream(plan.loop, plan.loads, plan.stages, plan.source, order[at])
+        tas.pipelines[loop] = placed
+        for op in (loop, *plan.loads):
+            tas.pipelined[op] = placed
+
+
+def _blocks_prologue(op: Operation, needed: set, tensors: set) -> bool:
+    """May a stream's first copies not go out before ``op``?  (Also where ``op`` may leave
+    the block: its copies would then land with no trip to wait for them.)"""
+    if any(r in needed for r in op.results) or may_leave(op):
+        return True
+    for inner in op.walk():
+        ordering = inner.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK)
+        if ordering != MemoryOrderingSemantics.WEAK or isinstance(inner, (MEM.AtomicRMWTkoOp, MEM.AtomicCASTkoOp)) \
+                or writes(inner, Resource.EXECUTION):       # a fence, a grid dependency wait
+            return True
+        if writes(inner, *DATA_RESOURCES):
+            view = getattr(inner, "view", None)
+            if view is None or _tensor_of(view) in tensors:
+                return True
+    return False
