@@ -54,7 +54,7 @@ CASES = [
                                                 # there), 255/600, 207/0 on 8 warps
                                                 # (cta_size.wide_loop_tiles), 225/0 with the
                                                 # next block's TMA issued a trip ahead
-                                                # (stream_pipeline.TmaStream)
+                                                # (tma_stream.TmaStream)
     (LAYER_2048, "sm_80", True, 117, 0),        # NVIDIA 107/0; ours 191/0
     (LAYER_2048, "sm_120", True, 100, 0),       # NVIDIA 255/0; ours 233/0
     (LAYER_2048, "sm_120", False, 195, 0),      # NVIDIA 246/0; ours 185/0

@@ -19,7 +19,8 @@ from tileiras.driver import main as driver_main
 from tileiras.emulate import launch
 from tileiras.emulate.launch import EmulationError
 from tileiras.layout.shared import bank_wavefronts
-from tileiras.lower.stream_pipeline import StreamPlan, TmaStream
+from tileiras.lower.stream_pipeline import StreamPlan
+from tileiras.lower.tma_stream import TmaStream
 from tileiras.pipeline import CompileOptions, run_stages
 from tileiras.text.parser import parse_module
 

@@ -1,5 +1,5 @@
 """Streaming loops on TMA targets (sm_90, sm_100): their TMA loads issued trips ahead
-(``lower/stream_pipeline.record_tma_streams``, ``codegen/emit_tma.stream_prologue`` and
+(``lower/tma_stream.record_tma_streams``, ``codegen/emit_tma.stream_prologue`` and
 ``_streamed_load``).
 
 A persistent loop over row blocks (``kernels.streamed.row_blocks``, the shape of TileGym's
@@ -18,7 +18,8 @@ import pytest
 from kernels.streamed import row_blocks
 from tileiras import diffcheck
 from tileiras.codegen import emit_tma
-from tileiras.lower.stream_pipeline import StreamPlan, TmaStream
+from tileiras.lower.stream_pipeline import StreamPlan
+from tileiras.lower.tma_stream import TmaStream
 from tileiras.pipeline import CompileOptions, run_stages
 from tileiras.text.parser import parse_module
 

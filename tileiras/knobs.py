@@ -134,7 +134,7 @@ class _Knobs:
                         "iteration's softmax where the TMA ring has 3 stages or more; 0: after it")
     tma_stream = _BoolKnob("TILEIRAS_TMA_STREAM", True,
                            "sm_90 and sm_100: a loop streaming TMA-loaded tiles (a persistent norm's row "
-                           "blocks) issues each trip's copies trips ahead (stream_pipeline.TmaStream); "
+                           "blocks) issues each trip's copies trips ahead (tma_stream.TmaStream); "
                            "0: each trip copies and waits for its own")
     tcgen05 = _BoolKnob("TILEIRAS_TCGEN05", True,
                         "sm_100 family: matrix multiplies of 16-bit, tf32 and 8-bit floats run on tcgen05.mma "

@@ -213,9 +213,11 @@ def _tma(c: Compilation) -> None:
 
 def _stream_loops(c: Compilation) -> None:
     from .lower.stream_pipeline import record_streams
+    from .lower.tma_stream import record_tma_streams
 
     if c.options.arch:
-        _each(c, record_streams, c.options.arch)
+        _each(c, record_streams, c.options.arch)        # cp.async rings: sm_80-89, sm_120
+        _each(c, record_tma_streams, c.options.arch)    # TMA streams: sm_90, sm_100
 
 
 def _software_pipeline(c: Compilation) -> None:
@@ -227,7 +229,7 @@ def _software_pipeline(c: Compilation) -> None:
 
 def _order_ops(c: Compilation) -> None:
     from .lower.emission_order import record_emission_order
-    from .lower.stream_pipeline import place_tma_prologues
+    from .lower.tma_stream import place_tma_prologues
 
     _each(c, record_emission_order)
     _each(c, place_tma_prologues)       # where streamed loops' first copies go: in that order

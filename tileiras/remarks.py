@@ -133,7 +133,8 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
     from .lower.attention_pipeline import AttentionPlan  # noqa: PLC0415
     from .lower.attention_tma import AttentionRingPlan  # noqa: PLC0415
     from .lower.software_pipeline import PipelinePlan  # noqa: PLC0415
-    from .lower.stream_pipeline import StreamPlan, TmaStream, is_stream_loop  # noqa: PLC0415
+    from .lower.stream_pipeline import StreamPlan, is_stream_loop  # noqa: PLC0415
+    from .lower.tma_stream import TmaStream  # noqa: PLC0415
     from .lower.tma_ring import RingPlan  # noqa: PLC0415
 
     decision = tas.pipelines.get(op) if tas is not None else None

@@ -18,7 +18,8 @@ from ..layout.core import OFFSET, REG, LinearLayout
 from ..lower.attention_tma import AttentionRingPlan
 from ..lower.forwarding import kept_loads, unrolled_loops
 from ..lower.software_pipeline import pipelined_op
-from ..lower.stream_pipeline import stream_plan, tma_stream
+from ..lower.stream_pipeline import stream_plan
+from ..lower.tma_stream import tma_stream
 from ..lower.tma_ring import RingPlan
 from ..lower.tiles import element_bytes
 from ..record import field, record

@@ -14,6 +14,14 @@ the initialization for the async proxy; a CTA barrier publishes it.  Each load t
 Elements outside the tensor arrive as zeros, which is the view's padding (``lower.tma``
 only plans zero- or un-padded views), so nothing is masked.
 
+A load a streaming loop issues trips ahead (``tma_stream.TmaStream``: ``S`` stages,
+each a buffer and an mbarrier) instead: its first ``S`` trips' boxes go out before the loop
+(``stream_prologue``, or earlier in the block: ``hoisted_prologues``), each guarded by the
+loop's own comparison so that every copy issued is waited for; trip i waits for stage
+i % S (a parity bit a stage in the load's phase variable), reads its registers, then, once
+a CTA barrier says every thread has (``all_have_read``), thread 0 issues trip i + S's boxes
+into the same stage (``_streamed_load``).
+
 Each store, as NVIDIA's tool emits it:
 
 * (in a loop) a CTA barrier: thread 0 has waited until the previous trip's bulk copies
@@ -45,7 +53,7 @@ from typing import Optional
 from llvmlite import ir
 
 from ..ir.core import Operation
-from ..lower.stream_pipeline import TmaStream, tma_stream
+from ..lower.tma_stream import TmaStream, tma_stream
 from ..lower.tma import BARRIER_BYTES, TmaPlan
 from . import device_maps
 from . import intrinsics as X
@@ -193,7 +201,7 @@ def _staged_pointer(em: KernelEmitter, plan: TmaPlan, layout, reg: int, eb: int,
     ``buffer`` (the plan's by default; an int or an i32)."""
     b = em.b
     offset = b.mul(_staged_offset(em, plan, em.coords(layout, reg)), ir.Constant(I32, eb))
-    base = ir.Constant(I32, plan.buffer if buffer is None else buffer) if not isinstance(buffer, ir.Value) else buffer
+    base = buffer if isinstance(buffer, ir.Value) else ir.Constant(I32, plan.buffer if buffer is None else buffer)
     return byte_gep(b, em.smem(), b.add(base, _swizzle(b, plan, offset)))
 
 
@@ -353,7 +361,7 @@ def emit_tma_store(em: KernelEmitter, op: Operation, indices: list[ir.Value], ti
     em.put(op.results[0], None)
 
 
-# -- loads a streaming loop issues trips ahead (``stream_pipeline.TmaStream``) -------------
+# -- loads a streaming loop issues trips ahead (``tma_stream.TmaStream``) -------------
 def stream_prologue(em: KernelEmitter, stream: TmaStream) -> None:
     """Before the loop: each load's copies of trips 0 .. S-1 (those the loop runs) into
     its stages 0 .. S-1, after a CTA barrier where an enclosing loop's previous trip may

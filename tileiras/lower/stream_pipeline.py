@@ -40,29 +40,14 @@ The stage count is the ``num_stages`` hint, else the modulo schedule's (the copi
 wait and the body's work, carried from trip to trip, under the architecture's latency
 model), at least 2, at most what shared memory holds and a known trip count needs.
 
-On the other TMA targets (sm_90, sm_100: ``record_tma_streams``) such a loop keeps the TMA
-loads ``lower.tma`` gave it and issues them ahead (``TmaStream``), as NVIDIA's producer warp
-does: each load's boxes for trips 0 .. S-1 go out before the loop, each into a stage of its
-own ring of ``S`` buffers with an mbarrier each (``TmaPlan.stages``); trip i waits for its
-stage, reads its registers, and once a CTA barrier says every thread has, thread 0 issues
-trip i + S's boxes into the same stage; they land while trip i computes and the trips
-after it wait.  The loads must meet the conditions above that do not concern cp.async
-(``_load_reason``); ``S`` is the ``num_stages`` hint, else one less than the modulo
-schedule's ring (a trip's stage is refilled as soon as it is read, not a trip later) or
-enough stages to keep ``TMA_BYTES_IN_FLIGHT`` in flight, whichever is more, at least 1
-(NVIDIA's persistent RMS norm: one 64 KB stage), at most ``MAX_STAGES``, a known trip count
-and what the TMA budget holds.  A kernel with a TMA ring or attention ring keeps one stage:
-theirs lie after TMA's buffers, placed once.  The first trips' copies go out as early in
-the loop's block as what they need allows (``place_tma_prologues``, after ``order-ops``):
-a norm's normalize pass has its first chunks in flight while its statistics pass runs.
+On sm_90 and sm_100 such loops keep their TMA loads and issue them ahead instead
+(``tma_stream``).
 """
 from __future__ import annotations
 
-from math import prod
 from typing import Optional, Union
 
 from ..ir.core import Operation, Value
-from ..knobs import knobs
 from ..layout.core import LANE, REG, WARP, LinearLayout
 from ..layout.shared import bank_wavefronts, shared_identity
 from ..record import record
@@ -75,14 +60,12 @@ from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
-from ..tile.traits import DATA_RESOURCES, Resource, writes
+from ..tile.traits import DATA_RESOURCES, writes
 from .attention_pipeline import inside_value
 from .layout_rules import swizzled_exchange
-from .software_pipeline import (NARROWEST_COPY, WIDEST_COPY, clamped_stages, known_trips, trip_count,
-                                view_copy_reason)
+from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, clamped_stages, view_copy_reason
 from .tiles import element_bytes
-from .tma import MIN_ARCH as MIN_TMA_ARCH
-from .tma import plan_again, plan_tma
+from .tma import plan_again
 
 #: the architectures whose streaming loops this pipelines (``cp.async`` without TMA rings)
 STREAM_ARCHS = (80, 86, 87, 89, 120, 121)
@@ -90,10 +73,6 @@ STREAM_ARCHS = (80, 86, 87, 89, 120, 121)
 RING_ALIGN = 128
 #: the deepest ring the modulo schedule may ask for
 MAX_STAGES = 8
-#: bytes a TMA-streamed loop keeps in flight at least (stages of small tiles): about what
-#: one SM needs to draw its share of an H100's DRAM bandwidth across the load latency
-#: (~25 bytes/ns for ~1 us); NVIDIA's chunked RMS norm keeps 6 stages of 4 KB per load
-TMA_BYTES_IN_FLIGHT = 32 * 1024
 
 
 @record(frozen=True)
@@ -166,7 +145,7 @@ def plan_stream(tas, loop: CF.ForOp, arch: int) -> Union[StreamPlan, str]:
         return "its tiles are kept in registers for a later loop, or read from an earlier one's (forward-loads)"
     loads = streamed_loads(loop)
     for ld in loads:
-        reason = _load_reason(tas, ld, loop)
+        reason = load_reason(tas, ld, loop)
         if reason:
             return reason
     tiles: list[StreamTile] = []
@@ -190,7 +169,7 @@ def plan_stream(tas, loop: CF.ForOp, arch: int) -> Union[StreamPlan, str]:
     return StreamPlan(loop, tuple(loads), tuple(tiles), stages, stage_bytes, ring_base, barrier, source)
 
 
-def _load_reason(tas, ld: Operation, loop: CF.ForOp, later_writes: bool = False) -> Optional[str]:
+def load_reason(tas, ld: Operation, loop: CF.ForOp, later_writes: bool = False) -> Optional[str]:
     """Why the load cannot be copied trips early, or None.  ``later_writes``: a write its
     token orders after it does not matter (a TMA stream reads each trip's tile before the
     trip's other ops, and a load issued early still comes before the writes ordered after
@@ -219,16 +198,16 @@ def _load_reason(tas, ld: Operation, loop: CF.ForOp, later_writes: bool = False)
 def writes_loaded_tensor(loop: Operation, ld: Operation) -> bool:
     """Does an op of ``loop`` write through a view of the tensor view ``ld`` loads from
     (or through no view at all: a pointer store or atomic may write anywhere)?"""
-    tensor = _tensor_of(ld.view)
+    tensor = tensor_of(ld.view)
     for op in loop.walk():
         if op is not ld and writes(op, *DATA_RESOURCES):
             view = getattr(op, "view", None)
-            if view is None or _tensor_of(view) is tensor:
+            if view is None or tensor_of(view) is tensor:
                 return True
     return False
 
 
-def _tensor_of(view: Value) -> Value:
+def tensor_of(view: Value) -> Value:
     """The tensor view a partition view is made of (else the view itself)."""
     owner = view.owner
     return owner.tensor_view if isinstance(owner, MEM.MakePartitionViewOp) else view
@@ -277,10 +256,10 @@ def _wanted_stages(tas, loop: CF.ForOp, arch: int, tiles: list[StreamTile]) -> t
     """The ``num_stages`` hint, else the stage count of the modulo schedule of one trip:
     the copies, their wait, and the body's work carried to the next trip."""
     copies = sum(t.layout.size(REG) * element_bytes(t.load.results[0].type) // t.copy_bytes for t in tiles)
-    return _scheduled_stages(tas, loop, arch, copies, {t.load for t in tiles})
+    return scheduled_stages(tas, loop, arch, copies, {t.load for t in tiles})
 
 
-def _scheduled_stages(tas, loop: CF.ForOp, arch: int, copies: int, loads: set) -> tuple[int, str]:
+def scheduled_stages(tas, loop: CF.ForOp, arch: int, copies: int, loads: set) -> tuple[int, str]:
     """``_wanted_stages`` of a trip that issues ``copies`` copies for ``loads``."""
     hinted = stages_hint(tas.aa.function.hints, arch)
     if hinted:
@@ -298,12 +277,10 @@ def _scheduled_stages(tas, loop: CF.ForOp, arch: int, copies: int, loads: set) -
 def record_streams(tas, arch: int) -> None:
     """Decide every streaming loop (sm_80-89, sm_120) and record it in ``tas``: the decision
     in ``pipelines``, a plan's loop and loads in ``pipelined``, and its ring (after every
-    other op's scratch) as the first load's scratch, so the allocation covers it.  On the
-    other TMA targets: ``record_tma_streams``."""
+    other op's scratch) as the first load's scratch, so the allocation covers it."""
     if arch not in STREAM_ARCHS:
-        record_tma_streams(tas, arch)
         return
-    _decide_loops(tas, arch, plan_stream)
+    decide_loops(tas, arch, plan_stream)
     streams = [d for d in tas.pipelines.values() if isinstance(d, StreamPlan)]
     for decision in streams:
         first = decision.loads[0]
@@ -318,30 +295,7 @@ def stream_plan(tas, op: Operation) -> Optional[StreamPlan]:
     return plan if isinstance(plan, StreamPlan) else None
 
 
-@record(frozen=True)
-class TmaStream:
-    """A streaming loop on a TMA target whose view loads ``loads`` (TMA loads of
-    ``lower.tma``) are each issued ``stages`` trips ahead into a ring of that many buffers
-    (their ``TmaPlan.stages``).  ``source`` says where the stage count came from.
-    ``prologue_at``: the op of the loop's block before which the copies of its first trips
-    go out (``place_tma_prologues``), else None: right before the loop."""
-    loop: CF.ForOp
-    loads: tuple[Operation, ...]
-    stages: int
-    source: str
-    prologue_at: Optional[Operation] = None
-
-
-def record_tma_streams(tas, arch: int) -> None:
-    """Decide every streaming loop of a TMA target that ``record_streams`` does not take
-    (sm_90, sm_100), and record it as ``record_streams`` does; the TMA plans of the loads
-    it streams are planned again with their stages."""
-    if arch in STREAM_ARCHS or arch < MIN_TMA_ARCH or not tas.tma or not knobs.tma_stream:
-        return
-    _decide_loops(tas, arch, _plan_tma_stream)
-
-
-def _decide_loops(tas, arch: int, plan) -> None:
+def decide_loops(tas, arch: int, plan) -> None:
     """``plan(tas, loop, arch)`` for each streaming loop not yet decided: the decision into
     ``tas.pipelines``, a plan's loop and loads into ``tas.pipelined``."""
     for loop in [op for op in tas.aa.live_ops() if isinstance(op, CF.ForOp)]:
@@ -352,122 +306,3 @@ def _decide_loops(tas, arch: int, plan) -> None:
         if not isinstance(decision, str):
             for op in (loop, *decision.loads):
                 tas.pipelined[op] = decision
-
-
-def _plan_tma_stream(tas, loop: CF.ForOp, arch: int) -> Union[TmaStream, str]:
-    """The loop's ``TmaStream``, its loads' plans replaced in ``tas.tma``, or why not."""
-    if any(f.loop is loop or f.consumer_loop is loop for f in tas.forwarded.values()):
-        return "its tiles are kept in registers for a later loop, or read from an earlier one's (forward-loads)"
-    loads = [ld for ld in streamed_loads(loop) if ld in tas.tma]
-    if not loads:
-        return "no tile it loads at its induction variable goes through TMA"
-    for ld in loads:
-        reason = _load_reason(tas, ld, loop, later_writes=True) or _ends_trip_before(loop, ld)
-        if reason:
-            return reason
-    trips = trip_count(loop, tas.aa) if known_trips(loop, tas.aa) else None
-    if trips is not None and trips < 2:
-        return "it runs once"
-    boxes = 0
-    for ld in loads:
-        boxes += prod(tas.tma[ld].boxes)
-    wanted, source = _scheduled_stages(tas, loop, arch, boxes, set(loads))
-    if not stages_hint(tas.aa.function.hints, arch):
-        wanted -= 1         # the schedule's ring refills a stage a trip after it is read; this one at once
-        covering = -(-TMA_BYTES_IN_FLIGHT // sum(tas.tma[ld].nbytes for ld in loads))
-        if covering > wanted:
-            wanted, source = covering, f"{TMA_BYTES_IN_FLIGHT // 1024} KB in flight"
-    stages = max(1, min(wanted, MAX_STAGES, trips or wanted))
-    if any(not isinstance(d, (str, TmaStream)) for d in tas.pipelines.values()):
-        stages, source = 1, "one stage (the kernel's rings lie after TMA's buffers)"
-    while stages > 1 and not _restaged(tas, arch, {ld: stages for ld in loads}):
-        stages -= 1
-    return TmaStream(loop, tuple(loads), stages, source)
-
-
-def _ends_trip_before(loop: CF.ForOp, ld: Operation) -> Optional[str]:
-    """Why a trip may not reach ``ld`` (an op before it holds a ``continue`` or ``break``:
-    that trip would neither wait for its stage nor refill it), or None."""
-    for top in loop.regions[0].blocks[0].ops:
-        if top is ld:
-            return None
-        if may_leave(top):
-            return "a trip may end before a load it streams (a continue or break ahead of it)"
-    return None
-
-
-def may_leave(op: Operation) -> bool:
-    """May control leave ``op``'s block from inside it: a ``return`` anywhere, or a ``break``
-    or ``continue`` of the loop around that block (not of a loop inside ``op``)?"""
-    def leaves(o: Operation, own_loop: bool) -> bool:
-        for region in o.regions:
-            for block in region.blocks:
-                for inner in block.ops:
-                    if isinstance(inner, CF.ReturnOp) or (not own_loop and isinstance(inner, (CF.BreakOp, CF.ContinueOp))):
-                        return True
-                    if leaves(inner, own_loop or isinstance(inner, (CF.ForOp, CF.LoopOp))):
-                        return True
-        return False
-    return leaves(op, isinstance(op, (CF.ForOp, CF.LoopOp)))
-
-
-def _restaged(tas, arch: int, stages: dict[Operation, int]) -> bool:
-    """Plan the kernel's TMA loads and stores again with ``stages`` (and the stages other
-    streams gave theirs); keep the plan and say yes if every op keeps TMA."""
-    wanted = {op: p.stages for op, p in tas.tma.items() if p.stages > 1} | stages
-    plans, maps, end = plan_tma(tas.aa, list(tas.tma), f"sm_{arch}", tas.scratch_bytes, None, wanted)
-    if set(plans) != set(tas.tma):
-        return False
-    tas.tma, tas.tensor_maps, tas.tma_end = plans, maps, end
-    return True
-
-
-def tma_stream(tas, op: Operation) -> Optional[TmaStream]:
-    """The ``TmaStream`` whose loop or load ``op`` is, or None."""
-    plan = tas.pipelined.get(op)
-    return plan if isinstance(plan, TmaStream) else None
-
-
-def place_tma_prologues(tas) -> None:
-    """Where each ``TmaStream``'s first copies go out: as early in its loop's block (in
-    emission order) as the values they need allow (the loop's bounds and step, the loads'
-    views and other indices), and not above an op that may write what they load (a write
-    through another view of a loaded tensor or through a pointer, an atomic) or that orders
-    memory (an acquire, a fence).  A second pass over a row (a norm's normalize loop) then
-    has its first chunks in flight while the first pass runs, not only once it has ended.
-    Run after ``order-ops``: the order decides what is emitted before what."""
-    from .emission_order import emitted_ops  # noqa: PLC0415 (emission_order is a later pass's)
-
-    for loop, plan in list(tas.pipelines.items()):
-        if not isinstance(plan, TmaStream) or loop not in tas.emission:
-            continue
-        order = emitted_ops(tas, loop.parent)
-        iv = loop.regions[0].blocks[0].args[0]
-        needed = {*loop.operands[:3], *(v for ld in plan.loads for v in (ld.view, *ld.index) if v is not iv)}
-        tensors = {_tensor_of(ld.view) for ld in plan.loads}
-        at = order.index(loop)
-        while at > 0 and not _blocks_prologue(order[at - 1], needed, tensors):
-            at -= 1
-        if order[at] is loop:
-            continue
-        placed = TmaStream(plan.loop, plan.loads, plan.stages, plan.source, order[at])
-        tas.pipelines[loop] = placed
-        for op in (loop, *plan.loads):
-            tas.pipelined[op] = placed
-
-
-def _blocks_prologue(op: Operation, needed: set, tensors: set) -> bool:
-    """May a stream's first copies not go out before ``op``?  (Also where ``op`` may leave
-    the block: its copies would then land with no trip to wait for them.)"""
-    if any(r in needed for r in op.results) or may_leave(op):
-        return True
-    for inner in op.walk():
-        ordering = inner.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK)
-        if ordering != MemoryOrderingSemantics.WEAK or isinstance(inner, (MEM.AtomicRMWTkoOp, MEM.AtomicCASTkoOp)) \
-                or writes(inner, Resource.EXECUTION):       # a fence, a grid dependency wait
-            return True
-        if writes(inner, *DATA_RESOURCES):
-            view = getattr(inner, "view", None)
-            if view is None or _tensor_of(view) in tensors:
-                return True
-    return False

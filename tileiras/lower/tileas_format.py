@@ -41,7 +41,8 @@ from .forwarding import Forward
 from .mma_forms import LandedOperand, MmaRingStaging, MmaSwizzle, OperandStaging, TensorCoreMma, WgmmaStaging
 from .shared_buffers import Buffer, shared_buffers
 from .software_pipeline import PipelinePlan, RingScales
-from .stream_pipeline import StreamPlan, StreamTile, TmaStream
+from .stream_pipeline import StreamPlan, StreamTile
+from .tma_stream import TmaStream
 from .tma import MapField, TensorMapSpec, TmaPlan
 from .tma_ring import RingPlan
 from .vectorize import Run

@@ -26,7 +26,7 @@ out-of-bounds elements arrive as zeros.  A load goes through TMA here when
   or, in a kernel that has such an op, the load streams a loop of non-constant trips (at
   the loop's induction variable, ``streamed_in_dynamic_loop``): NVIDIA's producer warp
   TMA-loads those whatever they feed (TileGym's chunked norms), and
-  ``stream_pipeline.record_tma_streams`` issues them trips ahead.
+  ``tma_stream.record_tma_streams`` issues them trips ahead.
 
 A view store goes through TMA (a bulk tensor store from a staging buffer, ``emit_tma``) on
 the same terms, padding aside (stores do not pad; TMA clips what falls outside the tensor),
@@ -186,7 +186,7 @@ class TmaPlan:
     #: once before loop ``maps_at`` (``map_home``: a store in a loop whose trips keep it)
     device_map: Optional[TensorMapSpec] = None
     maps_at: Optional[Operation] = None
-    #: a load a streaming loop issues trips ahead (``stream_pipeline.TmaStream``): its
+    #: a load a streaming loop issues trips ahead (``tma_stream.TmaStream``): its
     #: ``stages`` buffers lie ``stage_bytes`` apart from ``buffer``, its mbarriers 8 bytes
     #: apart from ``barrier``, stage s for trips s, s + stages, ...
     stages: int = 1
@@ -482,7 +482,7 @@ def streamed_in_dynamic_loop(aa: TileAA, op: Operation) -> bool:
     loop's row blocks)?  NVIDIA's tool TMA-loads such tiles in kernels that use shared
     memory anyway, whatever they feed, and its producer warp keeps the next trips' in
     flight (TileGym's chunked RMS and layer norms on sm_90; corpus-aligned layernorm_fwd);
-    ``stream_pipeline.record_tma_streams`` issues them trips ahead (``TILEIRAS_TMA_STREAM=0``:
+    ``tma_stream.record_tma_streams`` issues them trips ahead (``TILEIRAS_TMA_STREAM=0``:
     neither).  Loops of constant trips keep their direct loads (LLVM unrolls them;
     ``forwarding`` may keep their tiles)."""
     block = op.parent
