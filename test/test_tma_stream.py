@@ -226,3 +226,14 @@ def test_an_early_continue_keeps_the_next_pass_s_first_copies_after_it():
     skip = next(op for op in first.loop.parent.ops if op.name == "if")
     assert second.prologue_at is None or tas.emission[second.prologue_at] > tas.emission[skip]
     assert problems(text, (2, 1, 1), 40) == [None]
+
+
+def test_passes_entered_again_issue_their_first_copies_together_without_a_barrier():
+    """Two passes in a loop: the second's first copies go out with the first's, at the top
+    of each outer trip, with no CTA barrier before them: the previous trip's last read of
+    each ring was followed by its trip's barrier (the emulator would report a copy racing
+    a read)."""
+    text = row_blocks(4, 64, passes=2, outer=2, hints="sm_90 = {num_stages = 1}")
+    first, second = tas_of(text).pipelines.values()
+    assert first.prologue_at is None and second.prologue_at is first.loop
+    assert problems(text, (2, 1, 1), 40) == [None]

@@ -364,12 +364,11 @@ def emit_tma_store(em: KernelEmitter, op: Operation, indices: list[ir.Value], ti
 # -- loads a streaming loop issues trips ahead (``tma_stream.TmaStream``) -------------
 def stream_prologue(em: KernelEmitter, stream: TmaStream) -> None:
     """Before the loop: each load's copies of trips 0 .. S-1 (those the loop runs) into
-    its stages 0 .. S-1, after a CTA barrier where an enclosing loop's previous trip may
-    still be reading them."""
+    its stages 0 .. S-1.  No barrier first, even where an enclosing loop entered it
+    before: every read of a stage is followed by the trip's CTA barrier (``all_have_read``),
+    so no thread is still reading one when the loop is entered again."""
     b = em.b
     lb, ub, step = loop_bounds(em, stream)
-    if em.in_loop:
-        X.barrier(b)
     for ld in stream.loads:
         plan = em.tas.tma[ld]
         for s in range(plan.stages):
@@ -386,7 +385,6 @@ def hoisted_prologues(em: KernelEmitter, op: Operation, own_done: bool = False) 
         return
     for stream in em.prologues_before.pop(op, ()):
         stream_prologue(em, stream)
-
 
 def _indices_at(em: KernelEmitter, stream: TmaStream, ld: Operation, iv: ir.Value) -> list[ir.Value]:
     """The load's (scalar) indices on the trip whose induction variable is ``iv``: the
