@@ -2,7 +2,9 @@
 # One device call for a lent GPU: bench/gpu.py's timing table, then the `gpu` test tier.
 #
 # Here (CPU machine with the test extra):   python bench/gpu.py plan .gpu-plan
-#   (plans the benchmark's kernels and, in .gpu-plan/tier, every differential case)
+#   (plans the benchmark's kernels and, in .gpu-plan/tier, every differential case; add
+#   --variant SUFFIX:VAR=VALUE@KERNEL+KERNEL to time a knob's A/B in the same call, as
+#   bench/results/README.md's next-run command does)
 # Device call: carry [".gpu-plan"], timeout_s 480, command:   bash bench/gpu_session.sh .gpu-plan
 #
 # Logs go to $OUT (the device tool brings them back): gpu-bench.log/.json, bench.log, tier.log.
