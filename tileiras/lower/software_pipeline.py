@@ -62,7 +62,7 @@ from ..layout.core import LANE, REG, WARP
 from ..layout.linear import LinearLayout, default_blocked
 from ..knobs import knobs
 from ..record import record
-from ..sched.ddg import trip_count, work_of
+from ..sched.ddg import known_trips, trip_count, work_of
 from ..sched.latency import model_for
 from ..sched.modulo import SchedulingError
 from ..sched.pipeline import pipeline_schedule
@@ -525,10 +525,6 @@ def _swizzles(mma: Operation, esize: int, b_transposed: bool, a_columns: bool = 
     a = mma_swizzle(*mma.lhs.type.shape[::-1 if a_columns else 1], esize)
     b = mma_swizzle(n, k, esize) if b_transposed else mma_swizzle(k, n, esize)
     return (a, b) if a is not None and b is not None else None
-
-
-def known_trips(loop: CF.ForOp, aa) -> bool:
-    return all(aa.fact(v).lower is not None and aa.fact(v).lower == aa.fact(v).upper for v in loop.operands[:3])
 
 
 def clamped_stages(tas, loop: CF.ForOp, wanted: int, fit: int, floor: int = 2) -> int:

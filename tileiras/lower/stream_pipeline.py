@@ -65,7 +65,7 @@ from .attention_pipeline import inside_value
 from .layout_rules import swizzled_exchange
 from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, clamped_stages, view_copy_reason
 from .tiles import element_bytes
-from .tma import plan_again
+from .tma import plan_again, streaming_loop
 
 #: the architectures whose streaming loops this pipelines (``cp.async`` without TMA rings)
 STREAM_ARCHS = (80, 86, 87, 89, 120, 121)
@@ -126,8 +126,7 @@ def _body(loop: CF.ForOp) -> list[Operation]:
 
 def streamed_loads(loop: CF.ForOp) -> list[Operation]:
     """The view loads at the top level of the loop body indexed by its induction variable."""
-    iv = loop.regions[0].blocks[0].args[0]
-    return [op for op in _body(loop) if isinstance(op, MEM.LoadViewTkoOp) and any(i is iv for i in op.index)]
+    return [op for op in _body(loop) if isinstance(op, MEM.LoadViewTkoOp) and streaming_loop(op) is loop]
 
 
 def is_stream_loop(tas, loop: CF.ForOp) -> bool:

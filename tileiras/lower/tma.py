@@ -74,6 +74,7 @@ from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..knobs import knobs
 from ..record import record
+from ..sched.ddg import known_trips
 from ..target import smem_limit
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
@@ -478,18 +479,25 @@ def _worth_it(aa: TileAA, op: Operation, users: dict[Value, list[Operation]], st
 
 def streamed_in_dynamic_loop(aa: TileAA, op: Operation) -> bool:
     """Is ``op`` at the top level of a ``for`` whose bounds are not all constants, at an
-    index that is the loop's induction variable (a chunked norm's column loop, a persistent
-    loop's row blocks)?  NVIDIA's tool TMA-loads such tiles in kernels that use shared
+    index that is the loop's induction variable (``streaming_loop``: a chunked norm's
+    column loop, a persistent loop's row blocks)?  NVIDIA's tool TMA-loads such tiles in kernels that use shared
     memory anyway, whatever they feed, and its producer warp keeps the next trips' in
     flight (TileGym's chunked RMS and layer norms on sm_90; corpus-aligned layernorm_fwd);
     ``tma_stream.record_tma_streams`` issues them trips ahead (``TILEIRAS_TMA_STREAM=0``:
     neither).  Loops of constant trips keep their direct loads (LLVM unrolls them;
     ``forwarding`` may keep their tiles)."""
+    loop = streaming_loop(op)
+    return loop is not None and not known_trips(loop, aa)
+
+
+def streaming_loop(op: Operation) -> Optional[CF.ForOp]:
+    """The ``for`` at whose body's top level the view access ``op`` stands, one of its
+    indices the loop's induction variable; else None."""
     block = op.parent
     loop = block.parent.parent if block is not None and block.parent is not None else None
-    if not isinstance(loop, CF.ForOp) or not any(i is block.args[0] for i in op.index):
-        return False
-    return not all(aa.fact(v).lower is not None and aa.fact(v).lower == aa.fact(v).upper for v in loop.operands[:3])
+    if isinstance(loop, CF.ForOp) and any(i is block.args[0] for i in op.index):
+        return loop
+    return None
 
 
 def stores_after(op: Operation, users: dict[Value, list[Operation]]) -> Optional[set[Operation]]:

@@ -85,9 +85,7 @@ def _plan_tma_stream(tas, loop: CF.ForOp, arch: int) -> Union[TmaStream, str]:
     trips = trip_count(loop, tas.aa) if known_trips(loop, tas.aa) else None
     if trips is not None and trips < 2:
         return "it runs once"
-    boxes = 0
-    for ld in loads:
-        boxes += prod(tas.tma[ld].boxes)
+    boxes = sum(prod(tas.tma[ld].boxes) for ld in loads)
     wanted, source = scheduled_stages(tas, loop, arch, boxes, set(loads))
     if not stages_hint(tas.aa.function.hints, arch):
         wanted -= 1         # the schedule's ring refills a stage a trip after it is read; this one at once

@@ -291,11 +291,15 @@ def _inner_ops(op: Operation, aa: TileAA, threads: int, times: int) -> Iterator[
                     yield c, work_of(o, threads), times
 
 
+def known_trips(loop: CF.ForOp, aa: TileAA) -> bool:
+    """Are ``loop``'s bounds and step known constants?"""
+    return all(aa.fact(v).lower is not None and aa.fact(v).lower == aa.fact(v).upper for v in loop.operands[:3])
+
+
 def trip_count(loop: CF.ForOp, aa: TileAA) -> int:
     """Iterations of ``loop`` when its bounds and step are known constants, else 1."""
     lo, hi, step = (aa.fact(v) for v in loop.operands[:3])
-    known = all(f.lower is not None and f.lower == f.upper for f in (lo, hi, step))
-    if not known or step.lower <= 0:  # type: ignore[operator]
+    if not known_trips(loop, aa) or step.lower <= 0:  # type: ignore[operator]
         return 1
     return max(0, -(-(hi.lower - lo.lower) // step.lower))  # type: ignore[operator]
 
