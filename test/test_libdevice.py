@@ -191,6 +191,16 @@ def test_functions_are_inlined():
     assert "st.local.b32" in ptx        # Payne-Hanek for huge arguments, in local memory as NVIDIA's
 
 
+def test_trig_reduction_multiplies_wide_as_nvidia():
+    """The f32 trig functions' Payne-Hanek loop: libdevice's mad.lo.cc/madc.hi asm pair is
+    plain IR, a 64-bit product as in NVIDIA's PTX (mad.wide.u32 there, mul.wide.u32 and an add
+    here; the bits: test_same_bits_as_nvidia, huge arguments included)."""
+    text, _ = libdevice.specialize(libdevice.load(), "__nv_sinf", False, 90)
+    assert "mad.lo.cc" not in text and "mul nuw i64" in text
+    ptx = ours(kernel("sin", "f32"))
+    assert re.search(r"\bm(ul|ad)\.wide\.u32", ptx) and "madc" not in ptx and "mad.lo.cc" not in ptx
+
+
 # -- the same bits as NVIDIA's ----------------------------------------------------------------
 @pytest.mark.parametrize("op, t, attrs", OPS, ids=OP_IDS)
 def test_same_bits_as_nvidia(op, t, attrs, real_tileiras, tmp_path):

@@ -190,12 +190,37 @@ def specialize(lib: Library, name: str, ftz: bool, arch: int) -> tuple[str, set[
     calls renamed alike; returns the text and the names it refers to."""
     text = lib.functions[name]
     text = _REFLECT.sub(lambda m: f"add i32 0, {reflect_value(lib.reflect[m.group(1)], ftz, arch)}", text)
+    text = _WIDE_MAD.sub(_wide_mad, text)
     refs = set(_GLOBAL_REF.findall(text))
     if ftz:
         text = _GLOBAL_REF.sub(lambda m: f"@{m.group(1)}{FTZ_SUFFIX}" if m.group(1) in lib.functions
                                else m.group(0), text)
     text = _DEFINE.sub(lambda m: f"define {m.group(1)} #{m.group(2)} {{", text, count=1)
     return text, refs
+
+
+#: libdevice's 32x32+32 -> 64-bit multiply-add as a carry chain in inline asm (the f32 trig
+#: functions' Payne-Hanek reduction loop): ``lo, hi = a * b + c``
+_WIDE_MAD = re.compile(
+    r"^(\s*)%([-\w$.]+) = call \{ i32, i32 \} asm \"\{\\0A\\09mad\.lo\.cc\.u32 +\$0, \$2, \$3, \$4;"
+    r"\\0A\\09madc\.hi\.u32 +\$1, \$2, \$3, +0;\\0A\\09\}\", \"=r,=r,r,r,r\""
+    r"\(i32 ([^,]+), i32 ([^,]+), i32 ([^)]+)\)[^\n]*$", re.MULTILINE)
+
+
+def _wide_mad(m: re.Match) -> str:
+    """The same multiply-add in plain IR, as NVIDIA's tileiras has it: LLVM sees through it
+    (the reduction loop unrolls into ``mad.wide.u32``/``shr.u64``, where the asm kept a
+    ``mad.lo.cc``/``madc.hi`` pair and values live across each), and it cannot overflow:
+    (2^32-1)^2 + 2^32-1 < 2^64."""
+    pad, out, a, b, c = m.groups()
+    t = f"%.wide.{out}"
+    return "\n".join(pad + line for line in (
+        f"{t}.a = zext i32 {a} to i64", f"{t}.b = zext i32 {b} to i64", f"{t}.c = zext i32 {c} to i64",
+        f"{t}.p = mul nuw i64 {t}.a, {t}.b", f"{t}.s = add nuw i64 {t}.p, {t}.c",
+        f"{t}.lo = trunc i64 {t}.s to i32", f"{t}.sh = lshr i64 {t}.s, 32",
+        f"{t}.hi = trunc i64 {t}.sh to i32",
+        f"{t}.r = insertvalue {{ i32, i32 }} undef, i32 {t}.lo, 0",
+        f"%{out} = insertvalue {{ i32, i32 }} {t}.r, i32 {t}.hi, 1"))
 
 
 def library_text(lib: Library, wanted: Iterable[str], arch: int, triple: str, data_layout: str) -> str:

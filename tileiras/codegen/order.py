@@ -40,16 +40,18 @@ norm converts to its tile's layout every trip was read whole (a register for eac
 thread's 256 elements, bf16 4x8192 sm_80) beside the tile (ptxas -v: 3176 bytes spilled
 and reloaded, 1008 with the reads sunk).
 
-Two kinds of code keep emission order, because measuring (``bench/code_quality.py``
-on sm_90) found it better there:
+Calls of the math library (libdevice's ``__nv_sinf``...; inlined later, in the back end)
+are pure values too.  Their inlined bodies branch (the trig functions' argument reduction
+loops through local memory), and whatever is live across those branches needs registers of
+its own, so of an op's operands the one that calls the library more is computed first
+(Sethi-Ullman's rule with library calls for weight): ``exp(x) + sin(x) * cos(x)`` computes
+the sine and cosine before the exponential (ew_transcendental f32 sm_120: 38 -> 34 registers,
+f64: 44 -> 36; NVIDIA 29 and 42).
 
-* loop headers (blocks whose phis take a value over a back edge): LLVM's loop
-  strength reduction picks its induction variables from the order of the address
-  arithmetic (the CUDA-core gemm K loop of gemm_splitk: 128 registers in emission
-  order, 148 reordered);
-* functions that make a real call (the ``noinline`` slow paths of the math
-  library): the values live across the call decide the registers, which this
-  order does not look at (ew_transcendental f32: 42 registers, 46 reordered).
+Loop headers (blocks whose phis take a value over a back edge) keep emission order, because
+measuring (``bench/code_quality.py`` on sm_90) found it better there: LLVM's loop strength
+reduction picks its induction variables from the order of the address arithmetic (the
+CUDA-core gemm K loop of gemm_splitk: 128 registers in emission order, 148 reordered).
 """
 from __future__ import annotations
 
@@ -60,6 +62,7 @@ from typing import Optional
 from llvmlite import ir
 from llvmlite.ir import instructions as I
 
+from . import libdevice
 from .intrinsics import is_collective
 
 #: Instruction classes that compute a value from their operands and nothing else.
@@ -107,8 +110,13 @@ def is_pure(inst: I.Instruction) -> bool:
         callee = inst.callee
         if isinstance(callee, ir.InlineAsm):
             return not callee.side_effect
-        return isinstance(callee, ir.Function) and callee.name.startswith(_PURE_INTRINSICS)
+        return isinstance(callee, ir.Function) and callee.name.startswith(_PURE_INTRINSICS + (libdevice.PREFIX,))
     return False
+
+
+def _calls_library(inst) -> bool:
+    return isinstance(inst, I.CallInstr) and isinstance(inst.callee, ir.Function) \
+        and inst.callee.name.startswith(libdevice.PREFIX)
 
 
 #: plain (weak, non-volatile) stores: sinkable loads may move past them
@@ -149,8 +157,6 @@ def writes_shared(inst: I.Instruction) -> bool:
 def order_function(fn: ir.Function, sinkable: frozenset[int] | set[int] = frozenset()) -> None:
     """Reorder the blocks of ``fn`` (see the module docstring for those left alone);
     ``sinkable``: ids of the load instructions that may run later than emitted."""
-    if _calls_out_of_line(fn):
-        return
     outside = _used_outside_block(fn)
     position = {id(block): k for k, block in enumerate(fn.blocks)}
     for block in fn.blocks:
@@ -163,23 +169,6 @@ def _heads_a_loop(block: ir.Block, position: dict[int, int]) -> bool:
     edge)?  Phis of blocks that only merge branches (if/else, guarded accesses) do not."""
     return any(position[id(b)] >= position[id(block)] for inst in block.instructions
                if isinstance(inst, I.PhiInstr) for _, b in inst.incomings)
-
-
-def _calls_out_of_line(fn: ir.Function) -> bool:
-    """Does ``fn`` reach, through the (inlined) functions it calls, a ``noinline`` one?"""
-    seen: set[str] = set()
-    work = [fn]
-    while work:
-        f = work.pop()
-        for block in f.blocks:
-            for inst in block.instructions:
-                callee = getattr(inst, "callee", None)
-                if isinstance(callee, ir.Function) and callee.name not in seen:
-                    seen.add(callee.name)
-                    if "noinline" in callee.attributes:
-                        return True
-                    work.append(callee)
-    return False
 
 
 def _operands(inst: I.Instruction) -> list:
@@ -209,6 +198,28 @@ def _ordered(insts: list, outside: set[int], sinkable: frozenset[int] | set[int]
     pos = {id(i): k for k, i in enumerate(insts)}
     done: set[int] = set()
     out: list = []
+    calls: dict[int, frozenset[int]] = {}
+
+    def library_calls(v) -> frozenset[int]:
+        """The math-library calls among ``v`` and the movable values it is computed from."""
+        work = [(v, False)]
+        while work:
+            cur, expanded = work.pop()
+            if id(cur) in calls:
+                continue
+            inputs = [o for o in _operands(cur) if isinstance(o, I.Instruction) and id(o) in movable]
+            if expanded:
+                own = frozenset([id(cur)]) if _calls_library(cur) else frozenset()
+                calls[id(cur)] = own.union(*(calls[id(o)] for o in inputs))
+            else:
+                work.append((cur, True))
+                work += [(o, False) for o in inputs if id(o) not in calls]
+        return calls[id(v)]
+
+    def heavy(v) -> int:
+        return len(library_calls(v) - done) if any_calls else 0
+
+    any_calls = any(_calls_library(i) for i in insts if id(i) in movable)
     for inst in insts:
         if id(inst) in movable:
             continue
@@ -235,8 +246,10 @@ def _ordered(insts: list, outside: set[int], sinkable: frozenset[int] | set[int]
             stack.append((cur, True))
             pending = [v for v in _operands(cur)
                        if isinstance(v, I.Instruction) and id(v) in movable and id(v) not in done]
-            # operands in their emission order (the earliest on top of the stack)
-            for v in sorted(pending, key=lambda v: -pos[id(v)]):
+            # operands in their emission order (the earliest on top of the stack), but one
+            # that calls more of the math library first (Sethi-Ullman: what is live across
+            # an inlined slow path needs registers of its own)
+            for v in sorted(pending, key=lambda v: (heavy(v), -pos[id(v)])):
                 stack.append((v, False))
     assert len(out) == len(insts), "every instruction is placed once"
     return out
