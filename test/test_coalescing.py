@@ -136,3 +136,41 @@ def test_a_one_row_tile_is_laid_out_as_its_row():
     # block 0 walks its row's 16 tiles; only the first lies inside the 256 columns
     t = launch(ptx, "k", (1, 1, 1), [x, out, 256], traffic=True).check().traffic
     assert (t.loads.bytes, t.loads.requests, t.loads.sectors) == (256 * 4, 8, 32)   # each element once
+
+
+SUM = """cuda_tile.module @kernels {
+  entry @sum(%ap: tile<ptr<f32>>, %sp: tile<ptr<f32>>, %qp: tile<ptr<f32>>, %n: tile<i32>) {
+    %tok = make_token : token
+    %av = make_tensor_view %ap, shape = [%n], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
+    %sv = make_tensor_view %sp, shape = [%n], strides = [1] : tile<i32> -> tensor_view<?xf32, strides=[1]>
+    %bx, %by, %bz = get_tile_block_id : tile<i32>
+    %apv = make_partition_view %av : partition_view<tile=(1024), tensor_view<?xf32, strides=[1]>>
+    %spv = make_partition_view %sv : partition_view<tile=(1), tensor_view<?xf32, strides=[1]>>
+    %a, %t1 = load_view_tko weak %apv[%bx] token = %tok : partition_view<tile=(1024), tensor_view<?xf32, strides=[1]>>, tile<i32> -> tile<1024xf32>, token
+    %s = reduce %a dim=0 identities=[0.000000e+00 : f32] : tile<1024xf32> -> tile<f32>
+    (%l: tile<f32>, %r: tile<f32>) {
+      %x = addf %l, %r : tile<f32>
+      yield %x : tile<f32>
+    }
+    %s1 = reshape %s : tile<f32> -> tile<1xf32>
+    %t2 = store_view_tko weak %s1, %spv[%bx] token = %tok : tile<1xf32>, partition_view<tile=(1), tensor_view<?xf32, strides=[1]>>, tile<i32> -> token
+    %i = exti %bx signed : tile<i32> -> tile<i64>
+    %q = offset %qp, %i : tile<ptr<f32>>, tile<i64> -> tile<ptr<f32>>
+    %t3 = store_ptr_tko weak %q, %s token=%tok : tile<ptr<f32>>, tile<f32> -> token
+    return
+  }
+}
+"""
+
+
+def test_a_scalar_is_stored_by_one_warp():
+    """A reduction's scalar is held by all four warps of the CTA; only the first stores it
+    (``emit_memory._in_owner_warps``), through a view and through a pointer: one request
+    each a CTA, as NVIDIA's raw_memory stores its scalar, not four."""
+    n, ctas = 2048, 2
+    a = np.arange(n, dtype=np.float32) / 64
+    s, q = np.zeros(n, np.float32), np.zeros(ctas, np.float32)
+    result = run_with_traffic(SUM, "sum", (ctas, 1, 1), [a, s, q, np.int32(n)])
+    sums = a.reshape(ctas, 1024).sum(axis=1)
+    assert np.allclose(s[:ctas], sums) and np.allclose(q, sums) and not s[ctas:].any()
+    assert result.traffic.stores.requests == 2 * ctas

@@ -74,6 +74,7 @@ def copies(ptx: str, pattern: str) -> int:
     ("tma_centre_rows_loop_f32", "sm_90", 9, 1),    # its row loop (TmaStream): 8 trips before it, the next in it
     ("tma_centre_repeated_f32", "sm_90", 1, 3),     # LLVM unrolls its three trips
     ("tma_centre_then_reload_f32", "sm_90", 1, 1),  # y's store is ordered before y's load: direct
+    ("tma_rescale_loop_f32", "sm_90", 1, 1),        # reduced in a loop it enters as a carried value
 ])
 def test_which_loads_and_stores_go_through_tma(name: str, arch: str, loads: int, stores: int) -> None:
     _, c = compiled(name, arch)
@@ -162,6 +163,7 @@ END_TO_END = {
     "tma_centre_2d_f16_wide": ([(12, 1000)] * 2, (3, 1, 1)),
     "tma_row_sum_f16": ([(48, 240), (48,)], (3, 1, 1)),
     "tma_row_sum_loop_f32": ([(40, 112), (40,)], (3, 1, 1)),
+    "tma_rescale_loop_f32": ([(176,)] * 2, (3, 1, 1)),
     "tma_row_sum_loop_bf16": ([(20, 208), (20,)], (3, 1, 1)),
     "tma_matmul_f16": ([(96, 64), (80, 64), (96, 80)], (2, 2, 1)),
     "tma_centre_rows_loop_f32": ([(40, 112)] * 2, (3, 1, 1)),

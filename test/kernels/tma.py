@@ -155,6 +155,17 @@ def centre_2d_no_tma_store(x, y, TM: ConstInt, TN: ConstInt):
     ct.store(y, index=(i, 0), tile=centre(t), allow_tma=False)
 
 
+@ct.kernel
+def rescale_loop(x, y, T: ConstInt, TRIPS: ConstInt):
+    """A row carried through a loop that reduces it every trip (while_break_continue's
+    shape): it reaches shared memory through the loop, so it is a TMA load as NVIDIA's."""
+    i = ct.bid(0)
+    t = ct.load(x, index=(i,), shape=(T,), padding_mode=ct.PaddingMode.ZERO)
+    for _ in range(TRIPS):
+        t = t - ct.max(t) * 0.5
+    ct.store(y, index=(i,), tile=t)
+
+
 F16, BF16, F32, F64 = ct.float16, ct.bfloat16, ct.float32, ct.float64
 I8, I16, I32, I64, U8 = ct.int8, ct.int16, ct.int32, ct.int64, ct.uint8
 
@@ -195,6 +206,7 @@ OWN_CASES = (
     centred("tma_centre_2d_f16_wide", centre_2d, F16, 2, 4, 512),
     centred("tma_centre_2d_no_tma", centre_2d_no_tma, F32, 2, 16, 64),
     centred("tma_scale_2d_f32", scale_2d, F32, 2, 16, 64),
+    centred("tma_rescale_loop_f32", rescale_loop, F32, 1, 64, 3),
     KernelCase("tma_row_sum_loop_f32", row_sum_loop, [[aligned(F32, 2), aligned(F32, 1), 16, 32]]),
     KernelCase("tma_row_sum_loop_bf16", row_sum_loop, [[aligned(BF16, 2), aligned(F32, 1), 8, 64]]),
     KernelCase("tma_row_sum_narrow_f32", row_sum, [[aligned(F32, 2), aligned(F32, 1), 2, 64]]),

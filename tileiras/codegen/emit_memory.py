@@ -3,9 +3,9 @@
 Each thread computes the tensor coordinates of the elements it holds (through
 the layout), masks those outside the tensor, and issues one predicated access
 per element (or per run of elements ``vectorize`` proved aligned).  Copies of an
-element held by several threads (broadcast bits of the layout) are stored by every
-holder, as NVIDIA's PTX does: they hold the same value, and an owner predicate
-would cost registers.  Repeated registers within a thread are stored once.
+element held by several lanes of a warp (broadcast lane bits of the layout) are stored by
+every holder, as NVIDIA's PTX does: they are one request, and a lane test would cost
+registers; copies in other warps are not stored (``_and``: a warp-uniform predicate).  Repeated registers within a thread are stored once.
 """
 from __future__ import annotations
 
@@ -523,6 +523,7 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
     values = [tile.regs[r] for r in regs]
     apart = branch_per_element(em, values)
     guard = tile_in_range(em, view, indices) if guard_whole_store(em, values) else None
+    owner = em.warp_owner(layout)
     with em.b.if_then(guard) if guard is not None else nullcontext(), em.coordinates_here(len(regs), tested=guard is not None):
         # the address arithmetic next to the stores (see tile_in_range)
         acc = Access(em, view, layout, indices, gather)
@@ -530,11 +531,12 @@ def _store_view(em: KernelEmitter, op: Operation) -> None:
             reg = group[0]
             store = _store_bits if len(group) == 1 else _store_vector
             value = tile.regs[reg] if len(group) == 1 else [tile.regs[r] for r in group]
+            mask = _and(em, acc.masks[reg], owner)
             if apart:
-                with em.b.if_then(acc.masks[reg]):
+                with em.b.if_then(mask):
                     store(em, value, acc.addresses[reg], None, q, acc.offsets[reg])
             else:
-                store(em, value, acc.addresses[reg], acc.masks[reg], q, acc.offsets[reg])
+                store(em, value, acc.addresses[reg], mask, q, acc.offsets[reg])
     em.put(op.results[0], None)
 
 
@@ -685,10 +687,25 @@ def _store_ptr(em: KernelEmitter, op: Operation) -> None:
     vals = em.tile(op, 1)
     mask = em.tile(op, 2) if op.segments[2] else None
     q = _qualifiers(op, store=True)
+    owner = em.warp_owner(ptrs.layout)
     for reg in em.unique_regs(ptrs.layout):
-        m = mask.regs[reg] if mask else ir.Constant(ir.IntType(1), 1)
+        m = _and(em, mask.regs[reg] if mask else ir.Constant(ir.IntType(1), 1), owner)
         _store_bits(em, vals.regs[reg], ptrs.regs[reg], m, q)
     em.put(op.results[0], None)
+
+
+def _and(em: KernelEmitter, mask: ir.Value, owner: Optional[ir.Value]) -> ir.Value:
+    """A store's mask in the warps that store (``owner``: ``KernelEmitter.warp_owner``): a
+    tile whose copies span warps (a scalar, a row narrower than the CTA) is stored by the
+    first copy's warps only, as each other warp's copy would be a request of its own for the
+    same sectors (raw_memory's scalar store: 4 requests a CTA, NVIDIA's 1).  Within a warp
+    the copies are one request, so every lane of those warps stores.  A predicate, not a
+    branch: the values stored stay computed next to their stores (``order``)."""
+    if owner is None:
+        return mask
+    if isinstance(mask, ir.Constant) and mask.constant:
+        return owner
+    return em.b.and_(mask, owner)
 
 
 # -- globals -----------------------------------------------------------------------------------

@@ -440,6 +440,25 @@ class KernelEmitter:
         self._owner_cache[layout] = acc
         return acc
 
+    def warp_owner(self, layout: LinearLayout) -> Optional[ir.Value]:
+        """True in the warps that hold the first copy of their elements (warp bits with zero
+        bases 0, not an extra warp); None where every warp holds elements of its own.  A
+        store's copies in one warp are one request; in other warps they are more."""
+        key = ("warp", layout)
+        if key not in self._owner_cache:
+            b = self.pb
+            conds = []
+            mask = layout.broadcast_mask(WARP)
+            if mask:
+                conds.append(b.icmp_unsigned("==", b.and_(self.warp, ir.Constant(I32, mask)), ir.Constant(I32, 0)))
+            if self.extra is not None:
+                conds.append(b.not_(self.extra))
+            acc = conds[0] if conds else None
+            for c in conds[1:]:
+                acc = b.and_(acc, c)
+            self._owner_cache[key] = acc
+        return self._owner_cache[key]
+
     def unique_regs(self, layout: LinearLayout) -> list[int]:
         """Register indices that are not copies of a lower register index."""
         dup = layout.broadcast_mask(REG)

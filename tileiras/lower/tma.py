@@ -243,18 +243,31 @@ STAGING_USERS = (CO.ReduceOp, AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp, MEM.AtomicR
 
 
 def feeds_staging(users: dict[Value, list[Operation]], tile: Value) -> bool:
-    """Does ``tile`` reach a ``STAGING_USERS`` op through the results of the ops using it
-    (not through terminators: a loop-carried sum reduced after the loop does not count)?"""
-    seen, todo = set(), [tile]
+    """Does ``tile`` reach a ``STAGING_USERS`` op through the results of the ops using it,
+    or as a loop's initial value through the body's use of it (while_break_continue's row,
+    reduced in its loop every trip: NVIDIA's tool TMA-loads it), but not through
+    terminators: a loop-carried sum reduced after the loop does not count?"""
+    seen, todo = {tile}, [tile]
     while todo:
         v = todo.pop()
         for u in users.get(v, ()):
             if isinstance(u, STAGING_USERS):
                 return True
-            if u not in seen and u.results and not u.regions:
-                seen.add(u)
-                todo += list(u.results)
+            if isinstance(u, (CF.ForOp, CF.LoopOp)):
+                reached = [arg for arg, init in loop_carried(u) if init is v]
+            else:
+                reached = list(u.results) if not u.regions else []
+            todo += [r for r in reached if r not in seen]
+            seen.update(reached)
     return False
+
+
+def loop_carried(loop: Operation) -> list[tuple[Value, Value]]:
+    """A ``for``'s or ``loop``'s body arguments each with the initial value it takes."""
+    block = loop.regions[0].blocks[0]
+    if isinstance(loop, CF.ForOp):
+        return list(zip(block.args[1:], loop.operands[3:]))
+    return list(zip(block.args, loop.operands))
 
 
 def uses_staging(aa: TileAA) -> bool:
