@@ -670,10 +670,21 @@ def _load_ptr(em: KernelEmitter, op: Operation) -> None:
     ty = llvm_type(op.results[0].type)
     q = _qualifiers(op)
     regs = []
-    for r, p in enumerate(ptrs.regs):
-        m = mask.regs[r] if mask else ir.Constant(ir.IntType(1), 1)
-        fb = pad.regs[r] if pad else padding_constant(ty, None)
-        regs.append(_load_bits(em, ty, p, m, fb, q))
+    vector = _planned_vector(em, op, ptrs.layout)
+    true = ir.Constant(ir.IntType(1), 1)
+    for r in range(0, len(ptrs.regs), vector):
+        m = mask.regs[r] if mask else true
+        if vector == 1:
+            fb = pad.regs[r] if pad else padding_constant(ty, None)
+            regs.append(_load_bits(em, ty, ptrs.regs[r], m, fb, q))
+            continue
+        # a run of consecutive addresses (``vectorize.pointer_vector``): one mask, and one
+        # padding value unless the padding tile's registers differ (then selects)
+        pads = [pad.regs[r + j] for j in range(vector)] if pad else [padding_constant(ty, None)] * vector
+        same = all(isinstance(x, ir.Constant) and x.constant == pads[0].constant for x in pads) \
+            if isinstance(pads[0], ir.Constant) else False
+        got = _load_vector(em, ty, vector, ptrs.regs[r], m, pads[0] if same else None, q)
+        regs += got if same or m is true else [em.b.select(m, x, f) for x, f in zip(got, pads)]
     del n
     em.put(op.results[0], TileVal(ptrs.layout, regs))
     em.put(op.results[1], None)
@@ -688,9 +699,13 @@ def _store_ptr(em: KernelEmitter, op: Operation) -> None:
     mask = em.tile(op, 2) if op.segments[2] else None
     q = _qualifiers(op, store=True)
     owner = em.warp_owner(ptrs.layout)
-    for reg in em.unique_regs(ptrs.layout):
+    for group in store_groups(em.unique_regs(ptrs.layout), _planned_vector(em, op, ptrs.layout)):
+        reg = group[0]
         m = _and(em, mask.regs[reg] if mask else ir.Constant(ir.IntType(1), 1), owner)
-        _store_bits(em, vals.regs[reg], ptrs.regs[reg], m, q)
+        if len(group) == 1:
+            _store_bits(em, vals.regs[reg], ptrs.regs[reg], m, q)
+        else:
+            _store_vector(em, [vals.regs[r] for r in group], ptrs.regs[reg], m, q)
     em.put(op.results[0], None)
 
 

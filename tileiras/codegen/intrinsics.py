@@ -175,6 +175,11 @@ def predicated_load(b: ir.IRBuilder, ty: ir.Type, count: int, address: ir.Value,
     vec = f".v{count}" if count > 1 else ""
     dst_text = f"{{{dst}}}" if count > 1 else dst
     ret = ir.LiteralStructType([wide] * count) if count > 1 else wide
+    if isinstance(pred, ir.Constant) and pred.constant:     # always: no guard, no fallback
+        text = f"{opcode}.{qualifiers}{vec}.{suffix or bits} {dst_text}, {_address(count, offset)};"
+        res = asm(b, ret, text, f"{outs},l", [address], side_effect=True)
+        vals = [b.extract_value(res, i) for i in range(count)] if count > 1 else [res]
+        return [b.trunc(v, ty) if wide is not ty else v for v in vals]
     if fallback is None:
         movs, constraints, fb = "", f"{outs},l,b", []
     else:
@@ -198,6 +203,8 @@ def predicated_store(b: ir.IRBuilder, values: Sequence[ir.Value], address: ir.Va
         letter = "h"
         vals = [b.zext(v, I16) for v in vals]
     n = len(vals)
+    if isinstance(pred, ir.Constant) and pred.constant:
+        pred = None
     preds, guard = ([], "") if pred is None else ([pred], "@$1 ")
     src = ", ".join(f"${i + 1 + len(preds)}" for i in range(n))
     src_text = f"{{{src}}}" if n > 1 else src

@@ -97,7 +97,7 @@ class KernelEmitter:
         #: (``sinkable_load``: no write is token-ordered after their load op)
         self.sinkable: set[int] = set()
         self._coord_cache: dict[LinearLayout, list[ir.Value]] = {}
-        self._owner_cache: dict[LinearLayout, Optional[ir.Value]] = {}
+        self._owner_cache: dict[tuple[LinearLayout, bool], Optional[ir.Value]] = {}
         self._smem: Optional[ir.GlobalVariable] = None
         self.tma_phases: dict[Operation, ir.Value] = {}   # TMA load -> its phase parity (emit_tma)
         self.ring_counters: dict[Operation, ir.Value] = {}   # persistent ring's loop -> its K-tile counter
@@ -420,15 +420,17 @@ class KernelEmitter:
             runtime = b.add(runtime, ir.Constant(I32, const & ~mask), flags=["nuw", "nsw"])
         return runtime
 
-    def owner_predicate(self, layout: LinearLayout) -> Optional[ir.Value]:
+    def owner_predicate(self, layout: LinearLayout, lanes: bool = True) -> Optional[ir.Value]:
         """True in exactly one of the threads holding copies of the same element
         (lane and warp bits with zero bases must be 0, and not an extra warp);
-        None if no thread holds a copy."""
-        if layout in self._owner_cache:
-            return self._owner_cache[layout]
+        None if no thread holds a copy.  ``lanes=False``: in the warps holding the first
+        copy of their elements, every lane of them (``warp_owner``)."""
+        key = (layout, lanes)
+        if key in self._owner_cache:
+            return self._owner_cache[key]
         b = self.pb
         conds = []
-        for src, name in ((self.lane, LANE), (self.warp, WARP)):
+        for src, name in ((self.lane, LANE), (self.warp, WARP)) if lanes else ((self.warp, WARP),):
             mask = layout.broadcast_mask(name)
             if mask:
                 conds.append(b.icmp_unsigned("==", b.and_(src, ir.Constant(I32, mask)), ir.Constant(I32, 0)))
@@ -437,27 +439,14 @@ class KernelEmitter:
         acc = conds[0] if conds else None
         for c in conds[1:]:
             acc = b.and_(acc, c)
-        self._owner_cache[layout] = acc
+        self._owner_cache[key] = acc
         return acc
 
     def warp_owner(self, layout: LinearLayout) -> Optional[ir.Value]:
-        """True in the warps that hold the first copy of their elements (warp bits with zero
-        bases 0, not an extra warp); None where every warp holds elements of its own.  A
-        store's copies in one warp are one request; in other warps they are more."""
-        key = ("warp", layout)
-        if key not in self._owner_cache:
-            b = self.pb
-            conds = []
-            mask = layout.broadcast_mask(WARP)
-            if mask:
-                conds.append(b.icmp_unsigned("==", b.and_(self.warp, ir.Constant(I32, mask)), ir.Constant(I32, 0)))
-            if self.extra is not None:
-                conds.append(b.not_(self.extra))
-            acc = conds[0] if conds else None
-            for c in conds[1:]:
-                acc = b.and_(acc, c)
-            self._owner_cache[key] = acc
-        return self._owner_cache[key]
+        """True in the warps that hold the first copy of their elements; None where every
+        warp holds elements of its own.  A store's copies in one warp are one request; in
+        other warps they are more."""
+        return self.owner_predicate(layout, lanes=False)
 
     def unique_regs(self, layout: LinearLayout) -> list[int]:
         """Register indices that are not copies of a lower register index."""

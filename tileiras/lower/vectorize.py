@@ -13,6 +13,11 @@ elements of a tile's last dim in one ``ld/st.global.v{2,4}`` (up to 16 bytes) wh
 * a run is wholly in or wholly out of the tensor: the extent of the run's dim is a
   multiple of ``v``, so one bounds test covers the run and masking stays exact.
 
+Loads and stores through tiles of pointers (``load_ptr_tko``, ``store_ptr_tko``: Triton-style
+``base + offsets`` tiles, cuTile's gathers and scatters) are vectorized along their last dim
+where ``axisinfo`` proves runs of consecutive addresses whose first is aligned to the run,
+and the mask (and a load's padding) equal over each run (``pointer_vector``).
+
 Two decisions, made once and recorded on ``TileAS``:
 
 * ``allowed_vectors`` (before layouts): the widest run each access allows.  Layouts give
@@ -33,6 +38,8 @@ from ..record import record
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.traits import is_plain_load, is_plain_store
+from . import axisinfo
+from .axisinfo import AxisInfo
 from .subbyte import unit_dim
 from .tiles import dynamic_operands
 from .tileaa import TileAA, pow2_divisor
@@ -99,21 +106,65 @@ def allowed_vector(aa: TileAA, op: Operation) -> int:
 
 def access_dim(op: Operation) -> int:
     """The tile dim a view access's runs lie along: the one contiguous in memory (the
-    last, unless a Fortran-order view's ``dim_map`` puts the unit stride elsewhere)."""
+    last, unless a Fortran-order view's ``dim_map`` puts the unit stride elsewhere); for a
+    pointer tile's access, its last dim (``pointer_vector``)."""
+    if is_pointer_access(op):
+        return op.operands[0].type.rank - 1
     k = unit_dim(op.view.type)
     return len(op.view.type.tile_shape) - 1 if k is None else k
+
+
+def is_pointer_access(op: Operation) -> bool:
+    """A plain load or store through a tile of pointers (``load_ptr_tko``, ``store_ptr_tko``)."""
+    return isinstance(op, (MEM.LoadPtrTkoOp, MEM.StorePtrTkoOp)) and (is_plain_load(op) or is_plain_store(op))
+
+
+def pointer_vector(info: dict[Value, AxisInfo], op: Operation) -> int:
+    """Elements of the last dim one access of the pointer-tile load or store ``op`` may move
+    per thread: runs of consecutive addresses (``axisinfo``) whose first is that many
+    elements aligned, its mask (and a load's padding) equal over each run, at most 16 bytes.
+    A gather of rows whose columns are contiguous (gather_scatter's ``rows * 4 + iota(4)``
+    over a 16-byte aligned base: 16-byte accesses, NVIDIA's 8), a Triton-style
+    ``base + offsets`` tile."""
+    ptrs = op.operands[0]
+    if not isinstance(ptrs.type, T.TileType) or ptrs.type.rank == 0 or ptrs not in info:
+        return 1
+    eb = _element_bytes(ptrs.type.element.pointee)
+    if eb is None:
+        return 1
+    d = ptrs.type.rank - 1
+    p = info[ptrs]
+    v = min(MAX_ACCESS_BYTES // eb, _pow2_floor(p.contiguity[d]), max(1, p.divisibility[d] // eb),
+            pow2_divisor(ptrs.type.shape[d]))
+    others = [op.mask, getattr(op, "paddingValue", None)]
+    for other in others:
+        if other is not None:
+            known = info.get(other)
+            v = min(v, _pow2_floor(known.constancy[d]) if known is not None else 1)
+    return max(1, v)
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (max(n, 1).bit_length() - 1)
 
 
 def allowed_vectors(aa: TileAA) -> dict[Operation, int]:
     """``allowed_vector`` of every live view load and store that may be vectorized, and of
     atomic view reductions: one that goes through TMA writes its staging buffer in runs
-    this long (``emit_tma``); the others update element by element whatever it says."""
+    this long (``emit_tma``); the others update element by element whatever it says.
+    ``pointer_vector`` of every load and store through a tile of pointers."""
     out = {}
+    info = None
     for op in aa.live_ops():
         if is_view_access(op) or isinstance(op, MEM.AtomicRedViewTkoOp):
             v = allowed_vector(aa, op)
-            if v > 1:
-                out[op] = v
+        elif is_pointer_access(op):
+            info = axisinfo.analyze(aa) if info is None else info
+            v = pointer_vector(info, op)
+        else:
+            continue
+        if v > 1:
+            out[op] = v
     return out
 
 
@@ -143,8 +194,11 @@ def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, 
     reductions = [u for u in aa.live_ops() if isinstance(u, CO.ReduceOp)]
     out: dict[tuple[int, ...], Run] = {}
     for op in aa.live_ops():
-        if is_view_access(op):
-            shape = tuple(op.view.type.tile_shape) if hasattr(op.view.type, "tile_shape") else None
+        if is_view_access(op) or is_pointer_access(op):
+            if is_pointer_access(op):
+                shape = tuple(op.operands[0].type.shape) if op.operands[0].type.rank else None
+            else:
+                shape = tuple(op.view.type.tile_shape) if hasattr(op.view.type, "tile_shape") else None
             if shape is None:
                 continue
             run = Run(access_dim(op), allowed.get(op, 1), _feeds_column_reductions(reductions, op))
@@ -258,7 +312,7 @@ def plan_vectors(tas) -> dict[Operation, int]:
 
     out = {}
     for op, allowed in tas.access_allowed.items():
-        if isinstance(op, MEM.LoadViewTkoOp):
+        if isinstance(op, (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp)):
             layout = tas.layouts.get(op.results[0])
         elif isinstance(op, MEM.AtomicRedViewTkoOp):
             layout = tas.operand_layout(op, 1 + len(op.index))   # the value, after the indices
