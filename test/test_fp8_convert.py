@@ -324,6 +324,17 @@ def test_fp8_widening_bit_exact(src):
         assert converted[0x7C] == 448.0 and converted[0xFC] == -448.0            # inf -> +-MAX_NORM
 
 
+@pytest.mark.parametrize("src", ["f8E4M3FN", "f8E5M2"])
+def test_fp8_widens_two_registers_a_conversion(src):
+    """One ``cvt.rn.f16x2.<e4m3|e5m2>x2`` a pair of a thread's registers, as NVIDIA's, not one
+    a register with its upper byte unused."""
+    x = every(DTYPES[src])
+    expected, got, ptx = run(src, [("f16", "")], x, gpu="sm_90")
+    assert_same_bits(expected, got, x)
+    threads = int(re.search(r"\.reqntid (\d+)", ptx).group(1))
+    assert ptx.count("cvt.rn.f16x2.") == TILE // threads // 2
+
+
 def test_f64_rounds_once():
     """f64 -> fp8/f4 rounds to odd in f32 first, as NVIDIA's: a value a hair off a tie of the
     narrow format must not become the tie in f32 (2^-10 is half e4m3's smallest step, 0.25

@@ -291,3 +291,72 @@ def test_accumulator_epilogues_store_16_bytes_a_thread_before_tma(tileir_store, 
         ptx = compile_module(module, CompileOptions(gpu_name=arch), "ptx")
         stores = re.findall(r"st\.global(\.v\d)?\.b(\d+)", ptx)
         assert stores and set(stores) == {(".v4", "32")}, stores
+
+
+def gather_view_kernel(col_factor: int = 64) -> str:
+    """Rows ``idx[16 * bx ...]`` of ``x`` gathered through a gather view (sparse dim 0),
+    columns from ``by * col_factor`` (an element offset), stored to block (bx, by) of y."""
+    view = "tensor_view<?x?xf32, strides=[?,1]>"
+    gview = f"gather_scatter_view<tile=(16x64), padding_value = zero, {view}, sparse_dim=0>"
+    pview = f"partition_view<tile=(16x64), {view}>"
+    iview = "partition_view<tile=(16), tensor_view<?xi32, strides=[1]>>"
+    return ("cuda_tile.module @kernels {\n"
+            "  entry @k(%x: tile<ptr<f32>>, %ix: tile<ptr<i32>>, %y: tile<ptr<f32>>, %m: tile<i32>, %n: tile<i32>, %s: tile<i32>) {\n"
+            "    %t0 = make_token : token\n"
+            "    %xb = assume div_by<16>, %x : tile<ptr<f32>>\n"
+            "    %yb = assume div_by<16>, %y : tile<ptr<f32>>\n"
+            "    %nd = assume div_by<16>, %n : tile<i32>\n"
+            "    %sd = assume div_by<16>, %s : tile<i32>\n"
+            f"    %xv = make_tensor_view %xb, shape = [%m, %nd], strides = [%sd, 1] : tile<i32>, tile<i32>, tile<i32> -> {view}\n"
+            f"    %yv = make_tensor_view %yb, shape = [%m, %nd], strides = [%sd, 1] : tile<i32>, tile<i32>, tile<i32> -> {view}\n"
+            "    %iv = make_tensor_view %ix, shape = [%m], strides = [1] : tile<i32> -> tensor_view<?xi32, strides=[1]>\n"
+            "    %bx, %by, %bz = get_tile_block_id : tile<i32>\n"
+            f"    %ipv = make_partition_view %iv : {iview}\n"
+            f"    %rows, %t1 = load_view_tko weak %ipv[%bx] token = %t0 : {iview}, tile<i32> -> tile<16xi32>, token\n"
+            f"    %cf = constant <i32: {col_factor}> : tile<i32>\n"
+            "    %col = muli %by, %cf : tile<i32>\n"
+            f"    %gv = make_gather_scatter_view %xv : {gview}\n"
+            f"    %t, %t2 = load_view_tko weak %gv[%rows, %col] token = %t0 : {gview}, tile<16xi32>, tile<i32> -> tile<16x64xf32>, token\n"
+            f"    %ypv = make_partition_view %yv : {pview}\n"
+            f"    %w = store_view_tko weak %t, %ypv[%bx, %by] token = %t0 : tile<16x64xf32>, {pview}, tile<i32> -> token\n"
+            "    return\n  }\n}\n")
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("col_factor, vector", [(64, ".v4"), (2, ".v2"), (1, "")])
+def test_gathered_rows_move_their_aligned_runs_whole(arch, col_factor, vector):
+    """A gather view's dense dim starts at an element offset: its facts (``by * 64``: 16-byte
+    runs; ``by * 2``: 8) bound the width of the gathered rows' accesses.  Rows out of range
+    (negative, past ``m``) read zeros; the last column tile hangs over the edge."""
+    data = bytecode(gather_view_kernel(col_factor))
+    module = read_bytecode(data)
+    ptx = compile_module(module, CompileOptions(gpu_name=arch), "ptx")
+    loads = [v or "" for op, v, _ in global_accesses(ptx) if op == "ld"]
+    assert vector in loads and all(v in ("", vector) for v in loads), loads
+    rng = np.random.default_rng(9)
+    m, n = 40, 176
+    x = diffcheck.random_array(rng, np.float32, (m, n))
+    idx = rng.integers(-4, m + 4, size=m).astype(np.int32)
+    args = [x, idx, np.zeros_like(x), m, n, n]
+    grid = (3, 3, 1)
+    expected = diffcheck.run_interpreter(data, "k", grid, list(args))
+    got = diffcheck.run_ptx(ptx, "k", grid, list(args))
+    assert diffcheck.compare(expected, got) is None
+    if col_factor == 64:          # y is x's gathered rows, zeros for those out of range
+        rows = np.where((idx >= 0) & (idx < m), idx, -1)
+        np.testing.assert_array_equal(got.arrays[2], np.where(rows[:, None] >= 0, x[np.clip(rows, 0, m - 1)], 0))
+
+
+def test_gathered_rows_of_unknown_alignment_take_128_bytes_a_warp():
+    """Columns from ``by``, an element offset with no fact: a warp's gathered load covers
+    128 bytes of one row (at most 5 sectors), not 32 bytes of four (2 sectors each when
+    the offset is not on a sector): ``vectorize.Run.loose``."""
+    from tileiras.emulate import launch
+    data = bytecode(gather_view_kernel(1))
+    ptx = compile_module(read_bytecode(data), CompileOptions(gpu_name="sm_90"), "ptx")
+    rng = np.random.default_rng(9)
+    m, n = 40, 176
+    x = diffcheck.random_array(rng, np.float32, (m, n))
+    idx = rng.integers(0, m, size=m).astype(np.int32)
+    t = launch(ptx, "k", (2, 2, 1), [x, idx, np.zeros_like(x), m, n, n], traffic=True).check().traffic
+    assert t.loads.requests == 144 and t.loads.sectors <= 608    # 752 with 32 bytes a row

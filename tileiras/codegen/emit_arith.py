@@ -371,6 +371,9 @@ def _ftof(em: KernelEmitter, op: Operation) -> None:
     if dst_t.name in _F8 and src_t.name == "f32":
         map_pairs(em, op, lambda x, y: _f32_pair_to_f8(b, x, y, dst_t))
         return
+    if src_t.name in _F8 and dst_t.name not in _F8:
+        map_pairs(em, op, lambda x, y: _f8_pair_widened(b, x, y, src_t, to))
+        return
     if src_t.name in _F8 or dst_t.name in _F8:
         map_regs(em, op, lambda x: f8_convert(b, x, src_t, dst_t, to))
         return
@@ -449,7 +452,23 @@ def f8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarTyp
                      [wide, ir.Constant(F32, 0.0)])
         return b.trunc(pair, ir.IntType(8))
     pair = X.asm(b, ir.IntType(32), f"cvt.rn.f16x2.{_F8[src.name]}x2 $0, $1;", "=r,h", [b.zext(x, i16)])
-    half = b.bitcast(b.trunc(pair, i16), ir.HalfType())
+    return _widen_half(b, b.bitcast(b.trunc(pair, i16), ir.HalfType()), to)
+
+
+def _f8_pair_widened(b: ir.IRBuilder, x: ir.Value, y: ir.Value, src: T.ScalarType,
+                     to: ir.Type) -> tuple[ir.Value, ir.Value]:
+    """Two fp8 registers widened by one ``cvt.rn.f16x2.<e4m3|e5m2>x2`` (``x`` the low byte,
+    the low half), as NVIDIA's tileiras widens them, not one conversion each."""
+    i16 = ir.IntType(16)
+    packed = b.or_(b.zext(x, i16), b.shl(b.zext(y, i16), ir.Constant(i16, 8)))
+    pair = X.asm(b, ir.IntType(32), f"cvt.rn.f16x2.{_F8[src.name]}x2 $0, $1;", "=r,h", [packed])
+    halves = b.bitcast(pair, ir.VectorType(ir.HalfType(), 2))
+    lo, hi = (_widen_half(b, b.extract_element(halves, ir.Constant(ir.IntType(32), j)), to) for j in range(2))
+    return lo, hi
+
+
+def _widen_half(b: ir.IRBuilder, half: ir.Value, to: ir.Type) -> ir.Value:
+    """An f16 (widened exactly from fp8) as ``to``."""
     if isinstance(to, ir.HalfType):
         return half
     if to == BF16:

@@ -42,7 +42,7 @@ CONTIGUOUS = 4
 GLOBAL_VECTOR = 1
 #: Bytes the GPU moves global memory in: a warp's access costs one transaction per
 #: distinct sector its threads touch.
-SECTOR = 32
+SECTOR = vectorize.SECTOR_BYTES
 #: Alignment of the CTA's shared memory without TMA buffers or swizzled stagings: the
 #: scratch region's accesses need at most 16 (a vector of four 32-bit words).
 SMEM_ALIGN = 16
@@ -176,21 +176,22 @@ class TileAS:
         if shaped:
             dim = vectorize.run_dim(self.shape_access, shape)   # Fortran-order views: not the last
             wanted = max(self.access_vector(shape), min_vector)
-        across = shaped and self.shape_access.get(tuple(shape), vectorize.Run(dim, 1)).across
-        return self.blocked(shape, wanted, nbytes, dim, min_vector, across)
+        run = self.shape_access.get(tuple(shape), vectorize.Run(dim, 1)) if shaped else vectorize.Run(dim, 1)
+        return self.blocked(shape, wanted, nbytes, dim, min_vector, run.across, run.loose)
 
     def blocked(self, shape: tuple[int, ...], wanted: int, nbytes: int, dim: int, min_vector: int = 1,
-                across: bool = False) -> LinearLayout:
+                across: bool = False, loose: bool = False) -> LinearLayout:
         """The coalesced layout of ``canonical`` for any shape (a multiply's result shape too):
         runs of up to ``wanted`` consecutive elements of ``dim`` a thread, lanes next along it
-        (``across``: rows apart, vectorize.Run)."""
+        (``across``: rows apart; ``loose``: a warp's lanes over 128 bytes of a row;
+        vectorize.Run)."""
         n = 1
         for d in shape:
             n *= d
         regs = max(1, n // self.layout_threads)
         order = [k for k in range(len(shape)) if k != dim] + [dim]
         vector = min(wanted, shape[dim], max(min_vector, regs))
-        run = max(1, min(32, SECTOR // (vector * nbytes)))
+        run = max(1, min(32, (4 if loose else 1) * SECTOR // (vector * nbytes)))
         if across:
             run = shape[dim] // vector                  # rows apart (vectorize.Run)
         layout = sector_blocked(tuple(shape[k] for k in order), self.num_warps, vector, run, regs)

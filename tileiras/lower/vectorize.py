@@ -46,6 +46,8 @@ from .tileaa import TileAA, pow2_divisor
 
 #: The widest access a thread makes: 16 bytes (``.v4.b32``, ``.v2.b64``).
 MAX_ACCESS_BYTES = 16
+#: Bytes the GPU moves global memory in (``TileAS.blocked``'s lanes cover whole ones).
+SECTOR_BYTES = 32
 
 
 
@@ -65,7 +67,7 @@ def _element_bytes(t: T.Type) -> Optional[int]:
 
 def _tensor_view_op(view: Value) -> Optional[Operation]:
     maker = view.owner if not view.is_block_argument else None
-    if not isinstance(maker, (MEM.MakePartitionViewOp, MEM.MakeStridedViewOp)):
+    if not isinstance(maker, (MEM.MakePartitionViewOp, MEM.MakeStridedViewOp, MEM.MakeGatherScatterViewOp)):
         return None
     tv = maker.tensor_view
     owner = tv.owner if not tv.is_block_argument else None
@@ -80,6 +82,8 @@ def _divisor(aa: TileAA, static: int, operand: Optional[Value]) -> int:
 def allowed_vector(aa: TileAA, op: Operation) -> int:
     """Elements of the last tile dim one access of ``op`` may move per thread (1: scalar)."""
     view_t = op.view.type
+    if isinstance(view_t, T.GatherScatterViewType):
+        return _gather_vector(aa, op)
     if not isinstance(view_t, (T.PartitionViewType, T.StridedViewType)):
         return 1
     tv_op = _tensor_view_op(op.view)
@@ -100,6 +104,28 @@ def allowed_vector(aa: TileAA, op: Operation) -> int:
     v = min(v, _divisor(aa, tvt.shape[unit], shapes[unit]))
     for d, stride in enumerate(tvt.strides):
         if d != unit:
+            v = min(v, _divisor(aa, stride, strides[d]))
+    return max(1, v)
+
+
+def _gather_vector(aa: TileAA, op: Operation) -> int:
+    """``allowed_vector`` of a gather/scatter view's access: along its contiguous dense dim,
+    whose index is an element offset (its facts' divisor), every other stride (the gathered
+    dim's included) a multiple of the run: each gathered row's run is then aligned, and
+    in or out of the tensor as a whole."""
+    view_t = op.view.type
+    tv_op = _tensor_view_op(op.view)
+    tvt = view_t.tensor_view
+    eb = _element_bytes(tvt.element)
+    k = unit_dim(view_t)
+    if tv_op is None or eb is None or k is None:
+        return 1
+    shapes = dynamic_operands(tvt.shape, tv_op.dynamicShape)
+    strides = dynamic_operands(tvt.strides, tv_op.dynamicStrides)
+    v = min(MAX_ACCESS_BYTES // eb, pow2_divisor(view_t.tile_shape[k]), aa.fact(op.index[k]).divisor,
+            max(1, aa.fact(tv_op.base).divisor // eb), _divisor(aa, tvt.shape[k], shapes[k]))
+    for d, stride in enumerate(tvt.strides):
+        if d != k:
             v = min(v, _divisor(aa, stride, strides[d]))
     return max(1, v)
 
@@ -174,11 +200,15 @@ class Run:
     ``across``: a thread's further elements lie along the other dims (the lanes cover
     ``dim`` first), for tiles reduced along another dim: each thread then meets as few
     columns as one run, whose partial results it folds in registers
-    (``TileAS.canonical``)."""
+    (``TileAS.canonical``).  ``loose``: an access's start along ``dim`` is not known to lie
+    on a 32-byte sector (a gather view's dense offset, ``_loose``): the lanes then cover
+    128-byte stretches of a row, which straddle five sectors at worst, not 32-byte ones,
+    which straddle two (adv_indexing's gathered rows: 6.25 sectors a request, NVIDIA's 4-5)."""
 
     dim: int
     elements: int
     across: bool = False
+    loose: bool = False
 
 
 def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, ...], Run]:
@@ -201,18 +231,33 @@ def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, 
                 shape = tuple(op.view.type.tile_shape) if hasattr(op.view.type, "tile_shape") else None
             if shape is None:
                 continue
-            run = Run(access_dim(op), allowed.get(op, 1), _feeds_column_reductions(reductions, op))
+            run = Run(access_dim(op), allowed.get(op, 1), _feeds_column_reductions(reductions, op),
+                      _loose(aa, op, allowed.get(op, 1)))
             seen = out.get(shape)
             if seen is not None and seen.dim == run.dim:
-                run = Run(seen.dim, min(seen.elements, run.elements), seen.across or run.across)
+                run = Run(seen.dim, min(seen.elements, run.elements), seen.across or run.across,
+                          seen.loose or run.loose)
             elif seen is not None:      # another order: the first access's runs stay
                 run = seen
             out[shape] = run
     for shape, run in list(out.items()):
         squeezed = tuple(d for d in shape if d != 1)
         if squeezed != shape and squeezed and squeezed not in out:
-            out[squeezed] = Run(run.dim - shape[:run.dim].count(1), run.elements, run.across)
-    return {shape: run for shape, run in out.items() if run.elements > 1}
+            out[squeezed] = Run(run.dim - shape[:run.dim].count(1), run.elements, run.across, run.loose)
+    return {shape: run for shape, run in out.items() if run.elements > 1 or run.loose}
+
+
+def _loose(aa: TileAA, op: Operation, allowed: int) -> bool:
+    """Is ``op`` a gather view's access whose dense start (an element offset) is not known
+    to lie on a sector, nor its runs to fill one (``Run.loose``)?"""
+    view_t = getattr(op, "view", None)
+    if view_t is None or not isinstance(view_t.type, T.GatherScatterViewType):
+        return False
+    eb = _element_bytes(view_t.type.tensor_view.element)
+    k = unit_dim(view_t.type)
+    if eb is None or k is None or allowed * eb >= SECTOR_BYTES:
+        return False
+    return aa.fact(op.index[k]).divisor * eb < SECTOR_BYTES
 
 
 def run_dim(runs: dict[tuple[int, ...], Run], shape: tuple[int, ...]) -> int:
