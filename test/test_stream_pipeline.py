@@ -19,7 +19,7 @@ from tileiras.driver import main as driver_main
 from tileiras.emulate import launch
 from tileiras.emulate.launch import EmulationError
 from tileiras.layout.shared import bank_wavefronts
-from tileiras.lower.stream_pipeline import StreamPlan
+from tileiras.lower.stream_pipeline import StreamPlan, UnrolledLoop
 from tileiras.lower.tma_stream import TmaStream
 from tileiras.pipeline import CompileOptions, run_stages
 from tileiras.text.parser import parse_module
@@ -63,6 +63,20 @@ def test_the_num_stages_hint_and_a_known_trip_count_set_the_stages():
     assert plan_of(row_loop(4, 64, hints="sm_80 = {num_stages = 3}")).stages == 3
     assert plan_of(row_loop(4, 64, trips=1, hints="sm_80 = {num_stages = 4}")).stages == 2
     assert plan_of(row_loop(4, 64, trips=3, hints="sm_80 = {num_stages = 4}")).stages == 3
+
+
+@pytest.mark.parametrize("arch", [80, 90, 120])
+def test_few_known_trips_are_unrolled_instead(arch):
+    """16 trips of a 4x64 f32 tile (2 registers a thread each): unrolled, every trip's load
+    issued before the first trip's work, as NVIDIA's loop_accumulate; no ring, no loop; the
+    interpreter agrees.  Tiles too large for all trips' registers keep the ring (sm_80)."""
+    text = row_loop(4, 64, trips=16, softmax=False)
+    assert plan_of(text, arch) == UnrolledLoop(16, 32)
+    ptx = ptx_of(text, f"sm_{arch}")
+    assert "cp.async" not in ptx and len(re.findall(r"ld\.global\.v2\.b32", ptx)) == 16
+    assert not any(agrees(text, 512, f"sm_{arch}"))      # half the trips' columns in the tensor
+    if arch == 80:
+        assert isinstance(plan_of(row_loop(8, 256, trips=16, softmax=False)), StreamPlan)   # 16 x 16 registers
 
 
 def test_two_loaded_tiles_share_a_stage():
@@ -110,8 +124,9 @@ CASES = [
     ({"m": 8, "n": 128, "elem": "f16"}, (100, 256, 1000)),
     ({"m": 4, "n": 64, "hints": "sm_80 = {num_stages = 3}"}, (64, 128, 192, 900)),   # trips 1, 2, S, many
     ({"m": 4, "n": 64, "trips": 1}, (100,)),
-    ({"m": 4, "n": 64, "trips": 2}, (100,)),
-    ({"m": 4, "n": 64, "trips": 11}, (100,)),                  # past the tensor: zero fills
+    # few known trips are unrolled (test_few_known_trips_are_unrolled_instead) unless a hint asks
+    ({"m": 4, "n": 64, "trips": 2, "hints": "sm_80 = {num_stages = 2}"}, (100,)),
+    ({"m": 4, "n": 64, "trips": 11, "hints": "sm_80 = {num_stages = 4}"}, (100,)),   # past the tensor: zero fills
     ({"m": 1, "n": 64}, (100,)),                               # copies held by several warps
     ({"m": 2, "n": 256, "elem": "bf16", "two": True}, (300,)),
     ({"m": 4, "n": 64, "elem": "f16", "two": True, "softmax": False}, (100,)),

@@ -133,7 +133,7 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
     from .lower.attention_pipeline import AttentionPlan  # noqa: PLC0415
     from .lower.attention_tma import AttentionRingPlan  # noqa: PLC0415
     from .lower.software_pipeline import PipelinePlan  # noqa: PLC0415
-    from .lower.stream_pipeline import StreamPlan, is_stream_loop  # noqa: PLC0415
+    from .lower.stream_pipeline import StreamPlan, UnrolledLoop, is_stream_loop  # noqa: PLC0415
     from .lower.tma_stream import TmaStream  # noqa: PLC0415
     from .lower.tma_ring import RingPlan  # noqa: PLC0415
 
@@ -187,6 +187,10 @@ def _loop_remarks(fn: Function, op: Operation, tas) -> Iterable[Remark]:
                      [("Stages", str(decision.stages)), ("StagesFrom", decision.source),
                       ("Copies", f"TMA, issued {decision.stages} trip{'s' if decision.stages > 1 else ''} ahead "
                                  "by thread 0 once every thread has read the stage")])
+    elif isinstance(decision, UnrolledLoop):
+        yield Remark(Kind.PASSED, Category.MEMORY, "RemarkLoopUnrolled",
+                     f"streaming loop unrolled: its {decision.trips} trips' loads issued together", fn.name, op.loc,
+                     [("Trips", str(decision.trips)), ("Registers", f"{decision.registers} for the loaded tiles")])
     elif decision is not None:
         kind = "streaming loop" if is_stream_loop(tas, op) else "K loop"
         yield Remark(Kind.MISSED, Category.MEMORY if kind == "streaming loop" else Category.TENSORCORE,

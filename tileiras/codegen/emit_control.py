@@ -156,7 +156,7 @@ def _continue(em: KernelEmitter, op: Operation) -> None:
     for phi, v in zip(frame.ahead, frame.ahead_next):
         phi.add_incoming(v, block)
     back = em.b.branch(frame.header)
-    if em.tas.forwarded and frame.op in unrolled_loops(em.tas):
+    if frame.op in unrolled_loops(em.tas):
         _unroll_fully(em, back)
 
 

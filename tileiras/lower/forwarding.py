@@ -93,8 +93,12 @@ def kept_loads(tas: TileAS, loop: Operation) -> list[Operation]:
 
 
 def unrolled_loops(tas: TileAS) -> set[Operation]:
-    """The loops codegen unrolls completely: both loops of every forwarded load."""
-    return {loop for f in tas.forwarded.values() for loop in (f.loop, f.consumer_loop) if loop is not None}
+    """The loops codegen unrolls completely: both loops of every forwarded load, and the
+    streaming loops of few known trips (``stream_pipeline.UnrolledLoop``)."""
+    from .stream_pipeline import UnrolledLoop  # noqa: PLC0415  (layout_rules, which it imports, imports this)
+
+    kept = {loop for f in tas.forwarded.values() for loop in (f.loop, f.consumer_loop) if loop is not None}
+    return kept | {loop for loop, d in tas.pipelines.items() if isinstance(d, UnrolledLoop)}
 
 
 def constant_trips(tas: TileAS, loop: Operation) -> Optional[tuple[int, int, int]]:

@@ -51,7 +51,7 @@ from ..ir.core import Operation, Value
 from ..layout.core import LANE, REG, WARP, LinearLayout
 from ..layout.shared import bank_wavefronts, shared_identity
 from ..record import record
-from ..sched.ddg import work_of
+from ..sched.ddg import known_trips, trip_count, work_of
 from ..sched.latency import classify, model_for
 from ..sched.modulo import SchedulingError
 from ..sched.pipeline import stream_schedule
@@ -73,6 +73,22 @@ STREAM_ARCHS = (80, 86, 87, 89, 120, 121)
 RING_ALIGN = 128
 #: the deepest ring the modulo schedule may ask for
 MAX_STAGES = 8
+#: a streaming loop of at most this many known trips, whose loaded tiles of every trip
+#: together take at most ``UNROLL_REGISTERS`` registers a thread, is unrolled (``UnrolledLoop``)
+UNROLL_TRIPS = 16
+UNROLL_REGISTERS = 64
+
+
+@record(frozen=True)
+class UnrolledLoop:
+    """A streaming loop of few known trips that LLVM unrolls completely (``unrolled``): all
+    its trips' loads, independent of the work that carries from trip to trip, go out before
+    the first trip's work, as NVIDIA's tileiras issues them (loop_accumulate k4096: 16
+    direct loads), with neither a ring's copies and waits (1.47x NVIDIA's executed
+    instructions on sm_80) nor a load a trip waited on (sm_90's rolled loop)."""
+
+    trips: int
+    registers: int
 
 
 @record(frozen=True)
@@ -136,8 +152,29 @@ def is_stream_loop(tas, loop: CF.ForOp) -> bool:
             and bool(streamed_loads(loop)))
 
 
-def plan_stream(tas, loop: CF.ForOp, arch: int) -> Union[StreamPlan, str]:
-    """The loop's ``StreamPlan``, or the reason it is not pipelined (a sentence)."""
+def unrolled(tas, loop: CF.ForOp, arch: int) -> Optional[UnrolledLoop]:
+    """The ``UnrolledLoop`` a streaming loop takes instead of a ring or a TMA stream: at
+    most ``UNROLL_TRIPS`` known trips, no loop in its body, no tile it loads through TMA,
+    at most ``UNROLL_REGISTERS`` registers a thread for all its trips' loaded tiles, and no
+    ``num_stages`` hint for the target (which asks for a ring)."""
+    if (not known_trips(loop, tas.aa) or stages_hint(tas.aa.function.hints, arch)
+            or any(isinstance(op, (CF.ForOp, CF.LoopOp)) for top in _body(loop) for op in top.walk())):
+        return None
+    trips = trip_count(loop, tas.aa)
+    loads = streamed_loads(loop)
+    if not 2 <= trips <= UNROLL_TRIPS or any(ld in tas.tma for ld in loads):
+        return None
+    registers = trips * sum(tas.layouts[ld.results[0]].size(REG) * -(-element_bytes(ld.results[0].type) // 4)
+                            for ld in loads)
+    return UnrolledLoop(trips, registers) if registers <= UNROLL_REGISTERS else None
+
+
+def plan_stream(tas, loop: CF.ForOp, arch: int) -> Union[StreamPlan, UnrolledLoop, str]:
+    """The loop's ``StreamPlan``, its ``UnrolledLoop``, or the reason it is not pipelined
+    (a sentence)."""
+    unroll = unrolled(tas, loop, arch)
+    if unroll is not None:
+        return unroll
     if any(isinstance(op, (CF.ForOp, CF.LoopOp)) for top in _body(loop) for op in top.walk()):
         return "the loop body holds a loop"
     if any(f.loop is loop or f.consumer_loop is loop for f in tas.forwarded.values()):
@@ -288,6 +325,16 @@ def record_streams(tas, arch: int) -> None:
         plan_again(tas, arch, {ld for d in streams for ld in d.loads})
 
 
+def record_unrolled(tas, arch: int) -> None:
+    """Where no ring or TMA stream is planned (sm_90/sm_100 without TMA loads): the
+    streaming loops of few known trips are unrolled (``unrolled``)."""
+    for loop in [op for op in tas.aa.live_ops() if isinstance(op, CF.ForOp)]:
+        if loop not in tas.pipelines and is_stream_loop(tas, loop):
+            unroll = unrolled(tas, loop, arch)
+            if unroll is not None:
+                tas.pipelines[loop] = unroll
+
+
 def stream_plan(tas, op: Operation) -> Optional[StreamPlan]:
     """The ``StreamPlan`` whose loop or load ``op`` is, or None."""
     plan = tas.pipelined.get(op)
@@ -302,6 +349,6 @@ def decide_loops(tas, arch: int, plan) -> None:
             continue
         decision = plan(tas, loop, arch)
         tas.pipelines[loop] = decision
-        if not isinstance(decision, str):
+        if not isinstance(decision, (str, UnrolledLoop)):
             for op in (loop, *decision.loads):
                 tas.pipelined[op] = decision

@@ -436,7 +436,9 @@ def _persistent_loops(tas, rings: list[RingPlan]) -> set[CF.ForOp]:
     initialized once, their phases carried across the loop's entries (``RingPlan``).
     None where the kernel has attention loops, which place TMA's buffers again after the
     rings (``attention_pipeline.record_attention``)."""
-    if not all(isinstance(d, (str, RingPlan)) for d in tas.pipelines.values()):
+    from .stream_pipeline import UnrolledLoop  # noqa: PLC0415
+
+    if not all(isinstance(d, (str, RingPlan, UnrolledLoop)) for d in tas.pipelines.values()):
         return set()
     return {ring.loop for ring in rings if enclosing_loop(ring.loop) is not None}
 

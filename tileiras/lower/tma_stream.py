@@ -37,8 +37,8 @@ from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
 from ..tile.traits import DATA_RESOURCES, Resource, writes
 from .software_pipeline import known_trips, trip_count
-from .stream_pipeline import (MAX_STAGES, STREAM_ARCHS, decide_loops, load_reason, scheduled_stages, streamed_loads,
-                              tensor_of)
+from .stream_pipeline import (MAX_STAGES, STREAM_ARCHS, UnrolledLoop, decide_loops, load_reason, record_unrolled,
+                              scheduled_stages, streamed_loads, tensor_of, unrolled)
 from .tma import MIN_ARCH as MIN_TMA_ARCH
 from .tma import plan_tma
 
@@ -65,14 +65,22 @@ class TmaStream:
 def record_tma_streams(tas, arch: int) -> None:
     """Decide every streaming loop of a TMA target that ``stream_pipeline.record_streams``
     does not take (sm_90, sm_100), and record it as that does; the TMA plans of the loads
-    it streams are planned again with their stages."""
-    if arch in STREAM_ARCHS or arch < MIN_TMA_ARCH or not tas.tma or not knobs.tma_stream:
+    it streams are planned again with their stages.  A loop of few known trips whose
+    loads do not go through TMA is unrolled (``stream_pipeline.unrolled``), as there."""
+    if arch in STREAM_ARCHS or arch < MIN_TMA_ARCH:
+        return
+    if not tas.tma or not knobs.tma_stream:
+        record_unrolled(tas, arch)
         return
     decide_loops(tas, arch, _plan_tma_stream)
 
 
-def _plan_tma_stream(tas, loop: CF.ForOp, arch: int) -> Union[TmaStream, str]:
-    """The loop's ``TmaStream``, its loads' plans replaced in ``tas.tma``, or why not."""
+def _plan_tma_stream(tas, loop: CF.ForOp, arch: int) -> Union[TmaStream, UnrolledLoop, str]:
+    """The loop's ``TmaStream``, its loads' plans replaced in ``tas.tma``, its
+    ``UnrolledLoop`` (``stream_pipeline.unrolled``), or why not."""
+    unroll = unrolled(tas, loop, arch)
+    if unroll is not None:
+        return unroll
     if any(f.loop is loop or f.consumer_loop is loop for f in tas.forwarded.values()):
         return "its tiles are kept in registers for a later loop, or read from an earlier one's (forward-loads)"
     loads = [ld for ld in streamed_loads(loop) if ld in tas.tma]
@@ -93,7 +101,7 @@ def _plan_tma_stream(tas, loop: CF.ForOp, arch: int) -> Union[TmaStream, str]:
         if covering > wanted:
             wanted, source = covering, f"{TMA_BYTES_IN_FLIGHT // 1024} KB in flight"
     stages = max(1, min(wanted, MAX_STAGES, trips or wanted))
-    if any(not isinstance(d, (str, TmaStream)) for d in tas.pipelines.values()):
+    if any(not isinstance(d, (str, TmaStream, UnrolledLoop)) for d in tas.pipelines.values()):
         stages, source = 1, "one stage (the kernel's rings lie after TMA's buffers)"
     while stages > 1 and not _restaged(tas, arch, {ld: stages for ld in loads}):
         stages -= 1
