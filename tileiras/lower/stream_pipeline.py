@@ -62,6 +62,7 @@ from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
 from ..tile.traits import DATA_RESOURCES, writes
 from .attention_pipeline import inside_value
+from .forwarding import tile_registers
 from .layout_rules import swizzled_exchange
 from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, clamped_stages, view_copy_reason
 from .tiles import element_bytes
@@ -157,16 +158,18 @@ def unrolled(tas, loop: CF.ForOp, arch: int) -> Optional[UnrolledLoop]:
     most ``UNROLL_TRIPS`` known trips, no loop in its body, no tile it loads through TMA,
     at most ``UNROLL_REGISTERS`` registers a thread for all its trips' loaded tiles, and no
     ``num_stages`` hint for the target (which asks for a ring)."""
-    if (not known_trips(loop, tas.aa) or stages_hint(tas.aa.function.hints, arch)
-            or any(isinstance(op, (CF.ForOp, CF.LoopOp)) for top in _body(loop) for op in top.walk())):
+    if not known_trips(loop, tas.aa) or stages_hint(tas.aa.function.hints, arch) or _holds_loop(loop):
         return None
     trips = trip_count(loop, tas.aa)
     loads = streamed_loads(loop)
     if not 2 <= trips <= UNROLL_TRIPS or any(ld in tas.tma for ld in loads):
         return None
-    registers = trips * sum(tas.layouts[ld.results[0]].size(REG) * -(-element_bytes(ld.results[0].type) // 4)
-                            for ld in loads)
+    registers = trips * sum(tile_registers(tas, ld.results[0]) for ld in loads)
     return UnrolledLoop(trips, registers) if registers <= UNROLL_REGISTERS else None
+
+
+def _holds_loop(loop: CF.ForOp) -> bool:
+    return any(isinstance(op, (CF.ForOp, CF.LoopOp)) for top in _body(loop) for op in top.walk())
 
 
 def plan_stream(tas, loop: CF.ForOp, arch: int) -> Union[StreamPlan, UnrolledLoop, str]:
@@ -175,7 +178,7 @@ def plan_stream(tas, loop: CF.ForOp, arch: int) -> Union[StreamPlan, UnrolledLoo
     unroll = unrolled(tas, loop, arch)
     if unroll is not None:
         return unroll
-    if any(isinstance(op, (CF.ForOp, CF.LoopOp)) for top in _body(loop) for op in top.walk()):
+    if _holds_loop(loop):
         return "the loop body holds a loop"
     if any(f.loop is loop or f.consumer_loop is loop for f in tas.forwarded.values()):
         return "its tiles are kept in registers for a later loop, or read from an earlier one's (forward-loads)"
