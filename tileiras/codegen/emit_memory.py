@@ -681,8 +681,7 @@ def _load_ptr(em: KernelEmitter, op: Operation) -> None:
         # a run of consecutive addresses (``vectorize.pointer_vector``): one mask, and one
         # padding value unless the padding tile's registers differ (then selects)
         pads = [pad.regs[r + j] for j in range(vector)] if pad else [padding_constant(ty, None)] * vector
-        same = all(isinstance(x, ir.Constant) and x.constant == pads[0].constant for x in pads) \
-            if isinstance(pads[0], ir.Constant) else False
+        same = all(isinstance(x, ir.Constant) and x.constant == pads[0].constant for x in pads)
         got = _load_vector(em, ty, vector, ptrs.regs[r], m, pads[0] if same else None, q)
         regs += got if same or m is true else [em.b.select(m, x, f) for x, f in zip(got, pads)]
     del n

@@ -27,7 +27,7 @@ signed nor an unsigned wrap falls inside it.
 """
 from __future__ import annotations
 
-import math
+from math import gcd
 from typing import Optional
 
 from ..ir import types as T
@@ -52,11 +52,7 @@ def unknown(rank: int, every: int = 1) -> AxisInfo:
     return AxisInfo((1,) * rank, (every,) * rank, (1,) * rank, every)
 
 
-def _gcd(a: int, b: int) -> int:
-    return math.gcd(a, b)
-
-
-def _pow2(n: int) -> int:
+def pow2_floor(n: int) -> int:
     """The largest power of two not above ``n`` (1 for 0)."""
     return 1 << (max(n, 1).bit_length() - 1)
 
@@ -110,8 +106,10 @@ def _integral(v: Value) -> bool:
     return isinstance(el, T.PointerType) or (isinstance(el, T.ScalarType) and el.is_int)
 
 
-def _element_bytes(t: T.Type) -> Optional[int]:
-    bits = getattr(t, "bitwidth", 0)
+def access_element_bytes(t: T.Type) -> Optional[int]:
+    """Bytes of an element that vector accesses move (8- to 64-bit scalars; None for
+    sub-byte ones, booleans, pointers)."""
+    bits = t.bitwidth if isinstance(t, T.ScalarType) else 0
     return bits // 8 if bits in (8, 16, 32, 64) else None
 
 
@@ -138,15 +136,15 @@ def _rule(op: Operation, r: Value, info, aa: TileAA) -> AxisInfo:
         return _add(info(op.lhs), info(op.rhs), 1)
     if isinstance(op, CO.OffsetOp):
         el = op.ptr.type.element if isinstance(op.ptr.type, T.TileType) else op.ptr.type
-        eb = _element_bytes(el.pointee) if isinstance(el, T.PointerType) else None
+        eb = access_element_bytes(el.pointee) if isinstance(el, T.PointerType) else None
         if eb is None:
             return unknown(rank)
         return _add(info(op.ptr), info(op.offset), eb)
     if isinstance(op, AR.SubIOp):
         a, b = info(op.lhs), info(op.rhs)
-        return AxisInfo(tuple(_gcd(x, y) for x, y in zip(a.contiguity, b.constancy)),
+        return AxisInfo(tuple(gcd(x, y) for x, y in zip(a.contiguity, b.constancy)),
                         tuple(min(x, y) for x, y in zip(a.divisibility, b.divisibility)),
-                        tuple(_gcd(x, y) for x, y in zip(a.constancy, b.constancy)), min(a.every, b.every))
+                        tuple(gcd(x, y) for x, y in zip(a.constancy, b.constancy)), min(a.every, b.every))
     if isinstance(op, (AR.MulIOp, AR.ShLIOp)):
         a, b = info(op.lhs), info(op.rhs)
         if isinstance(op, AR.ShLIOp):
@@ -162,15 +160,15 @@ def _rule(op: Operation, r: Value, info, aa: TileAA) -> AxisInfo:
             factor = b.every
         every = min(a.every * factor, MAX_DIVISOR)
         return AxisInfo((1,) * rank, (every,) * rank,
-                        tuple(_gcd(x, y) for x, y in zip(a.constancy, b.constancy)), every)
+                        tuple(gcd(x, y) for x, y in zip(a.constancy, b.constancy)), every)
     if isinstance(op, AR.CmpIOp):
         return _compare(op, info(op.lhs), info(op.rhs), rank)
     if isinstance(op, (AR.AndIOp, AR.OrIOp)) and r.type.element == T.I1:
         a, b = info(op.lhs), info(op.rhs)
-        return AxisInfo((1,) * rank, (1,) * rank, tuple(_gcd(x, y) for x, y in zip(a.constancy, b.constancy)))
+        return AxisInfo((1,) * rank, (1,) * rank, tuple(gcd(x, y) for x, y in zip(a.constancy, b.constancy)))
     if isinstance(op, CO.SelectOp):
         c, a, b = info(op.cond), info(op.val_if_true), info(op.val_if_false)
-        const = tuple(_gcd(_gcd(x, y), z) for x, y, z in zip(c.constancy, a.constancy, b.constancy))
+        const = tuple(gcd(gcd(x, y), z) for x, y, z in zip(c.constancy, a.constancy, b.constancy))
         every = min(a.every, b.every)
         return AxisInfo((1,) * rank, (every,) * rank, const, every)
     return unknown(rank)
@@ -185,10 +183,10 @@ def _splat_of(v: Value) -> Optional[int]:
 def _add(a: AxisInfo, b: AxisInfo, scale: int) -> AxisInfo:
     """``a + b * scale`` (``scale``: bytes of a pointer's element; 1 for integers)."""
     return AxisInfo(
-        tuple(max(_gcd(ac, bk), _gcd(ak, bc))
+        tuple(max(gcd(ac, bk), gcd(ak, bc))
               for ac, ak, bc, bk in zip(a.contiguity, a.constancy, b.contiguity, b.constancy)),
         tuple(min(x, min(y * scale, MAX_DIVISOR)) for x, y in zip(a.divisibility, b.divisibility)),
-        tuple(_gcd(x, y) for x, y in zip(a.constancy, b.constancy)),
+        tuple(gcd(x, y) for x, y in zip(a.constancy, b.constancy)),
         min(a.every, min(b.every * scale, MAX_DIVISOR)))
 
 
@@ -231,11 +229,11 @@ def _compare(op: AR.CmpIOp, a: AxisInfo, b: AxisInfo, rank: int) -> AxisInfo:
     const = []
     swapped = _LESS.get(op.comparison_predicate)
     for d in range(rank):
-        c = _gcd(a.constancy[d], b.constancy[d])
+        c = gcd(a.constancy[d], b.constancy[d])
         if swapped is not None:
             x, y = (b, a) if swapped else (a, b)     # x contiguous, y constant along d
             if x.contiguity[d] > 1 and y.constancy[d] > 1:
-                run = min(_pow2(x.contiguity[d]), x.divisibility[d], y.every, _pow2(y.constancy[d]))
+                run = min(pow2_floor(x.contiguity[d]), x.divisibility[d], y.every, pow2_floor(y.constancy[d]))
                 c = max(c, run)
         const.append(c)
     return AxisInfo((1,) * rank, (1,) * rank, tuple(const))

@@ -254,20 +254,13 @@ def feeds_staging(users: dict[Value, list[Operation]], tile: Value) -> bool:
             if isinstance(u, STAGING_USERS):
                 return True
             if isinstance(u, (CF.ForOp, CF.LoopOp)):
-                reached = [arg for arg, init in loop_carried(u) if init is v]
+                inits = u.operands[3:] if isinstance(u, CF.ForOp) else u.operands    # a for's bounds first
+                reached = [arg for arg, init in zip(iter_args(u), inits) if init is v]
             else:
                 reached = list(u.results) if not u.regions else []
             todo += [r for r in reached if r not in seen]
             seen.update(reached)
     return False
-
-
-def loop_carried(loop: Operation) -> list[tuple[Value, Value]]:
-    """A ``for``'s or ``loop``'s body arguments each with the initial value it takes."""
-    block = loop.regions[0].blocks[0]
-    if isinstance(loop, CF.ForOp):
-        return list(zip(block.args[1:], loop.operands[3:]))
-    return list(zip(block.args, loop.operands))
 
 
 def uses_staging(aa: TileAA) -> bool:

@@ -39,7 +39,7 @@ from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.traits import is_plain_load, is_plain_store
 from . import axisinfo
-from .axisinfo import AxisInfo
+from .axisinfo import AxisInfo, access_element_bytes, pow2_floor
 from .subbyte import unit_dim
 from .tiles import dynamic_operands
 from .tileaa import TileAA, pow2_divisor
@@ -54,15 +54,6 @@ SECTOR_BYTES = 32
 def is_view_access(op: Operation) -> bool:
     """A plain load or store of a view's tile (``load_view_tko``, ``store_view_tko``)."""
     return (is_plain_load(op) or is_plain_store(op)) and hasattr(op, "view")
-
-
-def _element_bytes(t: T.Type) -> Optional[int]:
-    """Bytes of a view's element, for the elements vector accesses handle (not sub-byte,
-    not booleans or pointers)."""
-    if not isinstance(t, T.ScalarType) or isinstance(t, T.PointerType):
-        return None
-    bits = getattr(t, "bitwidth", 0)
-    return bits // 8 if bits in (8, 16, 32, 64) else None
 
 
 def _tensor_view_op(view: Value) -> Optional[Operation]:
@@ -80,52 +71,37 @@ def _divisor(aa: TileAA, static: int, operand: Optional[Value]) -> int:
 
 
 def allowed_vector(aa: TileAA, op: Operation) -> int:
-    """Elements of the last tile dim one access of ``op`` may move per thread (1: scalar)."""
+    """Elements of the last tile dim one access of ``op`` may move per thread (1: scalar).
+    A gather/scatter view's runs lie along its contiguous dense dim, whose index is an
+    element offset (its facts' divisor, where a partition view's is the tile size or the
+    traversal step), every other stride (the gathered dim's included) a multiple of the
+    run: each gathered row's run is then aligned, and in or out of the tensor as a whole."""
     view_t = op.view.type
-    if isinstance(view_t, T.GatherScatterViewType):
-        return _gather_vector(aa, op)
-    if not isinstance(view_t, (T.PartitionViewType, T.StridedViewType)):
+    gather = isinstance(view_t, T.GatherScatterViewType)
+    if not isinstance(view_t, (T.PartitionViewType, T.StridedViewType, T.GatherScatterViewType)):
         return 1
     tv_op = _tensor_view_op(op.view)
     tvt = view_t.tensor_view
-    eb = _element_bytes(tvt.element)
+    eb = access_element_bytes(tvt.element)
     if tv_op is None or eb is None or not view_t.tile_shape:
         return 1
     k = unit_dim(view_t)
     if k is None:
         return 1
-    unit = view_t.dim_map[k]
+    unit = k if gather else view_t.dim_map[k]
     shapes = dynamic_operands(tvt.shape, tv_op.dynamicShape)
     strides = dynamic_operands(tvt.strides, tv_op.dynamicStrides)
-    step = view_t.traversal_strides[k] if isinstance(view_t, T.StridedViewType) else view_t.tile_shape[k]
+    if gather:
+        start = aa.fact(op.index[k]).divisor
+    else:
+        start = pow2_divisor(view_t.traversal_strides[k] if isinstance(view_t, T.StridedViewType)
+                             else view_t.tile_shape[k])
     v = MAX_ACCESS_BYTES // eb
-    v = min(v, pow2_divisor(view_t.tile_shape[k]), pow2_divisor(step))
+    v = min(v, pow2_divisor(view_t.tile_shape[k]), start)
     v = min(v, max(1, aa.fact(tv_op.base).divisor // eb))
     v = min(v, _divisor(aa, tvt.shape[unit], shapes[unit]))
     for d, stride in enumerate(tvt.strides):
         if d != unit:
-            v = min(v, _divisor(aa, stride, strides[d]))
-    return max(1, v)
-
-
-def _gather_vector(aa: TileAA, op: Operation) -> int:
-    """``allowed_vector`` of a gather/scatter view's access: along its contiguous dense dim,
-    whose index is an element offset (its facts' divisor), every other stride (the gathered
-    dim's included) a multiple of the run: each gathered row's run is then aligned, and
-    in or out of the tensor as a whole."""
-    view_t = op.view.type
-    tv_op = _tensor_view_op(op.view)
-    tvt = view_t.tensor_view
-    eb = _element_bytes(tvt.element)
-    k = unit_dim(view_t)
-    if tv_op is None or eb is None or k is None:
-        return 1
-    shapes = dynamic_operands(tvt.shape, tv_op.dynamicShape)
-    strides = dynamic_operands(tvt.strides, tv_op.dynamicStrides)
-    v = min(MAX_ACCESS_BYTES // eb, pow2_divisor(view_t.tile_shape[k]), aa.fact(op.index[k]).divisor,
-            max(1, aa.fact(tv_op.base).divisor // eb), _divisor(aa, tvt.shape[k], shapes[k]))
-    for d, stride in enumerate(tvt.strides):
-        if d != k:
             v = min(v, _divisor(aa, stride, strides[d]))
     return max(1, v)
 
@@ -155,23 +131,19 @@ def pointer_vector(info: dict[Value, AxisInfo], op: Operation) -> int:
     ptrs = op.operands[0]
     if not isinstance(ptrs.type, T.TileType) or ptrs.type.rank == 0 or ptrs not in info:
         return 1
-    eb = _element_bytes(ptrs.type.element.pointee)
+    eb = access_element_bytes(ptrs.type.element.pointee)
     if eb is None:
         return 1
     d = ptrs.type.rank - 1
     p = info[ptrs]
-    v = min(MAX_ACCESS_BYTES // eb, _pow2_floor(p.contiguity[d]), max(1, p.divisibility[d] // eb),
+    v = min(MAX_ACCESS_BYTES // eb, pow2_floor(p.contiguity[d]), max(1, p.divisibility[d] // eb),
             pow2_divisor(ptrs.type.shape[d]))
     others = [op.mask, getattr(op, "paddingValue", None)]
     for other in others:
         if other is not None:
             known = info.get(other)
-            v = min(v, _pow2_floor(known.constancy[d]) if known is not None else 1)
+            v = min(v, pow2_floor(known.constancy[d]) if known is not None else 1)
     return max(1, v)
-
-
-def _pow2_floor(n: int) -> int:
-    return 1 << (max(n, 1).bit_length() - 1)
 
 
 def allowed_vectors(aa: TileAA) -> dict[Operation, int]:
@@ -224,22 +196,23 @@ def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, 
     reductions = [u for u in aa.live_ops() if isinstance(u, CO.ReduceOp)]
     out: dict[tuple[int, ...], Run] = {}
     for op in aa.live_ops():
-        if is_view_access(op) or is_pointer_access(op):
-            if is_pointer_access(op):
-                shape = tuple(op.operands[0].type.shape) if op.operands[0].type.rank else None
-            else:
-                shape = tuple(op.view.type.tile_shape) if hasattr(op.view.type, "tile_shape") else None
-            if shape is None:
-                continue
-            run = Run(access_dim(op), allowed.get(op, 1), _feeds_column_reductions(reductions, op),
-                      _loose(aa, op, allowed.get(op, 1)))
-            seen = out.get(shape)
-            if seen is not None and seen.dim == run.dim:
-                run = Run(seen.dim, min(seen.elements, run.elements), seen.across or run.across,
-                          seen.loose or run.loose)
-            elif seen is not None:      # another order: the first access's runs stay
-                run = seen
-            out[shape] = run
+        if is_pointer_access(op):
+            shape = tuple(op.operands[0].type.shape) or None
+        elif is_view_access(op):
+            shape = tuple(op.view.type.tile_shape) if hasattr(op.view.type, "tile_shape") else None
+        else:
+            continue
+        if shape is None:
+            continue
+        run = Run(access_dim(op), allowed.get(op, 1), _feeds_column_reductions(reductions, op),
+                  _loose(aa, op, allowed.get(op, 1)))
+        seen = out.get(shape)
+        if seen is not None and seen.dim == run.dim:
+            run = Run(seen.dim, min(seen.elements, run.elements), seen.across or run.across,
+                      seen.loose or run.loose)
+        elif seen is not None:      # another order: the first access's runs stay
+            run = seen
+        out[shape] = run
     for shape, run in list(out.items()):
         squeezed = tuple(d for d in shape if d != 1)
         if squeezed != shape and squeezed and squeezed not in out:
@@ -253,7 +226,7 @@ def _loose(aa: TileAA, op: Operation, allowed: int) -> bool:
     view_t = getattr(op, "view", None)
     if view_t is None or not isinstance(view_t.type, T.GatherScatterViewType):
         return False
-    eb = _element_bytes(view_t.type.tensor_view.element)
+    eb = access_element_bytes(view_t.type.tensor_view.element)
     k = unit_dim(view_t.type)
     if eb is None or k is None or allowed * eb >= SECTOR_BYTES:
         return False
@@ -296,7 +269,7 @@ def access_layout(tas, op: Operation) -> Optional[LinearLayout]:
     dim, shape = access_dim(op), tuple(tile.type.shape)
     if allowed < 2 or tile.type.rank < 2 or run_dim(tas.shape_access, shape) == dim:
         return None
-    return tas.canonical(shape, min_vector=allowed, nbytes=_element_bytes(tile.type.element) or 4, dim=dim)
+    return tas.canonical(shape, min_vector=allowed, nbytes=access_element_bytes(tile.type.element) or 4, dim=dim)
 
 
 #: Bytes a thread's store moves at most (``st.global.v4.b32``).
@@ -320,7 +293,7 @@ def store_relayout(tas, op: Operation) -> Optional[LinearLayout]:
         return None
     run = register_run(layout, dim)
     if run > 1:
-        nbytes = _element_bytes(op.tile.type.element) or 4
+        nbytes = access_element_bytes(op.tile.type.element) or 4
         if not _accumulator_store(tas, op, layout, run * nbytes):
             return None
         target = tas.blocked(tuple(op.tile.type.shape), WIDEST_ACCESS // nbytes, nbytes, dim)
@@ -341,7 +314,7 @@ def _accumulator_store(tas, op: Operation, layout: LinearLayout, run_bytes: int)
     from ..target import smem_limit
     from .tma import MIN_ARCH
 
-    nbytes = _element_bytes(op.tile.type.element) or 4
+    nbytes = access_element_bytes(op.tile.type.element) or 4
     tile_bytes = op.tile.type.num_elements * nbytes
     squeezed = [d for d in op.tile.type.shape if d != 1]
     own = layout if len(squeezed) == layout.rank else layout.reshape(squeezed)
