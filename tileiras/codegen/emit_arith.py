@@ -372,7 +372,7 @@ def _ftof(em: KernelEmitter, op: Operation) -> None:
         map_pairs(em, op, lambda x, y: _f32_pair_to_f8(b, x, y, dst_t))
         return
     if src_t.name in _F8 and dst_t.name not in _F8:
-        map_pairs(em, op, lambda x, y: _f8_pair_widened(b, x, y, src_t, to))
+        map_pairs(em, op, lambda x, y: f8_pair_widened(b, x, y, src_t, to))
         return
     if src_t.name in _F8 or dst_t.name in _F8:
         map_regs(em, op, lambda x: f8_convert(b, x, src_t, dst_t, to))
@@ -455,7 +455,7 @@ def f8_convert(b: ir.IRBuilder, x: ir.Value, src: T.ScalarType, dst: T.ScalarTyp
     return _widen_half(b, b.bitcast(b.trunc(pair, i16), ir.HalfType()), to)
 
 
-def _f8_pair_widened(b: ir.IRBuilder, x: ir.Value, y: ir.Value, src: T.ScalarType,
+def f8_pair_widened(b: ir.IRBuilder, x: ir.Value, y: ir.Value, src: T.ScalarType,
                      to: ir.Type) -> tuple[ir.Value, ir.Value]:
     """Two fp8 registers widened by one ``cvt.rn.f16x2.<e4m3|e5m2>x2`` (``x`` the low byte,
     the low half), as NVIDIA's tileiras widens them, not one conversion each."""

@@ -349,7 +349,7 @@ def _copied_k_loop(tas, loop: CF.ForOp, a_columns_ok: bool = False
     reason = loads_reason(tas, loop, *shape, tma_ok=True, b_columns_ok=True, a_columns_ok=a_columns_ok)
     if reason is None and isinstance(shape[0], AR.MmaFScaledOp):
         iv = loop.regions[0].blocks[0].args[0]
-        reason = next(filter(None, (_load_reason(tas, ld, loop, iv, shape[0])
+        reason = next(filter(None, (_load_reason(tas, ld, loop, iv, shape[0], tma_ok=True)
                                     for ld in scale_loads(loop, shape[0]))), None)
     return reason or shape
 

@@ -103,7 +103,7 @@ BARRIER_BYTES = 8
 MAX_STAGING_BYTES = 96 * 1024
 
 #: element type codes of the map (``codegen.tensormap.ElementType``) per Tile IR element
-MAP_TYPES = {"i8": 0, "f8E4M3FN": 0, "f8E5M2": 0, "i16": 1, "i32": 2, "i64": 4,
+MAP_TYPES = {"i8": 0, "f8E4M3FN": 0, "f8E5M2": 0, "f8E8M0FNU": 0, "i16": 1, "i32": 2, "i64": 4,
               "f16": 6, "f32": 7, "f64": 9, "bf16": 10}
 #: the map code of signed 32-bit integers, which bulk min/max compare as signed
 _S32 = 3
