@@ -222,7 +222,7 @@ def test_cubin_compile_skips_the_unconsumed_sched_stage(exported, monkeypatch):
     monkeypatch.setattr(pipeline, "passes_for", recorded)
     module = read_module(exported["gemm"].read_bytes())
     compile_module(module, CompileOptions("sm_90"), "llvm")
-    assert calls[-7:] == ["tma", "software-pipeline", "forward-loads", "stream-loops", "order-ops",
+    assert calls[-8:] == ["tma", "software-pipeline", "forward-loads", "stream-loops", "warp-owned-loads", "order-ops",
                           "allocate-shared-memory", "codegen"]
     assert "sched" not in calls
     calls.clear()

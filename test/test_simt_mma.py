@@ -14,7 +14,10 @@ import pytest
 from test_mma_scaled import ptx_of, scaled_gemm
 from test_tensor_core import gemm_kernel
 from tileiras import diffcheck
+from tileiras.ir.core import Operation
+from tileiras.pipeline import CompileOptions, compile_module, run_stages
 from tileiras.text.parser import parse_module
+from tileiras.tile import ops_memory as MEM
 
 CASES = {
     "f32": (lambda: gemm_kernel(32, 32, 32, "f32", "f32"), "sm_80"),
@@ -80,3 +83,38 @@ def test_e8m0_scales_go_through_tma():
     assert "cp.async.bulk.tensor.2d.shared::cta.global" in ptx
     reports = diffcheck.check_module(parse_module(text, "k.mlir"), "sm_100", grid=(2, 2, 1), extent=128)
     assert [r.problem for r in reports] == [None]
+
+
+def _tileas(text: str, arch: str):
+    (tas,) = run_stages(parse_module(text, "k.mlir"), CompileOptions(gpu_name=arch), "tileas").tas.values()
+    return tas
+
+
+def _loads(tas) -> dict[tuple[int, ...], Operation]:
+    return {tuple(op.results[0].type.shape): op for op in tas.aa.function.walk() if isinstance(op, MEM.LoadViewTkoOp)}
+
+
+def test_replicated_scale_tiles_are_loaded_by_the_first_copy_s_warps():
+    """A's 64x2 scales over 256 threads are held twice (warps 4-7 repeat warps 0-3); only
+    the multiply's staging reads them, so warps 0-3 load and stage them alone
+    (``TileAS.warp_owned``), as NVIDIA's one warpgroup does: half the requests.  A and B,
+    held once, load in every warp."""
+    text = scaled_gemm(64, 64, 64)
+    tas = _tileas(text, "sm_100")
+    loads = _loads(tas)
+    assert set(tas.warp_owned) == {loads[(64, 2)], loads[(2, 64)]}
+    assert "warp_owned = true" in compile_module(parse_module(text, "k.mlir"), CompileOptions(gpu_name="sm_100"), "tileas")
+    reports = diffcheck.check_module(parse_module(text, "k.mlir"), "sm_100", grid=(2, 2, 1), extent=100)
+    assert [r.problem for r in reports] == [None]
+
+
+def test_scalar_operand_loads_of_a_simt_multiply_cover_rows_with_lanes():
+    """Unaligned fp8 operands load a byte at a time; a warp's lanes then cover 32
+    consecutive bytes of a row (one sector a request), not 4-byte runs of 2 rows (4
+    sectors: mma_scaled_mx sm_100, 1.69x NVIDIA's sectors before)."""
+    tas = _tileas(scaled_gemm(64, 64, 64), "sm_100")
+    operands = [op for op in tas.aa.function.walk()
+                if isinstance(op, MEM.LoadViewTkoOp) and op.results[0].type.shape == (64, 64)]
+    assert len(operands) == 2
+    for op in operands:
+        assert tuple(tas.layouts[op.results[0]].bases("lane")) == ((0, 1), (0, 2), (0, 4), (0, 8), (0, 16))

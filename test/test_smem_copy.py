@@ -52,7 +52,7 @@ def test_tile_copies_go_through_smem_copy():
     shared memory element by element: reductions' warp partials and scan lines, the SIMT
     multiply's inner loop and block scales, sub-byte repacking."""
     users = {p.name for p in CODEGEN.glob("*.py") if re.search(r"\.smem_slot\(", p.read_text())}
-    assert users == {"smem_copy.py", "emit_reduce.py", "emit_mma.py", "emit_shape.py"}
+    assert users == {"smem_copy.py", "emit_reduce.py", "emit_mma.py", "simt_mma.py", "emit_shape.py"}
     shape = (CODEGEN / "emit_shape.py").read_text()
     assert [m.group(1) for m in re.finditer(r"def (\w+)\(", shape) if "smem_slot" in
             shape[m.start():shape.find("\ndef ", m.end()) if shape.find("\ndef ", m.end()) > 0 else None]] == \

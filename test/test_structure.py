@@ -277,7 +277,7 @@ def test_pass_lists_per_target() -> None:
     hopper = [p.name for p in passes_for(90)]
     assert hopper == ["verify-target", "hoist-views", "cse", "cluster-split", "tileaa", "cta-size", "tensor-core-forms", "access-facts", "assign-layouts",
                       "plan-chunks", "vector-widths", "tma", "software-pipeline", "forward-loads", "stream-loops",
-                      "order-ops", "allocate-shared-memory", "sched", "codegen", "llvm", "ptxas"]
+                      "warp-owned-loads", "order-ops", "allocate-shared-memory", "sched", "codegen", "llvm", "ptxas"]
     assert [p.name for p in passes_for(80)] == [name for name in hopper if name not in ("tma", "cluster-split")]
     assert [p.name for p in passes_for(120)] == hopper
     assert [p.stop for p in passes_for(90) if p.stop] == list(STAGE_NAMES)

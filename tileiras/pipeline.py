@@ -227,6 +227,12 @@ def _software_pipeline(c: Compilation) -> None:
         _each(c, record_plans, c.options.arch)
 
 
+def _warp_owned_loads(c: Compilation) -> None:
+    from .lower.staged_loads import record_warp_owned_loads
+
+    _each(c, record_warp_owned_loads)
+
+
 def _order_ops(c: Compilation) -> None:
     from .lower.emission_order import record_emission_order
     from .lower.tma_stream import place_tma_prologues
@@ -366,6 +372,7 @@ FORWARD = Pass("forward-loads", _forward_loads)
 STREAM = Pass("stream-loops", _stream_loops)
 #: From the CTA's shared memory to the cubin, every target alike.
 BACK: tuple[Pass, ...] = (
+    Pass("warp-owned-loads", _warp_owned_loads),
     Pass("order-ops", _order_ops),
     Pass("allocate-shared-memory", _allocate_shared_memory, stop="tileas"),
     Pass("sched", _sched, stop="sched", feeds_later=False),  # codegen does not read schedules yet

@@ -472,12 +472,16 @@ def _load_view(em: KernelEmitter, op: Operation) -> None:
     if vector > 1:  # 32-bit words or wider: ptxas's reason to define narrow elements is gone
         fallback = None if view.padding is None and not em.in_loop else pad
 
+    # a tile only staged for CUDA-core multiplies: the first copy's warps load it alone
+    owner = em.warp_owner(layout) if op in em.tas.warp_owned else None
+
     def load() -> list[ir.Value]:
         acc = Access(em, view, layout, indices, gather)
+        masks = [_and(em, m, owner) for m in acc.masks]
         if vector > 1:
             return [x for r in range(0, len(acc.addresses), vector)
-                    for x in _load_vector(em, ty, vector, acc.addresses[r], acc.masks[r], fallback, q, acc.offsets[r])]
-        return [_load_bits(em, ty, a, m, fallback, q, o) for a, m, o in zip(acc.addresses, acc.masks, acc.offsets)]
+                    for x in _load_vector(em, ty, vector, acc.addresses[r], masks[r], fallback, q, acc.offsets[r])]
+        return [_load_bits(em, ty, a, m, fallback, q, o) for a, m, o in zip(acc.addresses, masks, acc.offsets)]
 
     guard = tile_in_range(em, view, indices)
     if guard is None:
@@ -712,7 +716,8 @@ def _and(em: KernelEmitter, mask: ir.Value, owner: Optional[ir.Value]) -> ir.Val
     """A store's mask in the warps that store (``owner``: ``KernelEmitter.warp_owner``): a
     tile whose copies span warps (a scalar, a row narrower than the CTA) is stored by the
     first copy's warps only, as each other warp's copy would be a request of its own for the
-    same sectors (raw_memory's scalar store: 4 requests a CTA, NVIDIA's 1).  Within a warp
+    same sectors (raw_memory's scalar store: 4 requests a CTA, NVIDIA's 1); so is a load
+    that ``TileAS.warp_owned`` records.  Within a warp
     the copies are one request, so every lane of those warps stores.  A predicate, not a
     branch: the values stored stay computed next to their stores (``order``)."""
     if owner is None:

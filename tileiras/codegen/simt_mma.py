@@ -70,8 +70,8 @@ def simt_multiply(em: KernelEmitter, op: Operation, lhs: TileVal, rhs: TileVal, 
     a_bytes = element_bytes(a_t) * a_t.num_elements
     scaled = isinstance(op, AR.MmaFScaledOp)
     X.barrier(b)
-    smem_copy.store(em, lhs, smem_copy.row_major(a_t.shape, element_bytes(a_t)))
-    smem_copy.store(em, rhs, smem_copy.row_major(b_t.shape, element_bytes(b_t), a_bytes))
+    _stage(em, lhs, smem_copy.row_major(a_t.shape, element_bytes(a_t)))
+    _stage(em, rhs, smem_copy.row_major(b_t.shape, element_bytes(b_t), a_bytes))
     if scaled:
         sa_t, sb_t = op.operands[3].type, op.operands[4].type
         scale_t = T.element_type(sa_t)
@@ -79,8 +79,8 @@ def simt_multiply(em: KernelEmitter, op: Operation, lhs: TileVal, rhs: TileVal, 
             raise CompileError(f"'{op.name}' with {scale_t} scales is not supported yet")
         sa_off = a_bytes + element_bytes(b_t) * b_t.num_elements
         sb_off = sa_off + sa_t.num_elements
-        smem_copy.store(em, em.tile(op, 3), smem_copy.row_major(sa_t.shape, 1, sa_off))
-        smem_copy.store(em, em.tile(op, 4), smem_copy.row_major(sb_t.shape, 1, sb_off))
+        _stage(em, em.tile(op, 3), smem_copy.row_major(sa_t.shape, 1, sa_off))
+        _stage(em, em.tile(op, 4), smem_copy.row_major(sb_t.shape, 1, sb_off))
         block_a, block_b = kdim // sa_t.shape[-1], kdim // sb_t.shape[-2]
     X.barrier(b)
     out_ty = acc.regs[0].type
@@ -110,6 +110,14 @@ def simt_multiply(em: KernelEmitter, op: Operation, lhs: TileVal, rhs: TileVal, 
     else:
         new = counted_loop(em, "mma.k", kdim, plan.chunk, widened, plan.step)
     em.put(op.result, TileVal(acc.layout, [v if v.type == out_ty else b.fptrunc(v, out_ty) for v in new]))
+
+
+def _stage(em: KernelEmitter, tv: TileVal, at: smem_copy.SharedTile) -> None:
+    """Store an operand to shared memory from the warps holding the first copy of its
+    elements: the others' copies are the same values (and where the operand's load is
+    ``TileAS.warp_owned``, never loaded)."""
+    owner = em.warp_owner(tv.layout)
+    smem_copy.store(em, tv, at, where=None if owner is None else (lambda reg: owner))
 
 
 class _OuterProduct:

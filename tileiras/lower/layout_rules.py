@@ -611,7 +611,7 @@ def _view_access(tas: TileAS, op: Operation) -> None:
                     and any(any(b[:-1]) for b in layout.bases(REG)):
                 layout = tas.row_reduction_layout(r.type.shape)
             elif r not in tas.pairs and _feeds_mma_operands(tas, r):
-                layout = tas.contiguous(r.type.shape)
+                layout = tas.contiguous(r.type.shape, _scalar_simt_operand(tas, op, r))
             elif r not in tas.pairs and isinstance(op, MEM.LoadViewTkoOp):
                 layout = vectorize.access_layout(tas, op) or layout     # another order than its shape's
             tas.layouts[r] = layout
@@ -622,6 +622,20 @@ def _view_access(tas: TileAS, op: Operation) -> None:
     elif (wide := vectorize.store_relayout(tas, op)) is not None:   # through shared memory
         tas.converts[(op, 0)] = wide
         _need_scratch(tas, op, op.tile.type.num_elements * element_bytes(op.tile.type))
+
+
+def _scalar_simt_operand(tas: TileAS, op: Operation, v: Value) -> Optional[int]:
+    """1 where the load ``op`` of ``v`` is scalar (its facts allow no wider access) and only
+    CUDA-core multiplies read it (no tensor-core form): a thread then holds one element of
+    a row at a time and the lanes cover a row, so each warp instruction reads whole
+    sectors (mma_scaled_mx sm_100 unaligned: 4.3 sectors a request, NVIDIA's 1.2).  The
+    multiply's staging takes any layout, and its operands' addresses are few; the
+    tensor-core loads keep their runs (registers: a row each is an address live across the
+    K loop).  None otherwise."""
+    if tas.access_allowed.get(op, 1) > 1:
+        return None
+    users = tas.users(v)
+    return 1 if users and all(is_contraction(u) and tas.tensor_cores.get(u) is None for u in users) else None
 
 
 def _feeds_mma_operands(tas: TileAS, v: Value) -> bool:

@@ -128,6 +128,9 @@ class TileAS:
     #: when each op is emitted: its position among its block's emitted ops, or within its
     #: chunked loop (``emission_order``; an op without one is not emitted)
     emission: dict = field(default_factory=dict)
+    #: plain loads whose tile only CUDA-core multiplies stage: the first copy's warps load it
+    #: (``staged_loads.record_warp_owned_loads``)
+    warp_owned: dict = field(default_factory=dict)
     #: the CTA's static shared memory, its bytes and alignment (``allocate_shared_memory``)
     smem_bytes: int = 0
     smem_align: int = SMEM_ALIGN
@@ -197,13 +200,14 @@ class TileAS:
         layout = sector_blocked(tuple(shape[k] for k in order), self.num_warps, vector, run, regs)
         return layout if dim == len(shape) - 1 else layout.permute([order.index(k) for k in range(len(shape))])
 
-    def contiguous(self, shape: tuple[int, ...]) -> LinearLayout:
-        """Up to ``CONTIGUOUS`` consecutive last-dim elements a thread, lanes over the next:
-        few rows a thread, for loads that are not worth coalescing (``_view_access``)."""
+    def contiguous(self, shape: tuple[int, ...], most: Optional[int] = None) -> LinearLayout:
+        """Up to ``CONTIGUOUS`` (or ``most``) consecutive last-dim elements a thread, lanes
+        over the next: few rows a thread, for loads that are not worth coalescing
+        (``_view_access``)."""
         n = 1
         for d in shape:
             n *= d
-        vector = min(CONTIGUOUS, shape[-1], max(1, n // self.layout_threads)) if shape else 1
+        vector = min(most or CONTIGUOUS, shape[-1], max(1, n // self.layout_threads)) if shape else 1
         return default_blocked(shape, self.num_warps, vector)
 
     def accumulator_rows(self, shape: tuple[int, ...]) -> Optional[LinearLayout]:

@@ -66,7 +66,7 @@ ENUMS: dict[str, type[Enum]] = {"Swizzle": Swizzle}
 OP_TABLES = (("mma", "tensor_cores"), ("wgmma_staging", "wgmma_staging"), ("access", "access_allowed"),
              ("vector", "vectors"), ("tma", "tma"), ("pipeline", "pipelines"), ("picks", "picks"),
              ("pick_source", "pick_sources"), ("forward", "forwarded"), ("forward_refused", "forward_refused"),
-             ("tmem", "tmem_columns"), ("emit", "emission"))
+             ("tmem", "tmem_columns"), ("emit", "emission"), ("warp_owned", "warp_owned"))
 CONVERT = "tileas.convert_layout"
 
 

@@ -40,7 +40,7 @@ from ..tile import ops_memory as MEM
 from ..tile.traits import is_plain_load, is_plain_store
 from . import axisinfo
 from .axisinfo import AxisInfo, access_element_bytes, pow2_floor
-from .subbyte import unit_dim
+from .subbyte import is_subbyte, unit_dim
 from .tiles import dynamic_operands
 from .tileaa import TileAA, pow2_divisor
 
@@ -195,6 +195,7 @@ def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, 
     keeps one layout instead of being loaded again in a scalar one."""
     reductions = [u for u in aa.live_ops() if isinstance(u, CO.ReduceOp)]
     out: dict[tuple[int, ...], Run] = {}
+    paired: set[tuple[int, ...]] = set()       # shapes of sub-byte accesses (``subbyte``'s pairs)
     for op in aa.live_ops():
         if is_pointer_access(op):
             shape = tuple(op.operands[0].type.shape) or None
@@ -204,6 +205,8 @@ def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, 
             continue
         if shape is None:
             continue
+        if is_subbyte(op.results[0].type if is_plain_load(op) else op.operands[0].type):
+            paired.add(shape)
         run = Run(access_dim(op), allowed.get(op, 1), _feeds_column_reductions(reductions, op),
                   _loose(aa, op, allowed.get(op, 1)))
         seen = out.get(shape)
@@ -217,7 +220,12 @@ def shape_vectors(aa: TileAA, allowed: dict[Operation, int]) -> dict[tuple[int, 
         squeezed = tuple(d for d in shape if d != 1)
         if squeezed != shape and squeezed and squeezed not in out:
             out[squeezed] = Run(run.dim - shape[:run.dim].count(1), run.elements, run.across, run.loose)
-    return {shape: run for shape, run in out.items() if run.elements > 1 or run.loose}
+            if shape in paired:
+                paired.add(squeezed)
+    # a scalar access along another dim than the last keeps its order: lanes cover the
+    # contiguous dim first (a Fortran-order view's tile dim 0), as for wider runs
+    return {shape: run for shape, run in out.items()
+            if run.elements > 1 or run.loose or (run.dim != len(shape) - 1 and shape not in paired)}
 
 
 def _loose(aa: TileAA, op: Operation, allowed: int) -> bool:
