@@ -9,18 +9,23 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from test_mma_scaled import ptx_of, scaled_gemm
 from test_tensor_core import gemm_kernel
 from tileiras import diffcheck
+from tileiras.emulate.launch import launch
 from tileiras.ir.core import Operation
+from tileiras.layout.linear import outer_product
 from tileiras.pipeline import CompileOptions, compile_module, run_stages
 from tileiras.text.parser import parse_module
+from tileiras.tile import ops_arith as AR
 from tileiras.tile import ops_memory as MEM
 
 CASES = {
     "f32": (lambda: gemm_kernel(32, 32, 32, "f32", "f32"), "sm_80"),
+    "f32-blocked": (lambda: gemm_kernel(128, 128, 32, "f32", "f32"), "sm_90"),
     "f16-small": (lambda: gemm_kernel(4, 4, 16, "f16", "f32"), "sm_80"),
     "f16-batched": (lambda: gemm_kernel(8, 8, 16, "f16", "f32", rank=3), "sm_80"),
     "e4m3-block16": (lambda: scaled_gemm(64, 64, 64, block=16), "sm_120"),
@@ -118,3 +123,34 @@ def test_scalar_operand_loads_of_a_simt_multiply_cover_rows_with_lanes():
     assert len(operands) == 2
     for op in operands:
         assert tuple(tas.layouts[op.results[0]].bases("lane")) == ((0, 1), (0, 2), (0, 4), (0, 8), (0, 16))
+
+
+def _block(layout) -> tuple[int, int]:
+    """(rows, columns) of the accumulator block one thread holds."""
+    regs = layout.bases("reg")
+    return 1 << sum(1 for b in regs if b[0]), 1 << sum(1 for b in regs if b[1])
+
+
+def test_outer_product_blocks_make_a_k_step_cheapest():
+    """128x128 over 128 threads: 8 rows x 16 columns a thread (8 reads of A and 4 of B a
+    K step, against 32 + 1 for a 32 x 4 block); block-scaled fp8 64x64 over 256 threads,
+    where each value read costs two more instructions, stays 4 x 4; a tile smaller than
+    the CTA gets none."""
+    assert _block(outer_product((128, 128), 4)) == (8, 16)
+    assert _block(outer_product((64, 64), 8, value_cost=2)) == (4, 4)
+    assert _block(outer_product((64, 64), 8)) == (2, 8)
+    assert outer_product((8, 8), 4) is None
+
+
+def test_f32_multiply_reads_shared_memory_in_few_wavefronts():
+    """A 128x128x32 f32 multiply on CUDA cores: each warp reads 8 rows of A (4 distinct a
+    warp, in different banks) and 4 16-byte runs of B a K step: 12 wavefronts, 1536 for the
+    CTA, no bank conflicts (32 x 4 blocks took 4608)."""
+    module = parse_module(gemm_kernel(128, 128, 32, "f32", "f32"), "k.mlir")
+    tas = _tileas(gemm_kernel(128, 128, 32, "f32", "f32"), "sm_80")
+    (mma,) = [op for op in tas.aa.function.walk() if isinstance(op, AR.MmaFOp)]
+    assert _block(tas.layouts[mma.result]) == (8, 16)
+    ptx = diffcheck.compile_ptx(module, "sm_80")
+    args = diffcheck.synthesize_args(module.functions[0], np.random.default_rng(1), 128)
+    traffic = launch(ptx, "k", (1, 1, 1), args, traffic=True).traffic
+    assert traffic.shared_loads.wavefronts <= 1536 and traffic.shared_loads.conflicts == 0

@@ -14,6 +14,8 @@ from llvmlite import ir
 from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation
+from ..layout.shared import Padding
+from ..lower.mma_forms import simt_a_pitch
 from ..lower.tiles import element_bytes
 from ..tile import ops_arith as AR
 from ..tile.enums import Signedness
@@ -67,10 +69,12 @@ def simt_multiply(em: KernelEmitter, op: Operation, lhs: TileVal, rhs: TileVal, 
     b = em.b
     a_t, b_t = op.operands[0].type, op.operands[1].type
     kdim = a_t.shape[-1]
-    a_bytes = element_bytes(a_t) * a_t.num_elements
+    a_pitch = simt_a_pitch(op, acc.layout, em.tas.arch)    # A's rows padded where lanes' rows share banks
+    a_bytes = element_bytes(a_t) * a_t.num_elements // kdim * a_pitch
     scaled = isinstance(op, AR.MmaFScaledOp)
     X.barrier(b)
-    _stage(em, lhs, smem_copy.row_major(a_t.shape, element_bytes(a_t)))
+    pad = (Padding(kdim, a_pitch - kdim),) if a_pitch > kdim else ()
+    _stage(em, lhs, smem_copy.row_major(a_t.shape, element_bytes(a_t), 0, pad))
     _stage(em, rhs, smem_copy.row_major(b_t.shape, element_bytes(b_t), a_bytes))
     if scaled:
         sa_t, sb_t = op.operands[3].type, op.operands[4].type
@@ -91,7 +95,7 @@ def simt_multiply(em: KernelEmitter, op: Operation, lhs: TileVal, rhs: TileVal, 
     widened = [v if v.type == acc_ty else b.fpext(v, acc_ty) for v in acc.regs]
     # a block scale holds for ``block`` K steps: decoded once per block, not per step
     block = math.gcd(block_a, block_b) if scaled else kdim
-    plan = _OuterProduct(em, op, acc, acc_ty, signed, a_bytes, block)
+    plan = _OuterProduct(em, op, acc, acc_ty, signed, a_pitch, a_bytes, block)
     if scaled:
 
         def scale_block(kb: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
@@ -128,16 +132,17 @@ class _OuterProduct:
     layout); each row and column value is read and widened once per step (fp8 in pairs,
     one ``cvt.rn.f16x2`` each, as NVIDIA's tool widens them), not once per accumulator
     element.  ``chunk`` is bounded so that the widened values of one step stay within
-    ``BUDGET`` registers.  Block scales (``scale``) are decoded once per scale block by the
+    ``BUDGET`` registers, half of it for a thread holding more than 64 accumulators.  Block scales (``scale``) are decoded once per scale block by the
     caller and multiply each widened value, A's and B's, before the multiply-adds."""
 
     WORD = 16               # bytes of one shared-memory read
-    BUDGET = 64             # widened operand values live in one step
+    BUDGET = 64             # widened operand values live in one step (half over 64 accumulators)
 
     def __init__(self, em: KernelEmitter, op: Operation, acc: TileVal, acc_ty: ir.Type,
-                 signed: tuple[bool, bool], b_offset: int, period: int):
+                 signed: tuple[bool, bool], a_pitch: int, b_offset: int, period: int):
         a_t, b_t = op.operands[0].type, op.operands[1].type
         self.em, self.acc_ty, self.signed, self.b_offset = em, acc_ty, signed, b_offset
+        self.a_pitch = a_pitch        # elements from one row of A to the next
         self.a_t, self.b_t = a_t, b_t
         self.a_ty, self.b_ty = llvm_type(a_t), llvm_type(b_t)
         self.a_elem, self.b_elem = T.element_type(a_t), T.element_type(b_t)
@@ -161,7 +166,8 @@ class _OuterProduct:
         self.row_coords = [self._split(em.coords(layout, first_row[i]), rank, 2) for i in range(len(rows))]
         self.col_coords = [self._split(em.coords(layout, first_col[i]), rank, 1) for i in range(len(cols))]
         chunk = max(1, self.WORD // self.a_bytes)
-        while chunk > 1 and (period % chunk or (len(rows) + len(cols) * self.vec) * chunk > self.BUDGET):
+        budget = self.BUDGET if len(acc.regs) <= 64 else self.BUDGET // 2   # 128x128 f32: 166 registers, not 254
+        while chunk > 1 and (period % chunk or (len(rows) + len(cols) * self.vec) * chunk > budget):
             chunk //= 2
         self.chunk = chunk
         self.row_scales: Optional[list[ir.Value]] = None
@@ -198,7 +204,8 @@ class _OuterProduct:
     def step(self, k0: ir.Value, phis: list[ir.Value]) -> list[ir.Value]:
         em, b = self.em, self.em.b
         a_shape, b_shape = self.a_t.shape, self.b_t.shape
-        a_vals = [self._read(em.flat_index([*bt, m, k0], a_shape), self.chunk, self.a_ty, self.a_elem, self.a_bytes,
+        a_vals = [self._read(b.add(b.mul(em.flat_index([*bt, m], a_shape[:-1]), ir.Constant(I32, self.a_pitch)), k0),
+                             self.chunk, self.a_ty, self.a_elem, self.a_bytes,
                              self.signed[0], 0) for bt, m in self.row_coords]
         b_vals = []
         for kk in range(self.chunk):

@@ -12,6 +12,7 @@ A base of all zeros means that bit does not change the element: those threads
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Optional
 
 from .core import LANE, OFFSET, REG, WARP, LinearLayout, flatten, log2, unflatten, unit_base
 from .tensor_core import mma_c_layout
@@ -67,6 +68,46 @@ def default_blocked(shape: Sequence[int], num_warps: int, vector: int = 1,
     spt = [1] * rank
     spt[-1] = min(vector, shape[-1])
     return blocked(shape, spt, *_fill_threads(shape, spt, order, num_warps), order)
+
+
+def outer_product(shape: Sequence[int], num_warps: int, vector: int = 4, value_cost: int = 0
+                  ) -> Optional[LinearLayout]:
+    """The layout of a CUDA-core multiply's M x N accumulator: each thread holds an r x c
+    block (``vector`` consecutive columns, ``c / vector`` such runs spread over the row)
+    that makes a K step cheapest: r reads of A (one a row; lanes with the same rows share
+    them) and c / vector reads of B, plus ``value_cost`` instructions for each of the
+    r + c values read (widening fp8 or f16, multiplying by a block scale).  A 128x128 f32
+    tile over 128 threads: 8 rows x 16 columns (12 reads a step for 128 multiply-adds,
+    against 33 for 32 rows x 4 columns), as NVIDIA's tool blocks it; 64x64 block-scaled
+    fp8 over 256 threads stays 4 x 4 (values cost more than reads there).  Lanes prefer
+    the row (ties go to more lanes along it: whole sectors when the tile is stored); warps
+    take rows, then columns.  None where no block covers the tile once (a tile smaller
+    than the CTA)."""
+    if len(shape) != 2:
+        return None
+    m, n = shape
+    threads = 32 * num_warps
+    if m * n % threads:
+        return None
+    per_thread = m * n // threads
+    v = min(vector, n, per_thread)
+    best = None
+    lanes_col = 1
+    while lanes_col <= 32:
+        lanes_row = 32 // lanes_col
+        warps_row = min(num_warps, max(1, m // lanes_row))
+        warps_col = num_warps // warps_row
+        rows_out, cols_out = lanes_row * warps_row, v * lanes_col * warps_col
+        if rows_out <= m and cols_out <= n and m % rows_out == 0 and n % cols_out == 0:
+            r, g = m // rows_out, n // cols_out
+            if r * g * v == per_thread:
+                key = (r + g + value_cost * (r + g * v), -lanes_col)
+                if best is None or key < best[0]:
+                    best = (key, [lanes_row, lanes_col], [warps_row, warps_col])
+        lanes_col *= 2
+    if best is None:
+        return None
+    return blocked(shape, [1, v], best[1], best[2], [1, 0])
 
 
 def _fill_threads(shape: tuple[int, ...], spt: Sequence[int], order: Sequence[int],

@@ -32,7 +32,7 @@ from ..tile.enums import MemoryOrderingSemantics
 from ..tile.registry import ops_with
 from ..tile.traits import Contraction, Elementwise, is_contraction, is_free, is_recomputable
 from . import vectorize
-from .mma_forms import mma_staging_bytes, tcgen05_staging, wgmma_staging
+from .mma_forms import mma_staging_bytes, simt_staging_bytes, tcgen05_staging, wgmma_staging
 from .subbyte import holds_pairs, is_subbyte, unit_dim
 from .tiles import access_bytes, element_bytes, is_tile
 
@@ -685,8 +685,7 @@ def _mma(tas: TileAS, op: Operation) -> None:
     """Matrix multiply: the result takes the accumulator's layout; A and B (and their
     block scales) are staged in shared memory, in rows padded for ``mma.sync``
     (``mma_staging_pitches``), for ``wgmma`` in the core matrices its descriptors read
-    (``wgmma_staging``)."""
-    staged = [v for i, v in enumerate(op.operands) if i != 2]
+    (``wgmma_staging``), for CUDA cores A's rows padded (``simt_staging_bytes``)."""
     tas.layouts[op.result] = tas.layouts[op.operands[2]]
     form = tas.tensor_cores.get(op)
     if form is not None and form.tcgen05:
@@ -701,7 +700,7 @@ def _mma(tas: TileAS, op: Operation) -> None:
     if form is not None:
         _need_scratch(tas, op, mma_staging_bytes(op, None, form))
         return
-    _need_scratch(tas, op, sum(v.type.num_elements * element_bytes(v.type) for v in staged))
+    _need_scratch(tas, op, simt_staging_bytes(op, tas.layouts[op.result], tas.arch))
 
 
 @layout_rule(CF.AssertOp)

@@ -25,6 +25,7 @@ from ..layout.tensor_core import (
     widest_swizzle,
 )
 from ..record import record
+from ..target import smem_limit
 from ..tile import ops_arith as AR
 from ..tile.enums import Signedness
 from .tiles import element_bytes
@@ -214,6 +215,47 @@ def mma_staging_bytes(op: Operation, k_slice: Optional[int] = None, form: Option
     with ``k_slice``, the K slice of them one stage holds (``mma_k_slice``)."""
     scales = sum(v.type.num_elements for v in op.operands[3:5]) if isinstance(op, AR.MmaFScaledOp) else 0
     return batch_count(op) * batch_stride(op, k_slice, form) * element_bytes(op.lhs.type) + scales
+
+
+#: Bytes of A one lane reads at a time in a CUDA-core multiply (``simt_mma._OuterProduct``)
+SIMT_READ_BYTES = 16
+
+
+def simt_a_pitch(op: Operation, acc: "LinearLayout", arch: int) -> int:
+    """Row pitch (elements) of A staged for a CUDA-core multiply whose accumulator has
+    layout ``acc`` (``codegen/simt_mma``): K, unless the rows the lanes of a warp read at
+    one K step (``acc``'s lane bases along M) would then share banks; then
+    ``mma_staging_pitches``'s, 16 bytes more (an odd multiple of 16 bytes where K's bytes
+    are a multiple of 32: a 128x128 f32 accumulator blocked 8x16 a thread reads 4 rows of
+    128 bytes a warp, all in the same banks unpadded).  Staging that takes more than half
+    of ``arch``'s shared memory stays unpadded: a kernel that fits without the padding
+    must not be refused for it."""
+    k, eb = op.lhs.type.shape[-1], element_bytes(op.lhs.type)
+    if arch and 2 * _simt_bytes(op, k) > smem_limit(f"sm_{arch}"):
+        return k
+    rows = sorted({acc.apply(lane=lane)[-2] for lane in range(32)})
+
+    def clash(pitch: int) -> bool:
+        width = min(SIMT_READ_BYTES, k * eb)
+        starts = sorted({r * pitch * eb % 128 for r in rows})
+        return len(starts) < len(rows) or any(b - a < width for a, b in zip(starts, starts[1:] + [starts[0] + 128]))
+
+    padded = mma_staging_pitches(op)[0]
+    return padded if len(rows) > 1 and clash(k) and not clash(padded) else k
+
+
+def simt_staging_bytes(op: Operation, acc: "LinearLayout", arch: int) -> int:
+    """Shared-memory bytes a CUDA-core multiply stages its operands in: A in rows of
+    ``simt_a_pitch``, then B and the block scales (``mmaf_scaled``) as they are."""
+    return _simt_bytes(op, simt_a_pitch(op, acc, arch))
+
+
+def _simt_bytes(op: Operation, a_pitch: int) -> int:
+    a_t = op.operands[0].type
+    rows = a_t.num_elements // a_t.shape[-1]
+    staged = [v for i, v in enumerate(op.operands) if i != 2]
+    return (rows * a_pitch * element_bytes(a_t)
+            + sum(v.type.num_elements * element_bytes(v.type) for v in staged[1:]))
 
 
 def mma_k_slice(op: Operation, form: "TensorCoreMma", budget: int) -> Optional[int]:

@@ -19,9 +19,10 @@ from typing import Optional
 
 from ..ir import types as T
 from ..ir.core import Operation, Value
-from ..layout.linear import LinearLayout, default_blocked, sector_blocked
+from ..layout.linear import LinearLayout, default_blocked, outer_product, sector_blocked
 from ..record import field, record
 from ..target import smem_limit
+from ..tile import ops_arith as AR
 from ..tile import ops_memory as MEM
 from ..tile.traits import is_contraction
 from . import tma, vectorize
@@ -135,6 +136,7 @@ class TileAS:
     smem_bytes: int = 0
     smem_align: int = SMEM_ALIGN
     _users: Optional[dict[Value, list[Operation]]] = None
+    _operand_costs: Optional[dict[tuple[int, ...], int]] = None
 
     @property
     def num_threads(self) -> int:
@@ -161,10 +163,11 @@ class TileAS:
         do: thread t holds t, t+128, ... of a 1-D tile.  Rows longer than a sector's worth
         of lanes are held a few elements of a row a thread (``sector_blocked``).
 
-        Tiles of a matrix multiply's result shape (its accumulators, their epilogue) keep
-        ``contiguous``: the multiply reads a row of A and a column of B per element and k,
-        and NVIDIA's epilogues store from the MMA's fragment layout, no more coalesced
-        (flash_attention 64x64: 232 registers coalesced, 196 contiguous, NVIDIA 198)."""
+        Tiles of a CUDA-core multiply's result shape (its accumulators, their epilogue)
+        take ``outer_product``'s blocks, else ``contiguous``: the multiply reads rows of A
+        and columns of B each k, and NVIDIA's epilogues store from the multiply's layout,
+        no more coalesced (flash_attention 64x64: 232 registers coalesced, 196 contiguous,
+        NVIDIA 198)."""
         if not shape:
             return default_blocked(shape, self.num_warps)
         if shape in self.mma_layouts:
@@ -173,7 +176,7 @@ class TileAS:
         if rows is not None:
             return rows
         if shape in self.mma_shapes:
-            return self.contiguous(shape)
+            return outer_product(shape, self.num_warps, value_cost=self.operand_cost(shape)) or self.contiguous(shape)
         shaped = dim is None        # else runs of ``min_vector`` along ``dim`` (one access's own)
         wanted = min_vector
         if shaped:
@@ -199,6 +202,21 @@ class TileAS:
             run = shape[dim] // vector                  # rows apart (vectorize.Run)
         layout = sector_blocked(tuple(shape[k] for k in order), self.num_warps, vector, run, regs)
         return layout if dim == len(shape) - 1 else layout.permute([order.index(k) for k in range(len(shape))])
+
+    def operand_cost(self, shape: tuple[int, ...]) -> int:
+        """Instructions a CUDA-core multiply of result ``shape`` spends on each operand
+        value it reads (``outer_product``): 1 to widen it where A's or B's element is not
+        the accumulator's, 1 more to apply a block scale."""
+        if self._operand_costs is None:
+            self._operand_costs = {}
+            for op in self.aa.live_ops():
+                if is_contraction(op):
+                    acc = T.element_type(op.result.type)
+                    widen = any(T.element_type(v.type) != acc for v in op.operands[:2])
+                    key = tuple(op.result.type.shape)
+                    self._operand_costs[key] = max(self._operand_costs.get(key, 0),
+                                                   int(widen) + int(isinstance(op, AR.MmaFScaledOp)))
+        return self._operand_costs.get(tuple(shape), 0)
 
     def contiguous(self, shape: tuple[int, ...], most: Optional[int] = None) -> LinearLayout:
         """Up to ``CONTIGUOUS`` (or ``most``) consecutive last-dim elements a thread, lanes
