@@ -15,7 +15,7 @@ from ..errors import CompileError
 from ..ir import types as T
 from ..ir.core import Operation
 from ..layout.shared import Padding
-from ..lower.mma_forms import simt_a_pitch
+from ..lower.mma_forms import simt_a_pitch, simt_offsets
 from ..lower.tiles import element_bytes
 from ..tile import ops_arith as AR
 from ..tile.enums import Signedness
@@ -70,19 +70,18 @@ def simt_multiply(em: KernelEmitter, op: Operation, lhs: TileVal, rhs: TileVal, 
     a_t, b_t = op.operands[0].type, op.operands[1].type
     kdim = a_t.shape[-1]
     a_pitch = simt_a_pitch(op, acc.layout, em.tas.arch)    # A's rows padded where lanes' rows share banks
-    a_bytes = element_bytes(a_t) * a_t.num_elements // kdim * a_pitch
+    b_off, *scale_offs, _ = simt_offsets(op, a_pitch)
     scaled = isinstance(op, AR.MmaFScaledOp)
     X.barrier(b)
     pad = (Padding(kdim, a_pitch - kdim),) if a_pitch > kdim else ()
     _stage(em, lhs, smem_copy.row_major(a_t.shape, element_bytes(a_t), 0, pad))
-    _stage(em, rhs, smem_copy.row_major(b_t.shape, element_bytes(b_t), a_bytes))
+    _stage(em, rhs, smem_copy.row_major(b_t.shape, element_bytes(b_t), b_off))
     if scaled:
         sa_t, sb_t = op.operands[3].type, op.operands[4].type
         scale_t = T.element_type(sa_t)
         if scale_t.name not in _SCALES or T.element_type(sb_t) != scale_t:
             raise CompileError(f"'{op.name}' with {scale_t} scales is not supported yet")
-        sa_off = a_bytes + element_bytes(b_t) * b_t.num_elements
-        sb_off = sa_off + sa_t.num_elements
+        sa_off, sb_off = scale_offs
         _stage(em, em.tile(op, 3), smem_copy.row_major(sa_t.shape, 1, sa_off))
         _stage(em, em.tile(op, 4), smem_copy.row_major(sb_t.shape, 1, sb_off))
         block_a, block_b = kdim // sa_t.shape[-1], kdim // sb_t.shape[-2]
@@ -95,19 +94,20 @@ def simt_multiply(em: KernelEmitter, op: Operation, lhs: TileVal, rhs: TileVal, 
     widened = [v if v.type == acc_ty else b.fpext(v, acc_ty) for v in acc.regs]
     # a block scale holds for ``block`` K steps: decoded once per block, not per step
     block = math.gcd(block_a, block_b) if scaled else kdim
-    plan = _OuterProduct(em, op, acc, acc_ty, signed, a_pitch, a_bytes, block)
+    plan = _OuterProduct(em, op, acc, acc_ty, signed, a_pitch, b_off, block)
     if scaled:
 
-        def scale_block(kb: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
-            k0 = b.mul(kb, ir.Constant(I32, block))
-            plan.scale(
-                [_scale_to_f32(b, b.load(em.smem_slot(em.flat_index([*bt, m, b.udiv(k0, ir.Constant(I32, block_a))],
-                                                                     sa_t.shape), 1, sa_off), typ=ir.IntType(8)), scale_t)
-                 for bt, m in plan.row_coords],
-                [_scale_to_f32(b, b.load(em.smem_slot(em.flat_index([*bt, b.udiv(k0, ir.Constant(I32, block_b)),
-                                                                     b.add(n, ir.Constant(I32, j))],
-                                                                     sb_t.shape), 1, sb_off), typ=ir.IntType(8)), scale_t)
-                 for bt, n in plan.col_coords for j in range(plan.vec)])
+        def decoded(coords: list[ir.Value], shape: tuple[int, ...], offset: int) -> ir.Value:
+            """The staged scale at ``coords`` as f32."""
+            code = b.load(em.smem_slot(em.flat_index(coords, shape), 1, offset), typ=ir.IntType(8))
+            return _scale_to_f32(b, code, scale_t)
+
+        def scale_block(blk: ir.Value, sums: list[ir.Value]) -> list[ir.Value]:
+            k0 = b.mul(blk, ir.Constant(I32, block))
+            ka, kb = b.udiv(k0, ir.Constant(I32, block_a)), b.udiv(k0, ir.Constant(I32, block_b))
+            plan.scale([decoded([*bt, m, ka], sa_t.shape, sa_off) for bt, m in plan.row_coords],
+                       [decoded([*bt, kb, b.add(n, ir.Constant(I32, j))], sb_t.shape, sb_off)
+                        for bt, n in plan.col_coords for j in range(plan.vec)])
             return counted_loop(em, "mma.k", block, plan.chunk, sums, lambda k, s: plan.step(b.add(k0, k), s))
 
         new = counted_loop(em, "mma.kb", kdim // block, 1, widened, scale_block)
@@ -132,8 +132,8 @@ class _OuterProduct:
     layout); each row and column value is read and widened once per step (fp8 in pairs,
     one ``cvt.rn.f16x2`` each, as NVIDIA's tool widens them), not once per accumulator
     element.  ``chunk`` is bounded so that the widened values of one step stay within
-    ``BUDGET`` registers, half of it for a thread holding more than 64 accumulators.  Block scales (``scale``) are decoded once per scale block by the
-    caller and multiply each widened value, A's and B's, before the multiply-adds."""
+    ``BUDGET`` registers, half of it for a thread holding more than 64 accumulators.
+    Block scales (``scale``) are decoded once per scale block by the caller and multiply each widened value, A's and B's, before the multiply-adds."""
 
     WORD = 16               # bytes of one shared-memory read
     BUDGET = 64             # widened operand values live in one step (half over 64 accumulators)
@@ -146,26 +146,30 @@ class _OuterProduct:
         self.a_t, self.b_t = a_t, b_t
         self.a_ty, self.b_ty = llvm_type(a_t), llvm_type(b_t)
         self.a_elem, self.b_elem = T.element_type(a_t), T.element_type(b_t)
-        self.a_bytes, self.b_bytes = element_bytes(a_t), element_bytes(b_t)
+        self.a_esize, self.b_esize = element_bytes(a_t), element_bytes(b_t)
         rank = a_t.rank
         layout = acc.layout
-        vec = layout.largest_vectorization(rank - 1, max(1, self.WORD // self.b_bytes))
-        while vec > 1 and (b_t.shape[-1] % vec or b_offset % (vec * self.b_bytes)):
+        vec = layout.largest_vectorization(rank - 1, max(1, self.WORD // self.b_esize))
+        while vec > 1 and (b_t.shape[-1] % vec or b_offset % (vec * self.b_esize)):
             vec //= 2           # a run of B's row must start aligned to its bytes
         self.vec = vec
-        rows: dict[tuple[int, ...], int] = {}
+        rows: dict[tuple[int, ...], int] = {}           # constant coordinates -> row index
         cols: dict[tuple[int, ...], int] = {}
+        row_regs: list[int] = []                         # each row's first register
+        col_regs: list[int] = []
         self.where: list[tuple[int, int, int]] = []     # register -> (row, column group, column in group)
         for r in range(len(acc.regs)):
             c = layout.apply(reg=r)
             row = rows.setdefault((*c[:rank - 2], c[rank - 2]), len(rows))
             col = cols.setdefault((*c[:rank - 2], c[rank - 1] - c[rank - 1] % self.vec), len(cols))
+            if row == len(row_regs):
+                row_regs.append(r)
+            if col == len(col_regs):
+                col_regs.append(r)
             self.where.append((row, col, c[rank - 1] % self.vec))
-        first_row = {v: r for r in reversed(range(len(acc.regs))) for v in [self.where[r][0]]}
-        first_col = {v: r for r in reversed(range(len(acc.regs))) for v in [self.where[r][1]]}
-        self.row_coords = [self._split(em.coords(layout, first_row[i]), rank, 2) for i in range(len(rows))]
-        self.col_coords = [self._split(em.coords(layout, first_col[i]), rank, 1) for i in range(len(cols))]
-        chunk = max(1, self.WORD // self.a_bytes)
+        self.row_coords = [self._split(em.coords(layout, r), rank, 2) for r in row_regs]
+        self.col_coords = [self._split(em.coords(layout, r), rank, 1) for r in col_regs]
+        chunk = max(1, self.WORD // self.a_esize)
         budget = self.BUDGET if len(acc.regs) <= 64 else self.BUDGET // 2   # 128x128 f32: 166 registers, not 254
         while chunk > 1 and (period % chunk or (len(rows) + len(cols) * self.vec) * chunk > budget):
             chunk //= 2
@@ -205,14 +209,14 @@ class _OuterProduct:
         em, b = self.em, self.em.b
         a_shape, b_shape = self.a_t.shape, self.b_t.shape
         a_vals = [self._read(b.add(b.mul(em.flat_index([*bt, m], a_shape[:-1]), ir.Constant(I32, self.a_pitch)), k0),
-                             self.chunk, self.a_ty, self.a_elem, self.a_bytes,
+                             self.chunk, self.a_ty, self.a_elem, self.a_esize,
                              self.signed[0], 0) for bt, m in self.row_coords]
         b_vals = []
         for kk in range(self.chunk):
             k = k0 if kk == 0 else b.add(k0, ir.Constant(I32, kk))
             b_vals.append([v for bt, n in self.col_coords
                            for v in self._read(em.flat_index([*bt, k, n], b_shape), self.vec, self.b_ty, self.b_elem,
-                                               self.b_bytes, self.signed[1], self.b_offset)])
+                                               self.b_esize, self.signed[1], self.b_offset)])
         if self.row_scales is not None:
             a_vals = [[b.fmul(v, s) for v in row] for row, s in zip(a_vals, self.row_scales)]
             b_vals = [[b.fmul(v, s) for v, s in zip(col, self.col_scales)] for col in b_vals]

@@ -231,7 +231,7 @@ def simt_a_pitch(op: Operation, acc: "LinearLayout", arch: int) -> int:
     of ``arch``'s shared memory stays unpadded: a kernel that fits without the padding
     must not be refused for it."""
     k, eb = op.lhs.type.shape[-1], element_bytes(op.lhs.type)
-    if arch and 2 * _simt_bytes(op, k) > smem_limit(f"sm_{arch}"):
+    if arch and 2 * simt_offsets(op, k)[-1] > smem_limit(f"sm_{arch}"):
         return k
     rows = sorted({acc.apply(lane=lane)[-2] for lane in range(32)})
 
@@ -245,17 +245,22 @@ def simt_a_pitch(op: Operation, acc: "LinearLayout", arch: int) -> int:
 
 
 def simt_staging_bytes(op: Operation, acc: "LinearLayout", arch: int) -> int:
-    """Shared-memory bytes a CUDA-core multiply stages its operands in: A in rows of
-    ``simt_a_pitch``, then B and the block scales (``mmaf_scaled``) as they are."""
-    return _simt_bytes(op, simt_a_pitch(op, acc, arch))
+    """Shared-memory bytes a CUDA-core multiply stages its operands in
+    (``simt_offsets``'s end)."""
+    return simt_offsets(op, simt_a_pitch(op, acc, arch))[-1]
 
 
-def _simt_bytes(op: Operation, a_pitch: int) -> int:
+def simt_offsets(op: Operation, a_pitch: int) -> tuple[int, ...]:
+    """Byte offsets at which a CUDA-core multiply stages B and (``mmaf_scaled``) A's and
+    B's block scales, after A in rows of ``a_pitch`` elements, then the end of the
+    staging: what the scratch holds and where ``codegen/simt_mma`` writes."""
     a_t = op.operands[0].type
-    rows = a_t.num_elements // a_t.shape[-1]
-    staged = [v for i, v in enumerate(op.operands) if i != 2]
-    return (rows * a_pitch * element_bytes(a_t)
-            + sum(v.type.num_elements * element_bytes(v.type) for v in staged[1:]))
+    at = a_t.num_elements // a_t.shape[-1] * a_pitch * element_bytes(a_t)
+    offsets = []
+    for v in [v for i, v in enumerate(op.operands) if i not in (0, 2)]:
+        offsets.append(at)
+        at += v.type.num_elements * element_bytes(v.type)
+    return (*offsets, at)
 
 
 def mma_k_slice(op: Operation, form: "TensorCoreMma", budget: int) -> Optional[int]:

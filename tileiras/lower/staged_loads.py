@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from ..ir.core import Operation, Value
 from ..layout.core import WARP
-from ..tile import ops_arith as AR
 from ..tile import ops_memory as MEM
+from ..tile.traits import is_contraction
 from .software_pipeline import pipelined_op
 from .stream_pipeline import stream_plan
 from .subbyte import is_subbyte
@@ -25,8 +25,7 @@ STAGED_OPERANDS = (0, 1, 3, 4)
 
 def simt_multiply(tas, op: Operation) -> bool:
     """Does ``op`` multiply on CUDA cores (no tensor-core form, no K-loop ring)?"""
-    return (isinstance(op, (AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp)) and tas.tensor_cores.get(op) is None
-            and pipelined_op(tas, op) is None)
+    return is_contraction(op) and tas.tensor_cores.get(op) is None and pipelined_op(tas, op) is None
 
 
 def _only_staged(tas, v: Value) -> bool:
