@@ -118,23 +118,26 @@ def wgmma_pair(aa: TileAA, arch: int) -> bool:
     return False
 
 
-#: Elements of a tile beyond which an sm_90 kernel without matrix multiplies that makes such
-#: tiles in a loop takes ``WGMMA_PAIR_WARPS`` workers: 128 registers a thread on 4 warps.
-#: TileGym's persistent RMS norm (4 x 8192 bf16 rows a trip, f32 math) on an H200: 2.63x
-#: NVIDIA's time on 4 warps (255 registers, spills), 1.31x on 8 (168, none); NVIDIA's
-#: tileiras runs it on 384 threads (bench/results/README.md, 2026-11-28).
+#: Elements of a tile from which a kernel without matrix multiplies that makes such tiles in
+#: a loop takes ``WGMMA_PAIR_WARPS`` workers: 128 registers a thread on 4 warps for one f32
+#: tile, before anything else the loop keeps.  TileGym's persistent RMS norm (4 x 8192 bf16
+#: rows a trip, f32 math) on an H200: 2.63x NVIDIA's time on 4 warps (255 registers,
+#: spills), 1.31x on 8 (168, none); NVIDIA's tileiras runs it on 384 threads on sm_90,
+#: sm_100 and sm_120 (4 x 4096 too; 128 on sm_80), bench/results/README.md, 2026-11-28.
+#: On 4 warps ours spilled 348-1040 bytes a thread in the 4 x 8192 norms of sm_80, sm_100
+#: and sm_120 and took 255 registers in the 4 x 4096 layer norm (NVIDIA 168-193); on 8
+#: none spills and the 4 x 4096 ones take 86-184 (test_norm_registers.py).
 WIDE_TILE_ELEMENTS = 128 * 32 * 4
 
 
-def wide_loop_tiles(aa: TileAA, arch: int) -> bool:
-    """Does an sm_90 kernel without matrix multiplies make a tile of more than
-    ``WIDE_TILE_ELEMENTS`` elements inside a loop (a persistent norm's row block)?"""
-    if arch != 90:
-        return False
+def wide_loop_tiles(aa: TileAA) -> bool:
+    """Does a kernel without matrix multiplies make a tile of at least
+    ``WIDE_TILE_ELEMENTS`` elements inside a loop (a persistent norm's row block)?  Any
+    arch: the register file a thread may use is the same from sm_80 to sm_120."""
     ops = list(aa.live_ops())
     if any(isinstance(op, (AR.MmaFOp, AR.MmaFScaledOp, AR.MmaIOp)) for op in ops):
         return False
-    return any(enclosing_loop(op) is not None and is_tile(r) and r.type.num_elements > WIDE_TILE_ELEMENTS
+    return any(enclosing_loop(op) is not None and is_tile(r) and r.type.num_elements >= WIDE_TILE_ELEMENTS
                for op in ops for r in op.results)
 
 
@@ -235,7 +238,7 @@ def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[in
     warps beyond it (a non-power-of-two hint, the MMA warp group) hold copies."""
     if hint:
         warps = hint
-    elif wgmma_pair(aa, arch) or wide_loop_tiles(aa, arch):
+    elif wgmma_pair(aa, arch) or wide_loop_tiles(aa):
         warps = WGMMA_PAIR_WARPS
     else:
         biggest = max((r.type.num_elements for op in aa.live_ops() for r in op.results if is_tile(r)), default=1)
