@@ -279,3 +279,14 @@ def test_nothing_else_uses_the_scratch_of_a_warp_specialized_persistent_ring(til
     store = next(op for op in plan.outer.walk() if isinstance(op, MEM.StoreViewTkoOp))
     tas.scratch[store] = 512
     fails(tas, 90, rf"@{index(tas, store)} store_view_tko: uses the scratch region in the loop over tiles")
+
+
+def test_a_tensor_core_multiply_holds_its_accumulator_as_fragments(tileir_store: TileIRStore):
+    """``layout_rules._mma`` drops the form of a multiply whose accumulator arrives in another
+    layout (it runs on CUDA cores), so a form kept beside such an accumulator is a broken
+    invariant: codegen would multiply into registers laid out for another form."""
+    tas = compiled(tileir_store, "gemm.aligned")[1][1]          # bf16 32x32: mma.sync
+    mma, form = next(iter(tas.tensor_cores.items()))
+    shape = tuple(mma.result.type.shape)
+    tas.mma_layouts[shape] = tas.canonical_type(mma.lhs.type)
+    fails(tas, 90, rf"@{index(tas, mma)} mmaf: \S+: the accumulator is not laid out as its fragments")

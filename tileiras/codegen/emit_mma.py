@@ -57,9 +57,9 @@ from .values import TileVal
 @emits(AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp)
 def _mma(em: KernelEmitter, op: Operation) -> None:
     """C += A @ B (optionally batched; mmaf_scaled multiplies A and B by their block
-    scales first): on tensor cores where TileAS laid the accumulator out as their
-    fragments, in a pipelined K loop's ring where one was planned, else on CUDA cores
-    (``simt_mma``)."""
+    scales first): in a pipelined K loop's ring where one was planned, else on tensor cores
+    where TileAS kept a form (``TileAS.tensor_cores``: the accumulator is laid out as its
+    fragments), else on CUDA cores (``simt_mma``)."""
     plan = pipelined_op(em.tas, op)
     if isinstance(plan, AttentionRingPlan):       # sm_90 flash attention's TMA ring
         from . import emit_attention_tma  # noqa: PLC0415  (it builds on warpgroup_multiply)
@@ -69,10 +69,9 @@ def _mma(em: KernelEmitter, op: Operation) -> None:
     if plan is not None:
         pipelined_mma(em, op, plan)
         return
-    c_t = op.operands[2].type
     lhs, rhs, acc = (em.tile(op, i) for i in range(3))
     form = em.tas.tensor_cores.get(op)
-    if form is not None and em.tas.mma_layouts.get(tuple(c_t.shape)) == acc.layout:
+    if form is not None:
         if form.tcgen05:
             from .emit_tcgen05 import tcgen05_multiply  # noqa: PLC0415  (it builds on this module)
 

@@ -161,8 +161,6 @@ def attention_multiplies(tas, loop: CF.ForOp, warpgroup: bool, tcgen05: bool = F
         form = tas.tensor_cores.get(mma)
         if form is None or form.warpgroup != warpgroup or form.tcgen05 != tcgen05:
             return f"a multiply does not run as a 2-D {kind}"
-        if tas.operand_layout(mma, 2) != tas.mma_layouts.get(tuple(mma.result.type.shape)):
-            return "an accumulator is not held as tensor-core fragments"
     return mmas
 
 

@@ -685,9 +685,17 @@ def _mma(tas: TileAS, op: Operation) -> None:
     """Matrix multiply: the result takes the accumulator's layout; A and B (and their
     block scales) are staged in shared memory, in rows padded for ``mma.sync``
     (``mma_staging_pitches``), for ``wgmma`` in the core matrices its descriptors read
-    (``wgmma_staging``), for CUDA cores A's rows padded (``simt_staging_bytes``)."""
+    (``wgmma_staging``), for CUDA cores A's rows padded (``simt_staging_bytes``).
+
+    Where the accumulator arrives in another layout than its tensor-core form's fragments
+    (a tile of its shape laid out for another form), the multiply runs on CUDA cores: the
+    form is dropped here, so ``op in tas.tensor_cores`` says how it runs to every later
+    pass and to codegen."""
     tas.layouts[op.result] = tas.layouts[op.operands[2]]
     form = tas.tensor_cores.get(op)
+    if form is not None and tas.layouts[op.result] != tas.mma_layouts.get(tuple(op.result.type.shape)):
+        del tas.tensor_cores[op]
+        form = None
     if form is not None and form.tcgen05:
         tas.wgmma_staging[op] = tcgen05_staging(op, tas.operand_layout(op, 0), tas.operand_layout(op, 1))
         _need_scratch(tas, op, tas.wgmma_staging[op].nbytes)

@@ -471,8 +471,6 @@ def k_loop(tas, loop: CF.ForOp, scales_ok: bool = False, laid_out: bool = True
         return "the multiply is batched"
     if laid_out and tas.tensor_cores.get(mma) is None:
         return "the multiply does not run on tensor cores"
-    if laid_out and tas.operand_layout(mma, 2) != tas.mma_layouts.get(tuple(mma.result.type.shape)):
-        return "the accumulator is not held as tensor-core fragments"
     by_result = {ld.results[0]: ld for ld in loads}
     a, b = by_result.get(mma.lhs), by_result.get(permute.source if permute else mma.rhs)
     if a is None or b is None or a is b:

@@ -347,17 +347,13 @@ def fit_mma_staging(tas: TileAS) -> None:
     """``mma.sync`` multiplies whose whole-operand staging would take more shared memory
     than the arch allows (``smem_limit``) stage and multiply K slices instead
     (``mma_forms.mma_k_slice``), recorded in ``mma_k_slices`` with their smaller scratch.
-    Not ``wgmma`` ones, nor software-pipelined ones (their ring replaces the staging), nor
-    those whose accumulator arrives in another layout than the fragments (the emitter
-    multiplies those on CUDA cores).  Kernels that fit keep their plan; where no slice
+    Not ``wgmma`` ones, nor software-pipelined ones (their ring replaces the staging).  Kernels that fit keep their plan; where no slice
     fits the scratch stays, and ``smem_limit`` reports the overflow in one line."""
     if not tas.arch:
         return
     limit = smem_limit(f"sm_{tas.arch}")
     for op, form in tas.tensor_cores.items():
-        shape = op.result.type.shape
-        if (form.warpgroup or form.tcgen05 or op in tas.pipelined or op in tas.mma_k_slices
-                or tas.operand_layout(op, 2) != tas.mma_layouts.get(shape)):
+        if form.warpgroup or form.tcgen05 or op in tas.pipelined or op in tas.mma_k_slices:
             continue
         k_slice = mma_k_slice(op, form, limit)
         if k_slice is not None:

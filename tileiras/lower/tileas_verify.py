@@ -219,6 +219,8 @@ class Verifier:
                 raise self.fail(op, "a wgmma or tcgen05 multiply without a shared-memory staging")
             if complete and form.tcgen05 and self.tas.tmem_alloc and op not in self.tas.tmem_columns:
                 raise self.fail(op, "a tcgen05 multiply without tensor-memory columns")
+            if complete and self.tas.operand_layout(op, 2) != self.tas.mma_layouts.get(tuple(op.result.type.shape)):
+                raise self.fail(op, f"{form.opcode}: the accumulator is not laid out as its fragments")
 
     def mma_problem(self, op: Operation, form) -> str:
         """Why ``form`` cannot run ``op`` on this architecture ("" if it can)."""
