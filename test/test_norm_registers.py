@@ -115,6 +115,16 @@ def test_row_blocks_too_wide_for_four_warps_take_eight():
     assert warps(RMS_2048, "sm_90") == 4 and warps(LAYER_2048, "sm_80") == 4
 
 
+def test_the_knob_keeps_four_warps(monkeypatch: pytest.MonkeyPatch):
+    """``TILEIRAS_WIDE_LOOP_WARPS=0``: the CTA keeps NVIDIA's sm_80 size (and the spills)."""
+    monkeypatch.setenv("TILEIRAS_WIDE_LOOP_WARPS", "0")
+    kernel = _stats(RMS_8192, "sm_80", True)
+    assert kernel.spill_stores + kernel.spill_loads > 0          # 255 registers, 348 bytes spilled
+    monkeypatch.delenv("TILEIRAS_WIDE_LOOP_WARPS")
+    kernel = _stats(RMS_8192, "sm_80", True)
+    assert kernel.spill_stores + kernel.spill_loads == 0
+
+
 @pytest.mark.parametrize("case, arch, aligned", [(RMS_8192, "sm_90", True), (RMS_8192, "sm_80", False),
                                                 (LAYER_4096, "sm_100", True)],
                          ids=["rms_8192-sm_90", "rms_8192-sm_80-unaligned", "layer_4096-sm_100"])

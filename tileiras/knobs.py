@@ -136,6 +136,10 @@ class _Knobs:
                            "sm_90 and sm_100: a loop streaming TMA-loaded tiles (a persistent norm's row "
                            "blocks) issues each trip's copies trips ahead (tma_stream.TmaStream); "
                            "0: each trip copies and waits for its own")
+    wide_loop_warps = _BoolKnob("TILEIRAS_WIDE_LOOP_WARPS", True,
+                                "a kernel without matrix multiplies that makes tiles of 16384 elements or "
+                                "more in a loop (a persistent norm's row blocks) runs on 8 warps "
+                                "(cta_size.wide_loop_tiles); 0: on 4, as NVIDIA's tileiras on sm_80")
     tcgen05 = _BoolKnob("TILEIRAS_TCGEN05", True,
                         "sm_100 family: matrix multiplies of 16-bit, tf32 and 8-bit floats run on tcgen05.mma "
                         "(tensor memory accumulators) where lower/tensor_memory.py allows; 0: mma.sync")

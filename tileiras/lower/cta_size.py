@@ -29,6 +29,7 @@ from typing import Optional
 
 from ..ir import types as T
 from ..ir.core import Operation, Value
+from ..knobs import knobs
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
@@ -133,7 +134,10 @@ WIDE_TILE_ELEMENTS = 128 * 32 * 4
 def wide_loop_tiles(aa: TileAA) -> bool:
     """Does a kernel without matrix multiplies make a tile of at least
     ``WIDE_TILE_ELEMENTS`` elements inside a loop (a persistent norm's row block)?  Any
-    arch: the register file a thread may use is the same from sm_80 to sm_120."""
+    arch: the register file a thread may use is the same from sm_80 to sm_120.
+    ``TILEIRAS_WIDE_LOOP_WARPS=0`` turns the rule off."""
+    if not knobs.wide_loop_warps:
+        return False
     ops = list(aa.live_ops())
     if any(isinstance(op, (AR.MmaFOp, AR.MmaFScaledOp, AR.MmaIOp)) for op in ops):
         return False
