@@ -146,6 +146,8 @@ KERNELS = [
     ("rmsnorm_chunked_32768", "rmsnorm_chunked", "rmsnorm_chunked",
      ([("bf16", 2), ("bf16", 1), ("bf16", 2)], [2048, 1e-6]),
      {"dtype": "bf16", "rows": 4096, "N": 32768}, {"dtype": "bf16", "rows": 3, "N": 4096}),
+    ("cross_entropy_32768", "cross_entropy", "cross_entropy", ([("bf16", 2), ("i32", 1), ("f32", 1)], [2048]),
+     {"dtype": "bf16", "rows": 4096, "V": 32768}, {"dtype": "bf16", "rows": 3, "V": 4096}),
     ("axpy_2e28", "axpy", "axpy", ([("f32", 1)] * 3, [("f32",), 1024]), {"n": 1 << 28, "T": 1024},
      {"n": 4096, "T": 1024}),
 ]

@@ -189,13 +189,32 @@ def rmsnorm_chunked(x, w, out, TILE: ConstInt, eps: ConstFloat):
 
 
 @ct.kernel
+def cross_entropy(logits, labels, loss, V_CHUNK: ConstInt):
+    """A language model's loss, a row a CTA (as Liger's and TileGym's cross-entropy kernels):
+    the vocabulary in chunks of V_CHUNK logits, an online logsumexp (running max, rescaled
+    running sum) carried through the chunk loop, minus the label's logit, gathered."""
+    i = ct.bid(0)
+    m = ct.full((1, 1), -float("inf"), dtype=ct.float32)
+    s = ct.zeros((1, 1), dtype=ct.float32)
+    for k in range(ct.num_tiles(logits, axis=1, shape=(1, V_CHUNK))):
+        x = ct.astype(ct.load(logits, index=(i, k), shape=(1, V_CHUNK), padding_mode=ct.PaddingMode.NEG_INF),
+                      ct.float32)
+        m_new = ct.maximum(m, ct.max(x, axis=1, keepdims=True))
+        s = s * ct.exp(m - m_new) + ct.sum(ct.exp(x - m_new), axis=1, keepdims=True)
+        m = m_new
+    lab = ct.load(labels, index=(i,), shape=(1,))
+    picked = ct.astype(ct.gather(logits, (ct.full((1,), i, dtype=ct.int32), lab)), ct.float32)
+    ct.store(loss, index=(i,), tile=ct.reshape(ct.log(s) + m, (1,)) - picked)
+
+
+@ct.kernel
 def axpy(x, y, out, a: float, T: ConstInt):
     i = ct.bid(0)
     ct.store(out, index=(i,), tile=a * ct.load(x, index=(i,), shape=(T,)) + ct.load(y, index=(i,), shape=(T,)))
 
 
-DTYPES = {"f16": ct.float16, "bf16": ct.bfloat16, "f32": ct.float32, "e4m3": ct.float8_e4m3fn}
-ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "e4m3": 1}
+DTYPES = {"f16": ct.float16, "bf16": ct.bfloat16, "f32": ct.float32, "e4m3": ct.float8_e4m3fn, "i32": ct.int32}
+ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "e4m3": 1, "i32": 4}
 
 
 def aligned_array(dtype: str, ndim: int) -> ArrayConstraint:
@@ -211,7 +230,7 @@ def aligned_array(dtype: str, ndim: int) -> ArrayConstraint:
 KERNELS = {"gemm": gemm, "gemm_cluster": gemm_cluster, "gemm_fp8": gemm_fp8, "grouped_gemm": grouped_gemm, "persistent_gemm": persistent_gemm,
            "persistent_grouped_gemm": persistent_grouped_gemm,
            "flash_attention": flash_attention, "softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm,
-           "rmsnorm_persistent": rmsnorm_persistent, "rmsnorm_chunked": rmsnorm_chunked, "axpy": axpy}
+           "rmsnorm_persistent": rmsnorm_persistent, "rmsnorm_chunked": rmsnorm_chunked, "cross_entropy": cross_entropy, "axpy": axpy}
 
 
 def signature(kernel: str, arrays: list, extra: list) -> list:

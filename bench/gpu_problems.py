@@ -224,6 +224,25 @@ RMSNORM_CHUNKED = Family(_rows_inputs(("x",), ("w",)), ("out",), lambda p, d: [d
                          _rows_work(5.0))
 
 
+#: A language model's loss: rows of V logits, a label each (``gpu_kernels.cross_entropy``)
+def _cross_entropy_inputs(p: dict, rng: np.random.Generator) -> dict:
+    return {"logits": _random(rng, (p["rows"], p["V"]), p["dtype"], 4.0),
+            "labels": rng.integers(0, p["V"], p["rows"], dtype=np.int32), "loss": np.empty(p["rows"], np.float32)}
+
+
+def _cross_entropy_reference(p: dict, d: dict) -> tuple:
+    rows = _rows(np.random.default_rng(p["rows"]), p["rows"])
+    x = d["logits"][rows].astype(np.float64)
+    m = x.max(axis=1)
+    lse = np.log(np.exp(x - m[:, None]).sum(axis=1)) + m
+    return d["loss"][rows], lse - x[np.arange(len(rows)), d["labels"][rows]]
+
+
+CROSS_ENTROPY = Family(_cross_entropy_inputs, ("loss",), lambda p, d: [d["logits"], d["labels"], d["loss"]],
+                       lambda p: (p["rows"], 1, 1), _cross_entropy_reference,
+                       lambda p: (4.0 * p["rows"] * p["V"], _itemsize(p) * p["rows"] * p["V"]))
+
+
 # --------------------------------------------------------------------------- element-wise
 
 AXPY_A = 1.75
@@ -246,7 +265,7 @@ AXPY = Family(_axpy_inputs, ("out",), lambda p, d: [d["x"], d["y"], d["out"], np
 FAMILIES = {"gemm": GEMM, "gemm_fp8": GEMM_FP8, "grouped_gemm": GROUPED_GEMM, "persistent_grouped_gemm": PERSISTENT_GROUPED_GEMM,
             "persistent_gemm": PERSISTENT_GEMM, "attention": ATTENTION, "softmax": SOFTMAX, "layernorm": LAYERNORM,
             "rmsnorm": RMSNORM, "rmsnorm_persistent": RMSNORM_PERSISTENT,
-            "rmsnorm_chunked": RMSNORM_CHUNKED, "axpy": AXPY}
+            "rmsnorm_chunked": RMSNORM_CHUNKED, "cross_entropy": CROSS_ENTROPY, "axpy": AXPY}
 
 
 def check(p: dict, family: Family, data: dict) -> tuple[bool, str]:
