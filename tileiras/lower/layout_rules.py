@@ -86,6 +86,9 @@ def _want(tas: TileAS, op: Operation, i: int, layout: LinearLayout) -> None:
 
 #: The most instruction-producing ops one recomputation repeats (per register).
 RECOMPUTE_OPS = 16
+#: Registers a thread of the wanted layout within which an ``ftof`` outside loops is redone
+#: in it too (see ``recompute_plan``)
+SMALL_RECOMPUTE_REGISTERS = 1
 
 
 def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout, block: Optional[Block] = None,
@@ -118,7 +121,10 @@ def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout, block: Optional[
     instructions, and ptxas, hoisting them to cover their latency, more registers (bf16
     4x4096 RMS norm sm_90: 201, 255 reloaded, and spills).  Outside loops a conversion runs
     once and ``ftof`` stays where it is: reloaded, a gemm epilogue's bias row took 16 more
-    registers than converted once."""
+    registers than converted once.  Unless the wanted layout holds at most
+    ``SMALL_RECOMPUTE_REGISTERS`` a thread: a cross entropy's gathered label logits (4
+    values, one a warp, against the rows' logsumexp) are gathered again in the rows' layout,
+    as NVIDIA's tileiras gathers them, with no shared-memory exchange and its two barriers."""
     plan: dict[Value, LinearLayout] = {}
     work = [0]
 
@@ -137,8 +143,8 @@ def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout, block: Optional[
             if op.parent is not block and _reload_bytes(tas, op, want) < vectorize.WIDEST_ACCESS:
                 return False
         elif isinstance(op, CO.FToFOp):
-            if loop_around(op.parent, block) is None:    # see the docstring
-                return False
+            if loop_around(op.parent, block) is None and want.size(REG) > SMALL_RECOMPUTE_REGISTERS:
+                return False                                 # see the docstring
         elif not is_recomputable(op):
             return False
         if not is_free(op):
