@@ -1,5 +1,5 @@
 """Tiles that change layout through shared memory (``KernelEmitter.convert``) go through
-the shared layout ``layout_rules.exchange_layout`` picks by ``bank_wavefronts``: row-major,
+the shared layout ``exchanges.exchange_layout`` picks by ``bank_wavefronts``: row-major,
 or a swizzle built from both sides' lanes (``swizzled_exchange``) where that takes fewer
 wavefronts.  A transpose's exchange then meets no bank conflict on either side, as
 NVIDIA's does, and keeps its 16-byte loads."""
@@ -16,7 +16,7 @@ from tileiras import diffcheck
 from tileiras.emulate import launch
 from tileiras.layout.linear import default_blocked, sector_blocked
 from tileiras.layout.shared import bank_wavefronts, shared_identity
-from tileiras.lower.layout_rules import (exchange_layout, exchange_vector, exchange_wavefronts,
+from tileiras.lower.exchanges import (exchange_layout, exchange_vector, exchange_wavefronts,
                                          swizzled_exchange)
 from tileiras.reader import read_bytecode
 

@@ -17,7 +17,8 @@ from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Operation
 from ..layout.linear import REG, LinearLayout
-from ..lower.layout_rules import cat_in_registers, exchange_layout
+from ..lower.exchanges import exchange_layout
+from ..lower.layout_rules import cat_in_registers
 from ..lower.software_pipeline import pipelined_op
 from ..lower.tiles import element_bytes
 from ..tile import ops_core as CO
@@ -129,7 +130,7 @@ def _broadcast(em: KernelEmitter, op: Operation) -> None:
 def exchange(em: KernelEmitter, tv: TileVal, dst: LinearLayout, esize: int) -> TileVal:
     """``tv`` redistributed to ``dst`` through shared memory (``KernelEmitter.convert``):
     every thread writes what it holds, then reads what ``dst`` says it holds, in the shared
-    layout ``layout_rules.exchange_layout`` chose (row-major, or a swizzle without bank
+    layout ``exchanges.exchange_layout`` chose (row-major, or a swizzle without bank
     conflicts)."""
     at = SharedTile(exchange_layout(tv.layout, dst, esize), esize)
     X.barrier(em.b)

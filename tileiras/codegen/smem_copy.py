@@ -33,7 +33,7 @@ from ..layout.core import dim_name, log2
 from ..layout.linear import REG, LinearLayout
 from ..layout.shared import Padding, shared_identity
 from ..lower.chunks import ITER
-from ..lower.layout_rules import exchange_vector
+from ..lower.exchanges import exchange_vector
 from ..record import record
 from .nvvm import I32, KernelEmitter, runtime_mask
 from .values import TileVal, byte_gep, from_smem, smem_type, to_smem
@@ -127,7 +127,7 @@ def element_offsets(layout: LinearLayout, at: SharedTile) -> LinearLayout:
 
 def copy_vector(layout: LinearLayout, at: SharedTile, origin: Optional["_Origin"] = None) -> int:
     """Consecutive registers of ``layout`` that one access moves: as many as an exchange
-    through ``at``'s layout moves (``layout_rules.exchange_vector``), starting aligned to
+    through ``at``'s layout moves (``exchanges.exchange_vector``), starting aligned to
     the access, no padding inside."""
     n = exchange_vector(layout, at.layout, at.elem_bytes)
     while n > 1 and (at.base % (n * at.elem_bytes) or (origin is not None and origin.bits & (n - 1))

@@ -9,7 +9,7 @@ and trip ``i`` reads its tiles from its stage (``codegen.emit_stream`` expands t
 
 Each tile is staged in its own register layout: a thread copies exactly the elements it
 will hold, ``copy_bytes`` consecutive registers at a time, to the offsets of a shared
-layout (``layout_rules.exchange_layout`` of the tile's layout with itself: row-major, or
+layout (``exchanges.exchange_layout`` of the tile's layout with itself: row-major, or
 the swizzle whose vector reads ``bank_wavefronts`` counts fewest wavefronts for), and reads
 them back with vector ``ld.shared`` of the same width.  Where no two threads hold the same
 element every thread reads only what it copied: its own ``cp.async.wait_group`` is all the
@@ -63,7 +63,7 @@ from ..tile.enums import MemoryOrderingSemantics
 from ..tile.traits import DATA_RESOURCES, writes
 from .attention_pipeline import inside_value
 from .forwarding import tile_registers
-from .layout_rules import swizzled_exchange
+from .exchanges import swizzled_exchange
 from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, clamped_stages, view_copy_reason
 from .tiles import element_bytes
 from .tma import plan_again, streaming_loop
