@@ -132,6 +132,8 @@ def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout, block: Optional[
             return True
         if u in plan:
             return plan[u] == want
+        if u.is_block_argument:         # a loop's carried value, a region's argument
+            return False
         op = u.owner
         if isinstance(op, (AR.DivIOp, AR.RemIOp)):
             if not _is_constant(op.rhs):
