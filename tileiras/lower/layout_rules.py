@@ -33,7 +33,8 @@ from ..tile.traits import Contraction, Elementwise, is_contraction, is_free, is_
 from . import vectorize
 from .mma_forms import mma_staging_bytes, simt_staging_bytes, tcgen05_staging, wgmma_staging
 from .subbyte import holds_pairs, is_subbyte, unit_dim
-from .tiles import access_bytes, element_bytes, is_tile
+from .tma import enclosing_loop
+from .tiles import access_bytes, element_bytes, is_tile, iter_args
 
 if TYPE_CHECKING:
     from .tileas import TileAS
@@ -592,25 +593,14 @@ def _terminator(tas: TileAS, op: Operation) -> None:
     parent = op.parent.parent.parent if op.parent and op.parent.parent else None
     if isinstance(parent, (CO.ReduceOp, CO.ScanOp)):
         return
-    loop = parent if isinstance(op, CF.YieldOp) else _continued(op) if isinstance(op, CF.ContinueOp) else None
+    loop = parent if isinstance(op, CF.YieldOp) else enclosing_loop(op) if isinstance(op, CF.ContinueOp) else None
     if isinstance(loop, CF.ForOp):
-        carried = loop.regions[0].blocks[0].args
+        carried = iter_args(loop)
         for i, v in enumerate(op.operands):     # into the layouts the loop carries
             if is_tile(v):
-                _want(tas, op, i, tas.layouts[carried[i + 1]])
+                _want(tas, op, i, tas.layouts[carried[i]])
         return
     _to_canonical(tas, op)
-
-
-def _continued(op: Operation) -> Optional[Operation]:
-    """The loop a ``continue`` starts again (through the ``if`` ops around it)."""
-    block = op.parent
-    while block is not None and block.parent is not None:
-        owner = block.parent.parent
-        if isinstance(owner, (CF.ForOp, CF.LoopOp)):
-            return owner
-        block = owner.parent if owner is not None else None
-    return None
 
 
 @layout_rule(CF.LoopOp, CF.IfOp)
@@ -636,25 +626,25 @@ def _for(tas: TileAS, op: Operation) -> None:
     entropy over four rows, three exchanges a trip)."""
     before = {name: dict(getattr(tas, name)) for name in _ASSIGNED}
     _carry(tas, op, {})
-    body = op.regions[0].blocks[0]
+    inner = list(op.walk())         # in program order: ties between layouts break the same way each run
+    made_inside = [r for o in inner for r in o.results if r in tas.layouts]
     wanted: dict[int, LinearLayout] = {}
-    for k, init in enumerate(op.initValues):
-        carried = body.args[k + 1]
+    for k, (init, carried) in enumerate(zip(op.initValues, iter_args(op))):
         if not is_tile(carried) or carried.type.rank == 0:
             continue
-        made = Counter(layout for v, layout in tas.layouts.items()
-                       if not v.is_block_argument and v.type == carried.type and layout != tas.layouts[carried]
-                       and _inside(v.owner, op))
-        for layout, _n in made.most_common(1):
+        made = Counter(tas.layouts[r] for r in made_inside
+                       if r.type == carried.type and tas.layouts[r] != tas.layouts[carried])
+        for layout, _count in made.most_common(1):
             if recompute_plan(tas, init, layout, op.parent) is not None:
                 wanted[k] = layout
     if not wanted:
         return
     first = {name: dict(getattr(tas, name)) for name in _ASSIGNED}
-    exchanges = _exchanges(tas, op)
+    ops = set(inner)
+    exchanges = _exchanges(tas, ops)
     _restore(tas, before)
     _carry(tas, op, wanted)
-    if _exchanges(tas, op) >= exchanges:
+    if _exchanges(tas, ops) >= exchanges:
         _restore(tas, first)
 
 
@@ -673,28 +663,18 @@ def _carry(tas: TileAS, op: CF.ForOp, wanted: dict[int, LinearLayout]) -> None:
         if is_tile(v):
             k = i - first_init
             _want(tas, op, i, wanted[k] if k in wanted else tas.canonical_type(v.type))
-    for k, r in enumerate(op.results):
+    for k, (r, carried) in enumerate(zip(op.results, iter_args(op))):
         if is_tile(r):
-            layout = wanted.get(k, tas.canonical_type(r.type))
-            tas.layouts[r] = tas.layouts[body.args[k + 1]] = layout
-    if is_tile(body.args[0]):
-        tas.layouts[body.args[0]] = tas.canonical_type(body.args[0].type)
+            tas.layouts[r] = tas.layouts[carried] = wanted.get(k, tas.canonical_type(r.type))
+    induction = body.args[0]
+    if is_tile(induction):
+        tas.layouts[induction] = tas.canonical_type(induction.type)
     assign_block(tas, body)
 
 
-def _exchanges(tas: TileAS, loop: Operation) -> int:
-    """Conversions through shared memory (not computed again) of ops inside ``loop``."""
-    return sum(1 for (user, _i) in tas.converts
-               if (user, _i) not in tas.recomputed and _inside(user, loop))
-
-
-def _inside(op: Operation, loop: Operation) -> bool:
-    while op is not None:
-        if op is loop:
-            return True
-        block = op.parent
-        op = block.parent.parent if block is not None and block.parent is not None else None
-    return False
+def _exchanges(tas: TileAS, ops: set[Operation]) -> int:
+    """Conversions through shared memory (not computed again) of the operands of ``ops``."""
+    return sum(1 for use in tas.converts if use[0] in ops and use not in tas.recomputed)
 
 
 for _cls in ops_with(Elementwise):
