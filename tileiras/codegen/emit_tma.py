@@ -240,10 +240,17 @@ def emit_tma_load(em: KernelEmitter, op: Operation, indices: list[ir.Value]) -> 
     if stream is not None:
         _streamed_load(em, op, plan, stream, layout)
         return
-    if em.in_loop:  # the previous trip's readers must be done with the buffer
-        X.barrier(em.b)
-    _issue(em, op, plan, indices)
-    _wait(em, op, plan)
+    if op not in em.tma_staged:
+        if em.in_loop:  # the previous trip's readers must be done with the buffer
+            X.barrier(em.b)
+        _issue(em, op, plan, indices)
+        _wait(em, op, plan)
+        em.tma_staged.add(op)
+    # else ``op`` is computed again (layout_rules.recompute_plan) where its first emission,
+    # earlier in program order, has staged the tile: the buffer is the load's alone for the
+    # kernel, so its tile is read again in the layout wanted here.  Copying it again would
+    # overwrite the buffer while other threads may still read it (a race), with nothing
+    # to gain.
     em.put(op.results[0], TileVal(layout, _read_staged(em, op, plan, layout)))
     em.put(op.results[1], None)
 

@@ -100,6 +100,7 @@ class KernelEmitter:
         self._owner_cache: dict[tuple[LinearLayout, bool], Optional[ir.Value]] = {}
         self._smem: Optional[ir.GlobalVariable] = None
         self.tma_phases: dict[Operation, ir.Value] = {}   # TMA load -> its phase parity (emit_tma)
+        self.tma_staged: set[Operation] = set()            # TMA loads emitted (their tiles staged)
         self.ring_counters: dict[Operation, ir.Value] = {}   # persistent ring's loop -> its K-tile counter
         self.tmem_base: Optional[ir.Value] = None   # the tensor memory's address (emit_tcgen05)
         self.tmem_uses: Optional[ir.Value] = None   # i32 slot: phases of the tcgen05 mbarrier so far
@@ -315,7 +316,10 @@ class KernelEmitter:
         want = self.conversion(op, i)
         plan = self.tas.recomputed.get((op, i))
         if want is not None and plan is not None:
-            return self.recompute(v, plan, self.tas.recompute_converts.get((op, i), {}))
+            tv = self.recompute(v, plan, self.tas.recompute_converts.get((op, i), {}))
+            # the use's own plan makes ``v`` in TileAS's layout for it; a recomputation
+            # around this use (a broadcast's source, recompute_converts) may want another
+            return tv if tv.layout == want else self.convert(tv, want, v.type)
         tv = self.values[v]
         if not isinstance(tv, TileVal):
             raise CompileError(f"operand {i} of '{op.name}' is not a tile")

@@ -15,7 +15,11 @@ the ``.reqntid`` its tileiras 13.5 writes, and say on which measurements:
 * ``wgmma_pair``, ``wide_loop_tiles``: where ours is faster than NVIDIA's sizes, not fitted
   to them: two consumer warp groups for sm_90 GEMMs whose 128-row tiles a persistent or
   grouped kernel multiplies, 8 warps for loops over tiles too wide for 4 (measured on an
-  H200).
+  H200);
+* ``wide_live_tiles``: 8 warps where tiles held across a reduction would take 128
+  registers a thread on 4 (``live_across_reductions``), where ours spilled on 4 and
+  NVIDIA's did not (it guards unaligned accesses by branches, which keeps ptxas from
+  hoisting loads beside them).
 
 The CTA size is not part of the launch contract (cuTile launches with a 1x1x1 block and the
 driver reads ``REQNTID``: ``tileiras.gpu.device``), so a rule may leave NVIDIA's where that
@@ -145,6 +149,80 @@ def wide_loop_tiles(aa: TileAA) -> bool:
                for op in ops for r in op.results)
 
 
+#: 32-bit registers a thread of ``DEFAULT_WARPS`` warps holds in tiles live across a
+#: reduction or scan from which a kernel without matrix multiplies takes
+#: ``WGMMA_PAIR_WARPS`` workers: the whole of one f32 tile of ``WIDE_TILE_ELEMENTS``.
+#: Values live across a reduction are held whole (every element of a row before its sum),
+#: and ptxas, hoisting a tile's loads over one another, holds what they load beside them.
+#: Measured against NVIDIA's tileiras (``ptxas -v``, 128 threads both, the kernels of
+#: test_live_tiles.py with realistic shapes): a fused residual add and RMS norm of 4 x 4096
+#: bf16 rows (the sum live across the row sums, 128 registers) spilled 132-604 bytes on
+#: every arch (NVIDIA 162-239 registers, no spills; it guards each unaligned access by a
+#: branch, which keeps ptxas from hoisting the loads); a softmax backward of 4 x 4096 f16
+#: (y and dy, 256) spilled 128-200 bytes; a layer norm backward of 8 x 1024 (x-hat, w*dy
+#: and dy, 192) 32-504.  On 8 warps none spills.
+LIVE_ACROSS_WORDS = WIDE_TILE_ELEMENTS // (DEFAULT_WARPS * 32)
+
+
+def live_across_reductions(aa: TileAA) -> float:
+    """The most 32-bit registers a thread of ``DEFAULT_WARPS`` warps holds in tiles defined
+    before a reduction or scan (in its block, or around the op holding it) and used after
+    it: the tiles that must be whole at once, whatever order codegen computes elements in."""
+    users: dict[Value, list[Operation]] = {}
+    for op in aa.live_ops():
+        for v in op.operands:
+            users.setdefault(v, []).append(op)
+    threads = DEFAULT_WARPS * 32
+    most = 0.0
+    for block in _blocks(aa.function):
+        ops = [op for op in block.ops if op not in aa.dead]
+        where = {op: k for k, op in enumerate(ops)}
+        collective = [k for k, op in enumerate(ops)
+                      if any(isinstance(o, (CO.ReduceOp, CO.ScanOp)) for o in op.walk())]
+        if not collective:
+            continue
+        spans = []
+        for k, op in enumerate(ops):
+            for r in op.results:
+                if not is_tile(r) or r.type.rank == 0:
+                    continue
+                last = max((where.get(_in_block(u, block), -1) for u in users.get(r, ())), default=-1)
+                element = r.type.element
+                bits = element.bitwidth if isinstance(element, T.ScalarType) else 64
+                words = r.type.num_elements * max(bits, 16) / 32 / threads
+                spans.append((k, last, words))
+        for j in collective:
+            most = max(most, sum(w for k, last, w in spans if k < j < last))
+    return most
+
+
+def _blocks(fn) -> list:
+    """Every block of ``fn``, nested ones included."""
+    out = [fn.entry_block]
+    for op in fn.walk():
+        out += [b for region in op.regions for b in region.blocks]
+    return out
+
+
+def _in_block(op: Operation, block) -> Optional[Operation]:
+    """``op`` or the op around it whose parent is ``block`` (None: not inside ``block``)."""
+    while op is not None and op.parent is not block:
+        region = op.parent.parent if op.parent is not None else None
+        op = region.parent if region is not None else None
+    return op
+
+
+def wide_live_tiles(aa: TileAA) -> bool:
+    """Does a kernel without matrix multiplies hold at least ``LIVE_ACROSS_WORDS`` registers
+    a thread across a reduction (on ``DEFAULT_WARPS`` warps)?  ``TILEIRAS_WIDE_LOOP_WARPS=0``
+    turns this rule off too."""
+    if not knobs.wide_loop_warps:
+        return False
+    if any(isinstance(op, (AR.MmaFOp, AR.MmaFScaledOp, AR.MmaIOp)) for op in aa.live_ops()):
+        return False
+    return live_across_reductions(aa) >= LIVE_ACROSS_WORDS
+
+
 def _made_by_kernel(aa: TileAA, tile: Value) -> bool:
     """Is ``tile`` loaded (through relabels) from a view whose base address the kernel
     computes rather than takes as an argument?"""
@@ -242,7 +320,7 @@ def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[in
     warps beyond it (a non-power-of-two hint, the MMA warp group) hold copies."""
     if hint:
         warps = hint
-    elif wgmma_pair(aa, arch) or wide_loop_tiles(aa):
+    elif wgmma_pair(aa, arch) or wide_loop_tiles(aa) or wide_live_tiles(aa):
         warps = WGMMA_PAIR_WARPS
     else:
         biggest = max((r.type.num_elements for op in aa.live_ops() for r in op.results if is_tile(r)), default=1)

@@ -260,11 +260,34 @@ def _elementwise(tas: TileAS, op: Operation) -> None:
     tiles = [i for i, v in enumerate(op.operands) if is_tile(v) and v.type.shape == op.results[0].type.shape]
     if not tiles:
         return _canonical_results(tas, op)
-    layout = tas.layouts[op.operands[tiles[0]]]
-    for i in tiles[1:]:
+    layout = _cheapest_layout(tas, op, tiles)
+    for i in tiles:
         _want(tas, op, i, layout)
     for r in op.results:
         tas.layouts[r] = layout
+
+
+def _cheapest_layout(tas: TileAS, op: Operation, tiles: list[int]) -> LinearLayout:
+    """Of the layouts operands ``tiles`` of an elementwise op come in, the one the others
+    move to with the fewest bytes through shared memory (a tile computed again in it moves
+    none, or only a broadcast's source: ``recompute_plan``); of equal costs, the first
+    operand's.  A weight row broadcast to a tile is made again in the tile's layout,
+    rather than the tile converted to the broadcast's."""
+    candidates = list(dict.fromkeys(tas.layouts[op.operands[i]] for i in tiles))
+    if len(candidates) == 1:
+        return candidates[0]
+    return min(candidates, key=lambda layout: sum(_moved_bytes(tas, op, i, layout) for i in tiles))
+
+
+def _moved_bytes(tas: TileAS, op: Operation, i: int, layout: LinearLayout) -> int:
+    """Bytes that operand ``i`` of ``op`` moves through shared memory to reach ``layout``."""
+    v = op.operands[i]
+    if tas.layouts.get(v) == layout:
+        return 0
+    leaves: dict[tuple[Operation, int], LinearLayout] = {}
+    if recompute_plan(tas, v, layout, op.parent, leaves) is None:
+        return v.type.num_elements * element_bytes(v.type)
+    return sum(u.operands[k].type.num_elements * element_bytes(u.operands[k].type) for u, k in leaves)
 
 
 @layout_rule(CO.ReshapeOp)
