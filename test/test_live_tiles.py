@@ -16,6 +16,7 @@ pytest.importorskip("cuda.tile")
 
 from differential import export  # noqa: E402
 from kernels import models as K  # noqa: E402
+from kernels import workloads as W  # noqa: E402
 from kernels._case import KernelCase, arr  # noqa: E402
 
 from tileiras.codegen.ptxas import invoke_ptxas  # noqa: E402
@@ -31,6 +32,9 @@ SOFTMAX_BWD = KernelCase("softmax_bwd_4x4096", K.softmax_bwd,
 LAYER_BWD = KernelCase("layer_norm_bwd_8x1024", K.layer_norm_bwd,
                        [[arr(K.BF16, 2), arr(K.BF16, 2), arr(K.BF16), arr(K.F32), arr(K.F32), arr(K.BF16, 2),
                          arr(K.F32, 2), arr(K.F32, 2), 8, 1024]])
+CONV1D = KernelCase("causal_conv1d_64x256", W.causal_conv1d,
+                    [[arr(K.BF16, 2), arr(K.BF16, 2), arr(K.BF16, 2), 64, 256]])
+CUMSUM = KernelCase("chunk_cumsum_256x64", W.chunk_cumsum, [[arr(K.BF16, 2), arr(K.F32), arr(K.F32, 2), 256, 64]])
 MOE = KernelCase("moe_gemm_128x128x64", K.moe_gemm,
                  [[arr(K.BF16, 2), arr(K.ct.int32), arr(K.ct.int32), arr(K.BF16, 3), arr(K.BF16, 2), 128, 128, 64]])
 
@@ -72,6 +76,10 @@ CASES = [
     (SOFTMAX_BWD, "sm_90", False, 150),   # NVIDIA 255/164; ours 255/136, 142/0
     (LAYER_BWD, "sm_90", True, 175),      # NVIDIA 255/0; ours 255/32, 164/0
     (LAYER_BWD, "sm_80", False, 200),     # NVIDIA 219/0; ours 255/504, 188/0
+    (CUMSUM, "sm_80", True, 220),         # NVIDIA 255/80; ours 255/736, 210/0 (a scan's result)
+    (CUMSUM, "sm_120", False, 220),       # NVIDIA 255/1008; ours 255/688, 211/0
+    (CONV1D, "sm_80", True, 195),         # NVIDIA 252/0; ours 255/852 (unrolled), 184/0
+    (CONV1D, "sm_90", False, 215),        # NVIDIA 255/816; ours 255/616, 207/0
 ]
 
 
@@ -92,8 +100,10 @@ def test_the_knob_keeps_four_warps(monkeypatch: pytest.MonkeyPatch):
 
 
 @pytest.mark.parametrize("case, arch, aligned", [(ADD_RMS, "sm_80", False), (LAYER_BWD, "sm_90", True),
-                                                (MOE, "sm_90", False)],
-                         ids=["add_rms_norm-sm_80-unaligned", "layer_norm_bwd-sm_90", "moe_gemm-sm_90-unaligned"])
+                                                (MOE, "sm_90", False), (CUMSUM, "sm_80", True),
+                                                (CONV1D, "sm_90", True)],
+                         ids=["add_rms_norm-sm_80-unaligned", "layer_norm_bwd-sm_90", "moe_gemm-sm_90-unaligned",
+                              "chunk_cumsum-sm_80", "causal_conv1d-sm_90"])
 def test_agree_with_the_interpreter(case: KernelCase, arch: str, aligned: bool):
     """The 8-warp kernels, and the MoE GEMM whose gathered rows' index tile is broadcast
     from a layout computed again for the gather (``recompute_converts``: a recomputed
@@ -121,3 +131,23 @@ def test_a_recomputed_tma_load_reads_its_staged_tile_again():
     assert len(loads) == 5                               # x, dy, mean, rstd, w
     assert any(op in {u.owner for plan in tas.recomputed.values() for u in plan} for op in loads)
     assert ptx.count("mbarrier.arrive.expect_tx") == len(loads)
+
+
+def test_a_scan_holds_its_result_whole():
+    """A cumulative sum over the 256 time steps of a 256 x 64 tile: each thread's partial
+    sums wait for the threads before it (``live_across_reductions`` counts a scan's result),
+    so the CTA takes 8 warps; 128 x 64 keeps 4."""
+    assert _warps(CUMSUM, "sm_80") == 8
+    half = KernelCase("chunk_cumsum_128x64", W.chunk_cumsum, [[arr(K.BF16, 2), arr(K.F32), arr(K.F32, 2), 128, 64]])
+    assert _warps(half, "sm_80") == 4
+
+
+def test_gathers_count_against_unrolling():
+    """The causal conv1d's four shifted gathers (64 registers a trip on 8 warps) are not
+    unrolled (``stream_pipeline.unrolled`` counted view loads only: the weight row's 4
+    registers a trip, and ptxas issued all four gathers at once: 852 bytes spilled)."""
+    from tileiras.lower.stream_pipeline import UnrolledLoop
+
+    options = CompileOptions(gpu_name="sm_80")
+    (tas,) = run_stages(read_bytecode(_bytecode(CONV1D, "sm_80", True)), options, "tileas").tas.values()
+    assert tas.pipelines and not any(isinstance(p, UnrolledLoop) for p in tas.pipelines.values())

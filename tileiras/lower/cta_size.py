@@ -165,35 +165,40 @@ LIVE_ACROSS_WORDS = WIDE_TILE_ELEMENTS // (DEFAULT_WARPS * 32)
 
 
 def live_across_reductions(aa: TileAA) -> float:
-    """The most 32-bit registers a thread of ``DEFAULT_WARPS`` warps holds in tiles defined
-    before a reduction or scan (in its block, or around the op holding it) and used after
-    it: the tiles that must be whole at once, whatever order codegen computes elements in."""
+    """The most 32-bit registers a thread of ``DEFAULT_WARPS`` warps holds in tiles that must
+    be whole at a reduction or scan: those defined before it (in its block, or around the op
+    holding it) and used after it, and a scan's own result (each thread's partial sums wait
+    for the sums of the threads before it)."""
     users: dict[Value, list[Operation]] = {}
     for op in aa.live_ops():
         for v in op.operands:
             users.setdefault(v, []).append(op)
-    threads = DEFAULT_WARPS * 32
     most = 0.0
     for block in _blocks(aa.function):
         ops = [op for op in block.ops if op not in aa.dead]
         where = {op: k for k, op in enumerate(ops)}
-        collective = [k for k, op in enumerate(ops)
-                      if any(isinstance(o, (CO.ReduceOp, CO.ScanOp)) for o in op.walk())]
+        collective = {k: sum(_words(r) for o in op.walk() if isinstance(o, CO.ScanOp) for r in o.results)
+                      for k, op in enumerate(ops) if any(isinstance(o, (CO.ReduceOp, CO.ScanOp)) for o in op.walk())}
         if not collective:
             continue
         spans = []
         for k, op in enumerate(ops):
             for r in op.results:
-                if not is_tile(r) or r.type.rank == 0:
-                    continue
                 last = max((where.get(_in_block(u, block), -1) for u in users.get(r, ())), default=-1)
-                element = r.type.element
-                bits = element.bitwidth if isinstance(element, T.ScalarType) else 64
-                words = r.type.num_elements * max(bits, 16) / 32 / threads
-                spans.append((k, last, words))
-        for j in collective:
-            most = max(most, sum(w for k, last, w in spans if k < j < last))
+                spans.append((k, last, _words(r)))
+        for j, own in collective.items():
+            most = max(most, own + sum(w for k, last, w in spans if k < j < last))
     return most
+
+
+def _words(v: Value) -> float:
+    """32-bit registers a thread of ``DEFAULT_WARPS`` warps holds of tile ``v`` (16-bit
+    elements two a register, pointers two)."""
+    if not is_tile(v) or v.type.rank == 0:
+        return 0.0
+    element = v.type.element
+    bits = element.bitwidth if isinstance(element, T.ScalarType) else 64
+    return v.type.num_elements * max(bits, 16) / 32 / (DEFAULT_WARPS * 32)
 
 
 def _blocks(fn) -> list:

@@ -164,7 +164,10 @@ def unrolled(tas, loop: CF.ForOp, arch: int) -> Optional[UnrolledLoop]:
     loads = streamed_loads(loop)
     if not 2 <= trips <= UNROLL_TRIPS or any(ld in tas.tma for ld in loads):
         return None
-    registers = trips * sum(tile_registers(tas, ld.results[0]) for ld in loads)
+    # every load of the body counts, gathers through pointer tiles too: unrolled, ptxas
+    # issues all the trips' loads before the first trip's work
+    every = [op for op in _body(loop) if isinstance(op, (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp))]
+    registers = trips * sum(tile_registers(tas, ld.results[0]) for ld in every)
     return UnrolledLoop(trips, registers) if registers <= UNROLL_REGISTERS else None
 
 
