@@ -138,8 +138,10 @@ class _Knobs:
                            "0: each trip copies and waits for its own")
     wide_loop_warps = _BoolKnob("TILEIRAS_WIDE_LOOP_WARPS", True,
                                 "a kernel without matrix multiplies that makes tiles of 16384 elements or "
-                                "more in a loop (a persistent norm's row blocks) runs on 8 warps "
-                                "(cta_size.wide_loop_tiles); 0: on 4, as NVIDIA's tileiras on sm_80")
+                                "more in a loop (a persistent norm's row blocks), or holds 128 registers a "
+                                "thread whole at a reduction or scan, runs on 8 warps "
+                                "(cta_size.wide_loop_tiles, wide_live_tiles); 0: on 4, as NVIDIA's tileiras "
+                                "on sm_80")
     tcgen05 = _BoolKnob("TILEIRAS_TCGEN05", True,
                         "sm_100 family: matrix multiplies of 16-bit, tf32 and 8-bit floats run on tcgen05.mma "
                         "(tensor memory accumulators) where lower/tensor_memory.py allows; 0: mma.sync")

@@ -86,7 +86,8 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
                      acc: TileVal) -> None:
     """C += A @ B with ``mma.sync.aligned.m16n8kK`` (``mma_forms.tensor_core_mma``): A and B
     are staged in shared memory row-major, rows padded (``mma_forms.mma_staging_pitches``)
-    against bank conflicts; then, per K-step of the instruction, every
+    against bank conflicts, B as N rows of K where TileAS says so (``TileAS.mma_b_rows``:
+    its registers run along K); then, per K-step of the instruction, every
     warp multiplies the 16x8 blocks of the accumulator it holds (``mma_fragment``:
     registers ``4 (j + i * column_blocks)`` are block (i, j)), A's fragments for all its
     row blocks first, then one column block's B at a time, so few fragment registers are
@@ -112,11 +113,15 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
     b = em.b
     a_t, b_t = op.lhs.type, op.rhs.type
     k_slice = em.tas.mma_k_slices.get(op)
-    a_pitch, b_pitch = mma_staging_pitches(op, k_slice, form)
+    b_rows = op in em.tas.mma_b_rows        # B as N rows of K, its registers' way
+    a_pitch, b_pitch = mma_staging_pitches(op, k_slice, form, b_rows)
     a_bytes = element_bytes(a_t) * a_t.shape[-2] * a_pitch
-    batches, stride = batch_count(op), batch_stride(op, k_slice, form)
+    batches, stride = batch_count(op), batch_stride(op, k_slice, form, b_rows)
     a_at = _staged(a_t.shape, element_bytes(a_t), a_pitch, stride, 0, -1, k_slice)
-    b_at = _staged(b_t.shape, element_bytes(b_t), b_pitch, stride, a_bytes, -2, k_slice)
+    b_at = _staged(b_t.shape[::-1] if b_rows else b_t.shape, element_bytes(b_t), b_pitch, stride, a_bytes, -2,
+                   k_slice)
+    if b_rows:
+        rhs = TileVal(rhs.layout.permute((1, 0)), rhs.regs)
 
     layout = batch_slice(acc.layout) if len(acc.layout.shape) == 3 else acc.layout
     per = layout.size(REG)
@@ -140,7 +145,7 @@ def _tensor_core_mma(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
         for i in range(acc.layout.size(REG) // per):
             first = (b.mul(em.coords(acc.layout, i * per)[0], ir.Constant(I32, stride)) if batches > 1
                      else None)
-            operands = TensorCoreOperands(em, form, layout, a_pitch, b_pitch, a_bytes, first)
+            operands = TensorCoreOperands(em, form, layout, a_pitch, b_pitch, a_bytes, first, b_transposed=b_rows)
             if scales is not None:
                 operands.scaled(scales, op.operands[3].type.shape[-1], op.rhs.type.shape[-1])
             out += mma_steps(em, op, form, operands, TileVal(layout, sums[i * per:(i + 1) * per]), k_slice)
@@ -473,8 +478,12 @@ class TensorCoreOperands:
             b_row = b.and_(lane, ir.Constant(I32, 15)) if form.bits == 16 else b.shl(t, ir.Constant(I32, 2))
             b_col = block_col if form.bits == 16 else b.add(block_col, g)
             self.b_base = b.add(b.mul(b_row, ir.Constant(I32, n)), b_col)
-        if b_transposed and swizzles is None:   # 8-bit B as N rows of K: a word of 4 K at (g, 4t)
+        if b_transposed and swizzles is None and self.esize == 1:   # 8-bit B, N rows of K: 4 K at (g, 4t)
             self.b_base = b.add(b.mul(b.add(block_col, g), ir.Constant(I32, n)), b.shl(t, ir.Constant(I32, 2)))
+        elif b_transposed and swizzles is None:     # 16-bit B, N rows of K: lane l at row l % 8, K half l / 8
+            k_half = b.mul(b.and_(b.lshr(lane, ir.Constant(I32, 3)), ir.Constant(I32, 1)), ir.Constant(I32, 8))
+            self.b_base = b.add(b.mul(b.add(block_col, b.and_(lane, ir.Constant(I32, 7))), ir.Constant(I32, n)),
+                                k_half)
         if swizzles is not None:    # 16-bit: A's rows from a_base, B's K rows from b_base
             a_sw, b_sw = swizzles
             self.a_base = b.mul(a_row, ir.Constant(I32, k))
@@ -568,6 +577,8 @@ class TensorCoreOperands:
 
     def b_fragment(self, k0: ir.Value, j: int) -> list[ir.Value]:
         b, n, c = self.em.b, self.n, self.col_offsets[j]
+        if self.b_transposed and self.swizzles is None and self.esize == 2:    # 16-bit, N rows of K
+            return X.ldmatrix(b, self._slot(b.add(self.b_base, k0), c * n, self.b_offset, 2), 2)
         if self.b_transposed and self.swizzles is None:     # 8-bit, N rows of K: K 4t.. and 16 + 4t..
             return [b.load(self._slot(b.add(self.b_base, k0), c * n + 16 * q, self.b_offset, 1), typ=I32)
                     for q in range(2)]

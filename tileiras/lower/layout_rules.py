@@ -595,9 +595,24 @@ def _mma(tas: TileAS, op: Operation) -> None:
         _need_scratch(tas, op, tas.wgmma_staging[op].nbytes)
         return
     if form is not None:
-        _need_scratch(tas, op, mma_staging_bytes(op, None, form))
+        if b_staged_as_rows(tas, op, form):
+            tas.mma_b_rows.add(op)
+        _need_scratch(tas, op, mma_staging_bytes(op, None, form, op in tas.mma_b_rows))
         return
     _need_scratch(tas, op, simt_staging_bytes(op, tas.layouts[op.result], tas.arch))
+
+
+def b_staged_as_rows(tas: TileAS, op: Operation, form) -> bool:
+    """Is a 16-bit ``mma.sync`` multiply's B staged as N rows of K (``TileAS.mma_b_rows``)?
+    Where B's registers run along K (a tile loaded N x K and permuted, as K is in attention
+    backward's ``Q @ K^T``), stored K x N each register lands in another row: scalar
+    16-bit stores a column apart, every lane of a warp in one bank group (attention backward
+    32x32x64 bf16 sm_80: 57,344 bank conflicts, NVIDIA's 0).  Stored N x K they are vector
+    stores along the rows, and ``ldmatrix`` without ``.trans`` reads the fragments."""
+    b = tas.operand_layout(op, 1)
+    if form.bits != 16 or form.kind or op.rhs.type.rank != 2 or b is None or not b.bases(REG):
+        return False
+    return b.bases(REG)[0] == (1, 0)
 
 
 @layout_rule(CF.AssertOp)

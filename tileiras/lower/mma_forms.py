@@ -84,12 +84,10 @@ MMA_SYNC_FORMATS = {"f16": ("f16", 16, 16, 80), "bf16": ("bf16", 16, 16, 80), "t
                     "f8E4M3FN": ("e4m3", 8, 32, 89), "f8E5M2": ("e5m2", 8, 32, 89)}
 #: the f64 form (DMMA, sm_80+): ``mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64``
 DMMA = TensorCoreMma("f64.f64.f64.f64", 4, 64, False, False, 8)
-#: ``tcgen05.mma`` kind and format code (instruction descriptor bits 7-9 / 10-12) of each
-#: operand type of ``TensorCoreMma.types``
+#: ``tcgen05.mma`` kind and format code (instruction descriptor bits 7-9 / 10-12) of each operand type
 TCGEN05_KINDS = {"f16": ("f16", 0), "bf16": ("f16", 1), "tf32": ("tf32", 2), "e4m3": ("f8f6f4", 0),
                  "e5m2": ("f8f6f4", 1)}
-#: rows of the accumulator block one ``tcgen05.mma`` (cta_group::1) computes: 128, or 64
-#: for a 64-row tile
+#: rows of the accumulator block one ``tcgen05.mma`` (cta_group::1) computes: 128, or 64 for a 64-row tile
 TCGEN05_ROWS = 128
 #: tensor-memory columns of an SM (32-bit each, 128 lanes)
 TMEM_COLUMNS = 512
@@ -209,12 +207,13 @@ def accumulator_layout(op: Operation, num_warps: int, form: Optional[TensorCoreM
     return batched_fragment(fragment, shape[0]) if len(shape) == 3 else fragment
 
 
-def mma_staging_bytes(op: Operation, k_slice: Optional[int] = None, form: Optional["TensorCoreMma"] = None) -> int:
+def mma_staging_bytes(op: Operation, k_slice: Optional[int] = None, form: Optional["TensorCoreMma"] = None,
+                      b_rows: bool = False) -> int:
     """Shared-memory bytes ``mma.sync``'s operands are staged in: A and B of each matrix
     in rows of ``mma_staging_pitches``, one matrix after the other (``batch_stride``);
     with ``k_slice``, the K slice of them one stage holds (``mma_k_slice``)."""
     scales = sum(v.type.num_elements for v in op.operands[3:5]) if isinstance(op, AR.MmaFScaledOp) else 0
-    return batch_count(op) * batch_stride(op, k_slice, form) * element_bytes(op.lhs.type) + scales
+    return batch_count(op) * batch_stride(op, k_slice, form, b_rows) * element_bytes(op.lhs.type) + scales
 
 
 #: Bytes of A one lane reads at a time in a CUDA-core multiply (``simt_mma._OuterProduct``)
@@ -286,11 +285,13 @@ def batch_count(op: Operation) -> int:
     return shape[0] if len(shape) == 3 else 1
 
 
-def batch_stride(op: Operation, k_slice: Optional[int] = None, form: Optional["TensorCoreMma"] = None) -> int:
+def batch_stride(op: Operation, k_slice: Optional[int] = None, form: Optional["TensorCoreMma"] = None,
+                 b_rows: bool = False) -> int:
     """Elements of one matrix's staged A and B (``mma_staging_pitches``): all of K, or
     ``k_slice`` of it."""
-    a_pitch, b_pitch = mma_staging_pitches(op, k_slice, form)
-    return op.lhs.type.shape[-2] * a_pitch + (k_slice or op.rhs.type.shape[-2]) * b_pitch
+    a_pitch, b_pitch = mma_staging_pitches(op, k_slice, form, b_rows)
+    rows = op.rhs.type.shape[-1] if b_rows else k_slice or op.rhs.type.shape[-2]
+    return op.lhs.type.shape[-2] * a_pitch + rows * b_pitch
 
 
 #: the widest accumulator block of one ``wgmma`` (m64n256)
@@ -628,24 +629,25 @@ def _descriptors_step(staging: OperandStaging, origins: set, blocks: Sequence[in
 MMA_ROW_PAD = 16
 
 
-def mma_staging_pitches(op: Operation, k_slice: Optional[int] = None, form: Optional["TensorCoreMma"] = None
-                        ) -> tuple[int, int]:
-    """Row pitches, in elements, of A (M x K) and B (K x N) staged in shared memory for a
-    tensor-core matrix multiply, each row padded by ``MMA_ROW_PAD`` bytes, except B's where
-    its fragments read other rows (emit_mma.TensorCoreOperands): an 8-bit B's by 8 bytes
-    (bytes of rows 4t + e, t = 0..3, then 8t words apart: four bank groups, where 16
-    bytes would put them in the same banks two by two; and a ``cp.async`` ring copies
-    8 bytes at a time where 4 would keep rows 8-byte aligned only; by 16 where ``form``
-    reads it with ``ldmatrix...b8``, ``TensorCoreMma.b_matrix8``: 16-byte rows, and the
-    8 rows of each of its phases 80 bytes apart fall in 8 distinct 16-byte bank groups),
-    a 32-bit B's to a pitch of 8 words mod 32 (words of rows t, t = 0..3, at the
-    columns of 8 lanes).  With ``k_slice`` A's rows hold that slice of K (``mma_k_slice``)."""
+def mma_staging_pitches(op: Operation, k_slice: Optional[int] = None, form: Optional["TensorCoreMma"] = None,
+                        b_rows: bool = False) -> tuple[int, int]:
+    """Row pitches, in elements, of A (M x K) and B (K x N; with ``b_rows`` N x K,
+    ``TileAS.mma_b_rows``, padded as A) staged in shared memory for a tensor-core matrix
+    multiply, each row padded by ``MMA_ROW_PAD`` bytes, except B's where its fragments read
+    other rows (emit_mma.TensorCoreOperands): an 8-bit B's by 8 bytes (bytes of rows 4t + e,
+    t = 0..3, then 8t words apart: four bank groups, where 16 bytes would put them in the
+    same banks two by two; and a ``cp.async`` ring copies 8 bytes at a time where 4 would
+    keep rows 8-byte aligned only; by 16 where ``form`` reads it with ``ldmatrix...b8``,
+    ``TensorCoreMma.b_matrix8``: 16-byte rows, and the 8 rows of each of its phases 80
+    bytes apart fall in 8 distinct 16-byte bank groups), a 32-bit B's to a pitch of 8
+    words mod 32 (words of rows t, t = 0..3, at the columns of 8 lanes).  With ``k_slice``
+    A's rows hold that slice of K (``mma_k_slice``)."""
     size = element_bytes(op.lhs.type)
     k, n = k_slice or op.lhs.type.shape[-1], op.rhs.type.shape[-1]
     if size == 8:
         return dmma_pitch(k), dmma_pitch(n)
     b_pad = {1: 16 if form is not None and form.b_matrix8 else 8, 4: 4 * ((8 - n) % 32)}.get(size, MMA_ROW_PAD)
-    return k + MMA_ROW_PAD // size, n + b_pad // size
+    return k + MMA_ROW_PAD // size, (k + MMA_ROW_PAD // size) if b_rows else n + b_pad // size
 
 
 def dmma_pitch(cols: int) -> int:

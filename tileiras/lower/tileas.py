@@ -119,6 +119,9 @@ class TileAS:
     #: ``mma.sync`` multiplies whose whole operands would not fit the arch's shared memory:
     #: the K slice they are staged and multiplied in (``fit_mma_staging``)
     mma_k_slices: dict = field(default_factory=dict)
+    #: ``mma.sync`` multiplies whose 16-bit B is staged as N rows of K, the way its
+    #: registers run (``layout_rules.b_staged_as_rows``)
+    mma_b_rows: set = field(default_factory=set)
     #: loads and stores TMA would have taken but whose buffers did not fit beside the
     #: scratch region: why (``choose_tma``; the remarks report it)
     tma_dropped: dict = field(default_factory=dict)
@@ -355,9 +358,13 @@ def fit_mma_staging(tas: TileAS) -> None:
     for op, form in tas.tensor_cores.items():
         if form.warpgroup or form.tcgen05 or op in tas.pipelined or op in tas.mma_k_slices:
             continue
+        if op in tas.mma_b_rows and mma_staging_bytes(op, None, form, True) > limit:
+            tas.mma_b_rows.discard(op)              # B's N rows of K would not fit; K x N
+            tas.scratch[op] = max(mma_staging_bytes(op, None, form), _conversion_bytes(tas, op))
         k_slice = mma_k_slice(op, form, limit)
         if k_slice is not None:
             tas.mma_k_slices[op] = k_slice
+            tas.mma_b_rows.discard(op)              # slices stage B as K x N
             tas.scratch[op] = max(mma_staging_bytes(op, k_slice, form), _conversion_bytes(tas, op))
 
 
