@@ -252,7 +252,7 @@ def test_a_persistent_grouped_gemm_builds_each_groups_maps_once_before_its_tiles
     assert len(stores) == 3 and len({plan.buffer for _, plan in stores}) == 1
     for (op, plan), ring in zip(stores, rings):
         assert plan.carried and plan.device_map is not None and plan.maps_at is ring.maps_at
-    firsts = tma.stores_after(stores[0][0], tma._users(tas.aa))
+    firsts = tma.stores_after(stores[0][0], tma.users_map(tas.aa))
     assert firsts == {op for op, _ in stores}       # itself (next tile) and the later groups'
     assert len(tas.device_maps) == 9 and tas.tensor_maps == ()
     text = format_tileas(tas)

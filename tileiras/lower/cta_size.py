@@ -38,9 +38,9 @@ from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
-from ..tile.traits import is_plain_load
+from ..tile.traits import is_contraction, is_plain_load
 from .tileaa import TileAA, unpairable
-from .tma import enclosing_loop
+from .tma import enclosing_loop, users_map
 from .tiles import is_tile
 
 #: Warps of a kernel without a hint whose biggest tile has more than one element (NVIDIA's
@@ -140,13 +140,15 @@ def wide_loop_tiles(aa: TileAA) -> bool:
     ``WIDE_TILE_ELEMENTS`` elements inside a loop (a persistent norm's row block)?  Any
     arch: the register file a thread may use is the same from sm_80 to sm_120.
     ``TILEIRAS_WIDE_LOOP_WARPS=0`` turns the rule off."""
-    if not knobs.wide_loop_warps:
-        return False
-    ops = list(aa.live_ops())
-    if any(isinstance(op, (AR.MmaFOp, AR.MmaFScaledOp, AR.MmaIOp)) for op in ops):
-        return False
-    return any(enclosing_loop(op) is not None and is_tile(r) and r.type.num_elements >= WIDE_TILE_ELEMENTS
-               for op in ops for r in op.results)
+    return _wide_rules_apply(aa) and any(enclosing_loop(op) is not None and is_tile(r)
+                                         and r.type.num_elements >= WIDE_TILE_ELEMENTS
+                                         for op in aa.live_ops() for r in op.results)
+
+
+def _wide_rules_apply(aa: TileAA) -> bool:
+    """May ``wide_loop_tiles`` and ``wide_live_tiles`` apply: the knob on, no matrix
+    multiply in the kernel (its CTA size is the multiply's)?"""
+    return knobs.wide_loop_warps and not any(is_contraction(op) for op in aa.live_ops())
 
 
 #: 32-bit registers a thread of ``DEFAULT_WARPS`` warps holds in tiles live across a
@@ -169,22 +171,23 @@ def live_across_reductions(aa: TileAA) -> float:
     be whole at a reduction or scan: those defined before it (in its block, or around the op
     holding it) and used after it, and a scan's own result (each thread's partial sums wait
     for the sums of the threads before it)."""
-    users: dict[Value, list[Operation]] = {}
-    for op in aa.live_ops():
-        for v in op.operands:
-            users.setdefault(v, []).append(op)
+    users = users_map(aa)
     most = 0.0
     for block in _blocks(aa.function):
         ops = [op for op in block.ops if op not in aa.dead]
         where = {op: k for k, op in enumerate(ops)}
-        collective = {k: sum(_words(r) for o in op.walk() if isinstance(o, CO.ScanOp) for r in o.results)
-                      for k, op in enumerate(ops) if any(isinstance(o, (CO.ReduceOp, CO.ScanOp)) for o in op.walk())}
+        collective = {}             # position -> registers its scans' results hold
+        for k, op in enumerate(ops):
+            inner = [o for o in op.walk() if isinstance(o, (CO.ReduceOp, CO.ScanOp))]
+            if inner:
+                collective[k] = sum(_words(r) for o in inner if isinstance(o, CO.ScanOp) for r in o.results)
         if not collective:
             continue
         spans = []
         for k, op in enumerate(ops):
             for r in op.results:
-                last = max((where.get(_in_block(u, block), -1) for u in users.get(r, ())), default=-1)
+                last = max((where.get(_in_block(u, block), -1) for u in users.get(r, ()) if u not in aa.dead),
+                           default=-1)
                 spans.append((k, last, _words(r)))
         for j, own in collective.items():
             most = max(most, own + sum(w for k, last, w in spans if k < j < last))
@@ -221,11 +224,7 @@ def wide_live_tiles(aa: TileAA) -> bool:
     """Does a kernel without matrix multiplies hold at least ``LIVE_ACROSS_WORDS`` registers
     a thread across a reduction (on ``DEFAULT_WARPS`` warps)?  ``TILEIRAS_WIDE_LOOP_WARPS=0``
     turns this rule off too."""
-    if not knobs.wide_loop_warps:
-        return False
-    if any(isinstance(op, (AR.MmaFOp, AR.MmaFScaledOp, AR.MmaIOp)) for op in aa.live_ops()):
-        return False
-    return live_across_reductions(aa) >= LIVE_ACROSS_WORDS
+    return _wide_rules_apply(aa) and live_across_reductions(aa) >= LIVE_ACROSS_WORDS
 
 
 def _made_by_kernel(aa: TileAA, tile: Value) -> bool:

@@ -77,11 +77,15 @@ def _want(tas: TileAS, op: Operation, i: int, layout: LinearLayout) -> None:
             tas.recomputed[(op, i)] = plan
             if leaves:
                 tas.recompute_converts[(op, i)] = leaves
-                need = max(u.operands[k].type.num_elements * element_bytes(u.operands[k].type) for u, k in leaves)
+                need = max(_tile_bytes(u.operands[k]) for u, k in leaves)
                 tas.scratch[op] = max(tas.scratch.get(op, 0), need)
             return
-        need = v.type.num_elements * element_bytes(v.type)
-        tas.scratch[op] = max(tas.scratch.get(op, 0), need)
+        tas.scratch[op] = max(tas.scratch.get(op, 0), _tile_bytes(v))
+
+
+def _tile_bytes(v: Value) -> int:
+    """Bytes tile ``v`` takes in shared memory when converted through it."""
+    return v.type.num_elements * element_bytes(v.type)
 
 
 #: The most instruction-producing ops one recomputation repeats (per register).
@@ -286,8 +290,8 @@ def _moved_bytes(tas: TileAS, op: Operation, i: int, layout: LinearLayout) -> in
         return 0
     leaves: dict[tuple[Operation, int], LinearLayout] = {}
     if recompute_plan(tas, v, layout, op.parent, leaves) is None:
-        return v.type.num_elements * element_bytes(v.type)
-    return sum(u.operands[k].type.num_elements * element_bytes(u.operands[k].type) for u, k in leaves)
+        return _tile_bytes(v)
+    return sum(_tile_bytes(u.operands[k]) for u, k in leaves)
 
 
 @layout_rule(CO.ReshapeOp)

@@ -60,7 +60,7 @@ from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
-from ..tile.traits import DATA_RESOURCES, writes
+from ..tile.traits import DATA_RESOURCES, is_plain_load, writes
 from .attention_pipeline import inside_value
 from .forwarding import tile_registers
 from .exchanges import swizzled_exchange
@@ -166,7 +166,7 @@ def unrolled(tas, loop: CF.ForOp, arch: int) -> Optional[UnrolledLoop]:
         return None
     # every load of the body counts, gathers through pointer tiles too: unrolled, ptxas
     # issues all the trips' loads before the first trip's work
-    every = [op for op in _body(loop) if isinstance(op, (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp))]
+    every = [op for op in _body(loop) if is_plain_load(op)]
     registers = trips * sum(tile_registers(tas, ld.results[0]) for ld in every)
     return UnrolledLoop(trips, registers) if registers <= UNROLL_REGISTERS else None
 

@@ -268,7 +268,8 @@ def uses_staging(aa: TileAA) -> bool:
     return any(isinstance(op, STAGING_USERS) for op in aa.live_ops())
 
 
-def _users(aa: TileAA) -> dict[Value, list[Operation]]:
+def users_map(aa: TileAA) -> dict[Value, list[Operation]]:
+    """The ops of the function that use each value."""
     out: dict[Value, list[Operation]] = {}
     for op in aa.function.walk():
         for v in op.operands:
@@ -566,7 +567,7 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
         return {}, (), 0
     chosen = []
     staged = 0
-    users = _users(aa)
+    users = users_map(aa)
     staging = uses_staging(aa)
     homes: dict[Operation, Optional[Operation]] = {}
     after = {op: stores_after(op, users) for op in ops if isinstance(op, MEM.StoreViewTkoOp)}
