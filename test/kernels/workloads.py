@@ -2,7 +2,8 @@
 the style of public kernels (vLLM, FlashAttention, Mamba, fused MoE): decode attention over
 a paged KV cache, flash attention's dQ backward, a GEMM with int4 weights (two a byte,
 scaled per column), a mixture-of-experts top-2 router, Mamba's causal depthwise conv1d
-(shifted gathers) and its chunked cumulative decay (a scan over time).  Small shapes for
+(shifted gathers) and its chunked cumulative decay (a scan over time), a batched GEMM of
+3-D tiles reshaped to matrices (cuTile's samples' form).  Small shapes for
 the differential tests; ``test_live_tiles.py`` exports some with realistic ones."""
 from __future__ import annotations
 
@@ -130,6 +131,19 @@ def chunk_cumsum(dt, a, out, BT: ConstInt, H: ConstInt):
     ct.store(out, index=(i, 0), tile=ct.exp(ct.cumsum(x, axis=0)))
 
 
+@ct.kernel
+def batched_matmul(a, b, c, TM: ConstInt, TN: ConstInt, TK: ConstInt):
+    """A batched GEMM as cuTile's samples write it: 3-D tiles of one batch item, reshaped
+    to matrices for the multiply and back for the store."""
+    z, i, j = ct.bid(0), ct.bid(1), ct.bid(2)
+    acc = ct.zeros((TM, TN), dtype=ct.float32)
+    for k in range(ct.cdiv(a.shape[2], TK)):
+        at = ct.reshape(ct.load(a, index=(z, i, k), shape=(1, TM, TK), padding_mode=PAD), (TM, TK))
+        bt = ct.reshape(ct.load(b, index=(z, k, j), shape=(1, TK, TN), padding_mode=PAD), (TK, TN))
+        acc = ct.mma(at, bt, acc)
+    ct.store(c, index=(z, i, j), tile=ct.reshape(ct.astype(acc, c.dtype), (1, TM, TN)))
+
+
 CASES = [
     KernelCase("paged_decode", paged_decode, [[arr(BF16, 2), arr(BF16, 3), arr(BF16, 3), arr(ct.int32, 2),
                                                arr(BF16, 2), 4, 16, 64]]),
@@ -139,4 +153,5 @@ CASES = [
     KernelCase("top2_router", top2_router, [[arr(BF16, 2), arr(F32, 2), arr(ct.int32, 2), 8, 16]]),
     KernelCase("causal_conv1d", causal_conv1d, [[arr(BF16, 2), arr(BF16, 2), arr(BF16, 2), 16, 64]]),
     KernelCase("chunk_cumsum", chunk_cumsum, [[arr(BF16, 2), arr(F32), arr(F32, 2), 32, 16]]),
+    KernelCase("batched_matmul", batched_matmul, [[arr(F16, 3), arr(F16, 3), arr(F16, 3), 32, 32, 32]]),
 ]

@@ -34,6 +34,7 @@ from typing import Optional
 from llvmlite import ir
 
 from ..ir.core import Operation
+from ..record import record
 from ..lower.attention_pipeline import AttentionPlan
 from ..lower.software_pipeline import PipelinePlan
 from ..lower.tma_ring import RingPlan
@@ -148,12 +149,76 @@ def scale_rows(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, stage_base: 
 
 def iteration_access(em: KernelEmitter, loop: Operation, ld: Operation, iv: ir.Value, layout) -> Access:
     """The global accesses of ``layout``'s registers to the tile ``ld`` (in ``loop``) loads
-    at iteration value ``iv``."""
+    at iteration value ``iv`` (a ``unit_reshape``'s B: ``layout`` over its K x N)."""
     block = loop.regions[0].blocks[0]
     indices = [iv if v is block.args[0] else em.values[v].scalar for v in ld.index]
     if ld.view not in em.values:        # a loop-invariant view made in the loop, not reached yet
         em.emit_op(ld.view.owner)
+    shape = ld.results[0].type.shape
+    if layout.rank != len(shape):
+        layout = layout.reshape(shape)
     return Access(em, em.values[ld.view], layout, indices)
+
+
+@record
+class GatheredAccess:
+    """A gathered tile's per-register addresses and masks (``Access``'s fields)."""
+    addresses: list
+    offsets: list
+    masks: list
+
+
+def hoist_addresses(em: KernelEmitter, plan) -> None:
+    """Before the loop: the tiles a gathered A's copies start from, computed once in the
+    layouts the plan's ``AddressSlice`` says (``hoisted``), kept for every copy."""
+    addresses = getattr(plan, "a_addresses", None)
+    if addresses is None:
+        return
+    saved = {v: em.values.get(v, _ABSENT) for v in addresses.hoisted}
+    ops = addresses.hoisted_ops
+    try:
+        with em.layouts_of_place(addresses.hoisted, _all_uses(ops)):
+            for op in ops:
+                em.emit_op(op)
+        em.hoisted_addresses[plan.loads[0]] = {v: em.values[v] for v in addresses.hoisted}
+    finally:
+        _restore(em, saved)
+
+
+def gathered_access(em: KernelEmitter, plan, ld: Operation, iv: ir.Value) -> GatheredAccess:
+    """The pointers and mask of the gathered A at iteration value ``iv``: the loop body's
+    address ops emitted again (``AddressSlice.inner``) with ``iv`` for the induction
+    variable and the hoisted tiles (``hoist_addresses``) for theirs."""
+    addresses = plan.a_addresses
+    arg = plan.loop.regions[0].blocks[0].args[0]
+    given = {arg: TileVal(em.tas.layouts[arg], [iv]), **em.hoisted_addresses[ld]}
+    saved = {v: em.values.get(v, _ABSENT) for v in [*given, *addresses.inner]}
+    ops = addresses.inner_ops
+    try:
+        em.values.update(given)
+        with em.layouts_of_place(addresses.inner, _all_uses(ops)):
+            for op in ops:
+                em.emit_op(op)
+        ptrs = em.values[ld.source]
+        masks = em.values[ld.mask].regs if ld.mask is not None else [ir.Constant(ir.IntType(1), 1)] * len(ptrs.regs)
+        return GatheredAccess(list(ptrs.regs), [0] * len(ptrs.regs), list(masks))
+    finally:
+        _restore(em, saved)
+
+
+def _all_uses(ops: list[Operation]) -> list[tuple[Operation, int]]:
+    return [(op, k) for op in ops for k in range(len(op.operands))]
+
+
+_ABSENT = object()
+
+
+def _restore(em: KernelEmitter, saved: dict) -> None:
+    for v, was in saved.items():
+        if was is _ABSENT:
+            em.values.pop(v, None)
+        else:
+            em.values[v] = was
 
 def copy_tile(em: KernelEmitter, loop: Operation, ld: Operation, iv: ir.Value, layout, offset_of, nbytes: int,
               base: ir.Value, runs: ir.Value) -> None:
@@ -163,7 +228,11 @@ def copy_tile(em: KernelEmitter, loop: Operation, ld: Operation, iv: ir.Value, l
     ``offset_of(r)`` elements; out-of-bounds runs, and all where ``runs`` is false, read
     nothing and fill zeros."""
     b = em.b
-    access = iteration_access(em, loop, ld, iv, layout)
+    plan = em.tas.pipelined.get(ld)
+    if getattr(plan, "a_addresses", None) is not None and ld is plan.loads[0]:
+        access = gathered_access(em, plan, ld, iv)
+    else:
+        access = iteration_access(em, loop, ld, iv, layout)
     esize = element_bytes(ld.results[0].type)
     chunk = nbytes // esize
     owner = em.owner_predicate(layout)
@@ -187,6 +256,7 @@ def prologue(em: KernelEmitter, plan) -> None:
     issue = issue_stage
     b = em.b
     lb, ub, step = loop_bounds(em, plan)
+    hoist_addresses(em, plan)
     X.barrier(b)
     if isinstance(plan, AttentionPlan):     # K's and V's groups, Q's fragments (``emit_attention``)
         from .emit_attention import hoist_fragments, issue  # noqa: PLC0415  (it builds on copy_tile)

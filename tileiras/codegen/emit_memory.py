@@ -664,6 +664,10 @@ def _reject_subbyte_pointers(op: Operation, ptrs: T.Type) -> None:
 @emits(MEM.LoadPtrTkoOp)
 def _load_ptr(em: KernelEmitter, op: Operation) -> None:
     _reject_subbyte_pointers(op, op.operands[0].type)
+    if pipelined_op(em.tas, op) is not None:       # a gathered A its loop's cp.async stages copy
+        em.put(op.results[0], None)
+        em.put(op.results[1], None)
+        return
     barrier_if_ordered(em, op)
     ptrs = em.tile(op, 0)
     n = len(op.operands)

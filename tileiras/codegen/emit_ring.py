@@ -159,7 +159,7 @@ def ring_issue(em: KernelEmitter, plan: RingPlan, iv: ir.Value, stage: ir.Value)
     for k, (ld, operand) in enumerate(zip(plan.loads, (plan.staging.a, plan.staging.b))):
         tmap = device_maps.map_address(em, plan.maps[k], plan.specs[k])
         indices = [iv if v is block.args[0] else em.values[v].scalar for v in ld.index]
-        row, col = tile_coords(b, indices, tuple(ld.results[0].type.shape))
+        *outer, row, col = tile_coords(b, indices, tuple(ld.results[0].type.shape))     # a batch's dims first
         if (plan.b_columns if k else plan.a_columns):     # the view's dims are the tensor's swapped
             row, col = col, row
         rows, inner = plan.box[k]
@@ -172,7 +172,7 @@ def ring_issue(em: KernelEmitter, plan: RingPlan, iv: ir.Value, stage: ir.Value)
         for q in range(plan.boxes[k]):
             dst = b.add(base, ir.Constant(I32, operand.base + q * rows * inner * operand.elem_bytes))
             inner_at = b.add(col, ir.Constant(I32, q * inner)) if q else col
-            X.bulk_tensor_load(b, dst, tmap, [inner_at, row], barrier,
+            X.bulk_tensor_load(b, dst, tmap, [inner_at, row, *outer[::-1]], barrier,
                                plan.multicast if k == plan.shared_operand else 0)
 
 

@@ -16,15 +16,15 @@ from llvmlite import ir
 from ..ir import attrs as A
 from ..ir import types as T
 from ..ir.core import Operation
-from ..layout.linear import REG, LinearLayout
+from ..layout.linear import LANE, REG, LinearLayout
 from ..lower.exchanges import exchange_layout
-from ..lower.layout_rules import cat_in_registers
+from ..lower.layout_rules import cat_in_registers, extract_by_shuffle
 from ..lower.software_pipeline import pipelined_op
 from ..lower.tiles import element_bytes
 from ..tile import ops_core as CO
 from . import intrinsics as X
 from . import smem_copy
-from .nvvm import I32, KernelEmitter, emits
+from .nvvm import I32, KernelEmitter, _xor_bits, emits
 from .smem_copy import SharedTile
 from .values import TileVal, llvm_type
 
@@ -201,11 +201,45 @@ def _extract(em: KernelEmitter, op: Operation) -> None:
         return
     src = em.tile(op, 0)
     origin = _slice_origin(em, op, 1, op.result.type.shape)
+    if extract_by_shuffle(src.layout, op.source.type):
+        regs = [_shuffled(em, src, [em.b.add(o, c) for o, c in zip(origin, em.coords(out, r))])
+                for r in range(out.size(REG))]
+        em.put(op.result, TileVal(out, regs))
+        return
     at = smem_copy.row_major(op.source.type.shape, element_bytes(op.source.type))
     X.barrier(em.b)
     smem_copy.store(em, src, at)
     X.barrier(em.b)
     em.put(op.result, TileVal(out, smem_copy.load(em, out, at, src.regs[0].type, origin)))
+
+
+def _shuffled(em: KernelEmitter, src: TileVal, coords: list[ir.Value]) -> ir.Value:
+    """The element of ``src`` at ``coords`` (i32, known at run time), in every thread: the
+    lane holding it (``extract_by_shuffle``: every warp holds all of ``src``) selects the
+    register among its own and ``shfl.sync.idx`` passes it to the others.  Register and
+    lane are linear in the coordinates' bits (``LinearLayout.pseudo_invert``)."""
+    b = em.b
+    inverse = src.layout.pseudo_invert()
+    names = src.layout.names
+    reg_at, lane_at = names.index(REG), names.index(LANE)
+    reg: ir.Value = ir.Constant(I32, 0)
+    lane: ir.Value = ir.Constant(I32, 0)
+    for d, c in enumerate(coords):
+        bases = inverse.bases(inverse.names[d])
+        reg = _xor_bits(b, reg, c, [base[reg_at] for base in bases])
+        lane = _xor_bits(b, lane, c, [base[lane_at] for base in bases])
+    value = src.regs[0]
+    for j in range(1, len(src.regs)):
+        value = b.select(b.icmp_unsigned("==", reg, ir.Constant(I32, j)), src.regs[j], value)
+    ty = value.type
+    bits = ty.width if isinstance(ty, ir.IntType) else {"half": 16, "bfloat": 16, "float": 32}[str(ty)]
+    word = b.zext(value, I32) if isinstance(ty, ir.IntType) and bits < 32 else (
+        value if isinstance(ty, ir.IntType) else b.zext(b.bitcast(value, ir.IntType(bits)), I32) if bits < 32
+        else b.bitcast(value, I32))
+    got = X.shfl_sync(b, "idx", word, lane)
+    if isinstance(ty, ir.IntType):
+        return b.trunc(got, ty) if bits < 32 else got
+    return b.bitcast(b.trunc(got, ir.IntType(bits)), ty) if bits < 32 else b.bitcast(got, ty)
 
 
 @emits(CO.InsertOp)

@@ -40,8 +40,11 @@ DEFERRABLE_SCANS = (_CO.ScanOp,)
 
 def reads(tas: TileAS, op: Operation) -> list[Value]:
     """The values ``op``'s emitter reads: its operands, but for an extract that picks from an
-    operand of a ``cat`` (tileas.pick_sources), that operand, and for an operand computed again
-    in another layout (layout_rules.recompute_plan), what that starts from."""
+    operand of a ``cat`` (tileas.pick_sources), that operand, for an operand computed again
+    in another layout (layout_rules.recompute_plan), what that starts from, and for a
+    gathered tile a ``cp.async`` ring copies, nothing."""
+    if isinstance(op, _MEM.LoadPtrTkoOp) and op in tas.pipelined:
+        return []       # a gathered A a ring copies: the copies compute its addresses (gathered_copy)
     source = tas.pick_sources.get(op)
     operands = list(op.operands) if source is None else [source, *op.operands[1:]]
     out = []

@@ -158,7 +158,7 @@ def recompute_plan(tas: TileAS, v: Value, layout: LinearLayout, block: Optional[
             if work[0] > RECOMPUTE_OPS:
                 return False
         for k, w in enumerate(op.operands):
-            inner = _operand_layout_for(op, k, want)
+            inner = operand_layout_for(op, k, want)
             before = set(plan)
             if visit(w, inner):
                 continue
@@ -234,7 +234,7 @@ def _is_constant(v: Value) -> bool:
     return isinstance(v.owner, CO.ConstantOp)
 
 
-def _operand_layout_for(op: Operation, i: int, result: LinearLayout) -> LinearLayout:
+def operand_layout_for(op: Operation, i: int, result: LinearLayout) -> LinearLayout:
     """The layout operand ``i`` of a recomputed op needs for its result to be in ``result``
     without moving data (the inverse of the layout rules below)."""
     if isinstance(op, CO.ReshapeOp):
@@ -430,7 +430,24 @@ def _extract(tas: TileAS, op: Operation) -> None:
             tas.layouts[op.result], tas.picks[op] = picked
             _pick_through_cats(tas, op)
             return
+    if extract_by_shuffle(tas.layouts[op.source], op.source.type):
+        return _canonical_results(tas, op)
     _through_smem(tas, op)
+
+
+#: the most registers of a source a shuffled extract selects among (a select each)
+SHUFFLE_EXTRACT_REGS = 8
+
+
+def extract_by_shuffle(source: LinearLayout, ty: T.Type) -> bool:
+    """Does an extract at indices known only at run time read its elements with
+    ``shfl.sync.idx`` (each from the lane holding it, after a select among that lane's
+    registers) rather than through shared memory and two barriers?  So where every warp
+    holds the whole source (its warp bases are 0: a row of a block table, a page id a
+    trip) in at most ``SHUFFLE_EXTRACT_REGS`` registers of at most 32 bits: paged
+    attention's page id, picked every trip by the induction variable."""
+    return (not any(any(b) for b in source.bases(WARP))
+            and source.size(REG) <= SHUFFLE_EXTRACT_REGS and 0 < T.element_type(ty).bitwidth <= 32)
 
 
 def _pick_through_cats(tas: TileAS, op: Operation) -> None:

@@ -14,8 +14,12 @@ and codegen only reads it.  A loop is pipelined when
 
 * its body is exactly two view loads, one tensor-core ``mma.sync`` multiply of them (B
   perhaps through a ``permute [1, 0]``: an N x K tile, staged as loaded and read with
-  non-transposing ``ldmatrix``) and the ``continue`` (and ``join_tokens`` of the loads'
-  tokens): any other op might use the shared memory the ring occupies;
+  non-transposing ``ldmatrix``; either through a ``reshape`` that drops a 3-D tile's unit
+  batch dim, ``unit_reshape``) and the ``continue`` (and ``join_tokens`` of the loads'
+  tokens): any other op might use the shared memory the ring occupies; A may instead be
+  a gather through a tile of pointers whose rows are contiguous runs, the body then also
+  computing its pointers and mask (``gathered_copy``: each copy computes them again for
+  its iteration);
 * each load is a weak, non-gather load of a partition view whose rows are contiguous (or
   B's columns: a view with its dims swapped, ``columns_contiguous``, staged as N rows of K
   like a transposed B, 8-bit ones padded and read a 32-bit word of four K at a time),
@@ -72,6 +76,7 @@ from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
+from .gathered_copy import AddressSlice, address_ops, address_slice, gathered_load_reason
 from .mma_forms import MmaSwizzle, WgmmaStaging, mma_staging_pitches, mma_swizzle, tma_ring_staging
 from .tiles import element_bytes
 from .tma import MIN_ARCH as TMA_MIN_ARCH
@@ -159,6 +164,8 @@ class PipelinePlan(KLoopPlan):
     a_columns: bool = False
     #: a block-scaled multiply (``mmaf_scaled``): its scales in the ring
     scales: Optional["RingScales"] = None
+    #: A is gathered through a tile of pointers: how the copies compute its addresses
+    a_addresses: Optional[AddressSlice] = None
 
     @property
     def ahead(self) -> int:
@@ -289,6 +296,9 @@ def _mma_sync_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     a_bytes = a.results[0].type.num_elements // _row(a) * a_pitch * esize
     stage_bytes = a_bytes + b.results[0].type.num_elements // _row(b) * b_pitch * esize
     layouts = tuple(copy_layout(ld, tas.num_warps, nbytes // esize) for ld, nbytes in zip((a, b), copies))
+    addresses = _addresses(tas, loop, a, layouts[0])
+    if isinstance(addresses, str):
+        return addresses
     scales = _copied_scales(tas, loop, mma, stage_bytes)
     if isinstance(scales, str):
         return scales
@@ -299,7 +309,13 @@ def _mma_sync_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
         return stages
     return PipelinePlan(loop, mma, (a, b), stages[0], a_pitch, b_pitch, a_bytes, stage_bytes, copies, layouts,
                         stages[1], swizzles, permute is not None, b_columns=columns, a_columns=a_columns,
-                        scales=scales)
+                        scales=scales, a_addresses=addresses)
+
+
+def _addresses(tas, loop: CF.ForOp, a: Operation, layout: LinearLayout) -> Union[str, AddressSlice, None]:
+    """How the copies of a gathered A (``gathered_copy``) compute its addresses in the copy
+    ``layout``, or why they cannot; None for a view load."""
+    return address_slice(tas, loop, a, layout) if isinstance(a, MEM.LoadPtrTkoOp) else None
 
 
 #: where a stage's block scales start: 16-byte aligned for B's ``cp.async`` copies
@@ -332,7 +348,7 @@ def _row(ld: Operation) -> int:
 def copy_layout(ld: Operation, num_warps: int, vector: int) -> LinearLayout:
     """Each thread's ``cp.async`` copies of the load's tile: runs of ``vector`` elements
     along the dim contiguous in memory (the columns of a ``columns_contiguous`` one)."""
-    shape = ld.results[0].type.shape
+    shape = ld.results[0].type.shape[-2:]       # a unit_reshape's B: its K x N
     if columns_contiguous(ld):
         return default_blocked(shape[::-1], num_warps, vector).permute((1, 0))
     return default_blocked(shape, num_warps, vector)
@@ -343,7 +359,7 @@ def _copied_k_loop(tas, loop: CF.ForOp, a_columns_ok: bool = False
     """``k_loop``'s parts of a loop whose loads ``cp.async`` may copy iterations early
     (``loads_reason``; loads ``lower.tma`` gave TMA too: ``record_plans`` takes them
     back; a column-major A only where ``a_columns_ok``), or why not."""
-    shape = k_loop(tas, loop, scales_ok=True)
+    shape = k_loop(tas, loop, scales_ok=True, gathers_ok=True)
     if isinstance(shape, str):
         return shape
     reason = loads_reason(tas, loop, *shape, tma_ok=True, b_columns_ok=True, a_columns_ok=a_columns_ok)
@@ -391,6 +407,9 @@ def _wgmma_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     if not all(_lands_whole(layout.invert_and_compose(shared), nbytes // esize)
                for layout, shared, nbytes in zip(layouts, _landed(staging, permute is not None), copies)):
         return "a copy's elements do not land side by side in the swizzled stage"
+    addresses = _addresses(tas, loop, a, layouts[0])
+    if isinstance(addresses, str):
+        return addresses
     stage_bytes = -(-staging.nbytes // staging.align) * staging.align
     stages = _stages(tas, loop, arch, mma, copies, layouts, stage_bytes, WGMMA_COPY_MIN_STAGES)
     if isinstance(stages, str):
@@ -400,7 +419,7 @@ def _wgmma_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
         serial = f"{stages[0]} stages: with a group in flight no copy would run ahead"
     return PipelinePlan(loop, mma, (a, b), stages[0], a.results[0].type.shape[-1], _row(b), staging.b.base,
                         stage_bytes, copies, layouts, stages[1], None, permute is not None, staging, columns,
-                        0 if serial else 1, max(carried, 0), serial)
+                        0 if serial else 1, max(carried, 0), serial, a_addresses=addresses)
 
 
 #: the fewest stages of a ``cp.async`` ring whose ``wgmma`` leaves a group in flight: the
@@ -448,19 +467,32 @@ def _lands_whole(to_offset: LinearLayout, chunk: int) -> bool:
     return all(base[0] & (chunk - 1) == 0 for base in others)
 
 
-def k_loop(tas, loop: CF.ForOp, scales_ok: bool = False, laid_out: bool = True
-           ) -> Union[str, tuple[Operation, Operation, Operation, Optional[CO.PermuteOp]]]:
+def k_loop(tas, loop: CF.ForOp, scales_ok: bool = False, laid_out: bool = True, gathers_ok: bool = False,
+           reshapes_ok: bool = False) -> Union[str, tuple[Operation, Operation, Operation, Optional[CO.PermuteOp]]]:
     """(multiply, A's load, B's load, B's transpose or None) of a loop whose body loads two
     tiles and multiplies them on tensor cores into fragments it carries, or why not; with
     ``scales_ok`` the multiply may be block-scaled, its two scale tiles loaded in the loop
     too (``scale_loads``).  Without ``laid_out`` (before TileAS has chosen the forms and
-    layouts: ``tensor_memory``) only the body's shape is checked."""
+    layouts: ``tensor_memory``) only the body's shape is checked.  With ``reshapes_ok`` A
+    and B may be view loads of rank 3 or more whose leading unit dims a ``reshape`` drops
+    (``unit_reshape``: a batched GEMM's 3-D tiles, an expert's weights); with ``gathers_ok``
+    (a ``cp.async`` ring: reshapes too) A may also be a gather through a tile of pointers,
+    the body then also computing its addresses (``gathered_copy``)."""
     body = _body(loop)
     mmas = [op for op in body if isinstance(op, (AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp))]
     loads = [op for op in body if isinstance(op, MEM.LoadViewTkoOp)]
     permute = _transposing(mmas[0], body) if len(mmas) == 1 else None
     scaled = 2 if len(mmas) == 1 and isinstance(mmas[0], AR.MmaFScaledOp) else 0
-    if len(mmas) != 1 or len(loads) != 2 + scaled or len(body) != 3 + scaled + (permute is not None):
+    extra: set[Operation] = set()
+    reshapes_ok = reshapes_ok or gathers_ok
+    if reshapes_ok and len(mmas) == 1 and not scaled and permute is None:
+        gathered = _gathered(mmas[0], body) if gathers_ok else None
+        if gathered is not None:
+            loads.append(gathered)
+            extra = address_ops(loop, body, gathered)
+        extra.update(r for r in (unit_reshape(mmas[0], body, 0), unit_reshape(mmas[0], body, 1)) if r is not None)
+    if (len(mmas) != 1 or len(loads) != 2 + scaled
+            or len(body) != 3 + scaled + (permute is not None) + len(extra)):
         return "the loop body does more than load two tiles (B perhaps transposed) and multiply them"
     if scaled and not scales_ok:
         return "the multiply's block scales are copied only by cp.async rings"
@@ -472,7 +504,9 @@ def k_loop(tas, loop: CF.ForOp, scales_ok: bool = False, laid_out: bool = True
     if laid_out and tas.tensor_cores.get(mma) is None:
         return "the multiply does not run on tensor cores"
     by_result = {ld.results[0]: ld for ld in loads}
-    a, b = by_result.get(mma.lhs), by_result.get(permute.source if permute else mma.rhs)
+    a_reshape, b_reshape = (unit_reshape(mma, body, k) if reshapes_ok else None for k in (0, 1))
+    a = by_result.get(a_reshape.source if a_reshape else mma.lhs)
+    b = by_result.get(permute.source if permute else b_reshape.source if b_reshape else mma.rhs)
     if a is None or b is None or a is b:
         return "the multiply's operands are not the two loaded tiles"
     return mma, a, b, permute
@@ -496,14 +530,50 @@ def loads_reason(tas, loop: CF.ForOp, mma: Operation, a: Operation, b: Operation
     (``b_columns_ok``, ``a_columns_ok``: B's, A's tile may lie column by column,
     ``columns_contiguous``)."""
     iv = loop.regions[0].blocks[0].args[0]
-    for ld, consumer in ((a, mma), (b, permute or mma)):
+    for ld, consumer in ((a, consumer_of(mma, 0)), (b, consumer_of(mma, 1, permute))):
         columns_ok = (b_columns_ok and permute is None) if ld is b else a_columns_ok
-        reason = _load_reason(tas, ld, loop, iv, consumer, tma_ok, columns_ok)
+        if isinstance(ld, MEM.LoadPtrTkoOp):
+            reason = gathered_load_reason(tas, ld, consumer)
+        else:
+            reason = _load_reason(tas, ld, loop, iv, consumer, tma_ok, columns_ok)
         if reason:
             return reason
-    if permute is not None and any(u is not mma for u in tas.users(permute.result)):
-        return "the transposed B tile has users besides the multiply"
+    for consumer in (consumer_of(mma, 0), consumer_of(mma, 1, permute)):
+        if consumer is not mma and any(u is not mma for u in tas.users(consumer.results[0])):
+            return "a transposed or reshaped operand has users besides the multiply"
     return None
+
+
+def _gathered(mma: Operation, body: list[Operation]) -> Optional[Operation]:
+    """A's load in the loop body when it is a gather through a tile of pointers, or None."""
+    op = None if mma.lhs.is_block_argument else mma.lhs.owner
+    return op if isinstance(op, MEM.LoadPtrTkoOp) and op in body else None
+
+
+def unit_reshape(mma: Operation, body: list[Operation], k: int) -> Optional[CO.ReshapeOp]:
+    """The ``reshape`` in the loop body that makes the multiply's operand ``k`` (A or B)
+    from a view load's tile by dropping leading unit dims (``1 x K x N`` -> ``K x N``, a
+    batched GEMM's or an expert's slice of a 3-D tensor), or None."""
+    operand = mma.operands[k]
+    op = None if operand.is_block_argument else operand.owner
+    if not isinstance(op, CO.ReshapeOp) or op not in body:
+        return None
+    shape = op.source.type.shape
+    src = None if op.source.is_block_argument else op.source.owner
+    if (not isinstance(src, MEM.LoadViewTkoOp) or len(shape) < 3 or tuple(shape[-2:]) != tuple(op.result.type.shape)
+            or any(d != 1 for d in shape[:-2])):
+        return None
+    return op
+
+
+def consumer_of(mma: Operation, k: int, permute: Optional[CO.PermuteOp] = None) -> Operation:
+    """The op that reads operand ``k``'s loaded tile: B's transpose, the reshape that drops
+    its unit dims (``unit_reshape``), or the multiply."""
+    if permute is not None and k == 1:
+        return permute
+    operand = mma.operands[k]
+    op = None if operand.is_block_argument else operand.owner
+    return op if isinstance(op, CO.ReshapeOp) else mma
 
 
 def _transposing(mma: Operation, body: list[Operation]) -> Optional[CO.PermuteOp]:
@@ -554,6 +624,8 @@ def columns_contiguous(ld: Operation) -> bool:
     """Does the 2-D view load ``ld`` read a row-major tensor through its dims swapped
     (``dim_map [1, 0]``), so its tile lies column by column in memory?  cuTile exports a
     transposed operand so (an fp8 GEMM's B, K-major as ``wgmma`` wants 8-bit B)."""
+    if not isinstance(ld, MEM.LoadViewTkoOp):
+        return False
     vt = ld.view.type
     return (isinstance(vt, T.PartitionViewType) and vt.dim_map == (1, 0)
             and vt.tensor_view.strides[-1] == 1)
@@ -652,8 +724,10 @@ def record_plans(tas, arch: int) -> None:
         if isinstance(decision, (PipelinePlan, RingPlan)):
             for op in (decision.loop, decision.mma, *decision.loads, *getattr(decision, "scale_loads", ())):
                 tas.pipelined[op] = decision
-            if decision.b_transposed:
-                tas.pipelined[decision.mma.rhs.owner] = decision
+            for k in (0, 1):        # B's transpose, A's or B's unit reshape
+                relabel = consumer_of(decision.mma, k, decision.mma.rhs.owner if decision.b_transposed else None)
+                if relabel is not decision.mma:
+                    tas.pipelined[relabel] = decision
         elif isinstance(decision, KLoopPlan):
             from .attention_pipeline import record_attention  # noqa: PLC0415
 

@@ -39,7 +39,7 @@ from ..target import smem_limit
 from .mma_forms import TMEM_COLUMNS, tcgen05_columns, tcgen05_ring_staging
 from .software_pipeline import columns_contiguous, k_loop, wgmma_in_flight
 from .tma import tma_spec
-from .tma_ring import MAX_BOX
+from .tma_ring import MAX_BOX, matrix_box
 
 #: bytes of the tensor-memory slot in shared memory: the multiplies' mbarrier (8), then
 #: the allocation's address that ``tcgen05.alloc`` writes (4), padded
@@ -76,10 +76,12 @@ NOT_ATTENTION = "not a flash-attention loop"
 def _k_loop_reason(tas, loop: CF.ForOp, mma: Operation, arch: int) -> Optional[str]:
     """Why ``loop`` is not a K loop a tcgen05 ring takes: two loads that TMA can copy, B
     perhaps transposed, multiplied into an accumulator carried straight through."""
-    shape = k_loop(tas, loop, laid_out=False)
+    shape = k_loop(tas, loop, laid_out=False, reshapes_ok=True)
     if isinstance(shape, str):
         return shape
     _, a, b, permute = shape
+    if not all(matrix_box(ld) for ld in (a, b)):
+        return "a loaded tile cannot be copied by TMA (alignment, padding or rank)"
     serial = wgmma_in_flight(tas, loop, mma)[1]      # the accumulator carried straight through
     if serial:
         return serial
@@ -92,7 +94,7 @@ def _k_loop_reason(tas, loop: CF.ForOp, mma: Operation, arch: int) -> Optional[s
     staging = tcgen05_ring_staging(mma, permute is not None or b_columns, a_k_major=not a_columns)
     if staging is None:
         return "no swizzled form TMA lands the operands in is one tcgen05 reads (8-bit and tf32 ones K-major only)"
-    if any(ld.results[0].type.shape[1 if columns else 0] > MAX_BOX
+    if any(ld.results[0].type.shape[-1 if columns else -2] > MAX_BOX
            for ld, columns in ((a, a_columns), (b, b_columns))):
         return "a loaded tile has more than 256 rows (one TMA box)"
     if 2 * staging.nbytes > smem_limit(gpu):

@@ -40,6 +40,7 @@ from .chunks import ChunkGroup
 from .forwarding import Forward
 from .mma_forms import LandedOperand, MmaRingStaging, MmaSwizzle, OperandStaging, TensorCoreMma, WgmmaStaging
 from .shared_buffers import Buffer, shared_buffers
+from .gathered_copy import AddressSlice
 from .software_pipeline import PipelinePlan, RingScales
 from .stream_pipeline import StreamPlan, StreamTile, UnrolledLoop
 from .tma_stream import TmaStream
@@ -59,6 +60,7 @@ RECORDS: dict[str, type] = {
     "attention_box": RingBox, "stmatrix": StmatrixForm, "forward": Forward, "stream": StreamPlan,
     "stream_tile": StreamTile, "tma_stream": TmaStream, "mma_ring_staging": MmaRingStaging, "landed": LandedOperand,
     "attention_sync": SyncConsumers, "ring_scales": RingScales, "unrolled": UnrolledLoop,
+    "address_slice": AddressSlice,
 }
 KINDS = {cls: kind for kind, cls in RECORDS.items()}
 ENUMS: dict[str, type[Enum]] = {"Swizzle": Swizzle}

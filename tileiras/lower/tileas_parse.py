@@ -171,6 +171,7 @@ class Parser:
         self.pipelined_refs: list[tuple[Cursor, Operation, Operation]] = []
         self.buffers: list[tuple[Cursor, Buffer]] = []
         self.tas: Optional[TileAS] = None
+        self.attributes_of: Optional[Operation] = None     # the op whose attributes are being read
 
     # -- resolving names -------------------------------------------------------------------
     def layout(self, cur: Cursor, name: str) -> LinearLayout:
@@ -185,10 +186,26 @@ class Parser:
         return self.ops[index]
 
     def value_named(self, cur: Cursor, name: str) -> Value:
-        if name not in self.scope:
+        if name in self.scope:
+            return self.scope[name]
+        inner = self._inner_value(name)
+        if inner is None:
             cur.pos -= len(name)
             raise cur.fail(f"undefined value {name}")
-        return self.scope[name]
+        return inner
+
+    def _inner_value(self, name: str) -> Optional[Value]:
+        """A value defined inside the op whose attributes are being read (a pipelined
+        loop's plan names its body's values: ``gathered_copy.AddressSlice``), or None."""
+        op = self.attributes_of
+        if op is None:
+            return None
+        nested = list(op.walk())[1:]
+        for v in [*(a for o in op.walk() for r in o.regions for blk in r.blocks for a in blk.args),
+                  *(r for o in nested for r in o.results)]:
+            if self.names.ref(v) == name:
+                return v
+        return None
 
     # -- lines -----------------------------------------------------------------------------
     def next_line(self) -> Cursor:
@@ -332,7 +349,11 @@ class Parser:
                 if i:
                     cur.expect(", ")
                 self.defined(cur, r, str(r.type))
-        self.op_attributes(cur, op, self.attributes(cur))
+        self.attributes_of = op
+        try:
+            self.op_attributes(cur, op, self.attributes(cur))
+        finally:
+            self.attributes_of = None
         cur.done()
 
     def operands(self, cur: Cursor, op: Operation, converts: dict) -> None:

@@ -259,11 +259,12 @@ SPECIALIZE_BY_DEFAULT = ("not by default: on an H100 the unspecialized 4-stage r
 
 def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     """The ``RingPlan`` of a ``wgmma`` or ``mma.sync`` K loop, or why it is not pipelined:
-    the loads must be TMA-able (``tma.tma_spec``: aligned, zero-padded, rank 2), each
+    the loads must be TMA-able (``tma.tma_spec``: aligned, zero-padded, matrices: rank 2,
+    or a batched GEMM's 3-D tiles reshaped, ``matrix_box``), each
     operand's landed layout one ``wgmma`` reads (``tma_ring_staging``) or ``mma.sync``
     reads (``mma_ring_staging``: 16-bit, or 8-bit with A row-major), each box at most 256
     rows."""
-    shape = k_loop(tas, loop)
+    shape = k_loop(tas, loop, reshapes_ok=True)
     if isinstance(shape, str):
         return shape
     mma, a, b, permute = shape
@@ -276,7 +277,7 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     device = bool(knobs.device_tensor_maps)
     found = [tma_spec(tas.aa, a, gpu, columns_ok=a_columns, device=device),
              tma_spec(tas.aa, b, gpu, columns_ok=columns, device=device)]
-    if None in found or any(len(ld.results[0].type.shape) != 2 for ld in (a, b)):
+    if None in found or not all(matrix_box(ld) for ld in (a, b)):
         return "a loaded tile cannot be copied by TMA (alignment, padding or rank)"
     home = map_home(loop, [spec for spec, _, _ in found])
     if isinstance(home, str):
@@ -299,19 +300,20 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     boxes, box_shapes, specs = [], [], []
     for ld, operand, (spec, _, _) in zip((a, b), (staging.a, staging.b), found):
         swapped = a_columns if ld is a else columns
-        rows, cols = ld.results[0].type.shape[::-1] if swapped else ld.results[0].type.shape
+        shape = ld.results[0].type.shape
+        rows, cols = shape[::-1] if swapped else shape[-2:]
         inner = operand.swizzle.width // operand.elem_bytes
         if rows > MAX_BOX:
             return "a loaded tile has more than 256 rows (one TMA box)"
         box_shapes.append((rows, inner))
         boxes.append(cols // inner)
         specs.append(TensorMapSpec(spec.element_type, spec.element_bytes, spec.base, spec.dims, spec.strides,
-                                   (inner, rows), MAP_SWIZZLE[operand.swizzle]))
+                                   (inner, rows, *shape[:-2]), MAP_SWIZZLE[operand.swizzle]))
     shared, multicast = _multicast(tas, loop, (a, b), box_shapes)
     if multicast:
         spec = specs[shared]
         specs[shared] = TensorMapSpec(spec.element_type, spec.element_bytes, spec.base, spec.dims, spec.strides,
-                                      (spec.box[0], spec.box[1] // multicast), spec.swizzle)
+                                      (spec.box[0], spec.box[1] // multicast, *spec.box[2:]), spec.swizzle)
     stage_bytes = -(-staging.nbytes // RING_ALIGN) * RING_ALIGN
     wanted, source = _ring_stages(tas, loop, arch, mma, staging, sum(boxes))
     built = sum(spec.on_device for spec in specs)
@@ -329,6 +331,13 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
                     source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial,
                     fit=fit, b_columns=columns, a_columns=a_columns, maps_at=home, shared_operand=shared,
                     multicast=multicast, tcgen05=tcgen05)
+
+
+def matrix_box(ld: Operation) -> bool:
+    """Is the load's tile a matrix (2-D, or a 3-D or higher one whose leading dims are 1
+    and that its dims are not swapped in: ``unit_reshape``), one box of ``box[k]`` rows?"""
+    shape = ld.results[0].type.shape
+    return len(shape) == 2 or (len(shape) > 2 and all(d == 1 for d in shape[:-2]) and not columns_contiguous(ld))
 
 
 #: rows of a swizzled box after which its swizzle pattern repeats (8 rows of the swizzle's
