@@ -29,7 +29,7 @@ KERNELS = (*GOLDEN_KERNELS, *(f"{k}.aligned" for k in (*ALIGNED_GOLDEN_KERNELS, 
 TABLES = ("num_warps", "extra_warps", "layouts", "converts", "scratch", "chunked", "pairs", "picks",
           "pick_sources", "recomputed", "recompute_converts", "mma_shapes", "tensor_cores", "mma_layouts",
           "wgmma_staging", "access_allowed", "shape_access", "vectors", "tma", "tensor_maps", "tma_end",
-          "pipelines", "pipelined", "smem_bytes", "smem_align")
+          "pipelines", "pipelined", "index_slices", "smem_bytes", "smem_align")
 
 
 def compiled(store: TileIRStore, kernel: str, arch: str):

@@ -29,6 +29,7 @@ layouts, extra warps) issue nothing for them (``owner_predicate``).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Optional
 
 from llvmlite import ir
@@ -150,14 +151,26 @@ def scale_rows(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, stage_base: 
 def iteration_access(em: KernelEmitter, loop: Operation, ld: Operation, iv: ir.Value, layout) -> Access:
     """The global accesses of ``layout``'s registers to the tile ``ld`` (in ``loop``) loads
     at iteration value ``iv`` (a ``unit_reshape``'s B: ``layout`` over its K x N)."""
-    block = loop.regions[0].blocks[0]
-    indices = [iv if v is block.args[0] else em.values[v].scalar for v in ld.index]
+    indices = iteration_indices(em, loop, ld, iv)
     if ld.view not in em.values:        # a loop-invariant view made in the loop, not reached yet
         em.emit_op(ld.view.owner)
     shape = ld.results[0].type.shape
     if layout.rank != len(shape):
         layout = layout.reshape(shape)
     return Access(em, em.values[ld.view], layout, indices)
+
+
+def iteration_indices(em: KernelEmitter, loop: Operation, ld: Operation, iv: ir.Value) -> list[ir.Value]:
+    """The indices of the view load ``ld`` (in ``loop``) at iteration value ``iv``: the
+    induction variable's, values made before the loop, and those the body computes from
+    them (``TileAS.index_slices``: computed again here; a shuffle among them must run in
+    whole warps)."""
+    block = loop.regions[0].blocks[0]
+    computed = em.tas.index_slices.get(ld)
+    if computed is None:
+        return [iv if v is block.args[0] else em.values[v].scalar for v in ld.index]
+    with _sliced(em, loop, computed, iv, {}):
+        return [iv if v is block.args[0] else em.values[v].scalar for v in ld.index]
 
 
 @record
@@ -189,19 +202,27 @@ def gathered_access(em: KernelEmitter, plan, ld: Operation, iv: ir.Value) -> Gat
     """The pointers and mask of the gathered A at iteration value ``iv``: the loop body's
     address ops emitted again (``AddressSlice.inner``) with ``iv`` for the induction
     variable and the hoisted tiles (``hoist_addresses``) for theirs."""
-    addresses = plan.a_addresses
-    arg = plan.loop.regions[0].blocks[0].args[0]
-    given = {arg: TileVal(em.tas.layouts[arg], [iv]), **em.hoisted_addresses[ld]}
-    saved = {v: em.values.get(v, _ABSENT) for v in [*given, *addresses.inner]}
-    ops = addresses.inner_ops
-    try:
-        em.values.update(given)
-        with em.layouts_of_place(addresses.inner, _all_uses(ops)):
-            for op in ops:
-                em.emit_op(op)
+    with _sliced(em, plan.loop, plan.a_addresses, iv, em.hoisted_addresses[ld]):
         ptrs = em.values[ld.source]
         masks = em.values[ld.mask].regs if ld.mask is not None else [ir.Constant(ir.IntType(1), 1)] * len(ptrs.regs)
         return GatheredAccess(list(ptrs.regs), [0] * len(ptrs.regs), list(masks))
+
+
+@contextmanager
+def _sliced(em: KernelEmitter, loop: Operation, slice_, iv: ir.Value, hoisted: dict):
+    """Inside: the values of ``slice_.inner`` (an ``AddressSlice``) computed again with
+    ``iv`` for the loop's induction variable and ``hoisted`` (value -> TileVal) for the
+    tiles made before the loop; after, every value as it was."""
+    arg = loop.regions[0].blocks[0].args[0]
+    given = {arg: TileVal(em.tas.layouts[arg], [iv]), **hoisted}
+    saved = {v: em.values.get(v, _ABSENT) for v in [*given, *slice_.inner]}
+    ops = slice_.inner_ops
+    try:
+        em.values.update(given)
+        with em.layouts_of_place(slice_.inner, _all_uses(ops)):
+            for op in ops:
+                em.emit_op(op)
+        yield
     finally:
         _restore(em, saved)
 

@@ -59,7 +59,7 @@ from ..ir.core import Operation
 from ..lower.attention_tma import BARRIERS_PER_STAGE, EMPTY, AttentionRingPlan, RingBox
 from . import device_maps
 from . import intrinsics as X
-from .emit_async import below, iteration_number, loop_bounds
+from .emit_async import below, iteration_indices, iteration_number, loop_bounds
 from .emit_attention import hoist_fragments, hoist_landed, multiply_from_stage
 from .emit_mma import stage_operand, warpgroup_multiply, wgmma_wait
 from .emit_tcgen05 import attention_multiply, issue_s, read_s, s_buffer
@@ -140,11 +140,23 @@ def _issue_tile(em: KernelEmitter, tile: RingBox, base: ir.Value, barrier: ir.Va
         X.bulk_tensor_load(b, dst, tmap, at, barrier)
 
 
-def _issue(em: KernelEmitter, plan: AttentionRingPlan, iv: ir.Value, stage: ir.Value) -> None:
-    """(The elected thread) iteration ``iv``'s K and V boxes into ``stage``."""
+def _iteration_at(em: KernelEmitter, plan: AttentionRingPlan, iv: ir.Value) -> dict:
+    """The K/V loads' indices of iteration value ``iv`` that are not made before the loop:
+    the induction variable, and a page id the body computes (``iteration_indices``: in
+    whole warps, before the elected thread issues the boxes)."""
+    arg = plan.loop.regions[0].blocks[0].args[0]
+    at = {arg: iv}
+    for tile in plan.tiles:
+        if tile.load in em.tas.index_slices:
+            at.update(zip(tile.load.index, iteration_indices(em, plan.loop, tile.load, iv)))
+    return at
+
+
+def _issue(em: KernelEmitter, plan: AttentionRingPlan, at: dict, stage: ir.Value) -> None:
+    """(The elected thread) the K and V boxes of the iteration whose indices ``at`` gives
+    (``_iteration_at``) into ``stage``."""
     b = em.b
     offset = b.mul(stage, ir.Constant(I32, plan.stage_bytes))
-    at = {plan.loop.regions[0].blocks[0].args[0]: iv}
     for k, tile in enumerate(plan.tiles):
         base = _shared(em, b.add(ir.Constant(I32, tile.staging.base), offset))
         _issue_tile(em, tile, base, _full(em, plan, stage, k), at)
@@ -164,6 +176,8 @@ def prologue(em: KernelEmitter, plan: AttentionRingPlan) -> Optional[list[ir.Val
     elif plan.stagings[0].a is not None and plan.q is None:     # Q, made before the loop: staged once
         stage_operand(em, em.tile(plan.mmas[0], 0), plan.stagings[0].a)
         X.fence_proxy_async(b)
+    ivs = [b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb for s in range(plan.stages)]
+    ats = [_iteration_at(em, plan, iv) for iv in ivs]
     with b.if_then(_elected(em)):
         for barrier, count in _all_barriers(em, plan):
             X.mbarrier_init(b, barrier, count)
@@ -171,10 +185,9 @@ def prologue(em: KernelEmitter, plan: AttentionRingPlan) -> Optional[list[ir.Val
         if plan.q is not None:      # Q's boxes straight into its staging, read by every iteration
             q_at = _shared(em, ir.Constant(I32, plan.q.staging.base))
             _issue_tile(em, plan.q, q_at, _q_barrier(em, plan), {})
-        for s in range(plan.stages):
-            iv = b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb
+        for s, (iv, at) in enumerate(zip(ivs, ats)):
             with b.if_then(below(em, plan, iv, ub)):
-                _issue(em, plan, iv, ir.Constant(I32, s))
+                _issue(em, plan, at, ir.Constant(I32, s))
     X.barrier(b)                    # Q and the mbarriers, for every thread
     if plan.q is not None:
         wait_phase(em, _q_barrier(em, plan), ir.Constant(I32, 0))
@@ -331,8 +344,9 @@ def _refill(em: KernelEmitter, plan: AttentionRingPlan, stage: ir.Value, parity:
     first_warp = b.icmp_unsigned("<", em.tid, ir.Constant(I32, 32))
     with b.if_then(b.and_(first_warp, below(em, plan, ahead, ub))):
         wait_phase(em, empty, parity)
+        at = _iteration_at(em, plan, ahead)     # the whole warp: a page id's shuffle
         with b.if_then(_elected(em)):
-            _issue(em, plan, ahead, stage)
+            _issue(em, plan, at, stage)
 
 
 def drain(em: KernelEmitter, plan: AttentionRingPlan) -> None:

@@ -58,6 +58,7 @@ from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
+from .gathered_copy import index_slice
 from ..tile.enums import MemoryOrderingSemantics
 from ..tile.traits import DATA_RESOURCES, is_contraction, writes
 from .mma_forms import MmaSwizzle, mma_swizzle
@@ -239,10 +240,12 @@ def a_in_registers(tas, mma: Operation) -> bool:
             and [b for b in a_layout.bases("reg") if b[0]] == [b for b in acc.bases("reg") if b[0]])
 
 
-def b_load(tas, loop: CF.ForOp, mma: Operation) -> Union[tuple[Operation, tuple[Operation, ...], bool], str]:
+def b_load(tas, loop: CF.ForOp, mma: Operation, slices_ok: bool = False
+           ) -> Union[tuple[Operation, tuple[Operation, ...], bool], str]:
     """(the load of ``mma``'s B in the loop, the relabels from it to the multiply, whether
     one of them is a 2-D transpose), or why B is not such a tile (then the ring cannot
-    copy it iterations ahead)."""
+    copy it iterations ahead); ``slices_ok``: its index may be computed in the loop
+    (``gathered_copy.index_slice``: the ``cp.async`` ring's copies compute it again)."""
     chain: list[Operation] = []
     v = mma.rhs
     permuted = False
@@ -264,13 +267,13 @@ def b_load(tas, loop: CF.ForOp, mma: Operation) -> Union[tuple[Operation, tuple[
     for value, consumer in zip(values, [*chain, mma]):
         if any(u is not consumer for u in tas.users(value)):
             return "a loaded K/V tile has users besides its multiply"
-    reason = _load_reason(tas, ld, loop)
+    reason = _load_reason(tas, ld, loop, slices_ok)
     return reason or (ld, tuple(chain), permuted)
 
 
 def _ring_tile(tas, loop: CF.ForOp, mma: Operation) -> Union[RingTile, str]:
     """How ``mma``'s B is copied into the ring, or why it cannot be."""
-    found = b_load(tas, loop, mma)
+    found = b_load(tas, loop, mma, slices_ok=True)
     if isinstance(found, str):
         return found
     ld, chain, permuted = found
@@ -317,8 +320,8 @@ def _depends_on(later: Operation, earlier: Operation, loop: CF.ForOp) -> bool:
     return False
 
 
-def _load_reason(tas, ld: Operation, loop: CF.ForOp) -> Optional[str]:
-    """Why the load cannot be copied iterations early, or None."""
+def _load_reason(tas, ld: Operation, loop: CF.ForOp, slices_ok: bool = False) -> Optional[str]:
+    """Why the load cannot be copied iterations early, or None (``slices_ok``: see ``b_load``)."""
     vt = ld.view.type
     if not isinstance(vt, T.PartitionViewType):
         return "a K/V load is not from a partition view"
@@ -332,7 +335,9 @@ def _load_reason(tas, ld: Operation, loop: CF.ForOp) -> Optional[str]:
     if inside_value(ld.view, loop) and not _invariant_view(ld.view, loop):
         return "a K/V load's view is computed inside the loop from values of the loop"
     if any(i is not iv and inside_value(i, loop) for i in ld.index):
-        return "a K/V load's index is computed inside the loop (not the induction variable)"
+        indices = index_slice(tas, loop, ld) if slices_ok else "not the induction variable"
+        if isinstance(indices, str):
+            return f"a K/V load's index is computed inside the loop ({indices})"
     return None
 
 
@@ -397,6 +402,10 @@ def record_attention(tas, plan: KLoopPlan, arch: int) -> None:
         return
     for op in (plan.loop, *plan.mmas, *(t.load for t in plan.tiles), *(r for t in plan.tiles for r in t.relabels)):
         tas.pipelined[op] = plan
+    for tile in plan.tiles:         # a page id the copies compute again for their iteration
+        indices = index_slice(tas, plan.loop, tile.load)
+        if indices is not None:
+            tas.index_slices[tile.load] = indices
     for mma in plan.mmas:           # an A made before the loop is staged at 0 before the copies
         before = mma.lhs.type.num_elements * element_bytes(mma.lhs.type) if plan.a_from[plan.mmas.index(mma)] == \
             A_BEFORE_LOOP else 0

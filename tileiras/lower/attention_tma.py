@@ -68,6 +68,7 @@ from ..tile import ops_memory as MEM
 from ..tile.traits import DATA_RESOURCES, writes
 from .attention_pipeline import (A_BEFORE_LOOP, A_HELD, A_STAGED, a_in_registers, attention_multiplies, attention_pair,
                                  b_load, body_multiplies, inside_value, wanted_stages)
+from .gathered_copy import index_slice
 from .mma_forms import (WGMMA_MAX_N, LandedOperand, MmaSwizzle, OperandStaging, WgmmaStaging, k_steps, landed_form,
                         mma_swizzle, tcgen05_form, tcgen05_ring_staging, tcgen05_rows, tensor_core_mma,
                         tma_ring_staging)
@@ -399,8 +400,9 @@ def _b_tile(tas, loop: CF.ForOp, mma: Operation
             ) -> Union[tuple[Operation, tuple[Operation, ...], tuple[int, ...], tuple[int, ...], bool], str]:
     """(the load of ``mma``'s B, its relabels to the multiply, per tensor dim the tile dim
     indexing it, the tile in memory order, whether its contiguous dim is B's K), or why B
-    is not a tile a ring can copy: two dims but unit ones (``attention_pipeline.b_load``)."""
-    found = b_load(tas, loop, mma)
+    is not a tile a ring can copy: two dims but unit ones (``attention_pipeline.b_load``;
+    its index may be one the body computes, ``gathered_copy.index_slice``)."""
+    found = b_load(tas, loop, mma, slices_ok=True)
     if isinstance(found, str):
         return found
     ld, relabels, permuted = found
@@ -552,3 +554,7 @@ def record_attention_ring(tas, plan: AttentionRingPlan, arch: int) -> None:
     tas.pipelines[plan.loop] = plan
     for op in (plan.loop, *plan.mmas, *taken, *(r for t in tiles for r in t.relabels)):
         tas.pipelined[op] = plan
+    for tile in plan.tiles:         # a page id the producer computes again for its iteration
+        indices = index_slice(tas, plan.loop, tile.load)
+        if indices is not None:
+            tas.index_slices[tile.load] = indices

@@ -42,9 +42,9 @@ def reads(tas: TileAS, op: Operation) -> list[Value]:
     """The values ``op``'s emitter reads: its operands, but for an extract that picks from an
     operand of a ``cat`` (tileas.pick_sources), that operand, for an operand computed again
     in another layout (layout_rules.recompute_plan), what that starts from, and for a
-    gathered tile a ``cp.async`` ring copies, nothing."""
-    if isinstance(op, _MEM.LoadPtrTkoOp) and op in tas.pipelined:
-        return []       # a gathered A a ring copies: the copies compute its addresses (gathered_copy)
+    gathered tile or a tile at a computed index that a ``cp.async`` ring copies, nothing."""
+    if (isinstance(op, _MEM.LoadPtrTkoOp) and op in tas.pipelined) or op in tas.index_slices:
+        return []       # a ring's copies compute its addresses, or its index (gathered_copy)
     source = tas.pick_sources.get(op)
     operands = list(op.operands) if source is None else [source, *op.operands[1:]]
     out = []

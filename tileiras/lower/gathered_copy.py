@@ -21,7 +21,13 @@ that iteration's pointers and mask itself, in its copy layout (``AddressSlice``)
   the row ids are reloaded, as NVIDIA's tool does, not exchanged through shared memory).
 
 Outside tiles already in the wanted layout are used as they are; scalars every thread
-holds.  The body's own address ops are then not emitted (``emission_order.reads``)."""
+holds.  The body's own address ops are then not emitted (``emission_order.reads``).
+
+The same slices make a view load's index where the body computes it (``index_slice``,
+recorded in ``TileAS.index_slices``): decode attention over a paged KV cache picks each
+trip's page id from the block table's row by the trip number (an ``extract`` that
+``layout_rules.extract_by_shuffle`` does in registers), and the attention ring's copies
+pick the id of the iteration they copy."""
 from __future__ import annotations
 
 from typing import Optional, Union
@@ -105,9 +111,34 @@ def _users_in(loop: CF.ForOp, v: Value) -> list[Operation]:
 
 
 def address_slice(tas, loop: CF.ForOp, ld: Operation, layout: LinearLayout) -> Union[str, AddressSlice]:
-    """The ``AddressSlice`` that makes ``ld``'s pointers, mask and padding in ``layout``
-    for any iteration of ``loop``, or why there is none."""
-    from .layout_rules import operand_layout_for, reloadable  # noqa: PLC0415  (layout_rules imports lower modules)
+    """The ``AddressSlice`` that makes ``ld``'s pointers and mask in ``layout`` for any
+    iteration of ``loop``, or why there is none (its padding is zeros, which the copies
+    fill)."""
+    return _slice(tas, loop, [(v, layout) for v in (ld.source, ld.mask) if v is not None])
+
+
+def index_slice(tas, loop: CF.ForOp, ld: Operation) -> Union[str, AddressSlice, None]:
+    """The ``AddressSlice`` that makes the view load ``ld``'s indices for any iteration of
+    ``loop`` where the body computes one from the induction variable (paged attention's
+    page id, ``extract``ed from a block table row by the trip number), or why there is
+    none; None where every index is the induction variable or made before the loop."""
+    iv = loop.regions[0].blocks[0].args[0]
+    inside = {id(op) for op in loop.walk()}
+    computed = [v for v in ld.index if v is not iv and not v.is_block_argument and id(v.owner) in inside]
+    if any(v.is_block_argument and v is not iv and _in_loop_block(v, loop) for v in ld.index):
+        return "a load's index is a value the loop carries"
+    if not computed:
+        return None
+    return _slice(tas, loop, [(v, tas.layouts[v]) for v in computed])
+
+
+def _in_loop_block(v: Value, loop: CF.ForOp) -> bool:
+    return any(v.owner is blk for op in loop.walk() for r in op.regions for blk in r.blocks)
+
+
+def _slice(tas, loop: CF.ForOp, roots: list[tuple[Value, LinearLayout]]) -> Union[str, AddressSlice]:
+    """The ops that make each root in its layout for any iteration (module docstring)."""
+    from .layout_rules import extract_by_shuffle, operand_layout_for, reloadable  # noqa: PLC0415  (it imports lower modules)
 
     block = loop.regions[0].blocks[0]
     iv = block.args[0]
@@ -137,10 +168,15 @@ def address_slice(tas, loop: CF.ForOp, ld: Operation, layout: LinearLayout) -> U
         if isinstance(op, (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp)):
             if in_loop or not reloadable(tas, op, op.parent):
                 return "a gathered load's addresses are loaded in a way that cannot run again"
+        elif isinstance(op, CO.ExtractOp) and op not in tas.picks:
+            if not extract_by_shuffle(tas.layouts[op.source], op.source.type):
+                return "a load's address is extracted from a tile through shared memory"
         elif not is_recomputable(op):
             return f"a gathered load's addresses are made by '{op.name}', which is not computed again"
         for k, w in enumerate(op.operands):
-            reason = visit(w, operand_layout_for(op, k, want))
+            # an extract reads its source in its own layout (shuffled: ``extract_by_shuffle``)
+            inner_want = tas.layouts.get(w) if isinstance(op, CO.ExtractOp) else operand_layout_for(op, k, want)
+            reason = visit(w, inner_want)
             if reason:
                 return reason
         table[u] = want
@@ -148,9 +184,8 @@ def address_slice(tas, loop: CF.ForOp, ld: Operation, layout: LinearLayout) -> U
             return "a gathered load's addresses take too many ops to compute again"
         return None
 
-    for v in (ld.source, ld.mask):      # the padding is zeros, which the copies fill
-        if v is not None:
-            reason = visit(v, layout)
-            if reason:
-                return reason
+    for v, layout in roots:
+        reason = visit(v, layout)
+        if reason:
+            return reason
     return AddressSlice(inner, hoisted)

@@ -135,6 +135,9 @@ class TileAS:
     #: plain loads whose tile only CUDA-core multiplies stage: the first copy's warps load it
     #: (``staged_loads.record_warp_owned_loads``)
     warp_owned: dict = field(default_factory=dict)
+    #: pipelined view loads whose index the loop body computes (a paged cache's page id):
+    #: how their copies compute it for a later iteration (``gathered_copy.index_slice``)
+    index_slices: dict = field(default_factory=dict)
     #: the CTA's static shared memory, its bytes and alignment (``allocate_shared_memory``)
     smem_bytes: int = 0
     smem_align: int = SMEM_ALIGN

@@ -68,7 +68,8 @@ ENUMS: dict[str, type[Enum]] = {"Swizzle": Swizzle}
 OP_TABLES = (("mma", "tensor_cores"), ("wgmma_staging", "wgmma_staging"), ("access", "access_allowed"),
              ("vector", "vectors"), ("tma", "tma"), ("pipeline", "pipelines"), ("picks", "picks"),
              ("pick_source", "pick_sources"), ("forward", "forwarded"), ("forward_refused", "forward_refused"),
-             ("tmem", "tmem_columns"), ("emit", "emission"), ("warp_owned", "warp_owned"))
+             ("tmem", "tmem_columns"), ("emit", "emission"), ("warp_owned", "warp_owned"),
+             ("indices", "index_slices"))
 CONVERT = "tileas.convert_layout"
 
 
