@@ -77,12 +77,19 @@ def cached_export(cache: dict, case: Any, arch: str, aligned: bool = False) -> b
     return cache[key]
 
 
-def make_inputs(params: Sequence[Any], rng: np.random.Generator, extent: int) -> list[Any]:
+def make_inputs(params: Sequence[Any], rng: np.random.Generator, extent: int, indexes: Sequence[int] = ()
+                ) -> list[Any]:
+    """Random arguments for ``params``, every array ``extent`` along each dim; the integer
+    arrays at positions ``indexes`` (``KernelCase.indexes``) hold in each row a permutation
+    of the extent, a quarter of it shifted below 0 (out of range, as padding must handle)."""
     from cuda.tile.compilation import ArrayConstraint, ScalarConstraint
 
     values: list[Any] = []
-    for p in params:
-        if isinstance(p, ArrayConstraint):
+    for position, p in enumerate(params):
+        if isinstance(p, ArrayConstraint) and position in indexes:
+            rows = [rng.permutation(extent) - extent // 4 for _ in range(extent ** (p.ndim - 1))]
+            values.append(np.array(rows).reshape((extent,) * p.ndim).astype(numpy_dtype(p.dtype)))
+        elif isinstance(p, ArrayConstraint):
             values.append(random_array(rng, numpy_dtype(p.dtype), (extent,) * p.ndim))
         elif isinstance(p, ScalarConstraint):
             dt = numpy_dtype(p.dtype)

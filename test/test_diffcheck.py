@@ -490,3 +490,28 @@ def test_compare_allows_reordered_sums_near_zero_but_not_wrong_elements():
     got = want.copy()
     got[9, 9] *= 1.001
     assert diffcheck.compare(outcome(want), outcome(got)) is not None
+
+
+def test_index_arrays_pick_tiles_of_the_tensors_they_index():
+    """A block table's page ids index the paged cache's first dim: they are drawn from the
+    cache's pages (a quarter below 0: tiles outside), not from the table's own size, so that
+    the kernel computes on real pages (``diffcheck.in_range_indices``)."""
+    pytest.importorskip("cuda.tile")
+    import warnings
+
+    from differential import export
+    from kernels.workloads import CASES
+
+    case = next(c for c in CASES if c.name == "paged_decode")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fn = read_bytecode(export(case, arch="sm_80", aligned=True)).functions[0]
+    args = diffcheck.synthesize_args(fn, np.random.default_rng(2), extent=96)
+    arrays = [a for a in args if isinstance(a, np.ndarray)]
+    cache, table = arrays[1], arrays[3]
+    assert cache.ndim == 3 and table.dtype == np.int32 and table.shape == (96, 96)
+    pages = cache.shape[0]
+    assert table.min() >= -(pages // 4) and table.max() < pages - pages // 4
+    assert np.mean((table >= 0) & (table < pages)) > 0.7
+    position = next(i for i, a in enumerate(args) if a is table)
+    assert set(diffcheck.index_sources(fn, diffcheck._through_assumes(fn))) == {fn.entry_block.args[position]}

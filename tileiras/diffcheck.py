@@ -43,6 +43,7 @@ from .ir.core import Function, Module, Value
 from .tile import ops_control as CF
 from .tile import ops_core as CORE
 from .tile import ops_memory as MEM
+from .tile.traits import is_pure
 
 _DTYPES = {
     "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
@@ -148,7 +149,69 @@ def synthesize_args(fn: Function, rng: np.random.Generator, extent: int = 100,
             dt = numpy_dtype(a.type)
             out.append(dt(1.5) if np.dtype(dt).kind == "f" else dt(scalar_value(assumed_facts(fn, a, facts))))
     zero_lock_words(fn, out)
+    in_range_indices(fn, origin, args, out, rng)
     return out
+
+
+def index_sources(fn: Function, origin: dict[Value, Value]) -> dict[Value, tuple[MEM.LoadViewTkoOp, int]]:
+    """Integer arrays whose elements the kernel loads and uses, through pure ops only, as a
+    tile index of a view load (a paged cache's block table: its page ids index the cache's
+    first dim): argument -> (such a load, the index position).  Arrays whose values also
+    index a store are left out (their indices must stay distinct)."""
+    found: dict[Value, tuple[MEM.LoadViewTkoOp, int]] = {}
+    stored: set[Value] = set()
+    for op in fn.walk():
+        if not isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)):
+            continue
+        for k, index in enumerate(op.index):
+            for arg in _loaded_arguments(index, origin):
+                if isinstance(op, MEM.StoreViewTkoOp):
+                    stored.add(arg)
+                else:
+                    found.setdefault(arg, (op, k))
+    return {a: use for a, use in found.items() if a not in stored}
+
+
+def _loaded_arguments(v: Value, origin: dict[Value, Value], limit: int = 16) -> list[Value]:
+    """The arguments whose arrays ``v`` is computed from by view loads and then pure ops."""
+    out: list[Value] = []
+    seen: set[int] = set()
+    work = [v]
+    while work and len(seen) < limit:
+        w = work.pop()
+        if w.is_block_argument or id(w.owner) in seen:
+            continue
+        op = w.owner
+        seen.add(id(op))
+        if isinstance(op, MEM.LoadViewTkoOp):
+            source = op.view
+            made = None if source.is_block_argument else getattr(source.owner, "tensor_view", None)
+            tensor = None if made is None or made.is_block_argument else made.owner
+            arg = origin.get(tensor.base) if isinstance(tensor, MEM.MakeTensorViewOp) else None
+            if arg is not None:
+                out.append(arg)
+        elif is_pure(op) and not op.regions:
+            work.extend(op.operands)
+    return out
+
+
+def in_range_indices(fn: Function, origin: dict[Value, Value], arrays: dict[Value, Any], out: list[Any],
+                     rng: np.random.Generator) -> None:
+    """The arrays of ``index_sources`` refilled with indices of the tiles they pick (a
+    quarter of each row's range shifted below 0: tiles outside, which padding must handle):
+    random ones would mostly point past the indexed tensor, and a kernel would then
+    compute on padding only."""
+    for arg, (op, k) in index_sources(fn, origin).items():
+        pv = op.view.type
+        made = op.view.owner.tensor_view.owner
+        indexed = arrays.get(origin.get(made.base))
+        target = arrays.get(arg)
+        if not isinstance(indexed, np.ndarray) or not isinstance(target, np.ndarray) or target.dtype.kind not in "iu":
+            continue
+        dim = pv.dim_map[k] if pv.dim_map else k
+        tiles = -(-indexed.shape[dim] // pv.tile_shape[k])
+        low = 0 if target.dtype.kind == "u" else -(tiles // 4)
+        target[...] = rng.integers(low, low + tiles, target.shape).astype(target.dtype)
 
 
 #: The value of an integer argument that no view gives one, before the facts assumed of it.

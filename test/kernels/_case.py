@@ -18,6 +18,10 @@ class KernelCase:
     kernel: Any
     params: Sequence[Sequence[Any]]
     calling_convention: str = "v1"
+    #: positions of integer array parameters that index a dim as long as the inputs'
+    #: extent (a paged cache's block table): ``differential.make_inputs`` fills each row
+    #: with distinct indices mostly in range, not values up to the array's size
+    indexes: tuple[int, ...] = ()
 
     def signatures(self, aligned: bool = False) -> list[KernelSignature]:
         """One signature per entry; ``aligned``: every array as a framework's tensor

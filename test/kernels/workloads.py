@@ -146,7 +146,7 @@ def batched_matmul(a, b, c, TM: ConstInt, TN: ConstInt, TK: ConstInt):
 
 CASES = [
     KernelCase("paged_decode", paged_decode, [[arr(BF16, 2), arr(BF16, 3), arr(BF16, 3), arr(ct.int32, 2),
-                                               arr(BF16, 2), 4, 16, 64]]),
+                                               arr(BF16, 2), 4, 16, 64]], indexes=(3,)),
     KernelCase("attention_bwd_dq", attention_bwd_dq, [[arr(BF16, 2), arr(BF16, 2), arr(BF16, 2), arr(BF16, 2),
                                                        arr(F32), arr(F32), arr(BF16, 2), 32, 32, 64]]),
     KernelCase("w4a16_gemm", w4a16_gemm, [[arr(BF16, 2), arr(ct.int8, 2), arr(F32, 2), arr(BF16, 2), 32, 32, 32]]),

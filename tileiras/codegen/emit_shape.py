@@ -24,7 +24,7 @@ from ..lower.tiles import element_bytes
 from ..tile import ops_core as CO
 from . import intrinsics as X
 from . import smem_copy
-from .nvvm import I32, KernelEmitter, _xor_bits, emits
+from .nvvm import I32, KernelEmitter, xor_bits, emits
 from .smem_copy import SharedTile
 from .values import TileVal, llvm_type
 
@@ -226,8 +226,8 @@ def _shuffled(em: KernelEmitter, src: TileVal, coords: list[ir.Value]) -> ir.Val
     lane: ir.Value = ir.Constant(I32, 0)
     for d, c in enumerate(coords):
         bases = inverse.bases(inverse.names[d])
-        reg = _xor_bits(b, reg, c, [base[reg_at] for base in bases])
-        lane = _xor_bits(b, lane, c, [base[lane_at] for base in bases])
+        reg = xor_bits(b, reg, c, [base[reg_at] for base in bases])
+        lane = xor_bits(b, lane, c, [base[lane_at] for base in bases])
     value = src.regs[0]
     for j in range(1, len(src.regs)):
         value = b.select(b.icmp_unsigned("==", reg, ir.Constant(I32, j)), src.regs[j], value)

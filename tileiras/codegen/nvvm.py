@@ -391,7 +391,7 @@ class KernelEmitter:
         for d in range(layout.rank):
             acc: ir.Value = ir.Constant(I32, 0)
             for src, bases in ((self.lane, layout.bases(LANE)), (self.warp, layout.bases(WARP))):
-                acc = _xor_bits(b, acc, src, [base[d] for base in bases])
+                acc = xor_bits(b, acc, src, [base[d] for base in bases])
             out.append(acc)
         self._coord_cache[layout] = out
         return out
@@ -408,7 +408,7 @@ class KernelEmitter:
             key = layout
             if key not in self._iter_cache:
                 self._iter_cache[key] = [
-                    _xor_bits(self.b, ir.Constant(I32, 0), self.iteration, [base[d] for base in layout.bases(ITER)])
+                    xor_bits(self.b, ir.Constant(I32, 0), self.iteration, [base[d] for base in layout.bases(ITER)])
                     for d in range(layout.rank)]
             out = [self.b.xor(o, i) if not (isinstance(i, ir.Constant) and i.constant == 0) else o
                    for o, i in zip(out, self._iter_cache[key])]
@@ -503,7 +503,7 @@ def runtime_mask(layout: LinearLayout, dim: int) -> int:
     return mask
 
 
-def _xor_bits(b: ir.IRBuilder, acc: ir.Value, src: ir.Value, coeffs: list[int]) -> ir.Value:
+def xor_bits(b: ir.IRBuilder, acc: ir.Value, src: ir.Value, coeffs: list[int]) -> ir.Value:
     """acc ^ XOR over bits k of ``src`` of coeffs[k]; runs of bits whose coefficients
     are consecutive powers of two become one shift-and-mask."""
     k = 0

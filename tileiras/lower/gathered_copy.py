@@ -152,7 +152,7 @@ def _slice(tas, loop: CF.ForOp, roots: list[tuple[Value, LinearLayout]]) -> Unio
             return None
         if u.is_block_argument:     # the loop's carried values change; an outer loop's stay
             if not inner_blocks.isdisjoint({id(u.owner)}) or (u.type.rank and tas.layouts.get(u) != want):
-                return "a gathered load's addresses depend on a value a loop carries"
+                return "a copy's address depends on a value a loop carries"
             return None
         in_loop = id(u.owner) in inside
         if u.type.rank == 0:
@@ -163,16 +163,16 @@ def _slice(tas, loop: CF.ForOp, roots: list[tuple[Value, LinearLayout]]) -> Unio
             return None
         table = inner if in_loop else hoisted
         if u in table:
-            return None if table[u] == want else "a gathered load's addresses need a tile in two layouts"
+            return None if table[u] == want else "a copy's address needs a tile in two layouts"
         op = u.owner
         if isinstance(op, (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp)):
             if in_loop or not reloadable(tas, op, op.parent):
-                return "a gathered load's addresses are loaded in a way that cannot run again"
+                return "a copy's address is loaded in a way that cannot run again"
         elif isinstance(op, CO.ExtractOp) and op not in tas.picks:
             if not extract_by_shuffle(tas.layouts[op.source], op.source.type):
-                return "a load's address is extracted from a tile through shared memory"
+                return "a copy's address is extracted from a tile through shared memory"
         elif not is_recomputable(op):
-            return f"a gathered load's addresses are made by '{op.name}', which is not computed again"
+            return f"a copy's address is made by '{op.name}', which is not computed again"
         for k, w in enumerate(op.operands):
             # an extract reads its source in its own layout (shuffled: ``extract_by_shuffle``)
             inner_want = tas.layouts.get(w) if isinstance(op, CO.ExtractOp) else operand_layout_for(op, k, want)
@@ -181,7 +181,7 @@ def _slice(tas, loop: CF.ForOp, roots: list[tuple[Value, LinearLayout]]) -> Unio
                 return reason
         table[u] = want
         if len(table) > MAX_ADDRESS_OPS:
-            return "a gathered load's addresses take too many ops to compute again"
+            return "a copy's address takes too many ops to compute again"
         return None
 
     for v, layout in roots:
