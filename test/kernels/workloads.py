@@ -1,6 +1,6 @@
 """Kernels of language-model training and serving beyond ``models.py``'s building blocks, in
-the style of public kernels (vLLM, FlashAttention, Mamba, fused MoE): decode attention over
-a paged KV cache, flash attention's dQ backward, a GEMM with int4 weights (two a byte,
+the style of public kernels (vLLM, FlashAttention, Mamba, fused MoE): decode attention and
+chunked prefill over a paged KV cache, flash attention's dQ backward, a GEMM with int4 weights (two a byte,
 scaled per column), a mixture-of-experts top-2 router, Mamba's causal depthwise conv1d
 (shifted gathers) and its chunked cumulative decay (a scan over time), a batched GEMM of
 3-D tiles reshaped to matrices (cuTile's samples' form).  Small shapes for
@@ -40,6 +40,33 @@ def paged_decode(q, k_cache, v_cache, block_table, o, PAGES: ConstInt, PAGE: Con
         l = l * rescale + ct.sum(p, axis=1, keepdims=True)
         m = peak
     ct.store(o, index=(b, 0), tile=ct.astype(acc / l, o.dtype))
+
+
+@ct.kernel
+def paged_prefill(q, k_cache, v_cache, block_table, o, BM: ConstInt, PAGES: ConstInt, PAGE: ConstInt,
+                  D: ConstInt):
+    """Chunked prefill over a paged KV cache: a block of BM query rows of sequence ``s``
+    attends to the sequence's pages, named by its row of the block table (flash attention's
+    online softmax, exp2 with the scale folded in)."""
+    s, i = ct.bid(0), ct.bid(1)
+    qt = ct.load(q, index=(s, i, 0), shape=(1, BM, D))
+    qt = ct.reshape(qt, (BM, D))
+    m = ct.full((BM, 1), -float("inf"), dtype=ct.float32)
+    l = ct.zeros((BM, 1), dtype=ct.float32)
+    acc = ct.zeros((BM, D), dtype=ct.float32)
+    pages = ct.load(block_table, index=(s, 0), shape=(1, PAGES))
+    scale = 1.4426950408889634 / D ** 0.5
+    for j in range(PAGES):
+        page = ct.extract(pages, index=(0, j), shape=(1, 1)).item()
+        keys = ct.load(k_cache, index=(page, 0, 0), shape=(1, PAGE, D), padding_mode=PAD)
+        t = scale * ct.mma(qt, ct.transpose(ct.reshape(keys, (PAGE, D))), ct.zeros((BM, PAGE), dtype=ct.float32))
+        peak = ct.maximum(m, ct.max(t, axis=1, keepdims=True))
+        p, rescale = ct.exp2(t - peak), ct.exp2(m - peak)
+        l = ct.sum(p, axis=1, keepdims=True) + l * rescale
+        m = peak
+        values = ct.load(v_cache, index=(page, 0, 0), shape=(1, PAGE, D), padding_mode=PAD)
+        acc = ct.mma(ct.astype(p, q.dtype), ct.reshape(values, (PAGE, D)), acc * rescale)
+    ct.store(o, index=(s, i, 0), tile=ct.reshape(ct.astype(acc / l, o.dtype), (1, BM, D)))
 
 
 @ct.kernel
@@ -147,6 +174,8 @@ def batched_matmul(a, b, c, TM: ConstInt, TN: ConstInt, TK: ConstInt):
 CASES = [
     KernelCase("paged_decode", paged_decode, [[arr(BF16, 2), arr(BF16, 3), arr(BF16, 3), arr(ct.int32, 2),
                                                arr(BF16, 2), 4, 16, 64]], indexes=(3,)),
+    KernelCase("paged_prefill", paged_prefill, [[arr(F16, 3), arr(F16, 3), arr(F16, 3), arr(ct.int32, 2),
+                                                 arr(F16, 3), 64, 4, 32, 64]], indexes=(3,)),
     KernelCase("attention_bwd_dq", attention_bwd_dq, [[arr(BF16, 2), arr(BF16, 2), arr(BF16, 2), arr(BF16, 2),
                                                        arr(F32), arr(F32), arr(BF16, 2), 32, 32, 64]]),
     KernelCase("w4a16_gemm", w4a16_gemm, [[arr(BF16, 2), arr(ct.int8, 2), arr(F32, 2), arr(BF16, 2), 32, 32, 32]]),

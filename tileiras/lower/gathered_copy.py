@@ -129,7 +129,14 @@ def index_slice(tas, loop: CF.ForOp, ld: Operation) -> Union[str, AddressSlice, 
         return "a load's index is a value the loop carries"
     if not computed:
         return None
+    if any(v not in tas.layouts for v in computed):     # asked before layouts (tensor_memory)
+        return UNLAID
     return _slice(tas, loop, [(v, tas.layouts[v]) for v in computed])
+
+
+#: why no slice is planned before TileAS has chosen layouts (a shuffled extract's among
+#: them): the forms chosen then (tcgen05's) take no computed index
+UNLAID = "the layouts its computation needs are not chosen yet"
 
 
 def _in_loop_block(v: Value, loop: CF.ForOp) -> bool:
@@ -158,6 +165,8 @@ def _slice(tas, loop: CF.ForOp, roots: list[tuple[Value, LinearLayout]]) -> Unio
         if u.type.rank == 0:
             if not in_loop:
                 return None
+            if u not in tas.layouts:
+                return UNLAID
             want = tas.layouts[u]
         elif not in_loop and tas.layouts.get(u) == want:
             return None
@@ -169,6 +178,8 @@ def _slice(tas, loop: CF.ForOp, roots: list[tuple[Value, LinearLayout]]) -> Unio
             if in_loop or not reloadable(tas, op, op.parent):
                 return "a copy's address is loaded in a way that cannot run again"
         elif isinstance(op, CO.ExtractOp) and op not in tas.picks:
+            if op.source not in tas.layouts:
+                return UNLAID
             if not extract_by_shuffle(tas.layouts[op.source], op.source.type):
                 return "a copy's address is extracted from a tile through shared memory"
         elif not is_recomputable(op):
