@@ -171,6 +171,39 @@ def batched_matmul(a, b, c, TM: ConstInt, TN: ConstInt, TK: ConstInt):
     ct.store(c, index=(z, i, j), tile=ct.reshape(ct.astype(acc, c.dtype), (1, TM, TN)))
 
 
+@ct.kernel
+def fp8_block_scaled_gemm(a, b, sa, sb, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
+    """An fp8 GEMM with block scales as DeepSeek-V3's inference kernels take them: one
+    scale per row of A and K block, one per K block and N block of B; each K block's
+    product is scaled before it is added."""
+    i, j = ct.bid(0), ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        at = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=PAD)
+        bt = ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=PAD)
+        row_scale = ct.load(sa, index=(i, k), shape=(BM, 1), padding_mode=PAD)
+        block_scale = ct.load(sb, index=(k, j), shape=(1, 1), padding_mode=PAD)
+        part = ct.mma(at, bt, ct.zeros((BM, BN), dtype=ct.float32))
+        acc = acc + part * (row_scale * block_scale)
+    ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+
+
+@ct.kernel
+def lora_linear(x, w, lora_a, lora_b, out, BM: ConstInt, BN: ConstInt, BK: ConstInt, R: ConstInt):
+    """A linear layer with a LoRA adapter: x @ W plus (x @ A) @ B, the rank-R product
+    accumulated in the same K loop and multiplied by B after it."""
+    i, j = ct.bid(0), ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    low = ct.zeros((BM, R), dtype=ct.float32)
+    for k in range(ct.num_tiles(x, axis=1, shape=(BM, BK))):
+        xt = ct.load(x, index=(i, k), shape=(BM, BK), padding_mode=PAD)
+        acc = ct.mma(xt, ct.load(w, index=(k, j), shape=(BK, BN), padding_mode=PAD), acc)
+        low = ct.mma(xt, ct.load(lora_a, index=(k, 0), shape=(BK, R), padding_mode=PAD), low)
+    up = ct.load(lora_b, index=(0, j), shape=(R, BN), padding_mode=PAD)
+    acc = ct.mma(ct.astype(low, x.dtype), up, acc)
+    ct.store(out, index=(i, j), tile=ct.astype(acc, out.dtype))
+
+
 CASES = [
     KernelCase("paged_decode", paged_decode, [[arr(BF16, 2), arr(BF16, 3), arr(BF16, 3), arr(ct.int32, 2),
                                                arr(BF16, 2), 4, 16, 64]], indexes=(3,)),
@@ -182,5 +215,10 @@ CASES = [
     KernelCase("top2_router", top2_router, [[arr(BF16, 2), arr(F32, 2), arr(ct.int32, 2), 8, 16]]),
     KernelCase("causal_conv1d", causal_conv1d, [[arr(BF16, 2), arr(BF16, 2), arr(BF16, 2), 16, 64]]),
     KernelCase("chunk_cumsum", chunk_cumsum, [[arr(BF16, 2), arr(F32), arr(F32, 2), 32, 16]]),
+    KernelCase("fp8_block_scaled_gemm", fp8_block_scaled_gemm,
+               [[arr(ct.float8_e4m3fn, 2), arr(ct.float8_e4m3fn, 2), arr(F32, 2), arr(F32, 2), arr(BF16, 2),
+                 32, 32, 32]]),
+    KernelCase("lora_linear", lora_linear, [[arr(BF16, 2), arr(BF16, 2), arr(BF16, 2), arr(BF16, 2), arr(BF16, 2),
+                                             32, 32, 32, 16]]),
     KernelCase("batched_matmul", batched_matmul, [[arr(F16, 3), arr(F16, 3), arr(F16, 3), 32, 32, 32]]),
 ]

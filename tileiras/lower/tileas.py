@@ -315,16 +315,28 @@ def new_tileas(aa: TileAA, num_warps_hint: Optional[int] = None, arch: int = 0) 
 
 def choose_tensor_cores(tas: TileAS, arch: int) -> None:
     """The tensor-core form of every matrix multiply that has one (``mma_forms``), and the
-    fragment layout its result shape takes."""
+    fragment layout its result shape takes.  A shape takes one layout: where some
+    multiplies of a shape run on tcgen05 and others cannot (a K loop TMA cannot copy, then
+    a multiply into its result), all of them take their ``mma.sync`` or ``wgmma`` form, whose
+    fragments the others hold (a LoRA adapter's product added after such a loop on sm_100
+    was multiplied into tensor memory's layout by ``mma.sync``: wrong in every element)."""
+    plain, chosen = {}, {}
     for op in tas.aa.live_ops():
-        form = tensor_core_mma(op, arch, tas.num_warps, tas.extra_warps)
+        form = plain[op] = tensor_core_mma(op, arch, tas.num_warps, tas.extra_warps)
         tc = tcgen05_form(op, form, tas.num_warps)
         if tc is not None and tensor_memory.tcgen05_reason(tas, op, arch) is None and tensor_memory.fits(tas, op):
             form = tc
         if form is not None:     # warps beyond the 16x8 blocks hold copies
-            layout = accumulator_layout(op, tas.num_warps, form)
-            tas.tensor_cores[op] = fitted_to(form, layout)
-            tas.mma_layouts[op.result.type.shape] = layout
+            chosen[op] = form
+            tas.tensor_cores[op] = fitted_to(form, accumulator_layout(op, tas.num_warps, form))
+    mixed = {op.result.type.shape for op, form in chosen.items() if not form.tcgen05} & {
+        op.result.type.shape for op, form in chosen.items() if form.tcgen05}
+    for op, form in chosen.items():
+        if op.result.type.shape in mixed:
+            form = plain[op]
+        layout = accumulator_layout(op, tas.num_warps, form)
+        tas.tensor_cores[op] = fitted_to(form, layout)
+        tas.mma_layouts[op.result.type.shape] = layout
 
 
 def access_facts(tas: TileAS) -> None:
