@@ -184,15 +184,20 @@ def _loaded_arguments(v: Value, origin: dict[Value, Value], limit: int = 16) -> 
         op = w.owner
         seen.add(id(op))
         if isinstance(op, MEM.LoadViewTkoOp):
-            source = op.view
-            made = None if source.is_block_argument else getattr(source.owner, "tensor_view", None)
-            tensor = None if made is None or made.is_block_argument else made.owner
-            arg = origin.get(tensor.base) if isinstance(tensor, MEM.MakeTensorViewOp) else None
+            tensor = _tensor_of(op.view)
+            arg = origin.get(tensor.base) if tensor is not None else None
             if arg is not None:
                 out.append(arg)
         elif is_pure(op) and not op.regions:
             work.extend(op.operands)
     return out
+
+
+def _tensor_of(view: Value) -> Optional[MEM.MakeTensorViewOp]:
+    """The ``make_tensor_view`` a partition view is made of, where the function shows it."""
+    made = None if view.is_block_argument else getattr(view.owner, "tensor_view", None)
+    tensor = None if made is None or made.is_block_argument else made.owner
+    return tensor if isinstance(tensor, MEM.MakeTensorViewOp) else None
 
 
 def in_range_indices(fn: Function, origin: dict[Value, Value], arrays: dict[Value, Any], out: list[Any],
@@ -203,8 +208,8 @@ def in_range_indices(fn: Function, origin: dict[Value, Value], arrays: dict[Valu
     compute on padding only."""
     for arg, (op, k) in index_sources(fn, origin).items():
         pv = op.view.type
-        made = op.view.owner.tensor_view.owner
-        indexed = arrays.get(origin.get(made.base))
+        made = _tensor_of(op.view)
+        indexed = arrays.get(origin.get(made.base)) if made is not None else None
         target = arrays.get(arg)
         if not isinstance(indexed, np.ndarray) or not isinstance(target, np.ndarray) or target.dtype.kind not in "iu":
             continue

@@ -29,7 +29,7 @@ layouts, extra warps) issue nothing for them (``owner_predicate``).
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import nullcontext
 from typing import Optional
 
 from llvmlite import ir
@@ -167,9 +167,7 @@ def iteration_indices(em: KernelEmitter, loop: Operation, ld: Operation, iv: ir.
     whole warps)."""
     block = loop.regions[0].blocks[0]
     computed = em.tas.index_slices.get(ld)
-    if computed is None:
-        return [iv if v is block.args[0] else em.values[v].scalar for v in ld.index]
-    with _sliced(em, loop, computed, iv, {}):
+    with _sliced(em, loop, computed, iv, {}) if computed is not None else nullcontext():
         return [iv if v is block.args[0] else em.values[v].scalar for v in ld.index]
 
 
@@ -187,15 +185,8 @@ def hoist_addresses(em: KernelEmitter, plan) -> None:
     addresses = getattr(plan, "a_addresses", None)
     if addresses is None:
         return
-    saved = {v: em.values.get(v, _ABSENT) for v in addresses.hoisted}
-    ops = addresses.hoisted_ops
-    try:
-        with em.layouts_of_place(addresses.hoisted, _all_uses(ops)):
-            for op in ops:
-                em.emit_op(op)
+    with em.emitted_again(addresses.hoisted):
         em.hoisted_addresses[plan.loads[0]] = {v: em.values[v] for v in addresses.hoisted}
-    finally:
-        _restore(em, saved)
 
 
 def gathered_access(em: KernelEmitter, plan, ld: Operation, iv: ir.Value) -> GatheredAccess:
@@ -208,38 +199,13 @@ def gathered_access(em: KernelEmitter, plan, ld: Operation, iv: ir.Value) -> Gat
         return GatheredAccess(list(ptrs.regs), [0] * len(ptrs.regs), list(masks))
 
 
-@contextmanager
 def _sliced(em: KernelEmitter, loop: Operation, slice_, iv: ir.Value, hoisted: dict):
-    """Inside: the values of ``slice_.inner`` (an ``AddressSlice``) computed again with
-    ``iv`` for the loop's induction variable and ``hoisted`` (value -> TileVal) for the
-    tiles made before the loop; after, every value as it was."""
+    """``KernelEmitter.emitted_again`` of ``slice_.inner`` (an ``AddressSlice``) with ``iv``
+    for the loop's induction variable and ``hoisted`` (value -> TileVal) for the tiles made
+    before the loop."""
     arg = loop.regions[0].blocks[0].args[0]
-    given = {arg: TileVal(em.tas.layouts[arg], [iv]), **hoisted}
-    saved = {v: em.values.get(v, _ABSENT) for v in [*given, *slice_.inner]}
-    ops = slice_.inner_ops
-    try:
-        em.values.update(given)
-        with em.layouts_of_place(slice_.inner, _all_uses(ops)):
-            for op in ops:
-                em.emit_op(op)
-        yield
-    finally:
-        _restore(em, saved)
+    return em.emitted_again(slice_.inner, given={arg: TileVal(em.tas.layouts[arg], [iv]), **hoisted})
 
-
-def _all_uses(ops: list[Operation]) -> list[tuple[Operation, int]]:
-    return [(op, k) for op in ops for k in range(len(op.operands))]
-
-
-_ABSENT = object()
-
-
-def _restore(em: KernelEmitter, saved: dict) -> None:
-    for v, was in saved.items():
-        if was is _ABSENT:
-            em.values.pop(v, None)
-        else:
-            em.values[v] = was
 
 def copy_tile(em: KernelEmitter, loop: Operation, ld: Operation, iv: ir.Value, layout, offset_of, nbytes: int,
               base: ir.Value, runs: ir.Value) -> None:

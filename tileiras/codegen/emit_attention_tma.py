@@ -146,8 +146,8 @@ def _iteration_at(em: KernelEmitter, plan: AttentionRingPlan, iv: ir.Value) -> d
     whole warps, before the elected thread issues the boxes)."""
     arg = plan.loop.regions[0].blocks[0].args[0]
     at = {arg: iv}
-    for tile in plan.tiles:
-        if tile.load in em.tas.index_slices:
+    for tile in plan.tiles:     # K's and V's page ids are one value: computed once
+        if tile.load in em.tas.index_slices and not all(v in at for v in tile.load.index):
             at.update(zip(tile.load.index, iteration_indices(em, plan.loop, tile.load, iv)))
     return at
 

@@ -56,7 +56,7 @@ def _combine(em: KernelEmitter, block: Block, lhs: Sequence[ir.Value], rhs: Sequ
     return inline_combiner(em, block, args)
 
 
-def _shuffle(em: KernelEmitter, v: ir.Value, mask: int, mode: str = "bfly",
+def shuffle(em: KernelEmitter, v: ir.Value, mask: int, mode: str = "bfly",
              lane: Optional[ir.Value] = None) -> ir.Value:
     """Shuffle of any scalar of at most 64 bits: butterfly over ``mask``, or another
     ``X.shfl_sync`` mode with ``lane`` (``mask`` when none)."""
@@ -152,7 +152,7 @@ def _butterfly(em: KernelEmitter, block: Block, acc: list[ir.Value], bit: int) -
     partner's, the lower lane's on the left, so both lanes compute the same result."""
     b = em.b
     upper = b.icmp_unsigned("!=", b.and_(em.lane, ir.Constant(I32, 1 << bit)), ir.Constant(I32, 0))
-    other = [_shuffle(em, v, 1 << bit) for v in acc]
+    other = [shuffle(em, v, 1 << bit) for v in acc]
     lo = [b.select(upper, o, a) for a, o in zip(acc, other)]
     hi = [b.select(upper, a, o) for a, o in zip(acc, other)]
     return _combine(em, block, lo, hi)
@@ -389,7 +389,7 @@ def _scan_lanes(em: KernelEmitter, op: Operation, pre: Totals, first: int, count
             valid = b.icmp_unsigned(">=", position, ir.Constant(I32, d))
         step = []
         for p in pre:
-            partner = [_shuffle(em, v, d, "down" if reverse else "up") for v in p]
+            partner = [shuffle(em, v, d, "down" if reverse else "up") for v in p]
             step.append([b.select(valid, x, y) for x, y in zip(_combine(em, block, partner, p), p)])
         pre = step
     return pre
@@ -414,7 +414,7 @@ class _HeldTotals:
                 b = self.em.b
                 self.source = b.or_(b.and_(self.em.lane, ir.Constant(I32, ~self.group & 31)),
                                     ir.Constant(I32, self.lane_bits))
-            self.cache[r] = [_shuffle(self.em, v, 0, "idx", self.source) for v in self.pre[r]]
+            self.cache[r] = [shuffle(self.em, v, 0, "idx", self.source) for v in self.pre[r]]
         return self.cache[r]
 
 
@@ -481,7 +481,7 @@ def _shuffled_totals(em: KernelEmitter, tot: Totals, bit: int) -> Totals:
     shuffled: dict[int, list[ir.Value]] = {}   # registers that share a total shuffle it once
     for vals in tot:
         if id(vals) not in shuffled:
-            shuffled[id(vals)] = [_shuffle(em, v, 1 << bit) for v in vals]
+            shuffled[id(vals)] = [shuffle(em, v, 1 << bit) for v in vals]
     return [shuffled[id(vals)] for vals in tot]
 
 

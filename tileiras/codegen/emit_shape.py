@@ -24,7 +24,8 @@ from ..lower.tiles import element_bytes
 from ..tile import ops_core as CO
 from . import intrinsics as X
 from . import smem_copy
-from .nvvm import I32, KernelEmitter, xor_bits, emits
+from .emit_reduce import shuffle
+from .nvvm import I32, KernelEmitter, emits, xor_bits
 from .smem_copy import SharedTile
 from .values import TileVal, llvm_type
 
@@ -231,15 +232,7 @@ def _shuffled(em: KernelEmitter, src: TileVal, coords: list[ir.Value]) -> ir.Val
     value = src.regs[0]
     for j in range(1, len(src.regs)):
         value = b.select(b.icmp_unsigned("==", reg, ir.Constant(I32, j)), src.regs[j], value)
-    ty = value.type
-    bits = ty.width if isinstance(ty, ir.IntType) else {"half": 16, "bfloat": 16, "float": 32}[str(ty)]
-    word = b.zext(value, I32) if isinstance(ty, ir.IntType) and bits < 32 else (
-        value if isinstance(ty, ir.IntType) else b.zext(b.bitcast(value, ir.IntType(bits)), I32) if bits < 32
-        else b.bitcast(value, I32))
-    got = X.shfl_sync(b, "idx", word, lane)
-    if isinstance(ty, ir.IntType):
-        return b.trunc(got, ty) if bits < 32 else got
-    return b.bitcast(b.trunc(got, ir.IntType(bits)), ty) if bits < 32 else b.bitcast(got, ty)
+    return shuffle(em, value, 0, "idx", lane)
 
 
 @emits(CO.InsertOp)

@@ -335,18 +335,31 @@ class KernelEmitter:
         own values are put back for their other users.  The plan gives each op's operands the
         layouts it needs, so none of their conversions is made here but ``leaves``' (a
         broadcast's source, TileAS.recompute_converts)."""
-        ops = [u.owner for u in plan]
-        saved_values = {u: self.values[u] for u in plan if u in self.values}
+        with self.emitted_again(plan, leaves):
+            return self.values[v]
+
+    @contextmanager
+    def emitted_again(self, plan: dict[Value, LinearLayout], leaves: Optional[dict] = None,
+                      given: Optional[dict] = None):
+        """Inside: the ops that make ``plan``'s values (producers first) emitted again in
+        the layouts it gives them, their operands unconverted but for ``leaves``', with the
+        values ``given`` (value -> Emitted) in place of their own (a later iteration's
+        induction variable: ``emit_async``); after, every value as it was."""
+        leaves, given = leaves or {}, given or {}
+        ops = list(dict.fromkeys(u.owner for u in plan))
+        touched = [*plan, *given]
+        saved = {u: self.values[u] for u in touched if u in self.values}
         unconverted = [(op, k) for op in ops for k in range(len(op.operands)) if (op, k) not in leaves]
         try:
+            self.values.update(given)
             with self.layouts_of_place(plan, unconverted, leaves):
                 for op in ops:
                     self.emit_op(op)
-                return self.values[v]
+            yield
         finally:
-            for u in plan:
+            for u in touched:
                 self.values.pop(u, None)
-            self.values.update(saved_values)
+            self.values.update(saved)
 
     @contextmanager
     def layouts_of_place(self, layouts: dict[Value, LinearLayout], unconverted: Sequence = (),

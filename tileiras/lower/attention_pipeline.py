@@ -58,7 +58,7 @@ from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
-from .gathered_copy import index_slice
+from .gathered_copy import index_slice, record_index_slices
 from ..tile.enums import MemoryOrderingSemantics
 from ..tile.traits import DATA_RESOURCES, is_contraction, writes
 from .mma_forms import MmaSwizzle, mma_swizzle
@@ -402,10 +402,8 @@ def record_attention(tas, plan: KLoopPlan, arch: int) -> None:
         return
     for op in (plan.loop, *plan.mmas, *(t.load for t in plan.tiles), *(r for t in plan.tiles for r in t.relabels)):
         tas.pipelined[op] = plan
-    for tile in plan.tiles:         # a page id the copies compute again for their iteration
-        indices = index_slice(tas, plan.loop, tile.load)
-        if indices is not None:
-            tas.index_slices[tile.load] = indices
+    # a page id the copies compute again for its iteration
+    record_index_slices(tas, plan.loop, [t.load for t in plan.tiles])
     for mma in plan.mmas:           # an A made before the loop is staged at 0 before the copies
         before = mma.lhs.type.num_elements * element_bytes(mma.lhs.type) if plan.a_from[plan.mmas.index(mma)] == \
             A_BEFORE_LOOP else 0

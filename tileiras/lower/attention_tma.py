@@ -68,7 +68,7 @@ from ..tile import ops_memory as MEM
 from ..tile.traits import DATA_RESOURCES, writes
 from .attention_pipeline import (A_BEFORE_LOOP, A_HELD, A_STAGED, a_in_registers, attention_multiplies, attention_pair,
                                  b_load, body_multiplies, inside_value, wanted_stages)
-from .gathered_copy import index_slice
+from .gathered_copy import record_index_slices
 from .mma_forms import (WGMMA_MAX_N, LandedOperand, MmaSwizzle, OperandStaging, WgmmaStaging, k_steps, landed_form,
                         mma_swizzle, tcgen05_form, tcgen05_ring_staging, tcgen05_rows, tensor_core_mma,
                         tma_ring_staging)
@@ -554,7 +554,4 @@ def record_attention_ring(tas, plan: AttentionRingPlan, arch: int) -> None:
     tas.pipelines[plan.loop] = plan
     for op in (plan.loop, *plan.mmas, *taken, *(r for t in tiles for r in t.relabels)):
         tas.pipelined[op] = plan
-    for tile in plan.tiles:         # a page id the producer computes again for its iteration
-        indices = index_slice(tas, plan.loop, tile.load)
-        if indices is not None:
-            tas.index_slices[tile.load] = indices
+    record_index_slices(tas, plan.loop, [t.load for t in plan.tiles])     # a page id the producer computes again for its iteration

@@ -88,7 +88,7 @@ def zero_fill(v: Value) -> bool:
             and isinstance(op.value.data, bytes) and not any(op.value.data))
 
 
-def address_ops(loop: CF.ForOp, body: list[Operation], ld: Operation) -> set[Operation]:
+def address_ops(tas, body: list[Operation], ld: Operation) -> set[Operation]:
     """The pure ops of ``body`` that only compute ``ld``'s operands: all their users are
     such ops or ``ld``."""
     found: set[Operation] = set()
@@ -99,15 +99,11 @@ def address_ops(loop: CF.ForOp, body: list[Operation], ld: Operation) -> set[Ope
         for op in candidates:
             if op in found:
                 continue
-            users = [u for r in op.results for u in _users_in(loop, r)]
+            users = [u for r in op.results for u in tas.users(r)]
             if users and all(u is ld or u in found for u in users):
                 found.add(op)
                 changed = True
     return found
-
-
-def _users_in(loop: CF.ForOp, v: Value) -> list[Operation]:
-    return [op for op in loop.walk() if any(u is v for u in op.operands)]
 
 
 def address_slice(tas, loop: CF.ForOp, ld: Operation, layout: LinearLayout) -> Union[str, AddressSlice]:
@@ -137,6 +133,14 @@ def index_slice(tas, loop: CF.ForOp, ld: Operation) -> Union[str, AddressSlice, 
 #: why no slice is planned before TileAS has chosen layouts (a shuffled extract's among
 #: them): the forms chosen then (tcgen05's) take no computed index
 UNLAID = "the layouts its computation needs are not chosen yet"
+
+
+def record_index_slices(tas, loop: CF.ForOp, loads) -> None:
+    """``TileAS.index_slices`` of the ring's ``loads`` whose index the body computes."""
+    for ld in loads:
+        indices = index_slice(tas, loop, ld)
+        if indices is not None:
+            tas.index_slices[ld] = indices
 
 
 def _in_loop_block(v: Value, loop: CF.ForOp) -> bool:

@@ -489,7 +489,7 @@ def k_loop(tas, loop: CF.ForOp, scales_ok: bool = False, laid_out: bool = True, 
         gathered = _gathered(mmas[0], body) if gathers_ok else None
         if gathered is not None:
             loads.append(gathered)
-            extra = address_ops(loop, body, gathered)
+            extra = address_ops(tas, body, gathered)
         extra.update(r for r in (unit_reshape(mmas[0], body, 0), unit_reshape(mmas[0], body, 1)) if r is not None)
     if (len(mmas) != 1 or len(loads) != 2 + scaled
             or len(body) != 3 + scaled + (permute is not None) + len(extra)):
