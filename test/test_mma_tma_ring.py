@@ -140,17 +140,21 @@ def test_a_column_major_a_lands_as_k_rows_of_m_read_transposed():
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" not in loop
 
 
-def test_an_8bit_k_by_n_b_is_read_a_byte_at_a_time_from_its_swizzled_rows():
-    """No ``ldmatrix`` transposes bytes (before sm_100's m16n16): each B register packs four
-    K rows' bytes of one column, each row's column XORed with its phase, as NVIDIA's integer
-    GEMMs read theirs (``ld.shared.b8``)."""
+@pytest.mark.parametrize("arch", ["sm_120"])
+def test_an_8bit_k_by_n_b_is_read_from_its_swizzled_rows(arch: str):
+    """Before sm_100 no ``ldmatrix`` transposes bytes (an unpipelined multiply then packs
+    each B register from four K rows' bytes of one column, ``ld.shared.b8``).  On
+    sm_100 and sm_120 one ``ldmatrix.m16n16.x2.trans.b8`` reads a K step of two column
+    blocks, lane l at K row l, its 16-byte chunk XORed with the row's phase (NVIDIA's sm_120
+    fp8 GEMMs: no byte loads)."""
     text = gemm_loop(64, 32, 64, ab="i8", acc="i32")
-    plan = plan_of(text)
+    plan = plan_of(text, arch)
     assert plan.sync and not plan.staging.b_k_rows and plan.staging.b.swizzle is Swizzle.B32
-    loop = ptx_of(text)
+    loop = ptx_of(text, arch)
     loop = loop[loop.index("mbarrier.try_wait.parity"):loop.index("mbarrier.inval")]
     loads = len(re.findall(r"ld\.shared\.(?:u|b)8", loop))
-    assert loads and loads % 8 == 0        # 8 bytes (two registers) per column block and K step
+    matrices = loop.count("ldmatrix.sync.aligned.m16n16.x2.trans.shared.b8")
+    assert not loads and matrices and matrices % 2 == 0     # K steps of 32: two a trip
 
 
 def test_the_knobs_turn_the_ring_off_and_its_specialization_on(monkeypatch):

@@ -498,6 +498,9 @@ class TensorCoreOperands:
                 self.pairs = 0
                 self.b_col = b.add(block_col, g)
                 self.b_phases = [_phase(b, b.add(b_row, ir.Constant(I32, e)), b_sw) for e in range(4)]
+                if form.b_matrix8:      # or 16 x 16 byte matrices: lane l at K row l, its phase
+                    self.b_col, self.b_lane_phase = block_col, _phase(b, lane, b_sw)
+                    self.b_base = b.mul(lane, ir.Constant(I32, n))
             if a_columns:           # K rows of M: lane l at K row l % 8 + 8 (l / 16), M half (l / 8) % 2
                 k_row = b.add(b.and_(lane, ir.Constant(I32, 7)),
                               b.mul(b.lshr(lane, ir.Constant(I32, 4)), ir.Constant(I32, 8)))
@@ -583,7 +586,7 @@ class TensorCoreOperands:
             return [b.load(self._slot(b.add(self.b_base, k0), c * n + 16 * q, self.b_offset, 1), typ=I32)
                     for q in range(2)]
         if self.swizzles is not None and self.esize == 1 and not self.b_transposed:
-            return self._swizzled_bytes(k0, c)
+            return self._b8_matrix(k0, c) if self.form.b_matrix8 else self._swizzled_bytes(k0, c)
         if self.swizzles is not None and self.pairs and j % 2:
             return self._next_block         # read with block j - 1's ldmatrix.x4
         count = 4 if self.swizzles is not None and self.pairs else 2
@@ -619,14 +622,23 @@ class TensorCoreOperands:
     def _b8_matrix(self, k0: ir.Value, c: int) -> list[ir.Value]:
         """An 8-bit K x N B's fragment of the column block at ``c``: one
         ``ldmatrix.m16n16.x2.trans.b8`` of the 16 columns from ``c`` rounded down to 16
-        gives both blocks of that pair (the second block's comes from the cache)."""
+        gives both blocks of that pair (the second block's comes from the cache).  From
+        swizzled rows (a TMA ring's boxes) lane l is at K row ``k0 + l``, the pair's 16-byte
+        chunk XORed with the row's phase (K steps of 32 keep it: the swizzle repeats within
+        8 rows), as NVIDIA's sm_120 fp8 GEMMs read theirs."""
         b = self.em.b
         seg = c - c % 16
         key = (id(k0), seg)
         regs = self._b8.get(key)
         if regs is None:
-            row = b.add(self.b_rows8, b.mul(k0, ir.Constant(I32, self.n)))
-            regs = X.ldmatrix_b8(b, self._slot(row, seg, self.b_offset, 1))
+            if self.swizzles is None:
+                at, offset = b.add(self.b_rows8, b.mul(k0, ir.Constant(I32, self.n))), seg
+            else:
+                row = b.add(self.b_base, b.mul(k0, ir.Constant(I32, self.n)))
+                at = b.add(row, _boxed(b, b.add(self.b_col, ir.Constant(I32, seg)), self.b_lane_phase,
+                                       self.swizzles[1]))
+                offset = 0
+            regs = X.ldmatrix_b8(b, self._slot(at, offset, self.b_offset, 1))
             self._b8 = {key: regs}
         half = c % 16 // 8
         return [regs[half], regs[2 + half]]

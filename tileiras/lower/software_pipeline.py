@@ -76,6 +76,7 @@ from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
+from ..tile.traits import is_contraction, is_plain_load, is_pure
 from .gathered_copy import AddressSlice, address_ops, address_slice, gathered_load_reason
 from .mma_forms import MmaSwizzle, WgmmaStaging, mma_staging_pitches, mma_swizzle, tma_ring_staging
 from .tiles import element_bytes
@@ -359,7 +360,7 @@ def _copied_k_loop(tas, loop: CF.ForOp, a_columns_ok: bool = False
     """``k_loop``'s parts of a loop whose loads ``cp.async`` may copy iterations early
     (``loads_reason``; loads ``lower.tma`` gave TMA too: ``record_plans`` takes them
     back; a column-major A only where ``a_columns_ok``), or why not."""
-    shape = k_loop(tas, loop, scales_ok=True, gathers_ok=True)
+    shape = k_loop(tas, loop, scales_ok=True, gathers_ok=True, extras_ok=True)
     if isinstance(shape, str):
         return shape
     reason = loads_reason(tas, loop, *shape, tma_ok=True, b_columns_ok=True, a_columns_ok=a_columns_ok)
@@ -468,7 +469,8 @@ def _lands_whole(to_offset: LinearLayout, chunk: int) -> bool:
 
 
 def k_loop(tas, loop: CF.ForOp, scales_ok: bool = False, laid_out: bool = True, gathers_ok: bool = False,
-           reshapes_ok: bool = False) -> Union[str, tuple[Operation, Operation, Operation, Optional[CO.PermuteOp]]]:
+           reshapes_ok: bool = False, extras_ok: bool = False
+           ) -> Union[str, tuple[Operation, Operation, Operation, Optional[CO.PermuteOp]]]:
     """(multiply, A's load, B's load, B's transpose or None) of a loop whose body loads two
     tiles and multiplies them on tensor cores into fragments it carries, or why not; with
     ``scales_ok`` the multiply may be block-scaled, its two scale tiles loaded in the loop
@@ -477,7 +479,10 @@ def k_loop(tas, loop: CF.ForOp, scales_ok: bool = False, laid_out: bool = True, 
     and B may be view loads of rank 3 or more whose leading unit dims a ``reshape`` drops
     (``unit_reshape``: a batched GEMM's 3-D tiles, an expert's weights); with ``gathers_ok``
     (a ``cp.async`` ring: reshapes too) A may also be a gather through a tile of pointers,
-    the body then also computing its addresses (``gathered_copy``)."""
+    the body then also computing its addresses (``gathered_copy``).  With ``extras_ok`` the
+    body may do other work too, as long as it touches no shared memory (``extra_reason``):
+    an fp8 GEMM's per-block scaling of each K tile's product, its scale tiles loaded as
+    they are."""
     body = _body(loop)
     mmas = [op for op in body if isinstance(op, (AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp))]
     loads = [op for op in body if isinstance(op, MEM.LoadViewTkoOp)]
@@ -491,6 +496,16 @@ def k_loop(tas, loop: CF.ForOp, scales_ok: bool = False, laid_out: bool = True, 
             loads.append(gathered)
             extra = address_ops(tas, body, gathered)
         extra.update(r for r in (unit_reshape(mmas[0], body, 0), unit_reshape(mmas[0], body, 1)) if r is not None)
+    if extras_ok and len(mmas) == 1 and not scaled:
+        found = _operand_loads(mmas[0], body, permute, reshapes_ok)
+        if isinstance(found, str):
+            return found
+        rest = [op for op in body if op not in (*found, mmas[0], permute, *extra)]
+        reason = next(filter(None, (extra_reason(tas, op, laid_out) for op in rest)), None)
+        if reason:
+            return reason
+        loads = list(found)
+        extra.update(rest)
     if (len(mmas) != 1 or len(loads) != 2 + scaled
             or len(body) != 3 + scaled + (permute is not None) + len(extra)):
         return "the loop body does more than load two tiles (B perhaps transposed) and multiply them"
@@ -510,6 +525,36 @@ def k_loop(tas, loop: CF.ForOp, scales_ok: bool = False, laid_out: bool = True, 
     if a is None or b is None or a is b:
         return "the multiply's operands are not the two loaded tiles"
     return mma, a, b, permute
+
+
+def _operand_loads(mma: Operation, body: list[Operation], permute: Optional[CO.PermuteOp], reshapes_ok: bool
+                   ) -> Union[str, tuple[Operation, Operation]]:
+    """The loads in ``body`` whose tiles are the multiply's A and B (through B's transpose
+    or a unit reshape), or why they are not two of its loads."""
+    found = []
+    for k in (0, 1):
+        via = permute if k and permute is not None else unit_reshape(mma, body, k) if reshapes_ok else None
+        v = via.source if via is not None else mma.operands[k]
+        ld = None if v.is_block_argument else v.owner
+        if not isinstance(ld, (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp)) or ld not in body:
+            return "the multiply's operands are not tiles the loop loads"
+        found.append(ld)
+    return (found[0], found[1]) if found[0] is not found[1] else "the multiply's operands are one loaded tile"
+
+
+def extra_reason(tas, op: Operation, laid_out: bool = True) -> Optional[str]:
+    """Why ``op``, in a pipelined K loop's body beside the loads and the multiply, could
+    disturb the ring, or None: it must be a pure op or a weak load from global memory, hold
+    no region, no multiply, and (``laid_out``) need no shared memory (no scratch: the ring
+    is the loop's scratch)."""
+    if op.regions or is_contraction(op):
+        return f"the loop body also does {op.name}, which holds a region or multiplies"
+    weak = op.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK) == MemoryOrderingSemantics.WEAK
+    if not (is_pure(op) or (is_plain_load(op) and weak)):
+        return f"the loop body also does {op.name}, which is neither pure nor a weak load"
+    if laid_out and tas.scratch.get(op, 0):
+        return f"the loop body also does {op.name}, which uses shared memory the ring occupies"
+    return None
 
 
 def scale_loads(loop: CF.ForOp, mma: Operation) -> Optional[tuple[Operation, Operation]]:

@@ -264,7 +264,7 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     operand's landed layout one ``wgmma`` reads (``tma_ring_staging``) or ``mma.sync``
     reads (``mma_ring_staging``: 16-bit, or 8-bit with A row-major), each box at most 256
     rows."""
-    shape = k_loop(tas, loop, reshapes_ok=True)
+    shape = k_loop(tas, loop, reshapes_ok=True, extras_ok=True)
     if isinstance(shape, str):
         return shape
     mma, a, b, permute = shape

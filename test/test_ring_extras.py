@@ -1,0 +1,149 @@
+"""K loops that do more than load two tiles and multiply them are pipelined when the rest
+of their body touches no shared memory (``software_pipeline.extra_reason``).
+
+DeepSeek-V3's fp8 GEMM with block scales (``kernels/workloads.fp8_block_scaled_gemm``)
+multiplies each K tile into zeros and adds the product, scaled by its A rows' and its B
+block's scales (two small tiles the loop loads), to the accumulator.  Before, no arch
+pipelined it ("the loop body does more than load two tiles"); now the two operands go
+through the ring (``cp.async`` on sm_80, TMA rings on sm_90 and later) and the scale loads
+and the scaling stay in the body as they are: plain loads into registers and arithmetic,
+which the ring's barriers and waits do not concern.  Ops that need shared memory (the
+ring is the loop's scratch), hold regions, store or multiply again still refuse the ring,
+with a sentence saying which op."""
+from __future__ import annotations
+
+import warnings
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+ct = pytest.importorskip("cuda.tile")
+
+from differential import export  # noqa: E402
+from kernels._case import KernelCase, arr  # noqa: E402
+from kernels.workloads import PAD, fp8_block_scaled_gemm  # noqa: E402
+
+from tileiras import diffcheck, interp  # noqa: E402
+from tileiras.lower.software_pipeline import PipelinePlan  # noqa: E402
+from tileiras.lower.tileas_format import format_tileas  # noqa: E402
+from tileiras.lower.tileas_parse import parse_tileas  # noqa: E402
+from tileiras.lower.tma_ring import RingPlan  # noqa: E402
+from tileiras.pipeline import CompileOptions, run_stages  # noqa: E402
+from tileiras.reader import read_bytecode  # noqa: E402
+from tileiras.tile import ops_memory as MEM  # noqa: E402
+
+F32, BF16, FP8 = ct.float32, ct.bfloat16, ct.float8_e4m3fn
+ConstInt = ct.Constant[int]
+
+
+def _case(dtype) -> KernelCase:
+    return KernelCase("block_scaled", fp8_block_scaled_gemm,
+                      [[arr(dtype, 2), arr(dtype, 2), arr(F32, 2), arr(F32, 2), arr(BF16, 2), 64, 64, 64]])
+
+
+def _module(case: KernelCase, arch: str, aligned: bool = True):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return read_bytecode(export(case, arch=arch, aligned=aligned))
+
+
+def _tas(module, arch: str):
+    c = run_stages(module, CompileOptions(gpu_name=arch), "tileas", only_needed=True)
+    ((name, tas),) = c.tas.items()
+    return c, name, tas
+
+
+#: (arch, operand type, plan kind): fp8 multiplies need sm_89 or later; sm_90's wgmma
+#: reads an 8-bit B only K-major (NVIDIA's tool transposes it through shared memory), so
+#: sm_90 runs the bf16 form
+ARCHS = [("sm_80", BF16, PipelinePlan), ("sm_90", BF16, RingPlan), ("sm_100", FP8, RingPlan),
+         ("sm_120", FP8, RingPlan)]
+
+
+@pytest.mark.parametrize("arch,dtype,kind", ARCHS, ids=[a for a, _, _ in ARCHS])
+def test_the_scaled_k_loop_is_pipelined(arch: str, dtype, kind: type):
+    c, name, tas = _tas(_module(_case(dtype), arch), arch)
+    (plan,) = [p for p in tas.pipelines.values() if not isinstance(p, str)]
+    assert type(plan) is kind
+    assert [ld.results[0].type.shape for ld in plan.loads] == [(64, 64), (64, 64)]
+    body = plan.loop.regions[0].blocks[0].ops
+    scales = [op for op in body if isinstance(op, MEM.LoadViewTkoOp) and op not in plan.loads]
+    assert [ld.results[0].type.shape for ld in scales] == [(64, 1), (1, 1)]
+    assert not any(ld in tas.pipelined for ld in scales)       # plain loads in the body
+    assert plan.mma.acc.is_block_argument is False              # a product of one K tile, scaled after
+    if kind is RingPlan:
+        assert plan.in_flight == 0 and plan.serial_reason       # the product is read in the trip
+    text = format_tileas(tas)
+    back = parse_tileas(text, c.aa[name])
+    assert back.pipelines == tas.pipelines and format_tileas(back) == text
+
+
+def _inputs(dtype, rng):
+    """A 128 x 192 by 192 x 128 product in three K blocks; scale arrays padded to 16
+    columns (the aligned signature's shapes), their first three used."""
+    np_type = ml_dtypes.float8_e4m3fn if dtype is FP8 else ml_dtypes.bfloat16
+    a = rng.uniform(-2, 2, (128, 192)).astype(np_type)
+    b = rng.uniform(-2, 2, (192, 128)).astype(np_type)
+    sa = rng.uniform(0.25, 2, (128, 16)).astype(np.float32)
+    sb = rng.uniform(0.25, 2, (16, 16)).astype(np.float32)
+    return a, b, sa, sb
+
+
+@pytest.mark.parametrize("arch,dtype,kind", ARCHS, ids=[a for a, _, _ in ARCHS])
+def test_the_interpreter_agrees(arch: str, dtype, kind: type):
+    module = _module(_case(dtype), arch)
+    fn = next(f for f in module.functions if f.is_entry)
+    a, b, sa, sb = _inputs(dtype, np.random.default_rng(11))
+    c = np.zeros((128, 128), ml_dtypes.bfloat16)
+    args = interp.cutile_args(a, b, sa, sb, c)
+    grid = (2, 2, 1)
+    expected = diffcheck.run_interpreter(module, fn.name, grid, args)
+    want = np.zeros((128, 128), np.float32)
+    for k in range(3):
+        part = a[:, 64 * k:64 * k + 64].astype(np.float32) @ b[64 * k:64 * k + 64].astype(np.float32)
+        want += part * sa[:, k:k + 1] * np.repeat(np.repeat(sb[k:k + 1, :2], 64, axis=1), 1, axis=0)
+    assert np.allclose(np.asarray(expected.arrays[4], np.float32), want, rtol=2e-2, atol=0.5)
+    ptx, host = diffcheck.compile_with_host(module, arch)
+    got = diffcheck.run_ptx(ptx, fn.name, grid, args, host_object=host)
+    assert diffcheck.compare(expected, got) is None
+
+
+@ct.kernel
+def _reduced_in_loop(a, b, c, r, BM: ConstInt, BN: ConstInt, BK: ConstInt):
+    """A K loop that also sums each product's rows: a reduction (a region, and shared
+    memory across warps) beside the ring."""
+    i, j = ct.bid(0), ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    rows = ct.zeros((BM, 1), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        part = ct.mma(ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=PAD),
+                      ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=PAD), ct.zeros((BM, BN), dtype=ct.float32))
+        acc = acc + part
+        rows = rows + ct.sum(part, axis=1, keepdims=True)
+    ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+    ct.store(r, index=(i, j), tile=rows)
+
+
+@ct.kernel
+def _stored_in_loop(a, b, c, p, BM: ConstInt, BN: ConstInt, BK: ConstInt):
+    """A K loop that also stores each K tile's product."""
+    i, j = ct.bid(0), ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        part = ct.mma(ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=PAD),
+                      ct.load(b, index=(k, j), shape=(BK, BN), padding_mode=PAD), ct.zeros((BM, BN), dtype=ct.float32))
+        ct.store(p, index=(i, k * ct.num_blocks(1) + j), tile=ct.astype(part, p.dtype))
+        acc = acc + part
+    ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+
+
+@pytest.mark.parametrize("kernel,words", [(_reduced_in_loop, "holds a region"),
+                                          (_stored_in_loop, "neither pure nor a weak load")],
+                         ids=["reduction", "store"])
+@pytest.mark.parametrize("arch", ["sm_80", "sm_120"])
+def test_a_body_that_could_disturb_the_ring_is_refused_with_the_op(kernel, words: str, arch: str):
+    case = KernelCase("extra", kernel, [[arr(BF16, 2), arr(BF16, 2), arr(BF16, 2), arr(F32, 2), 64, 64, 64]])
+    _, _, tas = _tas(_module(case, arch), arch)
+    (decision,) = tas.pipelines.values()
+    assert isinstance(decision, str) and words in decision, decision
