@@ -359,7 +359,8 @@ def emit_tma_store(em: KernelEmitter, op: Operation, indices: list[ir.Value], ti
     # thread 0 has waited for the previous trip's (or store's) copies to read the buffer;
     # other threads' writes this store is token-ordered after are done (and warp 0 is done
     # reading the map it assembled in the buffer)
-    if em.in_loop or em.tas.aa.needs_barrier(op) or built_here or plan.carried:
+    # (over the scratch region: every scratch user before it is done with it)
+    if em.in_loop or em.tas.aa.needs_barrier(op) or built_here or plan.carried or plan.over_scratch:
         X.barrier(b)
     _write_staged(em, op, plan, tile)
     X.fence_proxy_async(b)

@@ -86,7 +86,7 @@ def shared_buffers(tas: TileAS) -> list[Buffer]:
         align = SWIZZLED_ALIGN if plan.swizzle else STAGING_ALIGN
         stages = plan.stages if plan.stages > 1 else 0      # a streamed load's ring
         out.append(Buffer(name, "tma", plan.buffer, plan.nbytes + plan.stage_bytes * (plan.stages - 1), align,
-                          users, swizzle=plan.swizzle, stages=stages, whole_kernel=True))
+                          users, swizzle=plan.swizzle, stages=stages, whole_kernel=not plan.over_scratch))
         if plan.barrier is not None:
             out.append(Buffer(f"{name}.full", "barrier", plan.barrier, BARRIER_BYTES * plan.stages, BARRIER_ALIGN,
                               (op,), whole_kernel=True))

@@ -401,7 +401,7 @@ def choose_tma(tas: TileAS, arch: int) -> None:
                   and not any(r in tas.pairs for r in op.results)
                   and not (isinstance(op, MEM.StoreViewTkoOp) and op.tile in tas.pairs)]
     tas.tma, tas.tensor_maps, tas.tma_end = tma.plan_tma(aa, candidates, f"sm_{arch}", tas.scratch_bytes,
-                                                         tas.tma_dropped)
+                                                         tas.tma_dropped, last=tma.last_store(tas, candidates))
 
 
 def allocate_shared_memory(tas: TileAS) -> None:

@@ -192,6 +192,8 @@ class TmaPlan:
     #: apart from ``barrier``, stage s for trips s, s + stages, ...
     stages: int = 1
     stage_bytes: int = 0
+    #: the kernel's last store stages its tile in the scratch region (``last_store``)
+    over_scratch: bool = False
 
     @property
     def is_store(self) -> bool:
@@ -217,7 +219,7 @@ def other_tma_bytes(tas, taken, slack: int = STAGING_ALIGN) -> int:
     GEMM's epilogues), and ``slack`` bytes for the first one's alignment."""
     buffers: dict[int, tuple[int, int]] = {}
     for op, p in tas.tma.items():
-        if op not in taken:
+        if op not in taken and not p.over_scratch:     # (not that one: it lies in the ring)
             span = p.nbytes + p.stage_bytes * (p.stages - 1)
             buffers[p.buffer] = max(buffers.get(p.buffer, (0, 0)), (span, p.stages))
     return sum(_align(n, STAGING_ALIGN) + BARRIER_BYTES * k for n, k in buffers.values()) + slack
@@ -546,22 +548,35 @@ def stores_after(op: Operation, users: dict[Value, list[Operation]]) -> Optional
 def plan_again(tas, arch: int, taken: set) -> None:
     """``tas``'s TMA loads and stores planned again after its scratch region, which a ring
     grew, without ``taken`` (loads the ring copies itself now): ``plan_tma`` keeps its
-    choices for a subset of its candidates; what no longer fits goes back to the non-TMA
-    path, its reason in ``tas.tma_dropped``."""
-    tas.tma, tas.tensor_maps, tas.tma_end = plan_tma(tas.aa, [op for op in tas.tma if op not in taken],
-                                                     f"sm_{arch}", tas.scratch_bytes, tas.tma_dropped)
+    choices for a subset of its candidates; what no longer fits goes back (``tma_dropped``)."""
+    ops = [op for op in tas.tma if op not in taken]
+    tas.tma, tas.tensor_maps, tas.tma_end = plan_tma(tas.aa, ops, f"sm_{arch}", tas.scratch_bytes, tas.tma_dropped,
+                                                     last=last_store(tas, ops))
+
+
+def last_store(tas, ops: list[Operation]) -> Optional[Operation]:
+    """The store among ``ops`` whose staging may lie in the scratch region (a GEMM's epilogue
+    over its drained ring; a CTA barrier first): the last TMA candidate, at the kernel's top
+    level, neither it nor an op after it holding a region or using scratch; or None."""
+    order, top = {op: k for k, op in enumerate(tas.aa.function.walk())}, tas.aa.function.entry_block.ops
+    ops = [op for op in ops if isinstance(op, (MEM.LoadViewTkoOp, MEM.StoreViewTkoOp)) or bulk_reduction(op)]
+    last = max(ops, key=order.__getitem__, default=None)
+    if last not in top or not isinstance(last, MEM.StoreViewTkoOp) or any(
+            op.regions or tas.scratch.get(op) for op in top[top.index(last):]):
+        return None
+    return last
 
 
 def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
-             dropped: Optional[dict[Operation, str]] = None, stages: Optional[dict[Operation, int]] = None
-             ) -> tuple[dict[Operation, TmaPlan], tuple[TensorMapSpec, ...], int]:
+             dropped: Optional[dict[Operation, str]] = None, stages: Optional[dict[Operation, int]] = None,
+             last: Optional[Operation] = None) -> tuple[dict[Operation, TmaPlan], tuple[TensorMapSpec, ...], int]:
     """Plans of the loads and stores among ``ops`` that go through TMA, the kernel's maps
     (one per distinct spec, in first-use order: a view loaded and stored with the same box
     shares one) and where shared memory ends after them.  Where the buffers after
-    ``smem_start`` would end past the arch's limit (``smem_limit``), the largest ones go
-    back to the non-TMA path until the rest fit; ``dropped`` (when given) gets each of
-    those with the reason.  A load of ``stages`` (a streamed loop's) takes that many
-    buffers and mbarriers."""
+    ``smem_start`` would end past the arch's limit (``smem_limit``), the store ``last``
+    (``last_store``) stages its tile at offset 0, over the scratch region, and if they still
+    do not fit the largest ones go back to the non-TMA path (``dropped``: each, with the
+    reason).  A load of ``stages`` (a streamed loop's) takes that many buffers and mbarriers."""
     stages = stages or {}
     if int(gpu_name[3:]) < MIN_ARCH:
         return {}, (), 0
@@ -572,6 +587,7 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
     homes: dict[Operation, Optional[Operation]] = {}
     after = {op: stores_after(op, users) for op in ops if isinstance(op, MEM.StoreViewTkoOp)}
     shares = _shared_staging(after)
+    last = None if any(op is not last and root is shares.get(last, last) for op, root in shares.items()) else last
     counted: set = set()
     for op in ops:
         device = isinstance(op, MEM.StoreViewTkoOp) and bool(knobs.device_tensor_maps)
@@ -597,7 +613,7 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
             staged += _align(nbytes, align) * n
             counted.add(key)
         chosen.append((op, spec, box, boxes, nbytes, spec.swizzle, n))
-    chosen = _within_limit(chosen, smem_start, smem_limit(gpu_name), dropped, shares)
+    chosen, last = _within_limit(chosen, smem_start, smem_limit(gpu_name), dropped, shares, last)
     chosen = _whole_chains(chosen, after, dropped)
     if not chosen:
         return {}, (), 0
@@ -606,7 +622,7 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
     for _, spec, *_rest in chosen:
         if spec not in maps and not spec.on_device:
             maps.append(spec)
-    buffers, at = _place(chosen, smem_start, shares)
+    buffers, at = _place(chosen, smem_start, shares, last)
     plans = {}
     for (op, spec, box, boxes, nbytes, swizzle, n), buffer in zip(chosen, buffers):
         span = next((w for w, code in SWIZZLE_CODES.items() if code == swizzle), 0)
@@ -616,7 +632,8 @@ def plan_tma(aa: TileAA, ops: list[Operation], gpu_name: str, smem_start: int,
             continue
         index = maps.index(spec)
         if isinstance(op, MEM.StoreViewTkoOp):
-            plans[op] = TmaPlan(index, box, boxes, buffer, None, nbytes, swizzle=span, carried=op in carried)
+            plans[op] = TmaPlan(index, box, boxes, buffer, None, nbytes, swizzle=span, carried=op in carried,
+                                over_scratch=op is last and buffer < smem_start)
             continue
         reduction = bulk_reduction(op)
         if reduction is not None:
@@ -714,15 +731,19 @@ def _whole_chains(chosen: list[tuple], after: dict[Operation, Optional[set[Opera
         chosen = out
 
 
-def _place(chosen: list[tuple], smem_start: int, shares: Optional[dict[Operation, Operation]] = None
-           ) -> tuple[list[int], int]:
+def _place(chosen: list[tuple], smem_start: int, shares: Optional[dict[Operation, Operation]] = None,
+           last: Optional[Operation] = None) -> tuple[list[int], int]:
     """Each chosen op's buffer offset, one after another from ``smem_start``, and where
     the buffers end (the loads' mbarriers follow); stores of one group of ``shares`` with
-    the same bytes and swizzle take the first one's buffer."""
+    the same bytes and swizzle take the first one's buffer; the store ``last`` takes offset
+    0 where its buffer ends within ``smem_start`` (the scratch region)."""
     at = smem_start
     buffers = []
     placed: dict[tuple, int] = {}
     for op, _, _, _, nbytes, swizzle, stages in chosen:
+        if op is last and _align(nbytes, STAGING_ALIGN) <= smem_start:
+            buffers.append(0)
+            continue
         key = ((shares or {}).get(op, op), nbytes, swizzle)
         if key in placed:
             buffers.append(placed[key])
@@ -736,26 +757,29 @@ def _place(chosen: list[tuple], smem_start: int, shares: Optional[dict[Operation
 
 def _within_limit(chosen: list[tuple], smem_start: int, limit: int,
                   dropped: Optional[dict[Operation, str]],
-                  shares: Optional[dict[Operation, Operation]] = None) -> list[tuple]:
+                  shares: Optional[dict[Operation, Operation]] = None, last: Optional[Operation] = None
+                  ) -> tuple[list[tuple], Optional[Operation]]:
     """``chosen`` less its largest buffers (the latest of equal ones) until the rest, with
     their mbarriers, end within ``limit``: those load and store directly instead, the
-    fewest copies given up for the bytes won back."""
+    fewest copies given up for the bytes won back; and ``last`` where its staging must lie
+    over the scratch region for them to fit, else None."""
     chosen = list(chosen)
 
-    def end() -> int:
+    def end(over: Optional[Operation]) -> int:
         barriers = sum(c[6] for c in chosen
                        if not isinstance(c[0], MEM.StoreViewTkoOp) and bulk_reduction(c[0]) is None)
-        return _place(chosen, smem_start, shares)[1] + barriers * BARRIER_BYTES
+        return _place(chosen, smem_start, shares, over)[1] + barriers * BARRIER_BYTES
 
-    while chosen and end() > limit:
-        need = end()
+    over = None if end(None) <= limit else last
+    while chosen and end(over) > limit:
+        need = end(over)
         largest = max(range(len(chosen)), key=lambda i: (chosen[i][4], i))
         op, nbytes = chosen[largest][0], chosen[largest][4]
         del chosen[largest]
         if dropped is not None:
             dropped[op] = (f"its {nbytes}-byte TMA buffer does not fit in shared memory: with it the kernel "
                            f"needs {need} bytes, the limit is {limit}")
-    return chosen
+    return chosen, over
 
 
 def plan_matrix_stores(tas) -> None:
@@ -772,4 +796,5 @@ def plan_matrix_stores(tas) -> None:
         if form is None or plan.box[-1] % 8:
             continue
         tas.tma[op] = TmaPlan(plan.map_index, plan.box, plan.boxes, plan.buffer, plan.barrier, plan.nbytes,
-                              plan.reduce, plan.swizzle, form, plan.carried, plan.device_map, plan.maps_at)
+                              plan.reduce, plan.swizzle, form, plan.carried, plan.device_map, plan.maps_at,
+                              over_scratch=plan.over_scratch)

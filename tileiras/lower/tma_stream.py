@@ -40,7 +40,7 @@ from .software_pipeline import known_trips, trip_count
 from .stream_pipeline import (MAX_STAGES, STREAM_ARCHS, UnrolledLoop, decide_loops, load_reason, record_unrolled,
                               scheduled_stages, streamed_loads, tensor_of, unrolled)
 from .tma import MIN_ARCH as MIN_TMA_ARCH
-from .tma import plan_tma
+from .tma import last_store, plan_tma
 
 #: bytes a TMA-streamed loop keeps in flight at least (stages of small tiles): about what
 #: one SM needs to draw its share of an H100's DRAM bandwidth across the load latency
@@ -138,7 +138,8 @@ def _restaged(tas, arch: int, stages: dict[Operation, int]) -> bool:
     """Plan the kernel's TMA loads and stores again with ``stages`` (and the stages other
     streams gave theirs); keep the plan and say yes if every op keeps TMA."""
     wanted = {op: p.stages for op, p in tas.tma.items() if p.stages > 1} | stages
-    plans, maps, end = plan_tma(tas.aa, list(tas.tma), f"sm_{arch}", tas.scratch_bytes, None, wanted)
+    plans, maps, end = plan_tma(tas.aa, list(tas.tma), f"sm_{arch}", tas.scratch_bytes, None, wanted,
+                                last_store(tas, list(tas.tma)))
     if set(plans) != set(tas.tma):
         return False
     tas.tma, tas.tensor_maps, tas.tma_end = plans, maps, end
