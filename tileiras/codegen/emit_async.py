@@ -98,13 +98,17 @@ def issue_stage(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, stage: ir.V
     ``deferred``, by the callables appended to it (after the iteration's multiply)."""
     b = em.b
     stage_base = b.mul(stage, ir.Constant(I32, plan.stage_bytes))
-    for k, (ld, pitch, nbytes, layout) in enumerate(zip(plan.loads, (plan.a_pitch, plan.b_pitch), plan.copy_bytes,
-                                                        plan.copy_layouts)):
-        landed = plan.landed(k)
+    operands = [(ld, pitch, nbytes, layout, plan.landed(k), k and plan.b_columns, plan.operand_bytes(k))
+                for k, (ld, pitch, nbytes, layout) in enumerate(zip(plan.loads, (plan.a_pitch, plan.b_pitch),
+                                                                    plan.copy_bytes, plan.copy_layouts))]
+    second = plan.second
+    if second is not None:          # a second multiply's B, laid out as the first's
+        operands.append((second.load, second.pitch, second.copy, second.layout,
+                         second.swizzle.layout() if second.swizzle else None, False, second.at))
+    for ld, pitch, nbytes, layout, landed, swap, at in operands:
         to_offset = layout.invert_and_compose(landed) if landed is not None else None
 
-        def offset_of(r: int, layout=layout, pitch=pitch, to_offset=to_offset, swap=k and plan.b_columns
-                      ) -> ir.Value:
+        def offset_of(r: int, layout=layout, pitch=pitch, to_offset=to_offset, swap=swap) -> ir.Value:
             if to_offset is not None:       # the swizzled layout's offset of the chunk
                 return em.coords(to_offset, r)[0]
             row, col = em.coords(layout, r)
@@ -112,8 +116,7 @@ def issue_stage(em: KernelEmitter, plan: PipelinePlan, iv: ir.Value, stage: ir.V
                 row, col = col, row
             return b.add(b.mul(row, ir.Constant(I32, pitch)), col)
 
-        base = b.add(stage_base, ir.Constant(I32, plan.operand_bytes(k)))
-        copy_tile(em, plan.loop, ld, iv, layout, offset_of, nbytes, base, runs)
+        copy_tile(em, plan.loop, ld, iv, layout, offset_of, nbytes, b.add(stage_base, ir.Constant(I32, at)), runs)
     if plan.scales:
         store = scale_rows(em, plan, iv, stage_base, runs)
         if deferred is None:
@@ -291,6 +294,7 @@ def drain(em: KernelEmitter, plan) -> None:
 
         ring_drain(em, plan)
         return
+    em.ring_stages.pop(plan.loop, None)     # (the loop is emitted again only anew)
     wait_group(em.b, 0)
     X.barrier(em.b)
 
@@ -333,7 +337,17 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan) -> None:
     form = em.tas.tensor_cores[op]
     acc = em.tile(op, 2)
     deferred: list = []
-    stage_bytes = steady_state(em, plan, deferred)
+    # the first of the loop's multiplies emitted waits for the stage; a second of A reads it too
+    stage_bytes = em.ring_stages.get(plan.loop)
+    if stage_bytes is None:
+        stage_bytes = em.ring_stages[plan.loop] = steady_state(em, plan, deferred)
+    if plan.second is not None and op is plan.second.mma:
+        second = plan.second
+        first = em.b.udiv(stage_bytes, ir.Constant(I32, element_bytes(op.lhs.type)))
+        swizzles = (plan.swizzles[0], second.swizzle) if plan.swizzles else None
+        operands = TensorCoreOperands(em, form, acc.layout, plan.a_pitch, second.pitch, second.at, first, swizzles)
+        em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))
+        return
     if plan.staging is not None:
         warpgroup_multiply(em, op, form, plan.staging, None, acc, stage_bytes, plan.in_flight)
         if plan.in_flight:

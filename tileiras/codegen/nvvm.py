@@ -108,6 +108,7 @@ class KernelEmitter:
         self.frames: list = []    # control-flow frames (emit_control)
         self.kept_tiles: dict = {}   # load -> its tile's registers of every trip (emit_control)
         self.hoisted_addresses: dict = {}   # gathered A -> its AddressSlice's hoisted tiles (emit_async)
+        self.ring_stages: dict = {}     # pipelined loop -> its current stage's byte offset (emit_async)
         #: op -> the TMA streams whose first copies go out before it (``place_tma_prologues``)
         self.prologues_before: dict[Operation, list] = {}
         for plan in tas.pipelines.values():

@@ -60,7 +60,6 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
-from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..layout.core import LANE, REG, WARP
 from ..layout.linear import LinearLayout, default_blocked
@@ -76,8 +75,9 @@ from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
-from ..tile.traits import is_contraction, is_plain_load, is_pure
 from .gathered_copy import AddressSlice, address_ops, address_slice, gathered_load_reason
+from .k_loop_body import (columns_contiguous, consumer_of, defined_outside, extra_reason, gathered_a, loop_body,
+                          operand_loads, second_multiply, transposing, unit_reshape, view_copy_reason)
 from .mma_forms import MmaSwizzle, WgmmaStaging, mma_staging_pitches, mma_swizzle, tma_ring_staging
 from .tiles import element_bytes
 from .tma import MIN_ARCH as TMA_MIN_ARCH
@@ -128,6 +128,27 @@ class RingScales:
 
 
 @record(frozen=True)
+class SecondB:
+    """A second multiply of the ring's A (``k_loop_body.second_multiply``: a LoRA layer's
+    x @ A beside x @ W): its B's ``load``, copied as B's is (``copy`` bytes a ``cp.async``,
+    ``layout``) to ``at`` bytes into each stage in rows ``pitch`` elements apart (swizzled
+    as ``swizzle`` where the ring's operands are), read with A's fragments."""
+    mma: Operation
+    load: Operation
+    pitch: int
+    at: int
+    copy: int
+    layout: LinearLayout
+    swizzle: Optional[MmaSwizzle] = None
+
+    @property
+    def end(self) -> int:
+        """Where its rows end in the stage (bytes)."""
+        return self.at + self.load.results[0].type.num_elements // _row(self.load) * self.pitch * \
+            element_bytes(self.load.results[0].type)
+
+
+@record(frozen=True)
 class PipelinePlan(KLoopPlan):
     """How one K loop is pipelined: ``loads`` (A's, B's) become ``cp.async`` copies of
     ``copy_bytes`` each into a ring of ``stages`` stages of ``stage_bytes``; in a stage
@@ -167,6 +188,8 @@ class PipelinePlan(KLoopPlan):
     scales: Optional["RingScales"] = None
     #: A is gathered through a tile of pointers: how the copies compute its addresses
     a_addresses: Optional[AddressSlice] = None
+    #: a second multiply of the same A, its B in the stage too
+    second: Optional[SecondB] = None
 
     @property
     def ahead(self) -> int:
@@ -207,16 +230,9 @@ def plan_pipelines(tas, arch: int) -> dict[CF.ForOp, Decision]:
     """The decision for every ``for`` loop whose body holds a tensor-core multiply."""
     out: dict[CF.ForOp, Decision] = {}
     for op in tas.aa.live_ops():
-        if isinstance(op, CF.ForOp) and any(o in tas.tensor_cores for o in _body(op)):
+        if isinstance(op, CF.ForOp) and any(o in tas.tensor_cores for o in loop_body(op)):
             out[op] = plan_loop(tas, op, arch)
     return out
-
-
-def _body(loop: CF.ForOp) -> list[Operation]:
-    """The loop body's ops that do work: not the ``continue``, nor ``join_tokens`` (the
-    tokens only order memory accesses; the loop's loads read what no op of the loop
-    writes, so copying them iterations early reads the same)."""
-    return [op for op in loop.regions[0].blocks[0].ops if not isinstance(op, (CF.ContinueOp, MEM.JoinTokensOp))]
 
 
 def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
@@ -224,7 +240,7 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
     and later with ``mma.sync`` where TMA copies its tiles; a flash-attention loop's
     ``AttentionPlan``, or its ``AttentionRingPlan`` where TMA copies K and V), or the reason
     it is not pipelined (a sentence)."""
-    form = next((tas.tensor_cores.get(op) for op in _body(loop) if op in tas.tensor_cores), None)
+    form = next((tas.tensor_cores.get(op) for op in loop_body(loop) if op in tas.tensor_cores), None)
     from .attention_pipeline import is_attention_loop, plan_attention  # noqa: PLC0415  (it builds on KLoopPlan)
 
     if form is not None and form.tcgen05:      # the accumulator stays in tensor memory: a TMA ring
@@ -248,7 +264,7 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
         copied = _wgmma_copy_ring(tas, loop, arch)
         return copied if not isinstance(copied, str) else f"{ring}; by cp.async: {copied}"
 
-    if is_attention_loop(tas, loop):
+    if is_attention_loop(tas, loop) and second_multiply(loop_body(loop)) is None:
         if arch >= TMA_MIN_ARCH and knobs.mma_tma_ring:     # NVIDIA's: K and V by TMA
             from .attention_tma import plan_attention_sync_ring  # noqa: PLC0415
 
@@ -305,12 +321,52 @@ def _mma_sync_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
         return scales
     if scales is not None:
         stage_bytes = scales.end
+    plain = not (a_columns or columns or permute or scales or addresses)
+    second = _second_b(tas, loop, mma, swizzles, plain, stage_bytes)
+    if isinstance(second, str):
+        return second
+    if second is not None:
+        stage_bytes = -(-second.end // SCALE_ALIGN) * SCALE_ALIGN
     stages = _stages(tas, loop, arch, mma, copies, layouts, stage_bytes)
     if isinstance(stages, str):
         return stages
     return PipelinePlan(loop, mma, (a, b), stages[0], a_pitch, b_pitch, a_bytes, stage_bytes, copies, layouts,
                         stages[1], swizzles, permute is not None, b_columns=columns, a_columns=a_columns,
-                        scales=scales, a_addresses=addresses)
+                        scales=scales, a_addresses=addresses, second=second)
+
+
+#: where a second multiply's B starts in a stage: a whole 128-byte line, which its swizzle
+#: (``mma_swizzle``) assumes
+SECOND_ALIGN = 128
+
+
+def _second_b(tas, loop: CF.ForOp, mma: Operation, swizzles, plain: bool, stage_bytes: int
+              ) -> Union[str, SecondB, None]:
+    """The B of a second multiply of the ring's A (``k_loop_body.second_multiply``) in each
+    stage after ``stage_bytes``, copied and laid out as the first B is; None where the loop
+    has none; or why it cannot be (``plain``: the first's operands are row-major, not
+    gathered, not block-scaled)."""
+    pair = second_multiply(loop_body(loop))
+    if pair is None:
+        return None
+    second, ld = pair[1], pair[1].rhs.owner
+    form, first = tas.tensor_cores.get(second), tas.tensor_cores[mma]
+    if form is None or form.warpgroup or form.tcgen05 or form.bits != first.bits or not plain:
+        return "the second multiply of A does not run as the first's mma.sync of row-major operands"
+    reason = _load_reason(tas, ld, loop, loop.regions[0].blocks[0].args[0], second, tma_ok=True)
+    if reason:
+        return reason
+    esize = element_bytes(ld.results[0].type)
+    k, n = second.rhs.type.shape
+    swizzle = mma_swizzle(k, n, esize) if swizzles else None
+    if swizzles and swizzle is None:
+        return "the second multiply's B has no swizzle beside the first's"
+    pitch = n if swizzles else mma_staging_pitches(second, None, form)[1]
+    copy = _copy_bytes(tas, ld, pitch * esize)
+    if copy < NARROWEST_COPY:
+        return "a thread's piece of the second B's rows is narrower than 4 bytes or not aligned"
+    at = -(-stage_bytes // SECOND_ALIGN) * SECOND_ALIGN
+    return SecondB(second, ld, pitch, at, copy, copy_layout(ld, tas.num_warps, copy // esize), swizzle)
 
 
 def _addresses(tas, loop: CF.ForOp, a: Operation, layout: LinearLayout) -> Union[str, AddressSlice, None]:
@@ -360,10 +416,12 @@ def _copied_k_loop(tas, loop: CF.ForOp, a_columns_ok: bool = False
     """``k_loop``'s parts of a loop whose loads ``cp.async`` may copy iterations early
     (``loads_reason``; loads ``lower.tma`` gave TMA too: ``record_plans`` takes them
     back; a column-major A only where ``a_columns_ok``), or why not."""
-    shape = k_loop(tas, loop, scales_ok=True, gathers_ok=True, extras_ok=True)
+    shape = k_loop(tas, loop, scales_ok=True, gathers_ok=True, extras_ok=True, second_ok=True)
     if isinstance(shape, str):
         return shape
-    reason = loads_reason(tas, loop, *shape, tma_ok=True, b_columns_ok=True, a_columns_ok=a_columns_ok)
+    pair = second_multiply(loop_body(loop))
+    reason = loads_reason(tas, loop, *shape, tma_ok=True, b_columns_ok=True, a_columns_ok=a_columns_ok,
+                          also=pair[1:] if pair else ())
     if reason is None and isinstance(shape[0], AR.MmaFScaledOp):
         iv = loop.regions[0].blocks[0].args[0]
         reason = next(filter(None, (_load_reason(tas, ld, loop, iv, shape[0], tma_ok=True)
@@ -469,7 +527,7 @@ def _lands_whole(to_offset: LinearLayout, chunk: int) -> bool:
 
 
 def k_loop(tas, loop: CF.ForOp, scales_ok: bool = False, laid_out: bool = True, gathers_ok: bool = False,
-           reshapes_ok: bool = False, extras_ok: bool = False
+           reshapes_ok: bool = False, extras_ok: bool = False, second_ok: bool = False
            ) -> Union[str, tuple[Operation, Operation, Operation, Optional[CO.PermuteOp]]]:
     """(multiply, A's load, B's load, B's transpose or None) of a loop whose body loads two
     tiles and multiplies them on tensor cores into fragments it carries, or why not; with
@@ -482,22 +540,27 @@ def k_loop(tas, loop: CF.ForOp, scales_ok: bool = False, laid_out: bool = True, 
     the body then also computing its addresses (``gathered_copy``).  With ``extras_ok`` the
     body may do other work too, as long as it touches no shared memory (``extra_reason``):
     an fp8 GEMM's per-block scaling of each K tile's product, its scale tiles loaded as
-    they are."""
-    body = _body(loop)
+    they are.  With ``second_ok`` a second multiply of A by another loaded B may stand
+    beside the first (``k_loop_body.second_multiply``; the parts returned are the first's)."""
+    body = loop_body(loop)
     mmas = [op for op in body if isinstance(op, (AR.MmaFOp, AR.MmaIOp, AR.MmaFScaledOp))]
+    pair = second_multiply(body) if second_ok else None
+    if pair is not None:
+        mmas = [pair[0]]
     loads = [op for op in body if isinstance(op, MEM.LoadViewTkoOp)]
-    permute = _transposing(mmas[0], body) if len(mmas) == 1 else None
+    permute = transposing(mmas[0], body) if len(mmas) == 1 else None
     scaled = 2 if len(mmas) == 1 and isinstance(mmas[0], AR.MmaFScaledOp) else 0
-    extra: set[Operation] = set()
+    extra: set[Operation] = {pair[1], pair[1].rhs.owner} if pair is not None else set()
+    loads = [ld for ld in loads if ld not in extra]
     reshapes_ok = reshapes_ok or gathers_ok
     if reshapes_ok and len(mmas) == 1 and not scaled and permute is None:
-        gathered = _gathered(mmas[0], body) if gathers_ok else None
+        gathered = gathered_a(mmas[0], body) if gathers_ok else None
         if gathered is not None:
             loads.append(gathered)
-            extra = address_ops(tas, body, gathered)
+            extra |= address_ops(tas, body, gathered)
         extra.update(r for r in (unit_reshape(mmas[0], body, 0), unit_reshape(mmas[0], body, 1)) if r is not None)
     if extras_ok and len(mmas) == 1 and not scaled:
-        found = _operand_loads(mmas[0], body, permute, reshapes_ok)
+        found = operand_loads(mmas[0], body, permute, reshapes_ok)
         if isinstance(found, str):
             return found
         rest = [op for op in body if op not in (*found, mmas[0], permute, *extra)]
@@ -527,36 +590,6 @@ def k_loop(tas, loop: CF.ForOp, scales_ok: bool = False, laid_out: bool = True, 
     return mma, a, b, permute
 
 
-def _operand_loads(mma: Operation, body: list[Operation], permute: Optional[CO.PermuteOp], reshapes_ok: bool
-                   ) -> Union[str, tuple[Operation, Operation]]:
-    """The loads in ``body`` whose tiles are the multiply's A and B (through B's transpose
-    or a unit reshape), or why they are not two of its loads."""
-    found = []
-    for k in (0, 1):
-        via = permute if k and permute is not None else unit_reshape(mma, body, k) if reshapes_ok else None
-        v = via.source if via is not None else mma.operands[k]
-        ld = None if v.is_block_argument else v.owner
-        if not isinstance(ld, (MEM.LoadViewTkoOp, MEM.LoadPtrTkoOp)) or ld not in body:
-            return "the multiply's operands are not tiles the loop loads"
-        found.append(ld)
-    return (found[0], found[1]) if found[0] is not found[1] else "the multiply's operands are one loaded tile"
-
-
-def extra_reason(tas, op: Operation, laid_out: bool = True) -> Optional[str]:
-    """Why ``op``, in a pipelined K loop's body beside the loads and the multiply, could
-    disturb the ring, or None: it must be a pure op or a weak load from global memory, hold
-    no region, no multiply, and (``laid_out``) need no shared memory (no scratch: the ring
-    is the loop's scratch)."""
-    if op.regions or is_contraction(op):
-        return f"the loop body also does {op.name}, which holds a region or multiplies"
-    weak = op.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK) == MemoryOrderingSemantics.WEAK
-    if not (is_pure(op) or (is_plain_load(op) and weak)):
-        return f"the loop body also does {op.name}, which is neither pure nor a weak load"
-    if laid_out and tas.scratch.get(op, 0):
-        return f"the loop body also does {op.name}, which uses shared memory the ring occupies"
-    return None
-
-
 def scale_loads(loop: CF.ForOp, mma: Operation) -> Optional[tuple[Operation, Operation]]:
     """The loads in ``loop``'s body of a block-scaled multiply's A and B scales, or None."""
     found = []
@@ -570,62 +603,22 @@ def scale_loads(loop: CF.ForOp, mma: Operation) -> Optional[tuple[Operation, Ope
 
 def loads_reason(tas, loop: CF.ForOp, mma: Operation, a: Operation, b: Operation,
                   permute: Optional[CO.PermuteOp], tma_ok: bool = False, b_columns_ok: bool = False,
-                  a_columns_ok: bool = False) -> Optional[str]:
+                  a_columns_ok: bool = False, also: tuple[Operation, ...] = ()) -> Optional[str]:
     """Why A's and B's loads cannot be issued iterations early (``_load_reason``), or None
     (``b_columns_ok``, ``a_columns_ok``: B's, A's tile may lie column by column,
-    ``columns_contiguous``)."""
+    ``columns_contiguous``; ``also``: a second multiply that reads A too)."""
     iv = loop.regions[0].blocks[0].args[0]
     for ld, consumer in ((a, consumer_of(mma, 0)), (b, consumer_of(mma, 1, permute))):
         columns_ok = (b_columns_ok and permute is None) if ld is b else a_columns_ok
         if isinstance(ld, MEM.LoadPtrTkoOp):
             reason = gathered_load_reason(tas, ld, consumer)
         else:
-            reason = _load_reason(tas, ld, loop, iv, consumer, tma_ok, columns_ok)
+            reason = _load_reason(tas, ld, loop, iv, consumer, tma_ok, columns_ok, also if ld is a else ())
         if reason:
             return reason
     for consumer in (consumer_of(mma, 0), consumer_of(mma, 1, permute)):
         if consumer is not mma and any(u is not mma for u in tas.users(consumer.results[0])):
             return "a transposed or reshaped operand has users besides the multiply"
-    return None
-
-
-def _gathered(mma: Operation, body: list[Operation]) -> Optional[Operation]:
-    """A's load in the loop body when it is a gather through a tile of pointers, or None."""
-    op = None if mma.lhs.is_block_argument else mma.lhs.owner
-    return op if isinstance(op, MEM.LoadPtrTkoOp) and op in body else None
-
-
-def unit_reshape(mma: Operation, body: list[Operation], k: int) -> Optional[CO.ReshapeOp]:
-    """The ``reshape`` in the loop body that makes the multiply's operand ``k`` (A or B)
-    from a view load's tile by dropping leading unit dims (``1 x K x N`` -> ``K x N``, a
-    batched GEMM's or an expert's slice of a 3-D tensor), or None."""
-    operand = mma.operands[k]
-    op = None if operand.is_block_argument else operand.owner
-    if not isinstance(op, CO.ReshapeOp) or op not in body:
-        return None
-    shape = op.source.type.shape
-    src = None if op.source.is_block_argument else op.source.owner
-    if (not isinstance(src, MEM.LoadViewTkoOp) or len(shape) < 3 or tuple(shape[-2:]) != tuple(op.result.type.shape)
-            or any(d != 1 for d in shape[:-2])):
-        return None
-    return op
-
-
-def consumer_of(mma: Operation, k: int, permute: Optional[CO.PermuteOp] = None) -> Operation:
-    """The op that reads operand ``k``'s loaded tile: B's transpose, the reshape that drops
-    its unit dims (``unit_reshape``), or the multiply."""
-    if permute is not None and k == 1:
-        return permute
-    operand = mma.operands[k]
-    op = None if operand.is_block_argument else operand.owner
-    return op if isinstance(op, CO.ReshapeOp) else mma
-
-
-def _transposing(mma: Operation, body: list[Operation]) -> Optional[CO.PermuteOp]:
-    """The ``permute [1, 0]`` in the loop body that makes the multiply's B, or None."""
-    op = mma.rhs.owner
-    if isinstance(op, CO.PermuteOp) and op in body and list(op.permutation) == [1, 0]:
-        return op
     return None
 
 
@@ -649,61 +642,25 @@ def clamped_stages(tas, loop: CF.ForOp, wanted: int, fit: int, floor: int = 2) -
     return max(floor, stages)
 
 
-def view_copy_reason(ld: Operation, columns_ok: bool = False) -> Optional[str]:
-    """Why ``cp.async`` cannot copy the view load ``ld``'s tile row by row (a partition
-    view, zero-padded or unpadded, rows contiguous in memory; with ``columns_ok`` columns
-    may be instead, ``columns_contiguous``), or None."""
-    vt = ld.view.type
-    if not isinstance(vt, T.PartitionViewType):
-        return "a load is not from a partition view"
-    if vt.padding_value not in (None, T.PaddingValue.ZERO):
-        return "a load pads with other than zeros (cp.async fills only zeros)"
-    if columns_ok and columns_contiguous(ld):
-        return None
-    if vt.tensor_view.strides[-1] != 1 or vt.dim_map != tuple(range(len(vt.dim_map))):
-        return "a loaded tile's rows are not contiguous in memory"
-    return None
-
-
-def columns_contiguous(ld: Operation) -> bool:
-    """Does the 2-D view load ``ld`` read a row-major tensor through its dims swapped
-    (``dim_map [1, 0]``), so its tile lies column by column in memory?  cuTile exports a
-    transposed operand so (an fp8 GEMM's B, K-major as ``wgmma`` wants 8-bit B)."""
-    if not isinstance(ld, MEM.LoadViewTkoOp):
-        return False
-    vt = ld.view.type
-    return (isinstance(vt, T.PartitionViewType) and vt.dim_map == (1, 0)
-            and vt.tensor_view.strides[-1] == 1)
-
-
 def _load_reason(tas, ld: Operation, loop: CF.ForOp, iv: Value, consumer: Operation, tma_ok: bool = False,
-                 columns_ok: bool = False) -> Optional[str]:
+                 columns_ok: bool = False, also: tuple[Operation, ...] = ()) -> Optional[str]:
     """Why the load ``ld`` cannot become asynchronous copies, or None (``tma_ok``: it may
     be one ``lower.tma`` planned: the ring takes it over; ``columns_ok``: its tile may lie
-    column by column)."""
+    column by column; ``also``: other multiplies that may read it, from the ring too)."""
     reason = view_copy_reason(ld, columns_ok)
     if reason:
         return reason
     sem = ld.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK)
     if sem != MemoryOrderingSemantics.WEAK or (ld in tas.tma and not tma_ok):
         return "a load is ordered or goes through TMA"
-    if any(u is not consumer for u in tas.users(ld.results[0])):
+    if any(u is not consumer and u not in also for u in tas.users(ld.results[0])):
         return "a loaded tile has users besides the multiply"
-    if not _outside(ld.view, loop):
+    if not defined_outside(ld.view, loop):
         return "a load's view is made inside the loop"
     for index in ld.index:
-        if index is not iv and not _outside(index, loop):
+        if index is not iv and not defined_outside(index, loop):
             return "a load's index is computed inside the loop (not the induction variable)"
     return None
-
-
-def _outside(v: Value, loop: CF.ForOp) -> bool:
-    """Is ``v`` defined outside ``loop`` (not by an op in it nor an argument of its body)?"""
-    owner = v.owner
-    inner = {id(op) for op in loop.walk()}
-    if isinstance(owner, Operation):
-        return id(owner) not in inner
-    return not any(owner is blk for op in loop.walk() for r in op.regions for blk in r.blocks)
 
 
 def _copy_bytes(tas, ld: Operation, pitch_bytes: int) -> int:
@@ -759,7 +716,7 @@ def record_plans(tas, arch: int) -> None:
         tas.scratch[decision.mma] = max(tas.scratch.get(decision.mma, 0), decision.ring_bytes)
         if decision.staging is not None:
             tas.wgmma_staging[decision.mma] = decision.staging
-    taken = {ld for d in copied for ld in (*d.loads, *d.scale_loads)}
+    taken = {ld for d in copied for ld in (*d.loads, *d.scale_loads, *((d.second.load,) if d.second else ()))}
     if tas.tma and copied:
         plan_again(tas, arch, taken)
     rings = [d for d in tas.pipelines.values() if isinstance(d, RingPlan)]
@@ -767,8 +724,12 @@ def record_plans(tas, arch: int) -> None:
         place_rings(tas, arch, rings)
     for decision in tas.pipelines.values():
         if isinstance(decision, (PipelinePlan, RingPlan)):
-            for op in (decision.loop, decision.mma, *decision.loads, *getattr(decision, "scale_loads", ())):
+            second = getattr(decision, "second", None)
+            for op in (decision.loop, decision.mma, *decision.loads, *getattr(decision, "scale_loads", ()),
+                       *((second.mma, second.load) if second else ())):
                 tas.pipelined[op] = decision
+            if second is not None:          # it reads its operands from the ring
+                tas.scratch.pop(second.mma, None)
             for k in (0, 1):        # B's transpose, A's or B's unit reshape
                 relabel = consumer_of(decision.mma, k, decision.mma.rhs.owner if decision.b_transposed else None)
                 if relabel is not decision.mma:

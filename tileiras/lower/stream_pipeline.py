@@ -64,7 +64,8 @@ from ..tile.traits import DATA_RESOURCES, is_plain_load, writes
 from .attention_pipeline import inside_value
 from .forwarding import tile_registers
 from .exchanges import swizzled_exchange
-from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, clamped_stages, view_copy_reason
+from .k_loop_body import view_copy_reason
+from .software_pipeline import NARROWEST_COPY, WIDEST_COPY, clamped_stages
 from .tiles import element_bytes
 from .tma import plan_again, streaming_loop
 

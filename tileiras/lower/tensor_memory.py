@@ -37,7 +37,8 @@ from ..tile import ops_control as CF
 from .cta_size import TCGEN05_ARCHS
 from ..target import smem_limit
 from .mma_forms import TMEM_COLUMNS, tcgen05_columns, tcgen05_ring_staging
-from .software_pipeline import columns_contiguous, k_loop, wgmma_in_flight
+from .k_loop_body import columns_contiguous
+from .software_pipeline import k_loop, wgmma_in_flight
 from .tma import tma_spec
 from .tma_ring import MAX_BOX, matrix_box
 

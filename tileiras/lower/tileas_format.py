@@ -41,7 +41,7 @@ from .forwarding import Forward
 from .mma_forms import LandedOperand, MmaRingStaging, MmaSwizzle, OperandStaging, TensorCoreMma, WgmmaStaging
 from .shared_buffers import Buffer, shared_buffers
 from .gathered_copy import AddressSlice
-from .software_pipeline import PipelinePlan, RingScales
+from .software_pipeline import PipelinePlan, RingScales, SecondB
 from .stream_pipeline import StreamPlan, StreamTile, UnrolledLoop
 from .tma_stream import TmaStream
 from .tma import MapField, TensorMapSpec, TmaPlan
@@ -59,7 +59,7 @@ RECORDS: dict[str, type] = {
     "attention": AttentionPlan, "attention_tile": RingTile, "attention_ring": AttentionRingPlan,
     "attention_box": RingBox, "stmatrix": StmatrixForm, "forward": Forward, "stream": StreamPlan,
     "stream_tile": StreamTile, "tma_stream": TmaStream, "mma_ring_staging": MmaRingStaging, "landed": LandedOperand,
-    "attention_sync": SyncConsumers, "ring_scales": RingScales, "unrolled": UnrolledLoop,
+    "attention_sync": SyncConsumers, "ring_scales": RingScales, "second_b": SecondB, "unrolled": UnrolledLoop,
     "address_slice": AddressSlice,
 }
 KINDS = {cls: kind for kind, cls in RECORDS.items()}

@@ -37,9 +37,9 @@ from ..sched.modulo import SchedulingError
 from ..sched.pipeline import tma_ring_schedule
 from ..target import smem_limit, stages_hint
 from ..tile import ops_control as CF
+from .k_loop_body import columns_contiguous
 from .mma_forms import WGMMA_MAX_N, MmaRingStaging, WgmmaStaging, k_steps, mma_ring_staging, tcgen05_ring_staging, tma_ring_staging
-from .software_pipeline import (Decision, KLoopPlan, columns_contiguous, k_loop, known_trips, loads_reason,
-                                wgmma_in_flight)
+from .software_pipeline import Decision, KLoopPlan, k_loop, known_trips, loads_reason, wgmma_in_flight
 from .tiles import is_tile
 from .tma import (MAX_BOX, TensorMapSpec, enclosing_loop, map_home, other_tma_bytes, plan_again,
                   tma_spec)
@@ -117,7 +117,7 @@ class RingPlan(KLoopPlan):
     maps: tuple[int, int] = (-1, -1)
     barrier_at: int = -1
     #: B's tile lies column by column in memory (a view with its dims swapped,
-    #: ``software_pipeline.columns_contiguous``): its boxes are N x K, landed K-major
+    #: ``k_loop_body.columns_contiguous``): its boxes are N x K, landed K-major
     b_columns: bool = False
     #: A's tile lies column by column in memory: its boxes are K x M, landed MN-major
     a_columns: bool = False
