@@ -31,6 +31,7 @@ from kernels._case import KernelCase, arr  # noqa: E402
 from kernels.workloads import PAD, fp8_block_scaled_gemm, lora_linear  # noqa: E402
 
 from tileiras import diffcheck, interp  # noqa: E402
+from tileiras.lower.k_loop_body import extra_reason  # noqa: E402
 from tileiras.lower.software_pipeline import PipelinePlan  # noqa: E402
 from tileiras.lower.tileas_format import format_tileas  # noqa: E402
 from tileiras.lower.tileas_parse import parse_tileas  # noqa: E402
@@ -200,3 +201,15 @@ def test_the_lora_ring_agrees_with_the_interpreter(arch: str):
     ptx, host = diffcheck.compile_with_host(module, arch)
     got = diffcheck.run_ptx(ptx, fn.name, grid, args, host_object=host)
     assert diffcheck.compare(expected, got) is None
+
+
+def test_an_extra_load_through_tma_is_refused():
+    """A TMA load waits at CTA barriers, which a warp-specialized ring's producer warps
+    never reach: beside a ring only plain loads stand (``extra_reason``)."""
+    _, _, tas = _tas(_module(_case(FP8), "sm_120"), "sm_120")
+    (plan,) = [p for p in tas.pipelines.values() if not isinstance(p, str)]
+    scale = next(op for op in plan.loop.regions[0].blocks[0].ops
+                 if isinstance(op, MEM.LoadViewTkoOp) and op not in plan.loads)
+    assert extra_reason(tas, scale) is None
+    tas.tma[scale] = None       # as if lower.tma had planned it
+    assert "through TMA" in extra_reason(tas, scale)

@@ -43,7 +43,8 @@ def extra_reason(tas, op: Operation, laid_out: bool = True) -> Optional[str]:
     """Why ``op``, in a pipelined K loop's body beside the loads and the multiply, could
     disturb the ring, or None: it must be a pure op or a weak load from global memory, hold
     no region, no multiply, and (``laid_out``) need no shared memory (no scratch: the ring
-    is the loop's scratch)."""
+    is the loop's scratch) nor a CTA barrier (a TMA load's: a warp-specialized ring's
+    producer never reaches it)."""
     if op.regions or is_contraction(op):
         return f"the loop body also does {op.name}, which holds a region or multiplies"
     weak = op.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK) == MemoryOrderingSemantics.WEAK
@@ -51,6 +52,8 @@ def extra_reason(tas, op: Operation, laid_out: bool = True) -> Optional[str]:
         return f"the loop body also does {op.name}, which is neither pure nor a weak load"
     if laid_out and tas.scratch.get(op, 0):
         return f"the loop body also does {op.name}, which uses shared memory the ring occupies"
+    if laid_out and op in tas.tma:
+        return f"the loop body also does {op.name} through TMA, which waits at CTA barriers"
     return None
 
 
