@@ -53,6 +53,14 @@ EXTENT = 100
 ALIGNED_EXTENT = 112
 
 
+def extent_of(case: Any, aligned: bool) -> int:
+    """The inputs' extent for ``case``: its own (``KernelCase.extent``, rounded up to 16 where
+    aligned) or the default."""
+    if case.extent:
+        return -(-case.extent // 16) * 16 if aligned else case.extent
+    return ALIGNED_EXTENT if aligned else EXTENT
+
+
 def export(case: Any, arch: str = "sm_90", version: str = "13.4", aligned: bool = False) -> bytes:
     from cuda.tile.compilation import export_kernel
 

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("cuda.tile")
 
-from differential import (ALIGNED_EXTENT, EXTENT, Case, cached_export, compare, make_inputs,  # noqa: E402
+from differential import (ALIGNED_EXTENT, EXTENT, Case, cached_export, compare, extent_of, make_inputs,  # noqa: E402
                           run_compiled, run_interpreter)
 from kernels.clusters import (CLUSTER_GATHER, CLUSTER_GEMM, CLUSTER_LOOP, CLUSTER_ROWS, CLUSTER_TOTAL,  # noqa: E402
                               PERSISTENT_CLUSTER_GEMM)
@@ -304,8 +304,8 @@ def test_every_kernel_in_clusters_of_two(case, k, arch, cache):
     module = read_bytecode(data)
     ptx, host = compile_with_host(module, arch)
     assert ".reqnctapercluster 2" in ptx
-    c = Case(data, module.functions[k].name, make_inputs(case.params[k], np.random.default_rng(1), ALIGNED_EXTENT),
-             (2, 2, 1))
+    c = Case(data, module.functions[k].name,
+             make_inputs(case.params[k], np.random.default_rng(1), extent_of(case, True), case.indexes), (2, 2, 1))
     got = _bursty(ptx, host, c)
     problem = compare(run_interpreter(c), got)
     assert problem is None, problem

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("cuda.tile")
 
-from differential import (ALIGNED_EXTENT, EXTENT, Case, cached_export, compare, export,  # noqa: E402
+from differential import (ALIGNED_EXTENT, EXTENT, Case, cached_export, compare, export, extent_of,  # noqa: E402
                           make_inputs, run_compiled, run_interpreter)
 from kernels import ALL_CASES  # noqa: E402
 
@@ -44,7 +44,7 @@ def test_interpreter_matches_compiled(case, k, arch, aligned, bytecode_cache):
     sm_90), on inputs that keep those promises (extents of ``ALIGNED_EXTENT``)."""
     data = cached_export(bytecode_cache, case, arch, aligned)
     entry = read_bytecode(data).functions[k].name
-    arrays = make_inputs(case.params[k], np.random.default_rng(1), ALIGNED_EXTENT if aligned else EXTENT, case.indexes)
+    arrays = make_inputs(case.params[k], np.random.default_rng(1), extent_of(case, aligned), case.indexes)
     c = Case(data, entry, arrays, GRID)
     expected = run_interpreter(c)
     got = run_compiled(c, arch)
@@ -67,7 +67,7 @@ def test_async_code_agrees_with_ctas_drifting_apart(case, k, arch, bytecode_cach
     if "mbarrier" not in ptx and "cp.async" not in ptx:
         pytest.skip("no asynchronous code")
     c = Case(data, module.functions[k].name,
-             make_inputs(case.params[k], np.random.default_rng(1), ALIGNED_EXTENT, case.indexes), GRID)
+             make_inputs(case.params[k], np.random.default_rng(1), extent_of(case, True), case.indexes), GRID)
     got = diffcheck.run_ptx(ptx, c.entry, c.grid, c.args(c.arrays), host_object=host, interleave=1, burst=True)
     problem = compare(run_interpreter(c), got)
     assert problem is None, problem
@@ -86,7 +86,8 @@ def test_interpreter_matches_real_ptx(case, k, real_tileiras, tmp_path, bytecode
 
     data = cached_export(bytecode_cache, case, "sm_90")
     entry = read_bytecode(data).functions[k].name
-    c = Case(data, entry, make_inputs(case.params[k], np.random.default_rng(1), EXTENT, case.indexes), GRID)
+    c = Case(data, entry, make_inputs(case.params[k], np.random.default_rng(1), extent_of(case, False), case.indexes),
+             GRID)
     problem = compare(run_interpreter(c), run_real_ptx(c, real_tileiras, str(tmp_path)))
     assert problem is None, problem
 

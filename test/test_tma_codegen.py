@@ -228,8 +228,8 @@ def test_atomic_view_reductions_are_bulk_tensor_reductions(arch: str) -> None:
     """``tile_atomics`` exported aligned: its six atomic reductions into views become bulk
     tensor reductions, as NVIDIA's tool emits them (f32 add; i32 signed max/min through a
     map that reads signed integers, or, and, xor), no ``atom`` left; PTX and host object
-    agree with the interpreter on values of both signs, over partial edge tiles (grid 4x4
-    of 32x32 tiles on 112x112 inputs).  Exported unaligned, they stay ``atom``s."""
+    agree with the interpreter on values of both signs, over partial edge tiles (grid 2x2
+    of 32x32 tiles on 48x48 inputs).  Exported unaligned, they stay ``atom``s."""
     from kernels.memory import CASES as MEMORY
 
     case = next(c for c in MEMORY if c.name == "tile_atomics")
@@ -241,9 +241,9 @@ def test_atomic_view_reductions_are_bulk_tensor_reductions(arch: str) -> None:
     assert not re.search(r"bar\.sync 0;\s*(?://[^\n]*\s*)*bar\.sync 0;", c.ptx)
     assert {m.element_type for m in c.kernels[0].tensor_maps} >= {ElementType.F32, ElementType.S32}
     rng = np.random.default_rng(5)
-    values = [random_array(rng, np.float32, (112, 112)), random_array(rng, np.float32, (112, 112)),
-              rng.integers(-1000, 1000, (112, 112)).astype(np.int32)]
-    run = Case(data, read_bytecode(data).functions[0].name, values, (4, 4, 1))
+    values = [random_array(rng, np.float32, (48, 48)), random_array(rng, np.float32, (48, 48)),
+              rng.integers(-1000, 1000, (48, 48)).astype(np.int32)]
+    run = Case(data, read_bytecode(data).functions[0].name, values, (2, 2, 1))
     got = diffcheck.run_ptx(c.ptx, run.entry, run.grid, run.args(values), host_object=build_host_object(c.kernels))
     assert compare(run_interpreter(run), got) is None
     unaligned = run_stages(read_bytecode(export(case, arch=arch)), CompileOptions(gpu_name=arch), "ptx")
@@ -266,9 +266,9 @@ def test_staging_buffers_of_128_byte_rows_are_swizzled() -> None:
     assert {m.swizzle for m in c.kernels[0].tensor_maps} == {Swizzle.B128}
     assert ".align 1024 .b8 global_smem" in c.ptx
     rng = np.random.default_rng(8)
-    values = [random_array(rng, np.float32, (112, 112)), random_array(rng, np.float32, (112, 112)),
-              rng.integers(-1000, 1000, (112, 112)).astype(np.int32)]
-    run = Case(data, read_bytecode(data).functions[0].name, values, (4, 4, 1))
+    values = [random_array(rng, np.float32, (48, 48)), random_array(rng, np.float32, (48, 48)),
+              rng.integers(-1000, 1000, (48, 48)).astype(np.int32)]
+    run = Case(data, read_bytecode(data).functions[0].name, values, (2, 2, 1))
     host = build_host_object(c.kernels)
     result = launch(c.ptx, run.entry, run.grid, run.args([v.copy() for v in values]), traffic=True, host_object=host)
     assert result.traffic.shared_stores.requests and result.traffic.shared_stores.conflicts == 0

@@ -166,8 +166,9 @@ def test_tilegyms_chunked_norms_stream_their_column_loops_through_tma(name, tile
     chunk load goes through TMA (NVIDIA's producer warp loads them so) and each loop keeps
     32 KB in flight: 8 stages of one 4 KB chunk, 3 of x, w and b's (8 of 256-column
     chunks); the normalize pass's first copies go out before the first pass
-    (``place_tma_prologues``).  Rows of 3 chunks (17 of 256 columns: stages refilled), the
-    last partial, 2 CTAs taking rows in turn, against the interpreter."""
+    (``place_tma_prologues``).  Rows of one partial 2048-column chunk or two 256-column
+    ones (the second partial), 2 CTAs taking 72 rows each in turn (the stages refilled
+    across rows), against the interpreter."""
     pytest.importorskip("cuda.tile")
     import warnings  # noqa: PLC0415
 
@@ -185,7 +186,9 @@ def test_tilegyms_chunked_norms_stream_their_column_loops_through_tma(name, tile
     streams = [p for p in kernel.pipelines.values() if isinstance(p, TmaStream)]
     assert tuple(p.stages for p in streams) == stages
     assert streams[1].prologue_at is streams[0].loop    # the normalize pass's first chunks: before the first pass
-    reports = diffcheck.check_module(module, "sm_90", grid=(2, 1, 1), extent=4200)
+    # 144 rows of 272 columns (a 4200 extent within a 64K-element budget): one partial
+    # 2048-column chunk a row, or two 256-column ones, the second partial
+    reports = diffcheck.check_module(module, "sm_90", grid=(2, 1, 1), extent=4200, budget=1 << 16)
     assert [r.problem for r in reports] == [None]
 
 

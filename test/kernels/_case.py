@@ -22,6 +22,10 @@ class KernelCase:
     #: extent (a paged cache's block table): ``differential.make_inputs`` fills each row
     #: with distinct indices mostly in range, not values up to the array's size
     indexes: tuple[int, ...] = ()
+    #: elements along each dim of the differential tests' inputs (``differential.extent_of``)
+    #: where the default would emulate for long (a persistent kernel's every row, chunk by
+    #: chunk); 0: the default.  Still past one tile, so the last one is partial
+    extent: int = 0
 
     def signatures(self, aligned: bool = False) -> list[KernelSignature]:
         """One signature per entry; ``aligned``: every array as a framework's tensor

@@ -117,14 +117,21 @@ def layer_case(name: str, dtype, d: int, block_n: int, block_d: int) -> KernelCa
                         block_n, block_d]])
 
 
+#: rows and columns of the chunked kernels' differential inputs: two chunks of 32 a row
+#: (the second partial), and every CTA of a 2 x 2 grid several rows; at the default 100
+#: or 112 they emulated for 15-25 s a test
+CHUNKED_EXTENT = 40
+
+
 def rms_chunked_case(name: str, dtype, tile: int) -> KernelCase:
     return KernelCase(name, rms_norm_persistent_chunked,
-                      [[arr(dtype, 2), arr(dtype, 2), arr(dtype), arr(F32), 1e-6, tile]])
+                      [[arr(dtype, 2), arr(dtype, 2), arr(dtype), arr(F32), 1e-6, tile]], extent=CHUNKED_EXTENT)
 
 
 def layer_chunked_case(name: str, dtype, tile: int) -> KernelCase:
     return KernelCase(name, layer_norm_persistent_chunked,
-                      [[arr(dtype, 2), arr(dtype, 2), arr(dtype), arr(dtype), arr(F32), arr(F32), 1e-5, tile]])
+                      [[arr(dtype, 2), arr(dtype, 2), arr(dtype), arr(dtype), arr(F32), arr(F32), 1e-5, tile]],
+                      extent=CHUNKED_EXTENT)
 
 
 CASES = (
