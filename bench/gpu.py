@@ -96,6 +96,23 @@ def _gemm_fp8(size: int) -> tuple:
             {"dtype": "f16", "M": 256, "N": 256, "K": 512, **tile})
 
 
+def _lora(dt: str, size: int, rank: int) -> tuple:
+    """A linear layer with a rank-``rank`` LoRA adapter, 128x128x64 tiles: one ring copies x's,
+    W's and the adapter's tiles, both multiplies reading x's from it."""
+    tile = {"BM": 128, "BN": 128, "BK": 64, "R": rank}
+    return (f"lora_{dt}_{size}_r{rank}", "lora", "lora_linear", ([(dt, 2)] * 5, [128, 128, 64, rank]),
+            {"dtype": dt, "M": size, "N": size, "K": size, **tile}, {"dtype": dt, "M": 256, "N": 256, "K": 192, **tile})
+
+
+def _block_scaled(size: int) -> tuple:
+    """DeepSeek-V3's fp8 GEMM with block scales, 128x128x128 tiles, bf16 out."""
+    tile = {"BM": 128, "BN": 128, "BK": 128}
+    arrays = [("e4m3", 2), ("e4m3", 2), ("f32", 2), ("f32", 2), ("bf16", 2)]
+    return (f"block_scaled_fp8_{size}", "block_scaled", "fp8_block_scaled_gemm", (arrays, [128, 128, 128]),
+            {"dtype": "bf16", "M": size, "N": size, "K": size, **tile},
+            {"dtype": "bf16", "M": 256, "N": 256, "K": 384, **tile})
+
+
 def _grouped_gemm(dt: str, groups: int, size: int) -> tuple:
     """A mixture-of-experts style grouped GEMM: ``groups`` GEMMs of ``size``^3 in one launch,
     the operands passed as lists of tensors (no tensor map exists at launch: our K loop is a
@@ -134,7 +151,7 @@ KERNELS = [
     _gemm("f16", 4096), _gemm("f16", 8192), _gemm("bf16", 4096), _gemm("bf16", 8192), _cluster_gemm("f16", 8192),
     _persistent_gemm("f16", 8192), _persistent_gemm("bf16", 8192), _gemm_fp8(8192), _grouped_gemm("f16", 8, 2048),
     _persistent_grouped_gemm("f16", 8, 2048),
-    _skinny_gemm("f16", 64, 16384, 8192),
+    _skinny_gemm("f16", 64, 16384, 8192), _lora("bf16", 8192, 16), _block_scaled(8192),
     _attention(64, False), _attention(64, True), _attention(128, False), _attention(128, True),
     _rows("softmax", 0, []), _rows("layernorm", 2, [1e-5]), _rows("rmsnorm", 1, [1e-6]),
     ("rmsnorm_persistent_8192", "rmsnorm_persistent", "rmsnorm_persistent",

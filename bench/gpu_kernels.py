@@ -44,6 +44,35 @@ def gemm_cluster(a, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
 
 
 @ct.kernel
+def lora_linear(x, w, la, lb, out, BM: ConstInt, BN: ConstInt, BK: ConstInt, R: ConstInt):
+    """A linear layer with a LoRA adapter of rank ``R``: ``x @ w + (x @ la) @ lb``, the
+    rank-R product accumulated in the same K loop (both multiplies of one x tile)."""
+    pid_m, pid_n = ct.bid(0), ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    low = ct.zeros((BM, R), dtype=ct.float32)
+    for k in range(ct.num_tiles(x, axis=1, shape=(BM, BK))):
+        tx = ct.load(x, index=(pid_m, k), shape=(BM, BK))
+        acc = ct.mma(tx, ct.load(w, index=(k, pid_n), shape=(BK, BN)), acc)
+        low = ct.mma(tx, ct.load(la, index=(k, 0), shape=(BK, R)), low)
+    acc = ct.mma(ct.astype(low, x.dtype), ct.load(lb, index=(0, pid_n), shape=(R, BN)), acc)
+    ct.store(out, index=(pid_m, pid_n), tile=ct.astype(acc, out.dtype))
+
+
+@ct.kernel
+def fp8_block_scaled_gemm(a, b, sa, sb, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
+    """DeepSeek-V3's fp8 GEMM with block scales: one f32 scale per row of A and K block, one
+    per K block and N block of B; each K block's product scaled before it is added."""
+    pid_m, pid_n = ct.bid(0), ct.bid(1)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        part = ct.mma(ct.load(a, index=(pid_m, k), shape=(BM, BK)), ct.load(b, index=(k, pid_n), shape=(BK, BN)),
+                      ct.zeros((BM, BN), dtype=ct.float32))
+        scale = ct.load(sa, index=(pid_m, k), shape=(BM, 1)) * ct.load(sb, index=(k, pid_n), shape=(1, 1))
+        acc = acc + part * scale
+    ct.store(c, index=(pid_m, pid_n), tile=ct.astype(acc, c.dtype))
+
+
+@ct.kernel
 def gemm_fp8(a, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
     """``c = a @ b.T`` for fp8 ``a`` (M x K) and ``b`` (N x K: K-major, as fp8 weights are
     kept and as ``wgmma`` reads 8-bit B), B's tiles read through its axes swapped."""
@@ -230,7 +259,8 @@ def aligned_array(dtype: str, ndim: int) -> ArrayConstraint:
 KERNELS = {"gemm": gemm, "gemm_cluster": gemm_cluster, "gemm_fp8": gemm_fp8, "grouped_gemm": grouped_gemm, "persistent_gemm": persistent_gemm,
            "persistent_grouped_gemm": persistent_grouped_gemm,
            "flash_attention": flash_attention, "softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm,
-           "rmsnorm_persistent": rmsnorm_persistent, "rmsnorm_chunked": rmsnorm_chunked, "cross_entropy": cross_entropy, "axpy": axpy}
+           "rmsnorm_persistent": rmsnorm_persistent, "rmsnorm_chunked": rmsnorm_chunked, "cross_entropy": cross_entropy, "axpy": axpy,
+           "lora_linear": lora_linear, "fp8_block_scaled_gemm": fp8_block_scaled_gemm}
 
 
 def signature(kernel: str, arrays: list, extra: list) -> list:

@@ -84,6 +84,49 @@ GEMM_FP8 = Family(
     _gemm_fp8_inputs, ("c",), lambda p, d: [d["a"], d["b"], d["c"]], GEMM.grid, _gemm_fp8_reference,
     lambda p: (2.0 * p["M"] * p["N"] * p["K"], p["M"] * p["K"] + p["K"] * p["N"] + _itemsize(p) * p["M"] * p["N"]))
 
+def _lora_inputs(p: dict, rng: np.random.Generator) -> dict:
+    m, n, k, r, dt = p["M"], p["N"], p["K"], p["R"], p["dtype"]
+    return {"x": _random(rng, (m, k), dt), "w": _random(rng, (k, n), dt), "la": _random(rng, (k, r), dt),
+            "lb": _random(rng, (r, n), dt), "out": np.empty((m, n), NUMPY[dt])}
+
+
+def _lora_reference(p: dict, d: dict) -> tuple:
+    rows = _rows(np.random.default_rng(p["M"]), p["M"])
+    x = d["x"][rows].astype(np.float64)
+    low = (x @ d["la"].astype(np.float64)).astype(NUMPY[p["dtype"]]).astype(np.float64)   # rounded as the kernel does
+    return d["out"][rows], x @ d["w"].astype(np.float64) + low @ d["lb"].astype(np.float64)
+
+
+#: x (M x K), W (K x N), the adapter's A (K x R) and B (R x N), out (M x N)
+LORA = Family(
+    _lora_inputs, ("out",), lambda p, d: [d["x"], d["w"], d["la"], d["lb"], d["out"]], GEMM.grid, _lora_reference,
+    lambda p: (2.0 * p["M"] * (p["N"] + p["R"]) * p["K"] + 2.0 * p["M"] * p["R"] * p["N"],
+               _itemsize(p) * (p["M"] * p["K"] + p["K"] * (p["N"] + p["R"]) + p["M"] * p["N"])))
+
+
+def _block_scaled_inputs(p: dict, rng: np.random.Generator) -> dict:
+    m, n, k = p["M"], p["N"], p["K"]
+    kb = k // p["BK"]
+    return {"a": _random(rng, (m, k), "e4m3"), "b": _random(rng, (k, n), "e4m3"),
+            "sa": rng.uniform(0.5, 2.0, (m, kb)).astype(np.float32),
+            "sb": rng.uniform(0.5, 2.0, (kb, n // p["BN"])).astype(np.float32), "c": np.empty((m, n), NUMPY[p["dtype"]])}
+
+
+def _block_scaled_reference(p: dict, d: dict) -> tuple:
+    rows = _rows(np.random.default_rng(p["M"]), p["M"])
+    a, b, bk, bn = d["a"][rows].astype(np.float64), d["b"].astype(np.float64), p["BK"], p["BN"]
+    expected = np.zeros((len(rows), p["N"]))
+    for k in range(p["K"] // bk):
+        part = a[:, k * bk:(k + 1) * bk] @ b[k * bk:(k + 1) * bk]
+        expected += part * d["sa"][rows, k:k + 1] * np.repeat(d["sb"][k].astype(np.float64), bn)[None, :]
+    return d["c"][rows], expected
+
+
+#: fp8 (e4m3) A (M x K) and B (K x N), A's scales per row and K block, B's per K and N block
+BLOCK_SCALED = Family(
+    _block_scaled_inputs, ("c",), lambda p, d: [d["a"], d["b"], d["sa"], d["sb"], d["c"]], GEMM.grid,
+    _block_scaled_reference, GEMM_FP8.work)
+
 #: the persistent GEMM's grid: at most one CTA per SM of an H100 SXM (132), as TileGym
 #: launches it, or the problem's ``ctas``
 PERSISTENT_CTAS = 132
@@ -265,7 +308,8 @@ AXPY = Family(_axpy_inputs, ("out",), lambda p, d: [d["x"], d["y"], d["out"], np
 FAMILIES = {"gemm": GEMM, "gemm_fp8": GEMM_FP8, "grouped_gemm": GROUPED_GEMM, "persistent_grouped_gemm": PERSISTENT_GROUPED_GEMM,
             "persistent_gemm": PERSISTENT_GEMM, "attention": ATTENTION, "softmax": SOFTMAX, "layernorm": LAYERNORM,
             "rmsnorm": RMSNORM, "rmsnorm_persistent": RMSNORM_PERSISTENT,
-            "rmsnorm_chunked": RMSNORM_CHUNKED, "cross_entropy": CROSS_ENTROPY, "axpy": AXPY}
+            "rmsnorm_chunked": RMSNORM_CHUNKED, "cross_entropy": CROSS_ENTROPY, "axpy": AXPY, "lora": LORA,
+            "block_scaled": BLOCK_SCALED}
 
 
 def check(p: dict, family: Family, data: dict) -> tuple[bool, str]:
