@@ -58,7 +58,7 @@ from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
-from .gathered_copy import index_slice, record_index_slices
+from .gathered_copy import UNLAID, index_slice, record_index_slices
 from ..tile.enums import MemoryOrderingSemantics
 from ..tile.traits import DATA_RESOURCES, is_contraction, writes
 from .mma_forms import MmaSwizzle, mma_swizzle
@@ -336,7 +336,9 @@ def _load_reason(tas, ld: Operation, loop: CF.ForOp, slices_ok: bool = False) ->
         return "a K/V load's view is computed inside the loop from values of the loop"
     if any(i is not iv and inside_value(i, loop) for i in ld.index):
         indices = index_slice(tas, loop, ld) if slices_ok else "not the induction variable"
-        if isinstance(indices, str):
+        # asked before layouts exist (tensor_memory's tcgen05 check): the plan asks again
+        # (should it fail then, the multiplies stay on tcgen05 without the ring)
+        if isinstance(indices, str) and not (indices == UNLAID and not tas.layouts):
             return f"a K/V load's index is computed inside the loop ({indices})"
     return None
 
