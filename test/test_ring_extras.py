@@ -213,3 +213,17 @@ def test_an_extra_load_through_tma_is_refused():
     assert extra_reason(tas, scale) is None
     tas.tma[scale] = None       # as if lower.tma had planned it
     assert "through TMA" in extra_reason(tas, scale)
+
+
+@pytest.mark.parametrize("arch,words", [("sm_80", "does not run as the first's mma.sync"),
+                                        ("sm_90", "copied only by mma.sync's cp.async ring")])
+def test_a_second_multiply_off_tensor_cores_keeps_the_loop_as_it_is(arch: str, words: str):
+    """Rank 4: x @ A has no tensor-core form (N of 4), so no ring may take x's tile away
+    from it.  On sm_90 the ``wgmma`` copy ring took the first multiply alone and the
+    second found no x tile to read (an internal compile error) until it refused."""
+    case = KernelCase("lora4", lora_linear, [[arr(BF16, 2)] * 5 + [128, 128, 64, 4]])
+    module = _module(case, arch)
+    _, _, tas = _tas(module, arch)
+    (decision,) = tas.pipelines.values()
+    assert isinstance(decision, str) and words in decision, decision
+    assert [r.problem for r in diffcheck.check_module(module, arch, grid=(1, 2, 1), extent=192)] == [None]

@@ -452,6 +452,8 @@ def _wgmma_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     shape = _copied_k_loop(tas, loop, a_columns_ok=True)
     if isinstance(shape, str):
         return shape
+    if second_multiply(loop_body(loop)) is not None:   # (its A would be in the ring alone)
+        return "a second multiply of A is copied only by mma.sync's cp.async ring (SecondB)"
     mma, a, b, permute = shape
     columns = permute is None and columns_contiguous(b)
     staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None or columns,
