@@ -73,6 +73,28 @@ class Target:
         return self.arch >= 90
 
 
+def dominates(start: ir.Block, a: ir.Block, b: ir.Block) -> bool:
+    """Does block ``a`` dominate block ``b`` (the one being built) in the code from block
+    ``start`` on, as far as it is built: ``start`` reaches ``b``, but not without passing
+    ``a``?  (A block nothing branches to yet dominates nothing.)"""
+    return a is b or (_reaches(start, b, None) and not _reaches(start, b, a))
+
+
+def _reaches(start: ir.Block, target: ir.Block, avoiding: Optional[ir.Block]) -> bool:
+    seen, work = {id(avoiding)}, [start]
+    while work:
+        blk = work.pop()
+        if blk is target:
+            return True
+        if id(blk) in seen:
+            continue
+        seen.add(id(blk))
+        term = blk.terminator
+        if term is not None:
+            work.extend(o for o in term.operands if isinstance(o, ir.Block))
+    return False
+
+
 class KernelEmitter:
     def __init__(self, module: ir.Module, fn: Function, tas: TileAS, target: Target, cluster_size: int = 1):
         self.module, self.fn, self.tas, self.target = module, fn, tas, target
@@ -84,6 +106,7 @@ class KernelEmitter:
         # prologue block, so that they dominate every use
         self.pb = X.KernelBuilder(self.llfn.append_basic_block("entry"))
         self.b = X.KernelBuilder(self.llfn.append_basic_block("body"))
+        self.body_start = self.b.block      # where the kernel's code starts (the entry branches here last)
         self.values: dict[Value, Emitted] = {}
         #: what this emitter reads instead of TileAS's layouts and conversions while it emits
         #: ops in layouts TileAS recorded for one place (a chunked loop, a recomputation):
@@ -109,6 +132,8 @@ class KernelEmitter:
         self.kept_tiles: dict = {}   # load -> its tile's registers of every trip (emit_control)
         self.hoisted_addresses: dict = {}   # gathered A -> its AddressSlice's hoisted tiles (emit_async)
         self.ring_stages: dict = {}     # pipelined loop -> its current stage's byte offset (emit_async)
+        self._recomputed: dict = {}     # recomputation key -> (block, its values): ``recompute``
+        self._again_depth = 0           # inside emitted_again (no recomputation is kept there)
         #: op -> the TMA streams whose first copies go out before it (``place_tma_prologues``)
         self.prologues_before: dict[Operation, list] = {}
         for plan in tas.pipelines.values():
@@ -336,8 +361,24 @@ class KernelEmitter:
         own values are put back for their other users.  The plan gives each op's operands the
         layouts it needs, so none of their conversions is made here but ``leaves``' (a
         broadcast's source, TileAS.recompute_converts)."""
+        key = self._recompute_key(v, plan, leaves)
+        found = self._recomputed.get(key) if key is not None else None
+        if found is not None and dominates(self.body_start, found[0], self.b.block):
+            return found[1]         # the same values made again from the same inputs: no need
         with self.emitted_again(plan, leaves):
-            return self.values[v]
+            tv = self.values[v]
+        if key is not None:
+            self._recomputed[key] = (self.b.block, tv)
+        return tv
+
+    def _recompute_key(self, v: Value, plan: dict[Value, LinearLayout], leaves: dict) -> Optional[tuple]:
+        """What a recomputation's result depends on: the value, the layouts, and the values
+        emitted now for the operands its ops take from outside it (None inside another
+        ``emitted_again``, whose substitutions the key cannot see)."""
+        if self._again_depth:
+            return None
+        inputs = tuple(id(self.values.get(w)) for u in plan for w in u.owner.operands if w not in plan)
+        return v, tuple(plan.items()), tuple(leaves.items()), inputs
 
     @contextmanager
     def emitted_again(self, plan: dict[Value, LinearLayout], leaves: Optional[dict] = None,
@@ -352,12 +393,14 @@ class KernelEmitter:
         saved = {u: self.values[u] for u in touched if u in self.values}
         unconverted = [(op, k) for op in ops for k in range(len(op.operands)) if (op, k) not in leaves]
         try:
+            self._again_depth += 1
             self.values.update(given)
             with self.layouts_of_place(plan, unconverted, leaves):
                 for op in ops:
                     self.emit_op(op)
             yield
         finally:
+            self._again_depth -= 1
             for u in touched:
                 self.values.pop(u, None)
             self.values.update(saved)
