@@ -362,23 +362,26 @@ class KernelEmitter:
         layouts it needs, so none of their conversions is made here but ``leaves``' (a
         broadcast's source, TileAS.recompute_converts)."""
         key = self._recompute_key(v, plan, leaves)
+        inputs = self._recompute_inputs(plan)
         found = self._recomputed.get(key) if key is not None else None
-        if found is not None and dominates(self.body_start, found[0], self.b.block):
-            return found[1]         # the same values made again from the same inputs: no need
+        if (found is not None and all(x is y for x, y in zip(found[1], inputs))
+                and dominates(self.body_start, found[0], self.b.block)):
+            return found[2]         # the same values made again from the same inputs: no need
         with self.emitted_again(plan, leaves):
             tv = self.values[v]
         if key is not None:
-            self._recomputed[key] = (self.b.block, tv)
+            self._recomputed[key] = (self.b.block, inputs, tv)
         return tv
 
     def _recompute_key(self, v: Value, plan: dict[Value, LinearLayout], leaves: dict) -> Optional[tuple]:
-        """What a recomputation's result depends on: the value, the layouts, and the values
-        emitted now for the operands its ops take from outside it (None inside another
-        ``emitted_again``, whose substitutions the key cannot see)."""
-        if self._again_depth:
-            return None
-        inputs = tuple(id(self.values.get(w)) for u in plan for w in u.owner.operands if w not in plan)
-        return v, tuple(plan.items()), tuple(leaves.items()), inputs
+        """What names a recomputation: the value and the layouts (None inside another
+        ``emitted_again``, whose substitutions it cannot see); its inputs are compared apart
+        (``_recompute_inputs``: the very values, kept with it)."""
+        return None if self._again_depth else (v, tuple(plan.items()), tuple(leaves.items()))
+
+    def _recompute_inputs(self, plan: dict[Value, LinearLayout]) -> tuple:
+        """The values emitted now for the operands a recomputation's ops take from outside it."""
+        return tuple(self.values.get(w) for u in plan for w in u.owner.operands if w not in plan)
 
     @contextmanager
     def emitted_again(self, plan: dict[Value, LinearLayout], leaves: Optional[dict] = None,
