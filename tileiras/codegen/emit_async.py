@@ -341,21 +341,19 @@ def pipelined_mma(em: KernelEmitter, op: Operation, plan) -> None:
     stage_bytes = em.ring_stages.get(plan.loop)
     if stage_bytes is None:
         stage_bytes = em.ring_stages[plan.loop] = steady_state(em, plan, deferred)
-    if plan.second is not None and op is plan.second.mma:
-        second = plan.second
-        first = em.b.udiv(stage_bytes, ir.Constant(I32, element_bytes(op.lhs.type)))
-        swizzles = (plan.swizzles[0], second.swizzle) if plan.swizzles else None
-        operands = TensorCoreOperands(em, form, acc.layout, plan.a_pitch, second.pitch, second.at, first, swizzles)
-        em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))
-        return
     if plan.staging is not None:
         warpgroup_multiply(em, op, form, plan.staging, None, acc, stage_bytes, plan.in_flight)
         if plan.in_flight:
             complete_last(em, op, plan)
         return
     first = em.b.udiv(stage_bytes, ir.Constant(I32, element_bytes(op.lhs.type)))
-    operands = TensorCoreOperands(em, form, acc.layout, plan.a_pitch, plan.b_pitch, plan.a_bytes, first,
-                                  plan.swizzles, plan.b_k_rows, a_columns=plan.a_columns)
+    second = plan.second if plan.second is not None and op is plan.second.mma else None
+    if second is None:
+        operands = TensorCoreOperands(em, form, acc.layout, plan.a_pitch, plan.b_pitch, plan.a_bytes, first,
+                                      plan.swizzles, plan.b_k_rows, a_columns=plan.a_columns)
+    else:                       # A's fragments as the first multiply reads them, its own B's
+        swizzles = (plan.swizzles[0], second.swizzle) if plan.swizzles else None
+        operands = TensorCoreOperands(em, form, acc.layout, plan.a_pitch, second.pitch, second.at, first, swizzles)
     if plan.scales:
         operands.scaled(plan.scales.at, op.operands[3].type.shape[-1], op.rhs.type.shape[-1], stage_bytes)
     em.put(op.result, TileVal(acc.layout, mma_steps(em, op, form, operands, acc)))

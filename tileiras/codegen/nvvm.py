@@ -132,7 +132,7 @@ class KernelEmitter:
         self.kept_tiles: dict = {}   # load -> its tile's registers of every trip (emit_control)
         self.hoisted_addresses: dict = {}   # gathered A -> its AddressSlice's hoisted tiles (emit_async)
         self.ring_stages: dict = {}     # pipelined loop -> its current stage's byte offset (emit_async)
-        self._recomputed: dict = {}     # recomputation key -> (block, its values): ``recompute``
+        self._recomputed: dict = {}     # recomputation -> (block, inputs, its values): ``recompute``
         self._again_depth = 0           # inside emitted_again (no recomputation is kept there)
         #: op -> the TMA streams whose first copies go out before it (``place_tma_prologues``)
         self.prologues_before: dict[Operation, list] = {}
@@ -361,27 +361,19 @@ class KernelEmitter:
         own values are put back for their other users.  The plan gives each op's operands the
         layouts it needs, so none of their conversions is made here but ``leaves``' (a
         broadcast's source, TileAS.recompute_converts)."""
-        key = self._recompute_key(v, plan, leaves)
-        inputs = self._recompute_inputs(plan)
+        # the same values made again from the very same inputs where the first dominates:
+        # no need (not inside another emitted_again, whose substitutions the key cannot see)
+        key = None if self._again_depth else (v, tuple(plan.items()), tuple(leaves.items()))
+        inputs = tuple(self.values.get(w) for u in plan for w in u.owner.operands if w not in plan)
         found = self._recomputed.get(key) if key is not None else None
         if (found is not None and all(x is y for x, y in zip(found[1], inputs))
                 and dominates(self.body_start, found[0], self.b.block)):
-            return found[2]         # the same values made again from the same inputs: no need
+            return found[2]
         with self.emitted_again(plan, leaves):
             tv = self.values[v]
         if key is not None:
             self._recomputed[key] = (self.b.block, inputs, tv)
         return tv
-
-    def _recompute_key(self, v: Value, plan: dict[Value, LinearLayout], leaves: dict) -> Optional[tuple]:
-        """What names a recomputation: the value and the layouts (None inside another
-        ``emitted_again``, whose substitutions it cannot see); its inputs are compared apart
-        (``_recompute_inputs``: the very values, kept with it)."""
-        return None if self._again_depth else (v, tuple(plan.items()), tuple(leaves.items()))
-
-    def _recompute_inputs(self, plan: dict[Value, LinearLayout]) -> tuple:
-        """The values emitted now for the operands a recomputation's ops take from outside it."""
-        return tuple(self.values.get(w) for u in plan for w in u.owner.operands if w not in plan)
 
     @contextmanager
     def emitted_again(self, plan: dict[Value, LinearLayout], leaves: Optional[dict] = None,

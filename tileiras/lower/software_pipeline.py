@@ -291,7 +291,7 @@ def _mma_sync_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     shape = _copied_k_loop(tas, loop, a_columns_ok=True)
     if isinstance(shape, str):
         return shape
-    mma, a, b, permute = shape
+    mma, a, b, permute, second_mma = shape
     if tas.tensor_cores[mma].warpgroup:
         return "the multiply does not run as mma.sync"
     esize = element_bytes(mma.lhs.type)
@@ -322,7 +322,7 @@ def _mma_sync_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     if scales is not None:
         stage_bytes = scales.end
     plain = not (a_columns or columns or permute or scales or addresses)
-    second = _second_b(tas, loop, mma, swizzles, plain, stage_bytes)
+    second = _second_b(tas, loop, mma, second_mma, swizzles, plain, stage_bytes)
     if isinstance(second, str):
         return second
     if second is not None:
@@ -340,16 +340,15 @@ def _mma_sync_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
 SECOND_ALIGN = 128
 
 
-def _second_b(tas, loop: CF.ForOp, mma: Operation, swizzles, plain: bool, stage_bytes: int
-              ) -> Union[str, SecondB, None]:
-    """The B of a second multiply of the ring's A (``k_loop_body.second_multiply``) in each
-    stage after ``stage_bytes``, copied and laid out as the first B is; None where the loop
-    has none; or why it cannot be (``plain``: the first's operands are row-major, not
-    gathered, not block-scaled)."""
-    pair = second_multiply(loop_body(loop))
-    if pair is None:
+def _second_b(tas, loop: CF.ForOp, mma: Operation, second: Optional[Operation], swizzles, plain: bool,
+              stage_bytes: int) -> Union[str, SecondB, None]:
+    """The B of ``second``, a second multiply of the ring's A (``k_loop_body.second_multiply``),
+    in each stage after ``stage_bytes``, copied and laid out as the first B is; None where
+    the loop has none; or why it cannot be (``plain``: the first's operands are row-major,
+    not gathered, not block-scaled)."""
+    if second is None:
         return None
-    second, ld = pair[1], pair[1].rhs.owner
+    ld = second.rhs.owner
     form, first = tas.tensor_cores.get(second), tas.tensor_cores[mma]
     if form is None or form.warpgroup or form.tcgen05 or form.bits != first.bits or not plain:
         return "the second multiply of A does not run as the first's mma.sync of row-major operands"
@@ -411,22 +410,24 @@ def copy_layout(ld: Operation, num_warps: int, vector: int) -> LinearLayout:
     return default_blocked(shape, num_warps, vector)
 
 
-def _copied_k_loop(tas, loop: CF.ForOp, a_columns_ok: bool = False
-                   ) -> Union[str, tuple[Operation, Operation, Operation, Optional[CO.PermuteOp]]]:
+def _copied_k_loop(tas, loop: CF.ForOp, a_columns_ok: bool = False) -> Union[
+        str, tuple[Operation, Operation, Operation, Optional[CO.PermuteOp], Optional[Operation]]]:
     """``k_loop``'s parts of a loop whose loads ``cp.async`` may copy iterations early
     (``loads_reason``; loads ``lower.tma`` gave TMA too: ``record_plans`` takes them
-    back; a column-major A only where ``a_columns_ok``), or why not."""
+    back; a column-major A only where ``a_columns_ok``) and its second multiply of A
+    (``k_loop_body.second_multiply``) or None, or why not."""
     shape = k_loop(tas, loop, scales_ok=True, gathers_ok=True, extras_ok=True, second_ok=True)
     if isinstance(shape, str):
         return shape
     pair = second_multiply(loop_body(loop))
+    second = pair[1] if pair else None
     reason = loads_reason(tas, loop, *shape, tma_ok=True, b_columns_ok=True, a_columns_ok=a_columns_ok,
-                          also=pair[1:] if pair else ())
+                          also=(second,) if second else ())
     if reason is None and isinstance(shape[0], AR.MmaFScaledOp):
         iv = loop.regions[0].blocks[0].args[0]
         reason = next(filter(None, (_load_reason(tas, ld, loop, iv, shape[0], tma_ok=True)
                                     for ld in scale_loads(loop, shape[0]))), None)
-    return reason or shape
+    return reason or (*shape, second)
 
 
 def _stages(tas, loop: CF.ForOp, arch: int, mma: Operation, copies: tuple[int, int],
@@ -452,9 +453,9 @@ def _wgmma_copy_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     shape = _copied_k_loop(tas, loop, a_columns_ok=True)
     if isinstance(shape, str):
         return shape
-    if second_multiply(loop_body(loop)) is not None:   # (its A would be in the ring alone)
+    mma, a, b, permute, second = shape
+    if second is not None:      # (its A would be in the ring alone)
         return "a second multiply of A is copied only by mma.sync's cp.async ring (SecondB)"
-    mma, a, b, permute = shape
     columns = permute is None and columns_contiguous(b)
     staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None or columns,
                                a_k_major=not columns_contiguous(a))

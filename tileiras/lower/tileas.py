@@ -320,22 +320,21 @@ def choose_tensor_cores(tas: TileAS, arch: int) -> None:
     a multiply into its result), all of them take their ``mma.sync`` or ``wgmma`` form, whose
     fragments the others hold (a LoRA adapter's product added after such a loop on sm_100
     was multiplied into tensor memory's layout by ``mma.sync``: wrong in every element)."""
-    plain, chosen = {}, {}
+    plain = {}
     for op in tas.aa.live_ops():
         form = plain[op] = tensor_core_mma(op, arch, tas.num_warps, tas.extra_warps)
         tc = tcgen05_form(op, form, tas.num_warps)
         if tc is not None and tensor_memory.tcgen05_reason(tas, op, arch) is None and tensor_memory.fits(tas, op):
             form = tc
-        if form is not None:     # warps beyond the 16x8 blocks hold copies
-            chosen[op] = form
-            tas.tensor_cores[op] = fitted_to(form, accumulator_layout(op, tas.num_warps, form))
-    mixed = {op.result.type.shape for op, form in chosen.items() if not form.tcgen05} & {
-        op.result.type.shape for op, form in chosen.items() if form.tcgen05}
-    for op, form in chosen.items():
+        if form is not None:     # (``fits`` counts the tcgen05 ones chosen so far)
+            tas.tensor_cores[op] = form
+    mixed = {op.result.type.shape for op, form in tas.tensor_cores.items() if not form.tcgen05} & {
+        op.result.type.shape for op, form in tas.tensor_cores.items() if form.tcgen05}
+    for op, form in list(tas.tensor_cores.items()):
         if op.result.type.shape in mixed:
             form = plain[op]
         layout = accumulator_layout(op, tas.num_warps, form)
-        tas.tensor_cores[op] = fitted_to(form, layout)
+        tas.tensor_cores[op] = fitted_to(form, layout)      # warps beyond the 16x8 blocks hold copies
         tas.mma_layouts[op.result.type.shape] = layout
 
 
