@@ -1,14 +1,16 @@
 """Helpers for the TMA ring tests (test_tma_ring.py, test_mma_tma_ring.py, the attention
 rings' test_attention_tma.py and test_attention_sync_ring.py): a kernel's PTX run on one CTA
 in the emulator, the ring's mbarrier waits planted away, an attention ring's loop and the
-protocol its refills keep, and the faults planted in an attention ring's emitter."""
+protocol its refills keep, the faults planted in an attention ring's emitter, and a LoRA
+layer run against numpy, the interpreter and the emulator (test_ring_extras.py,
+test_ring_second.py)."""
 from __future__ import annotations
 
 import re
 
 import numpy as np
 
-from tileiras import diffcheck
+from tileiras import diffcheck, interp
 from tileiras.emulate import launch
 from tileiras.text.parser import parse_module
 
@@ -102,3 +104,26 @@ def release_only_below(monkeypatch, threads: int) -> None:
         with em.b.if_then(em.b.icmp_unsigned("<", em.tid, ir.Constant(I32, threads))):
             real(em, empty)
     monkeypatch.setattr(emit_attention_tma, "release", release)
+
+
+def lora_agrees(module, arch: str, k: int, seed: int, atol: float) -> str:
+    """Run a LoRA layer (``kernels/workloads.lora_linear``, 64 x 64 tiles, rank 16) on 2 x 2
+    output tiles of bf16 inputs with K of ``k``: the interpreter must give x @ W + (x @ A)
+    @ B (the rank-16 product rounded to bf16) and our PTX in the emulator the
+    interpreter's result; the PTX."""
+    import ml_dtypes  # noqa: PLC0415  (only these tests need it)
+
+    fn = next(f for f in module.functions if f.is_entry)
+    rng = np.random.default_rng(seed)
+    x, w, la, lb = (rng.uniform(-1, 1, shape).astype(ml_dtypes.bfloat16)
+                    for shape in ((128, k), (k, 128), (k, 16), (16, 128)))
+    args = interp.cutile_args(x, w, la, lb, np.zeros((128, 128), ml_dtypes.bfloat16))
+    expected = diffcheck.run_interpreter(module, fn.name, (2, 2, 1), args)
+    f32 = [t.astype(np.float32) for t in (x, w, la, lb)]
+    low = (f32[0] @ f32[2]).astype(ml_dtypes.bfloat16).astype(np.float32)
+    assert np.allclose(np.asarray(expected.arrays[4], np.float32), f32[0] @ f32[1] + low @ f32[3],
+                       rtol=2e-2, atol=atol)
+    ptx, host = diffcheck.compile_with_host(module, arch)
+    got = diffcheck.run_ptx(ptx, fn.name, (2, 2, 1), args, host_object=host)
+    assert diffcheck.compare(expected, got) is None
+    return ptx

@@ -71,10 +71,20 @@ loop over tiles without prologue, refills or the drain's barrier; their CTA barr
 from the split on are named barrier 1 for the consumers alone
 (``KernelBuilder.barrier_threads``), since the producer warp does not reach them.
 
+A second multiply of A (``RingPlan.second``: a LoRA layer's x @ A beside x @ W) reads A
+from the same stage and its own B, boxed into the stage after the first's operands: the
+first of the two multiplies emitted waits for the stage, the other releases and refills
+it (``ring_mma``).  With ``wgmma`` each multiply commits its own group and waits with
+``wait_group 1``, so after the second's wait only its own group still reads the stage;
+with ``tcgen05`` the first's MMAs are not committed and the second's commit releases the
+stage for both; the drain completes (or reads back) both accumulators.
+
 Iterations past the end issue nothing: their stage's mbarriers are never waited on.
 Boxes outside the tensor land as zeros and count their full bytes on the mbarrier.
 """
 from __future__ import annotations
+
+from typing import Optional
 
 from llvmlite import ir
 
@@ -156,11 +166,11 @@ def ring_issue(em: KernelEmitter, plan: RingPlan, iv: ir.Value, stage: ir.Value)
     barrier = _stage_barrier(em, plan, stage)
     X.mbarrier_expect_tx(b, barrier, plan.tx_bytes)
     stage_base = _shared(em, b.mul(stage, ir.Constant(I32, plan.stage_bytes)))
-    for k, (ld, operand) in enumerate(zip(plan.loads, (plan.staging.a, plan.staging.b))):
+    for k, (ld, operand) in enumerate(zip(plan.all_loads, plan.operands)):
         tmap = device_maps.map_address(em, plan.maps[k], plan.specs[k])
         indices = [iv if v is block.args[0] else em.values[v].scalar for v in ld.index]
         *outer, row, col = tile_coords(b, indices, tuple(ld.results[0].type.shape))     # a batch's dims first
-        if (plan.b_columns if k else plan.a_columns):     # the view's dims are the tensor's swapped
+        if plan.columns(k):     # the view's dims are the tensor's swapped
             row, col = col, row
         rows, inner = plan.box[k]
         base = stage_base
@@ -251,8 +261,9 @@ def ring_prologue(em: KernelEmitter, plan: RingPlan) -> None:
     wait: the stages are fresh, or (persistent: uses c .. c+S-2 of the ring, c the K-tile
     counter) every earlier use was released before the previous drain's barrier."""
     _prefetch_maps(em, plan)
-    if plan.tcgen05:                # the accumulator's initial value, into tensor memory
-        emit_tcgen05.ring_start(em, plan.mma, em.values[plan.loop.initValues[plan.carried]], plan.outer is not None)
+    if plan.tcgen05:                # the accumulators' initial values, into tensor memory
+        initial = [(op, em.values[plan.loop.initValues[c]]) for op, c in plan.accumulators]
+        emit_tcgen05.ring_start(em, initial, plan.outer is not None)
     if plan.outer is not None:      # the producer fills the stages (``split_roles``)
         return
     b = em.b
@@ -334,25 +345,39 @@ def _split(em: KernelEmitter, plan: RingPlan, produce) -> None:
 def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
     """Iteration i of the ring: wait for stage i % S, multiply from it with ``wgmma``
     (``in_flight`` groups left running), release the stage whose group retired, refill
-    stage (i + S-1) % S with iteration i + S-1 once every thread has released it."""
+    stage (i + S-1) % S with iteration i + S-1 once every thread has released it.  With a
+    second multiply of A (``RingPlan.second``) the first of the two emitted waits for the
+    stage and the other, after both have multiplied, releases and refills: each one's
+    ``wait_group`` retires the groups before its own, so once the second has waited only
+    its own group may still read the stage."""
     from .emit_mma import warpgroup_multiply  # noqa: PLC0415  (emit_mma dispatches here)
 
     b = em.b
     lb, ub, step = loop_bounds(em, plan)
     iv = em.values[plan.loop.regions[0].blocks[0].args[0]].scalar
     i = iteration_number(em, plan)
-    j = b.add(_first_use(em, plan), i) if plan.persistent else i      # the ring's use
+    waited = em.ring_stages.pop(plan.loop, None)    # the stage the iteration's other multiply waited for
+    if waited is None:
+        j = b.add(_first_use(em, plan), i) if plan.persistent else i      # the ring's use
+        stage, parity = _use(b, plan, j)
+    else:
+        (j, stage), parity = waited, None
+    last = plan.second is None or waited is not None       # the iteration's last multiply
+    if not last:
+        em.ring_stages[plan.loop] = (j, stage)
     if plan.tcgen05:
-        _tcgen05_iteration(em, op, plan, iv, j, ub, step)
+        _tcgen05_iteration(em, op, plan, iv, j, (stage, parity), ub, step, last)
         return
-    stage, parity = _use(b, plan, j)
-    wait_phase(em, _stage_barrier(em, plan, stage), parity)
+    if parity is not None:
+        wait_phase(em, _stage_barrier(em, plan, stage), parity)
     form = em.tas.tensor_cores[op]
     if plan.sync:
         _sync_multiply(em, op, plan, stage)
     else:
-        warpgroup_multiply(em, op, form, plan.staging, None, em.tile(op, 2),
+        warpgroup_multiply(em, op, form, plan.staging_of(op), None, em.tile(op, 2),
                            b.mul(stage, ir.Constant(I32, plan.stage_bytes)), plan.in_flight)
+    if not last:
+        return
     if _completes_in_loop(plan):
         complete_last(em, op, plan)
     ahead = b.add(j, ir.Constant(I32, plan.stages - 1))
@@ -369,18 +394,22 @@ def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
 
 
 def _tcgen05_iteration(em: KernelEmitter, op: Operation, plan: RingPlan, iv: ir.Value, j: ir.Value,
-                       ub: ir.Value, step: ir.Value) -> None:
-    """Iteration ``j`` of a tcgen05 ring: only warp 0 takes part, as NVIDIA's MMA warp does.
-    It waits for the stage, its thread 0 issues the MMAs and commits the stage's release
-    to its "empty" mbarrier, and (unspecialized) the warp refills stage (j + S-1) % S.  The
-    other warps have nothing to do until the drain reads the accumulator: they neither
-    spin on the stage's mbarrier nor touch the accumulator's registers."""
+                       use: tuple[ir.Value, Optional[ir.Value]], ub: ir.Value, step: ir.Value, last: bool) -> None:
+    """A multiply of iteration ``j`` of a tcgen05 ring (``use``: its stage, and the parity to
+    wait for, None where the iteration's other multiply waited): only warp 0 takes part,
+    as NVIDIA's MMA warp does.  It waits for the stage, its thread 0 issues the MMAs and
+    (the iteration's ``last`` multiply) commits the stage's release to its "empty"
+    mbarrier, then (unspecialized) the warp refills stage (j + S-1) % S.  The other warps
+    have nothing to do until the drain reads the accumulator: they neither spin on the
+    stage's mbarrier nor touch the accumulator's registers."""
     b = em.b
-    stage, parity = _use(b, plan, j)
+    stage, parity = use
     with b.if_then(b.icmp_unsigned("<", em.tid, ir.Constant(I32, 32))):
-        wait_phase(em, _stage_barrier(em, plan, stage), parity)
-        emit_tcgen05.ring_step(em, op, plan, stage, _stage_barrier(em, plan, stage, empty=True))
-        if not plan.specialized:
+        if parity is not None:
+            wait_phase(em, _stage_barrier(em, plan, stage), parity)
+        empty = _stage_barrier(em, plan, stage, empty=True) if last else None
+        emit_tcgen05.ring_step(em, op, plan, stage, empty)
+        if last and not plan.specialized:
             ahead_iv = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
             with b.if_then(below(em, plan, ahead_iv, ub)):
                 _refill(em, plan, ahead_iv, b.add(j, ir.Constant(I32, plan.stages - 1)))
@@ -418,12 +447,16 @@ def ring_drain(em: KernelEmitter, plan: RingPlan) -> None:
     from .emit_mma import wgmma_wait  # noqa: PLC0415  (emit_mma dispatches here)
 
     b = em.b
+    em.ring_stages.pop(plan.loop, None)     # (the loop is emitted again only anew)
     if plan.tcgen05:
         emit_tcgen05.ring_result(em, plan)
     elif plan.in_flight and not _completes_in_loop(plan):
-        result = plan.loop.results[plan.carried]
-        acc = em.values[result]
-        em.put(result, TileVal(acc.layout, wgmma_wait(b, acc.regs)))
+        results = [plan.loop.results[c] for _, c in plan.accumulators]
+        accs = [em.values[result] for result in results]
+        done = wgmma_wait(b, [r for acc in accs for r in acc.regs])
+        for result, acc in zip(results, accs):
+            em.put(result, TileVal(acc.layout, done[:len(acc.regs)]))
+            done = done[len(acc.regs):]
     if plan.persistent:
         _persistent_drain(em, plan)
         return

@@ -173,7 +173,7 @@ def _descriptor(b: ir.IRBuilder, start: ir.Value, operand: OperandStaging) -> ir
 
 
 def _issue(em: KernelEmitter, op: Operation, form: TensorCoreMma, staging, stage: Optional[ir.Value],
-           barrier: ir.Value, **how) -> None:
+           barrier: Optional[ir.Value], **how) -> None:
     """Thread 0 issues ``op``'s MMAs and their commit (``_issue_mmas``, ``how`` its options)."""
     b = em.b
     with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
@@ -181,7 +181,7 @@ def _issue(em: KernelEmitter, op: Operation, form: TensorCoreMma, staging, stage
 
 
 def _issue_mmas(em: KernelEmitter, op: Operation, form: TensorCoreMma, staging, stage: Optional[ir.Value],
-                barrier: ir.Value, multicast: int = 0, a_fixed: bool = False, zero_start: bool = False,
+                barrier: Optional[ir.Value], multicast: int = 0, a_fixed: bool = False, zero_start: bool = False,
                 column: Optional[ir.Value] = None) -> None:
     """(Run by thread 0) every ``tcgen05.mma`` of ``op`` from its operands staged as
     ``staging`` (``stage`` bytes further: a ring's stage; B's only with ``a_fixed``), then
@@ -210,6 +210,8 @@ def _issue_mmas(em: KernelEmitter, op: Operation, form: TensorCoreMma, staging, 
             X.asm(b, ir.VoidType(), text, "r,l,l,r,r,~{memory}", [d, a_at, b_at, idesc, accumulate],
                   side_effect=True)
     commit = "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster"
+    if barrier is None:             # (another multiply's commit follows)
+        return
     if multicast:
         X.asm(b, ir.VoidType(), f"{commit}.multicast::cluster.b64 [$0], $1;", "r,h,~{memory}",
               [barrier, ir.Constant(ir.IntType(16), (1 << multicast) - 1)], side_effect=True)
@@ -253,36 +255,41 @@ def tcgen05_multiply(em: KernelEmitter, op: Operation, form: TensorCoreMma, lhs:
 
 
 # -- in a TMA ring -------------------------------------------------------------------------------
-def ring_start(em: KernelEmitter, op: Operation, acc: TileVal, plan_outer: bool = False) -> None:
-    """Before a ring's loop: the accumulator's initial value into tensor memory, ordered
-    before the MMAs by the ring prologue's barrier, or (``plan_outer``: a warp-specialized
-    persistent ring, whose consumers run no prologue) by a barrier of the consumers."""
-    _store_accumulator(em, op, acc)
+def ring_start(em: KernelEmitter, accumulators: list[tuple[Operation, TileVal]], plan_outer: bool = False
+               ) -> None:
+    """Before a ring's loop: each multiply's accumulator's initial value into tensor memory,
+    ordered before the MMAs by the ring prologue's barrier, or (``plan_outer``: a
+    warp-specialized persistent ring, whose consumers run no prologue) by a barrier of the
+    consumers."""
+    for op, acc in accumulators:
+        _store_accumulator(em, op, acc)
     if plan_outer:          # no barrier of the prologue follows: one among the consumers
         _thread_sync(em.b)
     else:
         _fence(em.b, "before")
 
 
-def ring_step(em: KernelEmitter, op: Operation, plan, stage: ir.Value, empty: ir.Value) -> None:
-    """One iteration (warp 0, ``emit_ring``): thread 0 multiplies from ``stage`` and commits
-    to its "empty" mbarrier (every CTA's where a box is multicast), which releases the
-    stage once the MMAs are done with it."""
+def ring_step(em: KernelEmitter, op: Operation, plan, stage: ir.Value, empty: Optional[ir.Value]) -> None:
+    """One multiply of an iteration (warp 0, ``emit_ring``): thread 0 multiplies from
+    ``stage`` and commits to its "empty" mbarrier (every CTA's where a box is multicast),
+    which releases the stage once the MMAs are done with it; no commit where ``empty`` is
+    None (the iteration's other multiply, issued after these, commits for both)."""
     b = em.b
     offset = b.mul(stage, ir.Constant(I32, plan.stage_bytes))
-    _issue(em, op, em.tas.tensor_cores[op], plan.staging, offset, empty, multicast=plan.multicast)
+    _issue(em, op, em.tas.tensor_cores[op], plan.staging_of(op), offset, empty, multicast=plan.multicast)
 
 
 def ring_result(em: KernelEmitter, plan) -> None:
     """After a ring's loop: thread 0 commits (the last MMAs) to the kernel's mbarrier,
-    every thread waits and reads the accumulator, the loop's result."""
+    every thread waits and reads the accumulators, the loop's results."""
     b = em.b
     with b.if_then(b.icmp_unsigned("==", em.tid, ir.Constant(I32, 0))):
         X.asm(b, ir.VoidType(), "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [$0];",
               "r,~{memory}", [_slot(em)], side_effect=True)
     _wait_multiplies(em)
-    result = plan.loop.results[plan.carried]
-    em.put(result, _load_accumulator(em, plan.mma, em.values[result]))
+    for op, c in plan.accumulators:
+        result = plan.loop.results[c]
+        em.put(result, _load_accumulator(em, op, em.values[result]))
 
 
 # -- flash attention's TMA ring ----------------------------------------------------------------

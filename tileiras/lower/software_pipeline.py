@@ -243,8 +243,9 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
     form = next((tas.tensor_cores.get(op) for op in loop_body(loop) if op in tas.tensor_cores), None)
     from .attention_pipeline import is_attention_loop, plan_attention  # noqa: PLC0415  (it builds on KLoopPlan)
 
+    attention = is_attention_loop(tas, loop) and second_multiply(loop_body(loop)) is None
     if form is not None and form.tcgen05:      # the accumulator stays in tensor memory: a TMA ring
-        if is_attention_loop(tas, loop):        # flash attention's: S and O each in tensor memory
+        if attention:                           # flash attention's: S and O each in tensor memory
             from .attention_tma import plan_attention_ring  # noqa: PLC0415
 
             return plan_attention_ring(tas, loop, arch)
@@ -252,7 +253,7 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
 
         return plan_ring(tas, loop, arch)
     if form is not None and form.warpgroup:
-        if is_attention_loop(tas, loop):        # flash attention's K/V loop: a TMA ring (``attention_tma``)
+        if attention:                           # flash attention's K/V loop: a TMA ring (``attention_tma``)
             from .attention_tma import plan_attention_ring  # noqa: PLC0415
 
             return plan_attention_ring(tas, loop, arch)
@@ -264,7 +265,7 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
         copied = _wgmma_copy_ring(tas, loop, arch)
         return copied if not isinstance(copied, str) else f"{ring}; by cp.async: {copied}"
 
-    if is_attention_loop(tas, loop) and second_multiply(loop_body(loop)) is None:
+    if attention:
         if arch >= TMA_MIN_ARCH and knobs.mma_tma_ring:     # NVIDIA's: K and V by TMA
             from .attention_tma import plan_attention_sync_ring  # noqa: PLC0415
 
@@ -352,7 +353,7 @@ def _second_b(tas, loop: CF.ForOp, mma: Operation, second: Optional[Operation], 
     form, first = tas.tensor_cores.get(second), tas.tensor_cores[mma]
     if form is None or form.warpgroup or form.tcgen05 or form.bits != first.bits or not plain:
         return "the second multiply of A does not run as the first's mma.sync of row-major operands"
-    reason = _load_reason(tas, ld, loop, loop.regions[0].blocks[0].args[0], second, tma_ok=True)
+    reason = second_b_reason(tas, loop, second)
     if reason:
         return reason
     esize = element_bytes(ld.results[0].type)
@@ -366,6 +367,13 @@ def _second_b(tas, loop: CF.ForOp, mma: Operation, second: Optional[Operation], 
         return "a thread's piece of the second B's rows is narrower than 4 bytes or not aligned"
     at = -(-stage_bytes // SECOND_ALIGN) * SECOND_ALIGN
     return SecondB(second, ld, pitch, at, copy, copy_layout(ld, tas.num_warps, copy // esize), swizzle)
+
+
+def second_b_reason(tas, loop: CF.ForOp, second: Operation, columns_ok: bool = False) -> Optional[str]:
+    """Why the B of ``second``, a second multiply of a ring's A, cannot be copied
+    iterations early as the ring's operands are (``_load_reason``), or None."""
+    return _load_reason(tas, second.rhs.owner, loop, loop.regions[0].blocks[0].args[0], second, tma_ok=True,
+                        columns_ok=columns_ok)
 
 
 def _addresses(tas, loop: CF.ForOp, a: Operation, layout: LinearLayout) -> Union[str, AddressSlice, None]:

@@ -8,7 +8,8 @@ bits per SM), which the warps read back with ``tcgen05.ld``.  Two shapes of use:
   unchanged (a GEMM's main loop) becomes a TMA ring (``tma_ring.plan_ring``): the
   accumulator stays in tensor memory for the whole loop, each stage is released by the
   MMAs' own commit, and the warps read the result once, after the loop
-  (``codegen.emit_tcgen05``);
+  (``codegen.emit_tcgen05``); a second multiply of the same A (a LoRA layer's x @ A beside
+  x @ W) rides in the same ring with its own accumulator;
 * flash attention's K/V loop (``attention_tma.tcgen05_attention_reason``: two multiplies,
   Q @ K^T and P @ V, K and V copied by TMA) becomes the attention TMA ring
   (``attention_tma.plan_attention_ring``): both multiplies read their B where the boxes
@@ -36,8 +37,8 @@ from ..ir.core import Operation
 from ..tile import ops_control as CF
 from .cta_size import TCGEN05_ARCHS
 from ..target import smem_limit
-from .mma_forms import TMEM_COLUMNS, tcgen05_columns, tcgen05_ring_staging
-from .k_loop_body import columns_contiguous
+from .mma_forms import TMEM_COLUMNS, tcgen05_columns, tcgen05_form, tcgen05_ring_staging, tensor_core_mma
+from .k_loop_body import columns_contiguous, loop_body, second_multiply
 from .software_pipeline import k_loop, wgmma_in_flight
 from .tma import tma_spec
 from .tma_ring import MAX_BOX, matrix_box
@@ -66,7 +67,7 @@ def tcgen05_reason(tas, op: Operation, arch: int) -> Optional[str]:
         return None
     if attention is not NOT_ATTENTION:
         return attention
-    return _k_loop_reason(tas, parent, op, arch)
+    return _k_loop_reason(tas, parent, arch)
 
 
 #: ``attention_tma.tcgen05_attention_reason``'s answer for a loop that is not flash
@@ -74,31 +75,47 @@ def tcgen05_reason(tas, op: Operation, arch: int) -> Optional[str]:
 NOT_ATTENTION = "not a flash-attention loop"
 
 
-def _k_loop_reason(tas, loop: CF.ForOp, mma: Operation, arch: int) -> Optional[str]:
+def _k_loop_reason(tas, loop: CF.ForOp, arch: int) -> Optional[str]:
     """Why ``loop`` is not a K loop a tcgen05 ring takes: two loads that TMA can copy, B
-    perhaps transposed, multiplied into an accumulator carried straight through."""
-    shape = k_loop(tas, loop, laid_out=False, reshapes_ok=True)
+    perhaps transposed, multiplied into an accumulator carried straight through; perhaps a
+    second multiply of A by a third such load (``k_loop_body.second_multiply``: a LoRA
+    layer's), into its own accumulator carried so too (both or neither run on tcgen05)."""
+    shape = k_loop(tas, loop, laid_out=False, reshapes_ok=True, second_ok=True)
     if isinstance(shape, str):
         return shape
-    _, a, b, permute = shape
-    if not all(matrix_box(ld) for ld in (a, b)):
+    first, a, b, permute = shape
+    pair = second_multiply(loop_body(loop))
+    b_columns = permute is None and columns_contiguous(b)
+    parts = [(first, b, b_columns, permute is not None or b_columns)]       # (multiply, B, swapped, K-major)
+    if pair is not None:
+        swapped = columns_contiguous(pair[1].rhs.owner)
+        parts.append((pair[1], pair[1].rhs.owner, swapped, swapped))
+    if not all(matrix_box(ld) for ld in (a, *(ld for _, ld, _, _ in parts))):
         return "a loaded tile cannot be copied by TMA (alignment, padding or rank)"
-    serial = wgmma_in_flight(tas, loop, mma)[1]      # the accumulator carried straight through
-    if serial:
-        return serial
     gpu = f"sm_{arch}"
-    a_columns, b_columns = columns_contiguous(a), permute is None and columns_contiguous(b)
+    a_columns = columns_contiguous(a)
     device = bool(knobs.device_tensor_maps)     # views the kernel makes: maps it builds
-    if (tma_spec(tas.aa, a, gpu, columns_ok=a_columns, device=device) is None
-            or tma_spec(tas.aa, b, gpu, columns_ok=b_columns, device=device) is None):
+    if tma_spec(tas.aa, a, gpu, columns_ok=a_columns, device=device) is None:
         return "a loaded tile cannot be copied by TMA"
-    staging = tcgen05_ring_staging(mma, permute is not None or b_columns, a_k_major=not a_columns)
-    if staging is None:
-        return "no swizzled form TMA lands the operands in is one tcgen05 reads (8-bit and tf32 ones K-major only)"
-    if any(ld.results[0].type.shape[-1 if columns else -2] > MAX_BOX
-           for ld, columns in ((a, a_columns), (b, b_columns))):
+    if a.results[0].type.shape[-1 if a_columns else -2] > MAX_BOX:
         return "a loaded tile has more than 256 rows (one TMA box)"
-    if 2 * staging.nbytes > smem_limit(gpu):
+    nbytes = 0
+    for op, ld, swapped, k_major in parts:
+        serial = wgmma_in_flight(tas, loop, op)[1]      # the accumulator carried straight through
+        if serial:
+            return serial
+        if tcgen05_form(op, tensor_core_mma(op, arch, tas.num_warps, tas.extra_warps), tas.num_warps) is None:
+            return "a multiply of the loop has no tcgen05 form"
+        if tma_spec(tas.aa, ld, gpu, columns_ok=swapped, device=device) is None:
+            return "a loaded tile cannot be copied by TMA"
+        staging = tcgen05_ring_staging(op, k_major, a_k_major=not a_columns)
+        if staging is None:
+            return ("no swizzled form TMA lands the operands in is one tcgen05 reads (8-bit and tf32 ones "
+                    "K-major only)")
+        if ld.results[0].type.shape[-1 if swapped else -2] > MAX_BOX:
+            return "a loaded tile has more than 256 rows (one TMA box)"
+        nbytes += staging.nbytes if op is first else staging.b.nbytes
+    if 2 * nbytes > smem_limit(gpu):
         return "two stages of the ring would not fit in shared memory"
     return None
 

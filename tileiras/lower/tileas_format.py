@@ -45,7 +45,7 @@ from .software_pipeline import PipelinePlan, RingScales, SecondB
 from .stream_pipeline import StreamPlan, StreamTile, UnrolledLoop
 from .tma_stream import TmaStream
 from .tma import MapField, TensorMapSpec, TmaPlan
-from .tma_ring import RingPlan
+from .tma_ring import RingPlan, RingSecond
 from .vectorize import Run
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ RECORDS: dict[str, type] = {
     "attention_box": RingBox, "stmatrix": StmatrixForm, "forward": Forward, "stream": StreamPlan,
     "stream_tile": StreamTile, "tma_stream": TmaStream, "mma_ring_staging": MmaRingStaging, "landed": LandedOperand,
     "attention_sync": SyncConsumers, "ring_scales": RingScales, "second_b": SecondB, "unrolled": UnrolledLoop,
-    "address_slice": AddressSlice,
+    "address_slice": AddressSlice, "ring_second": RingSecond,
 }
 KINDS = {cls: kind for kind, cls in RECORDS.items()}
 ENUMS: dict[str, type[Enum]] = {"Swizzle": Swizzle}

@@ -19,6 +19,8 @@ most what the shared memory holds beside the kernel's other TMA buffers (which
 A ring whose loop runs inside another loop (a persistent GEMM's K loop inside its loop over
 output tiles) is persistent: its mbarriers go after TMA's buffers, outside the scratch
 region, initialized once and their phases carried across the loop's entries (``RingPlan``).
+A loop that multiplies its A tile by a second B as well (a LoRA layer's x @ W and x @ A) has
+that B boxed into every stage too, where both multiplies read it (``RingSecond``).
 ``codegen.emit_ring`` emits the plan.
 """
 from __future__ import annotations
@@ -37,9 +39,11 @@ from ..sched.modulo import SchedulingError
 from ..sched.pipeline import tma_ring_schedule
 from ..target import smem_limit, stages_hint
 from ..tile import ops_control as CF
-from .k_loop_body import columns_contiguous
-from .mma_forms import WGMMA_MAX_N, MmaRingStaging, WgmmaStaging, k_steps, mma_ring_staging, tcgen05_ring_staging, tma_ring_staging
-from .software_pipeline import Decision, KLoopPlan, k_loop, known_trips, loads_reason, wgmma_in_flight
+from .k_loop_body import columns_contiguous, loop_body, second_multiply
+from .mma_forms import (WGMMA_MAX_N, MmaRingStaging, OperandStaging, WgmmaStaging, k_steps, mma_ring_staging,
+                        tcgen05_ring_staging, tma_ring_staging)
+from .software_pipeline import (Decision, KLoopPlan, k_loop, known_trips, loads_reason, second_b_reason,
+                                wgmma_in_flight)
 from .tiles import is_tile
 from .tma import (MAX_BOX, TensorMapSpec, enclosing_loop, map_home, other_tma_bytes, plan_again,
                   tma_spec)
@@ -96,12 +100,16 @@ class RingPlan(KLoopPlan):
     that loop's body the K loop's bounds and the boxes' coordinates come from, in body
     order), so that it fills the next tile's stages while the consumers finish a tile's
     multiply and epilogue; the consumers' barriers from the split on count only them (a
-    named barrier: the producer warps are still running)."""
+    named barrier: the producer warps are still running).
+
+    ``second``: the loop multiplies A by a second B too (``RingSecond``), which each stage
+    holds after the first's operands as operand 2 (``box[2]``, ``boxes[2]``, ``specs[2]``,
+    ``maps[2]``; ``all_loads``, ``operands``)."""
     staging: Union[WgmmaStaging, MmaRingStaging]
     stage_bytes: int
-    box: tuple[tuple[int, int], tuple[int, int]]
-    boxes: tuple[int, int]
-    specs: tuple[TensorMapSpec, TensorMapSpec]
+    box: tuple[tuple[int, int], ...]
+    boxes: tuple[int, ...]
+    specs: tuple[TensorMapSpec, ...]
     source: str
     b_transposed: bool = False
     consumers: int = 128
@@ -114,7 +122,7 @@ class RingPlan(KLoopPlan):
     #: the most stages shared memory (beside the kernel's other TMA buffers) and a known
     #: trip count allow
     fit: int = 2
-    maps: tuple[int, int] = (-1, -1)
+    maps: tuple[int, ...] = (-1, -1)
     barrier_at: int = -1
     #: B's tile lies column by column in memory (a view with its dims swapped,
     #: ``k_loop_body.columns_contiguous``): its boxes are N x K, landed K-major
@@ -136,6 +144,8 @@ class RingPlan(KLoopPlan):
     #: MMAs' commit releases each stage ("empty" counts one arrival a CTA), and the
     #: accumulator, loop result ``carried``, stays in tensor memory until the drain
     tcgen05: bool = False
+    #: a second multiply of A whose B the stages hold too (a LoRA layer's x @ A)
+    second: Optional["RingSecond"] = None
 
     @property
     def persistent(self) -> bool:
@@ -188,7 +198,32 @@ class RingPlan(KLoopPlan):
     def tx_bytes(self) -> int:
         """Bytes the boxes of one stage complete on its mbarrier (out-of-bounds parts
         arrive as zeros and count too)."""
-        return self.staging.a.nbytes + self.staging.b.nbytes
+        return sum(operand.nbytes for operand in self.operands)
+
+    @property
+    def all_loads(self) -> tuple[Operation, ...]:
+        """The loads the boxes copy: A's, B's and the second multiply's B's."""
+        return (*self.loads, self.second.load) if self.second else self.loads
+
+    @property
+    def operands(self) -> tuple:
+        """Where each of ``all_loads`` lands in a stage (its staging)."""
+        first = (self.staging.a, self.staging.b)
+        return (*first, self.second.staging.b) if self.second else first
+
+    def columns(self, k: int) -> bool:
+        """Does operand ``k``'s tile lie column by column in memory (its boxes swapped)?"""
+        return (self.a_columns, self.b_columns, self.second.columns if self.second else False)[k]
+
+    def staging_of(self, mma: Operation):
+        """The staging the multiply ``mma`` (the ring's or its second) reads."""
+        return self.second.staging if self.second and mma is self.second.mma else self.staging
+
+    @property
+    def accumulators(self) -> tuple[tuple[Operation, int], ...]:
+        """(multiply, the loop result its accumulator is) of the ring's one or two multiplies."""
+        first = ((self.mma, self.carried),)
+        return (*first, (self.second.mma, self.second.carried)) if self.second else first
 
     @property
     def specialized(self) -> bool:
@@ -199,7 +234,7 @@ class RingPlan(KLoopPlan):
         """A warp-specialized persistent ring's loop over tiles, where the CTA splits."""
         return enclosing_loop(self.loop) if self.specialized and self.persistent else None
 
-    def placed(self, maps: tuple[int, int], producer_warp: int, consumers: int, reason: str,
+    def placed(self, maps: tuple[int, ...], producer_warp: int, consumers: int, reason: str,
                registers: tuple[int, int], stages: int, source: str, barrier_at: int = -1,
                producer_ops: tuple[Operation, ...] = ()) -> "RingPlan":
         """This plan reading its tiles through hidden tensor maps ``maps``, its producer
@@ -211,13 +246,30 @@ class RingPlan(KLoopPlan):
                         self.boxes, self.specs, source, self.b_transposed, consumers, self.carried,
                         self.in_flight, self.serial_reason, producer_warp, reason, registers, self.fit, maps,
                         barrier_at, self.b_columns, self.a_columns, producer_ops, self.maps_at,
-                        self.shared_operand, self.multicast, self.tcgen05)
+                        self.shared_operand, self.multicast, self.tcgen05, self.second)
 
     @property
     def empty_arrivals(self) -> int:
         """Arrivals that release a stage: every consumer thread of every CTA it is
         multicast to, or with ``tcgen05`` each CTA's commit."""
         return (1 if self.tcgen05 else self.consumers) * max(self.multicast, 1)
+
+
+@record(frozen=True)
+class RingSecond:
+    """A second multiply of a TMA ring's A (``k_loop_body.second_multiply``: a LoRA layer's
+    x @ A beside x @ W), whose B's ``load`` the boxes copy into every stage too:
+    ``staging`` is where it reads its operands (the first's A; its own B after the first's
+    operands, from a multiple of ``RING_ALIGN``), ``carried`` the loop result its
+    accumulator is, ``columns`` its B's tile lies column by column (boxes N x K).  Its
+    ``wgmma`` groups follow the first's in each iteration (the first's ``wait_group``
+    retires the previous iteration's, the second's the first's); ``tcgen05``: thread 0
+    issues both multiplies' MMAs and one commit releases the stage."""
+    mma: Operation
+    load: Operation
+    staging: WgmmaStaging
+    carried: int
+    columns: bool = False
 
 
 #: bytes of one stage's mbarriers ("full" and "empty")
@@ -264,20 +316,24 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     operand's landed layout one ``wgmma`` reads (``tma_ring_staging``) or ``mma.sync``
     reads (``mma_ring_staging``: 16-bit, or 8-bit with A row-major), each box at most 256
     rows."""
-    shape = k_loop(tas, loop, reshapes_ok=True, extras_ok=True)
+    shape = k_loop(tas, loop, reshapes_ok=True, extras_ok=True, second_ok=True)
     if isinstance(shape, str):
         return shape
     mma, a, b, permute = shape
-    reason = loads_reason(tas, loop, mma, a, b, permute, tma_ok=True, b_columns_ok=True, a_columns_ok=True)
+    pair = second_multiply(loop_body(loop))
+    second = pair[1] if pair else None
+    reason = loads_reason(tas, loop, mma, a, b, permute, tma_ok=True, b_columns_ok=True, a_columns_ok=True,
+                          also=(second,) if second else ())
     if reason:
         return reason
     gpu = f"sm_{arch}"
     columns = permute is None and columns_contiguous(b)
     a_columns = columns_contiguous(a)
+    loads = (a, b) if second is None else (a, b, second.rhs.owner)
+    swapped = (a_columns, columns, second is not None and columns_contiguous(loads[-1]))
     device = bool(knobs.device_tensor_maps)
-    found = [tma_spec(tas.aa, a, gpu, columns_ok=a_columns, device=device),
-             tma_spec(tas.aa, b, gpu, columns_ok=columns, device=device)]
-    if None in found or not all(matrix_box(ld) for ld in (a, b)):
+    found = [tma_spec(tas.aa, ld, gpu, columns_ok=swap, device=device) for ld, swap in zip(loads, swapped)]
+    if None in found or not all(matrix_box(ld) for ld in loads):
         return "a loaded tile cannot be copied by TMA (alignment, padding or rank)"
     home = map_home(loop, [spec for spec, _, _ in found])
     if isinstance(home, str):
@@ -297,11 +353,14 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     if staging is None:
         return ("no swizzled layout TMA lands both operands in is one wgmma's descriptors step through (rows "
                 "narrower than 32 bytes, warpgroups interleaved along N, or an 8-bit B that is not transposed)")
+    extra = _second(tas, loop, mma, second, staging, swapped[2]) if second is not None else None
+    if isinstance(extra, str):
+        return extra
+    operands = (staging.a, staging.b, *((extra.staging.b,) if extra else ()))
     boxes, box_shapes, specs = [], [], []
-    for ld, operand, (spec, _, _) in zip((a, b), (staging.a, staging.b), found):
-        swapped = a_columns if ld is a else columns
+    for ld, operand, (spec, _, _), swap in zip(loads, operands, found, swapped):
         shape = ld.results[0].type.shape
-        rows, cols = shape[::-1] if swapped else shape[-2:]
+        rows, cols = shape[::-1] if swap else shape[-2:]
         inner = operand.swizzle.width // operand.elem_bytes
         if rows > MAX_BOX:
             return "a loaded tile has more than 256 rows (one TMA box)"
@@ -314,10 +373,10 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
         spec = specs[shared]
         specs[shared] = TensorMapSpec(spec.element_type, spec.element_bytes, spec.base, spec.dims, spec.strides,
                                       (spec.box[0], spec.box[1] // multicast, *spec.box[2:]), spec.swizzle)
-    stage_bytes = -(-staging.nbytes // RING_ALIGN) * RING_ALIGN
+    stage_bytes = -(-(extra.staging if extra else staging).nbytes // RING_ALIGN) * RING_ALIGN
     wanted, source = _ring_stages(tas, loop, arch, mma, staging, sum(boxes))
     built = sum(spec.on_device for spec in specs)
-    budget = smem_limit(gpu) - other_tma_bytes(tas, (a, b)) - (MAP_ALIGN + MAP_BYTES * built if built else 0)
+    budget = smem_limit(gpu) - other_tma_bytes(tas, loads) - (MAP_ALIGN + MAP_BYTES * built if built else 0)
     fit = budget // (stage_bytes + RING_BARRIER_BYTES)
     if fit < 2:
         return f"two stages of {stage_bytes} bytes do not fit in shared memory"
@@ -325,12 +384,42 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
         fit = max(2, min(fit, trip_count(loop, tas.aa)))
     stages = max(2, min(wanted, fit))
     carried, serial = (-1, SYNC_SERIAL) if sync else wgmma_in_flight(tas, loop, mma)
+    if extra is not None and not serial:
+        serial = wgmma_in_flight(tas, loop, second)[1]
     if tcgen05 and serial:
         return f"the accumulator cannot stay in tensor memory: {serial}"
     return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
                     source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial,
                     fit=fit, b_columns=columns, a_columns=a_columns, maps_at=home, shared_operand=shared,
-                    multicast=multicast, tcgen05=tcgen05)
+                    multicast=multicast, tcgen05=tcgen05, second=extra)
+
+
+def _second(tas, loop: CF.ForOp, mma: Operation, second: Operation, staging: WgmmaStaging, columns: bool
+            ) -> Union[str, RingSecond]:
+    """The ``RingSecond`` of ``second``, a second multiply of the ring's A, its B landed
+    after ``staging``'s operands; or why its B cannot be in the stages: the multiply must
+    run as the first does (``wgmma`` or ``tcgen05``), read A from the stage just as the first
+    does, and its B copy as the first's."""
+    form, first = tas.tensor_cores.get(second), tas.tensor_cores[mma]
+    if form is None or form.warpgroup != first.warpgroup or form.tcgen05 != first.tcgen05 or not (
+            first.warpgroup or first.tcgen05):
+        return "a second multiply of A is pipelined through TMA only where both run as wgmma or as tcgen05"
+    reason = second_b_reason(tas, loop, second, columns)
+    if reason:
+        return reason
+    if first.tcgen05:
+        own = tcgen05_ring_staging(second, columns, a_k_major=staging.a.k_major)
+    else:
+        own = tma_ring_staging(second, tas.operand_layout(second, 2), columns, a_k_major=staging.a.k_major)
+    if own is None or own.a != staging.a:
+        return "the second multiply of A cannot read A where the first's boxes land it"
+    carried, serial = wgmma_in_flight(tas, loop, second)
+    if first.tcgen05 and serial:
+        return f"the second accumulator cannot stay in tensor memory: {serial}"
+    b, base = own.b, -(-staging.nbytes // RING_ALIGN) * RING_ALIGN        # its B moved after the first's
+    b = OperandStaging(b.layout, b.swizzle, b.k_major, b.mn_dim, base, b.elem_bytes, b.origin_unit, b.padding)
+    return RingSecond(second, second.rhs.owner, WgmmaStaging(staging.a, b, own.columns, own.spacing),
+                      max(carried, 0), columns)
 
 
 def matrix_box(ld: Operation) -> bool:
@@ -400,7 +489,7 @@ def place_rings(tas, arch: int, rings: list[RingPlan], persistent: bool = True) 
     subset of its candidates in the same order); the mbarriers of persistent rings
     (``_persistent_loops``) after those, unless they would not fit (``persistent``
     False: every ring's mbarriers follow its stages)."""
-    taken = {ld for ring in rings for ld in ring.loads}
+    taken = {ld for ring in rings for ld in ring.all_loads}
     nested = _persistent_loops(tas, rings) if persistent else set()
     reason, slice_ = _specialize_reason(tas, rings, nested)
     planned, scratch = rings, dict(tas.scratch)
@@ -411,6 +500,8 @@ def place_rings(tas, arch: int, rings: list[RingPlan], persistent: bool = True) 
         tas.scratch[ring.mma] = max(tas.scratch.get(ring.mma, 0), need)
         if not ring.sync:
             tas.wgmma_staging[ring.mma] = ring.staging
+            if ring.second:
+                tas.wgmma_staging[ring.second.mma] = ring.second.staging
     plan_again(tas, arch, taken)
     maps = list(tas.tensor_maps)
     barrier_at: dict[CF.ForOp, int] = {}
@@ -515,7 +606,7 @@ def _producer_slice(tas, ring: RingPlan, top) -> tuple[str, tuple[Operation, ...
     users = [op for op in outer.walk() if op is not outer and tas.scratch.get(op, 0) and op is not ring.mma]
     if users:
         return f"'{users[0].name}' in the loop over tiles uses the scratch region the ring's stages lie in", ()
-    wanted = [*ring.loop.operands[:3], *(v for ld in ring.loads for v in (ld.view, *ld.index))]
+    wanted = [*ring.loop.operands[:3], *(v for ld in ring.all_loads for v in (ld.view, *ld.index))]
     inner_iv = ring.loop.regions[0].blocks[0].args[0]
     found: set[Operation] = set()
     while wanted:
