@@ -161,7 +161,8 @@ def test_missing_tensor_memory_fence_wait_is_caught(cache, monkeypatch):
 
 
 @pytest.mark.parametrize("case, tcgen05", [
-    ({"m": 64, "n": 256, "k": 64, "ab": "f8E5M2"}, False),     # 8-bit B K x N: no MN-major form
+    ({"m": 64, "n": 128, "k": 64, "ab": "i8", "acc": "i32"}, False),     # no integer tcgen05 form here
+    ({"m": 64, "n": 256, "k": 64, "ab": "f8E5M2"}, True),      # 8-bit B K x N: MN-major, as NVIDIA's fp8 GEMMs
     ({"m": 64, "n": 128, "k": 128}, True),
     ({"m": 128, "n": 64, "k": 64, "nt": True}, True),          # B N x K, permuted in the loop
 ])

@@ -261,7 +261,7 @@ def ring_prologue(em: KernelEmitter, plan: RingPlan) -> None:
     wait: the stages are fresh, or (persistent: uses c .. c+S-2 of the ring, c the K-tile
     counter) every earlier use was released before the previous drain's barrier."""
     _prefetch_maps(em, plan)
-    if plan.tcgen05:                # the accumulators' initial values, into tensor memory
+    if plan.tcgen05 and not plan.readback:      # the accumulators' initial values, into tensor memory
         initial = [(op, em.values[plan.loop.initValues[c]]) for op, c in plan.accumulators]
         emit_tcgen05.ring_start(em, initial, plan.outer is not None)
     if plan.outer is not None:      # the producer fills the stages (``split_roles``)
@@ -404,6 +404,8 @@ def _tcgen05_iteration(em: KernelEmitter, op: Operation, plan: RingPlan, iv: ir.
     stage's mbarrier nor touch the accumulator's registers."""
     b = em.b
     stage, parity = use
+    if plan.readback:               # the previous product read by every warp before the MMAs overwrite it
+        emit_tcgen05.product_free(em, plan.consumers if plan.specialized else 0)
     with b.if_then(b.icmp_unsigned("<", em.tid, ir.Constant(I32, 32))):
         if parity is not None:
             wait_phase(em, _stage_barrier(em, plan, stage), parity)
@@ -413,7 +415,10 @@ def _tcgen05_iteration(em: KernelEmitter, op: Operation, plan: RingPlan, iv: ir.
             ahead_iv = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
             with b.if_then(below(em, plan, ahead_iv, ub)):
                 _refill(em, plan, ahead_iv, b.add(j, ir.Constant(I32, plan.stages - 1)))
-    em.put(op.result, em.tile(op, 2))
+    if plan.readback:
+        emit_tcgen05.read_product(em, op)
+    else:
+        em.put(op.result, em.tile(op, 2))
 
 
 def _sync_multiply(em: KernelEmitter, op: Operation, plan: RingPlan, stage: ir.Value) -> None:
@@ -449,7 +454,8 @@ def ring_drain(em: KernelEmitter, plan: RingPlan) -> None:
     b = em.b
     em.ring_stages.pop(plan.loop, None)     # (the loop is emitted again only anew)
     if plan.tcgen05:
-        emit_tcgen05.ring_result(em, plan)
+        if not plan.readback:       # (a read-back product was the body's each trip)
+            emit_tcgen05.ring_result(em, plan)
     elif plan.in_flight and not _completes_in_loop(plan):
         results = [plan.loop.results[c] for _, c in plan.accumulators]
         accs = [em.values[result] for result in results]

@@ -182,12 +182,13 @@ def _issue(em: KernelEmitter, op: Operation, form: TensorCoreMma, staging, stage
 
 def _issue_mmas(em: KernelEmitter, op: Operation, form: TensorCoreMma, staging, stage: Optional[ir.Value],
                 barrier: Optional[ir.Value], multicast: int = 0, a_fixed: bool = False, zero_start: bool = False,
-                column: Optional[ir.Value] = None) -> None:
+                column: Optional[ir.Value] = None, also: Optional[ir.Value] = None) -> None:
     """(Run by thread 0) every ``tcgen05.mma`` of ``op`` from its operands staged as
     ``staging`` (``stage`` bytes further: a ring's stage; B's only with ``a_fixed``), then
     the commit to ``barrier`` (with ``multicast`` to that mbarrier in each of the cluster's
     first ``multicast`` CTAs).  ``zero_start``: the first K step does not read the
-    accumulator (D = A @ B); ``column``: D that many columns further (a second buffer)."""
+    accumulator (D = A @ B); ``column``: D that many columns further (a second buffer);
+    ``also``: a second mbarrier the MMAs commit to (in this CTA alone)."""
     b = em.b
     (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
     rows = tcgen05_rows(op)
@@ -217,6 +218,8 @@ def _issue_mmas(em: KernelEmitter, op: Operation, form: TensorCoreMma, staging, 
               [barrier, ir.Constant(ir.IntType(16), (1 << multicast) - 1)], side_effect=True)
     else:
         X.asm(b, ir.VoidType(), f"{commit}.b64 [$0];", "r,~{memory}", [barrier], side_effect=True)
+    if also is not None:
+        X.asm(b, ir.VoidType(), f"{commit}.b64 [$0];", "r,~{memory}", [also], side_effect=True)
 
 
 def _wait_multiplies(em: KernelEmitter) -> None:
@@ -273,10 +276,33 @@ def ring_step(em: KernelEmitter, op: Operation, plan, stage: ir.Value, empty: Op
     """One multiply of an iteration (warp 0, ``emit_ring``): thread 0 multiplies from
     ``stage`` and commits to its "empty" mbarrier (every CTA's where a box is multicast),
     which releases the stage once the MMAs are done with it; no commit where ``empty`` is
-    None (the iteration's other multiply, issued after these, commits for both)."""
+    None (the iteration's other multiply, issued after these, commits for both).  A
+    ``readback`` ring's MMAs start from zeros and commit to the kernel's mbarrier too,
+    whose phase tells every warp that the product is there (``read_product``)."""
     b = em.b
     offset = b.mul(stage, ir.Constant(I32, plan.stage_bytes))
-    _issue(em, op, em.tas.tensor_cores[op], plan.staging_of(op), offset, empty, multicast=plan.multicast)
+    _issue(em, op, em.tas.tensor_cores[op], plan.staging_of(op), offset, empty, multicast=plan.multicast,
+           zero_start=plan.readback, also=_slot(em) if plan.readback else None)
+
+
+def product_free(em: KernelEmitter, threads: int) -> None:
+    """(A ``readback`` ring, before an iteration's MMAs) every warp has read the previous
+    iteration's product out of the columns the MMAs overwrite: a barrier of the ``threads``
+    consumers (named barrier 1; 0: the whole CTA) between the tensor-core fences."""
+    b = em.b
+    _fence(b, "before")
+    if threads:
+        X.asm(b, ir.VoidType(), f"bar.sync 1, {threads};", "~{memory}", [], side_effect=True)
+    else:
+        X.barrier(b)
+    _fence(b, "after")
+
+
+def read_product(em: KernelEmitter, op: Operation) -> None:
+    """(A ``readback`` ring, every thread) wait for the iteration's MMAs and read their
+    product back: the multiply's result."""
+    _wait_multiplies(em)
+    em.put(op.result, _load_accumulator(em, op, em.tile(op, 2)))
 
 
 def ring_result(em: KernelEmitter, plan) -> None:

@@ -53,7 +53,6 @@ from __future__ import annotations
 from typing import Optional, Union
 
 from ..ir import types as T
-from ..ir.attrs import DenseElementsAttr
 from ..ir.core import Operation
 from ..knobs import knobs
 from ..layout.linear import mma_blocks
@@ -69,6 +68,7 @@ from ..tile.traits import DATA_RESOURCES, writes
 from .attention_pipeline import (A_BEFORE_LOOP, A_HELD, A_STAGED, a_in_registers, attention_multiplies, attention_pair,
                                  b_load, body_multiplies, inside_value, wanted_stages)
 from .gathered_copy import record_index_slices
+from .k_loop_body import zeros_before
 from .mma_forms import (WGMMA_MAX_N, LandedOperand, MmaSwizzle, OperandStaging, WgmmaStaging, k_steps, landed_form,
                         mma_swizzle, tcgen05_form, tcgen05_ring_staging, tcgen05_rows, tensor_core_mma,
                         tma_ring_staging)
@@ -268,24 +268,14 @@ def plan_attention_ring(tas, loop: CF.ForOp, arch: int) -> Union[AttentionRingPl
         return f"two stages of {stage_bytes} bytes do not fit in shared memory beside {ring_base} of scratch"
     wanted, source = _wanted_stages(tas, loop, arch, mmas, stagings, k_tile.boxes + v_tile.boxes)
     stages = clamped_stages(tas, loop, wanted, fit, MIN_STAGES)
-    zero = tuple(tc and _zeros(mma.operands[2], loop) for mma in mmas)
+    zero = tuple(tc and zeros_before(mma.operands[2], loop) for mma in mmas)
     if tc:
         ahead = zero[0] and fits(tas, mmas[0])      # a second buffer of S in tensor memory
     else:
-        ahead = bool(knobs.s_ahead) and _zeros(mmas[0].operands[2], loop) and stages >= WGMMA_S_AHEAD_STAGES
+        ahead = bool(knobs.s_ahead) and zeros_before(mmas[0].operands[2], loop) and stages >= WGMMA_S_AHEAD_STAGES
     return AttentionRingPlan(loop, mmas[0], (k_tile.load, v_tile.load), stages, ring_base, stage_bytes, tuple(mmas),
                              (k_tile, v_tile), stagings, source, tas.num_threads, q_box, zero_start=zero,
                              s_ahead=ahead, tcgen05=tc)
-
-
-def _zeros(value, loop: CF.ForOp) -> bool:
-    """Is ``value`` a constant of +0.0 everywhere, made outside ``loop``?  (A ``tcgen05``
-    multiply then starts without reading its accumulator: nothing is stored to tensor
-    memory first.)"""
-    op = value.owner
-    return (isinstance(op, CO.ConstantOp) and not inside_value(value, loop)
-            and isinstance(op.value, DenseElementsAttr) and isinstance(op.value.data, bytes)
-            and not any(op.value.data))
 
 
 def tcgen05_attention_reason(tas, loop: CF.ForOp, arch: int) -> Optional[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Optional, Union
 
 from ..ir import types as T
+from ..ir.attrs import DenseElementsAttr
 from ..ir.core import Operation, Value
 from ..tile import ops_arith as AR
 from ..tile import ops_control as CF
@@ -131,6 +132,16 @@ def defined_outside(v: Value, loop: CF.ForOp) -> bool:
     if isinstance(owner, Operation):
         return id(owner) not in inner
     return not any(owner is blk for op in loop.walk() for r in op.regions for blk in r.blocks)
+
+
+def zeros_before(value: Value, loop: CF.ForOp) -> bool:
+    """Is ``value`` a constant of +0.0 everywhere, made outside ``loop``?  (A ``tcgen05``
+    multiply from it starts without reading its accumulator: nothing is stored to tensor
+    memory first.)"""
+    op = value.owner
+    return (isinstance(op, CO.ConstantOp) and defined_outside(value, loop)
+            and isinstance(op.value, DenseElementsAttr) and isinstance(op.value.data, bytes)
+            and not any(op.value.data))
 
 
 def second_multiply(body: list[Operation]) -> Optional[tuple[Operation, Operation]]:

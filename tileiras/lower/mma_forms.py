@@ -531,10 +531,10 @@ def tcgen05_staging(op: Operation, a_regs: LinearLayout, b_regs: LinearLayout) -
 
 def tcgen05_ring_staging(op: Operation, b_k_major: bool, a_k_major: bool = True) -> Optional[WgmmaStaging]:
     """A ``tcgen05`` multiply's operands as TMA boxes land them in a ring's stage (as
-    ``tma_ring_staging`` for ``wgmma``), or None."""
+    ``tma_ring_staging`` for ``wgmma``, 8-bit ones MN-major too: NVIDIA's fp8 GEMMs), or None."""
     esize = element_bytes(op.lhs.type)
     (m, k), n = op.lhs.type.shape, op.rhs.type.shape[-1]
-    if (not b_k_major or not a_k_major) and esize != 2:
+    if (not b_k_major or not a_k_major) and esize == 4:
         return None
     a = _landed_staging(m, k, 0, esize, 0, a_k_major, {0}, range(0, m, tcgen05_rows(op)), 8)
     if a is None:

@@ -38,7 +38,7 @@ from ..tile import ops_control as CF
 from .cta_size import TCGEN05_ARCHS
 from ..target import smem_limit
 from .mma_forms import TMEM_COLUMNS, tcgen05_columns, tcgen05_form, tcgen05_ring_staging, tensor_core_mma
-from .k_loop_body import columns_contiguous, loop_body, second_multiply
+from .k_loop_body import columns_contiguous, loop_body, second_multiply, zeros_before
 from .software_pipeline import k_loop, wgmma_in_flight
 from .tma import tma_spec
 from .tma_ring import MAX_BOX, matrix_box
@@ -77,10 +77,13 @@ NOT_ATTENTION = "not a flash-attention loop"
 
 def _k_loop_reason(tas, loop: CF.ForOp, arch: int) -> Optional[str]:
     """Why ``loop`` is not a K loop a tcgen05 ring takes: two loads that TMA can copy, B
-    perhaps transposed, multiplied into an accumulator carried straight through; perhaps a
-    second multiply of A by a third such load (``k_loop_body.second_multiply``: a LoRA
-    layer's), into its own accumulator carried so too (both or neither run on tcgen05)."""
-    shape = k_loop(tas, loop, laid_out=False, reshapes_ok=True, second_ok=True)
+    perhaps transposed, multiplied into an accumulator carried straight through, or from
+    zeros into a product the body reads back every trip (``RingPlan.readback``: a
+    block-scaled GEMM scales each K tile's product before adding it); perhaps a second
+    multiply of A by a third such load (``k_loop_body.second_multiply``: a LoRA layer's),
+    into its own accumulator carried so too (both or neither run on tcgen05).  The rest of
+    the body may do what ``k_loop_body.extra_reason`` allows beside a ring."""
+    shape = k_loop(tas, loop, laid_out=False, reshapes_ok=True, second_ok=True, extras_ok=True)
     if isinstance(shape, str):
         return shape
     first, a, b, permute = shape
@@ -102,7 +105,7 @@ def _k_loop_reason(tas, loop: CF.ForOp, arch: int) -> Optional[str]:
     nbytes = 0
     for op, ld, swapped, k_major in parts:
         serial = wgmma_in_flight(tas, loop, op)[1]      # the accumulator carried straight through
-        if serial:
+        if serial and (pair is not None or not zeros_before(op.acc, loop)):     # (else read back each trip)
             return serial
         if tcgen05_form(op, tensor_core_mma(op, arch, tas.num_warps, tas.extra_warps), tas.num_warps) is None:
             return "a multiply of the loop has no tcgen05 form"
@@ -110,8 +113,7 @@ def _k_loop_reason(tas, loop: CF.ForOp, arch: int) -> Optional[str]:
             return "a loaded tile cannot be copied by TMA"
         staging = tcgen05_ring_staging(op, k_major, a_k_major=not a_columns)
         if staging is None:
-            return ("no swizzled form TMA lands the operands in is one tcgen05 reads (8-bit and tf32 ones "
-                    "K-major only)")
+            return "no swizzled form TMA lands the operands in is one tcgen05 reads (tf32 ones K-major only)"
         if ld.results[0].type.shape[-1 if swapped else -2] > MAX_BOX:
             return "a loaded tile has more than 256 rows (one TMA box)"
         nbytes += staging.nbytes if op is first else staging.b.nbytes

@@ -39,7 +39,7 @@ from ..sched.modulo import SchedulingError
 from ..sched.pipeline import tma_ring_schedule
 from ..target import smem_limit, stages_hint
 from ..tile import ops_control as CF
-from .k_loop_body import columns_contiguous, loop_body, second_multiply
+from .k_loop_body import columns_contiguous, loop_body, second_multiply, zeros_before
 from .mma_forms import (WGMMA_MAX_N, MmaRingStaging, OperandStaging, WgmmaStaging, k_steps, mma_ring_staging,
                         tcgen05_ring_staging, tma_ring_staging)
 from .software_pipeline import (Decision, KLoopPlan, k_loop, known_trips, loads_reason, second_b_reason,
@@ -146,6 +146,11 @@ class RingPlan(KLoopPlan):
     tcgen05: bool = False
     #: a second multiply of A whose B the stages hold too (a LoRA layer's x @ A)
     second: Optional["RingSecond"] = None
+    #: ``tcgen05``: the multiply starts from zeros every iteration and the body reads its
+    #: product back into registers (the accumulator is the body's: an fp8 GEMM with block
+    #: scales scales each K tile's product before adding it); the stage is released by the
+    #: MMAs' commit, the product's columns are free again once every warp has read them
+    readback: bool = False
 
     @property
     def persistent(self) -> bool:
@@ -246,7 +251,7 @@ class RingPlan(KLoopPlan):
                         self.boxes, self.specs, source, self.b_transposed, consumers, self.carried,
                         self.in_flight, self.serial_reason, producer_warp, reason, registers, self.fit, maps,
                         barrier_at, self.b_columns, self.a_columns, producer_ops, self.maps_at,
-                        self.shared_operand, self.multicast, self.tcgen05, self.second)
+                        self.shared_operand, self.multicast, self.tcgen05, self.second, self.readback)
 
     @property
     def empty_arrivals(self) -> int:
@@ -386,12 +391,13 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     carried, serial = (-1, SYNC_SERIAL) if sync else wgmma_in_flight(tas, loop, mma)
     if extra is not None and not serial:
         serial = wgmma_in_flight(tas, loop, second)[1]
-    if tcgen05 and serial:
+    readback = tcgen05 and bool(serial) and extra is None and zeros_before(mma.acc, loop)
+    if tcgen05 and serial and not readback:
         return f"the accumulator cannot stay in tensor memory: {serial}"
     return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
                     source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial,
                     fit=fit, b_columns=columns, a_columns=a_columns, maps_at=home, shared_operand=shared,
-                    multicast=multicast, tcgen05=tcgen05, second=extra)
+                    multicast=multicast, tcgen05=tcgen05, second=extra, readback=readback)
 
 
 def _second(tas, loop: CF.ForOp, mma: Operation, second: Operation, staging: WgmmaStaging, columns: bool
