@@ -3,7 +3,8 @@ the style of public kernels (vLLM, FlashAttention, Mamba, fused MoE): decode att
 chunked prefill over a paged KV cache, flash attention's dQ backward, a GEMM with int4 weights (two a byte,
 scaled per column), a mixture-of-experts top-2 router, Mamba's causal depthwise conv1d
 (shifted gathers) and its chunked cumulative decay (a scan over time), a batched GEMM of
-3-D tiles reshaped to matrices (cuTile's samples' form).  Small shapes for
+3-D tiles reshaped to matrices (cuTile's samples' form), fp8 GEMMs with block scales (DeepSeek's
+inference form and TileGym's), a LoRA layer.  Small shapes for
 the differential tests; ``test_live_tiles.py`` exports some with realistic ones."""
 from __future__ import annotations
 
@@ -189,6 +190,25 @@ def fp8_block_scaled_gemm(a, b, sa, sb, c, BM: ConstInt, BN: ConstInt, BK: Const
 
 
 @ct.kernel
+def w8a8_block_fp8(a, b, a_scales, b_scales, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
+    """An fp8 GEMM with block scales as TileGym's serving kernels write it: B stored N x K
+    (a linear layer's weight), each tile transposed for the multiply; the scales gathered,
+    A's by row index (cuTile states the indices' bounds with ``assume`` in the loop) and
+    B's one for the tile; each K tile's product from zeros, scaled, then added."""
+    i, j = ct.bid(0), ct.bid(1)
+    rows = i * BM + ct.arange(BM, dtype=ct.int32)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        at = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=PAD)
+        bt = ct.load(b, index=(j, k), shape=(BN, BK), padding_mode=PAD)
+        row_scale = ct.gather(a_scales, (rows, k), padding_value=0.0)
+        block_scale = ct.gather(b_scales, (j, k), padding_value=0.0)
+        part = ct.mma(at, ct.permute(bt, (1, 0)), ct.zeros((BM, BN), dtype=ct.float32))
+        acc = acc + part * (row_scale[:, None] * block_scale)
+    ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+
+
+@ct.kernel
 def lora_linear(x, w, lora_a, lora_b, out, BM: ConstInt, BN: ConstInt, BK: ConstInt, R: ConstInt):
     """A linear layer with a LoRA adapter: x @ W plus (x @ A) @ B, the rank-R product
     accumulated in the same K loop and multiplied by B after it."""
@@ -216,6 +236,9 @@ CASES = [
     KernelCase("causal_conv1d", causal_conv1d, [[arr(BF16, 2), arr(BF16, 2), arr(BF16, 2), 16, 64]]),
     KernelCase("chunk_cumsum", chunk_cumsum, [[arr(BF16, 2), arr(F32), arr(F32, 2), 32, 16]]),
     KernelCase("fp8_block_scaled_gemm", fp8_block_scaled_gemm,
+               [[arr(ct.float8_e4m3fn, 2), arr(ct.float8_e4m3fn, 2), arr(F32, 2), arr(F32, 2), arr(BF16, 2),
+                 32, 32, 32]]),
+    KernelCase("w8a8_block_fp8", w8a8_block_fp8,
                [[arr(ct.float8_e4m3fn, 2), arr(ct.float8_e4m3fn, 2), arr(F32, 2), arr(F32, 2), arr(BF16, 2),
                  32, 32, 32]]),
     KernelCase("lora_linear", lora_linear, [[arr(BF16, 2), arr(BF16, 2), arr(BF16, 2), arr(BF16, 2), arr(BF16, 2),

@@ -15,7 +15,7 @@ from ..tile import ops_control as CF
 from ..tile import ops_core as CO
 from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
-from ..tile.traits import is_contraction, is_plain_load, is_pure
+from ..tile.traits import NoMemoryEffect, has_trait, is_contraction, is_plain_load
 
 
 def loop_body(loop: CF.ForOp) -> list[Operation]:
@@ -42,14 +42,16 @@ def operand_loads(mma: Operation, body: list[Operation], permute: Optional[CO.Pe
 
 def extra_reason(tas, op: Operation, laid_out: bool = True) -> Optional[str]:
     """Why ``op``, in a pipelined K loop's body beside the loads and the multiply, could
-    disturb the ring, or None: it must be a pure op or a weak load from global memory, hold
-    no region, no multiply, and (``laid_out``) need no shared memory (no scratch: the ring
-    is the loop's scratch) nor a CTA barrier (a TMA load's: a warp-specialized ring's
+    disturb the ring, or None: it must be an op without memory effects (it stays where it
+    is, so one that may trap, ``divi``, or only states facts, ``assume``, as cuTile's
+    gathers of scale rows do, is as good as a pure one) or a weak load from global memory,
+    hold no region, no multiply, and (``laid_out``) need no shared memory (no scratch: the
+    ring is the loop's scratch) nor a CTA barrier (a TMA load's: a warp-specialized ring's
     producer never reaches it)."""
     if op.regions or is_contraction(op):
         return f"the loop body also does {op.name}, which holds a region or multiplies"
     weak = op.attributes.get("memory_ordering_semantics", MemoryOrderingSemantics.WEAK) == MemoryOrderingSemantics.WEAK
-    if not (is_pure(op) or (is_plain_load(op) and weak)):
+    if not (has_trait(op, NoMemoryEffect) or (is_plain_load(op) and weak)):
         return f"the loop body also does {op.name}, which is neither pure nor a weak load"
     if laid_out and tas.scratch.get(op, 0):
         return f"the loop body also does {op.name}, which uses shared memory the ring occupies"
