@@ -16,6 +16,8 @@ the ``.reqntid`` its tileiras 13.5 writes, and say on which measurements:
   to them: two consumer warp groups for sm_90 GEMMs whose 128-row tiles a persistent or
   grouped kernel multiplies, 8 warps for loops over tiles too wide for 4 (measured on an
   H200);
+* ``scaled_products``: 8 warps where a K loop's product is held beside its accumulator
+  (NVIDIA's two consumer warp groups on sm_90 and sm_120);
 * ``wide_live_tiles``: 8 warps where tiles held across a reduction would take 128
   registers a thread on 4 (``live_across_reductions``), where ours spilled on 4 and
   NVIDIA's did not (it guards unaligned accesses by branches, which keeps ptxas from
@@ -119,6 +121,30 @@ def wgmma_pair(aa: TileAA, arch: int) -> bool:
         if op.parent is not body or op.acc.owner is not body:      # the K loop's carried accumulator
             continue
         if enclosing_loop(loop) is not None or any(_made_by_kernel(aa, v) for v in (op.lhs, op.rhs)):
+            return True
+    return False
+
+
+#: Architectures where a K loop's product that the loop does not carry (each K tile's
+#: product scaled before it is added: an fp8 GEMM with block scales) of at least
+#: ``WIDE_TILE_ELEMENTS`` takes ``WGMMA_PAIR_WARPS`` workers: the product beside the
+#: accumulator took 255 registers a thread on 4 warps and spilled 400-430 bytes (TileGym's
+#: W8A8 GEMM and DeepSeek's block-scaled one, 128x128x128 fp8: ``bench/code_quality.py``),
+#: where NVIDIA's tileiras runs them on two consumer warp groups (384 threads with its
+#: producer's, 168 registers).  sm_100 reads the product back from tensor memory (149).
+SCALED_PRODUCT_ARCHS = (90, 120)
+
+
+def scaled_products(aa: TileAA, arch: int) -> bool:
+    """Does the kernel multiply, directly in a ``for`` loop's body, into a product of at
+    least ``WIDE_TILE_ELEMENTS`` that the loop does not carry (on ``SCALED_PRODUCT_ARCHS``)?"""
+    if arch not in SCALED_PRODUCT_ARCHS:
+        return False
+    for op in aa.live_ops():
+        loop = enclosing_loop(op) if isinstance(op, AR.MmaFOp) else None
+        if not isinstance(loop, CF.ForOp) or op.parent is not loop.regions[0].blocks[0]:
+            continue
+        if op.acc.owner is not op.parent and op.results[0].type.num_elements >= WIDE_TILE_ELEMENTS:
             return True
     return False
 
@@ -324,7 +350,7 @@ def choose_num_warps(aa: TileAA, hint: Optional[int], arch: int = 0) -> tuple[in
     warps beyond it (a non-power-of-two hint, the MMA warp group) hold copies."""
     if hint:
         warps = hint
-    elif wgmma_pair(aa, arch) or wide_loop_tiles(aa) or wide_live_tiles(aa):
+    elif wgmma_pair(aa, arch) or scaled_products(aa, arch) or wide_loop_tiles(aa) or wide_live_tiles(aa):
         warps = WGMMA_PAIR_WARPS
     else:
         biggest = max((r.type.num_elements for op in aa.live_ops() for r in op.results if is_tile(r)), default=1)
