@@ -234,25 +234,30 @@ def test_sm100_multiplies_each_k_tile_on_tcgen05_and_reads_the_product_back():
     """As NVIDIA's tileiras builds it: the fp8 operands by TMA (B K x N, read MN-major,
     ``tcgen05_ring_staging``), each K tile's product on ``tcgen05.mma`` from zeros into
     tensor memory, committed to the stage's "empty" mbarrier and the kernel's, read back
-    by every warp and scaled in registers (``RingPlan.readback``).  Before, ``mma.sync``
+    by every warp and scaled in registers (``RingPlan.readback``), the next K tile's MMAs
+    already running into a second buffer (``RingPlan.ahead``).  Before, ``mma.sync``
     read the stages with ``ldmatrix`` (executed instructions 2.02x NVIDIA's, now 1.05x;
     shared wavefronts 10,240, now 1,056, NVIDIA's 1,108)."""
     _, _, tas = _tas(_module(_case(FP8), "sm_100"), "sm_100")
     (plan,) = [p for p in tas.pipelines.values() if not isinstance(p, str)]
-    assert isinstance(plan, RingPlan) and plan.tcgen05 and plan.readback and not plan.sync
+    assert isinstance(plan, RingPlan) and plan.tcgen05 and plan.readback and plan.ahead and not plan.sync
     assert not plan.staging.b.k_major and plan.staging.a.k_major      # B as it lies: N contiguous
+    assert tas.tmem_alloc >= 2 * 64                                   # two buffers of the 64 x 64 product
     ptx = diffcheck.compile_with_host(_module(_case(FP8), "sm_100"), "sm_100")[0]
     assert "mma.sync" not in ptx and "ldmatrix" not in ptx
-    first = ptx.index("tcgen05.mma")
-    loop = ptx[ptx.rindex("tcgen05.fence::before_thread_sync", 0, first):ptx.index("tcgen05.wait::ld", first)]
-    # the previous product read by every warp, then the MMAs (the first from zeros), then
-    # the two commits ("empty", the kernel's mbarrier), then every warp reads the product
-    assert loop.index("bar.sync") < loop.index("tcgen05.fence::after_thread_sync") < loop.index("tcgen05.mma")
-    mmas = re.findall(r"setp\.ne\.b32 p, %r(\d+), 0; tcgen05\.mma\.cta_group::1\.kind::f8f6f4", loop)
-    assert len(mmas) == 2 and mmas[0] != mmas[1]         # K of 64: two steps of 32, the first from zeros
-    assert loop.count("tcgen05.commit") == 2 and loop.index("tcgen05.commit") > loop.rindex("tcgen05.mma")
-    assert loop.index("mbarrier.try_wait") < loop.index("tcgen05.mma")     # warp 0 waits for the stage
-    assert loop.rindex("tcgen05.commit") < loop.rindex("mbarrier.try_wait") < loop.index("tcgen05.ld")
+    mmas = [m.start() for m in re.finditer(r"tcgen05\.mma\.cta_group::1\.kind::f8f6f4", ptx)]
+    assert len(mmas) == 4       # K of 64, two steps of 32: the first trip's before the loop, the next ones' in it
+    loop = ptx[ptx.rindex("mbarrier.try_wait", 0, ptx.rindex("bar.sync", 0, mmas[2])):
+               ptx.index("tcgen05.wait::ld", mmas[2])]
+    # the MMAs of trip j waited for, every warp done with the other buffer (trip j - 1's
+    # product), trip j + 1's MMAs and their two commits ("empty", the kernel's mbarrier:
+    # the one waited for first), then every warp reads trip j's product
+    assert loop.index("bar.sync") < loop.index("tcgen05.mma") < loop.index("tcgen05.commit") < loop.index("tcgen05.ld")
+    assert loop.count("tcgen05.commit") == 2 and ptx.count("tcgen05.commit") == 4
+    waited = re.search(r"try_wait\.parity\.shared::cta\.b64 %p, \[(%r\d+)\]", loop).group(1)
+    assert re.findall(r"tcgen05\.commit[^\[]*\[(%r\d+)\]", loop)[1] == waited
+    first = re.findall(r"setp\.ne\.b32 p, %r(\d+), 0; tcgen05\.mma", ptx)
+    assert first[0] != first[1]                # the first K step from zeros, the second accumulating
 
 
 @pytest.mark.parametrize("specialize", ["0", "1"])

@@ -79,6 +79,14 @@ it (``ring_mma``).  With ``wgmma`` each multiply commits its own group and waits
 with ``tcgen05`` the first's MMAs are not committed and the second's commit releases the
 stage for both; the drain completes (or reads back) both accumulators.
 
+A ``tcgen05`` ring whose multiply starts from zeros every iteration (``RingPlan.readback``:
+the body scales each K tile's product before adding it) commits its MMAs to the kernel's
+tensor-memory mbarrier too, and every warp reads the product back each iteration after a
+barrier that keeps the MMAs from overwriting a product still being read.  With two product
+buffers (``RingPlan.ahead``) the MMAs of iteration i + 1 are issued, into the other buffer,
+once those of iteration i have completed and before the warps read their product, so the
+tensor core works while the warps scale and add (``_ahead_iteration``).
+
 Iterations past the end issue nothing: their stage's mbarriers are never waited on.
 Boxes outside the tensor land as zeros and count their full bytes on the mbarrier.
 """
@@ -253,6 +261,27 @@ def _first_use(em: KernelEmitter, plan: RingPlan) -> ir.Value:
 
 
 def ring_prologue(em: KernelEmitter, plan: RingPlan) -> None:
+    """Before the loop: the ring's prologue (``_prologue``), then, where the ring issues
+    each iteration's MMAs an iteration ahead (``RingPlan.ahead``), the first iteration's."""
+    _prologue(em, plan)
+    if plan.ahead:
+        b = em.b
+        lb, ub, _ = loop_bounds(em, plan)
+        first = _first_use(em, plan) if plan.persistent else ir.Constant(I32, 0)
+        with b.if_then(b.and_(b.icmp_unsigned("<", em.tid, ir.Constant(I32, 32)), below(em, plan, lb, ub))):
+            _issue_ahead(em, plan, first)
+
+
+def _issue_ahead(em: KernelEmitter, plan: RingPlan, j: ir.Value) -> None:
+    """(Warp 0) the MMAs of the ring's use ``j`` once its stage has landed, into product
+    buffer j % 2, committed to the stage's "empty" mbarrier and the kernel's."""
+    stage, parity = _use(em.b, plan, j)
+    wait_phase(em, _stage_barrier(em, plan, stage), parity)
+    emit_tcgen05.ring_step(em, plan.mma, plan, stage, _stage_barrier(em, plan, stage, empty=True),
+                           emit_tcgen05.product_buffer(em, plan.mma, j))
+
+
+def _prologue(em: KernelEmitter, plan: RingPlan) -> None:
     """Before the loop: the tensor maps prefetched at kernel start, a barrier (earlier
     users of the shared memory are done with it: a persistent ring's previous entry and
     the tile epilogue after it), the mbarriers (thread 0; a persistent ring's were
@@ -404,6 +433,9 @@ def _tcgen05_iteration(em: KernelEmitter, op: Operation, plan: RingPlan, iv: ir.
     stage's mbarrier nor touch the accumulator's registers."""
     b = em.b
     stage, parity = use
+    if plan.ahead:
+        _ahead_iteration(em, op, plan, iv, j, ub, step)
+        return
     if plan.readback:               # the previous product read by every warp before the MMAs overwrite it
         emit_tcgen05.product_free(em, plan.consumers if plan.specialized else 0)
     with b.if_then(b.icmp_unsigned("<", em.tid, ir.Constant(I32, 32))):
@@ -416,9 +448,31 @@ def _tcgen05_iteration(em: KernelEmitter, op: Operation, plan: RingPlan, iv: ir.
             with b.if_then(below(em, plan, ahead_iv, ub)):
                 _refill(em, plan, ahead_iv, b.add(j, ir.Constant(I32, plan.stages - 1)))
     if plan.readback:
+        emit_tcgen05.wait_product(em)
         emit_tcgen05.read_product(em, op)
     else:
         em.put(op.result, em.tile(op, 2))
+
+
+def _ahead_iteration(em: KernelEmitter, op: Operation, plan: RingPlan, iv: ir.Value, j: ir.Value, ub: ir.Value,
+                     step: ir.Value) -> None:
+    """Iteration ``j`` of a ring whose MMAs run an iteration ahead (``RingPlan.ahead``; use
+    j's were issued by the prologue or iteration j - 1): every thread waits for them; a
+    barrier (every warp has read use j - 1's product out of the other buffer); warp 0
+    refills the stage use j - 1 released (unspecialized) and issues use j + 1's MMAs into
+    that buffer; then every thread reads use j's product while they run."""
+    b = em.b
+    emit_tcgen05.wait_product(em)
+    emit_tcgen05.product_free(em, plan.consumers if plan.specialized else 0)
+    next_iv = b.add(iv, step)
+    with b.if_then(b.icmp_unsigned("<", em.tid, ir.Constant(I32, 32))):
+        if not plan.specialized:
+            ahead_iv = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
+            with b.if_then(below(em, plan, ahead_iv, ub)):
+                _refill(em, plan, ahead_iv, b.add(j, ir.Constant(I32, plan.stages - 1)))
+        with b.if_then(below(em, plan, next_iv, ub)):
+            _issue_ahead(em, plan, b.add(j, ir.Constant(I32, 1)))
+    emit_tcgen05.read_product(em, op, emit_tcgen05.product_buffer(em, op, j))
 
 
 def _sync_multiply(em: KernelEmitter, op: Operation, plan: RingPlan, stage: ir.Value) -> None:

@@ -272,17 +272,19 @@ def ring_start(em: KernelEmitter, accumulators: list[tuple[Operation, TileVal]],
         _fence(em.b, "before")
 
 
-def ring_step(em: KernelEmitter, op: Operation, plan, stage: ir.Value, empty: Optional[ir.Value]) -> None:
+def ring_step(em: KernelEmitter, op: Operation, plan, stage: ir.Value, empty: Optional[ir.Value],
+              column: Optional[ir.Value] = None) -> None:
     """One multiply of an iteration (warp 0, ``emit_ring``): thread 0 multiplies from
     ``stage`` and commits to its "empty" mbarrier (every CTA's where a box is multicast),
     which releases the stage once the MMAs are done with it; no commit where ``empty`` is
     None (the iteration's other multiply, issued after these, commits for both).  A
     ``readback`` ring's MMAs start from zeros and commit to the kernel's mbarrier too,
-    whose phase tells every warp that the product is there (``read_product``)."""
+    whose phase tells every warp that the product is there (``read_product``), into its
+    buffer ``column`` columns on where given (``RingPlan.ahead``)."""
     b = em.b
     offset = b.mul(stage, ir.Constant(I32, plan.stage_bytes))
     _issue(em, op, em.tas.tensor_cores[op], plan.staging_of(op), offset, empty, multicast=plan.multicast,
-           zero_start=plan.readback, also=_slot(em) if plan.readback else None)
+           zero_start=plan.readback, also=_slot(em) if plan.readback else None, column=column)
 
 
 def product_free(em: KernelEmitter, threads: int) -> None:
@@ -298,11 +300,25 @@ def product_free(em: KernelEmitter, threads: int) -> None:
     _fence(b, "after")
 
 
-def read_product(em: KernelEmitter, op: Operation) -> None:
-    """(A ``readback`` ring, every thread) wait for the iteration's MMAs and read their
-    product back: the multiply's result."""
+def wait_product(em: KernelEmitter) -> None:
+    """(A ``readback`` ring, every thread) the iteration's MMAs have completed: the next
+    phase of the kernel's mbarrier, which each iteration's MMAs commit to once."""
     _wait_multiplies(em)
-    em.put(op.result, _load_accumulator(em, op, em.tile(op, 2)))
+
+
+def read_product(em: KernelEmitter, op: Operation, column: Optional[ir.Value] = None) -> None:
+    """(A ``readback`` ring, every thread, its MMAs waited for) their product read back
+    (from the buffer ``column`` columns on): the multiply's result.  The warp converges
+    first: warp 0 may come from issuing MMAs (thread 0's branch)."""
+    _converge(em.b)
+    em.put(op.result, _load_accumulator(em, op, em.tile(op, 2), column))
+
+
+def product_buffer(em: KernelEmitter, op: Operation, j: ir.Value) -> ir.Value:
+    """Columns from ``op``'s first to the product buffer of the ring's use ``j``
+    (``RingPlan.ahead``: two buffers, alternating)."""
+    b = em.b
+    return b.mul(b.and_(j, ir.Constant(I32, 1)), ir.Constant(I32, tcgen05_columns(op)))
 
 
 def ring_result(em: KernelEmitter, plan) -> None:

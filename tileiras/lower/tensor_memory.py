@@ -41,7 +41,7 @@ from .mma_forms import TMEM_COLUMNS, tcgen05_columns, tcgen05_form, tcgen05_ring
 from .k_loop_body import columns_contiguous, loop_body, second_multiply, zeros_before
 from .software_pipeline import k_loop, wgmma_in_flight
 from .tma import tma_spec
-from .tma_ring import MAX_BOX, matrix_box
+from .tma_ring import MAX_BOX, RingPlan, matrix_box
 
 #: bytes of the tensor-memory slot in shared memory: the multiplies' mbarrier (8), then
 #: the allocation's address that ``tcgen05.alloc`` writes (4), padded
@@ -132,12 +132,14 @@ def fits(tas, op: Operation) -> bool:
 
 def allocate(tas) -> None:
     """Columns of each tcgen05 multiply (one after another; two buffers of attention's S
-    where its ring issues Q @ K^T an iteration ahead, ``AttentionRingPlan.s_ahead``), the
+    where its ring issues Q @ K^T an iteration ahead, ``AttentionRingPlan.s_ahead``, and of
+    a read-back product issued so, ``RingPlan.ahead``), the
     allocation (a power of two of at least ``MIN_ALLOC``) and the shared-memory slot after
     everything else."""
     from .attention_tma import AttentionRingPlan  # noqa: PLC0415  (it builds on this module)
 
-    doubled = {p.mma for p in tas.pipelines.values() if isinstance(p, AttentionRingPlan) and p.s_ahead}
+    doubled = {p.mma for p in tas.pipelines.values()
+               if (isinstance(p, AttentionRingPlan) and p.s_ahead) or (isinstance(p, RingPlan) and p.ahead)}
     at = 0
     for op, form in tas.tensor_cores.items():
         if form.tcgen05:

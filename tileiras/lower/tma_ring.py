@@ -151,6 +151,10 @@ class RingPlan(KLoopPlan):
     #: scales scales each K tile's product before adding it); the stage is released by the
     #: MMAs' commit, the product's columns are free again once every warp has read them
     readback: bool = False
+    #: ``readback`` with two buffers of the product in tensor memory: the MMAs of iteration
+    #: i + 1 are issued into the other buffer before the warps read iteration i's, so the
+    #: tensor core multiplies while they scale and add (NVIDIA's fp8 GEMMs overlap so too)
+    ahead: bool = False
 
     @property
     def persistent(self) -> bool:
@@ -251,7 +255,8 @@ class RingPlan(KLoopPlan):
                         self.boxes, self.specs, source, self.b_transposed, consumers, self.carried,
                         self.in_flight, self.serial_reason, producer_warp, reason, registers, self.fit, maps,
                         barrier_at, self.b_columns, self.a_columns, producer_ops, self.maps_at,
-                        self.shared_operand, self.multicast, self.tcgen05, self.second, self.readback)
+                        self.shared_operand, self.multicast, self.tcgen05, self.second, self.readback,
+                        self.ahead)
 
     @property
     def empty_arrivals(self) -> int:
@@ -394,10 +399,13 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     readback = tcgen05 and bool(serial) and extra is None and zeros_before(mma.acc, loop)
     if tcgen05 and serial and not readback:
         return f"the accumulator cannot stay in tensor memory: {serial}"
+    from .tensor_memory import fits  # noqa: PLC0415  (tensor_memory builds on this module)
+
+    ahead = readback and fits(tas, mma)         # a second buffer of the product beside the other columns
     return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
                     source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial,
                     fit=fit, b_columns=columns, a_columns=a_columns, maps_at=home, shared_operand=shared,
-                    multicast=multicast, tcgen05=tcgen05, second=extra, readback=readback)
+                    multicast=multicast, tcgen05=tcgen05, second=extra, readback=readback, ahead=ahead)
 
 
 def _second(tas, loop: CF.ForOp, mma: Operation, second: Operation, staging: WgmmaStaging, columns: bool
