@@ -127,3 +127,30 @@ def lora_agrees(module, arch: str, k: int, seed: int, atol: float) -> str:
     got = diffcheck.run_ptx(ptx, fn.name, (2, 2, 1), args, host_object=host)
     assert diffcheck.compare(expected, got) is None
     return ptx
+
+
+def w8a8_agrees(module, arch: str, shape: tuple[int, int, int], tile: int, grid: tuple[int, int, int],
+                seed: int) -> str:
+    """Run a W8A8 fp8 GEMM with block scales (``kernels/workloads.w8a8_block_fp8`` and its
+    persistent form: A M x K, B N x K, one scale per row of A and ``tile`` of K, one per
+    ``tile`` x ``tile`` block of B) on ``shape`` = (M, N, K): the interpreter must give the
+    sum over K tiles of each product scaled, and our PTX in the emulator the interpreter's
+    result; the PTX."""
+    import ml_dtypes  # noqa: PLC0415  (only these tests need it)
+
+    m, n, k = shape
+    fn = next(f for f in module.functions if f.is_entry)
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-2, 2, (m, k)).astype(ml_dtypes.float8_e4m3fn)
+    b = rng.uniform(-2, 2, (n, k)).astype(ml_dtypes.float8_e4m3fn)
+    sa = rng.uniform(0.25, 2, (m, 16)).astype(np.float32)
+    sb = rng.uniform(0.25, 2, (16, 16)).astype(np.float32)
+    args = interp.cutile_args(a, b, sa, sb, np.zeros((m, n), ml_dtypes.bfloat16))
+    expected = diffcheck.run_interpreter(module, fn.name, grid, args)
+    want = sum((a[:, tile * q:tile * q + tile].astype(np.float32) @ b[:, tile * q:tile * q + tile].astype(np.float32).T)
+               * sa[:, q:q + 1] * np.repeat(sb[:n // tile, q], tile)[None, :] for q in range(k // tile))
+    assert np.allclose(np.asarray(expected.arrays[4], np.float32), want, rtol=2e-2, atol=1.0)
+    ptx, host = diffcheck.compile_with_host(module, arch)
+    got = diffcheck.run_ptx(ptx, fn.name, grid, args, host_object=host)
+    assert diffcheck.compare(expected, got) is None
+    return ptx

@@ -12,22 +12,20 @@ from __future__ import annotations
 
 import warnings
 
-import ml_dtypes
-import numpy as np
 import pytest
 
 ct = pytest.importorskip("cuda.tile")
 
+from _rings import w8a8_agrees  # noqa: E402
 from differential import export  # noqa: E402
 from kernels._case import KernelCase, arr  # noqa: E402
+from kernels.workloads import w8a8_tile  # noqa: E402
 
-from tileiras import diffcheck, interp  # noqa: E402
 from tileiras.lower.tma_ring import RingPlan  # noqa: E402
 from tileiras.pipeline import CompileOptions, run_stages  # noqa: E402
 from tileiras.reader import read_bytecode  # noqa: E402
 
 ConstInt = ct.Constant[int]
-PAD = ct.PaddingMode.ZERO
 FP8, F32, BF16 = ct.float8_e4m3fn, ct.float32, ct.bfloat16
 
 
@@ -39,16 +37,7 @@ def persistent_w8a8(a, b, a_scales, b_scales, c, BM: ConstInt, BN: ConstInt, BK:
     tiles = ct.num_tiles(c, axis=0, shape=(BM, BN)) * tiles_n
     for t in range(ct.bid(0), tiles, ct.num_blocks(0)):
         i, j = t // tiles_n, t % tiles_n
-        rows = i * BM + ct.arange(BM, dtype=ct.int32)
-        acc = ct.zeros((BM, BN), dtype=ct.float32)
-        for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
-            at = ct.load(a, index=(i, k), shape=(BM, BK), padding_mode=PAD)
-            bt = ct.load(b, index=(j, k), shape=(BN, BK), padding_mode=PAD)
-            row_scale = ct.gather(a_scales, (rows, k), padding_value=0.0)
-            block_scale = ct.gather(b_scales, (j, k), padding_value=0.0)
-            part = ct.mma(at, ct.permute(bt, (1, 0)), ct.zeros((BM, BN), dtype=ct.float32))
-            acc = acc + part * (row_scale[:, None] * block_scale)
-        ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+        ct.store(c, index=(i, j), tile=ct.astype(w8a8_tile(a, b, a_scales, b_scales, i, j, BM, BN, BK), c.dtype))
 
 
 CASE = KernelCase("persistent_w8a8", persistent_w8a8,
@@ -70,17 +59,4 @@ def test_persistent_read_back_rings_agree_across_tiles(arch: str):
     (plan,) = [p for p in tas.pipelines.values() if not isinstance(p, str)]
     assert isinstance(plan, RingPlan) and plan.persistent and plan.specialized
     assert (plan.readback, plan.ahead) == ((True, True) if arch == "sm_100" else (False, False))
-    fn = next(f for f in module.functions if f.is_entry)
-    rng = np.random.default_rng(29)
-    a = rng.uniform(-2, 2, (128, 320)).astype(ml_dtypes.float8_e4m3fn)
-    b = rng.uniform(-2, 2, (192, 320)).astype(ml_dtypes.float8_e4m3fn)          # N x K
-    sa = rng.uniform(0.25, 2, (128, 16)).astype(np.float32)
-    sb = rng.uniform(0.25, 2, (16, 16)).astype(np.float32)
-    args = interp.cutile_args(a, b, sa, sb, np.zeros((128, 192), ml_dtypes.bfloat16))
-    expected = diffcheck.run_interpreter(module, fn.name, (2, 1, 1), args)
-    want = sum((a[:, 64 * k:64 * k + 64].astype(np.float32) @ b[:, 64 * k:64 * k + 64].astype(np.float32).T)
-               * sa[:, k:k + 1] * np.repeat(sb[:3, k], 64)[None, :] for k in range(5))
-    assert np.allclose(np.asarray(expected.arrays[4], np.float32), want, rtol=2e-2, atol=1.0)
-    ptx, host = diffcheck.compile_with_host(module, arch)
-    got = diffcheck.run_ptx(ptx, fn.name, (2, 1, 1), args, host_object=host)
-    assert diffcheck.compare(expected, got) is None
+    w8a8_agrees(module, arch, (128, 192, 320), 64, (2, 1, 1), 29)

@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import warnings
 
-import ml_dtypes
-import numpy as np
 import pytest
 
 ct = pytest.importorskip("cuda.tile")
 
+from _rings import w8a8_agrees  # noqa: E402
 from differential import export  # noqa: E402
 from kernels._case import KernelCase, arr  # noqa: E402
 from kernels.workloads import fp8_block_scaled_gemm, lora_linear, w8a8_block_fp8  # noqa: E402
 
-from tileiras import diffcheck, interp  # noqa: E402
 from tileiras.codegen.ptxas import invoke_ptxas  # noqa: E402
 from tileiras.pipeline import CompileOptions, compile_module, run_stages  # noqa: E402
 from tileiras.reader import read_bytecode  # noqa: E402
@@ -82,19 +80,5 @@ def test_no_spills(kernel, arch: str, regs: int):
 def test_two_warpgroups_of_wgmma_agree_with_the_interpreter():
     """sm_90, 128x128x128 fp8 tiles, K of 384 (three trips), one output tile: each warp
     group multiplies and scales its 64 rows."""
-    module = _module(_case(w8a8_block_fp8, 128), "sm_90")
-    fn = next(f for f in module.functions if f.is_entry)
-    rng = np.random.default_rng(23)
-    a = rng.uniform(-2, 2, (128, 384)).astype(ml_dtypes.float8_e4m3fn)
-    b = rng.uniform(-2, 2, (128, 384)).astype(ml_dtypes.float8_e4m3fn)
-    sa = rng.uniform(0.25, 2, (128, 16)).astype(np.float32)
-    sb = rng.uniform(0.25, 2, (16, 16)).astype(np.float32)
-    args = interp.cutile_args(a, b, sa, sb, np.zeros((128, 128), ml_dtypes.bfloat16))
-    expected = diffcheck.run_interpreter(module, fn.name, (1, 1, 1), args)
-    want = sum((a[:, 128 * k:128 * k + 128].astype(np.float32) @ b[:, 128 * k:128 * k + 128].astype(np.float32).T)
-               * sa[:, k:k + 1] * sb[0, k] for k in range(3))
-    assert np.allclose(np.asarray(expected.arrays[4], np.float32), want, rtol=2e-2, atol=1.0)
-    ptx, host = diffcheck.compile_with_host(module, "sm_90")
+    ptx = w8a8_agrees(_module(_case(w8a8_block_fp8, 128), "sm_90"), "sm_90", (128, 128, 384), 128, (1, 1, 1), 23)
     assert ".reqntid 256" in ptx and "wgmma.mma_async" in ptx
-    got = diffcheck.run_ptx(ptx, fn.name, (1, 1, 1), args, host_object=host)
-    assert diffcheck.compare(expected, got) is None

@@ -196,6 +196,11 @@ def w8a8_block_fp8(a, b, a_scales, b_scales, c, BM: ConstInt, BN: ConstInt, BK: 
     A's by row index (cuTile states the indices' bounds with ``assume`` in the loop) and
     B's one for the tile; each K tile's product from zeros, scaled, then added."""
     i, j = ct.bid(0), ct.bid(1)
+    ct.store(c, index=(i, j), tile=ct.astype(w8a8_tile(a, b, a_scales, b_scales, i, j, BM, BN, BK), c.dtype))
+
+
+def w8a8_tile(a, b, a_scales, b_scales, i, j, BM, BN, BK):
+    """Output tile (i, j) of ``w8a8_block_fp8`` in f32 (cuTile inlines the call)."""
     rows = i * BM + ct.arange(BM, dtype=ct.int32)
     acc = ct.zeros((BM, BN), dtype=ct.float32)
     for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
@@ -205,7 +210,7 @@ def w8a8_block_fp8(a, b, a_scales, b_scales, c, BM: ConstInt, BN: ConstInt, BK: 
         block_scale = ct.gather(b_scales, (j, k), padding_value=0.0)
         part = ct.mma(at, ct.permute(bt, (1, 0)), ct.zeros((BM, BN), dtype=ct.float32))
         acc = acc + part * (row_scale[:, None] * block_scale)
-    ct.store(c, index=(i, j), tile=ct.astype(acc, c.dtype))
+    return acc
 
 
 @ct.kernel
