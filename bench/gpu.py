@@ -104,11 +104,15 @@ def _lora(dt: str, size: int, rank: int) -> tuple:
             {"dtype": dt, "M": size, "N": size, "K": size, **tile}, {"dtype": dt, "M": 256, "N": 256, "K": 192, **tile})
 
 
-def _block_scaled(size: int) -> tuple:
-    """DeepSeek-V3's fp8 GEMM with block scales, 128x128x128 tiles, bf16 out."""
+def _block_scaled(size: int, form: str = "deepseek") -> tuple:
+    """An fp8 GEMM with block scales, 128x128x128 tiles, bf16 out: DeepSeek-V3's (B K x N,
+    each K tile's product scaled before it is added), or TileGym's W8A8 form (``w8a8``: B
+    N x K, the scales gathered)."""
     tile = {"BM": 128, "BN": 128, "BK": 128}
     arrays = [("e4m3", 2), ("e4m3", 2), ("f32", 2), ("f32", 2), ("bf16", 2)]
-    return (f"block_scaled_fp8_{size}", "block_scaled", "fp8_block_scaled_gemm", (arrays, [128, 128, 128]),
+    name, family, kernel = (("w8a8_fp8", "w8a8", "w8a8_gemm") if form == "w8a8" else
+                            ("block_scaled_fp8", "block_scaled", "fp8_block_scaled_gemm"))
+    return (f"{name}_{size}", family, kernel, (arrays, [128, 128, 128]),
             {"dtype": "bf16", "M": size, "N": size, "K": size, **tile},
             {"dtype": "bf16", "M": 256, "N": 256, "K": 384, **tile})
 
@@ -151,7 +155,7 @@ KERNELS = [
     _gemm("f16", 4096), _gemm("f16", 8192), _gemm("bf16", 4096), _gemm("bf16", 8192), _cluster_gemm("f16", 8192),
     _persistent_gemm("f16", 8192), _persistent_gemm("bf16", 8192), _gemm_fp8(8192), _grouped_gemm("f16", 8, 2048),
     _persistent_grouped_gemm("f16", 8, 2048),
-    _skinny_gemm("f16", 64, 16384, 8192), _lora("bf16", 8192, 16), _block_scaled(8192),
+    _skinny_gemm("f16", 64, 16384, 8192), _lora("bf16", 8192, 16), _block_scaled(8192), _block_scaled(8192, "w8a8"),
     _attention(64, False), _attention(64, True), _attention(128, False), _attention(128, True),
     _rows("softmax", 0, []), _rows("layernorm", 2, [1e-5]), _rows("rmsnorm", 1, [1e-6]),
     ("rmsnorm_persistent_8192", "rmsnorm_persistent", "rmsnorm_persistent",

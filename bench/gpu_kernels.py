@@ -73,6 +73,21 @@ def fp8_block_scaled_gemm(a, b, sa, sb, c, BM: ConstInt, BN: ConstInt, BK: Const
 
 
 @ct.kernel
+def w8a8_gemm(a, b, sa, sb, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
+    """TileGym's W8A8 fp8 GEMM with block scales: B N x K (a linear layer's weight), each
+    tile transposed for the multiply; A's scales gathered by row, B's one per N and K block."""
+    pid_m, pid_n = ct.bid(0), ct.bid(1)
+    rows = pid_m * BM + ct.arange(BM, dtype=ct.int32)
+    acc = ct.zeros((BM, BN), dtype=ct.float32)
+    for k in range(ct.num_tiles(a, axis=1, shape=(BM, BK))):
+        tb = ct.permute(ct.load(b, index=(pid_n, k), shape=(BN, BK)), (1, 0))
+        part = ct.mma(ct.load(a, index=(pid_m, k), shape=(BM, BK)), tb, ct.zeros((BM, BN), dtype=ct.float32))
+        scale = ct.gather(sa, (rows, k), padding_value=0.0)[:, None] * ct.gather(sb, (pid_n, k), padding_value=0.0)
+        acc = acc + part * scale
+    ct.store(c, index=(pid_m, pid_n), tile=ct.astype(acc, c.dtype))
+
+
+@ct.kernel
 def gemm_fp8(a, b, c, BM: ConstInt, BN: ConstInt, BK: ConstInt):
     """``c = a @ b.T`` for fp8 ``a`` (M x K) and ``b`` (N x K: K-major, as fp8 weights are
     kept and as ``wgmma`` reads 8-bit B), B's tiles read through its axes swapped."""
@@ -260,7 +275,7 @@ KERNELS = {"gemm": gemm, "gemm_cluster": gemm_cluster, "gemm_fp8": gemm_fp8, "gr
            "persistent_grouped_gemm": persistent_grouped_gemm,
            "flash_attention": flash_attention, "softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm,
            "rmsnorm_persistent": rmsnorm_persistent, "rmsnorm_chunked": rmsnorm_chunked, "cross_entropy": cross_entropy, "axpy": axpy,
-           "lora_linear": lora_linear, "fp8_block_scaled_gemm": fp8_block_scaled_gemm}
+           "lora_linear": lora_linear, "fp8_block_scaled_gemm": fp8_block_scaled_gemm, "w8a8_gemm": w8a8_gemm}
 
 
 def signature(kernel: str, arrays: list, extra: list) -> list:

@@ -127,6 +127,30 @@ BLOCK_SCALED = Family(
     _block_scaled_inputs, ("c",), lambda p, d: [d["a"], d["b"], d["sa"], d["sb"], d["c"]], GEMM.grid,
     _block_scaled_reference, GEMM_FP8.work)
 
+def _w8a8_inputs(p: dict, rng: np.random.Generator) -> dict:
+    m, n, k = p["M"], p["N"], p["K"]
+    kb = k // p["BK"]
+    return {"a": _random(rng, (m, k), "e4m3"), "b": _random(rng, (n, k), "e4m3"),
+            "sa": rng.uniform(0.5, 2.0, (m, kb)).astype(np.float32),
+            "sb": rng.uniform(0.5, 2.0, (n // p["BN"], kb)).astype(np.float32), "c": np.empty((m, n), NUMPY[p["dtype"]])}
+
+
+def _w8a8_reference(p: dict, d: dict) -> tuple:
+    rows = _rows(np.random.default_rng(p["M"]), p["M"])
+    a, b, bk, bn = d["a"][rows].astype(np.float64), d["b"].astype(np.float64), p["BK"], p["BN"]
+    expected = np.zeros((len(rows), p["N"]))
+    for k in range(p["K"] // bk):
+        part = a[:, k * bk:(k + 1) * bk] @ b[:, k * bk:(k + 1) * bk].T
+        expected += part * d["sa"][rows, k:k + 1] * np.repeat(d["sb"][:, k].astype(np.float64), bn)[None, :]
+    return d["c"][rows], expected
+
+
+#: TileGym's W8A8 form: fp8 A (M x K) and B (N x K), A's scales per row and K block, B's per
+#: N and K block
+W8A8 = Family(
+    _w8a8_inputs, ("c",), lambda p, d: [d["a"], d["b"], d["sa"], d["sb"], d["c"]], GEMM.grid, _w8a8_reference,
+    GEMM_FP8.work)
+
 #: the persistent GEMM's grid: at most one CTA per SM of an H100 SXM (132), as TileGym
 #: launches it, or the problem's ``ctas``
 PERSISTENT_CTAS = 132
@@ -309,7 +333,7 @@ FAMILIES = {"gemm": GEMM, "gemm_fp8": GEMM_FP8, "grouped_gemm": GROUPED_GEMM, "p
             "persistent_gemm": PERSISTENT_GEMM, "attention": ATTENTION, "softmax": SOFTMAX, "layernorm": LAYERNORM,
             "rmsnorm": RMSNORM, "rmsnorm_persistent": RMSNORM_PERSISTENT,
             "rmsnorm_chunked": RMSNORM_CHUNKED, "cross_entropy": CROSS_ENTROPY, "axpy": AXPY, "lora": LORA,
-            "block_scaled": BLOCK_SCALED}
+            "block_scaled": BLOCK_SCALED, "w8a8": W8A8}
 
 
 def check(p: dict, family: Family, data: dict) -> tuple[bool, str]:

@@ -79,6 +79,12 @@ it (``ring_mma``).  With ``wgmma`` each multiply commits its own group and waits
 with ``tcgen05`` the first's MMAs are not committed and the second's commit releases the
 stage for both; the drain completes (or reads back) both accumulators.
 
+An 8-bit B that lies K x N (``RingPlan.b_landed``) is copied by the consumers, after the
+"full" wait, from where its boxes landed it (MN-major) to where ``wgmma`` reads it
+(K-major, in the same stage), then fenced for the async proxy and a barrier of the
+consumers passed (``_transpose_b``); the stage's next copy of it is written once every
+consumer has released the stage.
+
 A ``tcgen05`` ring whose multiply starts from zeros every iteration (``RingPlan.readback``:
 the body scales each K tile's product before adding it) commits its MMAs to the kernel's
 tensor-memory mbarrier too, and every warp reads the product back each iteration after a
@@ -98,11 +104,12 @@ from llvmlite import ir
 
 from ..ir.core import Operation
 from ..lower.tma_ring import MAP_BYTES, RingPlan
-from . import device_maps, emit_tcgen05
+from . import device_maps, emit_tcgen05, smem_copy
 from . import intrinsics as X
 from .emit_async import below, complete_last, iteration_number, loop_bounds
 from .emit_tma import tile_coords, wait_phase
 from .nvvm import I32, KernelEmitter
+from .smem_copy import SharedTile
 from .values import TileVal
 
 
@@ -399,6 +406,8 @@ def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
         return
     if parity is not None:
         wait_phase(em, _stage_barrier(em, plan, stage), parity)
+    if plan.b_landed is not None:
+        _transpose_b(em, plan, b.mul(stage, ir.Constant(I32, plan.stage_bytes)))
     form = em.tas.tensor_cores[op]
     if plan.sync:
         _sync_multiply(em, op, plan, stage)
@@ -452,6 +461,24 @@ def _tcgen05_iteration(em: KernelEmitter, op: Operation, plan: RingPlan, iv: ir.
         emit_tcgen05.read_product(em, op)
     else:
         em.put(op.result, em.tile(op, 2))
+
+
+def _transpose_b(em: KernelEmitter, plan: RingPlan, shift: ir.Value) -> None:
+    """(Every consumer, the stage ``shift`` bytes in landed) B copied from where its boxes
+    landed it (MN-major) to where ``wgmma`` reads it (K-major, ``plan.staging.b``): each
+    thread reads its runs of ``plan.transpose_layout`` and writes them byte by byte; the
+    writes (and the reads, before the stage's refill) fenced for the async proxy, and a
+    barrier of the consumers before any warp group's ``wgmma`` reads what the others
+    wrote."""
+    b, layout, landed, wanted = em.b, plan.transpose_layout, plan.b_landed, plan.staging.b
+    i8 = ir.IntType(8)
+    regs = smem_copy.load(em, layout, SharedTile(landed.tile, 1, landed.base), i8, shift=shift)
+    smem_copy.store(em, TileVal(layout, regs), SharedTile(wanted.tile, 1, wanted.base), shift=shift)
+    X.fence_proxy_async(b)
+    if plan.specialized:        # (the producer warps do not take part)
+        X.asm(b, ir.VoidType(), f"bar.sync 1, {plan.consumers};", "~{memory}", [], side_effect=True)
+    else:
+        X.barrier(b)
 
 
 def _ahead_iteration(em: KernelEmitter, op: Operation, plan: RingPlan, iv: ir.Value, j: ir.Value, ub: ir.Value,

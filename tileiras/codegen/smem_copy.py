@@ -86,11 +86,12 @@ def store(em: KernelEmitter, tv: TileVal, at: SharedTile, origin: Optional[Seque
 
 
 def load(em: KernelEmitter, layout: LinearLayout, at: SharedTile, elem_type: ir.Type,
-         origin: Optional[Sequence[Coordinate]] = None) -> list[ir.Value]:
-    """The registers of ``layout``, read from where ``at`` keeps their elements."""
+         origin: Optional[Sequence[Coordinate]] = None, shift: Optional[ir.Value] = None) -> list[ir.Value]:
+    """The registers of ``layout``, read from where ``at`` keeps their elements (``shift``
+    bytes further, as ``store``'s)."""
     ty = smem_type(elem_type)
     regs: list[ir.Value] = []
-    for _, n, slot in accesses(em, layout, at, origin):
+    for _, n, slot in accesses(em, layout, at, origin, shift):
         regs += [from_smem(em.b, v, elem_type) for v in _load(em.b, slot, ty, n, n * at.elem_bytes)]
     return regs
 

@@ -20,7 +20,9 @@ A ring whose loop runs inside another loop (a persistent GEMM's K loop inside it
 output tiles) is persistent: its mbarriers go after TMA's buffers, outside the scratch
 region, initialized once and their phases carried across the loop's entries (``RingPlan``).
 A loop that multiplies its A tile by a second B as well (a LoRA layer's x @ W and x @ A) has
-that B boxed into every stage too, where both multiplies read it (``RingSecond``).
+that B boxed into every stage too, where both multiplies read it (``RingSecond``).  An 8-bit
+B lying K x N, which ``wgmma`` cannot read, lands MN-major and the consumers copy it K-major
+within the stage before each multiply (``RingPlan.b_landed``).
 ``codegen.emit_ring`` emits the plan.
 """
 from __future__ import annotations
@@ -30,8 +32,9 @@ from typing import Optional, Union
 from ..ir.core import Operation
 from ..tile.traits import NoMemoryEffect, has_trait
 from ..knobs import knobs
-from ..layout.linear import mma_blocks
+from ..layout.linear import LinearLayout, default_blocked, mma_blocks
 from ..layout.shared import Swizzle
+from ..layout.tensor_core import wgmma_shared_operand, widest_swizzle
 from ..record import record
 from ..sched.ddg import trip_count
 from ..sched.latency import model_for
@@ -155,6 +158,13 @@ class RingPlan(KLoopPlan):
     #: i + 1 are issued into the other buffer before the warps read iteration i's, so the
     #: tensor core multiplies while they scale and add (NVIDIA's fp8 GEMMs overlap so too)
     ahead: bool = False
+    #: ``wgmma`` with an 8-bit B K x N in memory (wgmma reads 8-bit operands K-major only):
+    #: B's boxes land here in each stage, MN-major, and the consumers copy it to
+    #: ``staging.b`` (K-major, in the same stage) before the multiply, each thread reading
+    #: runs of ``transpose_layout`` (NVIDIA's tileiras transposes such a B through shared
+    #: memory too)
+    b_landed: Optional[OperandStaging] = None
+    transpose_layout: Optional[LinearLayout] = None
 
     @property
     def persistent(self) -> bool:
@@ -217,7 +227,7 @@ class RingPlan(KLoopPlan):
     @property
     def operands(self) -> tuple:
         """Where each of ``all_loads`` lands in a stage (its staging)."""
-        first = (self.staging.a, self.staging.b)
+        first = (self.staging.a, self.b_landed or self.staging.b)
         return (*first, self.second.staging.b) if self.second else first
 
     def columns(self, k: int) -> bool:
@@ -256,7 +266,7 @@ class RingPlan(KLoopPlan):
                         self.in_flight, self.serial_reason, producer_warp, reason, registers, self.fit, maps,
                         barrier_at, self.b_columns, self.a_columns, producer_ops, self.maps_at,
                         self.shared_operand, self.multicast, self.tcgen05, self.second, self.readback,
-                        self.ahead)
+                        self.ahead, self.b_landed, self.transpose_layout)
 
     @property
     def empty_arrivals(self) -> int:
@@ -360,13 +370,16 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     else:
         staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), permute is not None or columns,
                                    a_k_major=not a_columns)
+    landed = None
+    if staging is None and not (tcgen05 or sync) and permute is None and not columns and second is None:
+        staging, landed = _transposed_b(tas, mma, a_columns)
     if staging is None:
         return ("no swizzled layout TMA lands both operands in is one wgmma's descriptors step through (rows "
-                "narrower than 32 bytes, warpgroups interleaved along N, or an 8-bit B that is not transposed)")
+                "narrower than 32 bytes, warpgroups interleaved along N)")
     extra = _second(tas, loop, mma, second, staging, swapped[2]) if second is not None else None
     if isinstance(extra, str):
         return extra
-    operands = (staging.a, staging.b, *((extra.staging.b,) if extra else ()))
+    operands = (staging.a, landed or staging.b, *((extra.staging.b,) if extra else ()))
     boxes, box_shapes, specs = [], [], []
     for ld, operand, (spec, _, _), swap in zip(loads, operands, found, swapped):
         shape = ld.results[0].type.shape
@@ -383,7 +396,8 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
         spec = specs[shared]
         specs[shared] = TensorMapSpec(spec.element_type, spec.element_bytes, spec.base, spec.dims, spec.strides,
                                       (spec.box[0], spec.box[1] // multicast, *spec.box[2:]), spec.swizzle)
-    stage_bytes = -(-(extra.staging if extra else staging).nbytes // RING_ALIGN) * RING_ALIGN
+    end = landed.base + landed.nbytes if landed else (extra.staging if extra else staging).nbytes
+    stage_bytes = -(-end // RING_ALIGN) * RING_ALIGN
     wanted, source = _ring_stages(tas, loop, arch, mma, staging, sum(boxes))
     built = sum(spec.on_device for spec in specs)
     budget = smem_limit(gpu) - other_tma_bytes(tas, loads) - (MAP_ALIGN + MAP_BYTES * built if built else 0)
@@ -405,7 +419,37 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
                     source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial,
                     fit=fit, b_columns=columns, a_columns=a_columns, maps_at=home, shared_operand=shared,
-                    multicast=multicast, tcgen05=tcgen05, second=extra, readback=readback, ahead=ahead)
+                    multicast=multicast, tcgen05=tcgen05, second=extra, readback=readback, ahead=ahead,
+                    b_landed=landed, transpose_layout=_transpose_layout(b, tas.num_warps) if landed else None)
+
+
+#: bytes of B's landed (MN-major) rows each consumer thread reads at once to transpose them
+TRANSPOSE_RUN = 16
+
+
+def _transpose_layout(ld: Operation, num_warps: int) -> LinearLayout:
+    """The consumers' registers of B's K x N tile as they transpose it: ``TRANSPOSE_RUN``
+    consecutive bytes of a landed row each (one 16-byte read), lanes along K first, so that
+    the 32 lanes' bytes of one column land in one K-major row (its 32 consecutive bytes:
+    one wavefront a store, where lanes along N put 8 of them in the same bank)."""
+    return default_blocked(ld.results[0].type.shape, num_warps, TRANSPOSE_RUN, order=(0, 1))
+
+
+def _transposed_b(tas, mma: Operation, a_columns: bool) -> tuple[Optional[WgmmaStaging], Optional[OperandStaging]]:
+    """(staging, B as its boxes land) of a ``wgmma`` ring whose 8-bit B lies K x N in memory:
+    ``wgmma`` reads it K-major from ``staging.b``, where the consumers copy it from the
+    MN-major layout its boxes land in after it (in the widest swizzle of its N-byte rows);
+    (None, None) for other multiplies."""
+    staging = tma_ring_staging(mma, tas.operand_layout(mma, 2), True, a_k_major=not a_columns)
+    if staging is None or staging.b.elem_bytes != 1 or staging.b.padding is not None:
+        return None, None
+    k, n = mma.rhs.type.shape
+    swizzle = widest_swizzle(n)
+    if swizzle is Swizzle.NONE:
+        return None, None
+    base = -(-staging.nbytes // RING_ALIGN) * RING_ALIGN
+    return staging, OperandStaging(wgmma_shared_operand(n, k, 1, swizzle, False), swizzle, False, 1, base, 1)
+
 
 
 def _second(tas, loop: CF.ForOp, mma: Operation, second: Operation, staging: WgmmaStaging, columns: bool
