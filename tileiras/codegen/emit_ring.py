@@ -475,10 +475,7 @@ def _transpose_b(em: KernelEmitter, plan: RingPlan, shift: ir.Value) -> None:
     regs = smem_copy.load(em, layout, SharedTile(landed.tile, 1, landed.base), i8, shift=shift)
     smem_copy.store(em, TileVal(layout, regs), SharedTile(wanted.tile, 1, wanted.base), shift=shift)
     X.fence_proxy_async(b)
-    if plan.specialized:        # (the producer warps do not take part)
-        X.asm(b, ir.VoidType(), f"bar.sync 1, {plan.consumers};", "~{memory}", [], side_effect=True)
-    else:
-        X.barrier(b)
+    X.barrier(b, plan.consumers if plan.specialized else 0)      # (the producer warps do not take part)
 
 
 def _ahead_iteration(em: KernelEmitter, op: Operation, plan: RingPlan, iv: ir.Value, j: ir.Value, ub: ir.Value,

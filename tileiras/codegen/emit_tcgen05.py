@@ -293,10 +293,7 @@ def product_free(em: KernelEmitter, threads: int) -> None:
     consumers (named barrier 1; 0: the whole CTA) between the tensor-core fences."""
     b = em.b
     _fence(b, "before")
-    if threads:
-        X.asm(b, ir.VoidType(), f"bar.sync 1, {threads};", "~{memory}", [], side_effect=True)
-    else:
-        X.barrier(b)
+    X.barrier(b, threads)
     _fence(b, "after")
 
 

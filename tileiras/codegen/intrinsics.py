@@ -88,11 +88,11 @@ def widen_here(b: ir.IRBuilder, value: ir.Value, signed: bool) -> ir.Value:
     return b.asm(ir.FunctionType(I64, [I32]), f"cvt.{kind} $0, $1;", "=l,r", [value], side_effect=True)
 
 
-def barrier(b: ir.IRBuilder) -> None:
-    """bar.sync 0 (all threads of the CTA; also orders their memory accesses), or where the
-    builder's ``barrier_threads`` says the CTA's roles have split, named barrier 1 for that
-    many threads."""
-    threads = getattr(b, "barrier_threads", 0)
+def barrier(b: ir.IRBuilder, threads: int = 0) -> None:
+    """bar.sync 0 (all threads of the CTA; also orders their memory accesses), or where
+    ``threads`` or else the builder's ``barrier_threads`` says the CTA's roles have split,
+    named barrier 1 for that many threads."""
+    threads = threads or getattr(b, "barrier_threads", 0)
     text = f"bar.sync 1, {threads};" if threads else "bar.sync 0;"
     b.asm(ir.FunctionType(ir.VoidType(), []), text, "~{memory}", [], side_effect=True)
 

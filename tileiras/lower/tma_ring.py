@@ -451,7 +451,6 @@ def _transposed_b(tas, mma: Operation, a_columns: bool) -> tuple[Optional[WgmmaS
     return staging, OperandStaging(wgmma_shared_operand(n, k, 1, swizzle, False), swizzle, False, 1, base, 1)
 
 
-
 def _second(tas, loop: CF.ForOp, mma: Operation, second: Operation, staging: WgmmaStaging, columns: bool
             ) -> Union[str, RingSecond]:
     """The ``RingSecond`` of ``second``, a second multiply of the ring's A, its B landed
