@@ -352,3 +352,27 @@ def test_sm90_transposes_an_8_bit_b_in_the_stage_for_wgmma():
                     traffic=True, host_object=host)
     result.check()
     assert result.traffic.shared_stores.conflicts == 0 and result.traffic.shared_loads.conflicts == 0
+
+
+@pytest.mark.parametrize("specialize", ["0", "1"])
+@pytest.mark.parametrize("form", ["w8a8", "deepseek"])
+def test_sm90_products_issued_ahead_agree(monkeypatch, form: str, specialize: str):
+    """``TILEIRAS_PRODUCT_AHEAD=1`` (off by default until a GPU measures it): each trip takes
+    its product complete, releases its stage and issues the next trip's group, which runs
+    while the body scales and adds and completes at the trip's end (``RingPlan.ahead``).
+    The prologue's group must be complete before the first trip releases its stage: with
+    it in flight the warp-specialized producer refilled the stage under it (the emulator
+    caught that while this was written)."""
+    monkeypatch.setenv("TILEIRAS_PRODUCT_AHEAD", "1")
+    monkeypatch.setenv("TILEIRAS_WARP_SPECIALIZE", specialize)
+    if form == "w8a8":
+        module = _module(_w8a8(), "sm_90")
+        (plan,) = [p for p in _tas(module, "sm_90")[2].pipelines.values() if not isinstance(p, str)]
+        assert plan.ahead and not plan.tcgen05
+        ptx = w8a8_agrees(module, "sm_90", (128, 128, 640), 64, (2, 2, 1), 19)
+    else:
+        module, name, grid, args, expected = _many_trips("sm_90")
+        ptx, host = diffcheck.compile_with_host(module, "sm_90")
+        assert diffcheck.compare(expected, diffcheck.run_ptx(ptx, name, grid, args, host_object=host)) is None
+    loop = ptx[ptx.index("wgmma.wait_group.sync.aligned 0;"):]
+    assert "wgmma.mma_async" in loop and "wgmma.wait_group.sync.aligned 0;" in loop[1:]

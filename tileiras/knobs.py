@@ -132,6 +132,10 @@ class _Knobs:
     s_ahead = _BoolKnob("TILEIRAS_S_AHEAD", True,
                         "sm_90 flash attention: Q @ K^T of the next iteration runs on wgmma during this "
                         "iteration's softmax where the TMA ring has 3 stages or more; 0: after it")
+    product_ahead = _BoolKnob("TILEIRAS_PRODUCT_AHEAD", False,
+                              "sm_90: a wgmma K loop that scales each tile's product (an fp8 GEMM with block "
+                              "scales) issues the next tile's group before using this one's; off until a GPU "
+                              "measures it: copying the product's registers costs executed instructions")
     tma_stream = _BoolKnob("TILEIRAS_TMA_STREAM", True,
                            "sm_90 and sm_100: a loop streaming TMA-loaded tiles (a persistent norm's row "
                            "blocks) issues each trip's copies trips ahead (tma_stream.TmaStream); "

@@ -236,13 +236,14 @@ def copy_tile(em: KernelEmitter, loop: Operation, ld: Operation, iv: ir.Value, l
         ok = b.and_(access.masks[r], runs)
         _copy(b, nbytes, dst, src, b.select(ok, ir.Constant(I32, nbytes), ir.Constant(I32, 0)), owner)
 
-def prologue(em: KernelEmitter, plan) -> None:
-    """Before the loop: the copies of its first S-1 iterations, a group each."""
+def prologue(em: KernelEmitter, plan) -> Optional[list[ir.Value]]:
+    """Before the loop: the copies of its first S-1 iterations, a group each; the registers
+    the loop carries beside its results where a TMA ring computes each product an
+    iteration ahead (``emit_ring.ring_prologue``)."""
     if isinstance(plan, RingPlan):
         from .emit_ring import ring_prologue  # noqa: PLC0415  (emit_ring builds on this module)
 
-        ring_prologue(em, plan)
-        return
+        return ring_prologue(em, plan)
     issue = issue_stage
     b = em.b
     lb, ub, step = loop_bounds(em, plan)

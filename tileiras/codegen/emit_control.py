@@ -7,7 +7,7 @@ once every edge into them has been emitted.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from llvmlite import ir
 
@@ -53,6 +53,8 @@ class Frame:
     #: ``emit_attention_tma``): the header's phis, and what the trip now emitted hands on
     ahead: list[ir.PhiInstr] = field(default_factory=list)
     ahead_next: list[ir.Value] = field(default_factory=list)
+    #: what completes ``ahead_next`` at the trip's end (a ``wgmma`` group's wait), if anything
+    ahead_done: Optional[Callable[[list[ir.Value]], list[ir.Value]]] = None
 
 
 def _regs_of(em: KernelEmitter, op: Operation) -> list[list[ir.Value]]:
@@ -140,6 +142,7 @@ def _yield(em: KernelEmitter, op: Operation) -> None:
 def _continue(em: KernelEmitter, op: Operation) -> None:
     frame = _enclosing(em, (CF.ForOp, CF.LoopOp), op)
     vals = _token_or_regs(em, op)
+    handed = frame.ahead_done(frame.ahead_next) if frame.ahead_done else frame.ahead_next
     block = em.b.block
     if isinstance(frame.op, CF.ForOp):
         iv = frame.header_phis[0][0]
@@ -153,7 +156,7 @@ def _continue(em: KernelEmitter, op: Operation) -> None:
         for phi, v in zip(phis, regs or []):
             phi.add_incoming(v, block)
     _keep_tiles(em, frame, block)
-    for phi, v in zip(frame.ahead, frame.ahead_next):
+    for phi, v in zip(frame.ahead, handed):
         phi.add_incoming(v, block)
     back = em.b.branch(frame.header)
     if frame.op in unrolled_loops(em.tas):
@@ -221,7 +224,7 @@ def _for(em: KernelEmitter, op: Operation) -> None:
     if isinstance(plan, AttentionRingPlan):     # sm_90 flash attention's TMA ring
         ahead = emit_attention_tma.prologue(em, plan)
     elif plan is not None:      # a software-pipelined K loop: its first stages' copies
-        emit_async.prologue(em, plan)
+        ahead = emit_async.prologue(em, plan)
     stream = stream_plan(em.tas, op)
     if stream is not None:      # a pipelined streaming loop: its first trips' copies
         emit_stream.prologue(em, stream)

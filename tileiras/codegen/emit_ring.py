@@ -91,14 +91,17 @@ tensor-memory mbarrier too, and every warp reads the product back each iteration
 barrier that keeps the MMAs from overwriting a product still being read.  With two product
 buffers (``RingPlan.ahead``) the MMAs of iteration i + 1 are issued, into the other buffer,
 once those of iteration i have completed and before the warps read their product, so the
-tensor core works while the warps scale and add (``_ahead_iteration``).
+tensor core works while the warps scale and add (``_ahead_iteration``).  The ``wgmma`` form
+(``TILEIRAS_PRODUCT_AHEAD=1``) carries the completed product in registers: each iteration
+takes it, releases its stage, issues the next iteration's group and completes that group
+at the iteration's end (``_wgmma_ahead``, ``emit_control.Frame.ahead_done``).
 
 Iterations past the end issue nothing: their stage's mbarriers are never waited on.
 Boxes outside the tensor land as zeros and count their full bytes on the mbarrier.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 from llvmlite import ir
 
@@ -267,16 +270,86 @@ def _first_use(em: KernelEmitter, plan: RingPlan) -> ir.Value:
     return em.b.load(em.ring_counters[plan.loop])
 
 
-def ring_prologue(em: KernelEmitter, plan: RingPlan) -> None:
-    """Before the loop: the ring's prologue (``_prologue``), then, where the ring issues
-    each iteration's MMAs an iteration ahead (``RingPlan.ahead``), the first iteration's."""
+def ring_prologue(em: KernelEmitter, plan: RingPlan) -> Optional[list[ir.Value]]:
+    """Before the loop: the ring's prologue (``_prologue``), then, where the ring computes
+    each iteration's product an iteration ahead (``RingPlan.ahead``), the first
+    iteration's: ``tcgen05`` MMAs issued, or a ``wgmma`` group completed, whose registers
+    the loop carries (returned)."""
     _prologue(em, plan)
+    if plan.ahead and not plan.tcgen05:
+        return _first_product(em, plan)
     if plan.ahead:
         b = em.b
         lb, ub, _ = loop_bounds(em, plan)
         first = _first_use(em, plan) if plan.persistent else ir.Constant(I32, 0)
         with b.if_then(b.and_(b.icmp_unsigned("<", em.tid, ir.Constant(I32, 32)), below(em, plan, lb, ub))):
             _issue_ahead(em, plan, first)
+
+
+def _first_product(em: KernelEmitter, plan: RingPlan) -> list[ir.Value]:
+    """(``wgmma``, ``ahead``) The product of the ring's use 0, complete; zeros where the
+    loop does not run."""
+    from .emit_mma import wgmma_wait  # noqa: PLC0415  (emit_mma dispatches here)
+
+    b = em.b
+    lb, ub, _ = loop_bounds(em, plan)
+    zeros = em.tile(plan.mma, 2).regs
+    before = b.block
+    with b.if_then(below(em, plan, lb, ub)):
+        first = wgmma_wait(b, _product(em, plan, ir.Constant(I32, 0), True), 0)
+        then = b.block
+    merged = []
+    for reg, zero in zip(first, zeros):
+        phi = b.phi(reg.type)
+        phi.add_incoming(reg, then)
+        phi.add_incoming(zero, before)
+        merged.append(phi)
+    return merged
+
+
+def _product(em: KernelEmitter, plan: RingPlan, j: ir.Value, wait: Union[bool, ir.Value]) -> list[ir.Value]:
+    """(``wgmma``, ``ahead``) The multiply of the ring's use ``j`` from zeros, its stage's
+    boxes waited for where ``wait`` (True, or an i1), B transposed first where it lands
+    MN-major; its group left in flight: the product's registers."""
+    from .emit_mma import warpgroup_multiply  # noqa: PLC0415  (emit_mma dispatches here)
+
+    b, op = em.b, plan.mma
+    stage, parity = _use(b, plan, j)
+    if wait is True:
+        wait_phase(em, _stage_barrier(em, plan, stage), parity)
+    else:
+        with b.if_then(wait):
+            wait_phase(em, _stage_barrier(em, plan, stage), parity)
+    shift = b.mul(stage, ir.Constant(I32, plan.stage_bytes))
+    if plan.b_landed is not None:
+        _transpose_b(em, plan, shift)
+    warpgroup_multiply(em, op, em.tas.tensor_cores[op], plan.staging, None, em.tile(op, 2), shift, 1)
+    return list(em.values[op.result].regs)
+
+
+def _wgmma_ahead(em: KernelEmitter, op: Operation, plan: RingPlan, iv: ir.Value, j: ir.Value, ub: ir.Value,
+                 step: ir.Value) -> None:
+    """Iteration ``j`` of a ``wgmma`` ring that computes each product an iteration ahead:
+    its product is the registers the loop carries (complete: the previous iteration's end,
+    or the prologue, waited for it), so every thread releases its stage at once; warp 0
+    refills the stage iteration j - 1 released; then the group of use j + 1 is issued
+    (its boxes waited for where there is an iteration j + 1; in the last iteration it reads
+    the stage's old tiles, no copy being in flight there, and its result is not used) and
+    runs while the body uses product j; it completes at the iteration's end
+    (``Frame.ahead_done``: ``wait_group 0``)."""
+    from .emit_mma import wgmma_wait  # noqa: PLC0415  (emit_mma dispatches here)
+
+    b = em.b
+    frame = next(f for f in reversed(em.frames) if f.op is plan.loop)
+    product = list(frame.ahead)
+    _release(em, plan, _use(b, plan, j)[0])
+    if not plan.specialized:
+        ahead_iv = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
+        with b.if_then(b.and_(_elected_warp(em, plan), below(em, plan, ahead_iv, ub))):
+            _refill(em, plan, ahead_iv, b.add(j, ir.Constant(I32, plan.stages - 1)))
+    frame.ahead_next = _product(em, plan, b.add(j, ir.Constant(I32, 1)), below(em, plan, b.add(iv, step), ub))
+    frame.ahead_done = lambda regs: wgmma_wait(b, regs, 0)
+    em.put(op.result, TileVal(em.tile(op, 2).layout, product))
 
 
 def _issue_ahead(em: KernelEmitter, plan: RingPlan, j: ir.Value) -> None:
@@ -401,6 +474,9 @@ def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
     last = plan.second is None or waited is not None       # the iteration's last multiply
     if not last:
         em.ring_stages[plan.loop] = (j, stage)
+    if plan.ahead and not plan.tcgen05:
+        _wgmma_ahead(em, op, plan, iv, j, ub, step)
+        return
     if plan.tcgen05:
         _tcgen05_iteration(em, op, plan, iv, j, (stage, parity), ub, step, last)
         return

@@ -154,9 +154,14 @@ class RingPlan(KLoopPlan):
     #: scales scales each K tile's product before adding it); the stage is released by the
     #: MMAs' commit, the product's columns are free again once every warp has read them
     readback: bool = False
-    #: ``readback`` with two buffers of the product in tensor memory: the MMAs of iteration
-    #: i + 1 are issued into the other buffer before the warps read iteration i's, so the
-    #: tensor core multiplies while they scale and add (NVIDIA's fp8 GEMMs overlap so too)
+    #: the next iteration's product is computed while the body uses this one's (the
+    #: multiply starts from zeros every iteration and the loop does not carry it): with
+    #: ``readback`` the MMAs of iteration i + 1 go to a second tensor-memory buffer before
+    #: the warps read iteration i's; with ``wgmma`` iteration i issues i + 1's group after
+    #: taking its own product (complete) and completes it at the iteration's end, so the
+    #: tensor cores multiply while the warps scale and add (NVIDIA's fp8 GEMMs overlap so
+    #: too).  Not for a persistent ``wgmma`` ring: its last iteration's group reads a stage
+    #: the producer may be refilling for the next tile
     ahead: bool = False
     #: ``wgmma`` with an 8-bit B K x N in memory (wgmma reads 8-bit operands K-major only):
     #: B's boxes land here in each stage, MN-major, and the consumers copy it to
@@ -255,7 +260,7 @@ class RingPlan(KLoopPlan):
 
     def placed(self, maps: tuple[int, ...], producer_warp: int, consumers: int, reason: str,
                registers: tuple[int, int], stages: int, source: str, barrier_at: int = -1,
-               producer_ops: tuple[Operation, ...] = ()) -> "RingPlan":
+               producer_ops: tuple[Operation, ...] = (), ahead: Optional[bool] = None) -> "RingPlan":
         """This plan reading its tiles through hidden tensor maps ``maps``, its producer
         warp ``producer_warp`` (-1: none, ``reason`` why) for ``consumers`` threads, with
         ``registers`` (producers', consumers'), ``stages`` (from ``source``), its
@@ -266,7 +271,7 @@ class RingPlan(KLoopPlan):
                         self.in_flight, self.serial_reason, producer_warp, reason, registers, self.fit, maps,
                         barrier_at, self.b_columns, self.a_columns, producer_ops, self.maps_at,
                         self.shared_operand, self.multicast, self.tcgen05, self.second, self.readback,
-                        self.ahead, self.b_landed, self.transpose_layout)
+                        self.ahead if ahead is None else ahead, self.b_landed, self.transpose_layout)
 
     @property
     def empty_arrivals(self) -> int:
@@ -415,7 +420,11 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
         return f"the accumulator cannot stay in tensor memory: {serial}"
     from .tensor_memory import fits  # noqa: PLC0415  (tensor_memory builds on this module)
 
-    ahead = readback and fits(tas, mma)         # a second buffer of the product beside the other columns
+    if tcgen05:                 # a second buffer of the product beside the other columns
+        ahead = readback and fits(tas, mma)
+    else:                       # (off by default: ``knobs.product_ahead``)
+        ahead = bool(knobs.product_ahead) and not sync and bool(serial) and extra is None and zeros_before(mma.acc,
+                                                                                                         loop)
     return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
                     source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial,
                     fit=fit, b_columns=columns, a_columns=a_columns, maps_at=home, shared_operand=shared,
@@ -581,9 +590,11 @@ def place_rings(tas, arch: int, rings: list[RingPlan], persistent: bool = True) 
                 maps.append(spec)
         producer, consumers = (-1, tas.num_threads) if reason else (tas.num_warps, tas.layout_threads)
         indices = tuple(-1 if spec.on_device else maps.index(spec) for spec in ring.specs)
+        persistent = ring.loop in barrier_at
         tas.pipelines[ring.loop] = ring.placed(indices, producer,
                                                consumers, reason, (0, 0) if reason else _registers(tas),
-                                               ring.stages, ring.source, barrier_at.get(ring.loop, -1), slice_)
+                                               ring.stages, ring.source, barrier_at.get(ring.loop, -1), slice_,
+                                               ring.ahead and (ring.tcgen05 or not persistent))
     tas.tensor_maps = tuple(maps)
 
 
