@@ -239,9 +239,11 @@ def test_sm100_multiplies_each_k_tile_on_tcgen05_and_reads_the_product_back():
     already running into a second buffer (``RingPlan.ahead``).  Before, ``mma.sync``
     read the stages with ``ldmatrix`` (executed instructions 2.02x NVIDIA's, now 1.05x;
     shared wavefronts 10,240, now 1,056, NVIDIA's 1,108)."""
-    _, _, tas = _tas(_module(_case(FP8), "sm_100"), "sm_100")
+    c, name, tas = _tas(_module(_case(FP8), "sm_100"), "sm_100")
     (plan,) = [p for p in tas.pipelines.values() if not isinstance(p, str)]
     assert isinstance(plan, RingPlan) and plan.tcgen05 and plan.readback and plan.ahead and not plan.sync
+    text = format_tileas(tas)
+    assert "readback = true" in text and parse_tileas(text, c.aa[name]).pipelines == tas.pipelines
     assert not plan.staging.b.k_major and plan.staging.a.k_major      # B as it lies: N contiguous
     assert tas.tmem_alloc >= 2 * 64                                   # two buffers of the 64 x 64 product
     ptx = diffcheck.compile_with_host(_module(_case(FP8), "sm_100"), "sm_100")[0]
@@ -335,8 +337,10 @@ def test_sm90_transposes_an_8_bit_b_in_the_stage_for_wgmma():
     from tileiras.layout.shared import Swizzle
 
     module = _module(_case(FP8), "sm_90")
-    _, _, tas = _tas(module, "sm_90")
+    c, name, tas = _tas(module, "sm_90")
     (plan,) = [p for p in tas.pipelines.values() if not isinstance(p, str)]
+    text = format_tileas(tas)           # the landing and the transposing layout print and parse back
+    assert "b_landed = #tileas.operand" in text and parse_tileas(text, c.aa[name]).pipelines == tas.pipelines
     landed, wanted = plan.b_landed, plan.staging.b
     assert landed is not None and not landed.k_major and wanted.k_major and wanted.elem_bytes == 1
     assert landed.swizzle is Swizzle.B64 and plan.box[1] == (64, 64)      # 64-byte rows of N
