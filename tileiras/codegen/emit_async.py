@@ -30,7 +30,7 @@ layouts, extra warps) issue nothing for them (``owner_predicate``).
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Optional
+from typing import Callable, Optional
 
 from llvmlite import ir
 
@@ -256,6 +256,24 @@ def prologue(em: KernelEmitter, plan) -> Optional[list[ir.Value]]:
     for s in range(plan.ahead):
         iv = b.add(lb, b.mul(step, ir.Constant(step.type, s))) if s else lb
         issue(em, plan, iv, ir.Constant(I32, s), below(em, plan, iv, ub))
+
+def registers_if(b: ir.IRBuilder, cond: ir.Value, make: Callable[[], list[ir.Value]],
+                 otherwise: list[ir.Value]) -> list[ir.Value]:
+    """The registers ``make()`` emits code for under ``cond`` (an i1), where it holds, else
+    ``otherwise``'s (zeros of a register's type where that type differs): the first
+    product of a loop that computes each an iteration ahead, where the loop may not run."""
+    before = b.block
+    with b.if_then(cond):
+        made = make()
+        then = b.block
+    merged = []
+    for reg, other in zip(made, otherwise):
+        phi = b.phi(reg.type)
+        phi.add_incoming(reg, then)
+        phi.add_incoming(other if other.type == reg.type else ir.Constant(reg.type, 0.0), before)
+        merged.append(phi)
+    return merged
+
 
 def complete_last(em: KernelEmitter, op: Operation, plan) -> None:
     """(A ``wgmma`` K loop leaving a group in flight) its last iteration waits for its group

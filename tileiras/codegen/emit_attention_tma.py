@@ -59,7 +59,7 @@ from ..ir.core import Operation
 from ..lower.attention_tma import BARRIERS_PER_STAGE, EMPTY, AttentionRingPlan, RingBox
 from . import device_maps
 from . import intrinsics as X
-from .emit_async import below, iteration_indices, iteration_number, loop_bounds
+from .emit_async import below, iteration_indices, iteration_number, loop_bounds, registers_if
 from .emit_attention import hoist_fragments, hoist_landed, multiply_from_stage
 from .emit_mma import stage_operand, warpgroup_multiply, wgmma_wait
 from .emit_tcgen05 import attention_multiply, issue_s, read_s, s_buffer
@@ -261,19 +261,12 @@ def _first_s(em: KernelEmitter, plan: AttentionRingPlan) -> list[ir.Value]:
     b = em.b
     lb, ub, _ = loop_bounds(em, plan)
     op, zero = plan.mmas[0], ir.Constant(I32, 0)
-    zeros = em.tile(op, 2).regs
-    before = b.block
-    with b.if_then(below(em, plan, lb, ub)):
+
+    def first() -> list[ir.Value]:
         wait_phase(em, _full(em, plan, zero, 0), zero)
-        first = wgmma_wait(b, _wgmma_s(em, plan, op, zero), 0)
-        then = b.block
-    merged = []
-    for reg, z in zip(first, zeros):
-        phi = b.phi(reg.type)
-        phi.add_incoming(reg, then)
-        phi.add_incoming(z if z.type == reg.type else ir.Constant(reg.type, 0.0), before)
-        merged.append(phi)
-    return merged
+        return wgmma_wait(b, _wgmma_s(em, plan, op, zero), 0)
+
+    return registers_if(b, below(em, plan, lb, ub), first, em.tile(op, 2).regs)
 
 
 def _wgmma_s_ahead(em: KernelEmitter, op: Operation, plan: AttentionRingPlan, i: ir.Value) -> None:

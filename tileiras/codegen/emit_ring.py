@@ -101,7 +101,7 @@ Boxes outside the tensor land as zeros and count their full bytes on the mbarrie
 """
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Optional
 
 from llvmlite import ir
 
@@ -109,7 +109,7 @@ from ..ir.core import Operation
 from ..lower.tma_ring import MAP_BYTES, RingPlan
 from . import device_maps, emit_tcgen05, smem_copy
 from . import intrinsics as X
-from .emit_async import below, complete_last, iteration_number, loop_bounds
+from .emit_async import below, complete_last, iteration_number, loop_bounds, registers_if
 from .emit_tma import tile_coords, wait_phase
 from .nvvm import I32, KernelEmitter
 from .smem_copy import SharedTile
@@ -172,6 +172,23 @@ def _refill(em: KernelEmitter, plan: RingPlan, iv: ir.Value, j: ir.Value) -> Non
     wait_phase(em, _stage_barrier(em, plan, stage, empty=True), b.xor(parity, ir.Constant(I32, 1)))
     with b.if_then(_elected(em, plan)):
         ring_issue(em, plan, iv, stage)
+
+
+def _refill_ahead(em: KernelEmitter, plan: RingPlan, iv: ir.Value, j: ir.Value, ub: ir.Value, step: ir.Value,
+                 elected: bool = False, use: Optional[ir.Value] = None) -> None:
+    """(Unspecialized) iteration ``j`` + S-1's boxes (induction value ``iv`` S-1 steps on)
+    where there is such an iteration, into the stage iteration j - 1 released (``use``:
+    the ring's use j + S-1, where the caller has it); with ``elected`` only the elected
+    thread's warp takes part (else the caller's branch is warp 0's)."""
+    b = em.b
+    ahead_iv = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
+    if elected:
+        warp = _elected_warp(em, plan)
+        more = b.and_(warp, below(em, plan, ahead_iv, ub))
+    else:
+        more = below(em, plan, ahead_iv, ub)
+    with b.if_then(more):
+        _refill(em, plan, ahead_iv, use if use is not None else b.add(j, ir.Constant(I32, plan.stages - 1)))
 
 
 def ring_issue(em: KernelEmitter, plan: RingPlan, iv: ir.Value, stage: ir.Value) -> None:
@@ -293,32 +310,22 @@ def _first_product(em: KernelEmitter, plan: RingPlan) -> list[ir.Value]:
 
     b = em.b
     lb, ub, _ = loop_bounds(em, plan)
-    zeros = em.tile(plan.mma, 2).regs
-    before = b.block
-    with b.if_then(below(em, plan, lb, ub)):
-        first = wgmma_wait(b, _product(em, plan, ir.Constant(I32, 0), True), 0)
-        then = b.block
-    merged = []
-    for reg, zero in zip(first, zeros):
-        phi = b.phi(reg.type)
-        phi.add_incoming(reg, then)
-        phi.add_incoming(zero, before)
-        merged.append(phi)
-    return merged
+    return registers_if(b, below(em, plan, lb, ub), lambda: wgmma_wait(b, _product(em, plan, ir.Constant(I32, 0)), 0),
+                        em.tile(plan.mma, 2).regs)
 
 
-def _product(em: KernelEmitter, plan: RingPlan, j: ir.Value, wait: Union[bool, ir.Value]) -> list[ir.Value]:
+def _product(em: KernelEmitter, plan: RingPlan, j: ir.Value, guard: Optional[ir.Value] = None) -> list[ir.Value]:
     """(``wgmma``, ``ahead``) The multiply of the ring's use ``j`` from zeros, its stage's
-    boxes waited for where ``wait`` (True, or an i1), B transposed first where it lands
-    MN-major; its group left in flight: the product's registers."""
+    boxes waited for (only where ``guard``, an i1, holds, where given), B transposed first
+    where it lands MN-major; its group left in flight: the product's registers."""
     from .emit_mma import warpgroup_multiply  # noqa: PLC0415  (emit_mma dispatches here)
 
     b, op = em.b, plan.mma
     stage, parity = _use(b, plan, j)
-    if wait is True:
+    if guard is None:
         wait_phase(em, _stage_barrier(em, plan, stage), parity)
     else:
-        with b.if_then(wait):
+        with b.if_then(guard):
             wait_phase(em, _stage_barrier(em, plan, stage), parity)
     shift = b.mul(stage, ir.Constant(I32, plan.stage_bytes))
     if plan.b_landed is not None:
@@ -344,9 +351,7 @@ def _wgmma_ahead(em: KernelEmitter, op: Operation, plan: RingPlan, iv: ir.Value,
     product = list(frame.ahead)
     _release(em, plan, _use(b, plan, j)[0])
     if not plan.specialized:
-        ahead_iv = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
-        with b.if_then(b.and_(_elected_warp(em, plan), below(em, plan, ahead_iv, ub))):
-            _refill(em, plan, ahead_iv, b.add(j, ir.Constant(I32, plan.stages - 1)))
+        _refill_ahead(em, plan, iv, j, ub, step, elected=True)
     frame.ahead_next = _product(em, plan, b.add(j, ir.Constant(I32, 1)), below(em, plan, b.add(iv, step), ub))
     frame.ahead_done = lambda regs: wgmma_wait(b, regs, 0)
     em.put(op.result, TileVal(em.tile(op, 2).layout, product))
@@ -502,9 +507,7 @@ def ring_mma(em: KernelEmitter, op: Operation, plan: RingPlan) -> None:
         _release(em, plan, stage)
     if plan.specialized:            # the producer warp refills
         return
-    ahead_iv = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
-    with b.if_then(b.and_(_elected_warp(em, plan), below(em, plan, ahead_iv, ub))):
-        _refill(em, plan, ahead_iv, ahead)
+    _refill_ahead(em, plan, iv, j, ub, step, elected=True, use=ahead)
 
 
 def _tcgen05_iteration(em: KernelEmitter, op: Operation, plan: RingPlan, iv: ir.Value, j: ir.Value,
@@ -529,9 +532,7 @@ def _tcgen05_iteration(em: KernelEmitter, op: Operation, plan: RingPlan, iv: ir.
         empty = _stage_barrier(em, plan, stage, empty=True) if last else None
         emit_tcgen05.ring_step(em, op, plan, stage, empty)
         if last and not plan.specialized:
-            ahead_iv = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
-            with b.if_then(below(em, plan, ahead_iv, ub)):
-                _refill(em, plan, ahead_iv, b.add(j, ir.Constant(I32, plan.stages - 1)))
+            _refill_ahead(em, plan, iv, j, ub, step)
     if plan.readback:
         emit_tcgen05.wait_product(em)
         emit_tcgen05.read_product(em, op)
@@ -567,9 +568,7 @@ def _ahead_iteration(em: KernelEmitter, op: Operation, plan: RingPlan, iv: ir.Va
     next_iv = b.add(iv, step)
     with b.if_then(b.icmp_unsigned("<", em.tid, ir.Constant(I32, 32))):
         if not plan.specialized:
-            ahead_iv = b.add(iv, b.mul(step, ir.Constant(iv.type, plan.stages - 1)))
-            with b.if_then(below(em, plan, ahead_iv, ub)):
-                _refill(em, plan, ahead_iv, b.add(j, ir.Constant(I32, plan.stages - 1)))
+            _refill_ahead(em, plan, iv, j, ub, step)
         with b.if_then(below(em, plan, next_iv, ub)):
             _issue_ahead(em, plan, b.add(j, ir.Constant(I32, 1)))
     emit_tcgen05.read_product(em, op, emit_tcgen05.product_buffer(em, op, j))

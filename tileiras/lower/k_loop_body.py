@@ -146,6 +146,12 @@ def zeros_before(value: Value, loop: CF.ForOp) -> bool:
             and not any(op.value.data))
 
 
+def second_of(loop: CF.ForOp) -> Optional[Operation]:
+    """The second multiply of the loop body's A (``second_multiply``), or None."""
+    pair = second_multiply(loop_body(loop))
+    return pair[1] if pair else None
+
+
 def second_multiply(body: list[Operation]) -> Optional[tuple[Operation, Operation]]:
     """(first, second) of the body's two multiplies where both multiply one tile the body
     loads by tiles it loads (different ones) and neither reads the other's result (a LoRA

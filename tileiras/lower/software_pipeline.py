@@ -77,7 +77,8 @@ from ..tile import ops_memory as MEM
 from ..tile.enums import MemoryOrderingSemantics
 from .gathered_copy import AddressSlice, address_ops, address_slice, gathered_load_reason
 from .k_loop_body import (columns_contiguous, consumer_of, defined_outside, extra_reason, gathered_a, loop_body,
-                          operand_loads, second_multiply, transposing, unit_reshape, view_copy_reason)
+                          operand_loads, second_multiply, second_of, transposing, unit_reshape,
+                          view_copy_reason)
 from .mma_forms import MmaSwizzle, WgmmaStaging, mma_staging_pitches, mma_swizzle, tma_ring_staging
 from .tiles import element_bytes
 from .tma import MIN_ARCH as TMA_MIN_ARCH
@@ -243,7 +244,7 @@ def plan_loop(tas, loop: CF.ForOp, arch: int) -> Decision:
     form = next((tas.tensor_cores.get(op) for op in loop_body(loop) if op in tas.tensor_cores), None)
     from .attention_pipeline import is_attention_loop, plan_attention  # noqa: PLC0415  (it builds on KLoopPlan)
 
-    attention = is_attention_loop(tas, loop) and second_multiply(loop_body(loop)) is None
+    attention = is_attention_loop(tas, loop) and second_of(loop) is None
     if form is not None and form.tcgen05:      # the accumulator stays in tensor memory: a TMA ring
         if attention:                           # flash attention's: S and O each in tensor memory
             from .attention_tma import plan_attention_ring  # noqa: PLC0415
@@ -427,8 +428,7 @@ def _copied_k_loop(tas, loop: CF.ForOp, a_columns_ok: bool = False) -> Union[
     shape = k_loop(tas, loop, scales_ok=True, gathers_ok=True, extras_ok=True, second_ok=True)
     if isinstance(shape, str):
         return shape
-    pair = second_multiply(loop_body(loop))
-    second = pair[1] if pair else None
+    second = second_of(loop)
     reason = loads_reason(tas, loop, *shape, tma_ok=True, b_columns_ok=True, a_columns_ok=a_columns_ok,
                           also=(second,) if second else ())
     if reason is None and isinstance(shape[0], AR.MmaFScaledOp):

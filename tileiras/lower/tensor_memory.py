@@ -38,7 +38,7 @@ from ..tile import ops_control as CF
 from .cta_size import TCGEN05_ARCHS
 from ..target import smem_limit
 from .mma_forms import TMEM_COLUMNS, tcgen05_columns, tcgen05_form, tcgen05_ring_staging, tensor_core_mma
-from .k_loop_body import columns_contiguous, loop_body, second_multiply, zeros_before
+from .k_loop_body import columns_contiguous, second_of, zeros_before
 from .software_pipeline import k_loop, wgmma_in_flight
 from .tma import tma_spec
 from .tma_ring import MAX_BOX, RingPlan, matrix_box
@@ -87,12 +87,12 @@ def _k_loop_reason(tas, loop: CF.ForOp, arch: int) -> Optional[str]:
     if isinstance(shape, str):
         return shape
     first, a, b, permute = shape
-    pair = second_multiply(loop_body(loop))
+    second = second_of(loop)
     b_columns = permute is None and columns_contiguous(b)
     parts = [(first, b, b_columns, permute is not None or b_columns)]       # (multiply, B, swapped, K-major)
-    if pair is not None:
-        swapped = columns_contiguous(pair[1].rhs.owner)
-        parts.append((pair[1], pair[1].rhs.owner, swapped, swapped))
+    if second is not None:
+        swapped = columns_contiguous(second.rhs.owner)
+        parts.append((second, second.rhs.owner, swapped, swapped))
     if not all(matrix_box(ld) for ld in (a, *(ld for _, ld, _, _ in parts))):
         return "a loaded tile cannot be copied by TMA (alignment, padding or rank)"
     gpu = f"sm_{arch}"
@@ -105,7 +105,7 @@ def _k_loop_reason(tas, loop: CF.ForOp, arch: int) -> Optional[str]:
     nbytes = 0
     for op, ld, swapped, k_major in parts:
         serial = wgmma_in_flight(tas, loop, op)[1]      # the accumulator carried straight through
-        if serial and (pair is not None or not zeros_before(op.acc, loop)):     # (else read back each trip)
+        if serial and (second is not None or not zeros_before(op.acc, loop)):     # (else read back each trip)
             return serial
         if tcgen05_form(op, tensor_core_mma(op, arch, tas.num_warps, tas.extra_warps), tas.num_warps) is None:
             return "a multiply of the loop has no tcgen05 form"

@@ -42,7 +42,7 @@ from ..sched.modulo import SchedulingError
 from ..sched.pipeline import tma_ring_schedule
 from ..target import smem_limit, stages_hint
 from ..tile import ops_control as CF
-from .k_loop_body import columns_contiguous, loop_body, second_multiply, zeros_before
+from .k_loop_body import columns_contiguous, second_of, zeros_before
 from .mma_forms import (WGMMA_MAX_N, MmaRingStaging, OperandStaging, WgmmaStaging, k_steps, mma_ring_staging,
                         tcgen05_ring_staging, tma_ring_staging)
 from .software_pipeline import (Decision, KLoopPlan, k_loop, known_trips, loads_reason, second_b_reason,
@@ -345,8 +345,7 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     if isinstance(shape, str):
         return shape
     mma, a, b, permute = shape
-    pair = second_multiply(loop_body(loop))
-    second = pair[1] if pair else None
+    second = second_of(loop)
     reason = loads_reason(tas, loop, mma, a, b, permute, tma_ok=True, b_columns_ok=True, a_columns_ok=True,
                           also=(second,) if second else ())
     if reason:
@@ -415,7 +414,9 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     carried, serial = (-1, SYNC_SERIAL) if sync else wgmma_in_flight(tas, loop, mma)
     if extra is not None and not serial:
         serial = wgmma_in_flight(tas, loop, second)[1]
-    readback = tcgen05 and bool(serial) and extra is None and zeros_before(mma.acc, loop)
+    # each trip's product from zeros, used by the body (not carried): read back on tcgen05
+    fresh = bool(serial) and extra is None and zeros_before(mma.acc, loop)
+    readback = tcgen05 and fresh
     if tcgen05 and serial and not readback:
         return f"the accumulator cannot stay in tensor memory: {serial}"
     from .tensor_memory import fits  # noqa: PLC0415  (tensor_memory builds on this module)
@@ -423,8 +424,7 @@ def plan_ring(tas, loop: CF.ForOp, arch: int) -> Decision:
     if tcgen05:                 # a second buffer of the product beside the other columns
         ahead = readback and fits(tas, mma)
     else:                       # (off by default: ``knobs.product_ahead``)
-        ahead = bool(knobs.product_ahead) and not sync and bool(serial) and extra is None and zeros_before(mma.acc,
-                                                                                                         loop)
+        ahead = bool(knobs.product_ahead) and not sync and fresh
     return RingPlan(loop, mma, (a, b), stages, staging, stage_bytes, tuple(box_shapes), tuple(boxes), tuple(specs),
                     source, permute is not None, tas.num_threads, max(carried, 0), 0 if serial else 1, serial,
                     fit=fit, b_columns=columns, a_columns=a_columns, maps_at=home, shared_operand=shared,
